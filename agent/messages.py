@@ -1,0 +1,135 @@
+"""OpenAI-format chat messages: roles, tool-call pairs, and what a provider will accept.
+
+Messages on the hot path are plain dicts. Keys starting with ``_`` are foldgate's
+own metadata (``_id``, ``_tok``, ``_ts``, ``_compressed_summary`` …) and are
+stripped by :func:`to_api` before any request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from agent.tokens import content_text
+
+Message = dict[str, Any]
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+#: Marker that opens every compaction summary message.
+SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
+#: Metadata flag on messages foldgate synthesised (summaries, stand-in results, continuations).
+SYNTHETIC_KEY = "_synthetic"
+
+
+class InvalidMessage(ValueError):
+    """A message that cannot be stored or sent: names what is wrong with it."""
+
+
+def validate_message(message: Any) -> Message:
+    """Check one message's shape and return it; raise :class:`InvalidMessage` naming the fault."""
+    if not isinstance(message, dict):
+        raise InvalidMessage(f"message must be an object, got {type(message).__name__}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise InvalidMessage(f"role must be one of {sorted(ROLES)}, got {role!r}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise InvalidMessage(f"content must be a string, a list of parts or null, got {type(content).__name__}")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise InvalidMessage("tool message needs a string tool_call_id")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list):
+            raise InvalidMessage("tool_calls must be a list on an assistant message")
+        for call in calls:
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                raise InvalidMessage("every tool call needs a string id")
+            if not isinstance(call.get("function"), dict):
+                raise InvalidMessage(f"tool call {call.get('id')!r} has no function")
+    return message
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """The message's text content (list parts joined)."""
+    return content_text(message.get("content"))
+
+
+def with_content(message: Mapping[str, Any], content: Any, **extra: Any) -> Message:
+    """A copy of ``message`` with new content; drops the cached token count that no longer holds."""
+    copy = {key: value for key, value in message.items() if key != "_tok"}
+    copy["content"] = content
+    copy.update(extra)
+    return copy
+
+
+def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
+    """Ids of the tool calls an assistant message makes (empty for other messages)."""
+    if message.get("role") != "assistant":
+        return []
+    return [call["id"] for call in message.get("tool_calls") or () if isinstance(call, Mapping) and "id" in call]
+
+
+def is_tool_result(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "tool"
+
+
+def is_summary(message: Mapping[str, Any]) -> bool:
+    """A compaction summary foldgate wrote (marked, or recognisable by its prefix)."""
+    return bool(message.get("_compressed_summary")) or text_of(message).lstrip().startswith(SUMMARY_PREFIX)
+
+
+def is_real_user_message(message: Mapping[str, Any]) -> bool:
+    """A message a person typed: user role, non-empty, not a summary, handoff or synthetic line."""
+    if message.get("role") != "user" or message.get(SYNTHETIC_KEY):
+        return False
+    text = text_of(message).strip()
+    return bool(text) and not is_summary(message)
+
+
+def to_api(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Copies of the messages without foldgate's ``_`` metadata, ready for a provider."""
+    return [{key: value for key, value in m.items() if not key.startswith("_")} for m in messages]
+
+
+def pair_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every way the list breaks the tool-call pairing rules providers enforce (empty = valid).
+
+    Each assistant tool call must be answered by a tool message with its id before the
+    next non-tool message, and every tool message must answer a call made just before it.
+    """
+    problems: list[str] = []
+    pending: set[str] = set()
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in pending:
+                pending.discard(call_id)
+            else:
+                problems.append(f"message {index}: tool result {call_id!r} has no preceding call")
+            continue
+        if pending:
+            problems.append(f"message {index}: tool calls {sorted(pending)} have no result")
+            pending = set()
+        if role == "assistant":
+            ids = tool_call_ids(message)
+            duplicates = open_calls.intersection(ids)
+            if duplicates:
+                problems.append(f"message {index}: tool call ids reused {sorted(duplicates)}")
+            pending = set(ids)
+            open_calls.update(ids)
+    if pending:
+        problems.append(f"end: tool calls {sorted(pending)} have no result")
+    return problems
+
+
+def api_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Pairing problems plus shape problems: the one check run before every API request."""
+    problems: list[str] = []
+    for index, message in enumerate(messages):
+        try:
+            validate_message(message)
+        except InvalidMessage as error:
+            problems.append(f"message {index}: {error}")
+    return problems + pair_problems(messages)

