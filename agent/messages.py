@@ -54,9 +54,19 @@ def text_of(message: Mapping[str, Any]) -> str:
     return content_text(message.get("content"))
 
 
+#: Metadata that describes one stored version of a message and must not survive an edit.
+_VERSION_KEYS = frozenset({"_tok", "_id"})
+
+
 def with_content(message: Mapping[str, Any], content: Any, **extra: Any) -> Message:
-    """A copy of ``message`` with new content; drops the cached token count that no longer holds."""
-    copy = {key: value for key, value in message.items() if key != "_tok"}
+    """A copy of ``message`` with new content: a new version, so it loses the stored id and token count.
+
+    The original keeps its ``_id`` and goes to the archive when the edited copy replaces it;
+    the copy records where it came from in ``_orig_id``.
+    """
+    copy = {key: value for key, value in message.items() if key not in _VERSION_KEYS}
+    if "_id" in message:
+        copy["_orig_id"] = message["_id"]
     copy["content"] = content
     copy.update(extra)
     return copy
