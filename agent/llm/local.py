@@ -1,0 +1,93 @@
+"""An offline stand-in model, so foldgate runs end to end on a machine with no credentials or network.
+
+It is not a language model: it records statements, and answers questions by calling
+``session_search`` over the conversation (archive included) and quoting the best hit.
+That is enough to show the whole pipeline working — storage, hygiene, compaction,
+recovery — and it reports usage like a provider (exact prompt token counts), so the
+compressor and hygiene see real numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Sequence
+
+from agent.llm.types import Completion
+from agent.llm.usage import Usage
+from agent.messages import is_real_user_message, text_of
+from agent.tokens import count_messages, count_text
+
+_QUESTION_START = re.compile(
+    r"^\s*(what|which|when|where|who|whom|why|how|remind|recall|did|do|does|is|are|was|were|find|search)\b", re.I
+)
+_WORD = re.compile(r"[#\w./:-]+")
+_FILLER = frozenset(
+    """what which when where who whom why how remind recall did do does is are was were find search the a an
+    of to in on for me my we our you your it that this about again please us tell say said earlier before
+    and or with from was is be been any""".split()
+)
+
+
+def _is_question(text: str) -> bool:
+    return text.rstrip().endswith("?") or bool(_QUESTION_START.match(text))
+
+
+def _keywords(text: str) -> str:
+    words = [w.strip(".,:;!?") for w in _WORD.findall(text)]
+    kept = [w for w in words if w and w.lower() not in _FILLER]
+    return " ".join(kept[:8]) or text[:80]
+
+
+class LocalDemoModel:
+    """``provider: local`` — answers from the conversation itself, offline and deterministic."""
+
+    context_length = 32_768
+
+    def __init__(self, name: str = "local-demo") -> None:
+        self.name = name
+        self.requests: int = 0
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        max_tokens: int = 1024,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        self.requests += 1
+        tool_names = {t.get("function", {}).get("name") for t in tools or ()}
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            completion = self._answer_from_search(messages)
+        else:
+            question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")
+            if question and _is_question(question) and "session_search" in tool_names:
+                call = {
+                    "id": f"local_{self.requests}",
+                    "type": "function",
+                    "function": {"name": "session_search", "arguments": json.dumps({"query": _keywords(question)})},
+                }
+                completion = Completion(text="", tool_calls=[call], finish_reason="tool_calls")
+            else:
+                words = len(question.split())
+                completion = Completion(text=f"Noted ({words} words). Ask me about anything from earlier — I can search the whole conversation.")
+        prompt = count_messages([dict(m) for m in messages]) + count_text(json.dumps(list(tools or ())))
+        out = count_text(completion.text) + sum(count_text(c["function"]["arguments"]) for c in completion.tool_calls)
+        usage = Usage(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out)
+        return Completion(completion.text, completion.tool_calls, completion.finish_reason, usage, {})
+
+    @staticmethod
+    def _answer_from_search(messages: Sequence[Mapping[str, Any]]) -> Completion:
+        try:
+            result = json.loads(text_of(messages[-1]))
+        except ValueError:
+            result = {}
+        hits = result.get("hits") or []
+        if not hits:
+            return Completion(text="I searched our whole conversation, archive included, and found nothing about that.")
+        best = hits[0]
+        snippet = " ".join(str(best.get("snippet", "")).split())[:600]
+        return Completion(text=f"From earlier (message {best.get('message_id')}): {snippet}")

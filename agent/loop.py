@@ -1,0 +1,189 @@
+"""The agent's tool loop: one turn is LLM ↔ tools until the model answers, compacting in between.
+
+Between iterations the context engine looks at the prompt size the provider actually
+reported and compacts in the loop when it crosses its threshold (SPEC S2.2). The
+turn's messages are validated right before every request (L3). Transient provider
+failures are retried as the provider asks; a context-length refusal forces a
+compaction and one more try, so a turn never ends on "context too long".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+
+from agent.context_engine import ContextEngine
+from agent.llm.errors import ContextTooLong, ProviderError, RateLimited
+from agent.llm.types import Completion
+from agent.llm.usage import Usage
+from agent.messages import Message, pair_problems
+from agent.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+#: Longest wait honoured for one rate-limit answer before giving up on the turn.
+MAX_RETRY_AFTER_SECONDS = 60.0
+
+
+class ChatModel(Protocol):
+    """What the loop needs of a provider client (``agent.llm`` clients and the local model fit)."""
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> Completion: ...
+
+
+#: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.
+RequestHook = Callable[[list[Message]], list[Message]]
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced; ``messages`` is the whole active list after it."""
+
+    messages: list[Message]
+    new_messages: list[Message]
+    reply: str
+    compacted: bool
+    usage: Usage = field(default_factory=Usage)
+    last_usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+
+
+@dataclass
+class RetryPolicy:
+    """How often and how long to retry transient provider failures within one turn."""
+
+    attempts: int = 4
+    base_delay: float = 1.0
+    max_delay: float = 20.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    def delay(self, attempt: int, error: ProviderError) -> float:
+        if isinstance(error, RateLimited) and error.retry_after is not None:
+            return min(error.retry_after, MAX_RETRY_AFTER_SECONDS)
+        return min(self.base_delay * 2**attempt, self.max_delay)
+
+
+class Agent:
+    """Runs turns for one session with a model, a context engine and tools."""
+
+    def __init__(
+        self,
+        model_client: ChatModel,
+        engine: ContextEngine,
+        *,
+        model: str,
+        tools: ToolRegistry | None = None,
+        max_output_tokens: int = 4096,
+        max_iterations: int = 40,
+        retry: RetryPolicy | None = None,
+        request_hook: RequestHook | None = None,
+    ) -> None:
+        self.client = model_client
+        self.engine = engine
+        self.model = model
+        self.tools = tools or ToolRegistry()
+        self.max_output_tokens = max_output_tokens
+        self.max_iterations = max_iterations
+        self.retry = retry or RetryPolicy()
+        self.request_hook = request_hook
+        #: Set by every turn: whether the engine compacted this session during it (SPEC S6.4).
+        self._last_compaction_in_place = False
+
+    def _tool_schemas(self) -> list[dict[str, Any]]:
+        return self.tools.schemas() + list(self.engine.get_tool_schemas())
+
+    async def _run_tool(self, name: str, arguments: str) -> str:
+        engine_tools = {schema["function"]["name"] for schema in self.engine.get_tool_schemas()}
+        if name in engine_tools:
+            try:
+                args = json.loads(arguments or "{}")
+            except ValueError as error:
+                return json.dumps({"error": f"invalid arguments for {name}: {error}"})
+            return await self.engine.handle_tool_call(name, args)
+        return await self.tools.call(name, arguments)
+
+    async def _compact(self, messages: list[Message], tokens: int | None, *, force: bool) -> list[Message] | None:
+        """The engine's compaction of ``messages``, or None when it kept them as they were."""
+        compacted = await self.engine.compress(messages, current_tokens=tokens, force=force)
+        unchanged = len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages))
+        return None if unchanged else list(compacted)
+
+    async def _complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
+        problems = pair_problems(messages)
+        if problems:  # compaction and storage keep pairs whole; this is the last line of defence (L3)
+            raise ValueError("refusing to send broken tool pairs: " + "; ".join(problems[:3]))
+        outgoing = self.request_hook(messages) if self.request_hook else messages
+        for attempt in range(self.retry.attempts):
+            try:
+                return await self.client.complete(
+                    outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None
+                )
+            except ContextTooLong:
+                raise
+            except ProviderError as error:
+                if not error.retryable or attempt == self.retry.attempts - 1:
+                    raise
+                wait = self.retry.delay(attempt, error)
+                log.warning("provider %s, retrying in %.1fs (%d/%d)", type(error).__name__, wait, attempt + 1, self.retry.attempts)
+                await self.retry.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def run_turn(self, history: Sequence[Message], user_message: Message) -> TurnResult:
+        """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so."""
+        messages: list[Message] = list(history) + [user_message]
+        first_new = len(messages) - 1
+        compacted = False
+        total = Usage()
+        last = Usage()
+        calls = 0
+        tools = self._tool_schemas()
+        reply = ""
+        context_retry_used = False
+        iteration = 0
+        while iteration < self.max_iterations:
+            if iteration and self.engine.should_compress(last.prompt_tokens or None):
+                new = await self._compact(messages, last.prompt_tokens, force=False)
+                if new is not None:
+                    messages, compacted = new, True
+            try:
+                completion = await self._complete(messages, tools)
+            except ContextTooLong:
+                if context_retry_used:
+                    raise
+                context_retry_used = True
+                new = await self._compact(messages, None, force=True)
+                if new is None:
+                    raise
+                messages, compacted = new, True
+                continue
+            calls += 1
+            iteration += 1
+            total = total + completion.usage
+            last = completion.usage
+            self.engine.update_from_response(completion.usage.as_dict())
+            assistant = completion.as_message()
+            messages.append(assistant)
+            if not completion.tool_calls:
+                reply = completion.text
+                break
+            for call in completion.tool_calls:
+                function = call.get("function") or {}
+                result = await self._run_tool(str(function.get("name")), function.get("arguments") or "{}")
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        else:
+            reply = "I stopped after too many tool calls in one turn; ask me to continue."
+            messages.append({"role": "assistant", "content": reply})
+        self._last_compaction_in_place = compacted
+        new_messages = [] if compacted else messages[first_new:]
+        return TurnResult(messages, new_messages, reply, compacted, total, last, calls)

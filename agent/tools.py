@@ -1,0 +1,145 @@
+"""The agent's tools: a small registry, and the recovery tools every session has.
+
+``session_search`` and ``session_fetch`` are how the model gets back what compaction
+folded away: every original message stays in the session's archive with its id, and
+summaries and stubs cite those ids. A tool never raises into the loop: failures come
+back to the model as a JSON error it can read and act on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+
+from agent.search import SearchError, search_messages
+
+log = logging.getLogger(__name__)
+
+ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
+
+#: Longest tool result text handed back to the model from one retrieval call.
+MAX_FETCH_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One callable tool: its OpenAI function schema and the coroutine that runs it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: ToolHandler
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+@dataclass
+class ToolRegistry:
+    """The tools offered to the model in one turn."""
+
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    def add(self, tool: Tool) -> None:
+        self.tools[tool.name] = tool
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self.tools.values()]
+
+    async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
+        """Run a tool by name with JSON arguments; every failure becomes a JSON error result."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return json.dumps({"error": f"unknown tool {name!r}", "available": sorted(self.tools)})
+        try:
+            args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as error:
+            return json.dumps({"error": f"invalid arguments for {name}: {error}"})
+        try:
+            return await tool.handler(args)
+        except Exception as error:  # the model sees the failure instead of the turn dying
+            log.exception("tool %s failed", name)
+            return json.dumps({"error": f"{name} failed: {type(error).__name__}: {error}"})
+
+
+class MessageSource(Protocol):
+    """Where the recovery tools read a session's messages: the live list and the archive."""
+
+    async def all_messages(self) -> Sequence[dict[str, Any]]:
+        """Every message of the session the model may recover: archived first, then active."""
+
+    async def messages_by_id(self, ids: Sequence[str]) -> Sequence[dict[str, Any]]:
+        """The stored messages with these ids, in the order asked, missing ones left out."""
+
+
+def recovery_tools(source: MessageSource) -> list[Tool]:
+    """``session_search`` and ``session_fetch`` over one chat's messages (never another chat's)."""
+
+    async def session_search(args: dict[str, Any]) -> str:
+        query = str(args.get("query") or "").strip()
+        if not query:
+            return json.dumps({"error": "query is required"})
+        limit = max(1, min(int(args.get("limit") or 4), 10))
+        try:
+            hits = search_messages(await source.all_messages(), query, limit=limit)
+        except SearchError as error:
+            return json.dumps({"error": str(error)})
+        return json.dumps({"query": query, "hits": [asdict(hit) for hit in hits]}, ensure_ascii=False, default=str)
+
+    async def session_fetch(args: dict[str, Any]) -> str:
+        ids = args.get("ids") or ([args["id"]] if "id" in args else [])
+        ids = [str(i) for i in ids][:20]
+        if not ids:
+            return json.dumps({"error": "ids is required"})
+        found = await source.messages_by_id(ids)
+        budget = MAX_FETCH_CHARS
+        out = []
+        for message in found:
+            text = message.get("content") if isinstance(message.get("content"), str) else json.dumps(message.get("content"))
+            text = text or ""
+            shown, budget = text[: max(0, budget)], budget - len(text)
+            record = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
+            if len(shown) < len(text):
+                record["truncated_from_chars"] = len(text)
+            if message.get("tool_calls"):
+                record["tool_calls"] = message["tool_calls"]
+            out.append(record)
+        missing = sorted(set(ids) - {str(m.get("_id")) for m in found})
+        return json.dumps({"messages": out, "missing": missing}, ensure_ascii=False)
+
+    return [
+        Tool(
+            name="session_search",
+            description=(
+                "Search this conversation's full history, including everything compacted out of the "
+                "context, by keywords or an exact identifier (commit SHA, PR number, path, error text). "
+                "Returns ranked snippets with message ids."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "keywords, an identifier, or /regex/"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+                },
+                "required": ["query"],
+            },
+            handler=session_search,
+        ),
+        Tool(
+            name="session_fetch",
+            description="Return the original text of messages of this conversation by id (as cited by summaries, stubs and search hits).",
+            parameters={
+                "type": "object",
+                "properties": {"ids": {"type": "array", "items": {"type": "string"}, "maxItems": 20}},
+                "required": ["ids"],
+            },
+            handler=session_fetch,
+        ),
+    ]

@@ -1,0 +1,82 @@
+"""The gateway's event bus and counters: who compacted what, and the figures /usage and metrics show.
+
+Events are small pydantic models so a subscriber (a log, a metrics endpoint, a test)
+gets a typed, serialisable record. Subscribers are called in order and must not raise;
+one that does is logged and skipped so an observer can never break a turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Awaitable, Callable, Literal, Union
+
+from pydantic import BaseModel
+
+log = logging.getLogger(__name__)
+
+
+class CompressEvent(BaseModel):
+    """``session:compress`` — a compaction was committed (SPEC S6.3)."""
+
+    name: Literal["session:compress"] = "session:compress"
+    platform: str
+    chat: str
+    session_id: str
+    old_session_id: str  # "" when compacted in place
+    in_place: bool
+    compression_count: int
+    trigger: Literal["hygiene", "in_loop", "manual", "idle"]
+    tokens_before: int
+    tokens_after: int
+    summarizer: str
+
+
+class TurnEvent(BaseModel):
+    """``turn:done`` — one incoming message was answered (or recorded)."""
+
+    name: Literal["turn:done"] = "turn:done"
+    platform: str
+    chat: str
+    session_id: str
+    prompt_tokens: int
+    completion_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: float
+
+
+Event = Union[CompressEvent, TurnEvent]
+Subscriber = Callable[[Event], Union[None, Awaitable[None]]]
+
+
+class EventBus:
+    """Fan-out of gateway events, plus running counters for metrics."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+        self.counters: Counter[str] = Counter()
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        self._subscribers.append(subscriber)
+
+    async def emit(self, event: Event) -> None:
+        self._count(event)
+        for subscriber in list(self._subscribers):
+            try:
+                result = subscriber(event)
+                if result is not None:
+                    await result
+            except Exception:  # an observer must never break a turn
+                log.exception("event subscriber failed on %s", event.name)
+
+    def _count(self, event: Event) -> None:
+        if isinstance(event, CompressEvent):
+            self.counters[f"compactions_{event.trigger}"] += 1
+            self.counters["tokens_folded"] += max(0, event.tokens_before - event.tokens_after)
+        else:
+            self.counters["turns"] += 1
+            self.counters["prompt_tokens"] += event.prompt_tokens
+            self.counters["completion_tokens"] += event.completion_tokens
+            self.counters["cache_read_tokens"] += event.cache_read_tokens
+            self.counters["cache_write_tokens"] += event.cache_write_tokens

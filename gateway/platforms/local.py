@@ -1,0 +1,57 @@
+"""The local platform: a chat in the terminal, so ``foldgate run`` works with no bot tokens at all."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+import time
+from typing import Optional, TextIO
+
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+
+
+class TerminalAdapter(PlatformAdapter):
+    """Reads lines from a stream as messages of one local chat and prints the replies."""
+
+    platform = "local"
+    max_message_length = 1_000_000
+
+    def __init__(self, *, chat_id: str = "terminal", stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+        self.chat_id = chat_id
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self._task: Optional[asyncio.Task[None]] = None
+        self._ids = itertools.count(int(time.time() * 1000))
+        self.closed = asyncio.Event()
+
+    async def start(self, intake: Intake) -> None:
+        self._task = asyncio.create_task(self._read(intake), name="terminal-input")
+
+    async def _read(self, intake: Intake) -> None:
+        self._prompt()
+        while True:
+            line = await asyncio.to_thread(self.stdin.readline)
+            if not line:  # end of input: the user closed the chat
+                self.closed.set()
+                return
+            text = line.strip()
+            if not text:
+                self._prompt()
+                continue
+            await intake(
+                IncomingMessage(platform=self.platform, chat_id=self.chat_id, user_id="local", user_name="you",
+                                update_id=str(next(self._ids)), text=text)
+            )
+
+    def _prompt(self) -> None:
+        self.stdout.write("you> ")
+        self.stdout.flush()
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        self.stdout.write(f"\nbot> {text}\n")
+        self._prompt()

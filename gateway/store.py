@@ -1,0 +1,1039 @@
+"""SessionStore: every chat's transcript, archive, meta, lock and dedupe keys in Redis.
+
+Key layout
+----------
+Every key of one chat carries the chat as its Redis Cluster hash tag, so every
+multi-key step below is one Lua script on one slot::
+
+    {prefix}:{<chat>}:session              current session id of the chat (string)
+    {prefix}:{<chat>}:s:<sid>:meta         session meta hash (counters, summary, guard state)
+    {prefix}:{<chat>}:s:<sid>:msg          hash  message id -> JSON body, every version ever stored
+    {prefix}:{<chat>}:s:<sid>:active       list of message ids: the live transcript, in order
+    {prefix}:{<chat>}:s:<sid>:archive      list of message ids folded away by compactions, in order
+    {prefix}:{<chat>}:lock                 chat lock (random token, PX expiry)
+    {prefix}:{<chat>}:fence                fencing counter, +1 per lock acquisition
+    {prefix}:{<chat>}:quarantine           list of JSON records of unreadable stored messages
+    {prefix}:{<chat>}:seen:<update_id>     platform update dedupe marker (EX >= 24 h)
+    {prefix}:{<chat>}:inbox                list of incoming messages not yet answered (gateway.inbox)
+    {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
+
+Message bodies are written once and never rewritten: the active and archive lists hold
+ids only, so a compaction moves ids between lists and stores just the messages it
+creates (the summary, stubs, edited copies) — it never re-inserts the transcript.
+
+What grows, by design: the ``msg`` hash and the ``archive`` list of a session grow with
+everything ever said in it and are never trimmed (B1: every original stays retrievable
+by id). Everything else is bounded: ``active`` by the context window (compaction keeps
+it there), ``meta`` by the summary cap, ``quarantine`` by the number of corrupted
+entries, and the lock, ``seen`` and ``compaction`` keys expire.
+
+Message metadata
+----------------
+``_id`` is assigned here from the session's counter (``meta.next_id``); a session
+created by rotation continues its parent's counter, so ids stay unique along the
+``parent_session_id`` chain. ``_ts`` is the unix time of the write unless the message
+already carries one. ``_tok`` is :func:`agent.tokens.count_message`; meta ``tokens`` is
+the running sum of ``_tok`` over the active list (a request costs that plus
+:data:`agent.tokens.REQUEST_OVERHEAD`), so the per-message path reads a counter and
+never the transcript (B3).
+
+Fencing
+-------
+Writes that take ``lock=`` run as one Lua script that first checks the lock key still
+holds the caller's token (and that no holder with a newer fence has written this
+session), then checks key types and versions, and only then writes. A failed check
+writes nothing; see :meth:`SessionStore.acquire_lock` for the timing semantics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from agent.messages import InvalidMessage, Message, validate_message
+from agent.tokens import count_message
+
+log = logging.getLogger(__name__)
+
+#: How long a compaction's result is kept so a retried commit (reply lost) is not applied twice.
+COMMIT_RECORD_TTL_SECONDS = 7 * 86_400
+#: Platforms redeliver updates for up to a day; a shorter dedupe window would let duplicates through.
+MIN_SEEN_TTL_SECONDS = 86_400
+
+
+class StoreError(RuntimeError):
+    """A store operation was refused; nothing was written."""
+
+
+class StaleLock(StoreError):
+    """The caller's chat lock expired or was taken over; its write was refused."""
+
+
+class VersionConflict(StoreError):
+    """The session changed since the caller read it (version, pointer or successor moved)."""
+
+
+class UnknownSession(StoreError, KeyError):
+    """No session with that id exists for the chat."""
+
+
+class WrongKeyType(StoreError):
+    """A chat key holds a different Redis type than the store writes; it was left alone."""
+
+
+@dataclass(frozen=True)
+class Lock:
+    """Proof of holding a chat's lock: the random token in the lock key and its fence number."""
+
+    chat: str
+    token: str
+    fence: int
+
+
+@dataclass(frozen=True)
+class CompactionCommit:
+    """What a compaction commit did (the same value again when it is retried)."""
+
+    session_id: str
+    old_session_id: str
+    archived_ids: list[str]
+    active_ids: list[str]
+    version: int
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    """One session's counters and state, read in one HGETALL of a bounded hash."""
+
+    session_id: str
+    tokens: int = 0
+    count: int = 0
+    last_prompt_tokens: int | None = None
+    tokens_at_report: int | None = None  # meta ``tokens`` when last_prompt_tokens was reported
+    compaction_count: int = 0
+    previous_summary: str | None = None
+    engine_state: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    parent_session_id: str | None = None
+    successor_session_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    model: str | None = None
+    last_activity_at: float | None = None
+    next_id: int = 0
+    fence: int = 0
+    last_entry_id: str | None = None  # the inbox entry whose turn was committed last
+    last_reply: str | None = None  # that turn's reply, resent if the process died before sending it
+    replied_entry_id: str | None = None  # the entry whose reply was sent last
+    usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
+
+
+#: Meta fields callers may set (``None`` clears one); every other field is the store's own.
+_INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
+_FLOAT_FIELDS = frozenset({"last_activity_at"})
+_STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id"})
+_JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
+SETTABLE_META_FIELDS = _INT_FIELDS | _FLOAT_FIELDS | _STR_FIELDS | _JSON_FIELDS
+#: A compaction sets its own compaction_count.
+COMMIT_META_FIELDS = SETTABLE_META_FIELDS - {"compaction_count"}
+
+
+def _check_key_part(name: str, value: Any) -> str:
+    """Braces would move or break the hash tag that keeps a chat on one cluster slot."""
+    if not isinstance(value, str) or not value or "{" in value or "}" in value:
+        raise ValueError(f"{name} must be a non-empty string without braces, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ChatKeys:
+    """Names of one chat's keys; all share the hash tag ``{<chat>}``."""
+
+    prefix: str
+    chat: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.chat}}}"
+
+    @property
+    def session(self) -> str:
+        return f"{self.base}:session"
+
+    @property
+    def lock(self) -> str:
+        return f"{self.base}:lock"
+
+    @property
+    def fence(self) -> str:
+        return f"{self.base}:fence"
+
+    @property
+    def quarantine(self) -> str:
+        return f"{self.base}:quarantine"
+
+    def seen(self, update_id: str | int) -> str:
+        return f"{self.base}:seen:{update_id}"
+
+    @property
+    def inbox(self) -> str:
+        return f"{self.base}:inbox"
+
+    def compaction(self, compaction_id: str) -> str:
+        return f"{self.base}:compaction:{compaction_id}"
+
+    def meta(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:meta"
+
+    def msg(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:msg"
+
+    def active(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:active"
+
+    def archive(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:archive"
+
+
+# --------------------------------------------------------------------------- Lua
+
+#: Helpers shared by the scripts. Checks raise before any write, so a refused call writes nothing.
+_LUA_HELPERS = r"""
+local function fail(code, message)
+  error({err = code .. ' ' .. message})
+end
+
+local function require_type(key, a, b)
+  local actual = redis.call('TYPE', key)['ok']
+  if actual ~= a and actual ~= b then
+    fail('FG_WRONG_TYPE', key .. ' holds a ' .. actual)
+  end
+  return actual
+end
+
+local function require_session(meta_key)
+  local actual = redis.call('TYPE', meta_key)['ok']
+  if actual == 'none' then fail('FG_UNKNOWN_SESSION', meta_key .. ' does not exist') end
+  if actual ~= 'hash' then fail('FG_WRONG_TYPE', meta_key .. ' holds a ' .. actual) end
+end
+
+local function require_lock(lock_key, token, meta_key, fence)
+  if redis.call('GET', lock_key) ~= token then
+    fail('FG_STALE_LOCK', 'the chat lock expired or another worker holds it')
+  end
+  local last = tonumber(redis.call('HGET', meta_key, 'fence') or '0') or 0
+  if last > tonumber(fence) then
+    fail('FG_STALE_LOCK', 'a newer lock holder (fence ' .. last .. ') already wrote this session')
+  end
+end
+
+local function require_open(meta_key)
+  local successor = redis.call('HGET', meta_key, 'successor_session_id')
+  if successor then
+    fail('FG_CONFLICT', 'the session was continued in session ' .. successor)
+  end
+end
+
+local function hmget_all(key, ids)
+  local out = {}
+  for first = 1, #ids, 1000 do
+    local chunk = {}
+    for i = first, math.min(first + 999, #ids) do chunk[#chunk + 1] = ids[i] end
+    local part = redis.call('HMGET', key, unpack(chunk))
+    for i = 1, #chunk do out[#out + 1] = part[i] end
+  end
+  return out
+end
+"""
+
+#: KEYS: session pointer, new meta, [parent meta]. ARGV: new sid, now, mode ('current'|'new'), parent sid.
+_CREATE_SESSION = r"""
+require_type(KEYS[1], 'string', 'none')
+if ARGV[3] == 'current' then
+  local existing = redis.call('GET', KEYS[1])
+  if existing then return existing end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then fail('FG_CONFLICT', 'session id collision, retry') end
+local next_id = '0'
+local model = false
+if ARGV[4] ~= '' then
+  require_session(KEYS[3])
+  next_id = redis.call('HGET', KEYS[3], 'next_id') or '0'
+  model = redis.call('HGET', KEYS[3], 'model')
+end
+redis.call('HSET', KEYS[2], 'created_at', ARGV[2], 'updated_at', ARGV[2], 'version', '0',
+  'tokens', '0', 'count', '0', 'compaction_count', '0', 'next_id', next_id, 'parent_session_id', ARGV[4])
+if model then redis.call('HSET', KEYS[2], 'model', model) end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+"""
+
+#: KEYS: lock, fence. ARGV: token, ttl ms. Returns the fence number, or nil when the lock is held.
+_ACQUIRE_LOCK = r"""
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return fence
+"""
+
+#: KEYS: lock. ARGV: token, ttl ms. 1 when the caller still held the lock.
+_EXTEND_LOCK = r"""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+#: KEYS: lock. ARGV: token. 1 when the caller's lock was deleted.
+_RELEASE_LOCK = r"""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+#: KEYS: lock, meta, msg, active. ARGV: token, fence, now, token sum, n set pairs, pairs...,
+#: n delete fields, fields..., then one body tail per message.
+#: A body tail is the message's JSON without its opening brace; the script prefixes ``{"_id":"<id>",``
+#: so the id assigned here lands in the stored body without re-encoding JSON in Lua.
+_APPEND = r"""
+require_session(KEYS[2])
+require_type(KEYS[3], 'hash', 'none')
+require_type(KEYS[4], 'list', 'none')
+require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
+require_open(KEYS[2])
+local i = 6
+local sets = {}
+for _ = 1, tonumber(ARGV[5]) do
+  sets[#sets + 1] = {ARGV[i], ARGV[i + 1]}
+  i = i + 2
+end
+local dels = {}
+local ndel = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, ndel do
+  dels[#dels + 1] = ARGV[i]
+  i = i + 1
+end
+local ids = {}
+for j = i, #ARGV do
+  local id = tostring(redis.call('HINCRBY', KEYS[2], 'next_id', 1))
+  redis.call('HSET', KEYS[3], id, '{"_id":"' .. id .. '",' .. ARGV[j])
+  redis.call('RPUSH', KEYS[4], id)
+  ids[#ids + 1] = id
+end
+for _, pair in ipairs(sets) do redis.call('HSET', KEYS[2], pair[1], pair[2]) end
+for _, name in ipairs(dels) do redis.call('HDEL', KEYS[2], name) end
+redis.call('HINCRBY', KEYS[2], 'tokens', ARGV[4])
+redis.call('HINCRBY', KEYS[2], 'count', #ids)
+redis.call('HINCRBY', KEYS[2], 'version', 1)
+redis.call('HSET', KEYS[2], 'updated_at', ARGV[3], 'last_activity_at', ARGV[3], 'fence', ARGV[2])
+return ids
+"""
+
+#: KEYS: meta, active, msg. Returns {version, ids, bodies} or {false} for an unknown session.
+_READ_ACTIVE = r"""
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then return {false} end
+local ids = redis.call('LRANGE', KEYS[2], 0, -1)
+return {version, ids, hmget_all(KEYS[3], ids)}
+"""
+
+#: KEYS: meta, archive, msg. Returns {ids, bodies} or {false} for an unknown session.
+_READ_ARCHIVE = r"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return {false} end
+local ids = redis.call('LRANGE', KEYS[2], 0, -1)
+return {ids, hmget_all(KEYS[3], ids)}
+"""
+
+#: KEYS: meta, active, quarantine. ARGV: version read, token sum of the good messages, now,
+#: then (id, record) pairs. Applies only if nothing wrote since the read (returns 0 otherwise).
+_QUARANTINE = r"""
+require_session(KEYS[1])
+require_type(KEYS[2], 'list', 'none')
+require_type(KEYS[3], 'list', 'none')
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
+for i = 4, #ARGV, 2 do
+  if redis.call('LREM', KEYS[2], 0, ARGV[i]) > 0 then
+    redis.call('RPUSH', KEYS[3], ARGV[i + 1])
+  end
+end
+redis.call('HSET', KEYS[1], 'tokens', ARGV[2], 'count', redis.call('LLEN', KEYS[2]), 'updated_at', ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+return 1
+"""
+
+#: KEYS: lock, meta. ARGV: token, fence, now, number of set pairs, pairs..., fields to delete...
+_UPDATE_META = r"""
+require_session(KEYS[2])
+require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
+require_open(KEYS[2])
+local i = 5
+for _ = 1, tonumber(ARGV[4]) do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+for j = i, #ARGV do redis.call('HDEL', KEYS[2], ARGV[j]) end
+redis.call('HSET', KEYS[2], 'updated_at', ARGV[3], 'fence', ARGV[2])
+return redis.call('HINCRBY', KEYS[2], 'version', 1)
+"""
+
+#: One compaction, all or nothing.
+#: KEYS: 1 lock, 2 session pointer, 3 compaction record, 4 meta, 5 msg, 6 active, 7 archive,
+#:       and when rotating: 8 new meta, 9 new msg, 10 new active, 11 new archive.
+#: ARGV: 1 token, 2 fence, 3 now, 4 mode ('in_place'|'rotate'), 5 expected version ('' = any),
+#:       6 token sum of the new list, 7 record ttl s, 8 new sid, 9 old sid,
+#:       10 n set pairs, pairs..., n delete fields, fields..., then (kind, value) per message:
+#:       ('k', id) keeps a stored message, ('n', body tail) stores a new one.
+_COMMIT_COMPACTION = r"""
+-- 1. A commit already applied under this compaction id answers again and writes nothing.
+require_type(KEYS[3], 'string', 'none')
+local done = redis.call('GET', KEYS[3])
+if done then return {'replayed', done} end
+
+-- 2. Every check that can fail, before the first write.
+local rotate = ARGV[4] == 'rotate'
+require_type(KEYS[2], 'string', 'none')
+require_session(KEYS[4])
+require_type(KEYS[5], 'hash', 'none')
+require_type(KEYS[6], 'list', 'none')
+require_type(KEYS[7], 'list', 'none')
+require_lock(KEYS[1], ARGV[1], KEYS[4], ARGV[2])
+require_open(KEYS[4])
+local version = redis.call('HGET', KEYS[4], 'version') or '0'
+if ARGV[5] ~= '' and version ~= ARGV[5] then
+  fail('FG_CONFLICT', 'session version is ' .. version .. ', expected ' .. ARGV[5])
+end
+if rotate then
+  if redis.call('GET', KEYS[2]) ~= ARGV[9] then
+    fail('FG_CONFLICT', 'the chat no longer points at session ' .. ARGV[9])
+  end
+  for k = 8, 11 do
+    if redis.call('EXISTS', KEYS[k]) == 1 then fail('FG_CONFLICT', 'session id collision, retry') end
+  end
+end
+local sets = {}
+local i = 11
+for _ = 1, tonumber(ARGV[10]) do
+  sets[#sets + 1] = {ARGV[i], ARGV[i + 1]}
+  i = i + 2
+end
+local dels = {}
+local ndel = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, ndel do
+  dels[#dels + 1] = ARGV[i]
+  i = i + 1
+end
+local entries = {}
+while i <= #ARGV do
+  local kind, value = ARGV[i], ARGV[i + 1]
+  if kind == 'k' and redis.call('HEXISTS', KEYS[5], value) == 0 then
+    fail('FG_INVALID', 'message id ' .. value .. ' is not stored in session ' .. ARGV[9])
+  end
+  entries[#entries + 1] = {kind, value}
+  i = i + 2
+end
+
+-- 3. Writes.
+local target_meta, target_msg, target_active = KEYS[4], KEYS[5], KEYS[6]
+local new_version
+if rotate then
+  target_meta, target_msg, target_active = KEYS[8], KEYS[9], KEYS[10]
+  -- The new session inherits the old one's state (model, summary, guard state, id counter).
+  local inherited = redis.call('HGETALL', KEYS[4])
+  local skip = {tokens = 1, count = 1, version = 1, created_at = 1, updated_at = 1, fence = 1,
+    last_prompt_tokens = 1, tokens_at_report = 1, parent_session_id = 1, compaction_count = 1}
+  for j = 1, #inherited, 2 do
+    if not skip[inherited[j]] then redis.call('HSET', target_meta, inherited[j], inherited[j + 1]) end
+  end
+  local count = tonumber(redis.call('HGET', KEYS[4], 'compaction_count') or '0') + 1
+  redis.call('HSET', target_meta, 'created_at', ARGV[3], 'parent_session_id', ARGV[9],
+    'compaction_count', count, 'version', '0')
+else
+  redis.call('HINCRBY', target_meta, 'compaction_count', 1)
+end
+
+local keep = {}
+local new_ids = {}
+for _, entry in ipairs(entries) do
+  local id = entry[2]
+  if entry[1] == 'k' then
+    if rotate then redis.call('HSET', target_msg, id, redis.call('HGET', KEYS[5], id)) end
+  else
+    id = tostring(redis.call('HINCRBY', target_meta, 'next_id', 1))
+    redis.call('HSET', target_msg, id, '{"_id":"' .. id .. '",' .. entry[2])
+  end
+  keep[id] = true
+  new_ids[#new_ids + 1] = id
+end
+
+local archived = {}
+for _, id in ipairs(redis.call('LRANGE', KEYS[6], 0, -1)) do
+  if not keep[id] then
+    archived[#archived + 1] = id
+    if not rotate then redis.call('RPUSH', KEYS[7], id) end
+  end
+end
+
+redis.call('DEL', target_active)
+for _, id in ipairs(new_ids) do redis.call('RPUSH', target_active, id) end
+
+redis.call('HDEL', target_meta, 'last_prompt_tokens', 'tokens_at_report')
+redis.call('HSET', target_meta, 'tokens', ARGV[6], 'count', #new_ids, 'updated_at', ARGV[3], 'fence', ARGV[2])
+for _, pair in ipairs(sets) do redis.call('HSET', target_meta, pair[1], pair[2]) end
+for _, name in ipairs(dels) do redis.call('HDEL', target_meta, name) end
+new_version = redis.call('HINCRBY', target_meta, 'version', 1)
+
+local session_id, old_session_id = ARGV[9], ''
+if rotate then
+  session_id, old_session_id = ARGV[8], ARGV[9]
+  redis.call('SET', KEYS[2], ARGV[8])
+  redis.call('HSET', KEYS[4], 'successor_session_id', ARGV[8], 'updated_at', ARGV[3])
+  redis.call('HINCRBY', KEYS[4], 'version', 1)
+end
+
+local record = session_id .. '\n' .. old_session_id .. '\n' .. new_version .. '\n'
+  .. table.concat(archived, ',') .. '\n' .. table.concat(new_ids, ',')
+redis.call('SET', KEYS[3], record, 'EX', ARGV[7])
+return {'applied', record}
+"""
+
+_ERRORS: dict[str, type[StoreError]] = {
+    "FG_STALE_LOCK": StaleLock,
+    "FG_CONFLICT": VersionConflict,
+    "FG_UNKNOWN_SESSION": UnknownSession,
+    "FG_WRONG_TYPE": WrongKeyType,
+}
+_SCRIPT_LOCATION = re.compile(r"\s+script: .*$", re.DOTALL)
+
+
+def _translate(error: ResponseError) -> Exception:
+    """Turn a script's coded error reply into the matching exception (others pass through)."""
+    text = _SCRIPT_LOCATION.sub("", str(error))
+    code, _, message = text.partition(" ")
+    if code == "FG_INVALID":
+        return InvalidMessage(message)
+    kind = _ERRORS.get(code)
+    return kind(message) if kind else error
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _body_tail(body: Mapping[str, Any], index: int) -> str:
+    """The message's JSON without the opening brace (the script puts ``{"_id":…,`` in front)."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidMessage(f"message {index} cannot be stored as JSON: {error}") from error
+    return text[1:]
+
+
+def _prepare_new(message: Any, index: int, now: float) -> tuple[Message, str]:
+    """Validate a message the store has not seen and build the body it will store (sans ``_id``)."""
+    try:
+        validate_message(message)
+    except InvalidMessage as error:
+        raise InvalidMessage(f"message {index}: {error}") from error
+    body = {key: value for key, value in message.items() if key != "_id"}
+    if not isinstance(body.get("_ts"), (int, float)) or isinstance(body.get("_ts"), bool):
+        body["_ts"] = now
+    body["_tok"] = count_message(body)
+    return body, _body_tail(body, index)
+
+
+def _encode_meta_fields(fields: Mapping[str, Any], allowed: frozenset[str]) -> tuple[list[str], list[str]]:
+    """Meta values as hash strings: (flat field/value pairs to set, fields to delete for ``None``)."""
+    sets: list[str] = []
+    deletes: list[str] = []
+    for name, value in fields.items():
+        if name not in allowed:
+            raise ValueError(f"meta field {name!r} cannot be set here; settable: {sorted(allowed)}")
+        if value is None:
+            deletes.append(name)
+            continue
+        if name in _INT_FIELDS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"meta field {name!r} must be a non-negative int, got {value!r}")
+            encoded = str(value)
+        elif name in _FLOAT_FIELDS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"meta field {name!r} must be a unix time, got {value!r}")
+            encoded = repr(float(value))
+        elif name in _STR_FIELDS:
+            if not isinstance(value, str):
+                raise ValueError(f"meta field {name!r} must be a string, got {type(value).__name__}")
+            encoded = value
+        else:
+            if not isinstance(value, dict):
+                raise ValueError(f"meta field {name!r} must be a dict, got {type(value).__name__}")
+            try:
+                encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"meta field {name!r} must be JSON-serialisable: {error}") from error
+        sets += [name, encoded]
+    return sets, deletes
+
+
+def _int(raw: Mapping[str, str], name: str, default: int | None = 0) -> int | None:
+    try:
+        return int(raw[name])
+    except (KeyError, ValueError):
+        return default
+
+
+def _float(raw: Mapping[str, str], name: str, default: float | None = 0.0) -> float | None:
+    try:
+        return float(raw[name])
+    except (KeyError, ValueError):
+        return default
+
+
+def _json_dict(sid: str, raw: Mapping[str, str], name: str) -> dict[str, Any]:
+    """A JSON meta field as a dict; unreadable state is logged and starts empty rather than failing the chat."""
+    if not raw.get(name):
+        return {}
+    try:
+        decoded = json.loads(raw[name])
+    except ValueError:
+        log.warning("session %s: meta %s is not JSON; starting from empty", sid, name)
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
+    engine_state = _json_dict(sid, raw, "engine_state")
+    return SessionMeta(
+        session_id=sid,
+        tokens=_int(raw, "tokens") or 0,
+        count=_int(raw, "count") or 0,
+        last_prompt_tokens=_int(raw, "last_prompt_tokens", None),
+        tokens_at_report=_int(raw, "tokens_at_report", None),
+        compaction_count=_int(raw, "compaction_count") or 0,
+        previous_summary=raw.get("previous_summary"),
+        engine_state=engine_state,
+        version=_int(raw, "version") or 0,
+        parent_session_id=raw.get("parent_session_id") or None,
+        successor_session_id=raw.get("successor_session_id") or None,
+        created_at=_float(raw, "created_at") or 0.0,
+        updated_at=_float(raw, "updated_at") or 0.0,
+        model=raw.get("model") or None,
+        last_activity_at=_float(raw, "last_activity_at", None),
+        next_id=_int(raw, "next_id") or 0,
+        fence=_int(raw, "fence") or 0,
+        last_entry_id=raw.get("last_entry_id") or None,
+        last_reply=raw.get("last_reply"),
+        replied_entry_id=raw.get("replied_entry_id") or None,
+        usage_totals=_json_dict(sid, raw, "usage_totals"),
+    )
+
+
+def _parse_record(record: str) -> CompactionCommit:
+    session_id, old_session_id, version, archived, active = record.split("\n")
+    return CompactionCommit(
+        session_id=session_id,
+        old_session_id=old_session_id,
+        archived_ids=archived.split(",") if archived else [],
+        active_ids=active.split(",") if active else [],
+        version=int(version),
+    )
+
+
+def _decode_stored(message_id: str, raw: str | None) -> tuple[Message | None, str]:
+    """A stored body as a message, or ``(None, reason)`` when it cannot be used."""
+    if raw is None:
+        return None, "message body is missing"
+    try:
+        message = json.loads(raw)
+    except ValueError as error:
+        return None, f"body is not valid JSON: {error}"
+    try:
+        validate_message(message)
+    except InvalidMessage as error:
+        return None, f"body is not a valid message: {error}"
+    message["_id"] = message_id
+    return message, ""
+
+
+def _new_session_id() -> str:
+    return secrets.token_hex(6)
+
+
+def _milliseconds(ttl_seconds: float) -> int:
+    ms = int(ttl_seconds * 1000)
+    if ms < 1:
+        raise ValueError(f"lock ttl must be at least 1 ms, got {ttl_seconds!r} s")
+    return ms
+
+
+# --------------------------------------------------------------------------- store
+
+
+class SessionStore:
+    """Chats' sessions in Redis (a ``redis.asyncio`` client with ``decode_responses=True``)."""
+
+    #: How many times :meth:`active` re-reads when a write races its quarantine of bad entries.
+    QUARANTINE_ATTEMPTS = 3
+
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str = "fg",
+        *,
+        commit_record_ttl_seconds: int = COMMIT_RECORD_TTL_SECONDS,
+    ) -> None:
+        self.redis = redis
+        self.prefix = _check_key_part("prefix", prefix)
+        self.commit_record_ttl_seconds = int(commit_record_ttl_seconds)
+        register = redis.register_script
+        self._create_session = register(_LUA_HELPERS + _CREATE_SESSION)
+        self._acquire = register(_ACQUIRE_LOCK)
+        self._extend = register(_EXTEND_LOCK)
+        self._release = register(_RELEASE_LOCK)
+        self._append = register(_LUA_HELPERS + _APPEND)
+        self._read_active = register(_LUA_HELPERS + _READ_ACTIVE)
+        self._read_archive = register(_LUA_HELPERS + _READ_ARCHIVE)
+        self._quarantine = register(_LUA_HELPERS + _QUARANTINE)
+        self._update_meta = register(_LUA_HELPERS + _UPDATE_META)
+        self._commit = register(_LUA_HELPERS + _COMMIT_COMPACTION)
+
+    def keys(self, chat: str) -> ChatKeys:
+        """Key names of ``chat`` (e.g. ``"tg:123456"``)."""
+        return ChatKeys(self.prefix, _check_key_part("chat", chat))
+
+    async def _run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await script(keys=list(keys), args=list(args))
+        except ResponseError as error:
+            raise _translate(error) from error
+
+    # ----------------------------------------------------------------- sessions
+
+    async def current_session(self, chat: str) -> str:
+        """The chat's current session id, creating the first session when there is none."""
+        keys = self.keys(chat)
+        sid = await self.redis.get(keys.session)
+        if sid:
+            return str(sid)
+        new_sid = _new_session_id()
+        return str(await self._run(self._create_session, [keys.session, keys.meta(new_sid)],
+                                   [new_sid, repr(time.time()), "current", ""]))
+
+    async def new_session(self, chat: str, *, parent: str | None = None) -> str:
+        """Start a new session and point the chat at it (``/new``); the old one stays stored.
+
+        With ``parent`` the new session links to it, continues its message ids and keeps its model.
+        """
+        keys = self.keys(chat)
+        new_sid = _new_session_id()
+        key_list = [keys.session, keys.meta(new_sid)]
+        if parent:
+            key_list.append(keys.meta(_check_key_part("parent", parent)))
+        return str(await self._run(self._create_session, key_list,
+                                   [new_sid, repr(time.time()), "new", parent or ""]))
+
+    # ----------------------------------------------------------------- locks
+
+    async def acquire_lock(self, chat: str, ttl_seconds: float) -> Lock | None:
+        """Try once to take the chat's lock; ``None`` when another worker holds it.
+
+        Timing semantics: the lock exists from the moment Redis runs the acquiring script
+        until ``ttl_seconds`` later by the server's clock, unless it is extended or released
+        first. That moment lies somewhere inside the call, so a holder must count its
+        ``ttl_seconds`` from *before* it called (the earliest possible start) and stop
+        relying on the lock once they have elapsed on its own monotonic clock (only the
+        clocks' rate drift matters, both sides measure a duration).
+
+        Every write that takes ``lock=`` checks the token inside the same script that
+        writes: a write Redis runs after the lock expired or was taken over is refused with
+        :class:`StaleLock` and writes nothing, even if the holder believed it had time left;
+        a write Redis runs before expiry succeeds even when its reply arrives after expiry.
+        Each acquisition increments the chat's fence counter; the returned ``fence`` is
+        larger than that of every earlier holder, and a session written by a newer holder
+        refuses writes carrying an older fence.
+        """
+        keys = self.keys(chat)
+        token = secrets.token_hex(16)
+        fence = await self._run(self._acquire, [keys.lock, keys.fence], [token, _milliseconds(ttl_seconds)])
+        if fence is None:
+            return None
+        return Lock(chat=chat, token=token, fence=int(fence))
+
+    async def extend_lock(self, lock: Lock, ttl_seconds: float) -> None:
+        """Make the lock expire ``ttl_seconds`` from when Redis runs this (replaces the remaining TTL).
+
+        The same timing rule as :meth:`acquire_lock` applies, counted from before this call.
+
+        :raises StaleLock: the lock had already expired or belongs to another worker; it is
+            not re-taken (a holder that lost its lock must start over under a new one).
+        """
+        keys = self.keys(lock.chat)
+        if not await self._run(self._extend, [keys.lock], [lock.token, _milliseconds(ttl_seconds)]):
+            raise StaleLock(f"lock of {lock.chat} (fence {lock.fence}) is no longer held")
+
+    async def release_lock(self, lock: Lock) -> bool:
+        """Release the lock if this token still holds it; ``False`` when it had expired or moved on."""
+        keys = self.keys(lock.chat)
+        return bool(await self._run(self._release, [keys.lock], [lock.token]))
+
+    # ----------------------------------------------------------------- messages
+
+    async def append(
+        self, chat: str, sid: str, messages: Sequence[Message], *, lock: Lock, meta: Mapping[str, Any] | None = None
+    ) -> list[str]:
+        """Store ``messages`` at the end of the active transcript; return their new ids.
+
+        All or nothing: any invalid message raises :class:`InvalidMessage` naming it and
+        nothing is written. A message that already carries an ``_id`` is refused (it is
+        stored already; appending it again would duplicate it). ``meta`` fields (as in
+        :meth:`update_meta`) are set in the same atomic step, so a turn's messages and its
+        bookkeeping land together. On success the given dicts receive their ``_id``,
+        ``_ts`` and ``_tok``.
+        """
+        keys = self.keys(chat)
+        _check_key_part("session id", sid)
+        now = time.time()
+        bodies: list[Message] = []
+        tails: list[str] = []
+        for index, message in enumerate(messages):
+            if isinstance(message, dict) and "_id" in message:
+                raise InvalidMessage(
+                    f"message {index} is already stored as id {message['_id']!r}; store an edited copy "
+                    "(agent.messages.with_content) instead of appending it again"
+                )
+            body, tail = _prepare_new(message, index, now)
+            bodies.append(body)
+            tails.append(tail)
+        sets, deletes = _encode_meta_fields(meta or {}, SETTABLE_META_FIELDS)
+        if not tails and not sets and not deletes:
+            return []
+        total = sum(body["_tok"] for body in bodies)
+        ids = await self._run(
+            self._append,
+            [_lock_key(keys, lock), keys.meta(sid), keys.msg(sid), keys.active(sid)],
+            [lock.token, lock.fence, repr(now), total, len(sets) // 2, *sets, len(deletes), *deletes, *tails],
+        )
+        ids = [str(message_id) for message_id in ids]
+        for message, body, message_id in zip(messages, bodies, ids):
+            message.update(_id=message_id, _ts=body["_ts"], _tok=body["_tok"])
+        return ids
+
+    async def active(self, chat: str, sid: str) -> list[Message]:
+        """The live transcript in order, read in one round trip.
+
+        A stored entry that is not JSON or not a valid message is quarantined (moved out
+        of the active list into the chat's quarantine list with its raw text and the
+        reason, meta totals corrected) and the rest is returned; bad data never raises.
+        """
+        keys = self.keys(chat)
+        _check_key_part("session id", sid)
+        for _attempt in range(self.QUARANTINE_ATTEMPTS):
+            reply = await self._run(self._read_active, [keys.meta(sid), keys.active(sid), keys.msg(sid)], [])
+            if reply[0] is None:
+                raise UnknownSession(f"{chat} has no session {sid!r}")
+            version, ids, bodies = reply
+            good: list[Message] = []
+            bad: list[tuple[str, str | None, str]] = []
+            for message_id, raw in zip(ids, bodies):
+                message, reason = _decode_stored(message_id, raw)
+                if message is None:
+                    bad.append((message_id, raw, reason))
+                else:
+                    good.append(message)
+            if not bad or await self._quarantine_entries(chat, sid, version, good, bad):
+                return good
+        log.warning("%s/%s: kept unreadable entries in place; the session changed during every attempt", chat, sid)
+        return good
+
+    async def _quarantine_entries(
+        self, chat: str, sid: str, version: str, good: list[Message], bad: list[tuple[str, str | None, str]]
+    ) -> bool:
+        keys = self.keys(chat)
+        now = time.time()
+        args: list[Any] = [version, sum(count_message(m) for m in good), repr(now)]
+        for message_id, raw, reason in bad:
+            record = {"session_id": sid, "id": message_id, "raw": raw, "reason": reason, "ts": now}
+            args += [message_id, json.dumps(record, ensure_ascii=False)]
+        applied = await self._run(self._quarantine, [keys.meta(sid), keys.active(sid), keys.quarantine], args)
+        if applied:
+            for message_id, _raw, reason in bad:
+                log.warning("%s/%s: quarantined message %s: %s", chat, sid, message_id, reason)
+        return bool(applied)
+
+    async def quarantined(self, chat: str) -> list[dict[str, Any]]:
+        """Records of entries taken out of active transcripts: session_id, id, raw, reason, ts."""
+        records: list[dict[str, Any]] = []
+        for raw in await self.redis.lrange(self.keys(chat).quarantine, 0, -1):
+            try:
+                records.append(json.loads(raw))
+            except ValueError:
+                records.append({"raw": raw, "reason": "quarantine record is not JSON"})
+        return records
+
+    async def get_messages(self, chat: str, sid: str, ids: Iterable[str]) -> list[Message]:
+        """Stored messages by id (any version, active or archived), in the order asked.
+
+        Ids the session does not hold, and bodies that cannot be read, are skipped with a warning.
+        """
+        keys = self.keys(chat)
+        _check_key_part("session id", sid)
+        wanted = [str(message_id) for message_id in ids]
+        if not wanted:
+            return []
+        found: list[Message] = []
+        for message_id, raw in zip(wanted, await self.redis.hmget(keys.msg(sid), wanted)):
+            message, reason = _decode_stored(message_id, raw)
+            if message is None:
+                log.warning("%s/%s: cannot return message %s: %s", chat, sid, message_id, reason)
+            else:
+                found.append(message)
+        return found
+
+    async def archive(self, chat: str, sid: str) -> list[Message]:
+        """Messages compactions folded away, in archive order, each marked ``active=0, compacted=1``."""
+        keys = self.keys(chat)
+        _check_key_part("session id", sid)
+        reply = await self._run(self._read_archive, [keys.meta(sid), keys.archive(sid), keys.msg(sid)], [])
+        if reply[0] is None:
+            raise UnknownSession(f"{chat} has no session {sid!r}")
+        archived: list[Message] = []
+        for message_id, raw in zip(*reply):
+            message, reason = _decode_stored(message_id, raw)
+            if message is None:
+                log.warning("%s/%s: archived message %s unreadable: %s", chat, sid, message_id, reason)
+                continue
+            message["active"] = 0
+            message["compacted"] = 1
+            archived.append(message)
+        return archived
+
+    # ----------------------------------------------------------------- meta
+
+    async def meta(self, chat: str, sid: str) -> SessionMeta:
+        """The session's meta in one HGETALL (its size does not depend on the transcript's)."""
+        raw = await self.redis.hgetall(self.keys(chat).meta(_check_key_part("session id", sid)))
+        if not raw:
+            raise UnknownSession(f"{chat} has no session {sid!r}")
+        return _parse_meta(sid, raw)
+
+    async def update_meta(self, chat: str, sid: str, *, lock: Lock, **fields: Any) -> int:
+        """Set meta fields (``None`` clears one) under the lock; return the new version.
+
+        Settable: ``last_prompt_tokens``, ``tokens_at_report``, ``compaction_count``,
+        ``previous_summary``, ``engine_state`` (dict), ``usage_totals`` (dict), ``model``,
+        ``last_activity_at``, ``last_entry_id``, ``last_reply``, ``replied_entry_id``.
+        Token and message totals, ids and versions are the store's own.
+        """
+        keys = self.keys(chat)
+        _check_key_part("session id", sid)
+        sets, deletes = _encode_meta_fields(fields, SETTABLE_META_FIELDS)
+        version = await self._run(
+            self._update_meta,
+            [_lock_key(keys, lock), keys.meta(sid)],
+            [lock.token, lock.fence, repr(time.time()), len(sets) // 2, *sets, *deletes],
+        )
+        return int(version)
+
+    # ----------------------------------------------------------------- compaction
+
+    async def commit_compaction(
+        self,
+        chat: str,
+        sid: str,
+        new_messages: Sequence[Message],
+        *,
+        lock: Lock,
+        in_place: bool,
+        compaction_id: str,
+        expected_version: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CompactionCommit:
+        """Replace the session's active transcript with ``new_messages`` in one atomic step.
+
+        Messages carrying an ``_id`` of this session are kept as stored (never re-inserted);
+        messages without one are new versions (summary, stubs, edited copies) and get ids.
+        In place, every id leaving the active list is appended to the archive and the
+        session id stays; rotated (``in_place=False``), a new session linked by
+        ``parent_session_id`` takes the new list and the chat's pointer, and the old
+        session is left whole (marked with its successor so nothing writes to it again).
+        Meta: tokens and count recomputed, ``compaction_count`` + 1, the reported prompt
+        usage cleared, then ``meta`` fields applied.
+
+        All checks — lock, ``expected_version``, the chat still pointing at ``sid`` when
+        rotating, kept ids, key types — run before the first write, so a refusal leaves
+        the old state whole. Committing the same ``compaction_id`` again (for instance
+        after the reply was lost) writes nothing and returns the first result. On success
+        the new dicts receive their ``_id``, ``_ts`` and ``_tok``.
+        """
+        keys = self.keys(chat)
+        _check_key_part("session id", sid)
+        if not isinstance(compaction_id, str) or not compaction_id:
+            raise ValueError("compaction_id must be a non-empty string")
+        if not new_messages:
+            raise InvalidMessage("a compaction must leave at least one message")
+        sets, deletes = _encode_meta_fields(meta or {}, COMMIT_META_FIELDS)
+        now = time.time()
+        entries: list[str] = []
+        new_bodies: list[tuple[Message, Message]] = []
+        kept: set[str] = set()
+        total = 0
+        for index, message in enumerate(new_messages):
+            message_id = message.get("_id") if isinstance(message, dict) else None
+            if message_id is None:
+                body, tail = _prepare_new(message, index, now)
+                new_bodies.append((message, body))
+                entries += ["n", tail]
+                total += body["_tok"]
+                continue
+            try:
+                validate_message(message)
+            except InvalidMessage as error:
+                raise InvalidMessage(f"message {index}: {error}") from error
+            if not isinstance(message_id, str) or message_id in kept:
+                raise InvalidMessage(f"message {index}: id {message_id!r} is not a unique stored message id")
+            kept.add(message_id)
+            entries += ["k", message_id]
+            total += count_message(message)
+        new_sid = "" if in_place else _new_session_id()
+        key_list = [
+            _lock_key(keys, lock), keys.session, keys.compaction(compaction_id),
+            keys.meta(sid), keys.msg(sid), keys.active(sid), keys.archive(sid),
+        ]
+        if not in_place:
+            key_list += [keys.meta(new_sid), keys.msg(new_sid), keys.active(new_sid), keys.archive(new_sid)]
+        args: list[Any] = [
+            lock.token, lock.fence, repr(now), "in_place" if in_place else "rotate",
+            "" if expected_version is None else int(expected_version), total,
+            self.commit_record_ttl_seconds, new_sid, sid,
+            len(sets) // 2, *sets, len(deletes), *deletes, *entries,
+        ]
+        _status, record = await self._run(self._commit, key_list, args)
+        result = _parse_record(record)
+        new_positions = [i for i, m in enumerate(new_messages) if not (isinstance(m, dict) and "_id" in m)]
+        if len(result.active_ids) == len(new_messages):
+            for position, (message, body) in zip(new_positions, new_bodies):
+                message.update(_id=result.active_ids[position], _ts=body["_ts"], _tok=body["_tok"])
+        return result
+
+    # ----------------------------------------------------------------- dedupe
+
+    async def seen(self, chat: str, update_id: str | int, ttl_seconds: int = MIN_SEEN_TTL_SECONDS) -> bool:
+        """True the first time a platform update id is offered for the chat, False for a redelivery."""
+        if ttl_seconds < MIN_SEEN_TTL_SECONDS:
+            raise ValueError(f"dedupe ttl must be at least {MIN_SEEN_TTL_SECONDS} s, got {ttl_seconds}")
+        key = self.keys(chat).seen(update_id)
+        return bool(await self.redis.set(key, "1", nx=True, ex=int(ttl_seconds)))
+
+
+def _lock_key(keys: ChatKeys, lock: Lock) -> str:
+    """The lock key a write checks; a lock taken for another chat never authorises this one."""
+    if lock.chat != keys.chat:
+        raise StaleLock(f"lock belongs to chat {lock.chat!r}, not {keys.chat!r}")
+    return keys.lock

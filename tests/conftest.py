@@ -1,0 +1,81 @@
+"""Shared fixtures: a real Redis-protocol server, a client on it, and a SessionStore under a throwaway prefix.
+
+``redis_url`` is the machine's server at 127.0.0.1:6379 when it answers, otherwise one
+embedded server started for the whole test session. ``FOLDGATE_TEST_REDIS_URL`` overrides
+the choice: a URL to use, or ``embedded`` to run the suite on the embedded server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+import redis as sync_redis
+from redis.asyncio import Redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from gateway.redis_server import EmbeddedRedis
+from gateway.store import SessionStore
+
+LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _answers_ping(url: str) -> bool:
+    client = sync_redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    try:
+        return bool(client.ping())
+    except (sync_redis.exceptions.ConnectionError, sync_redis.exceptions.TimeoutError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the Redis-protocol server the tests use (shared by the whole session)."""
+    chosen = os.environ.get("FOLDGATE_TEST_REDIS_URL", "").strip()
+    if chosen and chosen != "embedded":
+        yield chosen
+        return
+    if not chosen and _answers_ping(LOCAL_REDIS_URL):
+        yield LOCAL_REDIS_URL
+        return
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis-home"))
+    url = asyncio.run(server.start())
+    try:
+        yield url
+    finally:
+        asyncio.run(server.stop())
+
+
+@pytest_asyncio.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    """An asyncio client (``decode_responses=True``) on the test server."""
+    client = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest_asyncio.fixture
+async def key_prefix(redis: Redis) -> AsyncIterator[str]:
+    """A unique key prefix; every key under it is deleted after the test."""
+    prefix = f"fgtest-{uuid.uuid4().hex}"
+    try:
+        yield prefix
+    finally:
+        stale = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+        for start in range(0, len(stale), 500):
+            await redis.delete(*stale[start : start + 500])
+
+
+@pytest_asyncio.fixture
+async def store(redis: Redis, key_prefix: str) -> SessionStore:
+    """A SessionStore under the test's own prefix."""
+    return SessionStore(redis, prefix=key_prefix)
