@@ -7,7 +7,7 @@ These are the sections of ``config.yaml`` the agent reads. They live here, not i
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -23,7 +23,7 @@ class CompressionSettings(StrictModel):
 
     enabled: bool = True
     threshold: float = Field(0.50, ge=0.0, le=1.0)
-    model_thresholds: dict[str, float] = Field(default_factory=dict)
+    model_thresholds: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default_factory=dict)
     target_ratio: float = Field(0.20, ge=0.10, le=0.80)
     tail_mode: Literal["lean", "legacy"] = "lean"
     protect_last_n: int = Field(20, ge=1)
@@ -42,14 +42,6 @@ class CompressionSettings(StrictModel):
     def _foldgate_alias(cls, value: object) -> object:
         """``foldgate`` names the gateway-threshold mode too (the seed calls it ``hermes``)."""
         return "hermes" if value == "foldgate" else value
-
-    @field_validator("model_thresholds")
-    @classmethod
-    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        for key, threshold in value.items():
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError(f"threshold for {key!r} is {threshold}, allowed 0.0–1.0")
-        return value
 
 
 class AuxiliaryModelSettings(StrictModel):
