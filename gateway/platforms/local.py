@@ -24,11 +24,13 @@ class TerminalAdapter(PlatformAdapter):
         self._task: Optional[asyncio.Task[None]] = None
         self._ids = itertools.count(int(time.time() * 1000))
         self.closed = asyncio.Event()
+        self._reading = False
 
     async def start(self, intake: Intake) -> None:
         self._task = asyncio.create_task(self._read(intake), name="terminal-input")
 
     async def _read(self, intake: Intake) -> None:
+        self._reading = True
         self._prompt()
         while True:
             line = await asyncio.to_thread(self.stdin.readline)
@@ -54,4 +56,5 @@ class TerminalAdapter(PlatformAdapter):
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         self.stdout.write(f"\nbot> {text}\n")
-        self._prompt()
+        if self._reading:
+            self._prompt()

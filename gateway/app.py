@@ -1,0 +1,154 @@
+"""``foldgate run``: wire the configuration, Redis (embedded when no URL is set), the runner and the platforms."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from gateway.agents import AgentBuilder
+from gateway.config import ConfigError, Settings, load_settings
+from gateway.events import CompressEvent, Event, EventBus
+from gateway.inbox import Inbox
+from gateway.platforms.base import PlatformAdapter
+from gateway.platforms.local import TerminalAdapter
+from gateway.redis_server import EmbeddedRedis, connect_or_embed
+from gateway.runner import GatewayRunner
+from gateway.store import SessionStore
+
+log = logging.getLogger("foldgate")
+
+
+@dataclass
+class Gateway:
+    """A running gateway's parts, so the CLI, the demo and tests start and stop it the same way."""
+
+    settings: Settings
+    runner: GatewayRunner
+    store: SessionStore
+    events: EventBus
+    agents: AgentBuilder
+    redis: Any
+    embedded: EmbeddedRedis | None
+
+    async def close(self) -> None:
+        await self.runner.stop()
+        for adapter in self.runner.adapters.values():
+            with contextlib.suppress(Exception):
+                await adapter.stop()
+        await self.agents.aclose()
+        await self.redis.aclose()
+        if self.embedded:
+            await self.embedded.stop()
+
+
+async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
+    """Connect to Redis (or start the embedded server) and build a started runner."""
+    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path)
+    store = SessionStore(redis, settings.redis.key_prefix)
+    inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds)
+    events = EventBus()
+    agents = AgentBuilder(settings, **builder_options)
+    runner = GatewayRunner(
+        store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
+        lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
+    )
+    await runner.start()
+    return Gateway(settings, runner, store, events, agents, redis, embedded)
+
+
+def _print_compactions(out: TextIO) -> Any:
+    def show(event: Event) -> None:
+        if isinstance(event, CompressEvent):
+            out.write(
+                f"\n🧹 {event.trigger} compaction of {event.chat}: {event.tokens_before:,} → {event.tokens_after:,}"
+                f" tokens (summary: {event.summarizer}; session {event.session_id}"
+                f"{', in place' if event.in_place else ', continued from ' + event.old_session_id})\n"
+            )
+            out.flush()
+
+    return show
+
+
+async def play_demo(gateway: Gateway, out: TextIO, chat_id: str = "terminal") -> None:
+    """Replay the bundled overnight backlog into the local chat, then ask the morning question."""
+    from gateway.demo import overnight
+
+    script = overnight(chat_id)
+    chat = script.question.chat
+    meta = await gateway.store.meta(chat, await gateway.store.current_session(chat))
+    if meta.count:
+        return  # the local chat already has a history: keep it, the demo ran before
+    out.write(f"📥 Replaying an overnight team chat: {len(script.backlog)} messages arrive while the bot only listens…\n")
+    for message in script.backlog:
+        await gateway.runner.intake(message)
+    await gateway.runner.wait_idle(timeout=120)
+    meta = await gateway.store.meta(chat, await gateway.store.current_session(chat))
+    window = gateway.agents.context_length(gateway.agents.default_model)
+    out.write(f"🌙 Overnight backlog stored: {meta.count} messages, {meta.tokens:,} tokens of a {window:,}-token window"
+              f" ({100 * meta.tokens / window:.0f}%).\n☀️  Morning question: {script.question.text}\n")
+    out.flush()
+    await gateway.runner.intake(script.question)
+    await gateway.runner.wait_idle(timeout=120)
+
+
+def _adapters(settings: Settings, out: TextIO) -> dict[str, PlatformAdapter]:
+    adapters: dict[str, PlatformAdapter] = {}
+    if settings.platforms.local.enabled:
+        adapters["local"] = TerminalAdapter(stdout=out)
+    if settings.platforms.telegram.enabled:
+        from gateway.platforms.telegram import TelegramAdapter
+
+        adapters["tg"] = TelegramAdapter.from_settings(settings)
+    if settings.platforms.discord.enabled:
+        from gateway.platforms.discord import DiscordAdapter
+
+        adapters["dc"] = DiscordAdapter.from_settings(settings)
+    return adapters
+
+
+async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> int:
+    adapters = _adapters(settings, out)
+    gateway = await open_gateway(settings, adapters)
+    gateway.events.subscribe(_print_compactions(out))
+    where = "embedded Redis at " + gateway.embedded.url if gateway.embedded else "Redis at " + settings.redis.url
+    out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
+              f" ({settings.model.provider}), engine {settings.context.engine}\n")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        terminal = adapters.get("local")
+        if terminal is not None and settings.model.provider == "local":
+            await play_demo(gateway, out)
+        if demo:
+            return 0
+        for adapter in adapters.values():
+            await adapter.start(gateway.runner.intake)
+        waiters = [asyncio.create_task(stop.wait())]
+        if isinstance(terminal, TerminalAdapter) and len(adapters) == 1:
+            waiters.append(asyncio.create_task(terminal.closed.wait()))
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiters:
+            waiter.cancel()
+        await gateway.runner.wait_idle(timeout=60)
+        return 0
+    finally:
+        await gateway.close()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as error:
+        print(f"foldgate: invalid configuration\n{error}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings, demo=bool(getattr(args, "demo", False))))

@@ -1,0 +1,97 @@
+"""The durable intake: every incoming message is in Redis before the platform is acknowledged.
+
+Intake deduplicates by the platform's update id and appends to the chat's inbox list in
+one script (both keys carry the chat's hash tag), then marks the chat ready in a global
+sorted set that workers of every process scan. The mark comes AFTER the push, and is
+repeated for duplicates, so a chat with pending entries is always marked: a worker that
+finds a chat's inbox empty unmarks it and checks once more before moving on.
+
+An entry leaves the inbox only when its turn is committed and its reply recorded as sent
+(:meth:`Inbox.ack`), so a process that dies mid-turn leaves the entry for the next worker
+(at-least-once intake); the session meta's ``last_entry_id``/``replied_entry_id`` make
+the retry commit and reply only once.
+"""
+
+from __future__ import annotations
+
+import time
+
+from redis.asyncio import Redis
+
+from gateway.platforms.base import IncomingMessage
+from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys
+
+#: KEYS: seen marker, inbox. ARGV: ttl seconds, entry JSON. 1 = queued, 0 = duplicate.
+_INTAKE = r"""
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+return 1
+"""
+
+#: KEYS: inbox. ARGV: entry JSON. Removes the entry if it is still at the head.
+_ACK = r"""
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
+  redis.call('LPOP', KEYS[1])
+  return 1
+end
+return redis.call('LREM', KEYS[1], 1, ARGV[1])
+"""
+
+
+class Inbox:
+    """Per-chat inbox lists plus the global set of chats with pending entries."""
+
+    def __init__(self, redis: Redis, prefix: str = "fg", *, dedupe_ttl_seconds: int = MIN_SEEN_TTL_SECONDS) -> None:
+        if dedupe_ttl_seconds < MIN_SEEN_TTL_SECONDS:
+            raise ValueError(f"dedupe ttl must be at least {MIN_SEEN_TTL_SECONDS} s")
+        self.redis = redis
+        self.prefix = prefix
+        self.ready_key = f"{prefix}:ready"
+        self.dedupe_ttl_seconds = dedupe_ttl_seconds
+        self._intake = redis.register_script(_INTAKE)
+        self._ack = redis.register_script(_ACK)
+
+    def _keys(self, chat: str) -> ChatKeys:
+        return ChatKeys(self.prefix, chat)
+
+    async def put(self, message: IncomingMessage) -> bool:
+        """Make ``message`` durable; False when this update id was already taken in (a redelivery)."""
+        keys = self._keys(message.chat)
+        queued = await self._intake(
+            keys=[keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox],
+            args=[self.dedupe_ttl_seconds, message.model_dump_json()],
+        )
+        await self.redis.zadd(self.ready_key, {message.chat: time.time()}, nx=True)
+        return bool(queued)
+
+    async def ready_chats(self, limit: int) -> list[str]:
+        """Chats with pending entries, the longest-waiting first."""
+        return [str(chat) for chat in await self.redis.zrange(self.ready_key, 0, limit - 1)]
+
+    async def head(self, chat: str) -> tuple[str, IncomingMessage] | None:
+        """The oldest pending entry of the chat (raw JSON and parsed), or None when empty."""
+        raw = await self.redis.lindex(self._keys(chat).inbox, 0)
+        if raw is None:
+            return None
+        return raw, IncomingMessage.model_validate_json(raw)
+
+    async def ack(self, chat: str, raw: str) -> None:
+        """Remove a handled entry."""
+        await self._ack(keys=[self._keys(chat).inbox], args=[raw])
+
+    async def drop_bad(self, chat: str, raw: str) -> None:
+        """Remove an entry that cannot be parsed, keeping it in the chat's quarantine list."""
+        keys = self._keys(chat)
+        await self.redis.rpush(keys.quarantine, raw)
+        await self.ack(chat, raw)
+
+    async def settle(self, chat: str) -> bool:
+        """Unmark a chat whose inbox looks empty; re-mark it if an entry raced in. True when settled."""
+        await self.redis.zrem(self.ready_key, chat)
+        if await self.redis.llen(self._keys(chat).inbox):
+            await self.redis.zadd(self.ready_key, {chat: time.time()}, nx=True)
+            return False
+        return True
+
+    async def pending(self, chat: str) -> int:
+        return int(await self.redis.llen(self._keys(chat).inbox))

@@ -1,0 +1,384 @@
+"""GatewayRunner: intake → per-chat inbox → one worker per chat across processes → hygiene → turn → commit → reply.
+
+Several gateway processes may share one Redis. Each chat is worked on by one worker at a
+time, whichever process takes the chat's lock; the lock is kept alive while the turn runs
+and every write is fenced by it, so a worker that stalls past its lock cannot overwrite
+what the next worker committed (B2).
+
+Exactly-once replies: a turn's messages and its reply text are committed together with
+the inbox entry's id (``last_entry_id``); after the reply is sent, ``replied_entry_id`` is
+recorded, then the entry leaves the inbox. A worker that finds the head entry already
+committed only (re)sends the recorded reply. The one window in which a reply can go out
+twice is between the platform accepting it and ``replied_entry_id`` being written — one
+Redis round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+from agent.context_engine import ContextEngine
+from agent.llm.errors import ProviderError
+from agent.loop import Agent
+from agent.messages import Message
+from agent.settings import CompressionSettings
+from agent.tokens import count_message
+from agent.tools import ToolRegistry, recovery_tools
+from gateway import hygiene
+from gateway.events import CompressEvent, EventBus, TurnEvent
+from gateway.inbox import Inbox
+from gateway.platforms.base import IncomingMessage, PlatformAdapter
+from gateway.session_source import ChatHistory
+from gateway.store import Lock, SessionMeta, SessionStore, StaleLock
+
+log = logging.getLogger(__name__)
+
+#: Failed attempts at one inbox entry before it is answered with an error and let go.
+MAX_ENTRY_ATTEMPTS = 3
+
+
+class AgentFactory(Protocol):
+    """Builds what a turn needs for a chat's session (``gateway.agents.AgentBuilder``)."""
+
+    default_model: str
+
+    def context_length(self, model: str) -> int: ...
+
+    def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory) -> ContextEngine: ...
+
+    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent: ...
+
+
+@dataclass
+class ChatTurn:
+    """Everything one entry's handling works with; commands receive it too."""
+
+    runner: "GatewayRunner"
+    chat: str
+    message: IncomingMessage
+    lock: Lock
+    session_id: str
+    meta: SessionMeta
+
+    @property
+    def entry_id(self) -> str:
+        return f"{self.message.platform}:{self.message.update_id}"
+
+
+class GatewayRunner:
+    """Runs the gateway's workers in this process."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        inbox: Inbox,
+        agents: AgentFactory,
+        *,
+        adapters: Mapping[str, PlatformAdapter],
+        compression: CompressionSettings | None = None,
+        events: EventBus | None = None,
+        lock_ttl_seconds: float = 60.0,
+        max_concurrent_chats: int = 64,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.agents = agents
+        self.adapters = dict(adapters)
+        self.compression = compression or CompressionSettings()
+        self.events = events or EventBus()
+        self.lock_ttl = lock_ttl_seconds
+        self.poll_interval = poll_interval
+        self.worker_id = uuid.uuid4().hex[:8]
+        self._slots = asyncio.Semaphore(max_concurrent_chats)
+        self._max_chats = max_concurrent_chats
+        self._busy: dict[str, asyncio.Task[None]] = {}
+        self._attempts: dict[str, int] = {}
+        self._wake = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.started_at = time.time()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def intake(self, message: IncomingMessage) -> bool:
+        """Make an incoming message durable; returns once it is safe to acknowledge the platform."""
+        queued = await self.inbox.put(message)
+        self._wake.set()
+        return queued
+
+    async def start(self) -> None:
+        self._stopping = False
+        self._dispatcher = asyncio.create_task(self._dispatch(), name=f"dispatch-{self.worker_id}")
+
+    async def stop(self, *, grace_seconds: float = 10.0) -> None:
+        """Stop taking chats; let running turns finish for up to ``grace_seconds``."""
+        self._stopping = True
+        if self._dispatcher:
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher
+        running = list(self._busy.values())
+        if running:
+            done, pending = await asyncio.wait(running, timeout=grace_seconds)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def wait_idle(self, timeout: float = 30.0) -> None:
+        """Wait until no chat has pending entries and no turn runs here (for replays and tests)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._busy and not await self.inbox.ready_chats(1):
+                return
+            await asyncio.sleep(self.poll_interval)
+        raise TimeoutError(f"gateway still busy after {timeout}s")
+
+    # ----------------------------------------------------------------- dispatch
+
+    async def _dispatch(self) -> None:
+        while not self._stopping:
+            try:
+                free = self._max_chats - len(self._busy)
+                chats = await self.inbox.ready_chats(free + len(self._busy)) if free > 0 else []
+                for chat in chats:
+                    if chat in self._busy or len(self._busy) >= self._max_chats:
+                        continue
+                    task = asyncio.create_task(self._drain(chat), name=f"chat-{chat}")
+                    self._busy[chat] = task
+                    task.add_done_callback(lambda _t, c=chat: self._busy.pop(c, None))
+            except Exception:
+                log.exception("dispatcher pass failed; retrying")
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+
+    async def _keep_lock(self, lock: Lock, owner: asyncio.Task[None]) -> None:
+        """Extend the chat lock while its turn runs; cancel the turn if the lock was lost."""
+        while True:
+            await asyncio.sleep(self.lock_ttl / 3)
+            try:
+                await self.store.extend_lock(lock, self.lock_ttl)
+            except StaleLock:
+                log.warning("%s: lock lost mid-turn; abandoning the turn", lock.chat)
+                owner.cancel()
+                return
+
+    async def _drain(self, chat: str) -> None:
+        """Take the chat's lock and handle its inbox in order until it is empty."""
+        lock = await self.store.acquire_lock(chat, self.lock_ttl)
+        if lock is None:
+            return  # another worker has this chat
+        me = asyncio.current_task()
+        assert me is not None
+        keeper = asyncio.create_task(self._keep_lock(lock, me))
+        try:
+            while not self._stopping:
+                head = await self.inbox.head(chat)
+                if head is None:
+                    if await self.inbox.settle(chat):
+                        break
+                    continue
+                raw, message = head
+                await self._handle_entry(chat, lock, raw, message)
+        except StaleLock:
+            log.warning("%s: lock expired under worker %s; another worker continues", chat, self.worker_id)
+        except asyncio.CancelledError:
+            if self._stopping:
+                raise
+        except Exception:
+            log.exception("%s: worker failed; the entry stays in the inbox", chat)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(Exception):
+                await self.store.release_lock(lock)
+
+    # ----------------------------------------------------------------- one entry
+
+    async def _handle_entry(self, chat: str, lock: Lock, raw: str, message: IncomingMessage) -> None:
+        attempts_key = f"{chat}|{message.update_id}"
+        try:
+            await self._handle(chat, lock, message)
+        except (StaleLock, asyncio.CancelledError):
+            raise
+        except Exception as error:
+            attempts = self._attempts.get(attempts_key, 0) + 1
+            self._attempts[attempts_key] = attempts
+            log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
+            if attempts < MAX_ENTRY_ATTEMPTS:
+                return
+            await self._give_up(chat, lock, message, error)
+        await self.inbox.ack(chat, raw)
+        self._attempts.pop(attempts_key, None)
+
+    async def _give_up(self, chat: str, lock: Lock, message: IncomingMessage, error: Exception) -> None:
+        """After repeated failures: keep the person's message in the session and tell them."""
+        sid = await self.store.current_session(chat)
+        meta = await self.store.meta(chat, sid)
+        entry_id = f"{message.platform}:{message.update_id}"
+        reply = f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; please try again."
+        if meta.last_entry_id != entry_id:
+            await self.store.append(chat, sid, [self._user_message(message)], lock=lock,
+                                    meta={"last_entry_id": entry_id, "last_reply": reply})
+        await self._send_recorded(ChatTurn(self, chat, message, lock, sid, meta), reply)
+
+    @staticmethod
+    def _user_message(message: IncomingMessage) -> Message:
+        return {"role": "user", "content": message.text, "_ts": message.ts}
+
+    async def _handle(self, chat: str, lock: Lock, message: IncomingMessage) -> None:
+        started = time.perf_counter()
+        sid = await self.store.current_session(chat)
+        meta = await self.store.meta(chat, sid)
+        turn = ChatTurn(self, chat, message, lock, sid, meta)
+        if meta.last_entry_id == turn.entry_id:  # committed before a crash: only the reply may be missing
+            if meta.replied_entry_id != turn.entry_id and meta.last_reply:
+                await self._send_recorded(turn, meta.last_reply)
+            return
+        from gateway.commands import handle_command
+
+        command_reply = await handle_command(turn)
+        if command_reply is not None:
+            await self._send(turn, command_reply)
+            return
+        user_message = self._user_message(message)
+        if not message.respond:
+            await self.store.append(chat, sid, [user_message], lock=lock,
+                                    meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
+            return
+        model = meta.model or self.agents.default_model
+        history_source = ChatHistory(self.store, chat, sid)
+        engine = self.agents.build_engine(model, meta.engine_state, history_source)
+        await self._pre_turn_compaction(turn, engine, model)
+        sid, meta = turn.session_id, turn.meta
+        history = await self.store.active(chat, sid)
+        tools = ToolRegistry()
+        for tool in recovery_tools(ChatHistory(self.store, chat, sid)):
+            tools.add(tool)
+        agent = self.agents.build_agent(engine, model, tools)
+        adapter = self.adapters.get(message.platform)
+        if adapter:
+            with contextlib.suppress(Exception):
+                await adapter.typing(message.chat_id)
+        try:
+            result = await agent.run_turn(history, user_message)
+        except ProviderError as error:
+            reply = f"⚠️ The model provider failed ({type(error).__name__}: {error}). Your message is saved; please try again."
+            await self.store.append(chat, sid, [user_message], lock=lock,
+                                    meta={"last_entry_id": turn.entry_id, "last_reply": reply,
+                                          "engine_state": engine.export_state()})
+            await self._send_recorded(turn, reply)
+            return
+        usage = result.usage
+        totals = dict(meta.usage_totals)
+        for name, value in usage.as_dict().items():
+            totals[name] = int(totals.get(name, 0)) + value
+        totals["turns"] = int(totals.get("turns", 0)) + 1
+        fields = {
+            "last_entry_id": turn.entry_id,
+            "last_reply": result.reply,
+            "engine_state": engine.export_state(),
+            "usage_totals": totals,
+            "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
+        }
+        if agent._last_compaction_in_place:
+            fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
+            before = meta.tokens
+            commit = await self.store.commit_compaction(
+                chat, sid, result.messages, lock=lock, in_place=self.compression.in_place,
+                compaction_id=f"{turn.entry_id}:turn", meta=fields,
+            )
+            await self._emit_compaction(turn, engine, commit.session_id, commit.old_session_id, "in_loop", before,
+                                        fields["tokens_at_report"])
+            turn.session_id = commit.session_id
+        else:
+            fields["tokens_at_report"] = meta.tokens + sum(count_message(m) for m in result.new_messages)
+            await self.store.append(chat, sid, result.new_messages, lock=lock, meta=fields)
+        await self._send_recorded(turn, result.reply)
+        await self.events.emit(TurnEvent(
+            platform=message.platform, chat=chat, session_id=turn.session_id,
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        ))
+
+    # ----------------------------------------------------------------- compaction outside the loop
+
+    async def _pre_turn_compaction(self, turn: ChatTurn, engine: ContextEngine, model: str) -> None:
+        """Idle compaction (S5.9), then hygiene at 85% (S2.1), before the agent sees the message."""
+        meta = turn.meta
+        context_length = self.agents.context_length(model)
+        idle_after = self.compression.idle_compact_after_seconds
+        if (
+            idle_after
+            and self.compression.enabled
+            and meta.last_activity_at
+            and time.time() - meta.last_activity_at >= idle_after
+            and meta.count >= hygiene.MIN_MESSAGES
+            and hygiene.estimate_session_tokens(meta)[0] > engine.threshold_tokens * self.compression.target_ratio
+            and await self.compact(turn, engine, trigger="idle", force=False)
+        ):
+            return
+        decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled)
+        if decision.fire:
+            log.info("%s: hygiene: %s", turn.chat, decision.reason)
+            if not await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens):
+                log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
+
+    async def compact(
+        self,
+        turn: ChatTurn,
+        engine: ContextEngine,
+        *,
+        trigger: str,
+        force: bool,
+        focus: str | None = None,
+        tokens: int | None = None,
+    ) -> bool:
+        """Compact the chat's session now and commit it; True when the session changed."""
+        messages = await self.store.active(turn.chat, turn.session_id)
+        compacted = await engine.compress(messages, current_tokens=tokens, focus_topic=focus, force=force)
+        if len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages)):
+            return False
+        after = sum(count_message(m) for m in compacted)
+        commit = await self.store.commit_compaction(
+            turn.chat, turn.session_id, compacted, lock=turn.lock, in_place=self.compression.in_place,
+            compaction_id=f"{turn.entry_id}:{trigger}", meta={"engine_state": engine.export_state()},
+        )
+        await self._emit_compaction(turn, engine, commit.session_id, commit.old_session_id, trigger,
+                                    turn.meta.tokens, after)
+        turn.session_id = commit.session_id
+        turn.meta = await self.store.meta(turn.chat, commit.session_id)
+        return True
+
+    async def _emit_compaction(
+        self, turn: ChatTurn, engine: ContextEngine, sid: str, old_sid: str, trigger: str, before: int, after: int
+    ) -> None:
+        stats = engine.last_compaction or {}
+        summarizer = stats.get("summarizer") if isinstance(stats, Mapping) else getattr(stats, "summarizer", "")
+        await self.events.emit(CompressEvent(
+            platform=turn.message.platform, chat=turn.chat, session_id=sid, old_session_id=old_sid,
+            in_place=not old_sid, compression_count=engine.compression_count, trigger=trigger,  # type: ignore[arg-type]
+            tokens_before=before, tokens_after=after, summarizer=str(summarizer or ""),
+        ))
+
+    # ----------------------------------------------------------------- replies
+
+    async def _send(self, turn: ChatTurn, text: str) -> None:
+        adapter = self.adapters.get(turn.message.platform)
+        if adapter is None:
+            log.warning("no adapter for platform %s; reply to %s dropped", turn.message.platform, turn.chat)
+            return
+        await adapter.send(turn.message.chat_id, text, reply_to=turn.message.update_id)
+
+    async def _send_recorded(self, turn: ChatTurn, text: str) -> None:
+        """Send a committed turn's reply, then record that it went out (the narrow duplicate window)."""
+        await self._send(turn, text)
+        sid = await self.store.current_session(turn.chat)
+        await self.store.update_meta(turn.chat, sid, lock=turn.lock, replied_entry_id=turn.entry_id)
