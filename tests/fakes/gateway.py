@@ -1,0 +1,74 @@
+"""A gateway assembled for tests: real Redis, a real runner, a fake provider on loopback, a recording platform."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, AsyncIterator, Optional
+
+from gateway.agents import AgentBuilder
+from gateway.config import Settings
+from gateway.events import Event, EventBus
+from gateway.inbox import Inbox
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.runner import GatewayRunner
+from gateway.store import SessionStore
+
+
+class RecordingAdapter(PlatformAdapter):
+    """A platform that keeps every reply it is asked to send, in order."""
+
+    platform = "local"
+    max_message_length = 1_000_000
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def start(self, intake: Intake) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        self.sent.append((chat_id, text))
+
+
+def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, **sections: Any) -> Settings:
+    """Settings for a custom OpenAI-compatible route at ``base_url`` with the given window."""
+    compression = {"enabled": True, **sections.pop("compression", {})}
+    return Settings(
+        redis={"url": redis_url, "key_prefix": prefix},
+        model={"name": "test-model", "provider": "custom", "base_url": base_url, "context_length": context_length},
+        platforms={"local": {"enabled": True}},
+        compression=compression,
+        **sections,
+    )
+
+
+def message(chat_id: str, update_id: str, text: str, *, respond: bool = True, ts: float | None = None) -> IncomingMessage:
+    extra = {"ts": ts} if ts is not None else {}
+    return IncomingMessage(platform="local", chat_id=chat_id, update_id=update_id, text=text, respond=respond, **extra)
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: float = 30.0,
+                          summarizer: Any = "configured") -> AsyncIterator[tuple[GatewayRunner, RecordingAdapter, list[Event]]]:
+    """A started runner on ``redis`` with a recording local platform; yields (runner, adapter, events)."""
+    adapter = RecordingAdapter()
+    builder = AgentBuilder(settings)
+    if summarizer != "configured":
+        builder.summarizer = summarizer
+    events = EventBus()
+    seen: list[Event] = []
+    events.subscribe(seen.append)
+    runner = GatewayRunner(
+        SessionStore(redis, settings.redis.key_prefix), Inbox(redis, settings.redis.key_prefix), builder,
+        adapters={"local": adapter}, compression=settings.compression, events=events,
+        lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01,
+    )
+    await runner.start()
+    try:
+        yield runner, adapter, seen
+    finally:
+        await runner.stop()
+        await builder.aclose()

@@ -1,0 +1,71 @@
+"""One gateway worker process for multi-process tests: ``python -m tests.fakes.worker_process …``.
+
+It runs a real GatewayRunner against the given Redis and model endpoint. Its platform is
+Redis itself: every reply it sends is pushed to ``<prefix>:sent`` as JSON, so the test sees
+what every process delivered, in order, and can kill a process at any moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+from typing import Optional
+
+from redis.asyncio import Redis
+
+from gateway.agents import AgentBuilder
+from gateway.inbox import Inbox
+from gateway.platforms.base import Intake, PlatformAdapter
+from gateway.runner import GatewayRunner
+from gateway.store import SessionStore
+from tests.fakes.gateway import make_settings
+
+
+class RedisReplyLog(PlatformAdapter):
+    platform = "local"
+    max_message_length = 1_000_000
+
+    def __init__(self, redis: Redis, key: str) -> None:
+        self.redis = redis
+        self.key = key
+
+    async def start(self, intake: Intake) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        await self.redis.rpush(self.key, json.dumps({"chat": chat_id, "text": text, "pid": os.getpid()}))
+
+
+async def main(args: argparse.Namespace) -> None:
+    redis = Redis.from_url(args.redis, decode_responses=True)
+    settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length)
+    builder = AgentBuilder(settings)
+    runner = GatewayRunner(
+        SessionStore(redis, args.prefix), Inbox(redis, args.prefix), builder,
+        adapters={"local": RedisReplyLog(redis, f"{args.prefix}:sent")}, compression=settings.compression,
+        lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=64,
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await runner.start()
+    await redis.rpush(f"{args.prefix}:workers", str(os.getpid()))
+    await stop.wait()
+    await runner.stop()
+    await builder.aclose()
+    await redis.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--redis", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--lock-ttl", type=float, default=30.0)
+    parser.add_argument("--context-length", type=int, default=64_000)
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,167 @@
+"""The gateway end to end on real Redis with a fake provider on loopback: hygiene, in-loop compaction,
+in-place archive and rotation, recovery from the archive."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
+from agent.tokens import count_messages
+from gateway.events import CompressEvent
+from gateway.store import SessionStore
+from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+
+NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
+SERVICES = ("billing-api", "auth-gateway", "search-indexer", "notifier", "ledger")
+
+
+def is_summary_request(request: RecordedRequest) -> bool:
+    return SYSTEM_PROMPT[:40] in request.system
+
+
+def answer(request: RecordedRequest) -> Reply:
+    """Notes for summary requests, an echo of the newest user message for chat requests."""
+    if is_summary_request(request):
+        return Reply.answer(NOTES)
+    return Reply.answer(f"echo: {request.last_user_text}")
+
+
+def chatter(rng: random.Random, index: int) -> str:
+    service = rng.choice(SERVICES)
+    return (f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
+            f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
+            f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%")
+
+
+async def test_overnight_backlog_triggers_hygiene_and_no_prompt_exceeds_the_window(redis, redis_url, key_prefix):
+    window = 16_000
+    rng = random.Random(3)
+    async with FakeLLMServer(handler=answer, context_limit=window) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            await runner.intake(message("ops", "u-0", "we are chasing the login timeout tonight, fix is commit 9f3c2ab71d"))
+            await runner.wait_idle()
+            for index in range(340):
+                await runner.intake(message("ops", f"night-{index}", chatter(rng, index), respond=False))
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            sid = await store.current_session("local:ops")
+            night = await store.meta("local:ops", sid)
+            assert night.count >= 340 and night.tokens >= 0.85 * window  # the backlog alone fills the window
+
+            await runner.intake(message("ops", "morning", "good morning, anything on fire?"))
+            await runner.wait_idle()
+
+            morning = await store.meta("local:ops", await store.current_session("local:ops"))
+    hygiene_runs = [e for e in events if isinstance(e, CompressEvent) and e.trigger == "hygiene"]
+    assert len(hygiene_runs) == 1
+    assert hygiene_runs[0].tokens_after < hygiene_runs[0].tokens_before / 2
+    assert morning.tokens < 0.5 * window and morning.session_id == sid  # shrunk, in place
+    assert adapter.sent[-1] == ("ops", "echo: good morning, anything on fire?")
+    chat_requests = [r for r in server.requests if not is_summary_request(r)]
+    assert chat_requests and max(count_messages(r.messages) for r in server.requests) < window
+    archived = await store.archive("local:ops", sid)
+    assert len(archived) >= 300 and any("9f3c2ab71d" in str(m.get("content")) for m in archived)
+
+
+async def test_in_loop_compaction_fires_mid_tool_loop_and_the_turn_completes(redis, redis_url, key_prefix):
+    window = 20_000
+    rng = random.Random(5)
+    async with FakeLLMServer(context_limit=window) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
+        calls = iter(range(1000))
+
+        def script(request: RecordedRequest) -> Reply:
+            if is_summary_request(request):
+                return Reply.answer(NOTES)
+            step = next(calls)
+            if step == 0:
+                return Reply.answer("ok")
+            if step < 3:  # two tool rounds, the provider reporting 60% of the window
+                reply = Reply.tool_call("session_search", {"query": "p99 billing-api"}, call_id=f"call_{step}")
+                reply.usage = {"prompt_tokens": int(window * 0.6), "completion_tokens": 20, "total_tokens": int(window * 0.6) + 20}
+                return reply
+            return Reply.answer("the billing-api p99 is back to normal")
+
+        server.handler = script
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            await runner.intake(message("dev", "u-0", "hello"))
+            await runner.wait_idle()
+            for index in range(60):
+                await runner.intake(message("dev", f"log-{index}", chatter(rng, index), respond=False))
+            await runner.wait_idle()
+            await runner.intake(message("dev", "ask", "how is billing-api doing?"))
+            await runner.wait_idle()
+    in_loop = [e for e in events if isinstance(e, CompressEvent) and e.trigger == "in_loop"]
+    assert len(in_loop) == 1 and in_loop[0].in_place
+    assert adapter.sent[-1] == ("dev", "the billing-api p99 is back to normal")
+
+
+async def test_in_place_keeps_one_session_id_and_search_finds_what_only_the_archive_holds(redis, redis_url, key_prefix):
+    window = 16_000
+    rng = random.Random(9)
+    async with FakeLLMServer(context_limit=window) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
+        turn = iter(range(1000))
+
+        def script(request: RecordedRequest) -> Reply:
+            if is_summary_request(request):
+                return Reply.answer(NOTES)
+            if "which port" in request.last_user_text and not any(m.get("role") == "tool" for m in request.messages[-2:]):
+                return Reply.tool_call("session_search", {"query": "staging port"}, call_id=f"s{next(turn)}")
+            if request.messages[-1].get("role") == "tool":
+                return Reply.answer("from the archive: " + request.messages[-1]["content"][:400])
+            return Reply.answer("ok")
+
+        server.handler = script
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            store = SessionStore(redis, key_prefix)
+            await runner.intake(message("a", "0", "note: the staging port is 8443 and the prod port is 443"))
+            await runner.wait_idle()
+            first_sid = await store.current_session("local:a")
+            for index in range(400):
+                await runner.intake(message("a", f"n{index}", chatter(rng, index), respond=False))
+            await runner.wait_idle()
+            await runner.intake(message("a", "q", "which port does staging use?"))
+            await runner.wait_idle()
+            sid = await store.current_session("local:a")
+            active = await store.active("local:a", sid)
+            archived = await store.archive("local:a", sid)
+    assert sid == first_sid
+    assert not any("8443" in str(m.get("content")) and m.get("role") == "user" for m in active)
+    assert any("staging port is 8443" in str(m.get("content")) for m in archived)
+    assert "8443" in adapter.sent[-1][1]
+    # every message ever stored is still there: in the active list or the archive
+    assert len({m["_id"] for m in archived}) == len(archived)
+
+
+async def test_rotation_links_parent_sessions_and_the_chat_follows_the_newest(redis, redis_url, key_prefix):
+    window = 16_000
+    rng = random.Random(13)
+    async with FakeLLMServer(context_limit=window, handler=answer) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window,
+                                 compression={"in_place": False})
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            store = SessionStore(redis, key_prefix)
+            await runner.intake(message("r", "0", "start"))
+            await runner.wait_idle()
+            first = await store.current_session("local:r")
+            for round_ in range(2):
+                for index in range(380):
+                    await runner.intake(message("r", f"{round_}-{index}", chatter(rng, index), respond=False))
+                await runner.wait_idle()
+                await runner.intake(message("r", f"q{round_}", f"question {round_}"))
+                await runner.wait_idle()
+            newest = await store.current_session("local:r")
+            chain = []
+            sid: str | None = newest
+            while sid:
+                chain.append(sid)
+                sid = (await store.meta("local:r", sid)).parent_session_id
+    compactions = [e for e in events if isinstance(e, CompressEvent)]
+    assert len(compactions) == 2 and all(not e.in_place and e.old_session_id for e in compactions)
+    assert chain[-1] == first and len(chain) == 3 and chain[0] == newest
+    assert adapter.sent[-1] == ("r", "echo: question 1")
