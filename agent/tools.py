@@ -44,6 +44,8 @@ class ToolRegistry:
     """The tools offered to the model in one turn."""
 
     tools: dict[str, Tool] = field(default_factory=dict)
+    #: Provides a tool for a name the registry does not hold (e.g. tools played back from a recording).
+    fallback: Callable[[str], Tool | None] | None = None
 
     def add(self, tool: Tool) -> None:
         self.tools[tool.name] = tool
@@ -53,7 +55,7 @@ class ToolRegistry:
 
     async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
         """Run a tool by name with JSON arguments; every failure becomes a JSON error result."""
-        tool = self.tools.get(name)
+        tool = self.tools.get(name) or (self.fallback(name) if self.fallback else None)
         if tool is None:
             return json.dumps({"error": f"unknown tool {name!r}", "available": sorted(self.tools)})
         try:

@@ -1,0 +1,52 @@
+"""A recorded conversation replayed through the whole gateway: tool loops, in-loop compaction, an overnight
+backlog caught by hygiene, and a decision recovered the next morning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main as cli_main
+from gateway.config import Settings
+from gateway.replay import FixtureError, load_fixture, replay
+
+FIXTURE = Path(__file__).parent / "fixtures" / "overnight_ops.jsonl"
+WINDOW = 16_000
+
+
+def settings_for(redis_url: str, prefix: str) -> Settings:
+    return Settings(
+        redis={"url": redis_url, "key_prefix": prefix},
+        model={"name": "replayed-model", "provider": "local", "context_length": WINDOW},
+        platforms={"local": {"enabled": True}},
+    )
+
+
+async def test_overnight_fixture_replays_with_both_compaction_layers_and_never_overflows(redis_url, key_prefix):
+    report = await replay(settings_for(redis_url, key_prefix), load_fixture(FIXTURE))
+    assert report.in_loop_compactions >= 1  # the tool-heavy evening crossed 50%
+    assert report.hygiene_compactions == 1  # the overnight backlog crossed 85%
+    assert report.peak_prompt_tokens < WINDOW  # the model never saw a prompt above its window
+    assert report.turns == 17
+    last_chat, last_reply = report.replies[-1]
+    assert "ubuntu-22.04" in last_reply and last_chat == "ops"
+    assert report.tokens_sent > report.peak_prompt_tokens
+
+
+def test_a_broken_fixture_line_is_named(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"kind": "message", "text": "hi"}) + "\n{not json\n")
+    with pytest.raises(FixtureError, match=r"bad.jsonl:2"):
+        load_fixture(bad)
+
+
+def test_replay_command_prints_the_table(redis_url, key_prefix, tmp_path, capsys, monkeypatch):
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"redis:\n  url: {redis_url}\n  key_prefix: {key_prefix}\nmodel:\n  provider: local\n  context_length: {WINDOW}\n"
+    )
+    assert cli_main(["--config", str(config), "replay", str(FIXTURE)]) == 0
+    table = capsys.readouterr().out
+    assert "hygiene compactions" in table and "peak context" in table
