@@ -1,0 +1,392 @@
+"""Keyword and regex search over messages: the one search behind recovery after compaction.
+
+Compaction folds old turns into a summary; what it rounds away stays retrievable
+only if a search finds it again. The things people come back for are mostly exact
+identifiers (a SHA from ``git log``, a path, ``PR #4821``, an error code), so
+identifiers match exactly and weigh far more than ordinary words; ordinary words
+are ranked BM25-style so a 100K-character log that mentions everything once does
+not bury the one short message that answers the question.
+
+Nothing is indexed ahead of time: each call scans the texts once per query term
+with C-level substring checks before any regex runs, so a 500K-token archive is
+searched in a fraction of a second and the function stays pure (no I/O, no state).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from agent.tokens import content_text
+
+__all__ = ["SearchHit", "SearchError", "search_messages", "message_search_text"]
+
+#: BM25 parameters (the usual defaults).
+_K1 = 1.2
+_B = 0.75
+#: Characters per word, to turn a text's length into a BM25 document length cheaply.
+_CHARS_PER_WORD = 6.0
+#: Identifiers (SHAs, paths, numbers, codes) count this many times an ordinary word.
+_IDENTIFIER_WEIGHT = 4.0
+#: Quoted phrases count this many times an ordinary word.
+_PHRASE_WEIGHT = 3.0
+#: Candidates (by BM25) that get the more expensive proximity scoring.
+_MIN_CANDIDATES = 40
+#: Occurrences per term considered when looking for the best window (bounds the work on huge logs).
+_MAX_POSITIONS_PER_TERM = 4_000
+_ELLIPSIS = "…"
+
+_STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in
+    into is it its me my of on or our so that the their them then there these they this to us was
+    we were what when where which who why will with would you your yours about again any some
+    just than too very should tell remind remember said say says""".split()
+)
+_QUERY_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
+_EDGE_PUNCTUATION = ".,;:!?()[]{}<>'\"`*"
+_HEX = re.compile(r"[0-9a-f]{7,40}")
+_NUMBER_REF = re.compile(r"#?\d+")
+_SUFFIXES = ("ing", "ed", "es", "s", "e")
+
+
+class SearchError(ValueError):
+    """A query that cannot be run (e.g. an invalid ``/regex/``); the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One matching message: its id, role, score (higher is better) and a snippet around the best match."""
+
+    message_id: Any
+    role: str
+    score: float
+    snippet: str
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    """One query term: the literal that must occur (lowercase) and the regex that confirms a match."""
+
+    literal: str
+    pattern: re.Pattern[str]
+    weight: float
+
+
+def message_search_text(message: Mapping[str, Any]) -> str:
+    """What a search sees of a message: its text plus the names and arguments of its tool calls."""
+    text = content_text(message.get("content"))
+    calls = message.get("tool_calls")
+    if not calls:
+        return text
+    parts = [text] if text else []
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        parts.append(f"{function.get('name') or ''} {arguments if isinstance(arguments, str) else arguments or ''}")
+    return "\n".join(parts)
+
+
+def _lower_same_length(text: str) -> str:
+    """Lowercase ``text`` keeping every character at its index (a few characters grow under ``lower()``)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(char if len(low := char.lower()) != 1 else low for char in text)
+
+
+def _stem(word: str) -> str:
+    """Strip one common English suffix so ``decided``/``decision``/``decide`` share a prefix."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def _is_identifier(token: str) -> bool:
+    """Tokens a person copies rather than types: anything with digits or inner punctuation."""
+    return (
+        any(char.isdigit() for char in token)
+        or any(char in token for char in "/._-:#@=\\$")
+        or (token.isupper() and len(token) >= 3)
+    )
+
+
+def _identifier_term(token: str) -> _Term:
+    lowered = token.lower()
+    if _HEX.fullmatch(lowered) and any(char.isalpha() for char in lowered):
+        # A short SHA also finds the full 40-character one it abbreviates.
+        pattern = re.compile(rf"(?<![0-9a-z]){lowered}[0-9a-f]*(?![0-9a-z])")
+        return _Term(lowered, pattern, _IDENTIFIER_WEIGHT)
+    if _NUMBER_REF.fullmatch(lowered):
+        # "#4821", "PR 4821" and "pull/4821" name the same thing; "4821ms", "14821" and "1.4821" do not.
+        digits = lowered.lstrip("#")
+        return _Term(digits, re.compile(rf"(?<![\w.#])#?{digits}(?![\w])"), _IDENTIFIER_WEIGHT)
+    boundary_before = r"(?<![\w])" if lowered[0].isalnum() or lowered[0] == "_" else ""
+    boundary_after = r"(?![\w])" if lowered[-1].isalnum() or lowered[-1] == "_" else ""
+    return _Term(lowered, re.compile(boundary_before + re.escape(lowered) + boundary_after), _IDENTIFIER_WEIGHT)
+
+
+def _word_term(word: str) -> _Term:
+    stem = _stem(word.lower())
+    # Underscores separate words here, so "retry" finds "apply_retry_backoff".
+    return _Term(stem, re.compile(rf"(?<![a-z0-9]){re.escape(stem)}"), 1.0)
+
+
+def _phrase_term(phrase: str) -> _Term:
+    lowered = " ".join(phrase.lower().split())
+    return _Term(lowered, re.compile(re.escape(lowered)), _PHRASE_WEIGHT)
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    """Parsed keywords: distinct terms, neighbouring pairs (by term index), and the whole query as a phrase."""
+
+    terms: list[_Term]
+    pairs: list[tuple[re.Pattern[str], int, int]]
+    phrase: str | None
+
+
+def _pair_pattern(first: _Term, second: _Term) -> re.Pattern[str]:
+    """Two query terms next to each other in the text: "checkout grace", "checkout_grace", "checkout-grace"."""
+
+    def core(term: _Term) -> str:
+        return re.escape(term.literal) + ("[a-z0-9]*" if term.weight == 1.0 else "")
+
+    return re.compile(rf"(?<![a-z0-9]){core(first)}[\s_\-/.:']{{1,3}}{core(second)}")
+
+
+def _parse_query(query: str) -> _Query:
+    terms: dict[str, _Term] = {}
+    order: list[str] = []  # term keys in query order, for neighbouring pairs
+    words: list[str] = []
+    for quoted, bare in _QUERY_TOKEN.findall(query):
+        if quoted:
+            if quoted.strip():
+                term = _phrase_term(quoted)
+                terms.setdefault(term.pattern.pattern, term)
+                order.append("")  # a phrase breaks the chain of neighbours
+                words.extend(quoted.split())
+            continue
+        token = bare.strip(_EDGE_PUNCTUATION) if not bare.startswith("#") else bare.rstrip(_EDGE_PUNCTUATION)
+        if not token:
+            continue
+        words.append(token)
+        if _is_identifier(token):
+            term = _identifier_term(token)
+        elif token.lower() in _STOPWORDS or len(token) < 2:
+            continue
+        else:
+            term = _word_term(token)
+        terms.setdefault(term.pattern.pattern, term)
+        order.append(term.pattern.pattern)
+    keys = list(terms)
+    pairs = []
+    for first, second in zip(order, order[1:]):
+        if first and second and first != second:
+            pairs.append((_pair_pattern(terms[first], terms[second]), keys.index(first), keys.index(second)))
+    phrase = " ".join(word.lower() for word in words) if len(words) >= 2 else None
+    return _Query(list(terms.values()), pairs, phrase)
+
+
+def _parse_regex(query: str) -> re.Pattern[str] | None:
+    """``/pattern/`` or ``/pattern/i`` → compiled regex; anything else → None."""
+    stripped = query.strip()
+    match = re.fullmatch(r"/(.+)/([imsx]*)", stripped, flags=re.DOTALL)
+    if not match:
+        return None
+    flags = 0
+    for letter in match.group(2):
+        flags |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}[letter]
+    try:
+        return re.compile(match.group(1), flags)
+    except re.error as error:
+        raise SearchError(f"invalid regex {match.group(1)!r}: {error}") from None
+
+
+def _tool_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """tool_call_id -> tool name, so a tool result's hit can say which tool produced it."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                names[call["id"]] = str((call.get("function") or {}).get("name") or "")
+    return names
+
+
+def _snippet(text: str, centre: int, limit: int) -> str:
+    """At most ``limit`` characters of ``text`` around ``centre``, cut at whitespace where it is near."""
+    if len(text) <= limit:
+        return text
+    if limit <= 2:
+        return text[:limit]
+    room = limit - 2  # one ellipsis may stand at each end
+    start = max(0, min(centre - room // 2, len(text) - room))
+    end = start + room
+    slack = min(80, room // 10)
+    if start > 0:
+        cut = text.find(" ", start, start + slack)
+        newline = text.find("\n", start, start + slack)
+        if newline != -1:
+            cut = newline
+        if cut != -1:
+            start = cut + 1
+    if end < len(text):
+        cut = max(text.rfind("\n", end - slack, end), text.rfind(" ", end - slack, end))
+        if cut > start:
+            end = cut
+    snippet = text[start:end].strip("\n")
+    return (_ELLIPSIS if start > 0 else "") + snippet + (_ELLIPSIS if end < len(text) else "")
+
+
+def _best_window(positions: list[list[int]], weights: list[float], width: int) -> tuple[float, int]:
+    """The tightest window of at most ``width`` characters holding the most distinct term weight: (weight, centre)."""
+    events = sorted((pos, term) for term, spots in enumerate(positions) for pos in spots)
+    if not events:
+        return 0.0, 0
+    inside = [0] * len(weights)
+    total = 0.0
+    best_total, best_span, best_centre = 0.0, 0, events[0][0]
+    left = 0
+    for pos, term in events:
+        if inside[term] == 0:
+            total += weights[term]
+        inside[term] += 1
+        # Drop from the left what is too far away or repeated further right (it adds no weight).
+        while left < len(events) and (pos - events[left][0] > width or inside[events[left][1]] > 1):
+            gone = events[left][1]
+            inside[gone] -= 1
+            if inside[gone] == 0:
+                total -= weights[gone]
+            left += 1
+        span = pos - events[left][0]
+        if total > best_total + 1e-9 or (abs(total - best_total) <= 1e-9 and span < best_span):
+            best_total, best_span, best_centre = total, span, (events[left][0] + pos) // 2
+    return best_total, best_centre
+
+
+def _regex_search(
+    messages: Sequence[Mapping[str, Any]], pattern: re.Pattern[str], limit: int, snippet_chars: int
+) -> list[SearchHit]:
+    scored: list[tuple[float, int, int]] = []
+    for index, message in enumerate(messages):
+        text = message_search_text(message)
+        first = pattern.search(text)
+        if first is None:
+            continue
+        count = sum(1 for _ in itertools.islice(pattern.finditer(text), 1_000))
+        scored.append((1.0 + math.log(max(1, count)), index, (first.start() + first.end()) // 2))
+    scored.sort(key=lambda item: (-item[0], -item[1]))
+    tools = _tool_names(messages)
+    return [
+        _hit(messages[index], score, _snippet(message_search_text(messages[index]), centre, snippet_chars), tools, index)
+        for score, index, centre in scored[:limit]
+    ]
+
+
+def _hit(message: Mapping[str, Any], score: float, snippet: str, tools: Mapping[str, str], index: int | None = None) -> SearchHit:
+    tool_name = message.get("name") if message.get("role") == "tool" else None
+    if message.get("role") == "tool" and not tool_name:
+        tool_name = tools.get(str(message.get("tool_call_id")))
+    message_id = message.get("_id", index)
+    return SearchHit(message_id, str(message.get("role") or ""), round(score, 4), snippet, tool_name or None)
+
+
+def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, snippet_chars: int = 2_500) -> list[SearchHit]:
+    """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``.
+
+    ``query`` is keywords (identifiers such as SHAs, paths, ``#123`` match exactly;
+    ``"quoted phrases"`` match as a whole) or a ``/regex/`` (with optional ``i``, ``m``,
+    ``s``, ``x`` flags). Ties go to the newer message. Raises :class:`SearchError` for an
+    invalid regex.
+    """
+    if limit <= 0 or not query or not query.strip():
+        return []
+    snippet_chars = max(1, snippet_chars)
+    regex = _parse_regex(query)
+    if regex is not None:
+        return _regex_search(messages, regex, limit, snippet_chars)
+    parsed = _parse_query(query)
+    terms, phrase = parsed.terms, parsed.phrase
+    if not terms:
+        return []
+
+    texts: list[str | None] = [None] * len(messages)
+    lowered: list[str | None] = [None] * len(messages)
+    counts: list[list[int] | None] = [None] * len(messages)
+    document_frequency = [0] * len(terms)
+    total_chars = 0
+    for index, message in enumerate(messages):
+        text = message_search_text(message)
+        total_chars += len(text)
+        if not text:
+            continue
+        low = _lower_same_length(text)
+        found: list[int] | None = None
+        for term_index, term in enumerate(terms):
+            if term.literal not in low:
+                continue
+            hits = sum(1 for _ in term.pattern.finditer(low))
+            if hits:
+                if found is None:
+                    found = [0] * len(terms)
+                found[term_index] = hits
+                document_frequency[term_index] += 1
+        if found is not None:
+            texts[index], lowered[index], counts[index] = text, low, found
+    if not any(document_frequency):
+        return []
+
+    size = len(messages)
+    average_length = max(1.0, total_chars / max(1, size) / _CHARS_PER_WORD)
+    idf = [math.log(1.0 + (size - df + 0.5) / (df + 0.5)) for df in document_frequency]
+    term_weights = [term.weight * value for term, value in zip(terms, idf)]
+    query_weight = sum(term_weights)
+
+    candidates: list[tuple[float, int]] = []
+    for index, found in enumerate(counts):
+        if found is None:
+            continue
+        length = len(texts[index]) / _CHARS_PER_WORD  # type: ignore[arg-type]
+        norm = _K1 * (1.0 - _B + _B * length / average_length)
+        score = sum(weight * tf * (_K1 + 1.0) / (tf + norm) for weight, tf in zip(term_weights, found) if tf)
+        candidates.append((score, index))
+    candidates.sort(key=lambda item: (-item[0], -item[1]))
+    candidates = candidates[: max(_MIN_CANDIDATES, limit * 10)]
+
+    window = max(40, int(snippet_chars * 0.85))
+    ranked: list[tuple[float, int, int]] = []
+    for base, index in candidates:
+        low = lowered[index]
+        assert low is not None
+        positions: list[list[int]] = []
+        for term in terms:
+            spots: list[int] = []
+            if term.literal in low:
+                for match in term.pattern.finditer(low):
+                    spots.append(match.start())
+                    if len(spots) >= _MAX_POSITIONS_PER_TERM:
+                        break
+            positions.append(spots)
+        covered, centre = _best_window(positions, term_weights, window)
+        score = base + covered
+        for pattern, first, second in parsed.pairs:
+            if positions[first] and positions[second] and pattern.search(low):
+                score += term_weights[first] + term_weights[second]
+        if phrase is not None and len(terms) > 1:
+            spot = low.find(phrase)
+            if spot != -1:
+                score += query_weight
+                centre = spot + len(phrase) // 2
+        ranked.append((score, index, centre))
+    ranked.sort(key=lambda item: (-item[0], -item[1]))
+    tools = _tool_names(messages)
+    return [
+        _hit(messages[index], score, _snippet(texts[index], centre, snippet_chars), tools, index)  # type: ignore[arg-type]
+        for score, index, centre in ranked[:limit]
+    ]

@@ -1,0 +1,586 @@
+"""Compaction quality, measured: retained tokens against fact recall, closed-book and with recovery.
+
+For each session and policy the session is compacted once, then every probe
+(a planted fact) is scored two ways:
+
+* closed-book — the probe's answer occurs literally in the compacted context
+  (message text plus tool-call names and arguments: everything the model reads);
+* recovery — closed-book, or the answer occurs in one of the top
+  :data:`RECOVERY_HITS` :func:`agent.search.search_messages` hits (each at most
+  :data:`RECOVERY_SNIPPET_CHARS` characters) for the probe's query, searched over
+  the messages the compaction removed or replaced — what a model can get back with
+  one ``session_search`` call.
+
+Misses say why (the answer's message was folded into the summary or replaced by a
+stub; the search ranked it too low or cut it out of the snippet), which is the
+useful part for whoever tunes the compressor. Sessions and probes are plain JSONL:
+any transcript in that format can be measured, not only generated ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import inspect
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Protocol, Sequence
+
+from agent.messages import InvalidMessage, validate_message
+from agent.search import message_search_text, search_messages
+from agent.tokens import count_messages
+
+RECOVERY_HITS = 4
+RECOVERY_SNIPPET_CHARS = 2_500
+#: How deep to look when explaining a recovery miss ("the answer's message ranked 9th").
+_DIAGNOSTIC_DEPTH = 50
+DEFAULT_POLICIES = ("uncompacted", "legacy", "lean")
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One planted fact: the question a user asks later and the literal answer it needs."""
+
+    session: str
+    question: str
+    answer: str
+    query: str
+    kind: str = "fact"
+    where: str = "?"
+    message_id: str | None = None
+    at: float | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Probe":
+        missing = [key for key in ("session", "question", "answer", "query") if not record.get(key)]
+        if missing:
+            raise ValueError(f"probe {record!r} lacks {', '.join(missing)}")
+        names = {item.name for item in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in record.items() if key in names})
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+    return records
+
+
+def session_files(spec: str) -> list[Path]:
+    """A directory (every ``*.jsonl`` but ``probes.jsonl``), a file, or comma-separated files."""
+    files: list[Path] = []
+    for part in (piece.strip() for piece in spec.split(",")):
+        if not part:
+            continue
+        path = Path(part)
+        if path.is_dir():
+            files.extend(sorted(item for item in path.glob("*.jsonl") if item.name != "probes.jsonl"))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"no session file or directory at {path}")
+    return files
+
+
+def load_session(path: Path) -> list[dict]:
+    """A transcript file's messages, each validated and given an ``_id`` if it has none."""
+    messages = _read_jsonl(path)
+    for index, message in enumerate(messages):
+        try:
+            validate_message(message)
+        except InvalidMessage as error:
+            raise ValueError(f"{path}:{index + 1}: {error}") from None
+        message.setdefault("_id", f"m{index:05d}")
+    return messages
+
+
+def load_sessions(spec: str) -> dict[str, list[dict]]:
+    return {path.stem: load_session(path) for path in session_files(spec)}
+
+
+def load_probes(path: str | Path) -> list[Probe]:
+    return [Probe.from_record(record) for record in _read_jsonl(Path(path))]
+
+
+# --- policies ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Compaction:
+    """What a policy made of a session, and what it cost beyond time."""
+
+    messages: list[dict]
+    summarizer_calls: int | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Policy(Protocol):
+    """A way to shrink a session: the built-in compressor, a plugin engine, or a baseline."""
+
+    name: str
+
+    async def compact(self, messages: list[dict]) -> Compaction: ...
+
+
+@dataclass
+class Uncompacted:
+    """The whole session: recall must be 100%, a sanity check of the scorer."""
+
+    name: str = "uncompacted"
+
+    async def compact(self, messages: list[dict]) -> Compaction:
+        return Compaction(list(messages), 0)
+
+
+@dataclass
+class SearchOnly:
+    """Keep only the system prompt: recovery recall is then the search alone finding every fact."""
+
+    name: str = "search-only"
+
+    async def compact(self, messages: list[dict]) -> Compaction:
+        return Compaction([message for message in messages[:1] if message.get("role") == "system"], 0)
+
+
+def _plain(value: Any) -> Any:
+    """Stats objects (dataclass, pydantic model, plain object) as JSON-friendly data."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    if hasattr(value, "model_dump"):
+        return _plain(value.model_dump())
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(item) for item in value]
+    if hasattr(value, "__dict__"):
+        return {key: _plain(item) for key, item in vars(value).items() if not key.startswith("_")}
+    return repr(value)
+
+
+def _compact_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """Stats without long id lists (a 500K session replaces ~1,000 ids): their counts instead."""
+    return {
+        key: ({"count": len(value)} if isinstance(value, list) and len(value) > 20 else value) for key, value in stats.items()
+    }
+
+
+def _summarizer_calls(stats: Mapping[str, Any]) -> int | None:
+    for key in ("summarizer_calls", "summary_calls", "llm_calls", "calls"):
+        if isinstance(stats.get(key), int):
+            return stats[key]
+    return None
+
+
+@dataclass
+class EnginePolicy:
+    """Any context engine: ``compress(messages, force=True)`` and its ``last_compaction`` stats."""
+
+    name: str
+    engine: Any
+
+    async def compact(self, messages: list[dict]) -> Compaction:
+        result = self.engine.compress(messages, force=True)
+        if inspect.isawaitable(result):
+            result = await result
+        stats = _plain(getattr(self.engine, "last_compaction", None)) or {}
+        if not isinstance(stats, dict):
+            stats = {"last_compaction": stats}
+        return Compaction(list(result), _summarizer_calls(stats), _compact_stats(stats))
+
+
+def compressor_policy(tail_mode: str, context_length: int) -> EnginePolicy:
+    """The built-in ContextCompressor in ``legacy`` or ``lean`` tail mode, deterministic summary."""
+    from agent.context_compressor import ContextCompressor
+    from agent.settings import CompressionSettings
+
+    engine = ContextCompressor(
+        model="eval-model", context_length=context_length, settings=CompressionSettings(tail_mode=tail_mode)
+    )
+    return EnginePolicy(tail_mode, engine)
+
+
+def _named_engine(name: str, context_length: int) -> Any:
+    """An engine resolved by name through ``agent.context_engine`` (plugin directory or registry).
+
+    The gateway falls back to the built-in compressor for an unknown name; an evaluation
+    must not, or a typo would be measured as the compressor under another label.
+    """
+    from agent.context_engine import resolve_context_engine
+    from agent.settings import CompressionSettings
+
+    factory, warning = resolve_context_engine(name)
+    if warning is not None:
+        raise ValueError(f"unknown policy {name!r}: {warning}")
+    parameters = inspect.signature(factory).parameters.values()
+    takes_settings = any(p.name == "settings" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    extra = {"settings": CompressionSettings()} if takes_settings else {}
+    return factory(model="eval-model", context_length=context_length, **extra)
+
+
+def make_policy(name: str, context_length: int) -> Policy:
+    """``uncompacted``, ``search-only``, ``legacy``, ``lean``, or an engine name ``agent.context_engine`` resolves."""
+    if name == "uncompacted":
+        return Uncompacted()
+    if name == "search-only":
+        return SearchOnly()
+    if name in ("legacy", "lean"):
+        return compressor_policy(name, context_length)
+    return EnginePolicy(name, _named_engine(name, context_length))
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+def context_text(messages: Iterable[Mapping[str, Any]]) -> str:
+    """Everything a model reads of a message list, as one string the answers are looked up in."""
+    return "\n".join(message_search_text(message) for message in messages)
+
+
+def removed_messages(original: Sequence[dict], compacted: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Input messages whose ``_id`` no longer appears in the compacted list (dropped or replaced)."""
+    kept = {message.get("_id") for message in compacted if message.get("_id") is not None}
+    return [message for message in original if message.get("_id") not in kept]
+
+
+@dataclass
+class ProbeResult:
+    probe: Probe
+    closed_book: bool
+    recovered: bool
+    reason: str | None = None
+
+
+def _closed_book_reason(probe: Probe, original: Sequence[dict], compacted: Sequence[Mapping[str, Any]]) -> str:
+    """Where a planted answer went: folded into the summary, or its message replaced (e.g. by a stub)."""
+    homes = [message.get("_id") for message in original if probe.answer in message_search_text(message)]
+    replaced = {message.get("_orig_id") for message in compacted if message.get("_orig_id") is not None}
+    kept = {message.get("_id") for message in compacted if message.get("_id") is not None}
+    if not homes:
+        return "answer not in the session"
+    if any(home in kept for home in homes):
+        return "message kept under its id but edited in place"
+    if any(home in replaced for home in homes):
+        return "message replaced (stub or pruned copy)"
+    return "not kept (summarized or dropped)"
+
+
+def _recovery_reason(probe: Probe, removed: Sequence[dict]) -> str:
+    homes = {message.get("_id") for message in removed if probe.answer in message_search_text(message)}
+    if not homes:
+        return "answer in no removed message"
+    deep = search_messages(removed, probe.query, limit=_DIAGNOSTIC_DEPTH, snippet_chars=RECOVERY_SNIPPET_CHARS)
+    ranks = [rank for rank, hit in enumerate(deep, 1) if hit.message_id in homes]
+    if not ranks:
+        return f"search: answer's message not in the top {_DIAGNOSTIC_DEPTH}"
+    if ranks[0] <= RECOVERY_HITS:
+        return f"search: ranked {ranks[0]} but the snippet missed the answer"
+    return f"search: answer's message ranked {ranks[0]}"
+
+
+def score_probe(
+    probe: Probe,
+    context: str,
+    removed: Sequence[dict],
+    original: Sequence[dict] = (),
+    compacted: Sequence[Mapping[str, Any]] = (),
+) -> ProbeResult:
+    """Closed-book and recovery recall of one probe, with the reason for a miss."""
+    if probe.answer in context:
+        return ProbeResult(probe, True, True)
+    hits = search_messages(removed, probe.query, limit=RECOVERY_HITS, snippet_chars=RECOVERY_SNIPPET_CHARS)
+    recovered = any(probe.answer in hit.snippet for hit in hits)
+    reason = _closed_book_reason(probe, original, compacted) if original else None
+    if not recovered:
+        reason = f"{reason}; {_recovery_reason(probe, removed)}" if reason else _recovery_reason(probe, removed)
+    return ProbeResult(probe, False, recovered, reason)
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One session compacted by one policy, and how well its facts survived."""
+
+    session: str
+    policy: str
+    tokens_before: int
+    messages_before: int
+    retained_tokens: int
+    messages_after: int
+    removed: int
+    results: list[ProbeResult]
+    wall_seconds: float
+    cpu_seconds: float
+    search_seconds: float
+    summarizer_calls: int | None
+    stats: dict[str, Any]
+
+    @property
+    def closed_book(self) -> int:
+        return sum(result.closed_book for result in self.results)
+
+    @property
+    def recovered(self) -> int:
+        return sum(result.recovered for result in self.results)
+
+    def as_dict(self) -> dict[str, Any]:
+        probes = len(self.results) or 1
+        return {
+            "session": self.session,
+            "policy": self.policy,
+            "tokens_before": self.tokens_before,
+            "messages_before": self.messages_before,
+            "retained_tokens": self.retained_tokens,
+            "messages_after": self.messages_after,
+            "retained_ratio": round(self.retained_tokens / max(1, self.tokens_before), 4),
+            "removed_messages": self.removed,
+            "probes": len(self.results),
+            "closed_book_hits": self.closed_book,
+            "recovery_hits": self.recovered,
+            "closed_book_recall": round(self.closed_book / probes, 4),
+            "recovery_recall": round(self.recovered / probes, 4),
+            "wall_seconds": round(self.wall_seconds, 4),
+            "cpu_seconds": round(self.cpu_seconds, 4),
+            "search_seconds": round(self.search_seconds, 4),
+            "summarizer_calls": self.summarizer_calls,
+            "stats": self.stats,
+            "misses": [
+                {
+                    "question": r.probe.question,
+                    "answer": r.probe.answer,
+                    "kind": r.probe.kind,
+                    "where": r.probe.where,
+                    "at": r.probe.at,
+                    "closed_book": r.closed_book,
+                    "recovered": r.recovered,
+                    "reason": r.reason,
+                }
+                for r in self.results
+                if not r.closed_book
+            ],
+        }
+
+
+async def evaluate(session: str, messages: Sequence[dict], probes: Sequence[Probe], policy: Policy) -> Run:
+    """Compact one session with one policy and score every probe against the result."""
+    working = copy.deepcopy(list(messages))
+    wall, cpu = time.perf_counter(), time.process_time()
+    compaction = await policy.compact(working)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    compacted = compaction.messages
+    removed = removed_messages(messages, compacted)
+    context = context_text(compacted)
+    started = time.perf_counter()
+    results = [score_probe(probe, context, removed, messages, compacted) for probe in probes]
+    return Run(
+        session=session,
+        policy=policy.name,
+        tokens_before=count_messages(messages),
+        messages_before=len(messages),
+        retained_tokens=count_messages(compacted),
+        messages_after=len(compacted),
+        removed=len(removed),
+        results=results,
+        wall_seconds=wall,
+        cpu_seconds=cpu,
+        search_seconds=time.perf_counter() - started,
+        summarizer_calls=compaction.summarizer_calls,
+        stats=compaction.stats,
+    )
+
+
+async def run_eval(sessions: Mapping[str, Sequence[dict]], probes: Sequence[Probe], policies: Sequence[Policy]) -> list[Run]:
+    """Every session under every policy, sessions in the given order, policies side by side."""
+    by_session: dict[str, list[Probe]] = {}
+    for probe in probes:
+        by_session.setdefault(probe.session, []).append(probe)
+    runs = []
+    for name, messages in sessions.items():
+        for policy in policies:
+            runs.append(await evaluate(name, messages, by_session.get(name, []), policy))
+    return runs
+
+
+# --- reporting -----------------------------------------------------------------------------------
+
+
+def summarize(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
+    """Per policy: total retained tokens and recall over all probes of all sessions."""
+    table: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        row = table.setdefault(
+            run.policy,
+            {
+                "sessions": 0,
+                "tokens_before": 0,
+                "retained_tokens": 0,
+                "probes": 0,
+                "closed_book_hits": 0,
+                "recovery_hits": 0,
+                "by_kind": {},
+            },
+        )
+        row["sessions"] += 1
+        row["tokens_before"] += run.tokens_before
+        row["retained_tokens"] += run.retained_tokens
+        row["probes"] += len(run.results)
+        row["closed_book_hits"] += run.closed_book
+        row["recovery_hits"] += run.recovered
+        for result in run.results:
+            kind = row["by_kind"].setdefault(result.probe.kind, [0, 0, 0])
+            kind[0] += 1
+            kind[1] += result.closed_book
+            kind[2] += result.recovered
+    for row in table.values():
+        probes = row["probes"] or 1
+        row["closed_book_recall"] = round(row["closed_book_hits"] / probes, 4)
+        row["recovery_recall"] = round(row["recovery_hits"] / probes, 4)
+    return table
+
+
+def _percent(hits: int, total: int) -> str:
+    return f"{100 * hits / total:.0f}% ({hits}/{total})" if total else "–"
+
+
+def markdown_report(runs: Sequence[Run], context_length: int) -> str:
+    lines = [
+        f"# Compaction eval (context window {context_length:,} tokens)",
+        "",
+        f"Recovery = closed-book, or the answer in the top {RECOVERY_HITS} search hits "
+        f"(≤{RECOVERY_SNIPPET_CHARS:,} characters each) over the removed messages.",
+        "",
+        "| session | policy | outcome | tokens before | retained | kept | closed-book recall | recovery recall | wall s | CPU s | summarizer calls |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        probes = len(run.results)
+        lines.append(
+            f"| {run.session} | {run.policy} | {run.stats.get('outcome', '–')} | {run.tokens_before:,} | {run.retained_tokens:,} | "
+            f"{100 * run.retained_tokens / max(1, run.tokens_before):.1f}% | {_percent(run.closed_book, probes)} | "
+            f"{_percent(run.recovered, probes)} | {run.wall_seconds:.2f} | {run.cpu_seconds:.2f} | "
+            f"{'–' if run.summarizer_calls is None else run.summarizer_calls} |"
+        )
+    totals = summarize(runs)
+    kinds = sorted({kind for row in totals.values() for kind in row["by_kind"]})
+    lines += [
+        "",
+        "## Recall by kind of fact (closed-book / recovery, all sessions)",
+        "",
+        "| policy | " + " | ".join(kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for policy, row in totals.items():
+        cells = []
+        for kind in kinds:
+            total, closed, recovered = row["by_kind"].get(kind, [0, 0, 0])
+            cells.append(f"{closed}/{recovered} of {total}" if total else "–")
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    reasons: dict[tuple[str, str, str], int] = {}
+    for run in runs:
+        for result in run.results:
+            if not result.closed_book:
+                cause = (result.reason or "").split("; ")[0]
+                reasons[(run.session, run.policy, cause)] = reasons.get((run.session, run.policy, cause), 0) + 1
+    if reasons:
+        lines += [
+            "",
+            "## Why facts left the context",
+            "",
+            "| session | policy | what happened to the answer's message | facts |",
+            "|---|---|---|---:|",
+        ]
+        lines += [f"| {session} | {policy} | {cause} | {count} |" for (session, policy, cause), count in reasons.items()]
+    lost = [(run, result) for run in runs for result in run.results if not result.recovered]
+    if lost:
+        lines += [
+            "",
+            "## Facts lost even with recovery search",
+            "",
+            "| session | policy | kind | where | at | answer | query | why |",
+            "|---|---|---|---|---:|---|---|---|",
+        ]
+        for run, result in lost:
+            probe = result.probe
+            at = f"{probe.at:.2f}" if probe.at is not None else "?"
+            answer = probe.answer if len(probe.answer) <= 48 else probe.answer[:45] + "…"
+            lines.append(
+                f"| {run.session} | {run.policy} | {probe.kind} | {probe.where} | {at} | `{answer}` | "
+                f"{probe.query} | {result.reason or ''} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: Sequence[Run], path: Path) -> None:
+    """Retained tokens against recall, one colour per policy, closed-book and recovery side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    policies = list(dict.fromkeys(run.policy for run in runs))
+    colours = plt.get_cmap("tab10")
+    for axis, (title, attribute) in zip(axes, (("closed-book recall", "closed_book"), ("recovery recall", "recovered"))):
+        for number, policy in enumerate(policies):
+            mine = sorted((run for run in runs if run.policy == policy), key=lambda run: run.tokens_before)
+            # One line per policy, drawn from the smallest session to the largest.
+            xs = [run.retained_tokens for run in mine]
+            ys = [100 * getattr(run, attribute) / max(1, len(run.results)) for run in mine]
+            colour = colours(number % 10)
+            axis.plot(xs, ys, marker="o", linestyle="-", color=colour, label=policy)
+            for x, y, run in zip(xs, ys, mine):
+                label = f"{run.tokens_before / 1000:.0f}K"
+                axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+        axis.set_xscale("log")
+        axis.set_xlabel("retained tokens (log scale); labels: session size")
+        axis.set_title(title)
+        axis.set_ylim(-5, 105)
+        axis.grid(True, alpha=0.3)
+    axes[0].set_ylabel("facts recalled (%)")
+    axes[1].legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_report(runs: Sequence[Run], out: Path, context_length: int) -> dict[str, Path]:
+    """``compaction_eval.json``, ``.md`` and ``.png`` under ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "compaction_eval.json", "markdown": out / "compaction_eval.md", "plot": out / "compaction_eval.png"}
+    document = {
+        "context_length": context_length,
+        "recovery_hits": RECOVERY_HITS,
+        "recovery_snippet_chars": RECOVERY_SNIPPET_CHARS,
+        "policies": summarize(runs),
+        "runs": [run.as_dict() for run in runs],
+    }
+    paths["json"].write_text(json.dumps(document, indent=2, ensure_ascii=False, default=repr) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(markdown_report(runs, context_length), encoding="utf-8")
+    plot(runs, paths["plot"])
+    return paths
+
+
+def main(sessions: str, probes: str, policies: Sequence[str], context_length: int, out: str) -> tuple[list[Run], dict[str, Path]]:
+    """Load, run every policy, write the report: what ``foldgate eval compaction`` does."""
+    loaded = load_sessions(sessions)
+    if not loaded:
+        raise ValueError(f"no sessions found in {sessions}")
+    loaded = dict(sorted(loaded.items(), key=lambda item: count_messages(item[1])))
+    wanted = [probe for probe in load_probes(probes) if probe.session in loaded]
+    built = [make_policy(name, context_length) for name in policies]
+    runs = asyncio.run(run_eval(loaded, wanted, built))
+    return runs, write_report(runs, Path(out), context_length)

@@ -1,0 +1,114 @@
+"""The session generator: reproducible, sized in exact tokens, realistic, with findable planted facts."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.messages import api_problems
+from agent.tokens import count_message, count_messages
+from evals.fixtures import generate
+from evals.fixtures.facts import RECIPES
+from evals.fixtures.session import dumps_jsonl, generate_session
+
+DATA = Path(__file__).resolve().parents[1] / "evals" / "fixtures" / "data"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def message_text(message: dict) -> str:
+    return (message.get("content") or "") + json.dumps(message.get("tool_calls") or "")
+
+
+def test_same_seed_gives_identical_bytes_and_another_seed_does_not(tmp_path: Path) -> None:
+    first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    generate.main(["--out", str(first), "--sizes", "20k,30k", "--seed", "5"])
+    generate.main(["--out", str(second), "--sizes", "20k,30k", "--seed", "5"])
+    generate.main(["--out", str(other), "--sizes", "20k,30k", "--seed", "6"])
+    names = sorted(path.name for path in first.iterdir())
+    assert names == ["night-20k-s5.jsonl", "night-30k-s5.jsonl", "probes.jsonl"]
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+    assert (first / "night-20k-s5.jsonl").read_bytes() != (other / "night-20k-s6.jsonl").read_bytes()
+
+
+def test_committed_fixtures_are_what_the_documented_command_writes(tmp_path: Path) -> None:
+    generate.main(["--out", str(tmp_path), "--sizes", "50k", "--seed", "7", "--per-size", "2"])
+    for path in sorted(DATA.iterdir()):
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), (
+            f"{path.name} is stale: regenerate with "
+            "python -m evals.fixtures.generate --out evals/fixtures/data --sizes 50k --seed 7 --per-size 2"
+        )
+
+
+@pytest.mark.parametrize("target", [20_000, 50_000, 150_000])
+def test_sizes_land_within_five_percent_in_exact_tokens(target: int) -> None:
+    session = generate_session("sized", target, seed=11)
+    assert abs(session.tokens - target) <= 0.05 * target
+    assert count_messages(json.loads(line) for line in dumps_jsonl(session.messages).splitlines()) == session.tokens
+
+
+def test_sessions_are_valid_tool_using_conversations_dominated_by_tool_output() -> None:
+    session = generate_session("shape", 60_000, seed=3)
+    messages = session.messages
+    assert messages[0]["role"] == "system"
+    assert api_problems(messages) == []
+    assert len({message["_id"] for message in messages}) == len(messages)
+    stamps = [message["_ts"] for message in messages]
+    assert stamps == sorted(stamps)
+    by_role = collections.Counter()
+    for message in messages:
+        by_role[message["role"]] += count_message(message)
+    assert by_role["tool"] > 0.6 * sum(by_role.values())
+    assert sum(1 for message in messages if message["role"] == "user") >= 8
+    assert sum(1 for message in messages if message.get("tool_calls")) >= 10
+    tools = {call["function"]["name"] for message in messages for call in message.get("tool_calls") or ()}
+    assert {"terminal", "read_file"} <= tools
+
+
+def test_text_is_varied_so_repetition_cannot_be_exploited() -> None:
+    session = generate_session("varied", 150_000, seed=4)
+    lines = [line for message in session.messages for line in (message.get("content") or "").splitlines() if len(line) > 40]
+    counts = collections.Counter(lines)
+    assert len(counts) / len(lines) > 0.9
+    assert counts.most_common(1)[0][1] < 0.01 * len(lines)
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("night-*.jsonl")), ids=lambda path: path.stem)
+def test_each_committed_probe_answer_occurs_only_in_its_planted_message(path: Path) -> None:
+    messages = read_jsonl(path)
+    probes = [probe for probe in read_jsonl(DATA / "probes.jsonl") if probe["session"] == path.stem]
+    assert len(probes) >= 15
+    by_id = {message["_id"]: message for message in messages}
+    for probe in probes:
+        holders = [message["_id"] for message in messages if probe["answer"] in message_text(message)]
+        assert holders == [probe["message_id"]], probe
+        assert by_id[probe["message_id"]]["role"] == probe["where"], probe
+        assert probe["query"] and probe["question"].endswith("?")
+
+
+def test_facts_cover_every_kind_and_place_and_mostly_sit_in_the_compactable_part() -> None:
+    probes = [probe for probe in read_jsonl(DATA / "probes.jsonl")]
+    for session in {probe["session"] for probe in probes}:
+        mine = [probe for probe in probes if probe["session"] == session]
+        assert {probe["kind"] for probe in mine} == set(RECIPES)
+        assert {probe["where"] for probe in mine} == {"user", "assistant", "tool"}
+        early = sum(probe["at"] < 0.5 for probe in mine)
+        assert early > len(mine) / 2
+        assert max(probe["at"] for probe in mine) > 0.5  # some facts sit in the recent part too
+
+
+def test_parse_size_accepts_suffixes_and_refuses_nonsense() -> None:
+    assert generate.parse_size("50k") == 50_000
+    assert generate.parse_size("1.5m") == 1_500_000
+    assert generate.parse_size("12000") == 12_000
+    with pytest.raises(argparse.ArgumentTypeError):
+        generate.parse_size("lots")
+    with pytest.raises(argparse.ArgumentTypeError):
+        generate.parse_size("1k")
