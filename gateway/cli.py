@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the gateway (embedded Redis when redis.url is empty)")
     run.add_argument("--demo", action="store_true", help="replay the bundled overnight conversation, then exit")
+    # also accepted after `run` (as service files write it); SUPPRESS keeps a value given before `run`
+    run.add_argument("--config", default=argparse.SUPPRESS, help="path to config.yaml (same as before `run`)")
 
     config = commands.add_parser("config", help="check, show or change config.yaml")
     config_actions = config.add_subparsers(dest="action", required=True)

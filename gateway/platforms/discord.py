@@ -1,0 +1,339 @@
+"""Discord through discord.py 2: gateway events in as ``IncomingMessage``, replies out in 2,000-character chunks.
+
+What the bot hears:
+
+- **DMs**: every message, answered.
+- **Server channels and threads**: a message that mentions the bot (``@bot``, or its managed role)
+  or replies to one of its messages is answered, with the bot's mention removed from the text.
+  Every other message is recorded in the channel's conversation as ``Name: text`` and not
+  answered, so the bot knows what was said when it is asked (the name prefix also keeps such
+  chatter from ever being read as a ``/command``).
+- **Bots**, this one included, and system messages (joins, pins, …) are ignored.
+- Each channel and each thread is its own chat: ``chat_id`` is the channel's (or thread's) id and
+  ``update_id`` the message id, which the gateway deduplicates by.
+
+Allowlists (``allowed_user_ids``, ``allowed_guild_ids``, ``allowed_channel_ids``): an empty list
+allows everything; every non-empty list must match. A thread matches through its parent channel
+too. A DM belongs to no server, so a server allowlist also turns DMs off (list the DM channel in
+``allowed_channel_ids`` and leave the server list empty to serve one).
+
+The privileged **Message Content** intent must be enabled for the bot in the Discord developer
+portal (Bot → Privileged Gateway Intents); without it message text arrives empty and a client
+asking for it is refused at connect.
+
+Sharding: with ``shard_ids``/``shard_count`` set the client is an ``AutoShardedClient`` running
+exactly those shards, so a large bot runs one process per shard range — every process with the
+same ``shard_count`` and its own ``shard_ids`` (together covering ``0 … shard_count-1``), all on one
+Redis. With neither set, one plain connection; with only ``shard_count``, all shards here.
+
+Sending: rate limits (429 with ``retry_after``, per route and global) and 5xx answers are retried by
+discord.py's HTTP layer itself. What reaches this module — a dropped connection, a timeout, a 5xx
+that outlasted those retries — is retried here per chunk with the same message nonce and
+``enforce_nonce``, so Discord never posts a chunk twice even when the first attempt did arrive.
+Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping anyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+
+import aiohttp
+import discord
+
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.platforms.split import split_message
+
+if TYPE_CHECKING:
+    from gateway.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Discord's limit for a message's content, in characters.
+DISCORD_MESSAGE_LIMIT = 2000
+#: Errors worth another attempt at the same chunk; anything else is a refusal.
+TRANSIENT_SEND_ERRORS: tuple[type[BaseException], ...] = (
+    discord.DiscordServerError, aiohttp.ClientError, asyncio.TimeoutError, OSError,
+)
+#: Messages that are people talking; the others (joins, pins, boosts, thread notices) are ignored.
+CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+#: Replies may quote names but must never notify anyone.
+NO_PINGS = discord.AllowedMentions.none()
+
+_MENTION = re.compile(r"<@!?(?P<user>\d+)>|<@&(?P<role>\d+)>|<#(?P<channel>\d+)>")
+#: stands in for the bot's own mention while the text is rendered, then removed with its blanks
+_OWN_MENTION = "\x00"
+_OWN_MENTION_AT_EDGE = re.compile(r"(?m)^[ \t]*\x00[ \t]*|[ \t]*\x00[ \t]*$")
+_OWN_MENTION_INSIDE = re.compile(r"[ \t]*\x00[ \t]*")
+
+
+def discord_intents() -> discord.Intents:
+    """Servers, server messages, DMs and message content — nothing else (no member list, no presence)."""
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.dm_messages = True
+    intents.message_content = True
+    return intents
+
+
+def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None) -> discord.Client:
+    """A plain client, or an ``AutoShardedClient`` for exactly ``shard_ids`` of ``shard_count``."""
+    options = dict(intents=discord_intents(), allowed_mentions=NO_PINGS, chunk_guilds_at_startup=False)
+    # the bot never joins voice: skip discord.py's start-up warnings about missing voice libraries
+    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+    if shard_ids is None and shard_count is None:
+        return discord.Client(**options)
+    return discord.AutoShardedClient(
+        shard_ids=list(shard_ids) if shard_ids is not None else None, shard_count=shard_count, **options
+    )
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    """Who and where the bot serves; an empty set allows all, every non-empty set must match."""
+
+    users: frozenset[int] = frozenset()
+    guilds: frozenset[int] = frozenset()
+    channels: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, users: Iterable[int] = (), guilds: Iterable[int] = (), channels: Iterable[int] = ()) -> "Allowlist":
+        return cls(frozenset(users), frozenset(guilds), frozenset(channels))
+
+    def permits(self, message: discord.Message) -> bool:
+        if self.users and message.author.id not in self.users:
+            return False
+        if self.guilds and guild_id_of(message) not in self.guilds:
+            return False
+        if self.channels:
+            channel = message.channel
+            parent = getattr(channel, "parent_id", None)
+            if channel.id not in self.channels and parent not in self.channels:
+                return False
+        return True
+
+
+def guild_id_of(message: discord.Message) -> Optional[int]:
+    """The server a message was posted in, also when that server is not cached; None for DMs."""
+    if message.guild is not None:
+        return message.guild.id
+    return getattr(message.channel, "guild_id", None)
+
+
+def is_direct(message: discord.Message) -> bool:
+    return isinstance(message.channel, discord.abc.PrivateChannel)
+
+
+def chunk_nonce(anchor: str, index: int, chunk: str) -> str:
+    """Discord's message nonce (≤ 25 characters) for one chunk: the same chunk of the same reply
+    always gets the same nonce, so with ``enforce_nonce`` a repeated send is not posted twice."""
+    return hashlib.sha256(f"{anchor}\x00{index}\x00{chunk}".encode()).hexdigest()[:25]
+
+
+class DiscordAdapter(PlatformAdapter):
+    """The ``dc`` platform: a discord.py client feeding the gateway's intake and sending its replies."""
+
+    platform = "dc"
+    max_message_length = DISCORD_MESSAGE_LIMIT
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        allowlist: Allowlist = Allowlist(),
+        shard_ids: Optional[Sequence[int]] = None,
+        shard_count: Optional[int] = None,
+        attempts: int = 4,
+        retry_delay: float = 1.0,
+    ) -> None:
+        """``attempts``: tries per reply chunk and per intake hand-over, ``retry_delay`` doubling between them."""
+        if not token:
+            raise ValueError("a Discord bot token is required")
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.token = token
+        self.allowlist = allowlist
+        self.attempts = attempts
+        self.retry_delay = retry_delay
+        self.client = build_client(shard_ids=shard_ids, shard_count=shard_count)
+        self._intake: Optional[Intake] = None
+        self._connection: Optional[asyncio.Task[None]] = None
+
+        @self.client.event
+        async def on_message(message: discord.Message) -> None:
+            await self.handle(message)
+
+    @classmethod
+    def from_settings(cls, settings: "Settings") -> "DiscordAdapter":
+        section = settings.platforms.discord
+        return cls(
+            section.token.get_secret_value() if section.token else "",
+            allowlist=Allowlist.of(section.allowed_user_ids, section.allowed_guild_ids, section.allowed_channel_ids),
+            shard_ids=section.shard_ids,
+            shard_count=section.shard_count,
+        )
+
+    # ----------------------------------------------------------------- receiving
+
+    def bind(self, intake: Intake) -> None:
+        """Route received messages to ``intake`` (``start`` does this before connecting)."""
+        self._intake = intake
+
+    async def start(self, intake: Intake) -> None:
+        """Log in (a wrong token fails here, at start), then keep the gateway connection in the background."""
+        self.bind(intake)
+        await self.client.login(self.token)
+        self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
+
+    async def _connect(self) -> None:
+        try:
+            await self.client.connect(reconnect=True)
+        except discord.PrivilegedIntentsRequired:
+            log.critical("Discord refused the connection: enable the Message Content intent for this bot in the "
+                         "developer portal (Bot -> Privileged Gateway Intents), then restart")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.critical("the Discord connection ended; this process no longer receives Discord messages",
+                         exc_info=True)
+
+    async def stop(self) -> None:
+        await self.client.close()
+        if self._connection is not None:
+            self._connection.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._connection
+
+    async def handle(self, message: discord.Message) -> Optional[IncomingMessage]:
+        """Convert one received message and hand it to the intake; returns what was handed over."""
+        incoming = self.to_incoming(message)
+        if incoming is None:
+            return None
+        if self._intake is None:
+            raise RuntimeError("DiscordAdapter received a message before start()/bind()")
+        for attempt in range(self.attempts):
+            try:
+                await self._intake(incoming)
+                return incoming
+            except Exception:
+                if attempt == self.attempts - 1:
+                    # Discord does not deliver a gateway event twice: this message is lost to the bot
+                    log.exception("%s: could not take in message %s", incoming.chat, incoming.update_id)
+                    raise
+                log.warning("%s: intake of message %s failed; retrying", incoming.chat, incoming.update_id,
+                            exc_info=True)
+                await asyncio.sleep(self.retry_delay * 2**attempt)
+        return None  # unreachable: the last attempt returns or raises
+
+    def to_incoming(self, message: discord.Message) -> Optional[IncomingMessage]:
+        """The gateway's view of a Discord message, or None when the bot ignores it."""
+        me = self.client.user
+        author = message.author
+        if me is None or author.bot or author.id == me.id or message.webhook_id is not None:
+            return None
+        if message.type not in CONVERSATION_TYPES or not self.allowlist.permits(message):
+            return None
+        text = self.readable_text(message, me.id)
+        if not text:
+            return None
+        respond = is_direct(message) or self.addresses_bot(message, me.id)
+        name = author.display_name
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=str(message.channel.id),
+            user_id=str(author.id),
+            user_name=name,
+            update_id=str(message.id),
+            text=text if respond else f"{name}: {text}",
+            ts=message.created_at.timestamp(),
+            respond=respond,
+        )
+
+    @staticmethod
+    def addresses_bot(message: discord.Message, bot_id: int) -> bool:
+        """Mentioned by user or by the bot's managed role, or a reply to one of the bot's messages."""
+        if any(user.id == bot_id for user in message.mentions):
+            return True
+        if any(role.tags is not None and role.tags.bot_id == bot_id for role in message.role_mentions):
+            return True
+        reference = message.reference
+        if reference is None:
+            return False
+        replied = reference.resolved if isinstance(reference.resolved, discord.Message) else reference.cached_message
+        return replied is not None and replied.author.id == bot_id
+
+    @staticmethod
+    def readable_text(message: discord.Message, bot_id: int) -> str:
+        """The content as a person reads it: the bot's own mention removed, other mentions as names,
+        attachments listed by name and link."""
+        users = {user.id: user for user in message.mentions}
+        roles = {role.id: role for role in message.role_mentions}
+        guild = message.guild
+
+        def render(match: re.Match[str]) -> str:
+            if match["user"]:
+                user_id = int(match["user"])
+                if user_id == bot_id:
+                    return _OWN_MENTION
+                user = users.get(user_id)
+                return f"@{user.display_name}" if user else match[0]
+            if match["role"]:
+                role = roles.get(int(match["role"]))
+                if role is not None and role.tags is not None and role.tags.bot_id == bot_id:
+                    return _OWN_MENTION
+                return f"@{role.name}" if role else match[0]
+            channel = guild.get_channel_or_thread(int(match["channel"])) if guild else None
+            return f"#{channel.name}" if channel else match[0]
+
+        text = _MENTION.sub(render, message.content)
+        # the bot's mention goes with the blanks around it: none left at a line's edge, one between words
+        text = _OWN_MENTION_AT_EDGE.sub("", text)
+        text = _OWN_MENTION_INSIDE.sub(" ", text).strip()
+        attachments = [f"[attachment: {item.filename} {item.url}]" for item in message.attachments]
+        return "\n".join(part for part in (text, *attachments) if part)
+
+    # ----------------------------------------------------------------- sending
+
+    def _channel(self, chat_id: str) -> discord.abc.Messageable:
+        """The cached channel or thread, else a handle by id: sending needs no lookup request."""
+        channel_id = int(chat_id)
+        return self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        """Send ``text`` as consecutive messages of at most 2,000 characters; the first answers ``reply_to``."""
+        channel = self._channel(chat_id)
+        anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
+        for index, chunk in enumerate(split_message(text, self.max_message_length, units="chars")):
+            reference = None
+            if index == 0 and reply_to:
+                reference = discord.MessageReference(
+                    message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
+                )
+            await self._send_chunk(channel, chunk, nonce=chunk_nonce(anchor, index, chunk), reference=reference)
+
+    async def _send_chunk(
+        self, channel: discord.abc.Messageable, chunk: str, *, nonce: str,
+        reference: Optional[discord.MessageReference],
+    ) -> None:
+        for attempt in range(self.attempts):
+            try:
+                await channel.send(chunk, nonce=nonce, reference=reference, allowed_mentions=NO_PINGS)
+                return
+            except TRANSIENT_SEND_ERRORS as error:
+                if attempt == self.attempts - 1:
+                    raise
+                log.warning("dc:%s: sending failed (%s: %s); retrying", getattr(channel, "id", "?"),
+                            type(error).__name__, error)
+                await asyncio.sleep(self.retry_delay * 2**attempt)
+
+    async def typing(self, chat_id: str) -> None:
+        """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""
+        with contextlib.suppress(Exception):
+            await self._channel(chat_id).typing()
