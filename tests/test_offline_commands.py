@@ -1,0 +1,57 @@
+"""``foldgate compact`` on a transcript file and ``foldgate search`` over a chat's stored history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gateway.cli import main as cli_main
+from gateway.store import SessionStore
+
+SESSION = Path(__file__).resolve().parents[1] / "evals" / "fixtures" / "data" / "night-50k-s7.jsonl"
+
+
+def config_file(tmp_path: Path, redis_url: str = "", prefix: str = "fg") -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"redis:\n  url: '{redis_url}'\n  key_prefix: {prefix}\ngateway:\n  home: {tmp_path / 'home'}\n")
+    return path
+
+
+def test_compact_prints_stats_and_writes_a_valid_shorter_transcript(tmp_path, capsys):
+    out = tmp_path / "compacted.jsonl"
+    code = cli_main(["--config", str(config_file(tmp_path)), "compact", "--input", str(SESSION),
+                     "--context-length", "40000", "--tail-mode", "lean", "--output", str(out)])
+    assert code == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["summarizer"] == "deterministic" and stats["outcome"] == "compacted"
+    assert stats["tokens_after"] < stats["tokens_before"] / 3
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == stats["messages_after"]
+    assert any(m.get("_compressed_summary") for m in lines)
+
+
+def test_compact_names_the_broken_line(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{"role": "robot", "content": "?"}\n')
+    assert cli_main(["--config", str(config_file(tmp_path)), "compact", "--input", str(bad), "--context-length", "8000"]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+async def test_search_finds_a_message_in_the_archive(tmp_path, redis, redis_url, key_prefix, capsys):
+    store = SessionStore(redis, key_prefix)
+    chat = "tg:42"
+    sid = await store.current_session(chat)
+    lock = await store.acquire_lock(chat, 30)
+    assert lock is not None
+    await store.append(chat, sid, [{"role": "user", "content": "the staging password rotates on 2026-12-01"},
+                                   {"role": "assistant", "content": "noted"}], lock=lock)
+    active = await store.active(chat, sid)
+    await store.commit_compaction(chat, sid, [{"role": "user", "content": "[CONTEXT COMPACTION] earlier turns"}, active[-1]],
+                                  lock=lock, in_place=True, compaction_id="c1")
+    await store.release_lock(lock)
+    config = config_file(tmp_path, redis_url, key_prefix)
+    import asyncio
+
+    code = await asyncio.to_thread(cli_main, ["--config", str(config), "search", chat, "staging password"])
+    assert code == 0
+    assert "2026-12-01" in capsys.readouterr().out
