@@ -124,6 +124,11 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    metrics = None
+    if settings.gateway.metrics_port:
+        from gateway.metrics import serve_metrics
+
+        metrics = await serve_metrics(gateway.events, gateway.runner, "0.0.0.0", settings.gateway.metrics_port)
     try:
         terminal = adapters.get("local")
         if terminal is not None and settings.model.provider == "local":
@@ -141,6 +146,8 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
         await gateway.runner.wait_idle(timeout=60)
         return 0
     finally:
+        if metrics is not None:
+            await metrics.cleanup()
         await gateway.close()
 
 

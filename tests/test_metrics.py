@@ -1,0 +1,32 @@
+"""The metrics and health endpoints report what the gateway did."""
+
+from __future__ import annotations
+
+import httpx
+
+from gateway.events import CompressEvent, EventBus, TurnEvent
+from gateway.metrics import serve_metrics
+from tests.fakes.gateway import make_settings, running_gateway
+
+
+async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redis(redis, redis_url, key_prefix):
+    settings = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=16_000)
+    async with running_gateway(settings, redis) as (runner, _adapter, _events):
+        bus: EventBus = runner.events
+        await bus.emit(CompressEvent(platform="local", chat="local:a", session_id="s", old_session_id="", in_place=True,
+                                     compression_count=1, trigger="hygiene", tokens_before=9000, tokens_after=2000,
+                                     summarizer="deterministic"))
+        await bus.emit(TurnEvent(platform="local", chat="local:a", session_id="s", prompt_tokens=1200,
+                                 completion_tokens=30, cache_read_tokens=1000, cache_write_tokens=150, latency_ms=5))
+        site = await serve_metrics(bus, runner, "127.0.0.1", 0)
+        port = site.addresses[0][1]
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                text = (await client.get("/metrics")).text
+                health = await client.get("/healthz")
+        finally:
+            await site.cleanup()
+    assert "foldgate_compactions_hygiene_total 1" in text
+    assert "foldgate_tokens_folded_total 7000" in text
+    assert "foldgate_cache_read_tokens_total 1000" in text
+    assert health.status_code == 200 and health.json()["ok"] is True
