@@ -140,9 +140,17 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
         waiters = [asyncio.create_task(stop.wait())]
         if isinstance(terminal, TerminalAdapter) and len(adapters) == 1:
             waiters.append(asyncio.create_task(terminal.closed.wait()))
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in waiters:
+        failures = {  # an adapter that stops on its own (e.g. a second poller on one token) ends the process
+            asyncio.create_task(adapter.failed()): name  # type: ignore[attr-defined]
+            for name, adapter in adapters.items() if callable(getattr(adapter, "failed", None))
+        }
+        done, _ = await asyncio.wait([*waiters, *failures], return_when=asyncio.FIRST_COMPLETED)
+        for waiter in [*waiters, *failures]:
             waiter.cancel()
+        failed = [failures[task] for task in done if task in failures]
+        if failed:
+            out.write(f"foldgate: platform {', '.join(failed)} stopped: {adapters[failed[0]].failure}\n")  # type: ignore[attr-defined]
+            return 1
         await gateway.runner.wait_idle(timeout=60)
         return 0
     finally:

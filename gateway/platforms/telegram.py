@@ -1,0 +1,503 @@
+"""Telegram through aiogram 3: updates in by long polling or a webhook, plain-text replies out.
+
+Receiving
+---------
+*Polling* (one process per bot token): ``getUpdates`` with an offset. Each update is handed to
+the gateway's intake — which makes it durable in Redis — BEFORE the next offset is requested,
+and the offset is what acknowledges updates to Telegram, so nothing is acknowledged before it
+is safe. When the intake fails, the same offset is asked for again; the intake deduplicates by
+update id, so what was already stored is not stored twice. A ``409 Conflict`` means another
+process polls the same token (or a webhook is set): the adapter logs what that means and how
+to fix it, records the failure in :attr:`TelegramAdapter.failure` and stops polling rather
+than fight the other process for updates.
+
+*Webhook* (any number of replicas behind a load balancer): an aiohttp server on
+``listen_host:listen_port`` serves ``webhook_path``. A delivery without the right
+``X-Telegram-Bot-Api-Secret-Token`` is refused (403). An update is written to the intake
+BEFORE the answer: 200 once it is durable (also for a redelivery the intake recognises as a
+duplicate), 500 when it could not be stored, so Telegram delivers it again.
+
+What is recorded
+----------------
+- Private chats: every text message, answered.
+- Groups: a message addressed to the bot is answered — a ``/command`` (not one meant for
+  another bot, ``/command@other_bot``), an ``@mention`` of the bot, or a reply to one of the
+  bot's messages. Every other text message of the room is recorded without an answer
+  (``respond=False``) as ``"<first name>: <text>"``, so the session knows what was said when
+  someone next asks. Addressed messages are recorded the same way, minus a leading
+  ``@mention`` of the bot; commands are kept verbatim so they run.
+- Media with a caption is recorded as ``"[photo] <caption>"`` (the media itself is not);
+  edits, media without a caption, service messages (joins, pins, ...) and channel posts are
+  ignored.
+- With ``allowed_user_ids`` / ``allowed_chat_ids`` set, messages from anyone else are ignored
+  (not recorded) and logged at info.
+
+Sending
+-------
+Replies are split to 4096 UTF-16 code units (what Telegram counts) and sent in order as plain
+text — no parse mode, so nothing a user or the model writes can break the formatting. A 429
+is answered by waiting exactly its ``retry_after`` and sending the same chunk again, as often
+as Telegram asks: the reply always arrives. Network and 5xx errors are retried a few times
+with backoff. :meth:`TelegramAdapter.typing` keeps the indicator alive (Telegram shows it for
+5 s) until the reply is sent, or ``typing_timeout`` passes if a turn ends without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hmac
+import logging
+from typing import Awaitable, Callable, Iterable, Literal, Optional, TypeVar
+
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+from aiogram.exceptions import (
+    TelegramConflictError,
+    TelegramEntityTooLarge,
+    TelegramMigrateToChat,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+    TelegramUnauthorizedError,
+)
+from aiogram.types import Message, MessageEntity, Update, User
+from aiohttp import web
+
+from gateway.config import Settings
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.platforms.split import split_message
+
+log = logging.getLogger(__name__)
+
+#: Longest message Telegram accepts, in UTF-16 code units.
+TELEGRAM_MESSAGE_LIMIT = 4096
+#: Header in which Telegram sends back the secret given to ``setWebhook``.
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+#: Only new messages are asked for: edits, reactions, member changes are not conversation.
+ALLOWED_UPDATES = ["message"]
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class TelegramAdapterError(RuntimeError):
+    """The adapter cannot go on (rejected token, another poller); the message says how to fix it."""
+
+
+class PollingConflict(TelegramAdapterError):
+    """Telegram answered getUpdates with 409 Conflict: this process stopped polling."""
+
+
+def conflict_explanation(description: str) -> str:
+    """What a 409 from getUpdates means for the operator, and what to do about it."""
+    if "webhook" in description.lower():
+        return (
+            f"Telegram refused getUpdates with 409 Conflict ({description}): a webhook is set for this bot "
+            "token, and Telegram does not serve getUpdates while one is. Polling stopped. Either run in "
+            "webhook mode (platforms.telegram.mode: webhook), or remove the webhook (Bot API deleteWebhook) "
+            "if this bot should poll."
+        )
+    return (
+        f"Telegram refused getUpdates with 409 Conflict ({description}): another process is polling this "
+        "bot token. Only one process may poll a token; polling stopped here instead of fighting it for "
+        "updates. Stop the other process, or — to run several replicas — use webhook mode "
+        "(platforms.telegram.mode: webhook)."
+    )
+
+
+class TelegramAdapter(PlatformAdapter):
+    """One Telegram bot: polling or webhook intake, split and retried sends, a typing indicator."""
+
+    platform = "tg"
+    max_message_length = TELEGRAM_MESSAGE_LIMIT
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        mode: Literal["polling", "webhook"] = "polling",
+        api_server: Optional[str] = None,
+        webhook_url: Optional[str] = None,
+        webhook_path: str = "/telegram/webhook",
+        webhook_secret: Optional[str] = None,
+        listen_host: str = "127.0.0.1",
+        listen_port: int = 8443,
+        set_webhook: bool = True,
+        allowed_user_ids: Iterable[int] = (),
+        allowed_chat_ids: Iterable[int] = (),
+        poll_timeout: int = 25,
+        poll_limit: int = 100,
+        network_retries: int = 5,
+        typing_interval: float = 4.0,
+        typing_timeout: float = 120.0,
+        retry_sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if mode == "webhook" and not webhook_secret:
+            raise TelegramAdapterError(
+                "webhook mode needs platforms.telegram.webhook_secret: without it anyone who finds the URL "
+                "could post fake updates"
+            )
+        if mode == "webhook" and set_webhook and not webhook_url:
+            raise TelegramAdapterError("webhook mode needs platforms.telegram.webhook_url to register the webhook")
+        session = AiohttpSession(api=TelegramAPIServer.from_base(api_server)) if api_server else AiohttpSession()
+        self.bot = Bot(token, session=session)
+        self.mode = mode
+        self.webhook_url = webhook_url
+        self.webhook_path = webhook_path
+        self.webhook_secret = webhook_secret or ""
+        self.listen_host = listen_host
+        self.listen_port = listen_port
+        self.set_webhook = set_webhook
+        self.allowed_user_ids = frozenset(allowed_user_ids)
+        self.allowed_chat_ids = frozenset(allowed_chat_ids)
+        self.poll_timeout = poll_timeout
+        self.poll_limit = poll_limit
+        self.network_retries = network_retries
+        self.typing_interval = typing_interval
+        self.typing_timeout = typing_timeout
+        self._retry_sleep = retry_sleep
+        self.me: Optional[User] = None
+        #: Why the adapter stopped on its own (409 Conflict, rejected token); None while healthy.
+        self.failure: Optional[TelegramAdapterError] = None
+        self._failed = asyncio.Event()
+        self._intake: Optional[Intake] = None
+        self._poller: Optional[asyncio.Task[None]] = None
+        self._web: Optional[web.AppRunner] = None
+        self._typing: dict[str, asyncio.Task[None]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "TelegramAdapter":
+        """The adapter ``platforms.telegram`` describes."""
+        telegram = settings.platforms.telegram
+        if telegram.token is None:
+            raise TelegramAdapterError("platforms.telegram.token is not set (or set TELEGRAM_BOT_TOKEN)")
+        return cls(
+            telegram.token.get_secret_value(),
+            mode=telegram.mode,
+            api_server=telegram.api_server,
+            webhook_url=telegram.webhook_url,
+            webhook_path=telegram.webhook_path,
+            webhook_secret=telegram.webhook_secret.get_secret_value() if telegram.webhook_secret else None,
+            listen_host=telegram.listen_host,
+            listen_port=telegram.listen_port,
+            allowed_user_ids=telegram.allowed_user_ids,
+            allowed_chat_ids=telegram.allowed_chat_ids,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, intake: Intake) -> None:
+        """Learn who the bot is, then poll or serve the webhook; updates go to ``intake``."""
+        self._intake = intake
+        self.failure = None
+        self._failed.clear()
+        try:
+            self.me = await self._call(self.bot.get_me, "getMe")
+        except TelegramUnauthorizedError as error:
+            raise TelegramAdapterError(
+                f"Telegram rejected the bot token ({error.message}); check platforms.telegram.token / TELEGRAM_BOT_TOKEN"
+            ) from error
+        if self.mode == "polling":
+            self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
+            log.info("telegram: polling as @%s", self.me.username)
+            return
+        await self._serve_webhook()
+        if self.set_webhook:
+            await self._call(
+                functools.partial(self.bot.set_webhook, url=self.webhook_url or "", secret_token=self.webhook_secret,
+                                  allowed_updates=ALLOWED_UPDATES),
+                "setWebhook",
+            )
+        log.info("telegram: webhook for @%s on %s:%s%s", self.me.username, self.listen_host, self.webhook_port,
+                 self.webhook_path)
+
+    async def stop(self) -> None:
+        """Stop polling or the webhook server, the typing indicators, and close the HTTP session."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
+        for chat_id in list(self._typing):
+            self._stop_typing(chat_id)
+        if self._web is not None:
+            await self._web.cleanup()
+            self._web = None
+        await self.bot.session.close()
+
+    async def failed(self) -> TelegramAdapterError:
+        """Wait until the adapter stops on its own, and say why (for the app to report and exit)."""
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
+
+    def _fail(self, failure: TelegramAdapterError) -> None:
+        log.error("telegram: %s", failure)
+        self.failure = failure
+        self._failed.set()
+
+    @property
+    def polling(self) -> bool:
+        """True while the polling loop runs."""
+        return self._poller is not None and not self._poller.done()
+
+    @property
+    def webhook_port(self) -> int:
+        """The port the webhook server listens on (useful with ``listen_port: 0``)."""
+        if self._web is None or not self._web.addresses:
+            return self.listen_port
+        return int(self._web.addresses[0][1])
+
+    # ------------------------------------------------------------------ polling
+
+    async def _poll(self) -> None:
+        offset: Optional[int] = None
+        failures = 0
+        while True:
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset, limit=self.poll_limit, timeout=self.poll_timeout,
+                    allowed_updates=ALLOWED_UPDATES, request_timeout=self.poll_timeout + 10,
+                )
+            except TelegramConflictError as error:
+                self._fail(PollingConflict(conflict_explanation(error.message)))
+                return
+            except TelegramUnauthorizedError as error:
+                self._fail(TelegramAdapterError(f"Telegram rejected the bot token while polling ({error.message})"))
+                return
+            except TelegramRetryAfter as error:
+                await self._retry_sleep(error.retry_after)
+                continue
+            except Exception as error:  # network, 5xx, anything unexpected: back off and ask again
+                failures += 1
+                delay = _backoff(failures)
+                log.warning("telegram: getUpdates failed (%s: %s); retrying in %.1f s", type(error).__name__, error, delay)
+                await self._retry_sleep(delay)
+                continue
+            failures = 0
+            for update in updates:
+                if not await self._deliver(update):
+                    break  # not durable: the next getUpdates asks for this update again
+                offset = update.update_id + 1
+
+    async def _deliver(self, update: Update) -> bool:
+        """Hand one polled update to the intake; False when it could not be made durable."""
+        message = self.incoming(update)
+        if message is None:
+            return True
+        assert self._intake is not None
+        try:
+            await self._intake(message)
+        except Exception:
+            log.exception("telegram: could not store update %s; it will be fetched again", update.update_id)
+            await self._retry_sleep(1.0)
+            return False
+        return True
+
+    # ------------------------------------------------------------------ webhook
+
+    async def _serve_webhook(self) -> None:
+        app = web.Application()
+        app.router.add_post(self.webhook_path, self._on_webhook)
+        self._web = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+        await self._web.setup()
+        await web.TCPSite(self._web, self.listen_host, self.listen_port).start()
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not hmac.compare_digest(given, self.webhook_secret.encode()):
+            log.warning("telegram: webhook delivery from %s refused: wrong or missing secret", request.remote)
+            return web.Response(status=403, text="forbidden")
+        try:
+            update = Update.model_validate(await request.json(), context={"bot": self.bot})
+        except ValueError:
+            log.warning("telegram: webhook body from %s is not a Telegram update", request.remote)
+            return web.Response(status=400, text="not a Telegram update")
+        message = self.incoming(update)
+        if message is None:
+            return web.Response(text="ignored")
+        if self._intake is None:
+            return web.Response(status=503, text="not started")
+        try:
+            queued = await self._intake(message)
+        except Exception:
+            log.exception("telegram: could not store update %s; answering 500 so Telegram delivers it again",
+                          update.update_id)
+            return web.Response(status=500, text="not stored")
+        return web.Response(text="stored" if queued else "duplicate")
+
+    # ------------------------------------------------------------------ updates -> IncomingMessage
+
+    def incoming(self, update: Update) -> Optional[IncomingMessage]:
+        """The gateway's view of an update, or None when it is not recorded (see the module docstring)."""
+        message = update.message
+        if message is None or message.chat.type == "channel":
+            return None
+        raw = message.text if message.text is not None else message.caption
+        if not raw:
+            return None
+        sender = message.from_user
+        if not self._allowed(sender, message.chat.id):
+            log.info("telegram: ignored a message from user %s in chat %s (not in the allowlists)",
+                     sender.id if sender else "?", message.chat.id)
+            return None
+        media = "" if message.text is not None else f"[{_media_kind(message)}] "
+        speaker = sender.first_name if sender else "someone"
+        if message.chat.type == "private":
+            text, respond = media + raw, True
+        elif self._is_my_command(message, raw):
+            text, respond = media + raw, True
+        elif self._mentions_me(message, raw) or self._replies_to_me(message):
+            text, respond = f"{speaker}: {media}{self._without_leading_mention(raw)}", True
+        else:
+            text, respond = f"{speaker}: {media}{raw}", False
+        return IncomingMessage(
+            platform=self.platform, chat_id=str(message.chat.id), user_id=str(sender.id) if sender else "",
+            user_name=_display_name(sender), update_id=str(update.update_id), text=text, ts=message.date.timestamp(), respond=respond,
+        )
+
+    def _allowed(self, sender: Optional[User], chat_id: int) -> bool:
+        if self.allowed_chat_ids and chat_id not in self.allowed_chat_ids:
+            return False
+        if self.allowed_user_ids and (sender is None or sender.id not in self.allowed_user_ids):
+            return False
+        return True
+
+    def _username(self) -> str:
+        return (self.me.username or "").lower() if self.me else ""
+
+    def _is_my_command(self, message: Message, raw: str) -> bool:
+        """A /command at the start of the message, for every bot or for this one by name."""
+        for entity in _entities(message):
+            if entity.type == "bot_command" and entity.offset == 0:
+                _, _, target = _utf16_slice(raw, entity.offset, entity.length).partition("@")
+                return not target or target.lower() == self._username()
+        return False
+
+    def _mentions_me(self, message: Message, raw: str) -> bool:
+        me = self._username()
+        for entity in _entities(message):
+            if entity.type == "mention" and me and _utf16_slice(raw, entity.offset, entity.length).lower() == "@" + me:
+                return True
+            if entity.type == "text_mention" and entity.user and self.me and entity.user.id == self.me.id:
+                return True
+        return False
+
+    def _replies_to_me(self, message: Message) -> bool:
+        replied = message.reply_to_message
+        return bool(replied and replied.from_user and self.me and replied.from_user.id == self.me.id)
+
+    def _without_leading_mention(self, raw: str) -> str:
+        handle = "@" + self._username()
+        if len(handle) > 1 and raw.lower().startswith(handle):
+            rest = raw[len(handle):].lstrip(" \t\n,:;")
+            if rest:
+                return rest
+        return raw
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        """Send ``text`` completely: split to Telegram's limit, each chunk retried until it is delivered.
+
+        ``reply_to`` is the gateway's update id, not a Telegram message id, so replies are not threaded.
+        """
+        self._stop_typing(chat_id)
+        chunks = split_message(text, self.max_message_length, units="utf16")
+        if not chunks:
+            log.warning("telegram: an empty reply to chat %s was not sent", chat_id)
+            return
+        target = _chat_ref(chat_id)
+        for chunk in chunks:
+            while True:
+                try:
+                    await self._call(functools.partial(self.bot.send_message, target, chunk, parse_mode=None),
+                                     f"sendMessage to {chat_id}")
+                    break
+                except TelegramMigrateToChat as moved:  # a group became a supergroup: same chat, new id
+                    log.info("telegram: chat %s moved to %s; sending there", target, moved.migrate_to_chat_id)
+                    target = moved.migrate_to_chat_id
+
+    async def _call(self, request: Callable[[], Awaitable[T]], what: str) -> T:
+        """Run one Bot API request, waiting out 429s as told and retrying transient failures."""
+        failures = 0
+        while True:
+            try:
+                return await request()
+            except TelegramRetryAfter as error:
+                log.warning("telegram: %s: rate limited, waiting the %s s Telegram asks for", what, error.retry_after)
+                await self._retry_sleep(error.retry_after)
+            except TelegramEntityTooLarge:
+                raise
+            except (TelegramNetworkError, TelegramServerError) as error:
+                failures += 1
+                if failures > self.network_retries:
+                    raise
+                delay = _backoff(failures)
+                log.warning("telegram: %s failed (%s); retry %d in %.1f s", what, error.message, failures, delay)
+                await self._retry_sleep(delay)
+
+    # ------------------------------------------------------------------ typing
+
+    async def typing(self, chat_id: str) -> None:
+        """Show "typing…" now and keep it shown until the reply is sent (or ``typing_timeout``)."""
+        await self._send_typing(chat_id)
+        self._stop_typing(chat_id)
+        if self.typing_interval > 0:
+            self._typing[chat_id] = asyncio.create_task(self._keep_typing(chat_id), name=f"telegram-typing-{chat_id}")
+
+    async def _keep_typing(self, chat_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.typing_timeout
+        while loop.time() + self.typing_interval < deadline:
+            await asyncio.sleep(self.typing_interval)
+            await self._send_typing(chat_id)
+
+    def _stop_typing(self, chat_id: str) -> None:
+        task = self._typing.pop(chat_id, None)
+        if task is not None:
+            task.cancel()
+
+    async def _send_typing(self, chat_id: str) -> None:
+        try:
+            await self.bot.send_chat_action(chat_id=_chat_ref(chat_id), action="typing")
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # an indicator is never worth failing a turn
+            log.debug("telegram: typing indicator for %s failed: %s", chat_id, error)
+
+
+def _backoff(failures: int) -> float:
+    return min(30.0, 0.5 * 2 ** (failures - 1))
+
+
+def _chat_ref(chat_id: str) -> int | str:
+    """Telegram chat ids are integers; ``@channelname`` stays a string."""
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id
+
+
+def _display_name(user: Optional[User]) -> str:
+    if user is None:
+        return "someone"
+    return " ".join(part for part in (user.first_name, user.last_name) if part) or (user.username or str(user.id))
+
+
+def _media_kind(message: Message) -> str:
+    kind = message.content_type
+    return str(getattr(kind, "value", kind))
+
+
+def _entities(message: Message) -> list[MessageEntity]:
+    return list(message.entities or message.caption_entities or [])
+
+
+def _utf16_slice(text: str, offset: int, length: int) -> str:
+    """``text[offset:offset+length]`` in UTF-16 code units, as Telegram's entity offsets count."""
+    encoded = text.encode("utf-16-le")
+    return encoded[2 * offset: 2 * (offset + length)].decode("utf-16-le", errors="replace")
