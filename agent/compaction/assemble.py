@@ -1,0 +1,105 @@
+"""Phase 4: head + summary + tail, then tool pairs made valid (SPEC S5.5).
+
+The system prompt gets a one-line note on the FIRST compaction only and is never edited
+again, so its prompt-cache entry survives every later compaction (S8.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from agent.messages import SYNTHETIC_KEY, tool_call_ids, with_content
+from agent.tokens import content_text
+
+#: Appended to the system prompt on the first compaction.
+SYSTEM_NOTE = (
+    "[Note: earlier turns of this conversation have been compacted into a summary to save context space. "
+    "Originals stay retrievable with session_search and session_fetch.]"
+)
+#: Content of the stand-in result given to a call whose result is missing.
+STAND_IN_RESULT = (
+    "[No result was recorded for this tool call (it was interrupted or its result was lost). "
+    "Run it again only if the result is still needed.]"
+)
+
+
+def note_system_prompt(head: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The head with :data:`SYSTEM_NOTE` appended to its system prompt (unchanged when there is none or it has the note)."""
+    out = list(head)
+    if not out or out[0].get("role") != "system":
+        return out  # type: ignore[return-value]
+    system = out[0]
+    content = system.get("content")
+    if SYSTEM_NOTE in content_text(content):
+        return out  # type: ignore[return-value]
+    if isinstance(content, list):
+        noted: Any = [*content, {"type": "text", "text": SYSTEM_NOTE}]
+    else:
+        noted = f"{content}\n\n{SYSTEM_NOTE}" if content else SYSTEM_NOTE
+    out[0] = with_content(system, noted)
+    return out  # type: ignore[return-value]
+
+
+def summary_message(text: str, role: str) -> dict[str, Any]:
+    """The message that carries the summary (marked so it is never quoted as the user's words)."""
+    return {"role": role, "content": text, "_compressed_summary": True, SYNTHETIC_KEY: True}
+
+
+def stand_in_result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": STAND_IN_RESULT, SYNTHETIC_KEY: True}
+
+
+def sanitize_tool_pairs(messages: Sequence[Mapping[str, Any]], *, keep_trailing_pending: bool = True) -> list[dict[str, Any]]:
+    """A list in which every tool result answers a call just before it and every call is answered.
+
+    Results whose call is gone (or answered already) are dropped; calls left without a
+    result get a stand-in result right after their results block. A call at the very end
+    of the list still waiting for its results is in flight (the loop is running it), so
+    with ``keep_trailing_pending`` it is left alone rather than answered with a stand-in
+    the agent would mistake for a real result (L3).
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    used_ids: set[str] = set()
+
+    def close_pending() -> None:
+        for call_id in pending:
+            out.append(stand_in_result(call_id))
+        pending.clear()
+
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in pending:
+                pending.remove(call_id)  # type: ignore[arg-type]
+                out.append(message)  # type: ignore[arg-type]
+            continue
+        close_pending()
+        ids = tool_call_ids(message)
+        if ids:
+            fresh = [i for i in dict.fromkeys(ids) if i not in used_ids]
+            if len(fresh) != len(ids):
+                calls = [c for c in message["tool_calls"] if c.get("id") in fresh]
+                seen: set[str] = set()
+                calls = [c for c in calls if not (c["id"] in seen or seen.add(c["id"]))]
+                message = with_content(message, message.get("content"), tool_calls=calls)
+                if not calls:
+                    message.pop("tool_calls")
+            used_ids.update(fresh)
+            pending = list(fresh)
+        out.append(message)  # type: ignore[arg-type]
+    if not keep_trailing_pending:
+        close_pending()
+    return out
+
+
+def assemble(
+    head: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any],
+    tail: Sequence[Mapping[str, Any]],
+    *,
+    first_compaction: bool,
+) -> list[dict[str, Any]]:
+    """The compacted list: head (noted on the first compaction), the summary, the tail; pairs sanitized."""
+    kept_head = note_system_prompt(head) if first_compaction else list(head)
+    return sanitize_tool_pairs([*kept_head, summary, *tail])  # type: ignore[list-item]

@@ -1,0 +1,241 @@
+"""Facts taken mechanically from the ORIGINAL compacted turns, before anything is pruned.
+
+The digest is what no summarizer may lose: the anchor index, every real user message
+verbatim, the tool calls made and files touched, decision and preference sentences as
+written, and what the assistant was doing when the turns were cut. It is carried from
+one compaction to the next (bounded), so the second compaction still knows what the
+first folded away, and it is JSON-safe so the engine can persist it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from agent.compaction.anchors import AnchorIndex, anchors_in
+from agent.compaction.sentences import fact_sentences, normalised
+from agent.messages import is_real_user_message, is_summary
+from agent.tokens import content_text
+
+#: Bounds on what a digest carries between compactions (keeps the persisted state small).
+MAX_QUOTES = 400
+MAX_QUOTE_CHARS_TOTAL = 60_000
+MAX_SENTENCES = 250
+MAX_FILES = 300
+MAX_ANCHORS_PER_KIND = 250
+
+
+@dataclass
+class Line:
+    """A sentence or message as written, with the id of the message it came from.
+
+    Sentences also carry their kind (preference, decision, progress, fact) and score
+    (see :mod:`agent.compaction.sentences`).
+    """
+
+    text: str
+    id: str | None = None
+    seq: int = 0
+    kind: str = ""
+    score: int = 0
+
+    def to_state(self) -> list[Any]:
+        return [self.text, self.id, self.seq, self.kind, self.score]
+
+    @classmethod
+    def from_state(cls, row: Sequence[Any]) -> "Line":
+        kind = str(row[3]) if len(row) > 3 else ""
+        score = int(row[4]) if len(row) > 4 else 0
+        return cls(str(row[0]), row[1] if row[1] is None else str(row[1]), int(row[2]), kind, score)
+
+
+@dataclass
+class Digest:
+    """Mechanical facts of everything compacted so far; lists are newest first."""
+
+    anchors: AnchorIndex = field(default_factory=AnchorIndex)
+    quotes: list[Line] = field(default_factory=list)
+    first_request: Line | None = None
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)
+    sentences: list[Line] = field(default_factory=list)
+    last_assistant: Line | None = None
+    messages: int = 0
+    tokens: int = 0
+    first_id: str | None = None
+    last_id: str | None = None
+    seq: int = 0
+
+    def merge(self, older: "Digest | None") -> "Digest":
+        """This digest (newer) with an earlier one folded in behind it, bounded."""
+        if older is None:
+            return self.bounded()
+        self.anchors.merge(older.anchors)
+        self.quotes = _dedupe_lines(self.quotes + older.quotes)
+        self.first_request = older.first_request or self.first_request
+        for name, count in older.tool_calls.items():
+            self.tool_calls[name] = self.tool_calls.get(name, 0) + count
+        for path, seq in older.files.items():
+            self.files[path] = max(seq, self.files.get(path, 0))
+        self.sentences = _dedupe_sentences(self.sentences + older.sentences)
+        self.last_assistant = self.last_assistant or older.last_assistant
+        self.messages += older.messages
+        self.tokens += older.tokens
+        self.first_id = older.first_id or self.first_id
+        self.last_id = self.last_id or older.last_id
+        return self.bounded()
+
+    def bounded(self) -> "Digest":
+        total = 0
+        kept: list[Line] = []
+        for quote in self.quotes[:MAX_QUOTES]:
+            total += len(quote.text)
+            if total > MAX_QUOTE_CHARS_TOTAL and kept:
+                break
+            kept.append(quote)
+        self.quotes = kept
+        if len(self.sentences) > MAX_SENTENCES:
+            best = sorted(self.sentences, key=lambda line: (line.score, line.seq), reverse=True)[:MAX_SENTENCES]
+            keep = {id(line) for line in best}
+            self.sentences = [line for line in self.sentences if id(line) in keep]
+        if len(self.files) > MAX_FILES:
+            newest = sorted(self.files, key=self.files.__getitem__, reverse=True)[:MAX_FILES]
+            self.files = {path: self.files[path] for path in newest}
+        if len(self.anchors) > MAX_ANCHORS_PER_KIND * 4:
+            self.anchors = self.anchors.trimmed(MAX_ANCHORS_PER_KIND)
+        return self
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "anchors": self.anchors.trimmed(MAX_ANCHORS_PER_KIND).to_state(),
+            "quotes": [line.to_state() for line in self.quotes],
+            "first_request": self.first_request.to_state() if self.first_request else None,
+            "tool_calls": dict(self.tool_calls),
+            "files": dict(self.files),
+            "sentences": [line.to_state() for line in self.sentences],
+            "last_assistant": self.last_assistant.to_state() if self.last_assistant else None,
+            "messages": self.messages,
+            "tokens": self.tokens,
+            "first_id": self.first_id,
+            "last_id": self.last_id,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> "Digest | None":
+        if not state:
+            return None
+        lines = lambda key: [Line.from_state(row) for row in state.get(key) or ()]  # noqa: E731
+        one = lambda key: Line.from_state(state[key]) if state.get(key) else None  # noqa: E731
+        return cls(
+            anchors=AnchorIndex.from_state(state.get("anchors")),
+            quotes=lines("quotes"),
+            first_request=one("first_request"),
+            tool_calls={str(k): int(v) for k, v in (state.get("tool_calls") or {}).items()},
+            files={str(k): int(v) for k, v in (state.get("files") or {}).items()},
+            sentences=lines("sentences"),
+            last_assistant=one("last_assistant"),
+            messages=int(state.get("messages") or 0),
+            tokens=int(state.get("tokens") or 0),
+            first_id=state.get("first_id"),
+            last_id=state.get("last_id"),
+            seq=int(state.get("seq") or 0),
+        )
+
+
+def _dedupe_lines(lines: Sequence[Line]) -> list[Line]:
+    seen: set[str] = set()
+    out: list[Line] = []
+    for line in lines:
+        if line.text not in seen:
+            seen.add(line.text)
+            out.append(line)
+    return out
+
+
+def _dedupe_sentences(lines: Sequence[Line]) -> list[Line]:
+    """Newest first, one per normalised text (routine lines differing only in numbers collapse)."""
+    seen: set[str] = set()
+    out: list[Line] = []
+    for line in lines:
+        key = normalised(line.text)
+        if key not in seen:
+            seen.add(key)
+            out.append(line)
+    return out
+
+
+def add_tool_output_anchors(digest: Digest, originals: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+    """Index the anchors of tool results replaced by stubs in the kept tail (``(seq, message)`` pairs).
+
+    Their text leaves the context just like the middle's, so their identifiers must be
+    indexed too.
+    """
+    for seq, message in originals:
+        digest.anchors.add_all(anchors_in(content_text(message.get("content")), False), seq)
+
+
+def call_arguments_text(message: Mapping[str, Any]) -> str:
+    """The arguments of an assistant message's tool calls, as one text (where the paths it touched are)."""
+    parts = []
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            arguments = (call.get("function") or {}).get("arguments")
+            parts.append(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def build_digest(
+    middle: Sequence[Mapping[str, Any]],
+    counts: Sequence[int],
+    *,
+    seq_start: int = 0,
+) -> tuple[Digest, str | None]:
+    """``(digest of the compacted messages, text of a summary found among them)``.
+
+    A summary message from an earlier compaction is not re-digested (its facts live in the
+    carried digest); its text is returned so the caller can use it when no digest was
+    carried (state lost).
+    """
+    digest = Digest()
+    earlier_summary: str | None = None
+    quotes: list[Line] = []
+    sentences: list[Line] = []
+    for offset, message in enumerate(middle):
+        seq = seq_start + offset
+        role = message.get("role")
+        message_id = message.get("_id")
+        text = content_text(message.get("content"))
+        digest.messages += 1
+        digest.tokens += counts[offset] if offset < len(counts) else 0
+        if message_id is not None:
+            digest.first_id = digest.first_id or str(message_id)
+            digest.last_id = str(message_id)
+        if is_summary(message):
+            earlier_summary = text
+            continue
+        if role == "assistant":
+            arguments = call_arguments_text(message)
+            for kind, anchor in anchors_in(arguments, True):
+                if kind == "path":
+                    digest.files[anchor] = seq
+            for call in message.get("tool_calls") or ():
+                name = str(((call or {}).get("function") or {}).get("name") or "tool")
+                digest.tool_calls[name] = digest.tool_calls.get(name, 0) + 1
+            digest.anchors.add_all(anchors_in(arguments, True), seq, conversation=True)
+        conversation = role != "tool"
+        digest.anchors.add_all(anchors_in(text, conversation), seq, conversation=conversation)
+        ident = None if message_id is None else str(message_id)
+        if is_real_user_message(message):
+            line = Line(text.strip(), ident, seq)
+            quotes.append(line)
+            digest.first_request = digest.first_request or line
+            sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, True)]
+        elif role == "assistant" and text.strip():
+            sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
+            digest.last_assistant = Line(text.strip(), ident, seq)
+    digest.quotes = quotes[::-1]
+    digest.sentences = _dedupe_sentences(sentences[::-1])
+    digest.seq = seq_start + len(middle)
+    return digest, earlier_summary

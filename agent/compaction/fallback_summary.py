@@ -1,0 +1,108 @@
+"""The deterministic structured summary: built from the transcript itself, no model involved (B1).
+
+Used when no summarizer is configured, and when the summarizer fails while the context
+is critical (hygiene, manual /compress, ≥ 85% of the window). It has the same sections as
+a model-written summary, filled with what can be taken mechanically and verbatim: the
+user's requests, preference and decision sentences as written, the tool calls made,
+files touched, errors seen, and what the assistant was doing at the cut.
+"""
+
+from __future__ import annotations
+
+from agent.compaction.digest import Digest
+from agent.compaction.fitting import clip, take_lines
+from agent.compaction.summary_prompt import SECTION_HEADINGS
+
+#: Share of the body budget each section may use (what a section leaves unused is not reassigned).
+SHARES = {
+    "goal": 0.05,
+    "preferences": 0.14,
+    "progress": 0.10,
+    "decisions": 0.24,
+    "files": 0.08,
+    "facts": 0.31,
+    "earlier": 0.08,
+}
+GOAL_CHARS = 600
+LAST_ASSISTANT_CHARS = 500
+
+
+def _bullets(lines: list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines) if lines else "- (none recorded)"
+
+
+def _ranked(digest: Digest, kind: str, quoted_ids: frozenset[str]) -> list[str]:
+    """Sentences of one kind, densest first then newest, leaving out those of messages quoted whole."""
+    lines = [line for line in digest.sentences if line.kind == kind and (line.id is None or line.id not in quoted_ids)]
+    lines.sort(key=lambda line: (line.score, line.seq), reverse=True)
+    return [line.text for line in lines]
+
+
+def render_body(
+    digest: Digest,
+    budget_tokens: int,
+    *,
+    quoted_ids: frozenset[str] = frozenset(),
+    focus_topic: str | None = None,
+    earlier_summary: str | None = None,
+) -> str:
+    """The S5.3 sections for ``digest`` within about ``budget_tokens``.
+
+    Sentences from user messages already quoted verbatim elsewhere (``quoted_ids``) are
+    not repeated. ``earlier_summary`` (a model-written summary this one replaces) is
+    carried over, clipped, so a fallback never loses what the model had written.
+    """
+    share = {name: max(40, int(budget_tokens * ratio)) for name, ratio in SHARES.items()}
+
+    goal_lines = []
+    if focus_topic:
+        goal_lines.append(f"Focus requested for this compaction: {focus_topic}")
+    first = digest.first_request
+    if first is not None and first.id is not None and first.id in quoted_ids:
+        goal_lines.append(f"Earliest compacted request: [{first.id}] under User Messages.")
+    elif first is not None:
+        ident = f" ({first.id})" if first.id else ""
+        goal_lines.append(f"Earliest compacted request{ident}: {clip(first.text, GOAL_CHARS)}")
+    goal_lines.append("The user's own words are quoted verbatim under User Messages below, newest first.")
+    goal, _ = take_lines(goal_lines, share["goal"])
+
+    preferences, _ = take_lines(_ranked(digest, "preference", quoted_ids), share["preferences"])
+    decisions, _ = take_lines(_ranked(digest, "decision", quoted_ids), share["decisions"])
+    facts, _ = take_lines(_ranked(digest, "fact", quoted_ids), share["facts"])
+
+    calls = sorted(digest.tool_calls.items(), key=lambda item: item[1], reverse=True)
+    done_lines = []
+    if calls:
+        done_lines.append("Tool calls made: " + ", ".join(f"{name} ×{count}" for name, count in calls[:30]))
+    done_lines += _ranked(digest, "progress", quoted_ids)
+    done, used = take_lines(done_lines, int(share["progress"] * 0.6))
+    in_progress = []
+    if digest.last_assistant is not None:
+        ident = f" ({digest.last_assistant.id})" if digest.last_assistant.id else ""
+        in_progress.append(
+            f"At the cut the assistant had last written{ident}: {clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
+        )
+    in_progress, used_now = take_lines(in_progress, share["progress"] - used)
+    errors = digest.anchors.ranked("error")[:2]
+    blocked, _ = take_lines([f"Recent error: {error}" for error in errors], max(40, share["progress"] - used - used_now))
+
+    touched = sorted(digest.files, key=digest.files.__getitem__, reverse=True)
+    mentioned = [path for path in digest.anchors.ranked("path")[:200] if path not in digest.files]
+    files, _ = take_lines([*touched, *mentioned], share["files"])
+
+    parts = [
+        f"{SECTION_HEADINGS[0]}\n{_bullets(goal)}",
+        f"{SECTION_HEADINGS[1]}\n{_bullets(preferences)}",
+        f"{SECTION_HEADINGS[2]}\n### Done\n{_bullets(done)}\n### In Progress\n{_bullets(in_progress)}\n### Blocked\n{_bullets(blocked)}",
+        f"{SECTION_HEADINGS[3]}\n{_bullets(decisions)}",
+        f"{SECTION_HEADINGS[4]}\n" + (("- " + ", ".join(files)) if files else "- (none recorded)"),
+        f"{SECTION_HEADINGS[5]}\n- Answer the newest user message that follows these notes.\n"
+        "- Look up any detail needed from the compacted turns with session_search / session_fetch before redoing work.",
+        f"{SECTION_HEADINGS[6]}\n" + "\n".join(f"- {line}" for line in facts)
+        + ("\n" if facts else "") + "- Verbatim identifiers from the compacted turns are listed in the Anchor Index below.",
+    ]
+    if earlier_summary:
+        carried, _ = take_lines([clip(earlier_summary, share["earlier"] * 4)], share["earlier"])
+        if carried:
+            parts.append("### Earlier summary (carried over)\n" + carried[0])
+    return "\n\n".join(parts)

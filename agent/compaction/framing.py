@@ -1,0 +1,116 @@
+"""The summary message's text: the reference-only framing, the notes, and the lean continuity appendix.
+
+The framing is what keeps a stale "active task" in old notes from hijacking the reply
+(L4): it says the notes are background, never instructions, and that the newest user
+message wins. The appendix (lean tail mode, and every deterministic summary) carries
+continuity verbatim: the user's messages newest first, the anchor index, and hints for
+getting originals back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from agent.compaction.anchors import render_index
+from agent.compaction.digest import Digest
+from agent.compaction.fitting import clip, take_lines
+from agent.messages import SUMMARY_PREFIX
+from agent.tokens import count_text
+
+#: Longest single user message quoted whole; longer ones are cut with a fetch hint.
+MAX_QUOTE_CHARS = 2_400
+
+
+def header(digest: Digest) -> str:
+    """The opening of every summary message."""
+    span = ""
+    if digest.first_id and digest.last_id:
+        span = f", ids {digest.first_id} … {digest.last_id}"
+    return (
+        f"{SUMMARY_PREFIX} Earlier turns of this conversation ({digest.messages:,} messages, "
+        f"~{digest.tokens:,} tokens{span}) were compacted into the reference notes below. They are background "
+        "only: not instructions and not an active task. Answer the newest user message after these notes; "
+        "where it and the notes disagree, the newest message wins. Originals are archived: "
+        'session_search(query="…") finds any identifier or phrase, session_fetch(ids=["…"]) returns a message in full.'
+    )
+
+
+def quote_lines(digest: Digest) -> list[str]:
+    """Every compacted user message verbatim, newest first, each led by its id."""
+    lines = []
+    for quote in digest.quotes:
+        hint = f'session_fetch(ids=["{quote.id}"])' if quote.id else "session_search"
+        text = clip(quote.text, MAX_QUOTE_CHARS, hint)
+        lines.append(f"[{quote.id}] {text}" if quote.id else text)
+    return lines
+
+
+def recovery_hints(digest: Digest, limit: int = 3) -> str:
+    """Where to look for detail the notes rounded off: example searches for the most mentioned anchors."""
+    examples: list[str] = []
+    for kind in ("error", "path", "ref", "commit"):
+        for anchor in digest.anchors.ranked(kind)[:2]:
+            if len(examples) < limit and len(anchor) <= 48 and '"' not in anchor:
+                examples.append(f'session_search(query="{anchor}")')
+    tools = sorted(digest.tool_calls, key=digest.tool_calls.__getitem__, reverse=True)[:3]
+    text = "- Details rounded into these notes (full tool outputs, long messages) are in the archive."
+    if examples:
+        text += "\n- For example: " + ", ".join(examples)
+    if tools:
+        text += "\n- Outputs of " + ", ".join(tools) + " calls can be found by searching their arguments or results."
+    return text
+
+
+@dataclass(frozen=True)
+class Notes:
+    """The composed summary text and what it holds."""
+
+    text: str
+    quoted_ids: frozenset[str]
+
+
+def compose(
+    digest: Digest,
+    room: int,
+    *,
+    body: str | None,
+    render_body: Callable[[int, frozenset[str]], str],
+    retained: Callable[[str], bool],
+    body_share: float,
+    quote_share: float,
+) -> Notes:
+    """Header, notes and continuity appendix within ``room`` tokens (plus the header).
+
+    Order of claims on the budget: the user's messages verbatim, newest first (strict
+    order, stopping at the first that does not fit) up to ``quote_share``; the notes (the
+    model's ``body`` as given, or ``render_body(budget, quoted_ids)`` for the
+    deterministic notes) up to ``body_share``; then the anchor index takes everything
+    left, skipping anchors that survive verbatim in the kept messages (``retained``), the
+    quotes or the notes; anything still left goes to older quotes.
+    """
+    hints = recovery_hints(digest)
+    room -= count_text(hints) + 30
+    all_quotes = quote_lines(digest)
+    quotes, quotes_used = take_lines(all_quotes, int(room * quote_share), stop_at_first_misfit=True)
+    quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
+    if body is None:
+        body = render_body(int(room * body_share), quoted)
+    body_used = count_text(body)
+    present = body + "\n" + "\n".join(quotes)
+    index_text, index_used = render_index(
+        digest.anchors,
+        max(0, room - quotes_used - body_used),
+        skip=lambda anchor: retained(anchor) or anchor in present,
+    )
+    spare = room - quotes_used - body_used - index_used
+    if spare > 50 and len(quotes) < len(all_quotes):
+        more, _ = take_lines(all_quotes[len(quotes) :], spare, stop_at_first_misfit=True)
+        quotes += more
+    parts = [header(digest), body]
+    if quotes:
+        parts.append("## User Messages (verbatim, newest first)\n" + "\n\n".join(quotes))
+    if index_text:
+        parts.append("## Anchor Index (verbatim from the compacted turns)\n" + index_text)
+    parts.append("## Recovery\n" + hints)
+    return Notes("\n\n".join(part for part in parts if part), quoted)

@@ -1,0 +1,93 @@
+"""Fact-bearing sentences from what the user and the assistant wrote, taken verbatim and scored.
+
+A long session's conversation holds the facts people ask about later — who owns what,
+which port or limit was set, what was decided and why, what the user wants always or
+never — in single sentences between a great deal of routine narration ("Checking the
+logs."). Each sentence is classified (preference, decision, progress, fact) and scored
+by the signals it carries, so a small budget takes the dense ones first. Results are
+memoized per message text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import NamedTuple
+
+#: Longest sentence kept whole; longer ones are cut with an ellipsis (the start stays verbatim).
+MAX_SENTENCE_CHARS = 320
+MIN_SENTENCE_CHARS = 12
+
+_SPLIT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_PREFERENCE = re.compile(
+    r"(?i)\b(?:prefer|preference|always|never|don'?t|do not|avoid|must|mustn'?t|should(?:n'?t)?|from now on"
+    r"|i want|i'd like|no more than|at most|at least|keep (?:it|the|using)|stick to|make sure)\b"
+)
+_DECISION = re.compile(
+    r"(?i)\b(?:decided|decide|decision|agreed|agree|going with|go with|chose|choose|settled on|let'?s use"
+    r"|we will|we'll|switch(?:ed)?|approved|confirmed|rather than|instead of|because|since|the reason|so that)\b"
+)
+_PROGRESS = re.compile(
+    r"(?i)\b(?:done|fixed|added|created|implemented|updated|merged|passed|passing|resolved|completed"
+    r"|deployed|released|refactored|removed|renamed|migrated|committed|pushed)\b"
+)
+_PEOPLE = re.compile(r"(?i)\b(?:owns?|owner|maintain(?:s|er)|on[- ]call|ask|ping|assigned|reviewer?s?)\b|@[a-z]")
+_PERSON = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
+_SETTING = re.compile(
+    r"(?i)\b(?:port|limit|timeout|budget|costs?|price|quota|rate|threshold|max(?:imum)?|min(?:imum)?|retention"
+    r"|ttl|per (?:month|minute|second|hour|day)|version|deadline|cap(?:ped)?)\b"
+)
+_DIGIT = re.compile(r"\d")
+_IDENTIFIER = re.compile(r"`[^`]+`|\w/\w|#\d|\b[0-9a-f]{7,40}\b")
+_NORMALISE = re.compile(r"\d+")
+
+
+class Sentence(NamedTuple):
+    text: str
+    kind: str  # "preference", "decision", "progress" or "fact"
+    score: int
+
+
+def normalised(text: str) -> str:
+    """A key under which routine sentences that differ only in numbers collapse ("Tests pass (6)")."""
+    return _NORMALISE.sub("#", text.lower())
+
+
+def classify(sentence: str, by_user: bool) -> Sentence | None:
+    """The sentence's kind and score, or None when it carries nothing worth keeping."""
+    score = 0
+    kind = None
+    if _DECISION.search(sentence):
+        kind, score = "decision", score + 3
+    if by_user and _PREFERENCE.search(sentence):
+        kind, score = "preference", score + 3
+    digits = bool(_DIGIT.search(sentence))
+    if _PEOPLE.search(sentence) or _PERSON.search(sentence[1:]):
+        kind, score = kind or "fact", score + 2
+    if digits and _SETTING.search(sentence):
+        kind, score = kind or "fact", score + 2
+    if digits:
+        score += 1
+    if not by_user and _PROGRESS.search(sentence):
+        kind, score = kind or "progress", score + 1
+    if _IDENTIFIER.search(sentence):
+        kind, score = kind or "fact", score + 1
+    if kind is None or score < 2:
+        return None
+    return Sentence(sentence, kind, score)
+
+
+@functools.lru_cache(maxsize=16_384)
+def fact_sentences(text: str, by_user: bool) -> tuple[Sentence, ...]:
+    """Every classified sentence of one message, in order."""
+    found = []
+    for raw in _SPLIT.split(text):
+        sentence = raw.strip(" \t-*>•")
+        if len(sentence) < MIN_SENTENCE_CHARS or sentence.startswith(("```", "File ", "Traceback")):
+            continue
+        if len(sentence) > MAX_SENTENCE_CHARS:
+            sentence = sentence[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
+        classified = classify(sentence, by_user)
+        if classified is not None:
+            found.append(classified)
+    return tuple(found)

@@ -1,0 +1,186 @@
+"""Phase 3's model call: the ``Summarizer`` protocol, the LLM-backed one, and piecewise summarizing.
+
+Any failure — timeout, dropped connection, 429, 5xx, a context-length 400, an empty,
+truncated or malformed answer, notes missing a section — surfaces as one
+:class:`SummarizerFailure`, never as ``None``: the caller then keeps the transcript or
+falls back to the deterministic summary (L1), so the middle is never dropped silently.
+When the transcript does not fit the summarizer's window it is summarized in pieces,
+each piece updating the notes of the one before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from agent.compaction.summary_prompt import (
+    TranscriptEntry,
+    build_request,
+    clean_summary,
+    missing_sections,
+)
+from agent.llm.client import ChatClient
+from agent.llm.errors import ProviderError, RateLimited
+from agent.llm.usage import Usage
+from agent.models import context_length_for
+from agent.settings import AuxiliaryModelSettings
+from agent.tokens import count_messages
+
+#: Tokens kept free in the summarizer's window besides the answer (tokenizer differences).
+WINDOW_MARGIN_RATIO = 0.08
+#: The answer may run this much over the requested budget before it is cut off.
+ANSWER_SLACK = 1.35
+
+
+class SummarizerFailure(Exception):
+    """The summarizer produced no usable notes; ``retry_after`` is the provider's wait hint, if any."""
+
+    def __init__(self, reason: str, *, retry_after: float | None = None, calls: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+        #: Summarizer calls made before giving up (0 when none could be attempted).
+        self.calls = calls
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Something that answers a summarizing request with text, or raises :class:`SummarizerFailure`."""
+
+    #: Name recorded in compaction stats (usually the model).
+    name: str
+    #: The summarizer's own window in tokens (decides how many pieces are needed).
+    context_length: int
+
+    async def call_llm(self, *, task: str, messages: list[dict[str, Any]], max_tokens: int) -> str: ...
+
+
+class LLMSummarizer:
+    """A :class:`Summarizer` over a :class:`ChatClient` and an auxiliary model."""
+
+    def __init__(self, client: ChatClient, model: str, context_length: int, *, temperature: float | None = 0.2) -> None:
+        self.client = client
+        self.model = model
+        self.name = model
+        self.context_length = context_length
+        self.temperature = temperature
+        self.calls = 0
+        self.usage = Usage()
+
+    async def call_llm(self, *, task: str = "compression", messages: list[dict[str, Any]], max_tokens: int) -> str:
+        """One completion for ``task``; truncated, empty or failed answers raise :class:`SummarizerFailure`."""
+        self.calls += 1
+        try:
+            completion = await self.client.complete(
+                messages, model=self.model, max_tokens=max_tokens, temperature=self.temperature
+            )
+        except RateLimited as error:
+            raise SummarizerFailure(f"{task}: rate limited: {error}", retry_after=error.retry_after) from error
+        except ProviderError as error:
+            raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}") from error
+        self.usage = self.usage + completion.usage
+        if completion.truncated:
+            raise SummarizerFailure(f"{task}: answer truncated at max_tokens={max_tokens}")
+        if not completion.text.strip():
+            raise SummarizerFailure(f"{task}: empty answer")
+        return completion.text
+
+
+def build_summarizer(
+    settings: AuxiliaryModelSettings,
+    *,
+    main_model: str,
+    main_base_url: str | None = None,
+    main_api_key: str | None = None,
+    main_dialect: str = "openai",
+    context_overrides: dict[str, int] | None = None,
+) -> LLMSummarizer | None:
+    """The summarizer ``auxiliary.compression`` describes, or None when no endpoint is known.
+
+    A null model means the main model; a null base_url means the main route.
+    """
+    model = settings.model or main_model
+    base_url = settings.base_url or main_base_url
+    if not base_url:
+        return None
+    dialect = "anthropic" if "anthropic.com" in base_url or (not settings.base_url and main_dialect == "anthropic") else "openai"
+    client = ChatClient(
+        base_url,
+        api_key=settings.api_key or main_api_key,
+        dialect=dialect,  # type: ignore[arg-type]
+        timeout=settings.timeout_seconds,
+    )
+    context_length = settings.context_length or context_length_for(model, context_overrides)
+    return LLMSummarizer(client, model, context_length)
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """Validated notes and how many summarizer calls they took."""
+
+    text: str
+    calls: int
+
+
+def split_entries(entries: Sequence[TranscriptEntry], capacity: int) -> list[list[TranscriptEntry]]:
+    """Consecutive pieces of the transcript whose estimated tokens each fit ``capacity``."""
+    pieces: list[list[TranscriptEntry]] = []
+    current: list[TranscriptEntry] = []
+    used = 0
+    for entry in entries:
+        if current and used + entry.tokens > capacity:
+            pieces.append(current)
+            current, used = [], 0
+        current.append(entry)
+        used += entry.tokens
+    if current or not pieces:
+        pieces.append(current)
+    return pieces
+
+
+def piece_capacity(summarizer_context: int, budget_tokens: int, previous_summary_tokens: int) -> int:
+    """Transcript tokens one request can carry: the window minus prompt, previous notes, answer and margin."""
+    answer = int(budget_tokens * ANSWER_SLACK)
+    fixed = count_messages(build_request([], budget_tokens=budget_tokens, previous_summary=None, focus_topic=None))
+    margin = int(summarizer_context * WINDOW_MARGIN_RATIO)
+    return summarizer_context - answer - fixed - margin - previous_summary_tokens * 2
+
+
+async def summarize_transcript(
+    summarizer: Summarizer,
+    entries: Sequence[TranscriptEntry],
+    *,
+    budget_tokens: int,
+    previous_summary: str | None,
+    previous_summary_tokens: int,
+    focus_topic: str | None,
+    summarizer_context: int,
+) -> SummaryOutcome:
+    """Notes for the transcript: one call when it fits, otherwise piece by piece, each updating the last.
+
+    Raises :class:`SummarizerFailure` when any call fails or a result lacks a required section.
+    """
+    capacity = piece_capacity(summarizer_context, budget_tokens, max(previous_summary_tokens, budget_tokens))
+    if capacity < 1_000:
+        raise SummarizerFailure(
+            f"summarizer window {summarizer_context:,} leaves no room for a transcript piece "
+            f"with a {budget_tokens:,}-token answer",
+            calls=0,
+        )
+    notes = previous_summary
+    calls = 0
+    for piece in split_entries(entries, capacity):
+        request = build_request(piece, budget_tokens=budget_tokens, previous_summary=notes, focus_topic=focus_topic)
+        calls += 1
+        try:
+            answer = await summarizer.call_llm(
+                task="compression", messages=request, max_tokens=int(budget_tokens * ANSWER_SLACK)
+            )
+        except SummarizerFailure as failure:
+            failure.calls = calls
+            raise
+        notes = clean_summary(answer)
+        missing = missing_sections(notes)
+        if missing:
+            raise SummarizerFailure(f"summary lacks sections: {', '.join(missing)}", calls=calls)
+    return SummaryOutcome(notes or "", calls)

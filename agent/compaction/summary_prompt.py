@@ -1,0 +1,176 @@
+"""Phase 3's request: what the summarizer is told, the transcript it reads, and what a valid answer has.
+
+The summary is reference material for a later turn, so the prompt asks for notes, not
+instructions (L4), with identifiers copied exactly. From the second compaction on the
+previous summary is passed back and the model is asked to UPDATE it (S5.8).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from agent.compaction.prune import PRUNED_TOOL_OUTPUT
+from agent.messages import SUMMARY_PREFIX, is_summary
+from agent.tokens import content_text
+
+#: The sections every summary has (S5.3), as Markdown headings.
+SECTION_HEADINGS = (
+    "## Goal",
+    "## Constraints & Preferences",
+    "## Progress",
+    "## Key Decisions",
+    "## Relevant Files",
+    "## Next Steps",
+    "## Critical Context",
+)
+PROGRESS_SUBHEADINGS = ("### Done", "### In Progress", "### Blocked")
+
+#: Longest tool-call argument text shown to the summarizer per call.
+MAX_ARGUMENT_CHARS = 600
+
+SYSTEM_PROMPT = """You write compaction notes for a long conversation between a user and an AI assistant that uses tools.
+The notes replace the turns you are shown; the assistant will read them later as background.
+
+Write Markdown with exactly these sections, in this order:
+## Goal
+## Constraints & Preferences
+## Progress
+### Done
+### In Progress
+### Blocked
+## Key Decisions
+## Relevant Files
+## Next Steps
+## Critical Context
+
+Rules:
+- Copy identifiers exactly as written, never paraphrase them: file paths, commit SHAs, PR and issue numbers, ticket keys, error messages, URLs, version numbers, numbers with units, names of people and things.
+- Record the user's preferences and decisions in their own words where you can.
+- These are reference notes, not instructions: describe what was happening and what was left open; do not address the assistant or tell it to continue anything. The newest user message, which comes after the notes, always decides what happens next.
+- Cite message ids like [m-12] where a detail came from, so the original can be fetched.
+- Be dense. Stay within the token budget you are given."""
+
+UPDATE_INSTRUCTION = (
+    "UPDATE the previous notes with the new turns below instead of starting over: move items that are now "
+    "finished from In Progress to Done, add new progress, decisions, files and context, and drop what is stale "
+    "or superseded. Keep every identifier that is still relevant. Return the complete updated notes."
+)
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One compacted message rendered for the summarizer, with its estimated token cost."""
+
+    text: str
+    tokens: int
+
+
+def _label(message: Mapping[str, Any], tool_names: Mapping[str, str]) -> str:
+    ident = message.get("_id") or message.get("_orig_id")
+    role = message.get("role")
+    if role == "tool":
+        name = tool_names.get(str(message.get("tool_call_id")), "tool")
+        role = f"tool result ({name})"
+    elif message.get("_synthetic"):
+        role = f"{role} (synthetic)"
+    return f"[{ident}] {role}" if ident is not None else str(role)
+
+
+def render_message(message: Mapping[str, Any], tool_names: Mapping[str, str], max_chars: int | None = None) -> str:
+    """One message as transcript text: label, content, and its tool calls with (trimmed) arguments."""
+    text = content_text(message.get("content"))
+    if message.get("_pruned_chars"):
+        text = f"{PRUNED_TOOL_OUTPUT} (was {message['_pruned_chars']:,} chars)"
+    if max_chars is not None and len(text) > max_chars:
+        ident = message.get("_id") or message.get("_orig_id")
+        omitted = len(text) - max_chars
+        half = max_chars // 2
+        text = f"{text[:half]}\n… [{omitted:,} chars omitted; session_fetch(ids=[\"{ident}\"])] …\n{text[-half:]}"
+    lines = [f"{_label(message, tool_names)}: {text}"]
+    for call in message.get("tool_calls") or ():
+        function = (call or {}).get("function") or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        if len(arguments) > MAX_ARGUMENT_CHARS:
+            arguments = arguments[:MAX_ARGUMENT_CHARS] + "…"
+        lines.append(f"  -> calls {function.get('name')}({arguments})")
+    return "\n".join(lines)
+
+
+def transcript_entries(
+    pruned_middle: Sequence[Mapping[str, Any]],
+    estimated_tokens: Sequence[int],
+    tool_names: Mapping[str, str],
+    max_entry_tokens: int,
+) -> list[TranscriptEntry]:
+    """The compacted messages as transcript entries; a single message larger than ``max_entry_tokens`` is cut in its middle.
+
+    Earlier summaries are left out (they are passed separately as the previous notes).
+    """
+    entries = []
+    for message, tokens in zip(pruned_middle, estimated_tokens):
+        if is_summary(message):
+            continue
+        if message.get("_pruned_chars"):
+            tokens = 24
+        max_chars = None
+        if tokens > max_entry_tokens:
+            chars = max(len(content_text(message.get("content"))), 1)
+            max_chars = max(200, int(chars * max_entry_tokens / tokens))
+            tokens = max_entry_tokens
+        entries.append(TranscriptEntry(render_message(message, tool_names, max_chars), tokens + 6))
+    return entries
+
+
+def build_request(
+    entries: Sequence[TranscriptEntry],
+    *,
+    budget_tokens: int,
+    previous_summary: str | None,
+    focus_topic: str | None,
+) -> list[dict[str, str]]:
+    """The summarizer's messages for one piece of the transcript."""
+    parts = []
+    if previous_summary:
+        parts.append(f"<previous_notes>\n{previous_summary}\n</previous_notes>\n\n{UPDATE_INSTRUCTION}")
+    else:
+        parts.append("Write the notes for the turns below.")
+    if focus_topic:
+        parts.append(f"Give extra detail to anything about: {focus_topic}")
+    parts.append(f"Token budget for the notes: about {budget_tokens:,} tokens.")
+    parts.append("<turns>\n" + "\n\n".join(entry.text for entry in entries) + "\n</turns>")
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _normalise_heading(line: str) -> str:
+    return re.sub(r"[^a-z]+", "", line.lower().replace("&", "and"))
+
+
+_REQUIRED = [_normalise_heading(heading) for heading in SECTION_HEADINGS]
+
+
+def missing_sections(summary: str) -> list[str]:
+    """The S5.3 section headings a model-written summary lacks (empty = valid)."""
+    present = {
+        _normalise_heading(line)
+        for line in summary.splitlines()
+        if line.lstrip().startswith("#")
+    }
+    return [heading for heading, key in zip(SECTION_HEADINGS, _REQUIRED) if key not in present]
+
+
+def clean_summary(text: str) -> str:
+    """The model's notes without wrapping a model sometimes adds (code fences, our own prefix)."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        if text.rstrip().endswith("```"):
+            text = text.rstrip()[:-3]
+    text = text.strip()
+    if text.startswith(SUMMARY_PREFIX):
+        text = text[len(SUMMARY_PREFIX) :].lstrip()
+    return text

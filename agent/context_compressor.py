@@ -1,0 +1,434 @@
+"""``ContextCompressor``: the built-in context engine (SPEC S1.2, S4, S5).
+
+One compaction, in order:
+
+1. count every message (cached ``_tok``; never the whole transcript re-tokenized);
+2. boundaries — head, middle, tail (lean or legacy budget), never splitting a tool pair;
+3. the digest of the ORIGINAL middle — anchors, verbatim user messages, tool calls,
+   decisions — before anything is pruned, merged with what earlier compactions carried;
+4. lean tail: old tool results in the tail become stubs with recovery hints;
+5. the notes: the summarizer on the pruned middle (updating the previous notes from the
+   second compaction on), or the deterministic summary when none is configured, or as
+   the fallback when the summarizer fails and the context is critical;
+6. assembly — head (system note on the first compaction only), summary, tail — and
+   tool-pair sanitizing.
+
+A summarizer failure below the critical level leaves the transcript untouched and starts
+a cooldown; nothing is ever dropped without a summary (L1, B1). Effectiveness is judged
+from the provider's reported usage, with a backoff after two ineffective compactions (L2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from agent.compaction import framing
+from agent.compaction.anchors import anchors_in
+from agent.compaction.assemble import assemble, summary_message
+from agent.compaction.boundaries import plan_boundaries
+from agent.compaction.budgets import (
+    CRITICAL_RATIO,
+    lean_tail_budget,
+    legacy_tail_budget,
+    max_summary_tokens,
+    resolve_model_threshold,
+    summary_budget,
+    threshold_tokens,
+)
+from agent.compaction.digest import Digest, add_tool_output_anchors, build_digest, call_arguments_text
+from agent.compaction.fallback_summary import render_body
+from agent.compaction.guard import CompactionGuard
+from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results, tool_names_by_call_id
+from agent.compaction.prune import prune_tool_outputs
+from agent.compaction.summarizer import (
+    Summarizer,
+    SummarizerFailure,
+    SummaryOutcome,
+    piece_capacity,
+    summarize_transcript,
+)
+from agent.compaction.summary_prompt import transcript_entries
+from agent.context_engine import CompactionStats, ContextEngine
+from agent.llm.usage import Usage
+from agent.messages import SUMMARY_PREFIX
+from agent.settings import CompressionSettings
+from agent.tokens import REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
+
+__all__ = ["ContextCompressor", "resolve_model_threshold"]
+
+#: Share of the summary budget (after the header) the notes take when the lean appendix follows them.
+LEAN_BODY_SHARE = 0.5
+#: Share of the summary budget the deterministic notes may use (the anchor index takes what they leave).
+DETERMINISTIC_BODY_SHARE = 0.35
+#: Share of the summary budget the verbatim user messages may use before the notes and the index.
+QUOTE_SHARE = 0.2
+#: The model's notes use at most 1/N of the summarizer's window (room for the transcript pieces).
+SUMMARIZER_WINDOW_SHARE = 6
+#: Version of :meth:`ContextCompressor.export_state`'s layout.
+STATE_VERSION = 1
+
+
+class ContextCompressor(ContextEngine):
+    """Lossy-but-recoverable summarizing compaction; see the module docstring for the phases."""
+
+    name = "compressor"
+
+    def __init__(
+        self,
+        model: str,
+        context_length: int,
+        settings: CompressionSettings | None = None,
+        summarizer: Summarizer | None = None,
+        summarizer_context_length: int | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(model, context_length)
+        self.settings = settings or CompressionSettings()
+        self.summarizer = summarizer
+        self.summarizer_context_length = summarizer_context_length
+        self.clock = clock
+        self.guard = CompactionGuard()
+        self._previous_summary: str | None = None
+        self._previous_summary_source: str | None = None
+        self._digest: Digest | None = None
+        self._conversation: str | None = None
+        self.threshold = self._resolve_threshold()
+
+    # -- thresholds and budgets (S4) -------------------------------------------------
+
+    def _resolve_threshold(self) -> float:
+        return resolve_model_threshold(
+            self.model, self.settings.model_thresholds, self.settings.threshold, self.context_length
+        )
+
+    @property
+    def threshold_tokens(self) -> int:
+        return threshold_tokens(self.context_length, self.threshold)
+
+    @property
+    def tail_token_budget(self) -> int:
+        """Legacy tail budget, ``threshold_tokens × target_ratio`` (S4.1)."""
+        return legacy_tail_budget(self.threshold_tokens, self.settings.target_ratio)
+
+    @property
+    def lean_tail_tokens(self) -> int:
+        """Lean tail budget, 2.5% of the window within 10K–25K (S5.6)."""
+        return lean_tail_budget(self.context_length)
+
+    @property
+    def effective_tail_budget(self) -> int:
+        """The tail budget of the configured mode; lean never keeps more than legacy would.
+
+        (On small windows lean's 10K floor could exceed the whole threshold, and a compaction
+        that cannot get under the threshold only loops.)
+        """
+        if self.settings.tail_mode == "lean":
+            return min(self.lean_tail_tokens, self.tail_token_budget)
+        return self.tail_token_budget
+
+    @property
+    def max_summary_tokens(self) -> int:
+        return max_summary_tokens(self.context_length)
+
+    @property
+    def summarizer_window(self) -> int:
+        """The summarizer's window: configured, else the summarizer's own, else the main model's."""
+        if self.summarizer_context_length:
+            return self.summarizer_context_length
+        if self.summarizer is not None and getattr(self.summarizer, "context_length", None):
+            return int(self.summarizer.context_length)
+        return self.context_length
+
+    # -- decisions ---------------------------------------------------------------------
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        if not self.settings.enabled:
+            return False
+        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+        if tokens is None or tokens < self.threshold_tokens:
+            return False
+        return self.guard.allows(self.clock())
+
+    def should_idle_compact(self, idle_seconds: float, prompt_tokens: int | None = None) -> bool:
+        """S5.9: compact before a turn that resumes after ``idle_compact_after_seconds`` of silence."""
+        limit = self.settings.idle_compact_after_seconds
+        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+        if not self.settings.enabled or limit <= 0 or idle_seconds < limit or tokens is None:
+            return False
+        if tokens <= self.threshold_tokens * self.settings.target_ratio:
+            return False
+        return self.guard.allows(self.clock())
+
+    def update_from_response(self, usage: Mapping[str, Any] | Usage) -> Usage:
+        normalised = super().update_from_response(usage)
+        if normalised.prompt_tokens:
+            self.guard.on_reported_usage(normalised.prompt_tokens, self.threshold_tokens, self.clock())
+        return normalised
+
+    # -- compaction --------------------------------------------------------------------
+
+    async def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+    ) -> list[dict[str, Any]]:
+        messages = list(messages)
+        self._follow_conversation(messages)
+        counts = [count_message(m) for m in messages]
+        tokens_before = REQUEST_OVERHEAD + sum(counts)
+        pressure = current_tokens if current_tokens is not None else tokens_before
+        critical = force or pressure >= CRITICAL_RATIO * self.context_length
+        lean = self.settings.tail_mode == "lean"
+        base = dict(tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force)
+
+        if not self.settings.enabled and not force:
+            return self._unchanged(messages, "skipped", "compression disabled", base)
+        plan = plan_boundaries(
+            messages,
+            counts,
+            protect_first_n=self.settings.protect_first_n,
+            tail_budget=self.effective_tail_budget,
+            protect_last_n=self.settings.protect_last_n,
+            min_tail_user_messages=self.settings.min_tail_user_messages,
+            max_tail_tokens=self.threshold_tokens,
+        )
+        if plan is None:
+            return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
+
+        head = messages[: plan.head_end]
+        middle = messages[plan.head_end : plan.tail_start]
+        middle_counts = counts[plan.head_end : plan.tail_start]
+        tail = messages[plan.tail_start :]
+
+        seq_start = self._digest.seq if self._digest else 0
+        digest, earlier_summary = build_digest(middle, middle_counts, seq_start=seq_start)
+        middle_tokens = digest.tokens
+        previous_summary = self._previous_summary or _notes_of(earlier_summary)
+        previous_source = self._previous_summary_source or ("model" if earlier_summary else None)
+        digest = digest.merge(self._digest)
+
+        stubbed = 0
+        if lean:
+            fresh = max(int(self.effective_tail_budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, self.effective_tail_budget))
+            cutoff = old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh)
+            tail, originals = stub_old_tool_results(tail, cutoff)
+            add_tool_output_anchors(digest, [(digest.seq + index, message) for index, message in originals])
+            stubbed = len(originals)
+
+        budget = summary_budget(middle_tokens, self.context_length)
+        head_text = framing.header(digest)
+        room = max(budget - count_text(head_text), 500)
+
+        now = self.clock()
+        calls = 0
+        error: str | None = None
+        body: str | None = None
+        if self.summarizer is None:
+            source = "deterministic"
+        elif not self.guard.summarizer_allowed(now):
+            reason = self.guard.blocked_reason(now) or "summarizer cooling down"
+            if not critical:
+                return self._unchanged(messages, "aborted", reason, base)
+            source, error = "fallback", reason
+        else:
+            body_budget = int(room * LEAN_BODY_SHARE) if lean else room
+            body_budget = min(body_budget, self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
+            try:
+                outcome = await self._summarize(middle, middle_counts, body_budget, previous_summary, focus_topic)
+            except SummarizerFailure as failure:
+                calls = failure.calls
+                self.guard.on_summarizer_failure(now, failure.reason, failure.retry_after)
+                if not critical:
+                    return self._unchanged(
+                        messages, "aborted", f"summarizer failed: {failure.reason}", base, error=failure.reason, calls=calls
+                    )
+                source, error = "fallback", failure.reason
+            else:
+                self.guard.on_summarizer_success()
+                body, calls, source = outcome.text, outcome.calls, self.summarizer.name
+
+        notes_for_next = body
+        if body is None or lean:
+            retained = _retained_anchors([*head, *tail])
+            carried = previous_summary if previous_source == "model" else None
+            notes = framing.compose(
+                digest,
+                room,
+                body=body,
+                render_body=lambda budget, quoted: render_body(
+                    digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried
+                ),
+                retained=retained.__contains__,
+                body_share=DETERMINISTIC_BODY_SHARE,
+                quote_share=QUOTE_SHARE,
+            )
+            text = notes.text
+            if body is None:
+                notes_for_next = text.partition("\n\n")[2]
+        else:
+            text = f"{head_text}\n\n{body}"
+        summary = summary_message(text, plan.summary_role)
+        summary_tokens = count_message(summary)
+
+        compacted = assemble(head, summary, tail, first_compaction=self.compression_count == 0)
+        tokens_after = count_messages(compacted)
+        kept_ids = {m.get("_id") for m in compacted if m.get("_id") is not None}
+        replaced = tuple(str(m["_id"]) for m in messages if m.get("_id") is not None and m["_id"] not in kept_ids)
+
+        self._previous_summary = notes_for_next
+        self._previous_summary_source = "model" if source not in ("deterministic", "fallback") else source
+        self._digest = digest
+        self.compression_count += 1
+        self.guard.on_compacted()
+        self.last_compaction = CompactionStats(
+            outcome="compacted",
+            reason="forced" if force else "threshold",
+            tokens_after=tokens_after,
+            messages_after=len(compacted),
+            summary_tokens=summary_tokens,
+            summarizer=source,
+            calls=calls,
+            compacted_messages=len(middle),
+            stubbed_messages=stubbed,
+            replaced_ids=replaced,
+            error=error,
+            **base,
+        )
+        return compacted
+
+    def _follow_conversation(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Forget carried state when asked to compact a different conversation than the one it carries.
+
+        The head (system prompt and first exchange) survives every compaction, so its first
+        user message identifies the conversation. Carrying one chat's digest into another
+        chat's summary would leak it; a mismatch means the engine was reused, so it starts over.
+        """
+        key = _conversation_key(messages)
+        if key is None:
+            return
+        if self._conversation is not None and key != self._conversation:
+            self.on_session_reset()
+        self._conversation = key
+
+    async def _summarize(
+        self,
+        middle: Sequence[Mapping[str, Any]],
+        counts: Sequence[int],
+        budget: int,
+        previous_summary: str | None,
+        focus_topic: str | None,
+    ) -> SummaryOutcome:
+        assert self.summarizer is not None
+        previous_tokens = count_text(previous_summary) if previous_summary else 0
+        capacity = piece_capacity(self.summarizer_window, budget, max(previous_tokens, budget))
+        entries = transcript_entries(
+            prune_tool_outputs(middle),
+            counts,
+            tool_names_by_call_id(middle),
+            max_entry_tokens=max(capacity // 2, 500),
+        )
+        return await summarize_transcript(
+            self.summarizer,
+            entries,
+            budget_tokens=budget,
+            previous_summary=previous_summary,
+            previous_summary_tokens=previous_tokens,
+            focus_topic=focus_topic,
+            summarizer_context=self.summarizer_window,
+        )
+
+    def _unchanged(
+        self,
+        messages: list[dict[str, Any]],
+        outcome: str,
+        reason: str,
+        base: dict[str, Any],
+        *,
+        error: str | None = None,
+        calls: int = 0,
+    ) -> list[dict[str, Any]]:
+        self.last_compaction = CompactionStats(
+            outcome=outcome,
+            reason=reason,
+            tokens_after=base["tokens_before"],
+            messages_after=len(messages),
+            error=error,
+            calls=calls,
+            **base,
+        )
+        return messages
+
+    # -- lifecycle and state -----------------------------------------------------------
+
+    def on_session_reset(self) -> None:
+        super().on_session_reset()
+        self._previous_summary = None
+        self._previous_summary_source = None
+        self._digest = None
+        self._conversation = None
+        self.guard.reset()
+
+    def update_model(self, model: str, context_length: int) -> None:
+        """``/model``: the threshold is re-resolved from ``model_thresholds`` for the new model (S4.2)."""
+        super().update_model(model, context_length)
+        self.threshold = self._resolve_threshold()
+
+    def export_state(self) -> dict[str, Any]:
+        state = super().export_state()
+        state.update(
+            version=STATE_VERSION,
+            engine=self.name,
+            previous_summary=self._previous_summary,
+            previous_summary_source=self._previous_summary_source,
+            digest=self._digest.to_state() if self._digest else None,
+            guard=self.guard.to_state(),
+            conversation=self._conversation,
+        )
+        return state
+
+    def load_state(self, state: Mapping[str, Any] | None) -> None:
+        super().load_state(state)
+        state = state or {}
+        self._previous_summary = state.get("previous_summary")
+        self._previous_summary_source = state.get("previous_summary_source")
+        self._digest = Digest.from_state(state.get("digest"))
+        self.guard = CompactionGuard.from_state(state.get("guard"))
+        self._conversation = state.get("conversation")
+
+
+def _conversation_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """Identity of a conversation: a digest of its first user message (id and text; ids alone repeat across chats)."""
+    for message in messages:
+        if message.get("role") == "user":
+            seed = f"{message.get('_id')}\n{content_text(message.get('content'))}"
+            return hashlib.sha256(seed.encode("utf-8", "replace")).hexdigest()[:20]
+    return None
+
+
+def _notes_of(summary_text: str | None) -> str | None:
+    """The notes part of an earlier summary message (its framing paragraph removed)."""
+    if not summary_text:
+        return None
+    text = summary_text.strip()
+    if text.startswith(SUMMARY_PREFIX):
+        _, _, rest = text.partition("\n\n")
+        text = rest or text
+    return text
+
+
+def _retained_anchors(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Anchors that survive verbatim in the kept messages (no need to list them in the index)."""
+    found: set[str] = set()
+    for message in messages:
+        if message.get("_compressed_summary"):
+            continue
+        text = content_text(message.get("content"))
+        found.update(anchor for _, anchor in anchors_in(text, message.get("role") != "tool"))
+        if message.get("tool_calls"):
+            found.update(anchor for _, anchor in anchors_in(call_arguments_text(message), True))
+    return found

@@ -1,0 +1,214 @@
+"""Anthropic messages dialect: OpenAI-format messages to ``/v1/messages`` bodies and back (no I/O here).
+
+The differences that matter: the system prompt is a separate field; tool calls are
+``tool_use`` blocks on the assistant turn and results are ``tool_result`` blocks on a
+user turn; roles must alternate, so consecutive same-role turns are merged; the first
+turn must be the user's; text blocks must not be empty. ``cache_control`` markers put
+on content parts or on a message (see the prompt-caching module) are carried over.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from agent.llm.errors import BadResponse
+from agent.llm.types import Completion
+from agent.llm.usage import Usage
+from agent.tokens import content_text
+
+PATH = "/v1/messages"
+DEFAULT_VERSION = "2023-06-01"
+
+#: Anthropic stop reasons in OpenAI's vocabulary.
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+#: Stands in for an empty text where Anthropic requires a non-empty block.
+EMPTY_TEXT = "(empty)"
+
+
+def _image_block(part: Mapping[str, Any]) -> dict[str, Any]:
+    url = str((part.get("image_url") or {}).get("url") or "")
+    if url.startswith("data:") and ";base64," in url:
+        header, data = url[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": header, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    """Text/image blocks for one message's content, keeping any ``cache_control`` on parts."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, str):
+            if part:
+                blocks.append({"type": "text", "text": part})
+            continue
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("type")
+        if kind == "image_url":
+            block = _image_block(part)
+        elif kind in ("text", None):
+            text = part.get("text")
+            if not text:
+                continue
+            block = {"type": "text", "text": str(text)}
+        else:
+            block = {key: value for key, value in part.items() if key != "cache_control"}
+        if "cache_control" in part:
+            block["cache_control"] = part["cache_control"]
+        blocks.append(block)
+    return blocks
+
+
+def _tool_use_block(call: Mapping[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            parsed = {"arguments": arguments}
+    else:
+        parsed = arguments or {}
+    if not isinstance(parsed, dict):
+        parsed = {"value": parsed}
+    return {"type": "tool_use", "id": call["id"], "name": function.get("name") or "", "input": parsed}
+
+
+def _turn(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:
+    """One OpenAI message as ``(anthropic role, blocks)``; None for an assistant turn with nothing in it."""
+    role = message.get("role")
+    if role == "tool":
+        result_text = content_text(message.get("content"))
+        blocks = [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result_text or EMPTY_TEXT}]
+        role = "user"
+    elif role == "assistant":
+        blocks = _content_blocks(message.get("content"))
+        blocks += [_tool_use_block(call) for call in message.get("tool_calls") or ()]
+        if not blocks:
+            return None
+    else:
+        blocks = _content_blocks(message.get("content")) or [{"type": "text", "text": EMPTY_TEXT}]
+        role = "user"
+    marker = message.get("cache_control")
+    if marker is not None and blocks:
+        blocks[-1] = {**blocks[-1], "cache_control": marker}
+    return role, blocks
+
+
+def _system_field(system_messages: Sequence[Mapping[str, Any]]) -> str | list[dict[str, Any]] | None:
+    blocks: list[dict[str, Any]] = []
+    for message in system_messages:
+        message_blocks = _content_blocks(message.get("content"))
+        if message.get("cache_control") is not None and message_blocks:
+            message_blocks[-1] = {**message_blocks[-1], "cache_control": message["cache_control"]}
+        blocks += message_blocks
+    if not blocks:
+        return None
+    if any("cache_control" in block for block in blocks):
+        return blocks
+    return "\n\n".join(block.get("text", "") for block in blocks)
+
+
+def convert_messages(api_messages: Sequence[Mapping[str, Any]]) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """``(system, messages)`` for the messages API from OpenAI-format messages."""
+    system = _system_field([m for m in api_messages if m.get("role") == "system"])
+    turns: list[dict[str, Any]] = []
+    for message in api_messages:
+        if message.get("role") == "system":
+            continue
+        converted = _turn(message)
+        if converted is None:
+            continue
+        role, blocks = converted
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": EMPTY_TEXT}]})
+    return system, turns
+
+
+def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI function-tool schemas as Anthropic tool definitions."""
+    converted = []
+    for tool in tools:
+        function = tool.get("function") if tool.get("type") == "function" else tool
+        function = function or {}
+        converted.append(
+            {
+                "name": function.get("name"),
+                "description": function.get("description") or "",
+                "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+            }
+        )
+    return converted
+
+
+def build_request(
+    api_messages: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    max_tokens: int,
+    tools: Sequence[Mapping[str, Any]] | None,
+    temperature: float | None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST {base_url}/v1/messages``."""
+    system, turns = convert_messages(api_messages)
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": turns}
+    if system is not None:
+        body["system"] = system
+    if tools:
+        body["tools"] = convert_tools(tools)
+    if temperature is not None:
+        body["temperature"] = temperature
+    return body
+
+
+def parse_response(data: Any) -> Completion:
+    """A :class:`Completion` (OpenAI-shaped) from a messages-API body."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("content"), list):
+        raise BadResponse("response has no content list")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in data["content"]:
+        if not isinstance(block, Mapping):
+            raise BadResponse("content block is not an object")
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                {
+                    "id": str(block.get("id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(block.get("name") or ""),
+                        "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False),
+                    },
+                }
+            )
+    text = "".join(texts)
+    if not text.strip() and not calls:
+        raise BadResponse("response has no text and no tool calls")
+    stop = str(data.get("stop_reason") or "end_turn")
+    usage = data.get("usage")
+    return Completion(
+        text=text,
+        tool_calls=calls,
+        finish_reason=FINISH_REASONS.get(stop, stop),
+        usage=Usage.from_mapping(usage if isinstance(usage, Mapping) else None),
+        raw=dict(data),
+    )

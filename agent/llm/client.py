@@ -1,0 +1,203 @@
+"""``ChatClient``: one reusable httpx client for OpenAI-compatible and Anthropic chat endpoints.
+
+It does one request per :meth:`ChatClient.complete` and turns every way that can go
+wrong into a typed :mod:`agent.llm.errors` exception; it never retries by itself,
+because the right reaction differs by caller (the agent loop retries, the summarizer
+backs off and falls back). Messages are validated with :func:`agent.messages.api_problems`
+before anything is sent, so a broken tool pairing fails here, not as a provider 400.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Any, Literal, Mapping, Sequence
+
+import httpx
+
+from agent.llm import anthropic, openai_chat
+from agent.llm.errors import (
+    BadResponse,
+    ContextTooLong,
+    InvalidRequest,
+    ProviderRejected,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+)
+from agent.llm.types import Completion
+from agent.messages import api_problems, to_api
+
+Dialect = Literal["openai", "anthropic"]
+
+#: Phrases providers use when a prompt does not fit the window (lower case).
+CONTEXT_LENGTH_MARKERS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+    "reduce the length",
+    "request too large",
+    "exceeds the maximum",
+)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:2000]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        parts = [str(error.get(key) or "") for key in ("type", "code", "message")]
+        return " ".join(part for part in parts if part) or response.text[:2000]
+    if isinstance(error, str):
+        return error
+    return response.text[:2000]
+
+
+def error_for_status(response: httpx.Response) -> Exception:
+    """The typed exception for a non-2xx response."""
+    status = response.status_code
+    detail = _error_text(response)
+    message = f"HTTP {status} from {response.request.url}: {detail}"[:1000]
+    if status == 429:
+        return RateLimited(message, retry_after=parse_retry_after(response.headers), body=detail)
+    if status >= 500:
+        return ProviderUnavailable(message, status=status, body=detail)
+    lowered = detail.lower()
+    if status in (400, 413, 422) and any(marker in lowered for marker in CONTEXT_LENGTH_MARKERS):
+        return ContextTooLong(message, status=status, body=detail)
+    return ProviderRejected(message, status=status, body=detail)
+
+
+class ChatClient:
+    """Chat completions over httpx for one endpoint; reuse one instance (it pools connections).
+
+    ``dialect="openai"`` posts to ``{base_url}/chat/completions`` (base_url usually ends in
+    ``/v1``); ``dialect="anthropic"`` posts to ``{base_url}/v1/messages`` with ``x-api-key``
+    and ``anthropic-version`` headers.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        dialect: Dialect = "openai",
+        timeout: float = 120.0,
+        headers: Mapping[str, str] | None = None,
+        anthropic_version: str = anthropic.DEFAULT_VERSION,
+        token_limit_field: str = "max_tokens",
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if dialect not in ("openai", "anthropic"):
+            raise ValueError(f"dialect must be 'openai' or 'anthropic', got {dialect!r}")
+        self.base_url = base_url.rstrip("/")
+        self.dialect: Dialect = dialect
+        self.timeout = timeout
+        self.token_limit_field = token_limit_field
+        self._headers = {"content-type": "application/json", **dict(headers or {})}
+        if dialect == "anthropic":
+            self._headers["anthropic-version"] = anthropic_version
+            if api_key:
+                self._headers["x-api-key"] = api_key
+        elif api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+
+    @property
+    def url(self) -> str:
+        path = anthropic.PATH if self.dialect == "anthropic" else openai_chat.PATH
+        return self.base_url + path
+
+    def build_body(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> dict[str, Any]:
+        """The request body that :meth:`complete` would send; raises :class:`InvalidRequest` first."""
+        api_messages = to_api(messages)
+        problems = api_problems(api_messages)
+        if problems:
+            raise InvalidRequest(problems)
+        if self.dialect == "anthropic":
+            return anthropic.build_request(
+                api_messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature
+            )
+        return openai_chat.build_request(
+            api_messages,
+            model=model,
+            max_tokens=max_tokens,
+            tools=tools,
+            temperature=temperature,
+            token_limit_field=self.token_limit_field,
+        )
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """One completion; raises a :mod:`agent.llm.errors` exception on any failure."""
+        body = self.build_body(messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature)
+        try:
+            response = await self._http.post(self.url, json=body, headers=self._headers, timeout=self.timeout)
+        except httpx.TimeoutException as error:
+            raise ProviderTimeout(f"no answer from {self.url} within {self.timeout:g}s") from error
+        except httpx.TransportError as error:
+            raise ProviderUnavailable(f"connection to {self.url} failed: {type(error).__name__}: {error}") from error
+        if response.status_code >= 300:
+            raise error_for_status(response)
+        try:
+            data = json.loads(response.content)
+        except ValueError as error:
+            raise BadResponse(f"malformed JSON from {self.url}: {response.text[:200]!r}", status=response.status_code) from error
+        if self.dialect == "anthropic":
+            return anthropic.parse_response(data)
+        return openai_chat.parse_response(data)
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> "ChatClient":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

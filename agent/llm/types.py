@@ -1,0 +1,36 @@
+"""What a provider call returns, independent of the API dialect that produced it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.llm.usage import Usage
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer in OpenAI terms.
+
+    ``tool_calls`` are OpenAI-format dicts (``{"id", "type": "function", "function": {"name",
+    "arguments"}}``) whatever the dialect; ``finish_reason`` is ``stop``, ``length``,
+    ``tool_calls`` or ``content_filter``; ``raw`` is the provider's decoded JSON body.
+    """
+
+    text: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        """The model stopped because it ran out of ``max_tokens``."""
+        return self.finish_reason == "length"
+
+    def as_message(self) -> dict[str, Any]:
+        """The answer as an assistant message to append to the history."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [dict(call) for call in self.tool_calls]
+        return message

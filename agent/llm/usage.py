@@ -1,0 +1,89 @@
+"""Token usage reported by a provider, normalised across API dialects.
+
+OpenAI-style responses report ``prompt_tokens``/``completion_tokens``/``total_tokens``
+with cached tokens under ``prompt_tokens_details.cached_tokens``; Anthropic reports
+``input_tokens``/``output_tokens`` where the input EXCLUDES what was read from or
+written to the prompt cache. :class:`Usage` always means the whole prompt by
+``prompt_tokens``, because that is what fills the context window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One response's token usage; ``prompt_tokens`` is the full prompt size, cache included."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @classmethod
+    def from_mapping(cls, usage: Mapping[str, Any] | "Usage" | None) -> "Usage":
+        """Read either dialect (or a :class:`Usage`, or our own field names) into one shape."""
+        if usage is None:
+            return cls()
+        if isinstance(usage, Usage):
+            return usage
+        if "input_tokens" in usage or "output_tokens" in usage:
+            return cls._from_anthropic(usage)
+        prompt = _int(usage.get("prompt_tokens"))
+        completion = _int(usage.get("completion_tokens"))
+        details = usage.get("prompt_tokens_details") or {}
+        completion_details = usage.get("completion_tokens_details") or {}
+        cache_read = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+        reasoning = (
+            _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
+        )
+        return cls(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=_int(usage.get("total_tokens")) or prompt + completion,
+            cache_read_tokens=cache_read or _int(usage.get("cache_read_tokens")),
+            cache_write_tokens=_int(usage.get("cache_write_tokens")),
+            reasoning_tokens=reasoning or _int(usage.get("reasoning_tokens")),
+        )
+
+    @classmethod
+    def _from_anthropic(cls, usage: Mapping[str, Any]) -> "Usage":
+        uncached = _int(usage.get("input_tokens"))
+        cache_read = _int(usage.get("cache_read_input_tokens"))
+        cache_write = _int(usage.get("cache_creation_input_tokens"))
+        completion = _int(usage.get("output_tokens"))
+        prompt = uncached + cache_read + cache_write
+        return cls(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+
+    def astuple(self) -> tuple[int, ...]:
+        return (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.total_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.reasoning_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)

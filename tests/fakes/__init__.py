@@ -1,0 +1,1 @@
+"""Test doubles that are real implementations: servers on loopback speaking the real protocols."""

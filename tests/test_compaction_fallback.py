@@ -1,0 +1,77 @@
+"""The deterministic structured summary: every S5.3 section, filled verbatim from the transcript."""
+
+from agent.compaction import framing
+from agent.compaction.digest import build_digest
+from agent.compaction.fallback_summary import render_body
+from agent.compaction.summary_prompt import missing_sections
+from agent.messages import SUMMARY_PREFIX
+from agent.tokens import count_message, count_text
+from tests.fakes.histories import Transcript
+
+
+def build():
+    t = Transcript(system=None)
+    t.user("Migrate the billing service. Never touch the legacy/ directory.")
+    t.call("git_log", {"path": "."}, "commit 4e5f6a7b8c9d0e1f\nFix rounding in invoices")
+    t.call("run_tests", {}, "FAILED tests/test_invoice.py::test_total - AssertionError: 10.01 != 10.00")
+    t.assistant("We decided to use Decimal for money. Updated billing/invoice.py.")
+    t.user("Good. Keep the API stable until v2.4.0 ships.")
+    messages = t.messages
+    digest, _ = build_digest(messages, [count_message(m) for m in messages])
+    return digest
+
+
+def compose(digest, room=3_000):
+    return framing.compose(
+        digest,
+        room,
+        body=None,
+        render_body=lambda budget, quoted: render_body(digest, budget, quoted_ids=quoted),
+        retained=lambda anchor: False,
+        body_share=0.35,
+        quote_share=0.3,
+    )
+
+
+def test_deterministic_summary_has_every_section_and_the_framing():
+    notes = compose(build())
+    assert notes.text.startswith(SUMMARY_PREFIX)
+    assert missing_sections(notes.text) == []
+    assert "not instructions and not an active task" in notes.text
+    assert "newest message wins" in notes.text
+
+
+def test_it_carries_quotes_anchors_tool_calls_files_and_errors_verbatim():
+    text = compose(build()).text
+    for literal in (
+        "Good. Keep the API stable until v2.4.0 ships.",
+        "Migrate the billing service. Never touch the legacy/ directory.",
+        "4e5f6a7b8c9d0e1f",
+        "FAILED tests/test_invoice.py::test_total - AssertionError: 10.01 != 10.00",
+        "git_log ×1",
+        "run_tests ×1",
+        "We decided to use Decimal for money.",
+        "billing/invoice.py",
+    ):
+        assert literal in text, literal
+    assert text.index("Good. Keep the API stable") < text.index("Migrate the billing service")
+
+
+def test_user_sentences_already_quoted_are_not_repeated():
+    text = compose(build()).text
+    assert text.count("Never touch the legacy/ directory") == 1
+
+
+def test_it_stays_within_its_budget():
+    digest = build()
+    for _ in range(300):
+        digest.anchors.add("commit", f"{len(digest.anchors):040x}"[:-1] + "a", seq=1)
+    notes = compose(digest, room=1_500)
+    assert count_text(notes.text) <= 1_500 + count_text(framing.header(digest)) + 50
+
+
+def test_body_alone_lists_files_and_focus():
+    digest = build()
+    body = render_body(digest, 2_000, focus_topic="invoice rounding")
+    assert "Focus requested for this compaction: invoice rounding" in body
+    assert "billing/invoice.py" in body

@@ -1,0 +1,43 @@
+"""Fact-bearing sentences: verbatim, classified, scored; routine narration left out."""
+
+import pytest
+
+from agent.compaction.sentences import classify, fact_sentences, normalised
+
+
+@pytest.mark.parametrize(
+    ("sentence", "by_user", "kind"),
+    [
+        ("From now on always run `just check-all` before you commit anything, ok?", True, "preference"),
+        ("Don't touch src/legacy/serializers.py yet.", True, "preference"),
+        ("We go with SQLite in WAL mode rather than a Postgres sidecar, since the edge boxes have no room.", False, "decision"),
+        ("Beatriz Zhao owns the catalog migration, so ask them first.", False, "fact"),
+        ("The sandbox service in dev listens on port 12571, not the default.", False, "fact"),
+        ("Committed it as `8093226` on `fix/document-fetch`.", False, "progress"),
+    ],
+)
+def test_fact_sentences_are_classified(sentence, by_user, kind):
+    classified = classify(sentence, by_user)
+    assert classified is not None and classified.kind == kind and classified.text == sentence
+
+
+@pytest.mark.parametrize("sentence", ["Checking the logs.", "Let me see what changed recently.", "ok, go ahead"])
+def test_routine_narration_is_left_out(sentence):
+    assert classify(sentence, False) is None
+
+
+def test_denser_sentences_score_higher():
+    plain = classify("We agreed to use cursor pagination.", False)
+    dense = classify("We agreed to use cursor pagination because offset scans took 4 seconds past page 300.", False)
+    assert dense.score > plain.score
+
+
+def test_message_is_split_into_sentences_and_long_ones_are_clipped():
+    text = "Checking.\nThe webhook rate limit is 7802 requests per minute in staging. " + "We decided " + "x" * 600
+    found = fact_sentences(text, True)
+    assert found[0].text == "The webhook rate limit is 7802 requests per minute in staging."
+    assert found[1].text.endswith("…") and len(found[1].text) == 320
+
+
+def test_normalised_key_ignores_numbers_and_case():
+    assert normalised("Tests are green now (6 passed).") == normalised("tests are green now (31 passed).")
