@@ -104,6 +104,10 @@ class ContextEngine(ABC):
     ) -> list[dict[str, Any]]:
         """The compacted message list (valid OpenAI format); the input list is never mutated."""
 
+    def should_idle_compact(self, idle_seconds: float, prompt_tokens: int | None = None) -> bool:
+        """Whether to compact before a turn that resumes after ``idle_seconds`` of silence (S5.9); off by default."""
+        return False
+
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI function-tool schemas this engine offers the model."""
         return []

@@ -314,14 +314,11 @@ class GatewayRunner:
         """Idle compaction (S5.9), then hygiene at 85% (S2.1), before the agent sees the message."""
         meta = turn.meta
         context_length = self.agents.context_length(model)
-        idle_after = self.compression.idle_compact_after_seconds
+        idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
+        tokens = hygiene.estimate_session_tokens(meta)[0]
         if (
-            idle_after
-            and self.compression.enabled
-            and meta.last_activity_at
-            and time.time() - meta.last_activity_at >= idle_after
-            and meta.count >= hygiene.MIN_MESSAGES
-            and hygiene.estimate_session_tokens(meta)[0] > engine.threshold_tokens * self.compression.target_ratio
+            meta.count >= hygiene.MIN_MESSAGES
+            and engine.should_idle_compact(idle, tokens)
             and await self.compact(turn, engine, trigger="idle", force=False)
         ):
             return

@@ -3,6 +3,7 @@ in-place archive and rotation, recovery from the archive."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
@@ -171,3 +172,25 @@ async def test_rotation_links_parent_sessions_and_the_chat_follows_the_newest(re
     assert len(compactions) == 2 and all(not e.in_place and e.old_session_id for e in compactions)
     assert chain[-1] == first and len(chain) == 3 and chain[0] == newest
     assert adapter.sent[-1] == ("r", "echo: question 1")
+
+
+async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(redis, redis_url, key_prefix):
+    window = 40_000
+    rng = random.Random(17)
+    async with FakeLLMServer(context_limit=window, handler=answer) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window,
+                                 compression={"idle_compact_after_seconds": 1})
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            await runner.intake(message("idle", "0", "start"))
+            await runner.wait_idle()
+            for index in range(200):  # ~9K tokens: above threshold × target_ratio (4K), below 50%
+                await runner.intake(message("idle", f"n{index}", chatter(rng, index), respond=False))
+            await runner.intake(message("idle", "1", "still there?"))
+            await runner.wait_idle()
+            assert not [e for e in events if isinstance(e, CompressEvent)]  # no gap yet: nothing compacted
+            await asyncio.sleep(1.2)
+            await runner.intake(message("idle", "2", "back after a break"))
+            await runner.wait_idle()
+    idle = [e for e in events if isinstance(e, CompressEvent) and e.trigger == "idle"]
+    assert len(idle) == 1 and idle[0].tokens_after < idle[0].tokens_before
+    assert adapter.sent[-1] == ("idle", "echo: back after a break")
