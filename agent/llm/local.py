@@ -85,7 +85,10 @@ class LocalDemoModel:
             result = json.loads(text_of(messages[-1]))
         except ValueError:
             result = {}
-        hits = result.get("hits") or []
+        question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")
+        # The question itself is in the conversation too; an answer is another message.
+        hits = [h for h in result.get("hits") or () if not _is_question(str(h.get("snippet", "")))
+                and question.strip() not in str(h.get("snippet", ""))]
         if not hits:
             return Completion(text="I searched our whole conversation, archive included, and found nothing about that.")
         best = hits[0]
