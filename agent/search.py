@@ -39,7 +39,7 @@ _MIN_CANDIDATES = 40
 _MAX_POSITIONS_PER_TERM = 4_000
 _ELLIPSIS = "…"
 
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have how i if in
     into is it its me my of on or our so that the their them then there these they this to us was
     we were what when where which who why will with would you your yours about again any some
@@ -179,7 +179,7 @@ def _parse_query(query: str) -> _Query:
         words.append(token)
         if _is_identifier(token):
             term = _identifier_term(token)
-        elif token.lower() in _STOPWORDS or len(token) < 2:
+        elif token.lower() in STOPWORDS or len(token) < 2:
             continue
         else:
             term = _word_term(token)

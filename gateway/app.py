@@ -49,7 +49,7 @@ class Gateway:
 
 async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
     """Connect to Redis (or start the embedded server) and build a started runner."""
-    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path)
+    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
     store = SessionStore(redis, settings.redis.key_prefix)
     inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds)
     events = EventBus()

@@ -90,6 +90,13 @@ class RedisSettings(StrictModel):
 
     url: str = ""
     key_prefix: str = Field("fg", pattern=r"^[A-Za-z0-9_.-]+$")
+    cluster: bool = False
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> "RedisSettings":
+        if self.cluster and not self.url:
+            _require([("url", "required when cluster is true (the embedded server is a single node)")])
+        return self
 
     @field_validator("url")
     @classmethod

@@ -100,7 +100,7 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
     from gateway.session_source import ChatHistory
     from gateway.store import SessionStore
 
-    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path)
+    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
     try:
         store = SessionStore(redis, settings.redis.key_prefix)
         history = ChatHistory(store, chat, await store.current_session(chat))

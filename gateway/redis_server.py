@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import IO
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -250,17 +251,26 @@ class EmbeddedRedis:
         await self.stop()
 
 
-async def connect_or_embed(url: str | None, home: Path) -> tuple[Redis, EmbeddedRedis | None]:
+async def connect_or_embed(url: str | None, home: Path, *, cluster: bool = False) -> tuple[Redis, EmbeddedRedis | None]:
     """A client for ``url``, or for a freshly started embedded server when ``url`` is empty.
+
+    With ``cluster`` the URL names one node of a Redis Cluster and the client follows the
+    cluster's slot map; every multi-key step of the store and the inbox touches one chat's
+    keys, which share a hash tag, so each runs on one node.
 
     The caller owns both results: close the client, then stop the server (when there is one).
     A configured URL is pinged once so a wrong address fails at start, not on the first message.
     """
     embedded: EmbeddedRedis | None = None
     if not (url and url.strip()):
+        if cluster:
+            raise ValueError("redis.cluster needs redis.url: the embedded server is a single node")
         embedded = EmbeddedRedis(home)
         url = await embedded.start()
-    client = Redis.from_url(url.strip(), decode_responses=True)
+    if cluster:
+        client: Redis = RedisCluster.from_url(url.strip(), decode_responses=True)  # type: ignore[assignment]
+    else:
+        client = Redis.from_url(url.strip(), decode_responses=True)
     try:
         await client.ping()
     except BaseException:

@@ -118,7 +118,8 @@ class ReplayReport:
     tokens_sent: int = 0
     context_length: int = 0
     replies: list[tuple[str, str]] = field(default_factory=list)
-    timeline: list[tuple[int, int, str]] = field(default_factory=list)  # (request number, prompt tokens, event)
+    timeline: list[tuple[int, int, str]] = field(default_factory=list)  # (request number, tokens after, trigger)
+    prompt_tokens: list[int] = field(default_factory=list)  # every model request's prompt size, in order
 
     @property
     def peak_percent(self) -> float:
@@ -183,6 +184,7 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
     finally:
         await gateway.close()
     report.messages = len(fixture.messages)
+    report.prompt_tokens = list(model.prompts)
     report.tokens_sent = sum(model.prompts)
     report.peak_prompt_tokens = max(model.prompts, default=0)
     report.replies = platform.replies

@@ -31,6 +31,7 @@ from agent.settings import CompressionSettings
 from agent.tokens import count_message
 from agent.tools import ToolRegistry, recovery_tools
 from gateway import hygiene
+from gateway.commands import handle_command
 from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
@@ -241,8 +242,6 @@ class GatewayRunner:
             if meta.replied_entry_id != turn.entry_id and meta.last_reply:
                 await self._send_recorded(turn, meta.last_reply)
             return
-        from gateway.commands import handle_command
-
         command_reply = await handle_command(turn)
         if command_reply is not None:
             await self._send(turn, command_reply)

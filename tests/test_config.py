@@ -151,7 +151,7 @@ def test_unknown_key_gets_a_close_suggestion(write):
 
 def test_unknown_key_without_a_close_match_lists_the_valid_keys(write):
     (problem,) = problems_of(write("redis:\n  password: x\n"))
-    assert problem.startswith("redis.password: unknown key (valid keys here: url, key_prefix)")
+    assert problem.startswith("redis.password: unknown key (valid keys here: url, key_prefix, cluster)")
 
 
 def test_all_problems_are_reported_together(write):

