@@ -252,6 +252,27 @@ local function hmget_all(key, ids)
   end
   return out
 end
+-- Meta changes travel as ARGV[first] = n pairs, the pairs, then n fields to delete, the fields.
+-- Returns the changes and the index of the first argument after them.
+local function read_meta_changes(first)
+  local sets, dels, i = {}, {}, first + 1
+  for _ = 1, tonumber(ARGV[first]) do
+    sets[#sets + 1] = {ARGV[i], ARGV[i + 1]}
+    i = i + 2
+  end
+  local ndel = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, ndel do
+    dels[#dels + 1] = ARGV[i]
+    i = i + 1
+  end
+  return sets, dels, i
+end
+
+local function apply_meta_changes(key, sets, dels)
+  for _, pair in ipairs(sets) do redis.call('HSET', key, pair[1], pair[2]) end
+  for _, name in ipairs(dels) do redis.call('HDEL', key, name) end
+end
 """
 
 #: KEYS: session pointer, new meta, [parent meta]. ARGV: new sid, now, mode ('current'|'new'), parent sid.
@@ -308,19 +329,7 @@ require_type(KEYS[3], 'hash', 'none')
 require_type(KEYS[4], 'list', 'none')
 require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
 require_open(KEYS[2])
-local i = 6
-local sets = {}
-for _ = 1, tonumber(ARGV[5]) do
-  sets[#sets + 1] = {ARGV[i], ARGV[i + 1]}
-  i = i + 2
-end
-local dels = {}
-local ndel = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, ndel do
-  dels[#dels + 1] = ARGV[i]
-  i = i + 1
-end
+local sets, dels, i = read_meta_changes(5)
 local ids = {}
 for j = i, #ARGV do
   local id = tostring(redis.call('HINCRBY', KEYS[2], 'next_id', 1))
@@ -328,8 +337,7 @@ for j = i, #ARGV do
   redis.call('RPUSH', KEYS[4], id)
   ids[#ids + 1] = id
 end
-for _, pair in ipairs(sets) do redis.call('HSET', KEYS[2], pair[1], pair[2]) end
-for _, name in ipairs(dels) do redis.call('HDEL', KEYS[2], name) end
+apply_meta_changes(KEYS[2], sets, dels)
 redis.call('HINCRBY', KEYS[2], 'tokens', ARGV[4])
 redis.call('HINCRBY', KEYS[2], 'count', #ids)
 redis.call('HINCRBY', KEYS[2], 'version', 1)
@@ -369,17 +377,13 @@ redis.call('HINCRBY', KEYS[1], 'version', 1)
 return 1
 """
 
-#: KEYS: lock, meta. ARGV: token, fence, now, number of set pairs, pairs..., fields to delete...
+#: KEYS: lock, meta. ARGV: token, fence, now, n set pairs, pairs..., n delete fields, fields...
 _UPDATE_META = r"""
 require_session(KEYS[2])
 require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
 require_open(KEYS[2])
-local i = 5
-for _ = 1, tonumber(ARGV[4]) do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  i = i + 2
-end
-for j = i, #ARGV do redis.call('HDEL', KEYS[2], ARGV[j]) end
+local sets, dels = read_meta_changes(4)
+apply_meta_changes(KEYS[2], sets, dels)
 redis.call('HSET', KEYS[2], 'updated_at', ARGV[3], 'fence', ARGV[2])
 return redis.call('HINCRBY', KEYS[2], 'version', 1)
 """
@@ -418,19 +422,7 @@ if rotate then
     if redis.call('EXISTS', KEYS[k]) == 1 then fail('FG_CONFLICT', 'session id collision, retry') end
   end
 end
-local sets = {}
-local i = 11
-for _ = 1, tonumber(ARGV[10]) do
-  sets[#sets + 1] = {ARGV[i], ARGV[i + 1]}
-  i = i + 2
-end
-local dels = {}
-local ndel = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, ndel do
-  dels[#dels + 1] = ARGV[i]
-  i = i + 1
-end
+local sets, dels, i = read_meta_changes(10)
 local entries = {}
 while i <= #ARGV do
   local kind, value = ARGV[i], ARGV[i + 1]
@@ -487,8 +479,7 @@ for _, id in ipairs(new_ids) do redis.call('RPUSH', target_active, id) end
 
 redis.call('HDEL', target_meta, 'last_prompt_tokens', 'tokens_at_report')
 redis.call('HSET', target_meta, 'tokens', ARGV[6], 'count', #new_ids, 'updated_at', ARGV[3], 'fence', ARGV[2])
-for _, pair in ipairs(sets) do redis.call('HSET', target_meta, pair[1], pair[2]) end
-for _, name in ipairs(dels) do redis.call('HDEL', target_meta, name) end
+apply_meta_changes(target_meta, sets, dels)
 new_version = redis.call('HINCRBY', target_meta, 'version', 1)
 
 local session_id, old_session_id = ARGV[9], ''
@@ -937,7 +928,7 @@ class SessionStore:
         version = await self._run(
             self._update_meta,
             [_lock_key(keys, lock), keys.meta(sid)],
-            [lock.token, lock.fence, repr(time.time()), len(sets) // 2, *sets, *deletes],
+            [lock.token, lock.fence, repr(time.time()), len(sets) // 2, *sets, len(deletes), *deletes],
         )
         return int(version)
 

@@ -26,9 +26,19 @@ SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port whose cluster bus port (port + 10000) is free too."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port + 10_000 > 65_535:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10_000))
+            except OSError:
+                continue
+        return port
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -46,6 +56,8 @@ async def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
         ))
     nodes = [Redis(port=port) for port in ports]
     try:
+        for process in processes:
+            assert process.poll() is None, "a cluster node failed to start"
         for node in nodes:
             for _ in range(100):
                 try:
