@@ -57,6 +57,9 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     last_usage: Usage = field(default_factory=Usage)
     calls: int = 0
+    #: Messages created during the turn (never stored, so without ``_id``) that an in-loop
+    #: compaction folded away: the gateway archives them with the commit.
+    folded: list[Message] = field(default_factory=list)
 
 
 @dataclass
@@ -113,11 +116,20 @@ class Agent:
             return await self.engine.handle_tool_call(name, args)
         return await self.tools.call(name, arguments)
 
-    async def _compact(self, messages: list[Message], tokens: int | None, *, force: bool) -> list[Message] | None:
-        """The engine's compaction of ``messages``, or None when it kept them as they were."""
+    async def _compact(
+        self, messages: list[Message], tokens: int | None, *, force: bool, folded: list[Message]
+    ) -> list[Message] | None:
+        """The engine's compaction of ``messages``, or None when it kept them as they were.
+
+        Unstored messages it replaced are added to ``folded`` for the archive.
+        """
         compacted = await self.engine.compress(messages, current_tokens=tokens, force=force)
         unchanged = len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages))
-        return None if unchanged else list(compacted)
+        if unchanged:
+            return None
+        kept = {id(message) for message in compacted}
+        folded += [m for m in messages if "_id" not in m and id(m) not in kept]
+        return list(compacted)
 
     async def _complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
         problems = pair_problems(messages)
@@ -144,6 +156,7 @@ class Agent:
         messages: list[Message] = list(history) + [user_message]
         first_new = len(messages) - 1
         compacted = False
+        folded: list[Message] = []
         total = Usage()
         last = Usage()
         calls = 0
@@ -153,7 +166,7 @@ class Agent:
         iteration = 0
         while iteration < self.max_iterations:
             if iteration and self.engine.should_compress(last.prompt_tokens or None):
-                new = await self._compact(messages, last.prompt_tokens, force=False)
+                new = await self._compact(messages, last.prompt_tokens, force=False, folded=folded)
                 if new is not None:
                     messages, compacted = new, True
             try:
@@ -162,7 +175,7 @@ class Agent:
                 if context_retry_used:
                     raise
                 context_retry_used = True
-                new = await self._compact(messages, None, force=True)
+                new = await self._compact(messages, None, force=True, folded=folded)
                 if new is None:
                     raise
                 messages, compacted = new, True
@@ -186,4 +199,4 @@ class Agent:
             messages.append({"role": "assistant", "content": reply})
         self._last_compaction_in_place = compacted
         new_messages = [] if compacted else messages[first_new:]
-        return TurnResult(messages, new_messages, reply, compacted, total, last, calls)
+        return TurnResult(messages, new_messages, reply, compacted, total, last, calls, folded)

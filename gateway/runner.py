@@ -291,7 +291,7 @@ class GatewayRunner:
             before = meta.tokens
             commit = await self.store.commit_compaction(
                 chat, sid, result.messages, lock=lock, in_place=self.compression.in_place,
-                compaction_id=f"{turn.entry_id}:turn", meta=fields,
+                compaction_id=f"{turn.entry_id}:turn", meta=fields, archive_new=result.folded,
             )
             await self._emit_compaction(turn, engine, commit.session_id, commit.old_session_id, "in_loop", before,
                                         fields["tokens_at_report"])

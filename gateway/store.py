@@ -394,7 +394,8 @@ return redis.call('HINCRBY', KEYS[2], 'version', 1)
 #: ARGV: 1 token, 2 fence, 3 now, 4 mode ('in_place'|'rotate'), 5 expected version ('' = any),
 #:       6 token sum of the new list, 7 record ttl s, 8 new sid, 9 old sid,
 #:       10 n set pairs, pairs..., n delete fields, fields..., then (kind, value) per message:
-#:       ('k', id) keeps a stored message, ('n', body tail) stores a new one.
+#:       ('k', id) keeps a stored message, ('n', body tail) stores a new one, ('a', body tail)
+#:       archives a message that was never stored (created and folded within one turn).
 _COMMIT_COMPACTION = r"""
 -- 1. A commit already applied under this compaction id answers again and writes nothing.
 require_type(KEYS[3], 'string', 'none')
@@ -454,16 +455,21 @@ end
 
 local keep = {}
 local new_ids = {}
+local folded = {}
 for _, entry in ipairs(entries) do
   local id = entry[2]
-  if entry[1] == 'k' then
+  if entry[1] == 'a' then
+    folded[#folded + 1] = entry[2]
+  elseif entry[1] == 'k' then
     if rotate then redis.call('HSET', target_msg, id, redis.call('HGET', KEYS[5], id)) end
   else
     id = tostring(redis.call('HINCRBY', target_meta, 'next_id', 1))
     redis.call('HSET', target_msg, id, '{"_id":"' .. id .. '",' .. entry[2])
   end
-  keep[id] = true
-  new_ids[#new_ids + 1] = id
+  if entry[1] ~= 'a' then
+    keep[id] = true
+    new_ids[#new_ids + 1] = id
+  end
 end
 
 local archived = {}
@@ -472,6 +478,14 @@ for _, id in ipairs(redis.call('LRANGE', KEYS[6], 0, -1)) do
     archived[#archived + 1] = id
     if not rotate then redis.call('RPUSH', KEYS[7], id) end
   end
+end
+-- Messages the turn created and the compaction folded before they were ever stored: archived
+-- here, in the session they were written in, so nothing the model saw is lost.
+for _, tail in ipairs(folded) do
+  local id = tostring(redis.call('HINCRBY', target_meta, 'next_id', 1))
+  redis.call('HSET', KEYS[5], id, '{"_id":"' .. id .. '",' .. tail)
+  redis.call('RPUSH', KEYS[7], id)
+  archived[#archived + 1] = id
 end
 
 redis.call('DEL', target_active)
@@ -945,6 +959,7 @@ class SessionStore:
         compaction_id: str,
         expected_version: int | None = None,
         meta: Mapping[str, Any] | None = None,
+        archive_new: Sequence[Message] = (),
     ) -> CompactionCommit:
         """Replace the session's active transcript with ``new_messages`` in one atomic step.
 
@@ -962,6 +977,10 @@ class SessionStore:
         the old state whole. Committing the same ``compaction_id`` again (for instance
         after the reply was lost) writes nothing and returns the first result. On success
         the new dicts receive their ``_id``, ``_ts`` and ``_tok``.
+
+        ``archive_new`` are messages that were never stored but are not in ``new_messages``
+        either — created during a turn and folded by a compaction within it; they are stored
+        straight into the archive (of the old session when rotating) so none is lost.
         """
         keys = self.keys(chat)
         _check_key_part("session id", sid)
@@ -992,6 +1011,11 @@ class SessionStore:
             kept.add(message_id)
             entries += ["k", message_id]
             total += count_message(message)
+        for index, message in enumerate(archive_new):
+            if isinstance(message, dict) and "_id" in message:
+                raise InvalidMessage(f"archive_new message {index} is stored already as id {message['_id']!r}")
+            _body, tail = _prepare_new(message, index, now)
+            entries += ["a", tail]
         new_sid = "" if in_place else _new_session_id()
         key_list = [
             _lock_key(keys, lock), keys.session, keys.compaction(compaction_id),

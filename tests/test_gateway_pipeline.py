@@ -194,3 +194,48 @@ async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(r
     idle = [e for e in events if isinstance(e, CompressEvent) and e.trigger == "idle"]
     assert len(idle) == 1 and idle[0].tokens_after < idle[0].tokens_before
     assert adapter.sent[-1] == ("idle", "echo: back after a break")
+
+
+async def test_messages_created_and_stubbed_within_one_turn_are_archived(redis, redis_url, key_prefix):
+    """The lean tail stubs old tool results even of the running turn; their originals were never stored."""
+    window = 20_000
+    rng = random.Random(23)
+    async with FakeLLMServer(context_limit=window) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
+        rounds = iter(range(1000))
+
+        def script(request: RecordedRequest) -> Reply:
+            if is_summary_request(request):
+                return Reply.answer(NOTES)
+            if request.last_user_text != "investigate":
+                return Reply.answer("ok")
+            step = next(rounds)
+            if step < 10:  # ten rounds of searching the history, each result a kilobyte or more
+                reply = Reply.tool_call("session_search", {"query": SERVICES[step % len(SERVICES)]}, call_id=f"r{step}")
+                if step == 8:  # the provider reports 60% of the window: the compressor runs in the loop
+                    reply.usage = {"prompt_tokens": int(window * 0.6), "completion_tokens": 20, "total_tokens": int(window * 0.6) + 20}
+                return reply
+            return Reply.answer("done investigating")
+
+        server.handler = script
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            store = SessionStore(redis, key_prefix)
+            await runner.intake(message("f", "0", "hello"))
+            await runner.wait_idle()
+            for index in range(150):
+                await runner.intake(message("f", f"n{index}", chatter(rng, index), respond=False))
+            await runner.intake(message("f", "1", "investigate"))
+            await runner.wait_idle()
+            sid = await store.current_session("local:f")
+            active = await store.active("local:f", sid)
+            archived = await store.archive("local:f", sid)
+    assert [e.trigger for e in events if isinstance(e, CompressEvent)] == ["in_loop"]
+    assert adapter.sent[-1] == ("f", "done investigating")
+    live = {m.get("tool_call_id"): m for m in active if m.get("role") == "tool"}
+    stubbed = [call_id for call_id, m in live.items() if '"hits"' not in str(m.get("content"))]
+    assert stubbed  # some of this turn's results were replaced by stubs in the live context …
+    originals = {m.get("tool_call_id"): m for m in archived if m.get("role") == "tool"}
+    for call_id in stubbed:  # … and every original is in the archive, whole
+        assert '"hits"' in originals[call_id]["content"]
+
+
