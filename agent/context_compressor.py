@@ -4,9 +4,11 @@ One compaction, in order:
 
 1. count every message (cached ``_tok``; never the whole transcript re-tokenized);
 2. boundaries — head, middle, tail (lean or legacy budget), never splitting a tool pair;
-3. the digest of the ORIGINAL middle — anchors, verbatim user messages, tool calls,
-   decisions — before anything is pruned, merged with what earlier compactions carried;
-4. lean tail: old tool results in the tail become stubs with recovery hints;
+3. lean mode: old tool results in the tail, and those of the head's first exchange, become
+   stubs with recovery hints;
+4. the digest of the ORIGINAL middle and of the stubbed results — anchors, verbatim user
+   messages, tool calls, decisions, the telling lines of long tool listings — before
+   anything is pruned, merged with what earlier compactions carried;
 5. the notes: the summarizer on the pruned middle (updating the previous notes from the
    second compaction on), or the deterministic summary when none is configured, or as
    the fallback when the summarizer fails and the context is critical;
@@ -24,6 +26,7 @@ import hashlib
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from agent.codex import route_threshold
 from agent.compaction import framing
 from agent.compaction.anchors import anchors_in
 from agent.compaction.assemble import assemble, summary_message
@@ -37,10 +40,11 @@ from agent.compaction.budgets import (
     summary_budget,
     threshold_tokens,
 )
-from agent.compaction.digest import Digest, add_tool_output_anchors, build_digest, call_arguments_text
+from agent.compaction.digest import Digest, build_digest, call_arguments_text
 from agent.compaction.fallback_summary import render_body
 from agent.compaction.guard import CompactionGuard
 from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results, tool_names_by_call_id
+from agent.compaction.listings import search_queries
 from agent.compaction.prune import prune_tool_outputs
 from agent.compaction.summarizer import (
     Summarizer,
@@ -64,6 +68,8 @@ LEAN_BODY_SHARE = 0.5
 DETERMINISTIC_BODY_SHARE = 0.35
 #: Share of the summary budget the verbatim user messages may use before the notes and the index.
 QUOTE_SHARE = 0.2
+#: Share of the summary budget the telling lines of long tool listings may use before the index.
+LISTING_SHARE = 0.2
 #: The model's notes use at most 1/N of the summarizer's window (room for the transcript pieces).
 SUMMARIZER_WINDOW_SHARE = 6
 #: Version of :meth:`ContextCompressor.export_state`'s layout.
@@ -84,9 +90,12 @@ class ContextCompressor(ContextEngine):
         summarizer_context_length: int | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        provider: str | None = None,
     ) -> None:
         super().__init__(model, context_length)
         self.settings = settings or CompressionSettings()
+        #: The route the model is reached through; the threshold can depend on it (S4.4).
+        self.provider = provider
         self.summarizer = summarizer
         self.summarizer_context_length = summarizer_context_length
         self.clock = clock
@@ -100,9 +109,7 @@ class ContextCompressor(ContextEngine):
     # -- thresholds and budgets (S4) -------------------------------------------------
 
     def _resolve_threshold(self) -> float:
-        return resolve_model_threshold(
-            self.model, self.settings.model_thresholds, self.settings.threshold, self.context_length
-        )
+        return route_threshold(self.model, self.provider, self.settings, self.context_length)
 
     @property
     def threshold_tokens(self) -> int:
@@ -206,19 +213,30 @@ class ContextCompressor(ContextEngine):
         tail = messages[plan.tail_start :]
 
         seq_start = self._digest.seq if self._digest else 0
-        digest, earlier_summary = build_digest(middle, middle_counts, seq_start=seq_start)
+        stubbed_originals: list[tuple[int, Mapping[str, Any]]] = []
+        if lean:
+            # The first exchange's tool results are as old as anything compacted: the head
+            # keeps the exchange, not a file read that may be bigger than the whole lean tail.
+            head, head_originals = stub_old_tool_results(head, len(head))
+            fresh = max(int(self.effective_tail_budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, self.effective_tail_budget))
+            cutoff = old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh)
+            tail, tail_originals = stub_old_tool_results(tail, cutoff)
+            tail_seq = seq_start + len(middle)
+            stubbed_originals = [(seq_start, message) for _, message in head_originals]
+            stubbed_originals += [(tail_seq + index, message) for index, message in tail_originals]
+        stubbed = len(stubbed_originals)
+
+        digest, earlier_summary = build_digest(
+            middle,
+            middle_counts,
+            seq_start=seq_start,
+            stubbed=stubbed_originals,
+            queries=search_queries(messages),
+        )
         middle_tokens = digest.tokens
         previous_summary = self._previous_summary or _notes_of(earlier_summary)
         previous_source = self._previous_summary_source or ("model" if earlier_summary else None)
         digest = digest.merge(self._digest)
-
-        stubbed = 0
-        if lean:
-            fresh = max(int(self.effective_tail_budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, self.effective_tail_budget))
-            cutoff = old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh)
-            tail, originals = stub_old_tool_results(tail, cutoff)
-            add_tool_output_anchors(digest, [(digest.seq + index, message) for index, message in originals])
-            stubbed = len(originals)
 
         budget = summary_budget(middle_tokens, self.context_length)
         head_text = framing.header(digest)
@@ -266,6 +284,7 @@ class ContextCompressor(ContextEngine):
                 retained=retained.__contains__,
                 body_share=DETERMINISTIC_BODY_SHARE,
                 quote_share=QUOTE_SHARE,
+                listing_share=LISTING_SHARE,
             )
             text = notes.text
             if body is None:

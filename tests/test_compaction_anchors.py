@@ -63,6 +63,11 @@ def test_prose_and_code_are_not_taken_for_anchors():
     assert "path" not in kinds and "commit" not in kinds and "error" not in kinds
 
 
+def test_code_in_a_numbered_file_listing_is_not_an_error():
+    text = "  27\t    except ValueError as exc:\n  28\t        raise KeyError(key)\n12: raise TypeError\nValueError: bad row 7"
+    assert [anchor for kind, anchor in scan(text, conversation=False) if kind == "error"] == ["ValueError: bad row 7"]
+
+
 def test_tool_output_does_not_yield_numbers_or_constants_but_keeps_identifiers():
     text = "GET /healthz took 12 ms\nMAX_WORKERS=4\ncommit 9c1d2e3f4a5b6c7d\nValueError: boom"
     found = scan(text, conversation=False)
@@ -89,6 +94,15 @@ def test_a_lone_identifier_outranks_one_of_a_crowded_listing():
     index.add_all(listing, seq=1)
     index.add_all([("commit", "feedface1234")], seq=0)
     assert index.ranked("commit")[0] == "feedface1234"
+
+
+def test_adding_a_text_weighs_its_anchors_like_adding_them_one_by_one():
+    by_text, by_list = AnchorIndex(), AnchorIndex()
+    by_text.add_text(SAMPLE, seq=3, conversation=True)
+    by_text.add_text(SAMPLE, seq=5, conversation=True)
+    by_list.add_all(scan(SAMPLE, True), seq=3, conversation=True)
+    by_list.add_all(scan(SAMPLE, True), seq=5, conversation=True)
+    assert by_text.entries == by_list.entries
 
 
 def test_conversation_and_repeated_mentions_rank_higher():

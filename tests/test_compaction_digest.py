@@ -1,5 +1,7 @@
 """The digest: what is taken mechanically from the ORIGINAL compacted turns and carried between compactions."""
 
+import json
+
 from agent.compaction.digest import Digest, build_digest
 from agent.tokens import count_message
 from tests.fakes.histories import Transcript
@@ -81,10 +83,47 @@ def test_routine_sentences_that_differ_only_in_numbers_collapse():
 
 
 def test_state_round_trip_is_json_safe():
-    import json
-
     digest, _ = digest_of(sample())
     state = json.loads(json.dumps(digest.to_state()))
     restored = Digest.from_state(state)
     assert restored.to_state() == digest.to_state()
     assert Digest.from_state(None) is None
+
+
+def listing_session():
+    t = Transcript(system=None)
+    t.user("Which commit touched the refunds?")
+    log = [f"{0xA000000 + i:07x} chore(core): tidy the worker module" for i in range(25)]
+    log.insert(11, "abc1234 fix(billing): refunds double counted on retries")
+    t.call("terminal", {"command": "git log --oneline -n 26"}, "\n".join(log))
+    t.call("search_files", {"pattern": "listen_port"}, "deploy/values.yaml:14:  listen_port: 23409\ndeploy/values.yaml:15:  replicas: 3")
+    t.call("read_file", {"path": "deploy/values.yaml"}, "escrow:\n  enabled: true\n  listen_port: 23409\n  owner: ops\n")
+    return t.messages
+
+
+def test_listing_lines_are_taken_with_their_context_and_carried():
+    digest, _ = digest_of(listing_session())
+    lines = {line.text: line for line in digest.listings}
+    assert "abc1234 fix(billing): refunds double counted on retries" in lines
+    assert "escrow.listen_port: 23409" in lines
+    assert "deploy/values.yaml:14:  listen_port: 23409" in lines
+    assert lines["abc1234 fix(billing): refunds double counted on retries"].id == "m-3"
+    later, _ = digest_of([{"role": "user", "content": "thanks", "_id": "x-1"}], seq_start=digest.seq)
+    merged = later.merge(digest)
+    restored = Digest.from_state(json.loads(json.dumps(merged.to_state())))
+    assert [line.text for line in restored.listings] == [line.text for line in digest.listings]
+
+
+def test_stubbed_tail_results_give_anchors_and_listing_lines():
+    middle = Transcript(system=None)
+    middle.user("start")
+    tail_result = {"role": "tool", "tool_call_id": "call_9", "_id": "t-2", "content": "src/pay/settle.py:40:def settle(batch):\nsrc/pay/other.py:3:x = 1"}
+    digest, _ = build_digest(
+        middle.messages,
+        [count_message(m) for m in middle.messages],
+        stubbed=[(5, tail_result)],
+        queries={"call_9": "def settle"},
+    )
+    assert "src/pay/settle.py" in digest.anchors.entries["path"]
+    best = digest.listings[0]
+    assert best.text == "src/pay/settle.py:40:def settle(batch):" and best.id == "t-2" and best.seq == 5

@@ -21,7 +21,7 @@ def build():
     return digest
 
 
-def compose(digest, room=3_000):
+def compose(digest, room=3_000, listing_share=0.0):
     return framing.compose(
         digest,
         room,
@@ -30,6 +30,7 @@ def compose(digest, room=3_000):
         retained=lambda anchor: False,
         body_share=0.35,
         quote_share=0.3,
+        listing_share=listing_share,
     )
 
 
@@ -68,6 +69,21 @@ def test_it_stays_within_its_budget():
         digest.anchors.add("commit", f"{len(digest.anchors):040x}"[:-1] + "a", seq=1)
     notes = compose(digest, room=1_500)
     assert count_text(notes.text) <= 1_500 + count_text(framing.header(digest)) + 50
+
+
+def test_listing_lines_get_their_share_and_are_not_repeated_in_the_index():
+    t = Transcript(system=None)
+    t.user("Which commit fixed the refunds?")
+    log = "abc1234 fix(billing): refunds double counted on retries\nbcd2345 chore: tidy\nsee https://ci.example.com/run/42"
+    t.call("terminal", {"command": "git log --oneline -n 2"}, log)
+    digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
+    text = compose(digest, listing_share=0.2).text
+    listing, index = text.split("## Recovery")[0].split("## Tool Output Lines")[1].split("## Anchor Index")
+    assert "abc1234 fix(billing): refunds double counted on retries" in listing
+    assert "https://ci.example.com/run/42" in index and "abc1234" not in index
+    without = compose(digest).text
+    assert "## Tool Output Lines" not in without
+    assert "abc1234" in without.split("## Recovery")[0].split("## Anchor Index")[1]
 
 
 def test_body_alone_lists_files_and_focus():

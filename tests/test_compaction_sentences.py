@@ -14,6 +14,8 @@ from agent.compaction.sentences import classify, fact_sentences, normalised
         ("Beatriz Zhao owns the catalog migration, so ask them first.", False, "fact"),
         ("The sandbox service in dev listens on port 12571, not the default.", False, "fact"),
         ("Committed it as `8093226` on `fix/document-fetch`.", False, "progress"),
+        ("For the rest of this project write every timestamp as RFC 3339 with the local offset.", True, "preference"),
+        ("We use Redis since it is already deployed everywhere.", False, "decision"),
     ],
 )
 def test_fact_sentences_are_classified(sentence, by_user, kind):
@@ -21,7 +23,15 @@ def test_fact_sentences_are_classified(sentence, by_user, kind):
     assert classified is not None and classified.kind == kind and classified.text == sentence
 
 
-@pytest.mark.parametrize("sentence", ["Checking the logs.", "Let me see what changed recently.", "ok, go ahead"])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Checking the logs.",
+        "Let me see what changed recently.",
+        "ok, go ahead",
+        "The cron job is hanging on shutdown since the last deploy, can you check the logs",
+    ],
+)
 def test_routine_narration_is_left_out(sentence):
     assert classify(sentence, False) is None
 

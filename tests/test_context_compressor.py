@@ -108,6 +108,48 @@ async def test_state_round_trips_so_a_restart_continues_where_it_left_off():
     assert "PR #1005" in next(m["content"] for m in second if is_summary(m))
 
 
+async def test_the_telling_line_of_a_long_listing_survives_with_what_says_what_it_is():
+    t = Transcript(system="You are a release assistant.")
+    t.exchange("Help me ship the ingest service.", "Sure.")
+    log = [f"{0xA000000 + i:07x} chore(core): tidy the worker module" for i in range(30)]
+    log.insert(17, "abc1234 fix(billing): refunds double counted on retries")
+    t.call("terminal", {"command": "git log --oneline -n 31"}, "\n".join(log))
+    config = "\n".join(f"section_{i}:\n  flag_{i}: true\n  note_{i}: plain" for i in range(40))
+    t.call("read_file", {"path": "deploy/values.yaml"}, config + "\nescrow:\n  listen_port: 23409\n  environment: canary")
+    hits = "\n".join(f"src/app/mod_{i}.py:{i}:    value_{i} = compute(x)" for i in range(30))
+    t.call("search_files", {"pattern": "def settle_refund"}, hits + "\nsrc/pay/settle.py:40:def settle_refund(batch):")
+    session(turns=30, t=t, start=1)
+    c = compressor(tail_mode="lean")
+    out = await c.compress(t.messages, force=True)
+    summary = next(m["content"] for m in out if is_summary(m))
+    for line in (
+        "abc1234 fix(billing): refunds double counted on retries",
+        "escrow.listen_port: 23409",
+        "src/pay/settle.py:40:def settle_refund(batch):",
+    ):
+        assert line in summary, line
+    assert {"m-5", "m-7", "m-9"} <= set(c.last_compaction.replaced_ids)  # the listings themselves stay archived
+
+
+async def test_lean_stubs_a_bulky_tool_result_of_the_first_exchange_and_keeps_the_exchange():
+    t = Transcript(system="You are a release assistant.")
+    t.user("Read the ingest worker first.")
+    t.call("read_file", {"path": "svc/ingest/worker.py"}, "ABC-77 marker\n" + "def run():\n    pass\n" * 2_000)
+    t.assistant("Read it.")
+    session(turns=30, t=t, start=1)
+    lean, legacy = compressor(tail_mode="lean"), compressor(tail_mode="legacy", target_ratio=0.1)
+    out = await lean.compress(t.messages, force=True)
+    head_result = next(m for m in out if m.get("tool_call_id") == "call_1")
+    assert head_result["_orig_id"] == "m-4" and "m-4" in lean.last_compaction.replaced_ids
+    assert 'session_fetch(ids=["m-4"])' in head_result["content"] and len(head_result["content"]) < 200
+    assert [m["_id"] for m in out[1:3]] == ["m-2", "m-3"]  # the exchange itself stays
+    assert "ABC-77" in next(m["content"] for m in out if is_summary(m))
+    assert api_problems(out) == []
+    legacy_out = await legacy.compress(t.messages, force=True)
+    assert legacy.last_compaction.outcome == "compacted"
+    assert next(m for m in legacy_out if m.get("tool_call_id") == "call_1") is t.messages[3]
+
+
 async def test_short_sessions_and_disabled_compression_are_returned_unchanged():
     t = Transcript()
     t.exchange("hi", "hello")

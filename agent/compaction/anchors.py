@@ -8,17 +8,18 @@ code identifiers.
 Speed matters because compaction may see half a million tokens at once: each pattern
 starts with a literal or a rare character class so the regex engine can skip ahead,
 candidates are widened and checked in Python, and results are memoized per message
-text (a session's messages are scanned once per process, not once per compaction).
+text (:mod:`agent.compaction.memo`).
 """
 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from agent.tokens import count_text
+from agent.compaction.fitting import count_line
+from agent.compaction.memo import TextMemo
 
 #: Anchor kinds in the order the index lists them.
 KINDS = ("ref", "commit", "path", "error", "name", "url", "version", "quantity", "identifier")
@@ -59,6 +60,7 @@ _ERROR = re.compile(
 )
 _ERROR_KEYWORD = re.compile(r"(?:Error|Exception|FAILED|FATAL|fatal|panic|error|ERR|Errno|exit code|exit status|fault)(?:[:!\]\s]|$)")
 _CODE_LINE = re.compile(r"\s*(?:raise |except\b|catch\b|throw |class |def |import |from |#|//|\*|if |elif |return |assert |with )")
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|: |\| )")
 _DOTTED_NUMBER = re.compile(r"\.\d+\.\d+")
 _V_VERSION = re.compile(r"v\d+\.\d+(?:\.\d+)*")
 _VERSION_SUFFIX = re.compile(r"(?:-(?:rc|alpha|beta|dev|post|pre)?\.?\d*[0-9A-Za-z.]*|\+[0-9A-Za-z.]+|(?:a|b|rc)\d+)?")
@@ -201,7 +203,7 @@ def _errors(text: str, out: list[tuple[int, str, str]]) -> None:
             line_end = len(text)
         line = text[line_start:line_end]
         stripped = line.strip()
-        code = line.lstrip("+-")  # a diff's added/removed code is still code
+        code = _LINE_NUMBER.sub("", line.lstrip("+-"), count=1)  # a diff's or a numbered listing's code is still code
         if not stripped or stripped.startswith("Traceback (most recent call last)") or _CODE_LINE.match(code):
             continue
         if not _ERROR_KEYWORD.search(stripped):
@@ -315,49 +317,36 @@ def scan(text: str, conversation: bool) -> tuple[Anchor, ...]:
     return tuple((kind, anchor) for _, kind, anchor in found)
 
 
-class _ScanMemo:
-    """Anchors per message text, least recently used dropped first, bounded by the characters it holds."""
-
-    def __init__(self, max_chars: int = 24_000_000, min_chars: int = 0, max_item_chars: int = 1_000_000) -> None:
-        self.max_chars = max_chars
-        self.min_chars = min_chars
-        self.max_item_chars = max_item_chars
-        self._items: OrderedDict[tuple[str, bool], tuple[Anchor, ...]] = OrderedDict()
-        self._chars = 0
-
-    def anchors(self, text: str, conversation: bool) -> tuple[Anchor, ...]:
-        if len(text) < self.min_chars or len(text) > self.max_item_chars:
-            return scan(text, conversation)
-        key = (text, conversation)
-        hit = self._items.get(key)
-        if hit is not None:
-            self._items.move_to_end(key)
-            return hit
-        result = scan(text, conversation)
-        self._items[key] = result
-        self._chars += len(text)
-        while self._chars > self.max_chars and self._items:
-            (old_text, _), _ = self._items.popitem(last=False)
-            self._chars -= len(old_text)
-        return result
-
-    def clear(self) -> None:
-        self._items.clear()
-        self._chars = 0
-
-
-_MEMO = _ScanMemo()
+_MEMO: TextMemo[tuple[Anchor, ...]] = TextMemo(scan)  # type: ignore[arg-type]
 
 
 def anchors_in(text: str, conversation: bool = True) -> tuple[Anchor, ...]:
     """Memoized :func:`scan`."""
     if not text:
         return ()
-    return _MEMO.anchors(text, conversation)
+    return _MEMO(text, conversation)
 
 
 def clear_memo() -> None:
     _MEMO.clear()
+    _WEIGHTED.clear()
+
+
+def _weighted(anchors: Sequence[Anchor], conversation: bool) -> tuple[tuple[str, str, int], ...]:
+    """``(kind, anchor, weight)`` per distinct anchor of one message (see :class:`AnchorIndex`)."""
+    if not anchors:
+        return ()
+    per_kind = Counter(kind for kind, _ in anchors)
+    base = MENTION_WEIGHT * (CONVERSATION_FACTOR if conversation else 1)
+    weights: dict[Anchor, int] = {}
+    for kind, anchor in anchors:
+        weights[(kind, anchor)] = weights.get((kind, anchor), 0) + max(1, base // per_kind[kind])
+    return tuple((kind, anchor, weight) for (kind, anchor), weight in weights.items())
+
+
+_WEIGHTED: TextMemo[tuple[tuple[str, str, int], ...]] = TextMemo(
+    lambda text, conversation: _weighted(anchors_in(text, bool(conversation)), bool(conversation))
+)
 
 
 @dataclass
@@ -385,14 +374,26 @@ class AnchorIndex:
 
     def add_all(self, anchors: Sequence[Anchor], seq: int, conversation: bool = False) -> None:
         """Add one message's anchors, weighting each by its role and how crowded its kind is there."""
-        if not anchors:
-            return
-        per_kind: dict[str, int] = {}
-        for kind, _ in anchors:
-            per_kind[kind] = per_kind.get(kind, 0) + 1
-        base = MENTION_WEIGHT * (CONVERSATION_FACTOR if conversation else 1)
-        for kind, anchor in anchors:
-            self.add(kind, anchor, seq, max(1, base // per_kind[kind]))
+        self._add_weighted(_weighted(anchors, conversation), seq)
+
+    def add_text(self, text: str, seq: int, conversation: bool = False) -> None:
+        """:meth:`add_all` for the anchors of ``text`` (their weights memoized per text)."""
+        if text:
+            self._add_weighted(_WEIGHTED(text, conversation), seq)
+
+    def _add_weighted(self, weighted: Sequence[tuple[str, str, int]], seq: int) -> None:
+        entries = self.entries
+        for kind, anchor, weight in weighted:
+            bucket = entries.get(kind)
+            if bucket is None:
+                bucket = entries[kind] = {}
+            entry = bucket.get(anchor)
+            if entry is None:
+                bucket[anchor] = [weight, seq]
+            else:
+                entry[0] += weight
+                if seq > entry[1]:
+                    entry[1] = seq
 
     def merge(self, older: "AnchorIndex") -> None:
         """Fold an earlier compaction's index into this one (mentions add up, recency is kept)."""
@@ -462,7 +463,7 @@ def render_index(
             positions[kind] += 1
             if skip(anchor) or anchor in taken:
                 continue
-            cost = count_text(anchor) + 1 + (_KIND_HEADER_TOKENS if not chosen[kind] else 0)
+            cost = count_line(anchor) + 1 + (_KIND_HEADER_TOKENS if not chosen[kind] else 0)
             if used + cost > budget_tokens:
                 misfits[kind] += 1
                 continue

@@ -2,7 +2,8 @@
 
 The digest is what no summarizer may lose: the anchor index, every real user message
 verbatim, the tool calls made and files touched, decision and preference sentences as
-written, and what the assistant was doing when the turns were cut. It is carried from
+written, the telling lines of long tool listings (commits, search hits, issue rows,
+settings), and what the assistant was doing when the turns were cut. It is carried from
 one compaction to the next (bounded), so the second compaction still knows what the
 first folded away, and it is JSON-safe so the engine can persist it.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from agent.compaction.anchors import AnchorIndex, anchors_in
+from agent.compaction.listings import rank, records_in, search_queries
 from agent.compaction.sentences import fact_sentences, normalised
 from agent.messages import is_real_user_message, is_summary
 from agent.tokens import content_text
@@ -24,14 +26,18 @@ MAX_QUOTE_CHARS_TOTAL = 60_000
 MAX_SENTENCES = 250
 MAX_FILES = 300
 MAX_ANCHORS_PER_KIND = 250
+MAX_LISTING_LINES_PER_KIND = 200
+#: Listing scores are stored as integers (JSON-safe, comparable across compactions).
+LISTING_SCORE_SCALE = 1000
 
 
 @dataclass
 class Line:
-    """A sentence or message as written, with the id of the message it came from.
+    """A sentence, message or listing line as written, with the id of the message it came from.
 
     Sentences also carry their kind (preference, decision, progress, fact) and score
-    (see :mod:`agent.compaction.sentences`).
+    (see :mod:`agent.compaction.sentences`); listing lines theirs (see
+    :mod:`agent.compaction.listings`).
     """
 
     text: str
@@ -60,6 +66,7 @@ class Digest:
     tool_calls: dict[str, int] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
     sentences: list[Line] = field(default_factory=list)
+    listings: list[Line] = field(default_factory=list)
     last_assistant: Line | None = None
     messages: int = 0
     tokens: int = 0
@@ -79,6 +86,7 @@ class Digest:
         for path, seq in older.files.items():
             self.files[path] = max(seq, self.files.get(path, 0))
         self.sentences = _dedupe_sentences(self.sentences + older.sentences)
+        self.listings = _dedupe_lines(self.listings + older.listings)
         self.last_assistant = self.last_assistant or older.last_assistant
         self.messages += older.messages
         self.tokens += older.tokens
@@ -99,6 +107,7 @@ class Digest:
             best = sorted(self.sentences, key=lambda line: (line.score, line.seq), reverse=True)[:MAX_SENTENCES]
             keep = {id(line) for line in best}
             self.sentences = [line for line in self.sentences if id(line) in keep]
+        self.listings = _best_per_kind(self.listings, MAX_LISTING_LINES_PER_KIND)
         if len(self.files) > MAX_FILES:
             newest = sorted(self.files, key=self.files.__getitem__, reverse=True)[:MAX_FILES]
             self.files = {path: self.files[path] for path in newest}
@@ -114,6 +123,7 @@ class Digest:
             "tool_calls": dict(self.tool_calls),
             "files": dict(self.files),
             "sentences": [line.to_state() for line in self.sentences],
+            "listings": [line.to_state() for line in self.listings],
             "last_assistant": self.last_assistant.to_state() if self.last_assistant else None,
             "messages": self.messages,
             "tokens": self.tokens,
@@ -135,6 +145,7 @@ class Digest:
             tool_calls={str(k): int(v) for k, v in (state.get("tool_calls") or {}).items()},
             files={str(k): int(v) for k, v in (state.get("files") or {}).items()},
             sentences=lines("sentences"),
+            listings=lines("listings"),
             last_assistant=one("last_assistant"),
             messages=int(state.get("messages") or 0),
             tokens=int(state.get("tokens") or 0),
@@ -166,14 +177,16 @@ def _dedupe_sentences(lines: Sequence[Line]) -> list[Line]:
     return out
 
 
-def add_tool_output_anchors(digest: Digest, originals: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
-    """Index the anchors of tool results replaced by stubs in the kept tail (``(seq, message)`` pairs).
-
-    Their text leaves the context just like the middle's, so their identifiers must be
-    indexed too.
-    """
-    for seq, message in originals:
-        digest.anchors.add_all(anchors_in(content_text(message.get("content")), False), seq)
+def _best_per_kind(lines: Sequence[Line], limit: int) -> list[Line]:
+    """The ``limit`` best lines of each kind, best first."""
+    ranked = sorted(lines, key=lambda line: (line.score, line.seq), reverse=True)
+    taken: dict[str, int] = {}
+    kept = []
+    for line in ranked:
+        if taken.get(line.kind, 0) < limit:
+            taken[line.kind] = taken.get(line.kind, 0) + 1
+            kept.append(line)
+    return kept
 
 
 def call_arguments_text(message: Mapping[str, Any]) -> str:
@@ -191,17 +204,25 @@ def build_digest(
     counts: Sequence[int],
     *,
     seq_start: int = 0,
+    stubbed: Sequence[tuple[int, Mapping[str, Any]]] = (),
+    queries: Mapping[str, str] | None = None,
 ) -> tuple[Digest, str | None]:
     """``(digest of the compacted messages, text of a summary found among them)``.
 
     A summary message from an earlier compaction is not re-digested (its facts live in the
     carried digest); its text is returned so the caller can use it when no digest was
-    carried (state lost).
+    carried (state lost). ``stubbed`` are ``(seq, original)`` tool results that leave the
+    kept head or tail as stubs: their text leaves the context just like the middle's, so their
+    anchors and listing lines are taken too. ``queries`` maps tool call ids to the search
+    patterns they were made with (found in ``middle`` when not given).
     """
     digest = Digest()
     earlier_summary: str | None = None
     quotes: list[Line] = []
     sentences: list[Line] = []
+    listings: list[tuple[int, str | None, Sequence[Any]]] = []
+    if queries is None:
+        queries = search_queries(middle)
     for offset, message in enumerate(middle):
         seq = seq_start + offset
         role = message.get("role")
@@ -223,10 +244,12 @@ def build_digest(
             for call in message.get("tool_calls") or ():
                 name = str(((call or {}).get("function") or {}).get("name") or "tool")
                 digest.tool_calls[name] = digest.tool_calls.get(name, 0) + 1
-            digest.anchors.add_all(anchors_in(arguments, True), seq, conversation=True)
+            digest.anchors.add_text(arguments, seq, conversation=True)
         conversation = role != "tool"
-        digest.anchors.add_all(anchors_in(text, conversation), seq, conversation=conversation)
+        digest.anchors.add_text(text, seq, conversation=conversation)
         ident = None if message_id is None else str(message_id)
+        if not conversation:
+            listings.append((seq, ident, records_in(text, queries.get(str(message.get("tool_call_id"))))))
         if is_real_user_message(message):
             line = Line(text.strip(), ident, seq)
             quotes.append(line)
@@ -235,7 +258,17 @@ def build_digest(
         elif role == "assistant" and text.strip():
             sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
             digest.last_assistant = Line(text.strip(), ident, seq)
+    for seq, message in stubbed:
+        text = content_text(message.get("content"))
+        digest.anchors.add_text(text, seq)
+        ident = None if message.get("_id") is None else str(message["_id"])
+        listings.append((seq, ident, records_in(text, queries.get(str(message.get("tool_call_id"))))))
     digest.quotes = quotes[::-1]
     digest.sentences = _dedupe_sentences(sentences[::-1])
+    scored = [
+        Line(item.record.text, item.message_id, item.seq, item.record.kind, round(item.score * LISTING_SCORE_SCALE))
+        for item in rank(listings)
+    ]
+    digest.listings = _best_per_kind(scored, MAX_LISTING_LINES_PER_KIND)
     digest.seq = seq_start + len(middle)
     return digest, earlier_summary

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Callable, Iterable
 
 from agent.tokens import count_text
+
+
+#: Lines up to this long are memoized by :func:`count_line` (bounds the memo to a few MB).
+MEMO_LINE_CHARS = 256
+
+_count_short = functools.lru_cache(maxsize=32_768)(count_text)
+
+
+def count_line(text: str) -> int:
+    """:func:`agent.tokens.count_text`, memoized for the short lines a summary is assembled from.
+
+    The same anchors and listing lines are weighed at every compaction of a session
+    (the digest carries them), and weighing thousands of them one by one is most of the
+    cost of rendering an index.
+    """
+    return _count_short(text) if len(text) <= MEMO_LINE_CHARS else count_text(text)
 
 
 def clip(text: str, max_chars: int, hint: str = "") -> str:
@@ -34,7 +52,7 @@ def take_lines(
             break
         if not accept(line):
             continue
-        cost = count_text(line) + 1
+        cost = count_line(line) + 1
         if used + cost > budget_tokens:
             if stop_at_first_misfit:
                 break
@@ -42,3 +60,29 @@ def take_lines(
         taken.append(line)
         used += cost
     return taken, used
+
+
+_DELIMITERS = re.compile(r"[\s,;()\[\]{}<>\"'`]+")
+
+
+class Shown:
+    """What a summary already shows verbatim, to ask "is this anchor in it?" cheaply.
+
+    An anchor without delimiters is looked up among the text's delimiter-separated words
+    (and their ``:``-separated parts: ``path:line:text`` hits); one with delimiters (an
+    error line, a name) is searched as a substring. An anchor hidden inside a longer word
+    is not found, so it may be listed twice — cheap, and never a loss.
+    """
+
+    def __init__(self, *texts: str) -> None:
+        self._text = "\n".join(texts)
+        words = set(_DELIMITERS.split(self._text))
+        for word in list(words):
+            if ":" in word:
+                words.update(word.split(":"))
+        self._words = words
+
+    def __contains__(self, anchor: str) -> bool:
+        if anchor in self._words:
+            return True
+        return _DELIMITERS.search(anchor) is not None and anchor in self._text

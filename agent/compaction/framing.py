@@ -3,8 +3,8 @@
 The framing is what keeps a stale "active task" in old notes from hijacking the reply
 (L4): it says the notes are background, never instructions, and that the newest user
 message wins. The appendix (lean tail mode, and every deterministic summary) carries
-continuity verbatim: the user's messages newest first, the anchor index, and hints for
-getting originals back.
+continuity verbatim: the user's messages newest first, the telling lines of long tool
+listings, the anchor index, and hints for getting originals back.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Callable
 
 from agent.compaction.anchors import render_index
 from agent.compaction.digest import Digest
-from agent.compaction.fitting import clip, take_lines
+from agent.compaction.fitting import Shown, clip, take_lines
+from agent.compaction.listings import render_listings
 from agent.messages import SUMMARY_PREFIX
 from agent.tokens import count_text
 
@@ -79,15 +80,17 @@ def compose(
     retained: Callable[[str], bool],
     body_share: float,
     quote_share: float,
+    listing_share: float = 0.0,
 ) -> Notes:
     """Header, notes and continuity appendix within ``room`` tokens (plus the header).
 
     Order of claims on the budget: the user's messages verbatim, newest first (strict
     order, stopping at the first that does not fit) up to ``quote_share``; the notes (the
     model's ``body`` as given, or ``render_body(budget, quoted_ids)`` for the
-    deterministic notes) up to ``body_share``; then the anchor index takes everything
-    left, skipping anchors that survive verbatim in the kept messages (``retained``), the
-    quotes or the notes; anything still left goes to older quotes.
+    deterministic notes) up to ``body_share``; the telling lines of tool listings, best
+    first, up to ``listing_share``; then the anchor index takes everything left, skipping
+    anchors that survive verbatim in the kept messages (``retained``), the quotes, the
+    notes or the listing lines; anything still left goes to older quotes.
     """
     hints = recovery_hints(digest)
     room -= count_text(hints) + 30
@@ -97,19 +100,22 @@ def compose(
     if body is None:
         body = render_body(int(room * body_share), quoted)
     body_used = count_text(body)
-    present = body + "\n" + "\n".join(quotes)
+    listing_text, listing_used = render_listings(digest.listings, int(room * listing_share))
+    present = Shown(body, *quotes, listing_text)
     index_text, index_used = render_index(
         digest.anchors,
-        max(0, room - quotes_used - body_used),
+        max(0, room - quotes_used - body_used - listing_used),
         skip=lambda anchor: retained(anchor) or anchor in present,
     )
-    spare = room - quotes_used - body_used - index_used
+    spare = room - quotes_used - body_used - listing_used - index_used
     if spare > 50 and len(quotes) < len(all_quotes):
         more, _ = take_lines(all_quotes[len(quotes) :], spare, stop_at_first_misfit=True)
         quotes += more
     parts = [header(digest), body]
     if quotes:
         parts.append("## User Messages (verbatim, newest first)\n" + "\n\n".join(quotes))
+    if listing_text:
+        parts.append("## Tool Output Lines (verbatim; the telling lines of long listings)\n" + listing_text)
     if index_text:
         parts.append("## Anchor Index (verbatim from the compacted turns)\n" + index_text)
     parts.append("## Recovery\n" + hints)

@@ -1,5 +1,8 @@
 """Lean tail (SPEC S5.6): old tool results inside the kept tail become one-line stubs.
 
+(The compressor applies the same stubs to the tool results of the protected head's first
+exchange: they are the oldest output of all.)
+
 A stub names the tool, the output's size and the message id, and says how to get the
 original back, so nothing is lost: the original stays in the session archive under its
 id. A tool result is old when a newer real user message follows it (its turn is over),

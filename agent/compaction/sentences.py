@@ -21,11 +21,13 @@ MIN_SENTENCE_CHARS = 12
 _SPLIT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _PREFERENCE = re.compile(
     r"(?i)\b(?:prefer|preference|always|never|don'?t|do not|avoid|must|mustn'?t|should(?:n'?t)?|from now on"
-    r"|i want|i'd like|no more than|at most|at least|keep (?:it|the|using)|stick to|make sure)\b"
+    r"|i want|i'd like|no more than|at most|at least|keep (?:it|the|using)|stick to|make sure"
+    r"|for the rest of|going forward|by default|every time|whenever)\b"
 )
 _DECISION = re.compile(
     r"(?i)\b(?:decided|decide|decision|agreed|agree|going with|go with|chose|choose|settled on|let'?s use"
-    r"|we will|we'll|switch(?:ed)?|approved|confirmed|rather than|instead of|because|since|the reason|so that)\b"
+    r"|we will|we'll|switch(?:ed)?|approved|confirmed|rather than|instead of|because|the reason|so that"
+    r"|since(?! (?:the last|last|yesterday|this|then|\d)))\b"
 )
 _PROGRESS = re.compile(
     r"(?i)\b(?:done|fixed|added|created|implemented|updated|merged|passed|passing|resolved|completed"
