@@ -2,20 +2,36 @@
 
 The runner asks for these per turn (a gateway serves many chats and builds one engine
 per message, restoring its guard state from the session meta); the expensive parts —
-HTTP clients with their connection pools — are built once here and shared.
+HTTP clients with their connection pools, the codex app-server process — are built once
+here and shared.
+
+Routes (``model.api_mode``): ``chat`` — chat completions, or the Anthropic messages API
+for ``provider: anthropic``, with prompt-cache breakpoints where the route supports them
+(S8); ``responses`` — the Responses API, with native compaction where it is allowed
+(S7.2); ``codex_app_server`` — a codex app-server process owns each chat's thread (S7.1).
+``auto`` picks ``responses`` for ``openai-codex`` and ``chat`` otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
-from typing import Any, Mapping
+import shlex
+import weakref
+from typing import Any, Callable, Mapping
 
+from agent.codex import AutoraiseNotice, route_threshold
+from agent.compaction.summarizer import LLMSummarizer, build_summarizer
+from agent.context_compressor import ContextCompressor
 from agent.context_engine import ContextEngine, resolve_context_engine
-from agent.compaction.summarizer import build_summarizer
 from agent.llm.client import ChatClient
+from agent.llm.codex_app_server import CodexAppServer, CodexAppServerChat, CodexThreadEngine
 from agent.llm.local import LocalDemoModel
+from agent.llm.responses import ResponsesClient, classify_route
 from agent.loop import Agent, ChatModel
 from agent.models import api_model_id, context_length_for
+from agent.prompt_caching import CachingPlan, plan_prompt_caching
 from agent.tools import ToolRegistry
 from gateway.config import Settings
 from gateway.session_source import ChatHistory
@@ -35,32 +51,104 @@ def _secret(value: Any) -> str | None:
     return value.get_secret_value() if value is not None and hasattr(value, "get_secret_value") else value
 
 
-class AgentBuilder:
-    """``gateway.runner.AgentFactory`` over a :class:`gateway.config.Settings`."""
+def resolve_api_mode(provider: str, api_mode: str) -> str:
+    """``chat``, ``responses`` or ``codex_app_server`` for the configured mode (``auto`` decides by provider)."""
+    if api_mode != "auto":
+        return api_mode
+    return "responses" if provider == "openai-codex" else "chat"
 
-    def __init__(self, settings: Settings, *, chat_model: ChatModel | None = None) -> None:
+
+def _accepts_keyword(factory: Callable[..., Any], name: str) -> bool:
+    try:
+        return name in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class AgentBuilder:
+    """``gateway.runner.AgentFactory`` over a :class:`gateway.config.Settings`.
+
+    ``notice`` receives one-time operator notices (the Codex autoraise); by default they
+    are logged as warnings.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        chat_model: ChatModel | None = None,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
         self.settings = settings
         model = settings.model
         self.default_model = model.name
+        self.provider = model.provider
+        self.api_mode = "chat" if model.provider == "local" else resolve_api_mode(model.provider, model.api_mode)
         self.base_url, self.dialect = PROVIDER_ROUTES.get(model.provider, (model.base_url or "", "openai"))
         self.base_url = model.base_url or self.base_url
         self.api_key = _secret(model.api_key)
+        self.notice = notice or log.warning
+        self.autoraise_notice = AutoraiseNotice(settings.home_path)
+        self._sessions: weakref.WeakKeyDictionary[ContextEngine, str] = weakref.WeakKeyDictionary()
+        self.app_server: CodexAppServer | None = None
+        if self.api_mode == "codex_app_server":
+            self.app_server = CodexAppServer(shlex.split(model.app_server_command))
         self.chat_model: ChatModel = chat_model or self._build_chat_model()
-        self.summarizer = build_summarizer(
-            settings.auxiliary.compression,
-            main_model=model.name,
-            main_base_url=None if model.provider == "local" else self.base_url,
-            main_api_key=self.api_key,
-            main_dialect=self.dialect,
-        )
+        self.summarizer = None if self.api_mode == "codex_app_server" else self._build_summarizer()
         self.engine_factory, warning = resolve_context_engine(settings.context.engine)
         if warning:
             log.warning(warning)
+        if self.api_mode == "codex_app_server" and settings.context.engine != "compressor":
+            log.warning("context.engine %s is not used on api_mode codex_app_server: the app-server owns the thread",
+                        settings.context.engine)
+
+    # -- the shared clients --------------------------------------------------------------
+
+    def _responses_client(self, *, native: bool, timeout: float = 120.0) -> ResponsesClient:
+        codex = self.provider == "openai-codex"
+        return ResponsesClient(
+            self.base_url,
+            api_key=self.api_key,
+            route=classify_route(self.provider, self.base_url),
+            native_compaction=native,
+            compact_threshold=self.settings.compression.codex_responses_compact_threshold,
+            stream=codex,  # the ChatGPT Codex backend answers with server-sent events only
+            send_token_limit=not codex,
+            timeout=timeout,
+        )
 
     def _build_chat_model(self) -> ChatModel:
         if self.settings.model.provider == "local":
             return LocalDemoModel(self.settings.model.name)
+        if self.api_mode == "codex_app_server":
+            return LocalDemoModel(self.settings.model.name)  # unused: each agent gets its thread's chat model
+        if self.api_mode == "responses":
+            return self._responses_client(native=self.settings.compression.codex_responses_native)
         return ChatClient(self.base_url, api_key=self.api_key, dialect=self.dialect)  # type: ignore[arg-type]
+
+    def _build_summarizer(self) -> LLMSummarizer | None:
+        model = self.settings.model
+        auxiliary = self.settings.auxiliary.compression
+        summarizer: LLMSummarizer | None
+        if self.api_mode == "responses" and not auxiliary.base_url:
+            # The main route speaks the Responses API only; the summarizer shares it, without native compaction.
+            name = auxiliary.model or model.name
+            client = self._responses_client(native=False, timeout=auxiliary.timeout_seconds)
+            summarizer = LLMSummarizer(client, name, auxiliary.context_length or context_length_for(name))  # type: ignore[arg-type]
+        else:
+            summarizer = build_summarizer(
+                auxiliary,
+                main_model=model.name,
+                main_base_url=None if model.provider == "local" else self.base_url,
+                main_api_key=self.api_key,
+                main_dialect=self.dialect,
+            )
+        if summarizer is not None:
+            # A -900k alias keeps its large window for planning but is sent as its base id (S4.5).
+            summarizer.model = api_model_id(summarizer.model)
+        return summarizer
+
+    # -- per model -------------------------------------------------------------------------
 
     def context_length(self, model: str) -> int:
         configured = self.settings.model.context_length
@@ -70,33 +158,81 @@ class AgentBuilder:
             return LocalDemoModel.context_length
         return context_length_for(model)
 
+    def caching_plan(self, model: str) -> CachingPlan:
+        """Prompt caching for ``model`` on this route (S8.3): breakpoints only for Claude where the route takes them."""
+        if self.api_mode != "chat":
+            return CachingPlan(False, f"api_mode {self.api_mode} has no cache_control", self.settings.prompt_caching.cache_ttl)
+        return plan_prompt_caching(
+            model,
+            self.provider,
+            enabled=self.settings.prompt_caching.enabled,
+            cache_ttl=self.settings.prompt_caching.cache_ttl,
+            base_url=self.base_url,
+        )
+
+    @property
+    def caching_status(self) -> str:
+        """The start-up status line for the default model."""
+        return self.caching_plan(self.default_model).status_line
+
+    # -- per turn --------------------------------------------------------------------------
+
     def build_engine(self, model: str, state: Mapping[str, Any], history: ChatHistory) -> ContextEngine:
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "context_length": self.context_length(model),
-            "settings": self.settings.compression,
-            "summarizer": self.summarizer,
-        }
-        if self.summarizer is not None:
-            kwargs["summarizer_context_length"] = self.summarizer.context_length
-        engine = self.engine_factory(**kwargs)
+        context_length = self.context_length(model)
+        compression = self.settings.compression
+        engine: ContextEngine
+        if self.api_mode == "codex_app_server":
+            assert self.app_server is not None
+            engine = CodexThreadEngine(model, context_length, compression, server=self.app_server, provider=self.provider)
+        else:
+            kwargs: dict[str, Any] = {
+                "model": model,
+                "context_length": context_length,
+                "settings": compression,
+                "summarizer": self.summarizer,
+            }
+            if self.summarizer is not None:
+                kwargs["summarizer_context_length"] = self.summarizer.context_length
+            if _accepts_keyword(self.engine_factory, "provider"):
+                kwargs["provider"] = self.provider
+            engine = self.engine_factory(**kwargs)
+            if isinstance(engine, ContextCompressor) and engine.provider != self.provider:
+                # a compressor-based plugin built without the route: give it the route's threshold too (S4.4)
+                engine.provider = self.provider
+                engine.threshold = route_threshold(model, self.provider, compression, context_length)
         engine.load_state(dict(state))
         attach = getattr(engine, "attach_history", None)
         if callable(attach):  # engines with their own recovery tools read the chat's archive
             attach(history)
+        if getattr(engine, "provider", None) == self.provider:
+            notice = self.autoraise_notice.check(model, self.provider, compression, context_length)
+            if notice:
+                self.notice(notice)
+        with contextlib.suppress(TypeError):  # an engine that is not hashable just shares the default session
+            self._sessions[engine] = f"{history.chat}/{history.session_id}"
         return engine
 
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent:
+        chat_model: ChatModel = self.chat_model
+        if isinstance(engine, CodexThreadEngine):
+            chat_model = CodexAppServerChat(engine.server, engine)
+        elif isinstance(chat_model, ResponsesClient):
+            try:
+                session = self._sessions.get(engine, "")
+            except TypeError:
+                session = ""
+            chat_model = chat_model.for_session(session, local_trigger_tokens=engine.threshold_tokens)
         return Agent(
-            self.chat_model,
+            chat_model,
             engine,
             model=api_model_id(model),
             tools=tools,
             max_output_tokens=self.settings.model.max_output_tokens,
+            request_hook=self.caching_plan(model).request_hook(),
         )
 
     async def aclose(self) -> None:
-        for client in (self.chat_model, getattr(self.summarizer, "client", None)):
+        for client in (self.chat_model, getattr(self.summarizer, "client", None), self.app_server):
             close = getattr(client, "aclose", None)
             if callable(close):
                 await close()

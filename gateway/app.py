@@ -112,13 +112,22 @@ def _adapters(settings: Settings, out: TextIO) -> dict[str, PlatformAdapter]:
     return adapters
 
 
+def _print_notice(out: TextIO) -> Any:
+    def show(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    return show
+
+
 async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> int:
     adapters = _adapters(settings, out)
-    gateway = await open_gateway(settings, adapters)
+    gateway = await open_gateway(settings, adapters, notice=_print_notice(out))
     gateway.events.subscribe(_print_compactions(out))
     where = "embedded Redis at " + gateway.embedded.url if gateway.embedded else "Redis at " + settings.redis.url
     out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
-              f" ({settings.model.provider}), engine {settings.context.engine}\n")
+              f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
+    out.write(gateway.agents.caching_status + "\n")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -40,6 +40,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from agent.models import UnknownAlias, split_large_alias
 from agent.settings import (
     AuxiliarySettings,
     CompressionSettings,
@@ -123,11 +124,23 @@ class ModelSettings(StrictModel):
     api_key: Optional[SecretStr] = None
     context_length: Optional[int] = Field(None, ge=1024)
     max_output_tokens: int = Field(4096, ge=1)
+    api_mode: Literal["auto", "chat", "responses", "codex_app_server"] = "auto"
+    app_server_command: str = Field("codex app-server", min_length=1)
 
     @field_validator("base_url")
     @classmethod
     def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
         return _http_url(value)
+
+    @field_validator("name")
+    @classmethod
+    def _large_alias_exists(cls, value: str) -> str:
+        """``-900k`` is a local alias of a few models only; refuse it at load time, not at the first request."""
+        try:
+            split_large_alias(value)
+        except UnknownAlias as error:
+            raise ValueError(str(error)) from None
+        return value
 
     @model_validator(mode="after")
     def _route_is_usable(self) -> "ModelSettings":
