@@ -21,9 +21,8 @@ import shlex
 import weakref
 from typing import Any, Callable, Mapping
 
-from agent.codex import AutoraiseNotice, route_threshold
+from agent.codex import AutoraiseNotice
 from agent.compaction.summarizer import LLMSummarizer, build_summarizer
-from agent.context_compressor import ContextCompressor
 from agent.context_engine import ContextEngine, resolve_context_engine
 from agent.llm.client import ChatClient
 from agent.llm.codex_app_server import CodexAppServer, CodexAppServerChat, CodexThreadEngine
@@ -196,10 +195,6 @@ class AgentBuilder:
             if _accepts_keyword(self.engine_factory, "provider"):
                 kwargs["provider"] = self.provider
             engine = self.engine_factory(**kwargs)
-            if isinstance(engine, ContextCompressor) and engine.provider != self.provider:
-                # a compressor-based plugin built without the route: give it the route's threshold too (S4.4)
-                engine.provider = self.provider
-                engine.threshold = route_threshold(model, self.provider, compression, context_length)
         engine.load_state(dict(state))
         attach = getattr(engine, "attach_history", None)
         if callable(attach):  # engines with their own recovery tools read the chat's archive

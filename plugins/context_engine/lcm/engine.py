@@ -17,15 +17,12 @@ import datetime
 import json
 import logging
 import re
-import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from agent.compaction.anchors import AnchorIndex, anchors_in
-from agent.compaction.summarizer import Summarizer
 from agent.context_compressor import ContextCompressor
 from agent.messages import with_content
 from agent.search import SearchError, message_search_text
-from agent.settings import CompressionSettings
 from agent.tokens import count_message, count_messages
 from agent.tools import MAX_FETCH_CHARS, MessageSource
 from plugins.context_engine.lcm import index_text, tools
@@ -51,17 +48,9 @@ class LcmEngine(ContextCompressor):
 
     name = "lcm"
 
-    def __init__(
-        self,
-        model: str,
-        context_length: int,
-        settings: CompressionSettings | None = None,
-        summarizer: Summarizer | None = None,
-        summarizer_context_length: int | None = None,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        super().__init__(model, context_length, settings, summarizer, summarizer_context_length, clock=clock)
+    def __init__(self, model: str, context_length: int, *args: Any, **kwargs: Any) -> None:
+        """Takes the same arguments as :class:`ContextCompressor` (thresholds, summarizer, route)."""
+        super().__init__(model, context_length, *args, **kwargs)
         self.ledger = Ledger()
         self.memory = MemoryArchive()
         self.view = ArchiveView(self.memory)
