@@ -4,10 +4,11 @@ Intake deduplicates by the platform's update id and appends to the chat's inbox 
 one script (both keys carry the chat's hash tag), then marks the chat ready in a global
 sorted set that workers of every process scan. The mark comes AFTER the push, and is
 repeated for duplicates, so a chat with pending entries is always marked: a worker that
-finds a chat's inbox empty unmarks it and checks once more before moving on.
+finds a chat's inbox empty unmarks it, then releases the chat's lock only if the inbox is
+still empty (``SessionStore.release_if_idle``, one script).
 
 An entry leaves the inbox only when its turn is committed and its reply recorded as sent
-(:meth:`Inbox.ack`), so a process that dies mid-turn leaves the entry for the next worker
+(``SessionStore.finish_entry``, one fenced step), so a process that dies mid-turn leaves the entry for the next worker
 (at-least-once intake); the session meta's ``last_entry_id``/``replied_entry_id`` make
 the retry commit and reply only once.
 """
@@ -28,16 +29,6 @@ redis.call('RPUSH', KEYS[2], ARGV[2])
 return 1
 """
 
-#: KEYS: inbox. ARGV: entry JSON. Removes the entry if it is still at the head.
-_ACK = r"""
-if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
-  redis.call('LPOP', KEYS[1])
-  return 1
-end
-return redis.call('LREM', KEYS[1], 1, ARGV[1])
-"""
-
-
 class Inbox:
     """Per-chat inbox lists plus the global set of chats with pending entries."""
 
@@ -49,7 +40,6 @@ class Inbox:
         self.ready_key = f"{prefix}:ready"
         self.dedupe_ttl_seconds = dedupe_ttl_seconds
         self._intake = redis.register_script(_INTAKE)
-        self._ack = redis.register_script(_ACK)
 
     def _keys(self, chat: str) -> ChatKeys:
         return ChatKeys(self.prefix, chat)
@@ -68,30 +58,19 @@ class Inbox:
         """Chats with pending entries, the longest-waiting first."""
         return [str(chat) for chat in await self.redis.zrange(self.ready_key, 0, limit - 1)]
 
-    async def head(self, chat: str) -> tuple[str, IncomingMessage] | None:
-        """The oldest pending entry of the chat (raw JSON and parsed), or None when empty."""
-        raw = await self.redis.lindex(self._keys(chat).inbox, 0)
-        if raw is None:
-            return None
-        return raw, IncomingMessage.model_validate_json(raw)
-
-    async def ack(self, chat: str, raw: str) -> None:
-        """Remove a handled entry."""
-        await self._ack(keys=[self._keys(chat).inbox], args=[raw])
+    async def head(self, chat: str) -> str | None:
+        """The oldest pending entry of the chat (raw JSON), or None when the inbox is empty."""
+        return await self.redis.lindex(self._keys(chat).inbox, 0)
 
     async def drop_bad(self, chat: str, raw: str) -> None:
-        """Remove an entry that cannot be parsed, keeping it in the chat's quarantine list."""
+        """Move an entry that cannot be parsed out of the inbox into the chat's quarantine list."""
         keys = self._keys(chat)
         await self.redis.rpush(keys.quarantine, raw)
-        await self.ack(chat, raw)
+        await self.redis.lrem(keys.inbox, 1, raw)
 
-    async def settle(self, chat: str) -> bool:
-        """Unmark a chat whose inbox looks empty; re-mark it if an entry raced in. True when settled."""
+    async def unmark(self, chat: str) -> None:
+        """Take the chat off the ready set (its worker then releases the lock only if the inbox is empty)."""
         await self.redis.zrem(self.ready_key, chat)
-        if await self.redis.llen(self._keys(chat).inbox):
-            await self.redis.zadd(self.ready_key, {chat: time.time()}, nx=True)
-            return False
-        return True
 
     async def pending(self, chat: str) -> int:
         return int(await self.redis.llen(self._keys(chat).inbox))

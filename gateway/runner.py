@@ -32,6 +32,7 @@ from agent.tokens import count_message
 from agent.tools import ToolRegistry, recovery_tools
 from gateway import hygiene
 from gateway.commands import handle_command
+from gateway.commands import parse as parse_command
 from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
@@ -54,6 +55,16 @@ class AgentFactory(Protocol):
     def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory) -> ContextEngine: ...
 
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an entry ended: the session it ended in, the reply to send (if any), and whether that
+    reply belongs to a committed turn (so sending it is recorded in the session meta)."""
+
+    session_id: str
+    reply: str | None
+    committed: bool
 
 
 @dataclass
@@ -173,21 +184,24 @@ class GatewayRunner:
 
     async def _drain(self, chat: str) -> None:
         """Take the chat's lock and handle its inbox in order until it is empty."""
-        lock = await self.store.acquire_lock(chat, self.lock_ttl)
+        lock, head = await self.store.claim(chat, self.lock_ttl)
         if lock is None:
             return  # another worker has this chat
         me = asyncio.current_task()
         assert me is not None
         keeper = asyncio.create_task(self._keep_lock(lock, me))
+        released = False
         try:
             while not self._stopping:
-                head = await self.inbox.head(chat)
                 if head is None:
-                    if await self.inbox.settle(chat):
+                    # Unmark first, then release only if nothing arrived meanwhile: an entry pushed
+                    # after the release re-marks the chat itself (the intake marks after pushing).
+                    await self.inbox.unmark(chat)
+                    head = await self.store.release_if_idle(lock)
+                    if head is None:
+                        released = True
                         break
-                    continue
-                raw, message = head
-                await self._handle_entry(chat, lock, raw, message)
+                head = await self._handle_entry(chat, lock, head)
         except StaleLock:
             log.warning("%s: lock expired under worker %s; another worker continues", chat, self.worker_id)
         except asyncio.CancelledError:
@@ -197,15 +211,24 @@ class GatewayRunner:
             log.exception("%s: worker failed; the entry stays in the inbox", chat)
         finally:
             keeper.cancel()
-            with contextlib.suppress(Exception):
-                await self.store.release_lock(lock)
+            self._wake.set()  # a slot is free: let the dispatcher look again now
+            if not released:
+                with contextlib.suppress(Exception):
+                    await self.store.release_lock(lock)
 
     # ----------------------------------------------------------------- one entry
 
-    async def _handle_entry(self, chat: str, lock: Lock, raw: str, message: IncomingMessage) -> None:
+    async def _handle_entry(self, chat: str, lock: Lock, raw: str) -> str | None:
+        """Handle one inbox entry; returns the next entry (the same one again to retry it)."""
+        try:
+            message = IncomingMessage.model_validate_json(raw)
+        except ValueError:
+            log.error("%s: unreadable inbox entry moved to quarantine: %.200r", chat, raw)
+            await self.inbox.drop_bad(chat, raw)
+            return await self.inbox.head(chat)
         attempts_key = f"{chat}|{message.update_id}"
         try:
-            await self._handle(chat, lock, message)
+            outcome = await self._handle(chat, lock, message)
         except (StaleLock, asyncio.CancelledError):
             raise
         except Exception as error:
@@ -213,50 +236,52 @@ class GatewayRunner:
             self._attempts[attempts_key] = attempts
             log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
             if attempts < MAX_ENTRY_ATTEMPTS:
-                return
-            await self._give_up(chat, lock, message, error)
-        await self.inbox.ack(chat, raw)
+                return raw
+            outcome = await self._give_up(chat, lock, message, error)
         self._attempts.pop(attempts_key, None)
+        if outcome.reply is not None:
+            await self._send(message, outcome.reply)
+        # Recording the reply as sent and removing the entry are one fenced step; a crash between
+        # the send above and this step is the one window in which a reply can go out twice.
+        marker = {"replied_entry_id": f"{message.platform}:{message.update_id}"} if outcome.committed else {}
+        return await self.store.finish_entry(lock, outcome.session_id, raw, **marker)
 
-    async def _give_up(self, chat: str, lock: Lock, message: IncomingMessage, error: Exception) -> None:
+    async def _give_up(self, chat: str, lock: Lock, message: IncomingMessage, error: Exception) -> "Outcome":
         """After repeated failures: keep the person's message in the session and tell them."""
-        sid = await self.store.current_session(chat)
-        meta = await self.store.meta(chat, sid)
+        sid, meta, _ = await self.store.snapshot(chat, messages=False)
         entry_id = f"{message.platform}:{message.update_id}"
         reply = f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; please try again."
         if meta.last_entry_id != entry_id:
             await self.store.append(chat, sid, [self._user_message(message)], lock=lock,
                                     meta={"last_entry_id": entry_id, "last_reply": reply})
-        await self._send_recorded(ChatTurn(self, chat, message, lock, sid, meta), reply)
+        return Outcome(sid, reply, committed=True)
 
     @staticmethod
     def _user_message(message: IncomingMessage) -> Message:
         return {"role": "user", "content": message.text, "_ts": message.ts}
 
-    async def _handle(self, chat: str, lock: Lock, message: IncomingMessage) -> None:
+    async def _handle(self, chat: str, lock: Lock, message: IncomingMessage) -> "Outcome":
         started = time.perf_counter()
-        sid = await self.store.current_session(chat)
-        meta = await self.store.meta(chat, sid)
+        is_turn = message.respond and parse_command(message.text.strip()) is None
+        sid, meta, history = await self.store.snapshot(chat, messages=is_turn)
         turn = ChatTurn(self, chat, message, lock, sid, meta)
         if meta.last_entry_id == turn.entry_id:  # committed before a crash: only the reply may be missing
-            if meta.replied_entry_id != turn.entry_id and meta.last_reply:
-                await self._send_recorded(turn, meta.last_reply)
-            return
+            missing = meta.replied_entry_id != turn.entry_id and meta.last_reply
+            return Outcome(sid, meta.last_reply if missing else None, committed=True)
         command_reply = await handle_command(turn)
         if command_reply is not None:
-            await self._send(turn, command_reply)
-            return
+            return Outcome(turn.session_id, command_reply, committed=False)
         user_message = self._user_message(message)
         if not message.respond:
             await self.store.append(chat, sid, [user_message], lock=lock,
                                     meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
-            return
+            return Outcome(sid, None, committed=False)
         model = meta.model or self.agents.default_model
         history_source = ChatHistory(self.store, chat, sid)
         engine = self.agents.build_engine(model, meta.engine_state, history_source)
-        await self._pre_turn_compaction(turn, engine, model)
+        if await self._pre_turn_compaction(turn, engine, model):
+            history = await self.store.active(chat, turn.session_id)
         sid, meta = turn.session_id, turn.meta
-        history = await self.store.active(chat, sid)
         tools = ToolRegistry()
         for tool in recovery_tools(ChatHistory(self.store, chat, sid)):
             tools.add(tool)
@@ -272,8 +297,7 @@ class GatewayRunner:
             await self.store.append(chat, sid, [user_message], lock=lock,
                                     meta={"last_entry_id": turn.entry_id, "last_reply": reply,
                                           "engine_state": engine.export_state()})
-            await self._send_recorded(turn, reply)
-            return
+            return Outcome(sid, reply, committed=True)
         usage = result.usage
         totals = dict(meta.usage_totals)
         for name, value in usage.as_dict().items():
@@ -299,18 +323,18 @@ class GatewayRunner:
         else:
             fields["tokens_at_report"] = meta.tokens + sum(count_message(m) for m in result.new_messages)
             await self.store.append(chat, sid, result.new_messages, lock=lock, meta=fields)
-        await self._send_recorded(turn, result.reply)
         await self.events.emit(TurnEvent(
             platform=message.platform, chat=chat, session_id=turn.session_id,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
             latency_ms=(time.perf_counter() - started) * 1000,
         ))
+        return Outcome(turn.session_id, result.reply, committed=True)
 
     # ----------------------------------------------------------------- compaction outside the loop
 
-    async def _pre_turn_compaction(self, turn: ChatTurn, engine: ContextEngine, model: str) -> None:
-        """Idle compaction (S5.9), then hygiene at 85% (S2.1), before the agent sees the message."""
+    async def _pre_turn_compaction(self, turn: ChatTurn, engine: ContextEngine, model: str) -> bool:
+        """Idle compaction (S5.9), then hygiene at 85% (S2.1), before the agent sees the message; True if either ran."""
         meta = turn.meta
         context_length = self.agents.context_length(model)
         idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
@@ -320,12 +344,15 @@ class GatewayRunner:
             and engine.should_idle_compact(idle, tokens)
             and await self.compact(turn, engine, trigger="idle", force=False)
         ):
-            return
+            return True
         decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled)
-        if decision.fire:
-            log.info("%s: hygiene: %s", turn.chat, decision.reason)
-            if not await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens):
-                log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
+        if not decision.fire:
+            return False
+        log.info("%s: hygiene: %s", turn.chat, decision.reason)
+        if await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens):
+            return True
+        log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
+        return False
 
     async def compact(
         self,
@@ -366,15 +393,9 @@ class GatewayRunner:
 
     # ----------------------------------------------------------------- replies
 
-    async def _send(self, turn: ChatTurn, text: str) -> None:
-        adapter = self.adapters.get(turn.message.platform)
+    async def _send(self, message: IncomingMessage, text: str) -> None:
+        adapter = self.adapters.get(message.platform)
         if adapter is None:
-            log.warning("no adapter for platform %s; reply to %s dropped", turn.message.platform, turn.chat)
+            log.warning("no adapter for platform %s; reply to %s dropped", message.platform, message.chat)
             return
-        await adapter.send(turn.message.chat_id, text, reply_to=turn.message.update_id)
-
-    async def _send_recorded(self, turn: ChatTurn, text: str) -> None:
-        """Send a committed turn's reply, then record that it went out (the narrow duplicate window)."""
-        await self._send(turn, text)
-        sid = await self.store.current_session(turn.chat)
-        await self.store.update_meta(turn.chat, sid, lock=turn.lock, replied_entry_id=turn.entry_id)
+        await adapter.send(message.chat_id, text, reply_to=message.update_id)

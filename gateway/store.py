@@ -297,12 +297,15 @@ redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
 """
 
-#: KEYS: lock, fence. ARGV: token, ttl ms. Returns the fence number, or nil when the lock is held.
+#: KEYS: lock, fence, [inbox]. ARGV: token, ttl ms. Returns {fence, head of the inbox or false},
+#: or nil when the lock is held.
 _ACQUIRE_LOCK = r"""
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return fence
+local head = false
+if KEYS[3] then head = redis.call('LINDEX', KEYS[3], 0) end
+return {fence, head}
 """
 
 #: KEYS: lock. ARGV: token, ttl ms. 1 when the caller still held the lock.
@@ -312,11 +315,47 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
-#: KEYS: lock. ARGV: token. 1 when the caller's lock was deleted.
+#: KEYS: lock, [inbox]. ARGV: token. 1 when the caller's lock was deleted; with the inbox key, the lock is
+#: kept and the inbox's head returned instead when an entry is waiting.
 _RELEASE_LOCK = r"""
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if KEYS[2] then
+  local head = redis.call('LINDEX', KEYS[2], 0)
+  if head then return head end
+end
 redis.call('DEL', KEYS[1])
 return 1
+"""
+
+#: KEYS: lock, meta, inbox. ARGV: token, fence, entry, n set pairs, pairs..., n delete fields, fields...
+#: Records the entry's meta (e.g. that its reply went out), removes it from the inbox, returns the next head.
+_FINISH_ENTRY = r"""
+require_session(KEYS[2])
+require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
+local sets, dels = read_meta_changes(4)
+apply_meta_changes(KEYS[2], sets, dels)
+if #sets + #dels > 0 then redis.call('HINCRBY', KEYS[2], 'version', 1) end
+if redis.call('LINDEX', KEYS[3], 0) == ARGV[3] then
+  redis.call('LPOP', KEYS[3])
+else
+  redis.call('LREM', KEYS[3], 1, ARGV[3])
+end
+return redis.call('LINDEX', KEYS[3], 0)
+"""
+
+#: KEYS: session pointer. ARGV: the chat's key base, '1' to include the transcript. Returns
+#: {sid, meta pairs, ids, bodies}, or {false} when the chat has no session yet. The session's keys
+#: are derived here from the pointer; they carry the chat's hash tag, so on a cluster they live
+#: on the same slot as the declared key.
+_SNAPSHOT = r"""
+local sid = redis.call('GET', KEYS[1])
+if not sid then return {false} end
+local base = ARGV[1] .. ':s:' .. sid
+local meta = redis.call('HGETALL', base .. ':meta')
+if #meta == 0 then return {false} end
+if ARGV[2] ~= '1' then return {sid, meta, {}, {}} end
+local ids = redis.call('LRANGE', base .. ':active', 0, -1)
+return {sid, meta, ids, hmget_all(base .. ':msg', ids)}
 """
 
 #: KEYS: lock, meta, msg, active. ARGV: token, fence, now, token sum, n set pairs, pairs...,
@@ -667,6 +706,19 @@ def _decode_stored(message_id: str, raw: str | None) -> tuple[Message | None, st
     return message, ""
 
 
+def _decode_entries(ids: Sequence[str], bodies: Sequence[str | None]) -> tuple[list[Message], list[tuple[str, str | None, str]]]:
+    """Stored bodies as messages, and the unreadable ones as (id, raw, reason) for quarantine."""
+    good: list[Message] = []
+    bad: list[tuple[str, str | None, str]] = []
+    for message_id, raw in zip(ids, bodies):
+        message, reason = _decode_stored(message_id, raw)
+        if message is None:
+            bad.append((message_id, raw, reason))
+        else:
+            good.append(message)
+    return good, bad
+
+
 def _new_session_id() -> str:
     return secrets.token_hex(6)
 
@@ -707,6 +759,8 @@ class SessionStore:
         self._read_archive = register(_LUA_HELPERS + _READ_ARCHIVE)
         self._quarantine = register(_LUA_HELPERS + _QUARANTINE)
         self._update_meta = register(_LUA_HELPERS + _UPDATE_META)
+        self._finish_entry = register(_LUA_HELPERS + _FINISH_ENTRY)
+        self._snapshot = register(_LUA_HELPERS + _SNAPSHOT)
         self._commit = register(_LUA_HELPERS + _COMMIT_COMPACTION)
 
     def keys(self, chat: str) -> ChatKeys:
@@ -764,12 +818,22 @@ class SessionStore:
         larger than that of every earlier holder, and a session written by a newer holder
         refuses writes carrying an older fence.
         """
+        lock, _head = await self._acquire_lock(chat, ttl_seconds, peek_inbox=False)
+        return lock
+
+    async def claim(self, chat: str, ttl_seconds: float) -> tuple[Lock | None, str | None]:
+        """:meth:`acquire_lock` plus the oldest inbox entry of the chat, in one round trip."""
+        return await self._acquire_lock(chat, ttl_seconds, peek_inbox=True)
+
+    async def _acquire_lock(self, chat: str, ttl_seconds: float, *, peek_inbox: bool) -> tuple[Lock | None, str | None]:
         keys = self.keys(chat)
         token = secrets.token_hex(16)
-        fence = await self._run(self._acquire, [keys.lock, keys.fence], [token, _milliseconds(ttl_seconds)])
-        if fence is None:
-            return None
-        return Lock(chat=chat, token=token, fence=int(fence))
+        key_list = [keys.lock, keys.fence] + ([keys.inbox] if peek_inbox else [])
+        reply = await self._run(self._acquire, key_list, [token, _milliseconds(ttl_seconds)])
+        if reply is None:
+            return None, None
+        fence, head = reply
+        return Lock(chat=chat, token=token, fence=int(fence)), head
 
     async def extend_lock(self, lock: Lock, ttl_seconds: float) -> None:
         """Make the lock expire ``ttl_seconds`` from when Redis runs this (replaces the remaining TTL).
@@ -787,6 +851,46 @@ class SessionStore:
         """Release the lock if this token still holds it; ``False`` when it had expired or moved on."""
         keys = self.keys(lock.chat)
         return bool(await self._run(self._release, [keys.lock], [lock.token]))
+
+    async def release_if_idle(self, lock: Lock) -> str | None:
+        """Release the lock unless an inbox entry is waiting; then keep it and return that entry."""
+        keys = self.keys(lock.chat)
+        reply = await self._run(self._release, [keys.lock, keys.inbox], [lock.token])
+        return reply if isinstance(reply, str) else None
+
+    # ----------------------------------------------------------------- inbox entries
+
+    async def finish_entry(self, lock: Lock, sid: str, entry: str, **meta: Any) -> str | None:
+        """Set ``meta`` fields, remove the handled ``entry`` from the inbox, return the next entry (fenced)."""
+        keys = self.keys(lock.chat)
+        sets, deletes = _encode_meta_fields(meta, SETTABLE_META_FIELDS)
+        return await self._run(
+            self._finish_entry,
+            [_lock_key(keys, lock), keys.meta(_check_key_part("session id", sid)), keys.inbox],
+            [lock.token, lock.fence, entry, len(sets) // 2, *sets, len(deletes), *deletes],
+        )
+
+    async def snapshot(self, chat: str, *, messages: bool = True) -> tuple[str, SessionMeta, list[Message]]:
+        """The chat's current session id, meta and (with ``messages``) live transcript in one round trip.
+
+        A session is created when the chat has none; unreadable entries are quarantined as in :meth:`active`.
+        """
+        keys = self.keys(chat)
+        for _attempt in range(self.QUARANTINE_ATTEMPTS):
+            reply = await self._run(self._snapshot, [keys.session], [keys.base, "1" if messages else "0"])
+            if reply[0] is None:
+                await self.current_session(chat)
+                continue
+            sid, pairs, ids, bodies = reply
+            raw = dict(zip(pairs[::2], pairs[1::2]))
+            meta = _parse_meta(sid, raw)
+            good, bad = _decode_entries(ids, bodies)
+            if not bad:
+                return sid, meta, good
+            if await self._quarantine_entries(chat, sid, raw.get("version", "0"), good, bad):
+                return sid, await self.meta(chat, sid), good
+        sid = await self.current_session(chat)
+        return sid, await self.meta(chat, sid), await self.active(chat, sid)
 
     # ----------------------------------------------------------------- messages
 
@@ -844,14 +948,7 @@ class SessionStore:
             if reply[0] is None:
                 raise UnknownSession(f"{chat} has no session {sid!r}")
             version, ids, bodies = reply
-            good: list[Message] = []
-            bad: list[tuple[str, str | None, str]] = []
-            for message_id, raw in zip(ids, bodies):
-                message, reason = _decode_stored(message_id, raw)
-                if message is None:
-                    bad.append((message_id, raw, reason))
-                else:
-                    good.append(message)
+            good, bad = _decode_entries(ids, bodies)
             if not bad or await self._quarantine_entries(chat, sid, version, good, bad):
                 return good
         log.warning("%s/%s: kept unreadable entries in place; the session changed during every attempt", chat, sid)
