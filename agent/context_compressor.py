@@ -43,7 +43,7 @@ from agent.compaction.budgets import (
 from agent.compaction.digest import Digest, build_digest, call_arguments_text
 from agent.compaction.fallback_summary import render_body
 from agent.compaction.guard import CompactionGuard
-from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results, tool_names_by_call_id
+from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results
 from agent.compaction.listings import search_queries
 from agent.compaction.prune import prune_tool_outputs
 from agent.compaction.summarizer import (
@@ -56,7 +56,7 @@ from agent.compaction.summarizer import (
 from agent.compaction.summary_prompt import transcript_entries
 from agent.context_engine import CompactionStats, ContextEngine
 from agent.llm.usage import Usage
-from agent.messages import SUMMARY_PREFIX
+from agent.messages import SUMMARY_PREFIX, tool_names_by_call_id
 from agent.settings import CompressionSettings
 from agent.tokens import REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
 

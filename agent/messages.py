@@ -79,6 +79,16 @@ def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
     return [call["id"] for call in message.get("tool_calls") or () if isinstance(call, Mapping) and "id" in call]
 
 
+def tool_names_by_call_id(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """``tool_call_id -> function name`` for the calls the messages make (a tool result names no tool itself)."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                names[call["id"]] = str((call.get("function") or {}).get("name") or "tool")
+    return names
+
+
 def is_tool_result(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "tool"
 

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from agent.messages import tool_names_by_call_id
 from agent.tokens import content_text
 
 __all__ = ["SearchHit", "SearchError", "search_messages", "message_search_text"]
@@ -209,16 +210,6 @@ def _parse_regex(query: str) -> re.Pattern[str] | None:
         raise SearchError(f"invalid regex {match.group(1)!r}: {error}") from None
 
 
-def _tool_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """tool_call_id -> tool name, so a tool result's hit can say which tool produced it."""
-    names: dict[str, str] = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                names[call["id"]] = str((call.get("function") or {}).get("name") or "")
-    return names
-
-
 def _snippet(text: str, centre: int, limit: int) -> str:
     """At most ``limit`` characters of ``text`` around ``centre``, cut at whitespace where it is near."""
     if len(text) <= limit:
@@ -282,7 +273,7 @@ def _regex_search(
         count = sum(1 for _ in itertools.islice(pattern.finditer(text), 1_000))
         scored.append((1.0 + math.log(max(1, count)), index, (first.start() + first.end()) // 2))
     scored.sort(key=lambda item: (-item[0], -item[1]))
-    tools = _tool_names(messages)
+    tools = tool_names_by_call_id(messages)
     return [
         _hit(messages[index], score, _snippet(message_search_text(messages[index]), centre, snippet_chars), tools, index)
         for score, index, centre in scored[:limit]
@@ -385,7 +376,7 @@ def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, sni
                 centre = spot + len(phrase) // 2
         ranked.append((score, index, centre))
     ranked.sort(key=lambda item: (-item[0], -item[1]))
-    tools = _tool_names(messages)
+    tools = tool_names_by_call_id(messages)
     return [
         _hit(messages[index], score, _snippet(texts[index], centre, snippet_chars), tools, index)  # type: ignore[arg-type]
         for score, index, centre in ranked[:limit]

@@ -11,7 +11,7 @@ from agent.compaction.summary_prompt import (
     missing_sections,
     transcript_entries,
 )
-from agent.compaction.lean import tool_names_by_call_id
+from agent.messages import tool_names_by_call_id
 from agent.tokens import count_message
 from tests.fakes.histories import Transcript
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from agent.compaction.prune import PRUNE_MIN_CHARS
-from agent.messages import is_real_user_message, with_content
+from agent.messages import is_real_user_message, tool_names_by_call_id, with_content
 from agent.tokens import content_text, count_message
 
 #: Characters of the output's first line a stub shows, so the model knows what it was.
@@ -26,16 +26,6 @@ PREVIEW_CHARS = 48
 FRESH_SHARE = 0.25
 #: Fewest tokens of newest tool output kept verbatim, whatever the window.
 MIN_FRESH_TOKENS = 4_000
-
-
-def tool_names_by_call_id(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """``tool_call_id -> function name`` for the calls the messages make."""
-    names: dict[str, str] = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                names[call["id"]] = str((call.get("function") or {}).get("name") or "tool")
-    return names
 
 
 def _preview(text: str) -> str:

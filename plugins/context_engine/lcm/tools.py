@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from agent.messages import is_summary
+from agent.messages import is_summary, tool_names_by_call_id
 from agent.search import search_messages
 from agent.tokens import content_text
 from agent.tools import MAX_FETCH_CHARS
@@ -160,15 +160,6 @@ def grep(messages: Sequence[dict[str, Any]], ranges: Mapping[str, str], args: Ma
     return result
 
 
-def _tool_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
-                names[call["id"]] = str((call.get("function") or {}).get("name") or "")
-    return names
-
-
 def _header(message: Mapping[str, Any], tool_names: Mapping[str, str], where: Mapping[str, str]) -> dict[str, Any]:
     record: dict[str, Any] = {"id": str(message.get("_id")), "role": message.get("role")}
     if where.get(record["id"]):
@@ -209,7 +200,7 @@ def render(
     only numbers the follow-up); ``context`` (e.g. all messages) helps name the tool a
     result came from.
     """
-    tool_names = _tool_names([*context, *messages])
+    tool_names = tool_names_by_call_id([*context, *messages])
     budget = max_chars
     out: list[dict[str, Any]] = []
     not_shown: list[str] = []
