@@ -57,6 +57,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     runner = GatewayRunner(
         store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
         lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
+        cache_ttl=settings.prompt_caching.cache_ttl,
     )
     await runner.start()
     return Gateway(settings, runner, store, events, agents, redis, embedded)

@@ -44,6 +44,9 @@ class TurnEvent(BaseModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     latency_ms: float
+    model: str = ""
+    cost_usd: float = 0.0  # what the turn's tokens cost (0 for an unpriced model)
+    saved_usd: float = 0.0  # what prompt caching saved against no caching
 
 
 Event = Union[CompressEvent, TurnEvent]
@@ -80,3 +83,5 @@ class EventBus:
             self.counters["completion_tokens"] += event.completion_tokens
             self.counters["cache_read_tokens"] += event.cache_read_tokens
             self.counters["cache_write_tokens"] += event.cache_write_tokens
+            self.counters["cost_usd"] += event.cost_usd
+            self.counters["cache_saved_usd"] += event.saved_usd

@@ -19,6 +19,8 @@ _HELP = {
     "cache_read_tokens": "Prompt tokens read from the provider's cache",
     "cache_write_tokens": "Prompt tokens written to the provider's cache",
     "tokens_folded": "Tokens removed from live contexts by compaction",
+    "cost_usd": "Dollars the answered turns cost at list prices",
+    "cache_saved_usd": "Dollars prompt caching saved against no caching",
     "compactions_hygiene": "Compactions by the gateway's 85% hygiene pass",
     "compactions_in_loop": "Compactions inside the agent's tool loop",
     "compactions_manual": "Compactions requested with /compress",
@@ -30,7 +32,9 @@ def render(events: EventBus, runner: GatewayRunner) -> str:
     lines: list[str] = []
     for name, help_text in _HELP.items():
         metric = f"foldgate_{name}_total"
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter", f"{metric} {events.counters.get(name, 0)}"]
+        value = events.counters.get(name, 0)
+        shown = value if isinstance(value, int) else round(value, 6)
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter", f"{metric} {shown}"]
     lines += ["# HELP foldgate_chats_running Chats whose turn runs in this process now",
               "# TYPE foldgate_chats_running gauge", f"foldgate_chats_running {len(runner._busy)}"]
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from agent.context_engine import ContextEngine
 from agent.llm.errors import ProviderError
 from agent.loop import Agent
 from agent.messages import Message
+from agent.pricing import UnknownPrice, cost, savings
 from agent.settings import CompressionSettings
 from agent.tokens import count_message
 from agent.tools import ToolRegistry, recovery_tools
@@ -98,6 +99,7 @@ class GatewayRunner:
         lock_ttl_seconds: float = 60.0,
         max_concurrent_chats: int = 64,
         poll_interval: float = 0.05,
+        cache_ttl: str = "5m",
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -106,6 +108,7 @@ class GatewayRunner:
         self.compression = compression or CompressionSettings()
         self.events = events or EventBus()
         self.lock_ttl = lock_ttl_seconds
+        self.cache_ttl = cache_ttl
         self.poll_interval = poll_interval
         self.worker_id = uuid.uuid4().hex[:8]
         self._slots = asyncio.Semaphore(max_concurrent_chats)
@@ -323,11 +326,15 @@ class GatewayRunner:
         else:
             fields["tokens_at_report"] = meta.tokens + sum(count_message(m) for m in result.new_messages)
             await self.store.append(chat, sid, result.new_messages, lock=lock, meta=fields)
+        try:
+            spent, saved = float(cost(usage, model, self.cache_ttl)), float(savings(usage, model, self.cache_ttl))
+        except UnknownPrice:
+            spent = saved = 0.0
         await self.events.emit(TurnEvent(
             platform=message.platform, chat=chat, session_id=turn.session_id,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
-            latency_ms=(time.perf_counter() - started) * 1000,
+            latency_ms=(time.perf_counter() - started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
         ))
         return Outcome(turn.session_id, result.reply, committed=True)
 

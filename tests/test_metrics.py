@@ -17,7 +17,8 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
                                      compression_count=1, trigger="hygiene", tokens_before=9000, tokens_after=2000,
                                      summarizer="deterministic"))
         await bus.emit(TurnEvent(platform="local", chat="local:a", session_id="s", prompt_tokens=1200,
-                                 completion_tokens=30, cache_read_tokens=1000, cache_write_tokens=150, latency_ms=5))
+                                 completion_tokens=30, cache_read_tokens=1000, cache_write_tokens=150, latency_ms=5,
+                                 model="claude-sonnet-4", cost_usd=0.0021, saved_usd=0.0027))
         site = await serve_metrics(bus, runner, "127.0.0.1", 0)
         port = site.addresses[0][1]
         try:
@@ -29,4 +30,5 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
     assert "foldgate_compactions_hygiene_total 1" in text
     assert "foldgate_tokens_folded_total 7000" in text
     assert "foldgate_cache_read_tokens_total 1000" in text
+    assert "foldgate_cache_saved_usd_total 0.0027" in text and "foldgate_cost_usd_total 0.0021" in text
     assert health.status_code == 200 and health.json()["ok"] is True
