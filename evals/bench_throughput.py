@@ -578,6 +578,7 @@ async def measure(
     return {
         "measured_at": time.strftime("%Y-%m-%d"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
                     "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()]},
         "redis": describe_redis(redis_url),
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
@@ -643,7 +644,7 @@ def markdown(result: Mapping[str, Any]) -> str:
     goals = result["goals"]
     lines = [
         f"Gateway throughput: {result['chats']:,} chats, Redis {result['redis']}, zero-latency model server "
-        f"({result['model_server']}), {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, "
+        f"({result['model_server']}), {result['machine']['cpus']} CPUs, Python {result['machine']['python']} ({result['machine'].get('event_loop', 'asyncio')} loop), "
         f"max_concurrent_chats {result['max_concurrent_chats']}; load average before/after "
         f"{result['machine']['load_average_before'][0]}/{result['machine']['load_average_after'][0]}.",
         "",
@@ -709,7 +710,9 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def main(out_dir: str | Path, **options: Any) -> int:
-    result = asyncio.run(measure(**options))
+    from gateway.app import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
+
+    result = run_gateway_loop(measure(**options))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_throughput.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
