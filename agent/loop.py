@@ -151,6 +151,16 @@ class Agent:
                 await self.retry.sleep(wait)
         raise AssertionError("unreachable")
 
+    @staticmethod
+    def _with_progress(error: ProviderError, messages: list[Message], first_new: int, user_message: Message | None) -> ProviderError:
+        """Attach the turn's messages so far to a provider failure, so tools that already ran are kept.
+
+        They are whole tool-call pairs (a failure happens between requests). After an in-loop
+        compaction only ``user_message`` is handed back: the rewritten list is not committed.
+        """
+        error.turn_messages = [user_message] if user_message is not None else messages[first_new:]  # type: ignore[attr-defined]
+        return error
+
     async def run_turn(self, history: Sequence[Message], user_message: Message) -> TurnResult:
         """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so."""
         messages: list[Message] = list(history) + [user_message]
@@ -171,15 +181,15 @@ class Agent:
                     messages, compacted = new, True
             try:
                 completion = await self._complete(messages, tools)
-            except ContextTooLong:
-                if context_retry_used:
-                    raise
+            except ContextTooLong as error:
+                new = None if context_retry_used else await self._compact(messages, None, force=True, folded=folded)
                 context_retry_used = True
-                new = await self._compact(messages, None, force=True, folded=folded)
                 if new is None:
-                    raise
+                    raise self._with_progress(error, messages, first_new, user_message if compacted else None)
                 messages, compacted = new, True
                 continue
+            except ProviderError as error:
+                raise self._with_progress(error, messages, first_new, user_message if compacted else None)
             calls += 1
             iteration += 1
             total = total + completion.usage

@@ -162,7 +162,8 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
         if failed:
             out.write(f"foldgate: platform {', '.join(failed)} stopped: {adapters[failed[0]].failure}\n")  # type: ignore[attr-defined]
             return 1
-        await gateway.runner.wait_idle(timeout=60)
+        if not stop.is_set():  # the terminal chat ended: answer what it sent; a signal only lets running turns finish
+            await gateway.runner.wait_idle(timeout=60)
         return 0
     finally:
         if metrics is not None:

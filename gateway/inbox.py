@@ -5,7 +5,10 @@ one script (both keys carry the chat's hash tag), then marks the chat ready in a
 sorted set that workers of every process scan. The mark comes AFTER the push, and is
 repeated for duplicates, so a chat with pending entries is always marked: a worker that
 finds a chat's inbox empty unmarks it, then releases the chat's lock only if the inbox is
-still empty (``SessionStore.release_if_idle``, one script).
+still empty (``SessionStore.release_if_idle``, one script); if an entry slipped in, it marks
+the chat again before going on. While a worker holds a chat, the chat's score in the set is a
+lease in the future, so other processes' dispatchers skip it until the holder's lock could
+have expired.
 
 An entry leaves the inbox only when its turn is committed and its reply recorded as sent
 (``SessionStore.finish_entry``, one fenced step), so a process that dies mid-turn leaves the entry for the next worker
@@ -45,18 +48,38 @@ class Inbox:
         return ChatKeys(self.prefix, chat)
 
     async def put(self, message: IncomingMessage) -> bool:
-        """Make ``message`` durable; False when this update id was already taken in (a redelivery)."""
+        """Make ``message`` durable; False when this update id was already taken in (a redelivery).
+
+        The chat is marked ready before the push (so a crash right after the push cannot leave
+        an entry in an unmarked chat) and again after it (so a worker that unmarked the chat in
+        between sees it marked anew).
+        """
         keys = self._keys(message.chat)
+        await self.mark(message.chat)
         queued = await self._intake(
             keys=[keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox],
             args=[self.dedupe_ttl_seconds, message.model_dump_json()],
         )
-        await self.redis.zadd(self.ready_key, {message.chat: time.time()}, nx=True)
+        await self.mark(message.chat)
         return bool(queued)
 
+    async def mark(self, chat: str) -> None:
+        """Mark the chat ready (keeping the score it has: an earlier wait, or a holder's lease)."""
+        await self.redis.zadd(self.ready_key, {chat: time.time()}, nx=True)
+
+    async def lease(self, chat: str, seconds: float) -> None:
+        """Hide a chat its worker holds from every dispatcher until ``seconds`` from now.
+
+        Marked chats are ordered by score and only those due are handed out, so chats held by
+        other processes do not crowd the ones that wait; if the holder dies, the chat becomes
+        due again when its lease (the lock's time to live) runs out.
+        """
+        await self.redis.zadd(self.ready_key, {chat: time.time() + seconds})
+
     async def ready_chats(self, limit: int) -> list[str]:
-        """Chats with pending entries, the longest-waiting first."""
-        return [str(chat) for chat in await self.redis.zrange(self.ready_key, 0, limit - 1)]
+        """Chats with pending entries that no worker holds, the longest-waiting first."""
+        due = await self.redis.zrangebyscore(self.ready_key, "-inf", time.time(), start=0, num=limit)
+        return [str(chat) for chat in due]
 
     async def head(self, chat: str) -> str | None:
         """The oldest pending entry of the chat (raw JSON), or None when the inbox is empty."""

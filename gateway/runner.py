@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 #: Failed attempts at one inbox entry before it is answered with an error and let go.
 MAX_ENTRY_ATTEMPTS = 3
+#: Seconds before a chat whose worker stopped early is handed out again.
+RETRY_DELAY_SECONDS = 1.0
+#: Attempts at delivering one reply before it is given up (the platform refuses it for good).
+SEND_ATTEMPTS = 3
 
 
 class AgentFactory(Protocol):
@@ -175,21 +179,35 @@ class GatewayRunner:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
     async def _keep_lock(self, lock: Lock, owner: asyncio.Task[None]) -> None:
-        """Extend the chat lock while its turn runs; cancel the turn if the lock was lost."""
+        """Extend the chat lock (and its lease in the ready set) while its turn runs.
+
+        A failed extension is retried on the next tick; the turn is cancelled only when the
+        lock is known lost or could have expired since the last extension that succeeded.
+        """
+        extended = time.monotonic()
         while True:
             await asyncio.sleep(self.lock_ttl / 3)
             try:
                 await self.store.extend_lock(lock, self.lock_ttl)
+                await self.inbox.lease(lock.chat, self.lock_ttl)
+                extended = time.monotonic()
             except StaleLock:
                 log.warning("%s: lock lost mid-turn; abandoning the turn", lock.chat)
                 owner.cancel()
                 return
+            except Exception:
+                if time.monotonic() - extended >= self.lock_ttl:
+                    log.exception("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat)
+                    owner.cancel()
+                    return
+                log.warning("%s: extending the lock failed; retrying", lock.chat, exc_info=True)
 
     async def _drain(self, chat: str) -> None:
         """Take the chat's lock and handle its inbox in order until it is empty."""
         lock, head = await self.store.claim(chat, self.lock_ttl)
         if lock is None:
             return  # another worker has this chat
+        await self.inbox.lease(chat, self.lock_ttl)
         me = asyncio.current_task()
         assert me is not None
         keeper = asyncio.create_task(self._keep_lock(lock, me))
@@ -204,6 +222,7 @@ class GatewayRunner:
                     if head is None:
                         released = True
                         break
+                    await self.inbox.lease(chat, self.lock_ttl)  # still ours: stay marked in case we die
                 head = await self._handle_entry(chat, lock, head)
         except StaleLock:
             log.warning("%s: lock expired under worker %s; another worker continues", chat, self.worker_id)
@@ -214,10 +233,13 @@ class GatewayRunner:
             log.exception("%s: worker failed; the entry stays in the inbox", chat)
         finally:
             keeper.cancel()
-            self._wake.set()  # a slot is free: let the dispatcher look again now
-            if not released:
+            for key in [key for key in self._attempts if key.startswith(f"{chat}|")]:
+                del self._attempts[key]  # counts are per holding of the lock; never kept past it
+            if not released:  # entries may remain: free the chat and make it due again shortly
                 with contextlib.suppress(Exception):
                     await self.store.release_lock(lock)
+                    await self.inbox.lease(chat, RETRY_DELAY_SECONDS)
+            self._wake.set()  # a slot is free: let the dispatcher look again now
 
     # ----------------------------------------------------------------- one entry
 
@@ -239,24 +261,35 @@ class GatewayRunner:
             self._attempts[attempts_key] = attempts
             log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
             if attempts < MAX_ENTRY_ATTEMPTS:
+                await asyncio.sleep(RETRY_DELAY_SECONDS * 2 ** (attempts - 1))  # the keeper holds the lock meanwhile
                 return raw
             outcome = await self._give_up(chat, lock, message, error)
         self._attempts.pop(attempts_key, None)
         if outcome.reply is not None:
-            await self._send(message, outcome.reply)
+            await self._deliver(message, outcome.reply)
         # Recording the reply as sent and removing the entry are one fenced step; a crash between
         # the send above and this step is the one window in which a reply can go out twice.
         marker = {"replied_entry_id": f"{message.platform}:{message.update_id}"} if outcome.committed else {}
         return await self.store.finish_entry(lock, outcome.session_id, raw, **marker)
 
     async def _give_up(self, chat: str, lock: Lock, message: IncomingMessage, error: Exception) -> "Outcome":
-        """After repeated failures: keep the person's message in the session and tell them."""
+        """After repeated failures: keep the person's message in the session and tell them.
+
+        If even that fails (the message itself cannot be stored), the entry is let go with the
+        error logged, so one poisoned entry never blocks the chat behind it.
+        """
         sid, meta, _ = await self.store.snapshot(chat, messages=False)
         entry_id = f"{message.platform}:{message.update_id}"
         reply = f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; please try again."
-        if meta.last_entry_id != entry_id:
-            await self.store.append(chat, sid, [self._user_message(message)], lock=lock,
-                                    meta={"last_entry_id": entry_id, "last_reply": reply})
+        try:
+            if meta.last_entry_id != entry_id:
+                await self.store.append(chat, sid, [self._user_message(message)], lock=lock,
+                                        meta={"last_entry_id": entry_id, "last_reply": reply})
+        except StaleLock:
+            raise
+        except Exception:
+            log.exception("%s: update %s could not be stored either; letting it go", chat, message.update_id)
+            return Outcome(sid, None, committed=False)
         return Outcome(sid, reply, committed=True)
 
     @staticmethod
@@ -297,7 +330,8 @@ class GatewayRunner:
             result = await agent.run_turn(history, user_message)
         except ProviderError as error:
             reply = f"⚠️ The model provider failed ({type(error).__name__}: {error}). Your message is saved; please try again."
-            await self.store.append(chat, sid, [user_message], lock=lock,
+            progress = getattr(error, "turn_messages", None) or [user_message]  # tool results already paid for
+            await self.store.append(chat, sid, progress, lock=lock,
                                     meta={"last_entry_id": turn.entry_id, "last_reply": reply,
                                           "engine_state": engine.export_state()})
             return Outcome(sid, reply, committed=True)
@@ -400,9 +434,23 @@ class GatewayRunner:
 
     # ----------------------------------------------------------------- replies
 
-    async def _send(self, message: IncomingMessage, text: str) -> None:
+    async def _deliver(self, message: IncomingMessage, text: str) -> None:
+        """Send a reply, retrying transient failures; a reply the platform keeps refusing (the user
+        blocked the bot, the channel is gone) is logged and given up so the chat is not blocked."""
         adapter = self.adapters.get(message.platform)
         if adapter is None:
             log.warning("no adapter for platform %s; reply to %s dropped", message.platform, message.chat)
             return
-        await adapter.send(message.chat_id, text, reply_to=message.update_id)
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                await adapter.send(message.chat_id, text, reply_to=message.update_id)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if attempt == SEND_ATTEMPTS:
+                    log.exception("%s: reply to update %s could not be delivered; giving it up",
+                                  message.chat, message.update_id)
+                    return
+                log.warning("%s: sending a reply failed (attempt %d); retrying", message.chat, attempt, exc_info=True)
+                await asyncio.sleep(RETRY_DELAY_SECONDS * attempt)

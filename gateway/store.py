@@ -275,9 +275,13 @@ local function apply_meta_changes(key, sets, dels)
 end
 """
 
-#: KEYS: session pointer, new meta, [parent meta]. ARGV: new sid, now, mode ('current'|'new'), parent sid.
+#: KEYS: session pointer, new meta, lock, [parent meta]. ARGV: new sid, now, mode ('current'|'new'),
+#: parent sid, lock token ('' = no lock required).
 _CREATE_SESSION = r"""
 require_type(KEYS[1], 'string', 'none')
+if ARGV[5] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[5] then
+  fail('FG_STALE_LOCK', 'the chat lock expired or another worker holds it')
+end
 if ARGV[3] == 'current' then
   local existing = redis.call('GET', KEYS[1])
   if existing then return existing end
@@ -286,9 +290,9 @@ if redis.call('EXISTS', KEYS[2]) == 1 then fail('FG_CONFLICT', 'session id colli
 local next_id = '0'
 local model = false
 if ARGV[4] ~= '' then
-  require_session(KEYS[3])
-  next_id = redis.call('HGET', KEYS[3], 'next_id') or '0'
-  model = redis.call('HGET', KEYS[3], 'model')
+  require_session(KEYS[4])
+  next_id = redis.call('HGET', KEYS[4], 'next_id') or '0'
+  model = redis.call('HGET', KEYS[4], 'model')
 end
 redis.call('HSET', KEYS[2], 'created_at', ARGV[2], 'updated_at', ARGV[2], 'version', '0',
   'tokens', '0', 'count', '0', 'compaction_count', '0', 'next_id', next_id, 'parent_session_id', ARGV[4])
@@ -782,21 +786,24 @@ class SessionStore:
         if sid:
             return str(sid)
         new_sid = _new_session_id()
-        return str(await self._run(self._create_session, [keys.session, keys.meta(new_sid)],
-                                   [new_sid, repr(time.time()), "current", ""]))
+        return str(await self._run(self._create_session, [keys.session, keys.meta(new_sid), keys.lock],
+                                   [new_sid, repr(time.time()), "current", "", ""]))
 
-    async def new_session(self, chat: str, *, parent: str | None = None) -> str:
+    async def new_session(self, chat: str, *, parent: str | None = None, lock: Lock | None = None) -> str:
         """Start a new session and point the chat at it (``/new``); the old one stays stored.
 
         With ``parent`` the new session links to it, continues its message ids and keeps its model.
+        With ``lock`` the switch is fenced: a holder whose lock expired cannot move the pointer
+        away from what the next holder committed (:class:`StaleLock`).
         """
         keys = self.keys(chat)
         new_sid = _new_session_id()
-        key_list = [keys.session, keys.meta(new_sid)]
+        lock_key = _lock_key(keys, lock) if lock is not None else keys.lock
+        key_list = [keys.session, keys.meta(new_sid), lock_key]
         if parent:
             key_list.append(keys.meta(_check_key_part("parent", parent)))
         return str(await self._run(self._create_session, key_list,
-                                   [new_sid, repr(time.time()), "new", parent or ""]))
+                                   [new_sid, repr(time.time()), "new", parent or "", lock.token if lock else ""]))
 
     # ----------------------------------------------------------------- locks
 

@@ -52,9 +52,11 @@ def message(chat_id: str, update_id: str, text: str, *, respond: bool = True, ts
 
 @contextlib.asynccontextmanager
 async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: float = 30.0,
-                          summarizer: Any = "configured") -> AsyncIterator[tuple[GatewayRunner, RecordingAdapter, list[Event]]]:
+                          summarizer: Any = "configured", max_concurrent_chats: int = 64,
+                          adapter: RecordingAdapter | None = None,
+                          ) -> AsyncIterator[tuple[GatewayRunner, RecordingAdapter, list[Event]]]:
     """A started runner on ``redis`` with a recording local platform; yields (runner, adapter, events)."""
-    adapter = RecordingAdapter()
+    adapter = adapter or RecordingAdapter()
     builder = AgentBuilder(settings)
     if summarizer != "configured":
         builder.summarizer = summarizer
@@ -64,7 +66,7 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
     runner = GatewayRunner(
         SessionStore(redis, settings.redis.key_prefix), Inbox(redis, settings.redis.key_prefix), builder,
         adapters={"local": adapter}, compression=settings.compression, events=events,
-        lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01,
+        lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,
     )
     await runner.start()
     try:

@@ -1,0 +1,117 @@
+"""What a production gateway meets: replies the platform refuses, replicas sharing chats, providers failing
+mid-turn, Redis blips while a turn runs — none of them may lose, repeat or block a conversation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+import pytest
+
+import gateway.runner as runner_module
+from gateway.store import SessionStore
+from tests.fakes.gateway import RecordingAdapter, make_settings, message, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+
+
+def echo(request: RecordedRequest) -> Reply:
+    return Reply.answer(f"echo: {request.last_user_text}")
+
+
+class RefusingAdapter(RecordingAdapter):
+    """A platform that refuses every reply to one chat (the user blocked the bot)."""
+
+    def __init__(self, refused_chat: str) -> None:
+        super().__init__()
+        self.refused_chat = refused_chat
+        self.refusals = 0
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        if chat_id == self.refused_chat:
+            self.refusals += 1
+            raise PermissionError("Forbidden: bot was blocked by the user")
+        await super().send(chat_id, text, reply_to=reply_to)
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch):
+    monkeypatch.setattr(runner_module, "RETRY_DELAY_SECONDS", 0.01)
+
+
+async def test_a_refused_reply_is_given_up_after_bounded_attempts_and_the_chat_goes_on(redis, redis_url, key_prefix):
+    adapter = RefusingAdapter("blocked")
+    async with FakeLLMServer(handler=echo) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
+        async with running_gateway(settings, redis, adapter=adapter) as (runner, _adapter, _events):
+            await runner.intake(message("blocked", "1", "first"))
+            await runner.intake(message("blocked", "2", "/usage"))
+            await runner.intake(message("open", "3", "hello"))
+            await runner.wait_idle(timeout=20)
+            pending = await runner.inbox.pending("local:blocked")
+    assert adapter.refusals == 2 * runner_module.SEND_ATTEMPTS  # each reply tried a bounded number of times
+    assert pending == 0  # and the chat did not get stuck behind them
+    assert len([r for r in server.requests if "first" in r.last_user_text]) == 1  # the turn ran once
+    assert adapter.sent == [("open", "echo: hello")]
+
+
+async def test_replicas_do_not_starve_each_other_of_chats(redis, redis_url, key_prefix):
+    async def slow(request: RecordedRequest) -> Reply:
+        await asyncio.sleep(0.3)
+        return echo(request)
+
+    async with FakeLLMServer(handler=slow) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
+        async with running_gateway(settings, redis, max_concurrent_chats=2) as (first, first_out, _), \
+                running_gateway(settings, redis, max_concurrent_chats=2) as (second, second_out, _):
+            for turn in range(3):
+                for chat in range(4):
+                    await first.intake(message(f"c{chat}", f"{chat}-{turn}", f"chat {chat} turn {turn}"))
+            await first.wait_idle(timeout=30)
+            await second.wait_idle(timeout=30)
+    assert len(first_out.sent) + len(second_out.sent) == 12
+    assert first_out.sent and second_out.sent  # chats held by one process never hid the others' work
+
+
+async def test_a_provider_failure_after_tools_ran_keeps_their_results(redis, redis_url, key_prefix):
+    calls = iter(range(100))
+
+    def script(request: RecordedRequest) -> Reply:
+        step = next(calls)
+        if step == 0:
+            return Reply.tool_call("session_search", {"query": "deploy"}, call_id="t1")
+        return Reply.error(400, "invalid request: upstream refused", kind="invalid_request_error")
+
+    async with FakeLLMServer(handler=script) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            await runner.intake(message("p", "1", "check the deploy"))
+            await runner.wait_idle(timeout=20)
+            store = SessionStore(redis, key_prefix)
+            transcript = await store.active("local:p", await store.current_session("local:p"))
+    assert [m["role"] for m in transcript] == ["user", "assistant", "tool"]  # the tool round is kept, pairs whole
+    assert transcript[1]["tool_calls"][0]["id"] == transcript[2]["tool_call_id"] == "t1"
+    assert adapter.sent[-1][1].startswith("⚠️ The model provider failed")
+
+
+async def test_a_redis_blip_while_extending_the_lock_does_not_redo_the_turn(redis, redis_url, key_prefix, monkeypatch):
+    async def slow(request: RecordedRequest) -> Reply:
+        await asyncio.sleep(1.0)
+        return echo(request)
+
+    failures = {"left": 1}
+    original = SessionStore.extend_lock
+
+    async def flaky_extend(self, lock, ttl_seconds):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise ConnectionError("connection reset by peer")
+        return await original(self, lock, ttl_seconds)
+
+    monkeypatch.setattr(SessionStore, "extend_lock", flaky_extend)
+    async with FakeLLMServer(handler=slow) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
+        async with running_gateway(settings, redis, lock_ttl_seconds=0.9) as (runner, adapter, _events):
+            await runner.intake(message("b", "1", "long question"))
+            await runner.wait_idle(timeout=20)
+    assert failures["left"] == 0  # the blip happened mid-turn
+    assert len(server.requests) == 1 and adapter.sent == [("b", "echo: long question")]
