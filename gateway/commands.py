@@ -121,8 +121,6 @@ async def new(turn: "ChatTurn", _arg: str) -> str:
     """Start a fresh conversation; the old one stays stored and searchable by its session id."""
     old = turn.session_id
     sid = await turn.runner.store.new_session(turn.chat, lock=turn.lock)
-    await turn.runner.store.update_meta(turn.chat, sid, lock=turn.lock, last_entry_id=turn.entry_id,
-                                        replied_entry_id=turn.entry_id)
     turn.session_id = sid
     return f"Started a new conversation (session {sid}). The previous one ({old}) is kept."
 

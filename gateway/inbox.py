@@ -76,6 +76,10 @@ class Inbox:
         """
         await self.redis.zadd(self.ready_key, {chat: time.time() + seconds})
 
+    async def marked(self) -> int:
+        """How many chats are marked, due or leased: zero means every inbox is empty."""
+        return int(await self.redis.zcard(self.ready_key))
+
     async def ready_chats(self, limit: int) -> list[str]:
         """Chats with pending entries that no worker holds, the longest-waiting first."""
         due = await self.redis.zrangebyscore(self.ready_key, "-inf", time.time(), start=0, num=limit)

@@ -154,7 +154,7 @@ class GatewayRunner:
         """Wait until no chat has pending entries and no turn runs here (for replays and tests)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not self._busy and not await self.inbox.ready_chats(1):
+            if not self._busy and not await self.inbox.marked():
                 return
             await asyncio.sleep(self.poll_interval)
         raise TimeoutError(f"gateway still busy after {timeout}s")
@@ -306,7 +306,10 @@ class GatewayRunner:
             return Outcome(sid, meta.last_reply if missing else None, committed=True)
         command_reply = await handle_command(turn)
         if command_reply is not None:
-            return Outcome(turn.session_id, command_reply, committed=False)
+            # Recorded like a turn's reply: a retry after a crash resends it instead of running the command again.
+            await self.store.update_meta(chat, turn.session_id, lock=lock, last_entry_id=turn.entry_id,
+                                         last_reply=command_reply)
+            return Outcome(turn.session_id, command_reply, committed=True)
         user_message = self._user_message(message)
         if not message.respond:
             await self.store.append(chat, sid, [user_message], lock=lock,

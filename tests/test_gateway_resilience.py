@@ -115,3 +115,34 @@ async def test_a_redis_blip_while_extending_the_lock_does_not_redo_the_turn(redi
             await runner.wait_idle(timeout=20)
     assert failures["left"] == 0  # the blip happened mid-turn
     assert len(server.requests) == 1 and adapter.sent == [("b", "echo: long question")]
+
+
+async def test_a_command_retried_after_a_crash_is_not_run_again(redis, redis_url, key_prefix):
+    """The command ran and its reply was recorded, then the process died before the entry left the inbox."""
+    async with FakeLLMServer(handler=echo) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
+        store = SessionStore(redis, key_prefix)
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            await runner.intake(message("n", "1", "hello"))
+            await runner.wait_idle()
+            first = await store.current_session("local:n")
+            original_finish = store.finish_entry.__func__  # type: ignore[attr-defined]
+            crashed = {"done": False}
+
+            async def crash_once(self, lock, sid, entry, **meta):
+                if not crashed["done"] and "/new" in entry:
+                    crashed["done"] = True
+                    raise ConnectionError("process died before the entry was removed")
+                return await original_finish(self, lock, sid, entry, **meta)
+
+            SessionStore.finish_entry = crash_once  # type: ignore[method-assign]
+            try:
+                await runner.intake(message("n", "2", "/new"))
+                await runner.wait_idle(timeout=20)
+            finally:
+                SessionStore.finish_entry = original_finish  # type: ignore[method-assign]
+            second = await store.current_session("local:n")
+            sessions = [key async for key in redis.scan_iter(match=f"{key_prefix}:{{local:n}}:s:*:meta")]
+    assert second != first and len(sessions) == 2  # exactly one new session: the retry did not run /new again
+    replies = [text for chat, text in adapter.sent if chat == "n"]
+    assert replies[0] == "echo: hello" and replies[1].startswith("Started a new conversation")
