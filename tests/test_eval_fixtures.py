@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
+import re
+import statistics
 from pathlib import Path
 
 import pytest
 
 from agent.messages import api_problems
 from agent.tokens import count_message, count_messages
-from evals.fixtures import generate
-from evals.fixtures.facts import RECIPES
+from evals.fixtures import generate, outputs
+from evals.fixtures.facts import RECIPES, Topic, plant_sha
+from evals.fixtures.lexicon import TOPIC_ASPECTS, make_world
 from evals.fixtures.session import dumps_jsonl, generate_session
 
 DATA = Path(__file__).resolve().parents[1] / "evals" / "fixtures" / "data"
@@ -91,6 +95,29 @@ def test_each_committed_probe_answer_occurs_only_in_its_planted_message(path: Pa
         assert holders == [probe["message_id"]], probe
         assert by_id[probe["message_id"]]["role"] == probe["where"], probe
         assert probe["query"] and probe["question"].endswith("?")
+
+
+def test_planted_commit_subjects_are_no_rarer_than_filler_commit_subjects() -> None:
+    """A compressor ranking `git log` lines by rare words must not single out the planted commit."""
+
+    def words(subject: str) -> set[str]:
+        return set(re.findall(r"[a-z]+", subject.lower()))
+
+    rng = random.Random(3)
+    world = make_world(rng)
+    topics = rng.sample([Topic(area, aspect) for area in world.areas for aspect in TOPIC_ASPECTS], 40)
+    world.fact_topics.update((topic.subject, topic.aspect) for topic in topics)
+    planted = [re.search(r': "(.*)"\. ', plant_sha(rng, world, topic, "assistant").text).group(1) for topic in topics]
+    filler = [outputs.commit_subject(rng, world) for _ in range(3000)]
+    counts = collections.Counter(word for subject in filler for word in words(subject))
+    fresh = [outputs.commit_subject(rng, world) for _ in range(400)]
+
+    def rarest(subject: str) -> int:
+        return min(counts[word] for word in words(subject))
+
+    assert all(rarest(subject) > 0 for subject in planted), [s for s in planted if rarest(s) == 0]
+    assert statistics.median(map(rarest, planted)) >= statistics.median(map(rarest, fresh)) / 2
+    assert not any(f"{area} {aspect}" in subject for subject in filler for area, aspect in world.fact_topics)
 
 
 def test_facts_cover_every_kind_and_place_and_mostly_sit_in_the_compactable_part() -> None:
