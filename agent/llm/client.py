@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import httpx
 
+from agent.llm.transport import AiohttpTransport
 from agent.llm import anthropic, openai_chat
 from agent.llm.errors import (
     BadResponse,
@@ -131,7 +132,7 @@ class ChatClient:
         elif api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout), transport=AiohttpTransport())
 
     @property
     def url(self) -> str:
