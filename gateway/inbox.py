@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from gateway.platforms.base import IncomingMessage
 from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys
@@ -43,6 +44,7 @@ class Inbox:
         self.ready_key = f"{prefix}:ready"
         self.dedupe_ttl_seconds = dedupe_ttl_seconds
         self._intake = redis.register_script(_INTAKE)
+        self._ordered_pipelines = not isinstance(redis, RedisCluster)
 
     def _keys(self, chat: str) -> ChatKeys:
         return ChatKeys(self.prefix, chat)
@@ -55,11 +57,17 @@ class Inbox:
         between sees it marked anew).
         """
         keys = self._keys(message.chat)
-        await self.mark(message.chat)
-        queued = await self._intake(
-            keys=[keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox],
-            args=[self.dedupe_ttl_seconds, message.model_dump_json()],
-        )
+        intake_keys = [keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox]
+        intake_args = [self.dedupe_ttl_seconds, message.model_dump_json()]
+        if self._ordered_pipelines:  # one round trip; a single server runs a pipeline in order
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zadd(self.ready_key, {message.chat: time.time()}, nx=True)
+            await self._intake(keys=intake_keys, args=intake_args, client=pipe)
+            pipe.zadd(self.ready_key, {message.chat: time.time()}, nx=True)
+            _, queued, _ = await pipe.execute()
+            return bool(queued)
+        await self.mark(message.chat)  # a cluster pipeline may reorder across nodes: one step at a time
+        queued = await self._intake(keys=intake_keys, args=intake_args)
         await self.mark(message.chat)
         return bool(queued)
 

@@ -120,6 +120,7 @@ class GatewayRunner:
         self._busy: dict[str, asyncio.Task[None]] = {}
         self._attempts: dict[str, int] = {}
         self._wake = asyncio.Event()
+        self._saturated = False
         self._dispatcher: asyncio.Task[None] | None = None
         self._stopping = False
         self.started_at = time.time()
@@ -166,6 +167,8 @@ class GatewayRunner:
             try:
                 free = self._max_chats - len(self._busy)
                 chats = await self.inbox.ready_chats(free + len(self._busy)) if free > 0 else []
+                # More chats wait than slots are free: wake up as soon as a slot frees.
+                self._saturated = free <= 0 or len([c for c in chats if c not in self._busy]) > free
                 for chat in chats:
                     if chat in self._busy or len(self._busy) >= self._max_chats:
                         continue
@@ -239,7 +242,8 @@ class GatewayRunner:
                 with contextlib.suppress(Exception):
                     await self.store.release_lock(lock)
                     await self.inbox.lease(chat, RETRY_DELAY_SECONDS)
-            self._wake.set()  # a slot is free: let the dispatcher look again now
+            if self._saturated:
+                self._wake.set()  # a slot is free and chats are waiting: look again now
 
     # ----------------------------------------------------------------- one entry
 
