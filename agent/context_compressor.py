@@ -303,6 +303,7 @@ class ContextCompressor(ContextEngine):
         self._previous_summary_source = "model" if source not in ("deterministic", "fallback") else source
         self._digest = digest
         self.compression_count += 1
+        self.last_prompt_tokens = tokens_after  # the last report described the context before this rewrite
         self.guard.on_compacted()
         self.last_compaction = CompactionStats(
             outcome="compacted",
@@ -421,10 +422,14 @@ class ContextCompressor(ContextEngine):
 
 
 def _conversation_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """Identity of a conversation: a digest of its first user message (id and text; ids alone repeat across chats)."""
+    """Identity of a conversation: a digest of its first user message's text.
+
+    Not its id: the first message of a session has none until its turn is committed, and a key
+    that changed then would reset the guard state and the previous summary.
+    """
     for message in messages:
         if message.get("role") == "user":
-            seed = f"{message.get('_id')}\n{content_text(message.get('content'))}"
+            seed = content_text(message.get("content"))
             return hashlib.sha256(seed.encode("utf-8", "replace")).hexdigest()[:20]
     return None
 

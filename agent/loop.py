@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
@@ -19,7 +20,8 @@ from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError, RateLimited
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
-from agent.messages import Message, pair_problems
+from agent.messages import Message, pair_problems, tool_call_ids
+from agent.tokens import count_messages
 from agent.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,22 @@ class RetryPolicy:
         if isinstance(error, RateLimited) and error.retry_after is not None:
             return min(error.retry_after, MAX_RETRY_AFTER_SECONDS)
         return min(self.base_delay * 2**attempt, self.max_delay)
+
+
+def _give_calls_unique_ids(assistant: Message, history: Sequence[Message]) -> None:
+    """Replace missing or reused tool-call ids with fresh ones before the calls enter the history.
+
+    Some providers number calls per response (``functions.read:0``) or omit the id; a repeat of
+    an id already in the conversation would make every later request invalid (L3).
+    """
+    calls = assistant.get("tool_calls") or []
+    if not calls:
+        return
+    taken = {call_id for message in history for call_id in tool_call_ids(message)}
+    for call in calls:
+        if not call.get("id") or call["id"] in taken:
+            call["id"] = f"call_{uuid.uuid4().hex[:24]}"
+        taken.add(call["id"])
 
 
 class Agent:
@@ -175,8 +193,12 @@ class Agent:
         context_retry_used = False
         iteration = 0
         while iteration < self.max_iterations:
-            if iteration and self.engine.should_compress(last.prompt_tokens or None):
-                new = await self._compact(messages, last.prompt_tokens, force=False, folded=folded)
+            # The size to judge: the provider's report for the previous request of this turn; before
+            # the first request, the engine's last report (from the previous turn, or the size its last
+            # compaction left); a count only where no report exists.
+            tokens = last.prompt_tokens or (None if iteration else self.engine.last_prompt_tokens) or count_messages(messages)
+            if self.engine.should_compress(tokens):
+                new = await self._compact(messages, tokens, force=False, folded=folded)
                 if new is not None:
                     messages, compacted = new, True
             try:
@@ -196,11 +218,12 @@ class Agent:
             last = completion.usage
             self.engine.update_from_response(completion.usage.as_dict())
             assistant = completion.as_message()
+            _give_calls_unique_ids(assistant, messages)
             messages.append(assistant)
             if not completion.tool_calls:
                 reply = completion.text
                 break
-            for call in completion.tool_calls:
+            for call in assistant["tool_calls"]:
                 function = call.get("function") or {}
                 result = await self._run_tool(str(function.get("name")), function.get("arguments") or "{}")
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})

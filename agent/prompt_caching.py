@@ -88,10 +88,18 @@ def _mark(message: dict[str, Any], marker: Mapping[str, str], native_anthropic: 
     return True
 
 
-def breakpoint_indexes(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Positions that get a breakpoint: the first system message, then the last three others."""
+def breakpoint_indexes(messages: Sequence[Mapping[str, Any]], native_anthropic: bool = True) -> list[int]:
+    """Positions that get a breakpoint: the first system message, then the last three others.
+
+    Off the native API a tool message cannot carry a marker, so the window counts only the
+    messages that can: in a tool loop with parallel calls the last three messages are often all
+    tool results, and skipping them would leave the whole conversation uncached.
+    """
     system = [i for i, m in enumerate(messages) if m.get("role") == "system"][:1]
-    others = [i for i, m in enumerate(messages) if m.get("role") != "system"]
+    others = [
+        i for i, m in enumerate(messages)
+        if m.get("role") != "system" and (native_anthropic or m.get("role") != "tool")
+    ]
     return system + others[-ROLLING_WINDOW:]
 
 
@@ -110,7 +118,7 @@ def apply_anthropic_cache_control(
     copied: list[dict[str, Any]] = copy.deepcopy([dict(m) for m in messages])
     for message in copied:
         _strip_markers(message)
-    for index in breakpoint_indexes(copied):
+    for index in breakpoint_indexes(copied, native_anthropic):
         _mark(copied[index], marker, native_anthropic)
     return copied
 

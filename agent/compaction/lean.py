@@ -51,6 +51,8 @@ def old_tool_result_cutoff(tail: Sequence[Mapping[str, Any]], budget_offset: int
     ``fresh_tokens`` is how much of the newest tool output stays verbatim.
     """
     newest_user = max((i for i, m in enumerate(tail) if is_real_user_message(m)), default=0)
+    # Results after the last assistant message answer calls the model has not seen answered yet.
+    last_assistant = max((i for i, m in enumerate(tail) if m.get("role") == "assistant"), default=len(tail))
     fresh_start = 0
     if fresh_tokens is not None:
         used = 0
@@ -60,7 +62,7 @@ def old_tool_result_cutoff(tail: Sequence[Mapping[str, Any]], budget_offset: int
                 if used > fresh_tokens:
                     fresh_start = index + 1
                     break
-    return max(newest_user, budget_offset, fresh_start)
+    return min(max(newest_user, budget_offset, fresh_start), last_assistant)
 
 
 def stub_old_tool_results(

@@ -541,6 +541,8 @@ class CodexAppServerChat:
     def __init__(self, server: CodexAppServer, engine: CodexThreadEngine) -> None:
         self.server = server
         self.engine = engine
+        #: Gateway-started compactions already marked on an answer (the agent loop may start one too).
+        self._gateway_marked = engine.native_compactions.get("gateway", 0)
 
     async def complete(
         self,
@@ -553,12 +555,12 @@ class CodexAppServerChat:
     ) -> Completion:
         """Run the new user input as a turn on the conversation's thread (codex uses its own tools)."""
         thread = thread_of(messages)
-        compacted_before = 0
         if thread is None:
             thread = await self.server.start_thread(model)
         elif self.engine.should_compress():
             await self.engine.compact_thread(thread, trigger="gateway")
-            compacted_before = 1
+        started = self.engine.native_compactions.get("gateway", 0)
+        compacted_before, self._gateway_marked = started - self._gateway_marked, started
         text = pending_input(messages)
         if not text.strip():
             raise BadResponse("nothing new to send to the codex thread")
