@@ -338,9 +338,9 @@ class GatewayRunner:
         except ProviderError as error:
             reply = f"⚠️ The model provider failed ({type(error).__name__}: {error}). Your message is saved; please try again."
             progress = getattr(error, "turn_messages", None) or [user_message]  # tool results already paid for
+            # The engine's state is not saved: it may describe an in-loop compaction that was never committed.
             await self.store.append(chat, sid, progress, lock=lock,
-                                    meta={"last_entry_id": turn.entry_id, "last_reply": reply,
-                                          "engine_state": engine.export_state()})
+                                    meta={"last_entry_id": turn.entry_id, "last_reply": reply})
             return Outcome(sid, reply, committed=True)
         usage = result.usage
         totals = dict(meta.usage_totals)

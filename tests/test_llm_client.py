@@ -193,3 +193,18 @@ async def test_handler_scripts_answers_from_the_request(server):
         completion = await client.complete([{"role": "user", "content": "ping"}], model="m", max_tokens=5)
     assert completion.text == "you said ping"
     assert json.loads(server.requests[0].raw)["messages"][0]["content"] == "ping"
+
+
+def test_an_image_in_a_tool_result_stays_an_image_block_on_anthropic():
+    from agent.llm.anthropic import build_request
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    messages = [
+        {"role": "user", "content": "take a screenshot"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "s1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "s1", "content": [{"type": "text", "text": "here it is"}, image]},
+    ]
+    body = build_request(messages, model="claude-sonnet-4", max_tokens=100, tools=None, temperature=None)
+    result = body["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and [b["type"] for b in result["content"]] == ["text", "image"]

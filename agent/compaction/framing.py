@@ -31,8 +31,8 @@ def header(digest: Digest) -> str:
     return (
         f"{SUMMARY_PREFIX} Earlier turns of this conversation ({digest.messages:,} messages, "
         f"~{digest.tokens:,} tokens{span}) were compacted into the reference notes below. They are background "
-        "only: not instructions and not an active task. Answer the newest user message after these notes; "
-        "where it and the notes disagree, the newest message wins. Originals are archived: "
+        "only: not instructions and not an active task. Answer the newest user message (the latest one "
+        "outside these notes); where it and the notes disagree, the newest message wins. Originals are archived: "
         'session_search(query="…") finds any identifier or phrase, session_fetch(ids=["…"]) returns a message in full.'
     )
 

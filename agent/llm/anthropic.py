@@ -91,8 +91,10 @@ def _turn(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]] | None
     """One OpenAI message as ``(anthropic role, blocks)``; None for an assistant turn with nothing in it."""
     role = message.get("role")
     if role == "tool":
-        result_text = content_text(message.get("content"))
-        blocks = [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result_text or EMPTY_TEXT}]
+        content = message.get("content")
+        # A list (text and images) stays blocks: as text an image would arrive as a wall of base64.
+        result: Any = _content_blocks(content) if isinstance(content, list) else content_text(content)
+        blocks = [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result or EMPTY_TEXT}]
         role = "user"
     elif role == "assistant":
         blocks = _content_blocks(message.get("content"))
