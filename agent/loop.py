@@ -169,16 +169,6 @@ class Agent:
                 await self.retry.sleep(wait)
         raise AssertionError("unreachable")
 
-    @staticmethod
-    def _with_progress(error: ProviderError, messages: list[Message], first_new: int, user_message: Message | None) -> ProviderError:
-        """Attach the turn's messages so far to a provider failure, so tools that already ran are kept.
-
-        They are whole tool-call pairs (a failure happens between requests). After an in-loop
-        compaction only ``user_message`` is handed back: the rewritten list is not committed.
-        """
-        error.turn_messages = [user_message] if user_message is not None else messages[first_new:]  # type: ignore[attr-defined]
-        return error
-
     async def run_turn(self, history: Sequence[Message], user_message: Message) -> TurnResult:
         """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so."""
         messages: list[Message] = list(history) + [user_message]
@@ -203,15 +193,17 @@ class Agent:
                     messages, compacted = new, True
             try:
                 completion = await self._complete(messages, tools)
-            except ContextTooLong as error:
-                new = None if context_retry_used else await self._compact(messages, None, force=True, folded=folded)
-                context_retry_used = True
-                if new is None:
-                    raise self._with_progress(error, messages, first_new, user_message if compacted else None)
-                messages, compacted = new, True
-                continue
             except ProviderError as error:
-                raise self._with_progress(error, messages, first_new, user_message if compacted else None)
+                if isinstance(error, ContextTooLong) and not context_retry_used:
+                    context_retry_used = True
+                    new = await self._compact(messages, None, force=True, folded=folded)
+                    if new is not None:
+                        messages, compacted = new, True
+                        continue
+                # What the turn did so far (whole tool-call pairs: a failure falls between requests)
+                # travels with the error, so the gateway keeps tool results that were already paid for.
+                error.partial = self._result(messages, first_new, "", compacted, total, last, calls, folded)  # type: ignore[attr-defined]
+                raise
             calls += 1
             iteration += 1
             total = total + completion.usage
@@ -230,6 +222,10 @@ class Agent:
         else:
             reply = "I stopped after too many tool calls in one turn; ask me to continue."
             messages.append({"role": "assistant", "content": reply})
+        return self._result(messages, first_new, reply, compacted, total, last, calls, folded)
+
+    def _result(self, messages: list[Message], first_new: int, reply: str, compacted: bool, total: Usage,
+                last: Usage, calls: int, folded: list[Message]) -> TurnResult:
         self._last_compaction_in_place = compacted
         new_messages = [] if compacted else messages[first_new:]
         return TurnResult(messages, new_messages, reply, compacted, total, last, calls, folded)

@@ -335,13 +335,14 @@ class GatewayRunner:
                 await adapter.typing(message.chat_id)
         try:
             result = await agent.run_turn(history, user_message)
+            reply = result.reply
         except ProviderError as error:
+            # What the turn did before the failure (tool results already paid for, an in-loop compaction)
+            # is committed like any turn; the person's message is kept and the reply says what happened.
+            result = getattr(error, "partial", None)
+            if result is None:
+                raise
             reply = f"⚠️ The model provider failed ({type(error).__name__}: {error}). Your message is saved; please try again."
-            progress = getattr(error, "turn_messages", None) or [user_message]  # tool results already paid for
-            # The engine's state is not saved: it may describe an in-loop compaction that was never committed.
-            await self.store.append(chat, sid, progress, lock=lock,
-                                    meta={"last_entry_id": turn.entry_id, "last_reply": reply})
-            return Outcome(sid, reply, committed=True)
         usage = result.usage
         totals = dict(meta.usage_totals)
         for name, value in usage.as_dict().items():
@@ -349,7 +350,7 @@ class GatewayRunner:
         totals["turns"] = int(totals.get("turns", 0)) + 1
         fields = {
             "last_entry_id": turn.entry_id,
-            "last_reply": result.reply,
+            "last_reply": reply,
             "engine_state": engine.export_state(),
             "usage_totals": totals,
             "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
@@ -377,7 +378,7 @@ class GatewayRunner:
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
             latency_ms=(time.perf_counter() - started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
         ))
-        return Outcome(turn.session_id, result.reply, committed=True)
+        return Outcome(turn.session_id, reply, committed=True)
 
     # ----------------------------------------------------------------- compaction outside the loop
 

@@ -146,3 +146,44 @@ async def test_a_command_retried_after_a_crash_is_not_run_again(redis, redis_url
     assert second != first and len(sessions) == 2  # exactly one new session: the retry did not run /new again
     replies = [text for chat, text in adapter.sent if chat == "n"]
     assert replies[0] == "echo: hello" and replies[1].startswith("Started a new conversation")
+
+
+async def test_a_provider_failure_after_an_in_loop_compaction_keeps_the_compaction_and_the_tools(redis, redis_url, key_prefix):
+    import random as _random
+
+    from gateway.events import CompressEvent
+    from tests.test_gateway_pipeline import NOTES, chatter, is_summary_request
+
+    window = 20_000
+    steps = iter(range(100))
+
+    def script(request: RecordedRequest) -> Reply:
+        if is_summary_request(request):
+            return Reply.answer(NOTES)
+        if request.last_user_text != "dig in":
+            return Reply.answer("ok")
+        step = next(steps)
+        if step == 0:  # a tool round, reported at 60%: the compressor runs before the next request
+            reply = Reply.tool_call("session_search", {"query": "billing"}, call_id="d0")
+            reply.usage = {"prompt_tokens": int(window * 0.6), "completion_tokens": 10, "total_tokens": int(window * 0.6) + 10}
+            return reply
+        return Reply.error(400, "invalid request: upstream refused", kind="invalid_request_error")
+
+    rng = _random.Random(31)
+    async with FakeLLMServer(handler=script, context_limit=window) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            store = SessionStore(redis, key_prefix)
+            await runner.intake(message("d", "0", "hello"))
+            await runner.wait_idle()
+            for index in range(120):
+                await runner.intake(message("d", f"n{index}", chatter(rng, index), respond=False))
+            await runner.intake(message("d", "1", "dig in"))
+            await runner.wait_idle(timeout=20)
+            sid = await store.current_session("local:d")
+            active = await store.active("local:d", sid)
+            meta = await store.meta("local:d", sid)
+    assert [e.trigger for e in events if isinstance(e, CompressEvent)] == ["in_loop"]
+    assert meta.compaction_count == 1  # the compaction the turn made is committed, with its engine state
+    assert [m["role"] for m in active[-3:]] == ["user", "assistant", "tool"] and active[-1]["tool_call_id"] == "d0"
+    assert adapter.sent[-1][1].startswith("⚠️ The model provider failed")
