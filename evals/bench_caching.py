@@ -29,7 +29,6 @@ compaction. Goal: the conversation's input cost at most 25% of uncached (the see
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import statistics
 import sys
@@ -48,6 +47,7 @@ from agent.settings import CompressionSettings
 from agent.tokens import count_text
 from agent.tools import Tool, ToolRegistry
 from evals.fixtures.session import generate_session, session_name
+from evals.report import publish
 
 MODEL = "claude-sonnet-4"
 CONTEXT_LENGTH = 100_000
@@ -325,17 +325,12 @@ def main(out: str | Path, turns: int = TURNS, ttls: Sequence[str] = TTLS, seed: 
         print(f"foldgate bench caching: needs the repository's tests/fakes ({error})", file=sys.stderr)
         return 2
     rows = [summarise(asyncio.run(play(ttl, turns, seed))) for ttl in ttls]
-    print(f"{turns} turns of a generated coding session, {MODEL} with a {CONTEXT_LENGTH:,}-token window, input prices"
-          f" from agent.pricing; 'ratio' = the conversation's input cost with caching / without.")
-    print(table(rows))
+    lines = [f"{turns} turns of a generated coding session, {MODEL} with a {CONTEXT_LENGTH:,}-token window, input prices"
+             f" from agent.pricing; 'ratio' = the conversation's input cost with caching / without.", table(rows)]
     for row in rows:
         verdict = "met" if row["goal_met"] else "MISSED"
-        print(f"goal (input cost ≤ {GOAL_COST_RATIO:.0%} of uncached) with {row['ttl']} TTL: {verdict}"
-              f" ({row['input_cost_ratio']:.1%}, {1 - row['input_cost_ratio']:.0%} saved)")
-    path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
-    target = path / "bench_caching.json"
-    target.write_text(json.dumps({"model": MODEL, "context_length": CONTEXT_LENGTH, "seed": seed, "rows": rows}, indent=2) + "\n",
-                      encoding="utf-8")
-    print(f"json: {target}")
+        lines.append(f"goal (input cost ≤ {GOAL_COST_RATIO:.0%} of uncached) with {row['ttl']} TTL: {verdict}"
+                     f" ({row['input_cost_ratio']:.1%}, {1 - row['input_cost_ratio']:.0%} saved)")
+    data = {"model": MODEL, "context_length": CONTEXT_LENGTH, "seed": seed, "rows": rows}
+    publish(out, "bench_caching", data, "\n".join(lines))
     return 0

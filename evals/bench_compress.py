@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Sequence
 
 from agent.tokens import count_messages
 from evals.fixtures.session import generate_session, session_name
+from evals.report import publish
 
 SIZES = (50_000, 200_000, 500_000)
 RUNS = 5
@@ -100,12 +100,5 @@ def main(out: str | Path, sizes: Sequence[int] = SIZES, runs: int = RUNS) -> int
         print(f"foldgate bench compress: the compressor is not available ({error})", file=sys.stderr)
         return 2
     rows = measure(sizes, runs)
-    print(table(rows))
-    path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
-    target = path / "bench_compress.json"
-    target.write_text(
-        json.dumps({"context_length": CONTEXT_LENGTH, "seed": SEED, "rows": rows}, indent=2) + "\n", encoding="utf-8"
-    )
-    print(f"json: {target}")
+    publish(out, "bench_compress", {"context_length": CONTEXT_LENGTH, "seed": SEED, "rows": rows}, table(rows))
     return 0

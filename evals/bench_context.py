@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+from evals.report import publish
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "overnight_ops.jsonl"
 FIXTURE_WINDOW = 16_000
@@ -309,15 +310,9 @@ def table(result: Mapping[str, Any]) -> str:
 
 def main(out_dir: str | Path, **options: Any) -> int:
     result = asyncio.run(measure(**options))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = publish(out_dir, "bench_context", result, table(result))
     plot(result["conversations"], out / "context_over_time.png")
-    (out / "bench_context.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    report = table(result)
-    (out / "bench_context.md").write_text(report, encoding="utf-8")
-    print(report)
     print(f"plot: {out / 'context_over_time.png'}")
-    print(f"json: {out / 'bench_context.json'}")
     return 0
 
 

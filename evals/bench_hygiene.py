@@ -9,7 +9,6 @@ machine's noise hits them alike; the figure that matters is the ratio of the p50
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import time
 import uuid
@@ -20,6 +19,7 @@ from redis.asyncio import Redis
 from gateway import hygiene
 from gateway.redis_server import EmbeddedRedis
 from gateway.store import SessionStore
+from evals.report import publish
 
 SIZES = (1_000, 500_000)
 ITERATIONS = 3_000
@@ -115,9 +115,6 @@ def table(rows: list[dict]) -> str:
 
 def main(out_dir: str) -> int:
     rows = asyncio.run(measure())
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_hygiene.json").write_text(json.dumps({"rows": rows, "measured_at": time.strftime("%Y-%m-%d")}, indent=2))
-    print("Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n")
-    print(table(rows))
+    report = "Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n\n" + table(rows)
+    publish(out_dir, "bench_hygiene", {"rows": rows, "measured_at": time.strftime("%Y-%m-%d")}, report)
     return 0

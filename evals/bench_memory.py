@@ -17,7 +17,6 @@ transcript, ``archive`` to the archive).
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from agent.tokens import count_message
+from evals.report import publish
 
 SIZES = (20_000, 100_000, 500_000)
 SEED = 7
@@ -197,13 +197,7 @@ def table(result: Mapping[str, Any]) -> str:
 
 def main(out_dir: str | Path, **options: Any) -> int:
     result = asyncio.run(measure(**options))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_memory.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    report = table(result)
-    (out / "bench_memory.md").write_text(report, encoding="utf-8")
-    print(report)
-    print(f"json: {out / 'bench_memory.json'}")
+    publish(out_dir, "bench_memory", result, table(result))
     return 0
 
 

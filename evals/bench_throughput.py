@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from evals.report import publish
 
 CHATS = 1_000
 MESSAGES_PER_CHAT = 5
@@ -713,13 +714,7 @@ def main(out_dir: str | Path, **options: Any) -> int:
     from gateway.app import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
 
     result = run_gateway_loop(measure(**options))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_throughput.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    report = markdown(result)
-    (out / "bench_throughput.md").write_text(report, encoding="utf-8")
-    print(report)
-    print(f"json: {out / 'bench_throughput.json'}")
+    publish(out_dir, "bench_throughput", result, markdown(result))
     return 0
 
 
