@@ -31,7 +31,8 @@ from agent.llm.usage import Usage
 from agent.tokens import count_messages, count_text
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.events import CompressEvent, Event, TurnEvent
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.platforms.base import IncomingMessage
+from gateway.platforms.recording import RecordingAdapter
 
 
 class FixtureError(ValueError):
@@ -91,23 +92,6 @@ class ReplayModel:
         return Completion(text, calls, "tool_calls" if calls else "stop", usage, {})
 
 
-class ReplayPlatform(PlatformAdapter):
-    platform = "replay"
-    max_message_length = 1_000_000
-
-    def __init__(self) -> None:
-        self.replies: list[tuple[str, str]] = []
-
-    async def start(self, intake: Intake) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
-        self.replies.append((chat_id, text))
-
-
 @dataclass
 class ReplayReport:
     turns: int = 0
@@ -144,7 +128,7 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
     from gateway.app import open_gateway
 
     model = ReplayModel(fixture.model_replies)
-    platform = ReplayPlatform()
+    platform = RecordingAdapter("replay")
     gateway = await open_gateway(settings, {"replay": platform}, chat_model=model)
     results = deque(fixture.tool_results)
     report = ReplayReport(context_length=gateway.agents.context_length(settings.model.name))
@@ -187,7 +171,7 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
     report.prompt_tokens = list(model.prompts)
     report.tokens_sent = sum(model.prompts)
     report.peak_prompt_tokens = max(model.prompts, default=0)
-    report.replies = platform.replies
+    report.replies = platform.sent
     return report
 
 

@@ -10,7 +10,8 @@ import pytest
 
 import gateway.runner as runner_module
 from gateway.store import SessionStore
-from tests.fakes.gateway import RecordingAdapter, make_settings, message, running_gateway
+from gateway.platforms.recording import RecordingAdapter
+from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
 

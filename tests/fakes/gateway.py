@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator
 
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.events import Event, EventBus
 from gateway.inbox import Inbox
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.platforms.base import IncomingMessage
+from gateway.platforms.recording import RecordingAdapter
 from gateway.runner import GatewayRunner
 from gateway.store import SessionStore
-
-
-class RecordingAdapter(PlatformAdapter):
-    """A platform that keeps every reply it is asked to send, in order."""
-
-    platform = "local"
-    max_message_length = 1_000_000
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    async def start(self, intake: Intake) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
-        self.sent.append((chat_id, text))
 
 
 def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, **sections: Any) -> Settings:
