@@ -36,8 +36,8 @@ async def compress(turn: "ChatTurn", focus: str) -> str:
     if isinstance(engine, CodexThreadEngine):
         return await _compress_codex_thread(turn, engine)
     before_tokens, before_count = turn.meta.tokens, turn.meta.count
-    changed = await runner.compact(turn, engine, trigger="manual", force=True, focus=focus or None)
-    if not changed:
+    compacted = await runner.compact(turn, engine, trigger="manual", force=True, focus=focus or None)
+    if compacted is None:
         return "Nothing to compress: the conversation is already as small as compaction makes it."
     after = turn.meta
     stats = engine.last_compaction

@@ -322,8 +322,7 @@ class GatewayRunner:
         model = meta.model or self.agents.default_model
         history_source = ChatHistory(self.store, chat, sid)
         engine = self.agents.build_engine(model, meta.engine_state, history_source)
-        if await self._pre_turn_compaction(turn, engine, model):
-            history = await self.store.active(chat, turn.session_id)
+        history = await self._pre_turn_compaction(turn, engine, model, history) or history
         sid, meta = turn.session_id, turn.meta
         tools = ToolRegistry()
         for tool in recovery_tools(ChatHistory(self.store, chat, sid)):
@@ -382,26 +381,29 @@ class GatewayRunner:
 
     # ----------------------------------------------------------------- compaction outside the loop
 
-    async def _pre_turn_compaction(self, turn: ChatTurn, engine: ContextEngine, model: str) -> bool:
-        """Idle compaction (S5.9), then hygiene at 85% (S2.1), before the agent sees the message; True if either ran."""
+    async def _pre_turn_compaction(
+        self, turn: ChatTurn, engine: ContextEngine, model: str, history: list[Message]
+    ) -> list[Message] | None:
+        """Idle compaction (S5.9), then hygiene at 85% (S2.1), before the agent sees the message.
+
+        Returns the compacted transcript when either ran, else None.
+        """
         meta = turn.meta
         context_length = self.agents.context_length(model)
         idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
         tokens = hygiene.estimate_session_tokens(meta)[0]
-        if (
-            meta.count >= hygiene.MIN_MESSAGES
-            and engine.should_idle_compact(idle, tokens)
-            and await self.compact(turn, engine, trigger="idle", force=False)
-        ):
-            return True
+        if meta.count >= hygiene.MIN_MESSAGES and engine.should_idle_compact(idle, tokens):
+            compacted = await self.compact(turn, engine, trigger="idle", force=False, messages=history)
+            if compacted is not None:
+                return compacted
         decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled)
         if not decision.fire:
-            return False
+            return None
         log.info("%s: hygiene: %s", turn.chat, decision.reason)
-        if await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens):
-            return True
-        log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
-        return False
+        compacted = await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens, messages=history)
+        if compacted is None:
+            log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
+        return compacted
 
     async def compact(
         self,
@@ -412,12 +414,17 @@ class GatewayRunner:
         force: bool,
         focus: str | None = None,
         tokens: int | None = None,
-    ) -> bool:
-        """Compact the chat's session now and commit it; True when the session changed."""
-        messages = await self.store.active(turn.chat, turn.session_id)
+        messages: list[Message] | None = None,
+    ) -> list[Message] | None:
+        """Compact the chat's session now and commit it; the new live transcript, or None when unchanged.
+
+        ``messages`` is the live transcript when the caller has just read it (saves reading it again).
+        """
+        if messages is None:
+            messages = await self.store.active(turn.chat, turn.session_id)
         compacted = await engine.compress(messages, current_tokens=tokens, focus_topic=focus, force=force)
         if len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages)):
-            return False
+            return None
         after = sum(count_message(m) for m in compacted)
         commit = await self.store.commit_compaction(
             turn.chat, turn.session_id, compacted, lock=turn.lock, in_place=self.compression.in_place,
@@ -427,7 +434,7 @@ class GatewayRunner:
                                     turn.meta.tokens, after)
         turn.session_id = commit.session_id
         turn.meta = await self.store.meta(turn.chat, commit.session_id)
-        return True
+        return compacted  # the store gave its new messages their ids: it is the session as stored
 
     async def _emit_compaction(
         self, turn: ChatTurn, engine: ContextEngine, sid: str, old_sid: str, trigger: str, before: int, after: int
