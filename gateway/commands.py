@@ -17,9 +17,16 @@ from gateway.events import CompressEvent
 from gateway.session_source import ChatHistory
 
 if TYPE_CHECKING:
+    from agent.context_engine import ContextEngine
     from gateway.runner import ChatTurn
 
 Command = Callable[["ChatTurn", str], Awaitable[str]]
+
+
+def _engine(turn: "ChatTurn", model: str) -> "ContextEngine":
+    """The chat's context engine for ``model``, with its saved state and its archive."""
+    runner = turn.runner
+    return runner.agents.build_engine(model, turn.meta.engine_state, ChatHistory(runner.store, turn.chat, turn.session_id))
 
 
 def _percent(tokens: int, window: int) -> str:
@@ -32,7 +39,7 @@ async def compress(turn: "ChatTurn", focus: str) -> str:
     model = turn.meta.model or runner.agents.default_model
     if turn.meta.count < 2:
         return "Nothing to compress yet."
-    engine = runner.agents.build_engine(model, turn.meta.engine_state, ChatHistory(runner.store, turn.chat, turn.session_id))
+    engine = _engine(turn, model)
     if isinstance(engine, CodexThreadEngine):
         return await _compress_codex_thread(turn, engine)
     before_tokens, before_count = turn.meta.tokens, turn.meta.count
@@ -97,7 +104,7 @@ async def model(turn: "ChatTurn", name: str) -> str:
     current = turn.meta.model or runner.agents.default_model
     window = runner.agents.context_length(current)
     if not name:
-        engine = runner.agents.build_engine(current, turn.meta.engine_state, ChatHistory(runner.store, turn.chat, turn.session_id))
+        engine = _engine(turn, current)
         return (
             f"Model: {current} — window {window:,} tokens, compaction at {engine.threshold:.0%}"
             f" ({engine.threshold_tokens:,} tokens), hygiene at 85%."
@@ -109,7 +116,7 @@ async def model(turn: "ChatTurn", name: str) -> str:
     if name == current:
         return f"Already on {current}."
     await runner.store.update_meta(turn.chat, turn.session_id, lock=turn.lock, model=name)
-    engine = runner.agents.build_engine(name, turn.meta.engine_state, ChatHistory(runner.store, turn.chat, turn.session_id))
+    engine = _engine(turn, name)
     tokens, _source = hygiene.estimate_session_tokens(turn.meta)
     return (
         f"Switched {current} → {name} (window {runner.agents.context_length(name):,} tokens, compaction at"

@@ -320,12 +320,13 @@ class GatewayRunner:
                                     meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
             return Outcome(sid, None, committed=False)
         model = meta.model or self.agents.default_model
-        history_source = ChatHistory(self.store, chat, sid)
-        engine = self.agents.build_engine(model, meta.engine_state, history_source)
+        archive = ChatHistory(self.store, chat, sid)
+        engine = self.agents.build_engine(model, meta.engine_state, archive)
         history = await self._pre_turn_compaction(turn, engine, model, history) or history
         sid, meta = turn.session_id, turn.meta
+        archive.session_id = sid  # a rotating compaction moved the chat to a new session
         tools = ToolRegistry()
-        for tool in recovery_tools(ChatHistory(self.store, chat, sid)):
+        for tool in recovery_tools(archive):
             tools.add(tool)
         agent = self.agents.build_agent(engine, model, tools)
         adapter = self.adapters.get(message.platform)
