@@ -353,43 +353,55 @@ async def _paced(bench: Bench, rate: float, seconds: float, rng: random.Random) 
 
 
 def _script_names(*owners: Any) -> dict[str, str]:
-    from redis.commands.core import AsyncScript
+    """SHA1 -> name of every script the store and the inbox run (attribute or module constant)."""
+    from gateway import inbox
+    from gateway.redis_channel import Script
 
     names: dict[str, str] = {}
-    for owner in owners:
+    for owner in (*owners, inbox):
         for attribute, value in vars(owner).items():
-            if isinstance(value, AsyncScript):
-                names[value.sha] = attribute.lstrip("_")
+            if isinstance(value, Script):
+                names[value.sha] = attribute.lstrip("_").lower()
     return names
 
 
 async def _round_trips(bench: Bench, count: int, rate: float) -> dict[str, Any]:
-    """Redis commands per message, counted on the gateway's client over a short paced run.
+    """Redis commands and writes per message, counted on the gateway's channel over a short paced run.
 
     ``count`` messages to as many different chats, ``rate`` per second, so each is a chat's
-    only pending message (the common case: lock, read, turn, commit, ack, settle, release).
+    only pending message (the common case: claim, read, turn, commit, finish, release).
     Everything the gateway sends counts, its dispatcher's polling included; the benchmark's
-    own waiting for the run to go idle does not.
+    own waiting for the run to go idle does not. A *write* carries every command issued in
+    one event-loop iteration, by any chat: the round trips the gateway really pays.
     """
-    redis = bench.gateway.redis
-    scripts = _script_names(bench.gateway.store, bench.gateway.runner.inbox)
+    channel = bench.gateway.store.channel
+    scripts = _script_names(bench.gateway.store)
     seen: Counter = Counter()
-    original = redis.execute_command
+    call, call_in_order = channel.call, channel.call_in_order
     me = asyncio.current_task()
     waiting = False
 
-    async def counting(*args: Any, **options: Any) -> Any:
+    def tally(args: Sequence[Any]) -> None:
         if not (waiting and asyncio.current_task() is me):
             command = str(args[0]).upper()
-            if command == "EVALSHA":
-                command = f"EVALSHA {scripts.get(str(args[1]), '?')}"
+            if command in ("EVALSHA", "EVAL"):
+                command = f"{command} {scripts.get(str(args[1]), '?') if command == 'EVALSHA' else '(source)'}"
             seen[command] += 1
-        return await original(*args, **options)
+
+    async def counting_call(*args: Any) -> Any:
+        tally(args)
+        return await call(*args)
+
+    async def counting_call_in_order(*commands: Sequence[Any]) -> list[Any]:
+        for command in commands:
+            tally(command)
+        return await call_in_order(*commands)
 
     await bench.gateway.runner.wait_idle(timeout=60)  # the previous phase's last commits are not counted
     messages = min(count, bench.chats)
     expected = len(bench.adapter.sent) + messages
-    redis.execute_command = counting
+    writes_before = getattr(channel, "writes", 0)
+    channel.call, channel.call_in_order = counting_call, counting_call_in_order
     try:
         started = time.perf_counter()
         for index, chat in enumerate(random.Random(count).sample(range(bench.chats), messages)):
@@ -399,17 +411,22 @@ async def _round_trips(bench: Bench, count: int, rate: float) -> dict[str, Any]:
             message, sent = bench.next_message(chat)
             await bench.intake(message, sent)
         await bench.adapter.wait_for(expected, timeout=60)
+        writes = getattr(channel, "writes", 0) - writes_before
         waiting = True
         await bench.gateway.runner.wait_idle(timeout=60)
     finally:
-        del redis.execute_command
+        del channel.call, channel.call_in_order
     by_command = {name: round(number / messages, 2) for name, number in seen.most_common()}
     return {"messages": messages, "rate_per_second": round(rate, 1),
-            "per_message": round(sum(seen.values()) / messages, 2), "by_command": by_command}
+            "per_message": round(sum(seen.values()) / messages, 2),
+            "writes_per_message": round(writes / messages, 2), "by_command": by_command}
 
 
-async def unit_costs(redis: Any, base_url: str, repeats: int = UNIT_REPEATS) -> dict[str, float]:
+async def unit_costs(redis: Any, channel: Any, base_url: str, repeats: int = UNIT_REPEATS) -> dict[str, float]:
     """CPU microseconds of this process per building block, one at a time: what each round trip costs.
+
+    ``redis_*`` go through redis-py, ``channel_evalsha`` through the gateway's pipelined channel
+    (:mod:`gateway.redis_channel`) that the message path uses.
 
     ``chat_client_request`` is foldgate's :class:`agent.llm.client.ChatClient` (httpx) against the
     benchmark's model server; ``aiohttp_request`` is a bare aiohttp POST of the same body, for scale.
@@ -429,6 +446,9 @@ async def unit_costs(redis: Any, base_url: str, repeats: int = UNIT_REPEATS) -> 
     key = f"fgbench-unit-{uuid.uuid4().hex[:8]}"
     await redis.set(key, "x" * 64)
     script = redis.register_script("return redis.call('GET', KEYS[1])")
+    from gateway.redis_channel import Script
+
+    same_script = Script.of("return redis.call('GET', KEYS[1])")
     messages = [{"role": "user", "content": user_text(1, 1)}]
     client = ChatClient(base_url)
     body = client.build_body(messages, model=MODEL_NAME, max_tokens=4096)
@@ -436,6 +456,7 @@ async def unit_costs(redis: Any, base_url: str, repeats: int = UNIT_REPEATS) -> 
         costs = {
             "redis_get": await cpu_per_call(lambda: redis.get(key)),
             "redis_evalsha": await cpu_per_call(lambda: script(keys=[key])),
+            "channel_evalsha": await cpu_per_call(lambda: same_script.run(channel, [key], [])),
             "chat_client_request": await cpu_per_call(
                 lambda: client.complete(messages, model=MODEL_NAME, max_tokens=4096)),
         }
@@ -454,6 +475,8 @@ async def unit_costs(redis: Any, base_url: str, repeats: int = UNIT_REPEATS) -> 
 #: Module path fragments -> component, for grouping the profile's self time (first match wins).
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("/redis/", "redis client (redis-py)"),
+    ("gateway/redis_channel.py", "Redis channel (foldgate's pipelined RESP)"),
+    ("/hiredis", "Redis channel (foldgate's pipelined RESP)"),
     ("/httpx/", "HTTP client (httpx/httpcore/h11)"),
     ("/httpcore/", "HTTP client (httpx/httpcore/h11)"),
     ("/h11/", "HTTP client (httpx/httpcore/h11)"),
@@ -489,7 +512,9 @@ def component_of(filename: str, function: str) -> str:
 #: Calls whose cumulative CPU is counted as one share of the message cost: (label, file suffix, function).
 #: They never call one another, so the shares do not overlap; the rest is the event loop and foldgate's own logic.
 ENTRY_POINTS: tuple[tuple[str, str, str], ...] = (
-    ("Redis commands (redis-py, all round trips)", "redis/asyncio/client.py", "execute_command"),
+    ("Redis commands (redis-py)", "redis/asyncio/client.py", "execute_command"),
+    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/redis_channel.py", "call"),
+    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/redis_channel.py", "call_in_order"),
     ("model requests (ChatClient over httpx)", "agent/llm/client.py", "complete"),
     ("token counting (tiktoken)", "agent/tokens.py", "count_text"),
     ("IncomingMessage JSON (pydantic, inbox)", "pydantic/main.py", "model_validate_json"),
@@ -514,7 +539,7 @@ def profile_summary(profiler: cProfile.Profile, top: int = 25) -> dict[str, Any]
         functions.append({"function": f"{short}:{line}({function})", "calls": entry[1],
                           "self_ms": round(entry[2] * 1000, 1), "cumulative_ms": round(entry[3] * 1000, 1)})
     functions.sort(key=lambda item: item["cumulative_ms"], reverse=True)
-    shares = {label: round(100 * by_entry[label] / total, 1) for label, _suffix, _name in ENTRY_POINTS}
+    shares = {label: round(100 * by_entry[label] / total, 1) for label, _suffix, _name in ENTRY_POINTS}  # labels may repeat
     shares["the rest: event loop, tasks, foldgate's own logic"] = round(100 - sum(shares.values()), 1)
     return {
         "cpu_seconds": round(total, 3),
@@ -610,7 +635,7 @@ async def _run_phases(
     rate = max(10.0, PACED_FRACTION * float(burst["messages_per_second"] or 0))
     phases.append(await _paced(bench, rate, paced_seconds, rng))
     round_trips = await _round_trips(bench, round_trip_messages, min(rate, 100.0))
-    round_trips["unit_cpu_us"] = await unit_costs(bench.gateway.redis, bench.gateway.agents.base_url,
+    round_trips["unit_cpu_us"] = await unit_costs(bench.gateway.redis, bench.gateway.store.channel, bench.gateway.agents.base_url,
                                                   max(20, min(UNIT_REPEATS, round_trip_messages * 3)))
     profiler = cProfile.Profile()
     profiler.enable()
@@ -678,9 +703,11 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"would serve {1000 / burst['gateway_cpu_ms_per_message']:,.0f} messages/s (gateway CPU below ~95% above "
         "means other processes on the machine took some of it).",
         "",
-        f"Redis round trips per message (counted on the gateway's client; {result['redis_round_trips']['messages']} "
+        f"Redis commands per message (counted on the gateway's channel; {result['redis_round_trips']['messages']} "
         f"messages to different chats at {result['redis_round_trips']['rate_per_second']:.0f}/s, each its chat's only "
-        f"pending message): {result['redis_round_trips']['per_message']}",
+        f"pending message): {result['redis_round_trips']['per_message']}, carried by "
+        f"{result['redis_round_trips']['writes_per_message']} writes per message (a write holds every command "
+        "issued in one event-loop iteration, by any chat; under load one write serves many chats).",
         "",
         "| command | per message |",
         "|---|---:|",
@@ -691,7 +718,8 @@ def markdown(result: Mapping[str, Any]) -> str:
     lines += [
         "",
         "CPU of this process per building block (one at a time): "
-        f"Redis GET {unit['redis_get']:.0f} µs, EVALSHA {unit['redis_evalsha']:.0f} µs, "
+        f"redis-py GET {unit['redis_get']:.0f} µs, redis-py EVALSHA {unit['redis_evalsha']:.0f} µs, "
+        f"EVALSHA on the pipelined channel {unit['channel_evalsha']:.0f} µs, "
         f"model request through foldgate's ChatClient (httpx) {unit['chat_client_request']:.0f} µs, "
         f"bare aiohttp POST of the same body {unit['aiohttp_request']:.0f} µs.",
     ]

@@ -17,6 +17,7 @@ from gateway.events import CompressEvent, Event, EventBus
 from gateway.inbox import Inbox
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
+from gateway.redis_channel import channel_for
 from gateway.redis_server import EmbeddedRedis, connect_or_embed
 from gateway.runner import GatewayRunner
 from gateway.store import SessionStore
@@ -43,6 +44,7 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await adapter.stop()
         await self.agents.aclose()
+        await self.store.channel.aclose()
         await self.redis.aclose()
         if self.embedded:
             await self.embedded.stop()
@@ -51,8 +53,9 @@ class Gateway:
 async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
     """Connect to Redis (or start the embedded server) and build a started runner."""
     redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
-    store = SessionStore(redis, settings.redis.key_prefix)
-    inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds)
+    channel = channel_for(redis)
+    store = SessionStore(redis, settings.redis.key_prefix, channel=channel)
+    inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds, channel=channel)
     events = EventBus()
     agents = AgentBuilder(settings, **builder_options)
     runner = GatewayRunner(

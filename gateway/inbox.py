@@ -21,30 +21,38 @@ from __future__ import annotations
 import time
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from gateway.platforms.base import IncomingMessage
+from gateway.redis_channel import RedisChannel, RedisPyChannel, Script, is_noscript
 from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys
 
 #: KEYS: seen marker, inbox. ARGV: ttl seconds, entry JSON. 1 = queued, 0 = duplicate.
-_INTAKE = r"""
+_INTAKE = Script.of(r"""
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 return 1
-"""
+""")
 
 class Inbox:
     """Per-chat inbox lists plus the global set of chats with pending entries."""
 
-    def __init__(self, redis: Redis, prefix: str = "fg", *, dedupe_ttl_seconds: int = MIN_SEEN_TTL_SECONDS) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str = "fg",
+        *,
+        dedupe_ttl_seconds: int = MIN_SEEN_TTL_SECONDS,
+        channel: RedisChannel | None = None,
+    ) -> None:
+        """``channel`` carries the commands of the message path (as in :class:`gateway.store.SessionStore`)."""
         if dedupe_ttl_seconds < MIN_SEEN_TTL_SECONDS:
             raise ValueError(f"dedupe ttl must be at least {MIN_SEEN_TTL_SECONDS} s")
         self.redis = redis
+        self.channel: RedisChannel = channel or RedisPyChannel(redis)
         self.prefix = prefix
         self.ready_key = f"{prefix}:ready"
         self.dedupe_ttl_seconds = dedupe_ttl_seconds
-        self._intake = redis.register_script(_INTAKE)
-        self._ordered_pipelines = not isinstance(redis, RedisCluster)
 
     def _keys(self, chat: str) -> ChatKeys:
         return ChatKeys(self.prefix, chat)
@@ -59,21 +67,20 @@ class Inbox:
         keys = self._keys(message.chat)
         intake_keys = [keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox]
         intake_args = [self.dedupe_ttl_seconds, message.model_dump_json()]
-        if self._ordered_pipelines:  # one round trip; a single server runs a pipeline in order
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.zadd(self.ready_key, {message.chat: time.time()}, nx=True)
-            await self._intake(keys=intake_keys, args=intake_args, client=pipe)
-            pipe.zadd(self.ready_key, {message.chat: time.time()}, nx=True)
-            _, queued, _ = await pipe.execute()
-            return bool(queued)
-        await self.mark(message.chat)  # a cluster pipeline may reorder across nodes: one step at a time
-        queued = await self._intake(keys=intake_keys, args=intake_args)
-        await self.mark(message.chat)
+        mark = ("ZADD", self.ready_key, "NX", time.time(), message.chat)
+        evalsha = ("EVALSHA", _INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
+        try:
+            _, queued, _ = await self.channel.call_in_order(mark, evalsha, mark)  # one round trip when pipelined
+        except ResponseError as error:
+            if not is_noscript(error):
+                raise
+            queued = await _INTAKE.run(self.channel, intake_keys, intake_args)  # the server lost its scripts
+            await self.mark(message.chat)
         return bool(queued)
 
     async def mark(self, chat: str) -> None:
         """Mark the chat ready (keeping the score it has: an earlier wait, or a holder's lease)."""
-        await self.redis.zadd(self.ready_key, {chat: time.time()}, nx=True)
+        await self.channel.call("ZADD", self.ready_key, "NX", time.time(), chat)
 
     async def lease(self, chat: str, seconds: float) -> None:
         """Hide a chat its worker holds from every dispatcher until ``seconds`` from now.
@@ -82,7 +89,7 @@ class Inbox:
         other processes do not crowd the ones that wait; if the holder dies, the chat becomes
         due again when its lease (the lock's time to live) runs out.
         """
-        await self.redis.zadd(self.ready_key, {chat: time.time() + seconds})
+        await self.channel.call("ZADD", self.ready_key, time.time() + seconds, chat)
 
     async def marked(self) -> int:
         """How many chats are marked, due or leased: zero means every inbox is empty."""
@@ -90,7 +97,7 @@ class Inbox:
 
     async def ready_chats(self, limit: int) -> list[str]:
         """Chats with pending entries that no worker holds, the longest-waiting first."""
-        due = await self.redis.zrangebyscore(self.ready_key, "-inf", time.time(), start=0, num=limit)
+        due = await self.channel.call("ZRANGEBYSCORE", self.ready_key, "-inf", time.time(), "LIMIT", 0, limit)
         return [str(chat) for chat in due]
 
     async def head(self, chat: str) -> str | None:
@@ -105,7 +112,7 @@ class Inbox:
 
     async def unmark(self, chat: str) -> None:
         """Take the chat off the ready set (its worker then releases the lock only if the inbox is empty)."""
-        await self.redis.zrem(self.ready_key, chat)
+        await self.channel.call("ZREM", self.ready_key, chat)
 
     async def pending(self, chat: str) -> int:
         return int(await self.redis.llen(self._keys(chat).inbox))

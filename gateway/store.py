@@ -60,6 +60,7 @@ from redis.exceptions import ResponseError
 
 from agent.messages import InvalidMessage, Message, validate_message
 from agent.tokens import count_message
+from gateway.redis_channel import RedisChannel, RedisPyChannel, Script
 
 log = logging.getLogger(__name__)
 
@@ -738,7 +739,11 @@ def _milliseconds(ttl_seconds: float) -> int:
 
 
 class SessionStore:
-    """Chats' sessions in Redis (a ``redis.asyncio`` client with ``decode_responses=True``)."""
+    """Chats' sessions in Redis (a ``redis.asyncio`` client with ``decode_responses=True``).
+
+    The scripts (every step of the message path) go through ``channel``; the gateway passes
+    :func:`gateway.redis_channel.channel_for`, the default sends them through ``redis`` itself.
+    """
 
     #: How many times :meth:`active` re-reads when a write races its quarantine of bad entries.
     QUARANTINE_ATTEMPTS = 3
@@ -749,11 +754,13 @@ class SessionStore:
         prefix: str = "fg",
         *,
         commit_record_ttl_seconds: int = COMMIT_RECORD_TTL_SECONDS,
+        channel: RedisChannel | None = None,
     ) -> None:
         self.redis = redis
         self.prefix = _check_key_part("prefix", prefix)
         self.commit_record_ttl_seconds = int(commit_record_ttl_seconds)
-        register = redis.register_script
+        self.channel: RedisChannel = channel or RedisPyChannel(redis)
+        register = Script.of
         self._create_session = register(_LUA_HELPERS + _CREATE_SESSION)
         self._acquire = register(_ACQUIRE_LOCK)
         self._extend = register(_EXTEND_LOCK)
@@ -773,7 +780,7 @@ class SessionStore:
 
     async def _run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
-            return await script(keys=list(keys), args=list(args))
+            return await script.run(self.channel, keys, args)
         except ResponseError as error:
             raise _translate(error) from error
 

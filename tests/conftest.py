@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from gateway.redis_channel import PipelinedConnection
 from gateway.redis_server import EmbeddedRedis
 from gateway.store import SessionStore
 
@@ -76,6 +77,16 @@ async def key_prefix(redis: Redis) -> AsyncIterator[str]:
 
 
 @pytest_asyncio.fixture
-async def store(redis: Redis, key_prefix: str) -> SessionStore:
-    """A SessionStore under the test's own prefix."""
-    return SessionStore(redis, prefix=key_prefix)
+async def channel(redis: Redis) -> AsyncIterator[PipelinedConnection]:
+    """The pipelined connection the gateway sends its message-path commands over, to the test server."""
+    connection = PipelinedConnection.like(redis)
+    try:
+        yield connection
+    finally:
+        await connection.aclose()
+
+
+@pytest_asyncio.fixture
+async def store(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> SessionStore:
+    """A SessionStore under the test's own prefix, on the pipelined channel (as the gateway builds it)."""
+    return SessionStore(redis, prefix=key_prefix, channel=channel)

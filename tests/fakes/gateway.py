@@ -11,6 +11,7 @@ from gateway.events import Event, EventBus
 from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
+from gateway.redis_channel import channel_for
 from gateway.runner import GatewayRunner
 from gateway.store import SessionStore
 
@@ -45,8 +46,10 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
     events = EventBus()
     seen: list[Event] = []
     events.subscribe(seen.append)
+    channel = channel_for(redis)  # the pipelined channel, as `foldgate run` uses
     runner = GatewayRunner(
-        SessionStore(redis, settings.redis.key_prefix), Inbox(redis, settings.redis.key_prefix), builder,
+        SessionStore(redis, settings.redis.key_prefix, channel=channel),
+        Inbox(redis, settings.redis.key_prefix, channel=channel), builder,
         adapters={"local": adapter}, compression=settings.compression, events=events,
         lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,
     )
@@ -56,3 +59,4 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
     finally:
         await runner.stop()
         await builder.aclose()
+        await channel.aclose()

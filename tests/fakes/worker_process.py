@@ -20,6 +20,7 @@ from gateway.agents import AgentBuilder
 from gateway.inbox import Inbox
 from gateway.platforms.base import Intake, PlatformAdapter
 from gateway.runner import GatewayRunner
+from gateway.redis_channel import channel_for
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings
 
@@ -46,8 +47,9 @@ async def main(args: argparse.Namespace) -> None:
     redis = Redis.from_url(args.redis, decode_responses=True)
     settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length)
     builder = AgentBuilder(settings)
+    channel = channel_for(redis)
     runner = GatewayRunner(
-        SessionStore(redis, args.prefix), Inbox(redis, args.prefix), builder,
+        SessionStore(redis, args.prefix, channel=channel), Inbox(redis, args.prefix, channel=channel), builder,
         adapters={"local": RedisReplyLog(redis, f"{args.prefix}:sent")}, compression=settings.compression,
         lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=64,
     )
@@ -58,6 +60,7 @@ async def main(args: argparse.Namespace) -> None:
     await stop.wait()
     await runner.stop()
     await builder.aclose()
+    await channel.aclose()
     await redis.aclose()
 
 

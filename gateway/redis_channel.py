@@ -1,0 +1,353 @@
+"""The Redis commands of the message path, sent over one auto-pipelined connection.
+
+Each message costs a handful of Redis round trips (intake, claim, snapshot, commit,
+finish). Through redis-py every command pays about 100 µs of this process's CPU on top
+of the round trip itself (connection-pool checkout, retry and timeout wrappers,
+observability hooks), which made Redis the largest share of a message's cost.
+:class:`PipelinedConnection` speaks RESP directly on one asyncio connection: every command
+issued during one event-loop iteration, by any chat, leaves in one write, and replies are
+matched to callers in order (hiredis parses them). A command costs a few microseconds and a
+busy gateway sends one write for many chats.
+
+Order: commands issued on one :class:`PipelinedConnection` reach Redis in the order they were
+issued, so :meth:`RedisChannel.call_in_order` sends a sequence in one round trip and Redis
+runs it in that order (not atomically; the store's scripts are the atomic steps).
+
+Failures: nothing is retried here. A lost connection fails every command in flight with
+:class:`redis.exceptions.ConnectionError` (whether Redis ran it is unknown, exactly as with
+a lost reply) and the next command reconnects; the store's fenced, idempotent scripts and
+the runner's retry of a whole inbox entry make resending safe where it is needed. A server
+that stops answering for ``reply_timeout`` seconds is treated as a lost connection.
+
+Redis Cluster routes each command by its keys' slot; there :class:`RedisPyChannel` sends the
+same commands through redis-py's cluster client, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import hiredis
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError, NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+Arg = str | int | float | bytes
+Command = Sequence[Arg]
+
+
+class RedisChannel(Protocol):
+    """Where the store and the inbox send their commands; replies come back as RESP2 values (str, int, list, None)."""
+
+    async def call(self, *args: Arg) -> Any:
+        """Run one command; an error reply raises :class:`redis.exceptions.ResponseError`."""
+        ...
+
+    async def call_in_order(self, *commands: Command) -> list[Any]:
+        """Run ``commands`` in the given order; their replies (the first error reply raises)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script, run by its SHA1 (loaded on first use, and again after a server restart)."""
+
+    source: str
+    sha: str
+
+    @classmethod
+    def of(cls, source: str) -> "Script":
+        return cls(source, hashlib.sha1(source.encode()).hexdigest())
+
+    async def run(self, channel: RedisChannel, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        """EVALSHA; when the server does not know the script, EVAL once, which also caches it there."""
+        try:
+            return await channel.call("EVALSHA", self.sha, len(keys), *keys, *args)
+        except ResponseError as error:
+            if not is_noscript(error):
+                raise
+        return await channel.call("EVAL", self.source, len(keys), *keys, *args)
+
+
+def is_noscript(error: ResponseError) -> bool:
+    """Whether the server did not know the script (redis-py and raw replies name it differently)."""
+    return isinstance(error, NoScriptError) or str(error).startswith("NOSCRIPT")
+
+
+def pack(args: Command) -> bytes:
+    """One command as a RESP array of bulk strings (what redis-py would send for the same arguments)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, int) and not isinstance(arg, bool):
+            data = b"%d" % arg
+        elif isinstance(arg, float):
+            data = repr(arg).encode()
+        else:
+            raise DataError(f"invalid Redis argument {arg!r} of type {type(arg).__name__}: use str, bytes, int or float")
+        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where and how to connect: TCP (optionally TLS) or a unix socket, plus AUTH and SELECT."""
+
+    host: str = "127.0.0.1"
+    port: int = 6379
+    path: str | None = None
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    tls: ssl.SSLContext | None = None
+    connect_timeout: float = 5.0
+
+    @classmethod
+    def of(cls, redis: Redis) -> "Address":
+        """The server a redis-py client talks to, with the same credentials and database."""
+        pool = redis.connection_pool
+        options = pool.connection_kwargs
+        tls = None
+        if issubclass(pool.connection_class, SSLConnection):
+            tls = ssl.create_default_context(cafile=options.get("ssl_ca_certs"))
+            if options.get("ssl_cert_reqs") in ("none", ssl.CERT_NONE):
+                tls.check_hostname = False
+                tls.verify_mode = ssl.CERT_NONE
+        return cls(
+            host=options.get("host", "127.0.0.1"),
+            port=int(options.get("port", 6379)),
+            path=options.get("path") if issubclass(pool.connection_class, UnixDomainSocketConnection) else None,
+            db=int(options.get("db") or 0),
+            username=options.get("username"),
+            password=options.get("password"),
+            tls=tls,
+            connect_timeout=float(options.get("socket_connect_timeout") or 5.0),
+        )
+
+
+class _Resp(asyncio.Protocol):
+    """One connection: writes batched per loop iteration, replies handed to waiters in order."""
+
+    def __init__(self, reply_timeout: float, owner: "PipelinedConnection") -> None:
+        self.loop = asyncio.get_running_loop()
+        self.owner = owner
+        self.reader = hiredis.Reader(encoding="utf-8", replyError=ResponseError)
+        self.waiters: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.outgoing: list[bytes] = []
+        self.transport: asyncio.Transport | None = None
+        self.lost: Exception | None = None
+        self.reply_timeout = reply_timeout
+        self.progress = 0.0  # monotonic time of the last reply (or of the first wait after an idle spell)
+        self.watchdog: asyncio.TimerHandle | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.lost is None and self.transport is not None and not self.transport.is_closing()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, packed: bytes) -> asyncio.Future[Any]:
+        if self.lost is not None:
+            raise RedisConnectionError(str(self.lost))
+        waiter = self.loop.create_future()
+        if not self.waiters:
+            self.progress = time.monotonic()
+            if self.watchdog is None:
+                self.watchdog = self.loop.call_later(self.reply_timeout, self._check_progress)
+        self.waiters.append(waiter)
+        if not self.outgoing:
+            self.loop.call_soon(self._flush)
+        self.outgoing.append(packed)
+        return waiter
+
+    def _flush(self) -> None:
+        if self.outgoing and self.usable:
+            assert self.transport is not None
+            self.transport.writelines(self.outgoing)
+            self.owner.writes += 1
+        self.outgoing.clear()
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        try:
+            while (reply := self.reader.gets()) is not False:
+                waiter = self.waiters.popleft()
+                if not waiter.done():  # a caller that gave up (cancelled) still has its reply consumed here
+                    if isinstance(reply, ResponseError):
+                        waiter.set_exception(reply)
+                    else:
+                        waiter.set_result(reply)
+        except (hiredis.ProtocolError, IndexError) as error:
+            self._fail(RedisConnectionError(f"Redis protocol error: {error}"))
+            return
+        self.progress = time.monotonic()
+
+    def _check_progress(self) -> None:
+        self.watchdog = None
+        if not self.waiters or self.lost is not None:
+            return
+        due = self.progress + self.reply_timeout
+        if time.monotonic() >= due:
+            self._fail(RedisTimeoutError(f"Redis sent no reply for {self.reply_timeout:g} s"))
+        else:
+            self.watchdog = self.loop.call_at(self.loop.time() + (due - time.monotonic()), self._check_progress)
+
+    def _fail(self, error: Exception) -> None:
+        if self.lost is None:
+            self.lost = error
+        if self.transport is not None:
+            self.transport.abort()
+        self._fail_waiters()
+
+    def _fail_waiters(self) -> None:
+        error = self.lost or RedisConnectionError("connection to Redis closed")
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.lost is None:
+            self.lost = RedisConnectionError(f"connection to Redis lost: {exc or 'closed by the server'}")
+        self._fail_waiters()
+
+
+class PipelinedConnection:
+    """A :class:`RedisChannel` on one connection to a single Redis server, reconnecting when lost."""
+
+    def __init__(self, address: Address, *, reply_timeout: float = 30.0) -> None:
+        self.address = address
+        self.reply_timeout = reply_timeout
+        self._resp: _Resp | None = None
+        self._connecting: asyncio.Task[_Resp] | None = None
+        self._closed = False
+        #: Commands sent and writes that carried them (a write holds every command of one loop iteration).
+        self.commands = 0
+        self.writes = 0
+
+    @classmethod
+    def like(cls, redis: Redis, **options: Any) -> "PipelinedConnection":
+        """A connection to the same server, database and credentials as a redis-py client."""
+        return cls(Address.of(redis), **options)
+
+    async def _connection(self) -> _Resp:
+        resp = self._resp
+        if resp is not None and resp.usable:
+            return resp
+        if self._closed:
+            raise RedisConnectionError("the connection was closed")
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        try:
+            return await asyncio.shield(self._connecting)
+        finally:
+            if self._connecting is not None and self._connecting.done():
+                self._connecting = None
+
+    async def _connect(self) -> _Resp:
+        loop = asyncio.get_running_loop()
+        address = self.address
+        try:
+            async with asyncio.timeout(address.connect_timeout):
+                if address.path:
+                    _, resp = await loop.create_unix_connection(lambda: _Resp(self.reply_timeout, self), address.path)
+                else:
+                    _, resp = await loop.create_connection(
+                        lambda: _Resp(self.reply_timeout, self), address.host, address.port, ssl=address.tls,
+                        server_hostname=address.host if address.tls else None,
+                    )
+                transport = resp.transport
+                setup: list[Command] = []
+                if address.password:
+                    setup.append(("AUTH", address.username, address.password) if address.username
+                                 else ("AUTH", address.password))
+                if address.db:
+                    setup.append(("SELECT", address.db))
+                try:
+                    for command in setup:
+                        await resp.send(pack(command))
+                except BaseException:
+                    transport.close()
+                    raise
+        except (OSError, asyncio.TimeoutError) as error:
+            where = address.path or f"{address.host}:{address.port}"
+            raise RedisConnectionError(f"cannot connect to Redis at {where}: {error or type(error).__name__}") from error
+        self._resp = resp
+        return resp
+
+    async def call(self, *args: Arg) -> Any:
+        resp = self._resp if self._resp is not None and self._resp.usable else await self._connection()
+        self.commands += 1
+        return await resp.send(pack(args))
+
+    async def call_in_order(self, *commands: Command) -> list[Any]:
+        resp = self._resp if self._resp is not None and self._resp.usable else await self._connection()
+        waiters = [resp.send(pack(command)) for command in commands]  # queued now, so they leave in this order
+        self.commands += len(commands)
+        try:
+            replies: list[Any] = []
+            error: ResponseError | None = None
+            for waiter in waiters:
+                try:
+                    replies.append(await waiter)
+                except ResponseError as reply:
+                    error = error or reply
+                    replies.append(reply)
+            if error is not None:
+                raise error
+            return replies
+        finally:
+            for waiter in waiters:  # after a failure: later replies are consumed and dropped, never reported
+                if not waiter.done():
+                    waiter.cancel()
+                elif not waiter.cancelled():
+                    waiter.exception()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+        if self._resp is not None and self._resp.transport is not None:
+            self._resp.transport.close()
+        self._resp = None
+
+
+class RedisPyChannel:
+    """A :class:`RedisChannel` through a redis-py client (Redis Cluster routes each command by its keys)."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def call(self, *args: Arg) -> Any:
+        return await self.redis.execute_command(*args)
+
+    async def call_in_order(self, *commands: Command) -> list[Any]:
+        return [await self.redis.execute_command(*command) for command in commands]
+
+    async def aclose(self) -> None:
+        return None  # the redis-py client belongs to the caller
+
+
+def channel_for(redis: Redis) -> RedisChannel:
+    """The fastest channel to the server(s) of ``redis``: pipelined for one server, redis-py for a Cluster."""
+    if isinstance(redis, RedisCluster):
+        return RedisPyChannel(redis)
+    return PipelinedConnection.like(redis)
