@@ -95,6 +95,7 @@ class AgentBuilder:
         self.chat_model: ChatModel = chat_model or self._build_chat_model()
         self.summarizer = None if self.api_mode == "codex_app_server" else self._build_summarizer()
         self.engine_factory, warning = resolve_context_engine(settings.context.engine)
+        self._engine_takes_provider = _accepts_keyword(self.engine_factory, "provider")
         if warning:
             log.warning(warning)
         if self.api_mode == "codex_app_server" and settings.context.engine != "compressor":
@@ -192,7 +193,7 @@ class AgentBuilder:
             }
             if self.summarizer is not None:
                 kwargs["summarizer_context_length"] = self.summarizer.context_length
-            if _accepts_keyword(self.engine_factory, "provider"):
+            if self._engine_takes_provider:
                 kwargs["provider"] = self.provider
             engine = self.engine_factory(**kwargs)
         engine.load_state(dict(state))

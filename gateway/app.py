@@ -54,7 +54,8 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     """Connect to Redis (or start the embedded server) and build a started runner."""
     redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
     channel = channel_for(redis)
-    store = SessionStore(redis, settings.redis.key_prefix, channel=channel)
+    store = SessionStore(redis, settings.redis.key_prefix, channel=channel,
+                         transcript_cache_tokens=settings.gateway.transcript_cache_tokens)
     inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds, channel=channel)
     events = EventBus()
     agents = AgentBuilder(settings, **builder_options)

@@ -256,6 +256,7 @@ class GatewaySettings(StrictModel):
     lock_ttl_seconds: int = Field(120, ge=1)
     dedupe_ttl_seconds: int = Field(86_400, ge=86_400)
     max_concurrent_chats: int = Field(32, ge=1)
+    transcript_cache_tokens: int = Field(2_000_000, ge=0)
     metrics_port: Port = 0
 
 

@@ -47,6 +47,7 @@ writes nothing; see :meth:`SessionStore.acquire_lock` for the timing semantics.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import re
@@ -348,8 +349,10 @@ end
 return redis.call('LINDEX', KEYS[3], 0)
 """
 
-#: KEYS: session pointer. ARGV: the chat's key base, '1' to include the transcript. Returns
-#: {sid, meta pairs, ids, bodies}, or {false} when the chat has no session yet. The session's keys
+#: KEYS: session pointer. ARGV: the chat's key base, '1' to include the transcript, a session id
+#: and its ``next_id`` when the caller last read it (or ''). Returns {sid, meta pairs, active ids,
+#: wanted ids, their bodies}, or {false} when the chat has no session yet. Bodies are immutable, so
+#: for the session the caller names only ids above its ``next_id`` are wanted (ids only grow). The session's keys
 #: are derived here from the pointer; they carry the chat's hash tag, so on a cluster they live
 #: on the same slot as the declared key.
 _SNAPSHOT = r"""
@@ -358,9 +361,18 @@ if not sid then return {false} end
 local base = ARGV[1] .. ':s:' .. sid
 local meta = redis.call('HGETALL', base .. ':meta')
 if #meta == 0 then return {false} end
-if ARGV[2] ~= '1' then return {sid, meta, {}, {}} end
+if ARGV[2] ~= '1' then return {sid, meta, {}, {}, {}} end
 local ids = redis.call('LRANGE', base .. ':active', 0, -1)
-return {sid, meta, ids, hmget_all(base .. ':msg', ids)}
+local wanted = ids
+if ARGV[3] == sid then
+  local known = tonumber(ARGV[4]) or 0
+  wanted = {}
+  for _, id in ipairs(ids) do
+    local number = tonumber(id)
+    if not number or number > known then wanted[#wanted + 1] = id end
+  end
+end
+return {sid, meta, ids, wanted, hmget_all(base .. ':msg', wanted)}
 """
 
 #: KEYS: lock, meta, msg, active. ARGV: token, fence, now, token sum, n set pairs, pairs...,
@@ -738,6 +750,57 @@ def _milliseconds(ttl_seconds: float) -> int:
 # --------------------------------------------------------------------------- store
 
 
+@dataclass
+class _HeldTranscript:
+    session_id: str
+    next_id: int
+    messages: dict[str, Message]
+    tokens: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.session_id, self.next_id
+
+
+class TranscriptCache:
+    """Live transcripts this process read lately, so a turn fetches and decodes only what is new.
+
+    Stored message bodies never change and ids only grow, so what a chat's session held up to
+    its ``next_id`` stays valid: the snapshot script then sends only newer messages (plus any
+    older id it finds in the list that is not held here). Least recently used chats are dropped
+    beyond ``max_tokens`` held in all; ``0`` turns the cache off. Callers get copies.
+    """
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max(0, int(max_tokens))
+        self.tokens = 0
+        self._chats: "collections.OrderedDict[str, _HeldTranscript]" = collections.OrderedDict()
+
+    def get(self, chat: str) -> _HeldTranscript | None:
+        held = self._chats.get(chat)
+        if held is not None:
+            self._chats.move_to_end(chat)
+        return held
+
+    def put(self, chat: str, session_id: str, next_id: int, messages: Sequence[Message]) -> None:
+        self.drop(chat)
+        if not self.max_tokens:
+            return
+        tokens = sum(int(message.get("_tok") or 0) for message in messages)
+        if tokens > self.max_tokens:
+            return
+        self._chats[chat] = _HeldTranscript(session_id, next_id, {m["_id"]: m for m in messages}, tokens)
+        self.tokens += tokens
+        while self.tokens > self.max_tokens:
+            _chat, oldest = self._chats.popitem(last=False)
+            self.tokens -= oldest.tokens
+
+    def drop(self, chat: str) -> None:
+        held = self._chats.pop(chat, None)
+        if held is not None:
+            self.tokens -= held.tokens
+
+
 class SessionStore:
     """Chats' sessions in Redis (a ``redis.asyncio`` client with ``decode_responses=True``).
 
@@ -755,11 +818,13 @@ class SessionStore:
         *,
         commit_record_ttl_seconds: int = COMMIT_RECORD_TTL_SECONDS,
         channel: RedisChannel | None = None,
+        transcript_cache_tokens: int = 0,
     ) -> None:
         self.redis = redis
         self.prefix = _check_key_part("prefix", prefix)
         self.commit_record_ttl_seconds = int(commit_record_ttl_seconds)
         self.channel: RedisChannel = channel or RedisPyChannel(redis)
+        self.transcripts = TranscriptCache(transcript_cache_tokens)
         register = Script.of
         self._create_session = register(_LUA_HELPERS + _CREATE_SESSION)
         self._acquire = register(_ACQUIRE_LOCK)
@@ -887,20 +952,37 @@ class SessionStore:
     async def snapshot(self, chat: str, *, messages: bool = True) -> tuple[str, SessionMeta, list[Message]]:
         """The chat's current session id, meta and (with ``messages``) live transcript in one round trip.
 
-        A session is created when the chat has none; unreadable entries are quarantined as in :meth:`active`.
+        Messages this process read before come from :class:`TranscriptCache`; only newer ones
+        cross the wire and are decoded. A session is created when the chat has none;
+        unreadable entries are quarantined as in :meth:`active`.
         """
         keys = self.keys(chat)
         for _attempt in range(self.QUARANTINE_ATTEMPTS):
-            reply = await self._run(self._snapshot, [keys.session], [keys.base, "1" if messages else "0"])
+            held = self.transcripts.get(chat) if messages else None
+            reply = await self._run(self._snapshot, [keys.session],
+                                    [keys.base, "1" if messages else "0", *(held.key if held else ("", 0))])
             if reply[0] is None:
                 await self.current_session(chat)
                 continue
-            sid, pairs, ids, bodies = reply
+            sid, pairs, ids, wanted, bodies = reply
             raw = dict(zip(pairs[::2], pairs[1::2]))
             meta = _parse_meta(sid, raw)
-            good, bad = _decode_entries(ids, bodies)
+            if not messages:
+                return sid, meta, []
+            fresh, bad = _decode_entries(wanted, bodies)
+            known = held.messages if held is not None and held.session_id == sid else {}
+            found = {message["_id"]: message for message in fresh}
+            missing = [message_id for message_id in ids if message_id not in found and message_id not in known]
+            if missing:  # an old message back in the list (a compaction may keep any stored id): read it
+                more, more_bad = _decode_entries(missing, await self.redis.hmget(keys.msg(sid), missing))
+                found.update((message["_id"], message) for message in more)
+                bad += more_bad
+            good = [found.get(message_id) or known[message_id] for message_id in ids
+                    if message_id in found or message_id in known]
             if not bad:
-                return sid, meta, good
+                self.transcripts.put(chat, sid, meta.next_id, good)
+                return sid, meta, [dict(message) for message in good]  # copies: the cache stays as stored
+            self.transcripts.drop(chat)
             if await self._quarantine_entries(chat, sid, raw.get("version", "0"), good, bad):
                 return sid, await self.meta(chat, sid), good
         sid = await self.current_session(chat)

@@ -9,7 +9,7 @@ written to the prompt cache. :class:`Usage` always means the whole prompt by
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 
@@ -86,4 +86,7 @@ class Usage:
         )
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return dict(zip(_FIELDS, self.astuple()))
+
+
+_FIELDS = tuple(field.name for field in fields(Usage))

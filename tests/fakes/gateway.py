@@ -48,7 +48,8 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
     events.subscribe(seen.append)
     channel = channel_for(redis)  # the pipelined channel, as `foldgate run` uses
     runner = GatewayRunner(
-        SessionStore(redis, settings.redis.key_prefix, channel=channel),
+        SessionStore(redis, settings.redis.key_prefix, channel=channel,
+                     transcript_cache_tokens=settings.gateway.transcript_cache_tokens),
         Inbox(redis, settings.redis.key_prefix, channel=channel), builder,
         adapters={"local": adapter}, compression=settings.compression, events=events,
         lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,

@@ -49,7 +49,8 @@ async def main(args: argparse.Namespace) -> None:
     builder = AgentBuilder(settings)
     channel = channel_for(redis)
     runner = GatewayRunner(
-        SessionStore(redis, args.prefix, channel=channel), Inbox(redis, args.prefix, channel=channel), builder,
+        SessionStore(redis, args.prefix, channel=channel, transcript_cache_tokens=settings.gateway.transcript_cache_tokens),
+        Inbox(redis, args.prefix, channel=channel), builder,
         adapters={"local": RedisReplyLog(redis, f"{args.prefix}:sent")}, compression=settings.compression,
         lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=64,
     )
