@@ -348,13 +348,15 @@ class GatewayRunner:
         for name, value in usage.as_dict().items():
             totals[name] = int(totals.get(name, 0)) + value
         totals["turns"] = int(totals.get("turns", 0)) + 1
+        engine_state = engine.export_state()
         fields = {
             "last_entry_id": turn.entry_id,
             "last_reply": reply,
-            "engine_state": engine.export_state(),
             "usage_totals": totals,
             "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
         }
+        if engine_state != meta.engine_state:  # unchanged most turns; a summary in it can be kilobytes
+            fields["engine_state"] = engine_state
         if agent._last_compaction_in_place:
             fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
             before = meta.tokens

@@ -15,7 +15,7 @@ Times are wall-clock seconds (``time.time()``) because they must survive a resta
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 COOLDOWN_START = 60.0
@@ -88,7 +88,7 @@ class CompactionGuard:
             setattr(self, item.name, item.default)
 
     def to_state(self) -> dict[str, Any]:
-        return asdict(self)
+        return {item.name: getattr(self, item.name) for item in fields(self)}  # flat: no deep copy needed
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any] | None) -> "CompactionGuard":
