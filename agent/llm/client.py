@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import httpx
 
-from agent.llm.transport import AiohttpTransport
+from agent.llm.transport import Http1Transport
 from agent.llm import anthropic, openai_chat
 from agent.llm.errors import (
     BadResponse,
@@ -132,7 +132,7 @@ class ChatClient:
         elif api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._owns_transport = transport is None
-        self._transport = transport or AiohttpTransport()
+        self._transport = transport or Http1Transport()
         self._target = httpx.URL(self.url)
         self._timeouts = httpx.Timeout(timeout).as_dict()
 
