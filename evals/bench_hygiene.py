@@ -4,6 +4,11 @@ The decision runs before every incoming message, so it must not grow with the se
 it reads the session meta (one HGETALL of a bounded hash) and compares counters. Both
 sessions live in the same real Redis and are measured interleaved in one run, so the
 machine's noise hits them alike; the figure that matters is the ratio of the p50s.
+
+A turn then reads the live transcript (``SessionStore.snapshot``). That read does grow with
+the session unless the process holds the transcript already (``TranscriptCache``); the
+second table times it after each simulated turn (two messages appended), with the cache off
+and on, interleaved, through the pipelined channel the gateway uses.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from gateway import hygiene
+from gateway.redis_channel import PipelinedConnection
 from gateway.redis_server import EmbeddedRedis
 from gateway.store import SessionStore
 from evals.report import publish
 
 SIZES = (1_000, 500_000)
 ITERATIONS = 3_000
+TURN_READS = 30
 CONTEXT_LENGTH = 1_000_000
 #: One stored message of about 500 tokens of varied text.
 _WORDS = "deploy canary rollback latency ledger billing token cache webhook retry shard replica".split()
@@ -60,7 +67,34 @@ async def _decide(store: SessionStore, chat: str, sid: str) -> float:
     return time.perf_counter() - started
 
 
-async def measure(redis_url: str | None = None, iterations: int = ITERATIONS) -> list[dict]:
+async def _turn_reads(redis: Redis, prefix: str, sessions: list[tuple[int, str, str, int]], reads: int) -> list[dict]:
+    """p50 of a turn's transcript read per session size, with the transcript cache off and on."""
+    channel = PipelinedConnection.like(redis)
+    stores = {"off": SessionStore(redis, prefix, channel=channel),
+              "on": SessionStore(redis, prefix, channel=channel, transcript_cache_tokens=2_000_000)}
+    rows = []
+    try:
+        for size, chat, sid, stored in sessions:
+            lock = await stores["off"].acquire_lock(chat, 60)
+            assert lock is not None
+            await stores["on"].snapshot(chat)  # held, as in a gateway that served this chat before
+            samples: dict[str, list[float]] = {mode: [] for mode in stores}
+            for turn in range(reads):
+                for mode, store in stores.items():
+                    await store.append(chat, sid, [_message(2 * turn), _message(2 * turn + 1)], lock=lock)
+                    started = time.perf_counter()
+                    await store.snapshot(chat)
+                    samples[mode].append(time.perf_counter() - started)
+            await stores["off"].release_lock(lock)
+            off, on = (statistics.median(samples[mode]) * 1e3 for mode in ("off", "on"))
+            rows.append({"session_tokens": stored, "reads": reads, "cache_off_p50_ms": round(off, 2),
+                         "cache_on_p50_ms": round(on, 2), "speedup": round(off / on, 1)})
+    finally:
+        await channel.aclose()
+    return rows
+
+
+async def measure(redis_url: str | None = None, iterations: int = ITERATIONS) -> dict[str, list[dict]]:
     embedded = None
     if redis_url is None:
         probe = Redis.from_url("redis://127.0.0.1:6379/0")
@@ -97,7 +131,7 @@ async def measure(redis_url: str | None = None, iterations: int = ITERATIONS) ->
         base = rows[0]["p50_us"]
         for row in rows:
             row["p50_ratio"] = round(row["p50_us"] / base, 2)
-        return rows
+        return {"rows": rows, "turn_reads": await _turn_reads(redis, prefix, sessions, TURN_READS)}
     finally:
         async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
             await redis.delete(key)
@@ -113,8 +147,18 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def reads_table(rows: list[dict]) -> str:
+    lines = ["| session tokens | cache off p50 | cache on p50 | × |", "|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['session_tokens']:,} | {row['cache_off_p50_ms']:.2f} ms | {row['cache_on_p50_ms']:.2f} ms "
+                     f"| {row['speedup']:.1f} |")
+    return "\n".join(lines)
+
+
 def main(out_dir: str) -> int:
-    rows = asyncio.run(measure())
-    report = "Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n\n" + table(rows)
-    publish(out_dir, "bench_hygiene", {"rows": rows, "measured_at": time.strftime("%Y-%m-%d")}, report)
+    result = asyncio.run(measure())
+    report = ("Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n\n" + table(result["rows"])
+              + "\n\nA turn's transcript read (snapshot after a turn appended two messages), "
+              "transcript cache off and on, interleaved:\n\n" + reads_table(result["turn_reads"]))
+    publish(out_dir, "bench_hygiene", {**result, "measured_at": time.strftime("%Y-%m-%d")}, report)
     return 0

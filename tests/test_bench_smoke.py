@@ -8,6 +8,7 @@ compaction layers keeping a long conversation inside its window.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -124,3 +125,14 @@ def test_quantiles_are_nearest_rank():
     assert bench_throughput.quantile(values, 0.5) == 50.0
     assert bench_throughput.quantile(values, 0.99) == 99.0
     assert bench_throughput.quantile([], 0.99) == 0.0
+
+
+@pytest.mark.timeout(120)
+def test_hygiene_times_the_decision_and_a_turns_transcript_read_with_the_cache_off_and_on(tmp_path, redis_url):
+    from evals import bench_hygiene
+
+    result = asyncio.run(bench_hygiene.measure(redis_url, iterations=20))
+    assert [row["iterations"] for row in result["rows"]] == [20, 20]
+    reads = result["turn_reads"]
+    assert [row["session_tokens"] for row in reads] == [row["session_tokens"] for row in result["rows"]]
+    assert all(row["cache_off_p50_ms"] > 0 and row["cache_on_p50_ms"] > 0 for row in reads)
