@@ -165,10 +165,8 @@ class _Resp(asyncio.Protocol):
         if self.lost is not None:
             raise RedisConnectionError(str(self.lost))
         waiter = self.loop.create_future()
-        if not self.waiters:
-            self.progress = time.monotonic()
-            if self.watchdog is None:
-                self.watchdog = self.loop.call_later(self.reply_timeout, self._check_progress)
+        if not self.waiters and self.watchdog is None:
+            self.watchdog = self.loop.call_later(self.reply_timeout, self._check_progress)
         self.waiters.append(waiter)
         if not self.outgoing:
             self.loop.call_soon(self._flush)
@@ -178,23 +176,33 @@ class _Resp(asyncio.Protocol):
     def _flush(self) -> None:
         if self.outgoing and self.usable:
             assert self.transport is not None
+            if len(self.waiters) == len(self.outgoing):  # nothing older awaits a reply: the wait starts now
+                self.progress = time.monotonic()
             self.transport.writelines(self.outgoing)
             self.owner.writes += 1
         self.outgoing.clear()
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
-        try:
-            while (reply := self.reader.gets()) is not False:
-                waiter = self.waiters.popleft()
-                if not waiter.done():  # a caller that gave up (cancelled) still has its reply consumed here
-                    if isinstance(reply, ResponseError):
-                        waiter.set_exception(reply)
-                    else:
-                        waiter.set_result(reply)
-        except (hiredis.ProtocolError, IndexError) as error:
-            self._fail(RedisConnectionError(f"Redis protocol error: {error}"))
-            return
+        while True:
+            try:
+                reply = self.reader.gets()
+            except UnicodeDecodeError as error:  # hiredis consumed the whole reply: only its caller fails
+                reply = DataError(f"Redis sent text that is not UTF-8: {error}")
+            except hiredis.ProtocolError as error:
+                self._fail(RedisConnectionError(f"Redis protocol error: {error}"))
+                return
+            if reply is False:
+                break
+            if not self.waiters:
+                self._fail(RedisConnectionError("Redis sent a reply nobody asked for"))
+                return
+            waiter = self.waiters.popleft()
+            if not waiter.done():  # a caller that gave up (cancelled) still has its reply consumed here
+                if isinstance(reply, (ResponseError, DataError)):
+                    waiter.set_exception(reply)
+                else:
+                    waiter.set_result(reply)
         self.progress = time.monotonic()
 
     def _check_progress(self) -> None:
@@ -254,13 +262,16 @@ class PipelinedConnection:
             return resp
         if self._closed:
             raise RedisConnectionError("the connection was closed")
-        if self._connecting is None:
+        if self._connecting is None or self._connecting.done():
             self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
         try:
-            return await asyncio.shield(self._connecting)
-        finally:
-            if self._connecting is not None and self._connecting.done():
-                self._connecting = None
+            return await asyncio.shield(connecting)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if connecting.cancelled() and current is not None and not current.cancelling():
+                raise RedisConnectionError("the connection was closed while connecting") from None
+            raise
 
     async def _connect(self) -> _Resp:
         loop = asyncio.get_running_loop()
@@ -300,7 +311,8 @@ class PipelinedConnection:
 
     async def call_in_order(self, *commands: Command) -> list[Any]:
         resp = self._resp if self._resp is not None and self._resp.usable else await self._connection()
-        waiters = [resp.send(pack(command)) for command in commands]  # queued now, so they leave in this order
+        packed = [pack(command) for command in commands]  # a command that cannot be packed sends nothing
+        waiters = [resp.send(data) for data in packed]  # queued now, so they leave in this order
         self.commands += len(commands)
         try:
             replies: list[Any] = []
@@ -346,8 +358,17 @@ class RedisPyChannel:
         return None  # the redis-py client belongs to the caller
 
 
+#: redis-py connection options :class:`Address` does not carry over; a client using one keeps the redis-py route.
+_REDIS_PY_ONLY = ("credential_provider", "ssl_certfile", "ssl_keyfile", "ssl_ca_path", "ssl_ca_data")
+
+
 def channel_for(redis: Redis) -> RedisChannel:
-    """The fastest channel to the server(s) of ``redis``: pipelined for one server, redis-py for a Cluster."""
+    """The fastest channel to the server(s) of ``redis``: pipelined for one server, redis-py for a
+    Cluster or for connection options (client certificates, credential providers) only redis-py has."""
     if isinstance(redis, RedisCluster):
+        return RedisPyChannel(redis)
+    options = redis.connection_pool.connection_kwargs
+    if any(options.get(name) for name in _REDIS_PY_ONLY) or options.get("ssl_check_hostname") is False \
+            or options.get("ssl_cert_reqs") == "optional":
         return RedisPyChannel(redis)
     return PipelinedConnection.like(redis)

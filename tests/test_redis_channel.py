@@ -148,6 +148,28 @@ async def test_a_closed_channel_refuses_commands(redis: Redis):
         await channel.call("PING")
 
 
+async def test_text_that_is_not_utf8_fails_only_its_own_caller(channel: PipelinedConnection, redis: Redis, key_prefix: str):
+    await redis.execute_command("SET", f"{key_prefix}:bad", b"\xff\xfe")
+    await channel.call("SET", f"{key_prefix}:good", "fine")
+    bad, good = await asyncio.gather(channel.call("GET", f"{key_prefix}:bad"), channel.call("GET", f"{key_prefix}:good"),
+                                     return_exceptions=True)
+    assert isinstance(bad, DataError) and "UTF-8" in str(bad)
+    assert good == "fine"  # same write, same connection: unaffected
+    assert await channel.call("PING") == "PONG"
+
+
+async def test_commands_of_a_sequence_that_cannot_all_be_packed_are_not_sent(channel: PipelinedConnection, key_prefix: str):
+    with pytest.raises(DataError):
+        await channel.call_in_order(("SET", f"{key_prefix}:first", "1"), ("SET", f"{key_prefix}:second", None))  # type: ignore[arg-type]
+    assert await channel.call("EXISTS", f"{key_prefix}:first") == 0
+
+
+def test_options_only_redis_py_understands_keep_the_redis_py_route():
+    assert isinstance(channel_for(Redis.from_url("rediss://cache.internal:6390/0?ssl_certfile=/c.pem&ssl_keyfile=/k.pem")),
+                      RedisPyChannel)
+    assert isinstance(channel_for(Redis.from_url("rediss://cache.internal:6390/0")), PipelinedConnection)
+
+
 def test_a_cluster_client_gets_the_redis_py_route():
     from redis.asyncio.cluster import RedisCluster
 
