@@ -50,13 +50,22 @@ class Gateway:
             await self.embedded.stop()
 
 
-async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
-    """Connect to Redis (or start the embedded server) and build a started runner."""
-    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
+def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
+    """The store and inbox a gateway's workers use, on one shared channel to Redis.
+
+    The caller closes the channel (``store.channel.aclose()``) before the redis-py client.
+    """
     channel = channel_for(redis)
     store = SessionStore(redis, settings.redis.key_prefix, channel=channel,
                          transcript_cache_tokens=settings.gateway.transcript_cache_tokens)
     inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds, channel=channel)
+    return store, inbox
+
+
+async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
+    """Connect to Redis (or start the embedded server) and build a started runner."""
+    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
+    store, inbox = message_path(redis, settings)
     events = EventBus()
     agents = AgentBuilder(settings, **builder_options)
     runner = GatewayRunner(
@@ -137,7 +146,7 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
+        with contextlib.suppress(NotImplementedError):  # loops without signal support: Ctrl-C still ends the run
             loop.add_signal_handler(sig, stop.set)
     metrics = None
     if settings.gateway.metrics_port:

@@ -8,12 +8,10 @@ from typing import Any, AsyncIterator
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.events import Event, EventBus
-from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
-from gateway.redis_channel import channel_for
+from gateway.app import message_path
 from gateway.runner import GatewayRunner
-from gateway.store import SessionStore
 
 
 def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, **sections: Any) -> Settings:
@@ -46,11 +44,9 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
     events = EventBus()
     seen: list[Event] = []
     events.subscribe(seen.append)
-    channel = channel_for(redis)  # the pipelined channel, as `foldgate run` uses
+    store, inbox = message_path(redis, settings)  # as `foldgate run` builds them
     runner = GatewayRunner(
-        SessionStore(redis, settings.redis.key_prefix, channel=channel,
-                     transcript_cache_tokens=settings.gateway.transcript_cache_tokens),
-        Inbox(redis, settings.redis.key_prefix, channel=channel), builder,
+        store, inbox, builder,
         adapters={"local": adapter}, compression=settings.compression, events=events,
         lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,
     )
@@ -60,4 +56,4 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
     finally:
         await runner.stop()
         await builder.aclose()
-        await channel.aclose()
+        await store.channel.aclose()

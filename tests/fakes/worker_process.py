@@ -17,11 +17,9 @@ from typing import Optional
 from redis.asyncio import Redis
 
 from gateway.agents import AgentBuilder
-from gateway.inbox import Inbox
 from gateway.platforms.base import Intake, PlatformAdapter
 from gateway.runner import GatewayRunner
-from gateway.redis_channel import channel_for
-from gateway.store import SessionStore
+from gateway.app import message_path
 from tests.fakes.gateway import make_settings
 
 
@@ -47,10 +45,9 @@ async def main(args: argparse.Namespace) -> None:
     redis = Redis.from_url(args.redis, decode_responses=True)
     settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length)
     builder = AgentBuilder(settings)
-    channel = channel_for(redis)
+    store, inbox = message_path(redis, settings)
     runner = GatewayRunner(
-        SessionStore(redis, args.prefix, channel=channel, transcript_cache_tokens=settings.gateway.transcript_cache_tokens),
-        Inbox(redis, args.prefix, channel=channel), builder,
+        store, inbox, builder,
         adapters={"local": RedisReplyLog(redis, f"{args.prefix}:sent")}, compression=settings.compression,
         lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=64,
     )
@@ -61,7 +58,7 @@ async def main(args: argparse.Namespace) -> None:
     await stop.wait()
     await runner.stop()
     await builder.aclose()
-    await channel.aclose()
+    await store.channel.aclose()
     await redis.aclose()
 
 
