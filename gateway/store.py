@@ -48,7 +48,6 @@ writes nothing; see :meth:`SessionStore.acquire_lock` for the timing semantics.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import re
 import secrets
@@ -59,6 +58,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from agent import json_codec
 from agent.messages import InvalidMessage, Message, validate_message
 from agent.tokens import count_message
 from gateway.redis_channel import RedisChannel, RedisPyChannel, Script
@@ -588,16 +588,16 @@ def _translate(error: ResponseError) -> Exception:
 # --------------------------------------------------------------------------- encoding
 
 
-def _body_tail(body: Mapping[str, Any], index: int) -> str:
+def _body_tail(body: Mapping[str, Any], index: int) -> bytes:
     """The message's JSON without the opening brace (the script puts ``{"_id":…,`` in front)."""
     try:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as error:
+        text = json_codec.dumps(body)
+    except json_codec.EncodeError as error:
         raise InvalidMessage(f"message {index} cannot be stored as JSON: {error}") from error
     return text[1:]
 
 
-def _prepare_new(message: Any, index: int, now: float) -> tuple[Message, str]:
+def _prepare_new(message: Any, index: int, now: float) -> tuple[Message, bytes]:
     """Validate a message the store has not seen and build the body it will store (sans ``_id``)."""
     try:
         validate_message(message)
@@ -636,8 +636,8 @@ def _encode_meta_fields(fields: Mapping[str, Any], allowed: frozenset[str]) -> t
             if not isinstance(value, dict):
                 raise ValueError(f"meta field {name!r} must be a dict, got {type(value).__name__}")
             try:
-                encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            except (TypeError, ValueError) as error:
+                encoded = json_codec.dumps_text(value)
+            except json_codec.EncodeError as error:
                 raise ValueError(f"meta field {name!r} must be JSON-serialisable: {error}") from error
         sets += [name, encoded]
     return sets, deletes
@@ -662,7 +662,7 @@ def _json_dict(sid: str, raw: Mapping[str, str], name: str) -> dict[str, Any]:
     if not raw.get(name):
         return {}
     try:
-        decoded = json.loads(raw[name])
+        decoded = json_codec.loads(raw[name])
     except ValueError:
         log.warning("session %s: meta %s is not JSON; starting from empty", sid, name)
         return {}
@@ -712,7 +712,7 @@ def _decode_stored(message_id: str, raw: str | None) -> tuple[Message | None, st
     if raw is None:
         return None, "message body is missing"
     try:
-        message = json.loads(raw)
+        message = json_codec.loads(raw)
     except ValueError as error:
         return None, f"body is not valid JSON: {error}"
     try:
@@ -1006,7 +1006,7 @@ class SessionStore:
         _check_key_part("session id", sid)
         now = time.time()
         bodies: list[Message] = []
-        tails: list[str] = []
+        tails: list[bytes] = []
         for index, message in enumerate(messages):
             if isinstance(message, dict) and "_id" in message:
                 raise InvalidMessage(
@@ -1058,7 +1058,7 @@ class SessionStore:
         args: list[Any] = [version, sum(count_message(m) for m in good), repr(now)]
         for message_id, raw, reason in bad:
             record = {"session_id": sid, "id": message_id, "raw": raw, "reason": reason, "ts": now}
-            args += [message_id, json.dumps(record, ensure_ascii=False)]
+            args += [message_id, json_codec.dumps(record)]
         applied = await self._run(self._quarantine, [keys.meta(sid), keys.active(sid), keys.quarantine], args)
         if applied:
             for message_id, _raw, reason in bad:
@@ -1070,7 +1070,7 @@ class SessionStore:
         records: list[dict[str, Any]] = []
         for raw in await self.redis.lrange(self.keys(chat).quarantine, 0, -1):
             try:
-                records.append(json.loads(raw))
+                records.append(json_codec.loads(raw))
             except ValueError:
                 records.append({"raw": raw, "reason": "quarantine record is not JSON"})
         return records
@@ -1183,7 +1183,7 @@ class SessionStore:
             raise InvalidMessage("a compaction must leave at least one message")
         sets, deletes = _encode_meta_fields(meta or {}, COMMIT_META_FIELDS)
         now = time.time()
-        entries: list[str] = []
+        entries: list[str | bytes] = []
         new_bodies: list[tuple[Message, Message]] = []
         kept: set[str] = set()
         total = 0

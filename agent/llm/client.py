@@ -10,12 +10,12 @@ before anything is sent, so a broken tool pairing fails here, not as a provider 
 from __future__ import annotations
 
 import email.utils
-import json
 import time
 from typing import Any, Literal, Mapping, Sequence
 
 import httpx
 
+from agent import json_codec
 from agent.llm.transport import Http1Transport
 from agent.llm import anthropic, openai_chat
 from agent.llm.errors import (
@@ -180,8 +180,8 @@ class ChatClient:
         """One completion; raises a :mod:`agent.llm.errors` exception on any failure."""
         body = self.build_body(messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature)
         try:
-            payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        except (TypeError, ValueError) as error:
+            payload = json_codec.dumps(body)
+        except json_codec.EncodeError as error:
             raise InvalidRequest([f"the request cannot be sent as JSON: {error}"]) from error
         try:
             response = await self._post(payload)
@@ -192,7 +192,7 @@ class ChatClient:
         if response.status_code >= 300:
             raise error_for_status(response)
         try:
-            data = json.loads(response.content)
+            data = json_codec.loads(response.content)
         except ValueError as error:
             raise BadResponse(f"malformed JSON from {self.url}: {response.text[:200]!r}", status=response.status_code) from error
         if self.dialect == "anthropic":
