@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from agent.codex import route_threshold
 from agent.compaction import framing

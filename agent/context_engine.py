@@ -19,9 +19,10 @@ import json
 import re
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from agent.llm.usage import Usage
 

@@ -13,8 +13,9 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError, RateLimited

@@ -7,7 +7,8 @@ stripped by :func:`to_api` before any request.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from agent.tokens import content_text
 

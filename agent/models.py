@@ -10,7 +10,7 @@ conservative default, and configuration can override any entry.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 #: Window used for a model the catalog does not know (small enough to be safe on most routes).
 DEFAULT_CONTEXT_LENGTH = 128_000

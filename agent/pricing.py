@@ -14,9 +14,10 @@ cache reads and writes included, so the uncached part is what is left over.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Mapping
+from typing import Any
 
 from agent.llm.usage import Usage
 from agent.models import api_model_id, longest_key_match

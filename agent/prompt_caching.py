@@ -24,8 +24,9 @@ write that nothing reads. ``foldgate bench caching`` measures both effects.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 CacheTTL = Literal["5m", "1h"]

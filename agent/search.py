@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from agent.messages import tool_names_by_call_id
 from agent.tokens import content_text

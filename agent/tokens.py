@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import tiktoken
 

@@ -33,9 +33,10 @@ import random
 import statistics
 import sys
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from agent.compaction.summarizer import LLMSummarizer
 from agent.context_compressor import ContextCompressor

@@ -15,8 +15,8 @@ import copy
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from agent.tokens import count_messages
 from evals.fixtures.session import generate_session, session_name

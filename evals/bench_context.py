@@ -26,11 +26,12 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Mapping, Sequence
 from evals.report import publish
+from pathlib import Path
+from typing import Any
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "overnight_ops.jsonl"
 FIXTURE_WINDOW = 16_000

@@ -38,9 +38,10 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
 from evals.report import publish

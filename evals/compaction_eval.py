@@ -25,9 +25,10 @@ import dataclasses
 import inspect
 import json
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from agent.messages import InvalidMessage, validate_message
 from agent.search import message_search_text, search_messages

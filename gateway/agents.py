@@ -19,7 +19,8 @@ import inspect
 import logging
 import shlex
 import weakref
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from agent.codex import AutoraiseNotice
 from agent.compaction.summarizer import LLMSummarizer, build_summarizer

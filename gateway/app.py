@@ -8,8 +8,9 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Coroutine, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from gateway.agents import AgentBuilder
 from gateway.config import ConfigError, Settings, load_settings

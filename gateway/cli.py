@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 #: subcommand -> "module:function"; each function takes the parsed namespace and returns an exit code.
 HANDLERS: dict[str, str] = {

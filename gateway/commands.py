@@ -7,7 +7,8 @@ session exactly like a message would, and its reply goes out like any other.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from agent import pricing
 from agent.llm.codex_app_server import CodexThreadEngine, thread_of

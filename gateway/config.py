@@ -29,9 +29,10 @@ import stat
 import sys
 import tempfile
 import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Optional, Sequence, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 import annotated_types
 import yaml

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Awaitable, Callable, Literal, Union
+from collections.abc import Awaitable, Callable
+from typing import Literal, Union
 
 from pydantic import BaseModel
 

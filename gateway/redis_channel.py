@@ -30,8 +30,9 @@ import collections
 import hashlib
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import hiredis
 from redis.asyncio import Redis

@@ -22,9 +22,10 @@ import json
 import sys
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 from agent.llm.types import Completion
 from agent.llm.usage import Usage

@@ -20,8 +20,9 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from agent.context_engine import ContextEngine
 from agent.llm.errors import ProviderError

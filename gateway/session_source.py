@@ -7,7 +7,8 @@ sessions. Either way ``session_search`` sees all of it, and only this chat's.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gateway.store import SessionStore, UnknownSession
 

@@ -52,8 +52,9 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError

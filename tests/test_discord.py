@@ -13,7 +13,8 @@ import asyncio
 import itertools
 import json
 import time
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any, Optional
 
 import discord
 import pytest

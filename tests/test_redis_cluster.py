@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio

@@ -7,7 +7,7 @@ import contextlib
 import io
 import logging
 import random
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest

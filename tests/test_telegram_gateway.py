@@ -4,7 +4,7 @@ on real Redis, and a fake LLM provider that echoes."""
 from __future__ import annotations
 
 import contextlib
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from agent.compaction.fitting import count_line
 from agent.compaction.memo import TextMemo

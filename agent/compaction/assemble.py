@@ -6,7 +6,8 @@ again, so its prompt-cache entry survives every later compaction (S8.4).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.messages import SYNTHETIC_KEY, tool_call_ids, with_content
 from agent.tokens import content_text

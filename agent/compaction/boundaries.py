@@ -8,8 +8,9 @@ the tail always starts at a message that is not a tool result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from agent.messages import is_real_user_message
 

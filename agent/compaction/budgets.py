@@ -6,7 +6,7 @@ how many pieces a summary is made in, never when compaction fires.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from agent.models import longest_key_match
 

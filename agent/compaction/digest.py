@@ -11,8 +11,9 @@ first folded away, and it is JSON-safe so the engine can persist it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from agent.compaction.anchors import AnchorIndex, anchors_in
 from agent.compaction.listings import rank, records_in, search_queries

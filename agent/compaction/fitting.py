@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from agent.tokens import count_text
 

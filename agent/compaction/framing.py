@@ -9,8 +9,8 @@ listings, the anchor index, and hints for getting originals back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from agent.compaction.anchors import render_index
 from agent.compaction.digest import Digest

@@ -15,8 +15,9 @@ Times are wall-clock seconds (``time.time()``) because they must survive a resta
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 COOLDOWN_START = 60.0
 COOLDOWN_MAX = 30 * 60.0

@@ -14,7 +14,8 @@ verbatim.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.compaction.prune import PRUNE_MIN_CHARS
 from agent.messages import is_real_user_message, tool_names_by_call_id, with_content

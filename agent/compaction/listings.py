@@ -31,7 +31,8 @@ import math
 import re
 import shlex
 from collections import Counter
-from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from agent.compaction.fitting import count_line
 from agent.compaction.memo import TextMemo

@@ -9,7 +9,8 @@ count bound alone would let a few huge tool outputs pin hundreds of megabytes).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 Result = TypeVar("Result")
 

@@ -7,7 +7,8 @@ tool output (SHAs, error codes, paths in logs) survive compaction.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.messages import with_content
 from agent.tokens import content_text

@@ -10,8 +10,9 @@ each piece updating the notes of the one before.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agent.compaction.summary_prompt import (
     TranscriptEntry,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from agent.compaction.prune import PRUNED_TOOL_OUTPUT
 from agent.messages import SUMMARY_PREFIX, is_summary

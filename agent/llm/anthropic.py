@@ -10,7 +10,8 @@ on content parts or on a message (see the prompt-caching module) are carried ove
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.llm.errors import BadResponse
 from agent.llm.types import Completion

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import email.utils
 import time
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import httpx
 

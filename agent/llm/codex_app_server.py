@@ -30,8 +30,9 @@ import itertools
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from agent.codex import route_threshold
 from agent.context_engine import CompactionStats, ContextEngine

@@ -29,8 +29,9 @@ import json
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 import httpx

@@ -9,8 +9,9 @@ written to the prompt cache. :class:`Usage` always means the whole prompt by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 
 def _int(value: Any) -> int:

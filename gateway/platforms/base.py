@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -41,8 +41,9 @@ import hashlib
 import logging
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Optional
 
 import aiohttp
 import discord

@@ -49,7 +49,8 @@ import contextlib
 import functools
 import hmac
 import logging
-from typing import Awaitable, Callable, Iterable, Literal, Optional, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Literal, Optional, TypeVar
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession

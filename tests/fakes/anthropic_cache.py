@@ -26,8 +26,9 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from agent.tokens import count_text
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest

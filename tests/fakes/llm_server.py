@@ -32,8 +32,9 @@ import inspect
 import itertools
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Union
+from typing import Any, Literal, Union
 
 from agent.tokens import count_text
 

@@ -10,7 +10,8 @@ and the model may ask for what was just folded away before that.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.messages import SYNTHETIC_KEY, is_summary
 from agent.tools import MessageSource

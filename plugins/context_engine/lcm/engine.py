@@ -17,7 +17,8 @@ import datetime
 import json
 import logging
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.compaction.anchors import AnchorIndex, anchors_in
 from agent.context_compressor import ContextCompressor

@@ -10,8 +10,9 @@ counts, never message text — and every id stays exactly recoverable.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 #: One run: a single id, or ``[first, last]`` of consecutively numbered ids.
 Run = str | list[str]

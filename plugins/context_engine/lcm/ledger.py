@@ -8,8 +8,9 @@ no gateway, in the engine's in-memory archive), found again by id.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from plugins.context_engine.lcm.ids import Run, expand_runs
 

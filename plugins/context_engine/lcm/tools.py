@@ -8,7 +8,8 @@ result, with the call that gets the rest.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent.messages import is_summary, tool_names_by_call_id
 from agent.search import search_messages
