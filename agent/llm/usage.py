@@ -15,6 +15,8 @@ from typing import Any
 
 
 def _int(value: Any) -> int:
+    if type(value) is int:  # what providers send; the rest is coerced or read as 0
+        return value if value > 0 else 0
     try:
         return max(0, int(value or 0))
     except (TypeError, ValueError):
