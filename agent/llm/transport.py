@@ -20,11 +20,11 @@ import ssl
 import zlib
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
-__all__ = ["Http1Transport"]
+__all__ = ["Exchange", "Http1Transport"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: ``request.extensions["timeout"]``: connect/read/write/pool seconds, None for no limit.
@@ -49,6 +49,16 @@ _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_C
 
 #: (http_version, status, reason, headers, body, keep_alive, content_encodings)
 _Answer = tuple[bytes, int, bytes, list[tuple[bytes, bytes]], bytes, bool, list[bytes]]
+
+
+class Exchange(NamedTuple):
+    """One answered request: what a JSON API client reads, without an ``httpx.Response`` around it."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes  # whole, with any gzip/deflate content-encoding undone
+    http_version: bytes
+    reason: bytes
 
 
 class _Malformed(Exception):
@@ -621,6 +631,16 @@ class Http1Transport(httpx.AsyncBaseTransport):
         self._closed = False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        exchange = await self.exchange(request)
+        return httpx.Response(exchange.status, headers=exchange.headers, content=exchange.body, request=request,
+                              extensions={"http_version": exchange.http_version, "reason_phrase": exchange.reason})
+
+    async def exchange(self, request: httpx.Request) -> Exchange:
+        """Send ``request``; the answer as plain values, its body read whole and decoded.
+
+        :meth:`handle_async_request` wraps this in an ``httpx.Response``; a caller that only
+        needs the status, headers and body (the provider clients) skips building one.
+        """
         if self._closed:
             raise RuntimeError("this Http1Transport is closed; make a new one to send more requests")
         loop = asyncio.get_running_loop()
@@ -657,7 +677,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
             keep_alive = answer[5]
         finally:
             pool.release(connection, keep_alive)
-        return _response(request, answer)
+        return _decoded(request, answer)
 
     async def aclose(self) -> None:
         """Close every connection; requests in flight fail with ``httpx.ReadError``, later ones with RuntimeError."""
@@ -733,7 +753,7 @@ def _serialise(request: httpx.Request, body: bytes) -> bytes:
     return head + body if body else head
 
 
-def _response(request: httpx.Request, answer: _Answer) -> httpx.Response:
+def _decoded(request: httpx.Request, answer: _Answer) -> Exchange:
     version, status, reason, headers, body, _, encodings = answer
     if encodings:
         codings = [t for t in (t.strip().lower() for v in encodings for t in v.split(b",")) if t and t != b"identity"]
@@ -746,8 +766,7 @@ def _response(request: httpx.Request, answer: _Answer) -> httpx.Response:
                                                 request=request) from error
             # Decoded here, so httpx must not try again.
             headers = [(name, value) for name, value in headers if name.lower() != b"content-encoding"]
-    extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
-    return httpx.Response(status, headers=headers, content=body, request=request, extensions=extensions)
+    return Exchange(status, headers, body, version, reason)
 
 
 def _gunzip(data: bytes) -> bytes:
