@@ -276,6 +276,30 @@ local function apply_meta_changes(key, sets, dels)
   for _, pair in ipairs(sets) do redis.call('HSET', key, pair[1], pair[2]) end
   for _, name in ipairs(dels) do redis.call('HDEL', key, name) end
 end
+
+-- The chat's session as {sid, meta pairs, active ids, wanted ids, their bodies}, or {false} when it
+-- has none yet. Bodies are immutable, so for the session the caller names (held_sid) only ids above
+-- the ``next_id`` it last saw are wanted (ids only grow). The session's keys are derived from the
+-- pointer; they carry the chat's hash tag, so on a cluster they live on the pointer's slot.
+local function read_snapshot(pointer_key, base, with_messages, held_sid, held_next)
+  local sid = redis.call('GET', pointer_key)
+  if not sid then return {false} end
+  base = base .. ':s:' .. sid
+  local meta = redis.call('HGETALL', base .. ':meta')
+  if #meta == 0 then return {false} end
+  if with_messages ~= '1' then return {sid, meta, {}, {}, {}} end
+  local ids = redis.call('LRANGE', base .. ':active', 0, -1)
+  local wanted = ids
+  if held_sid == sid then
+    local known = tonumber(held_next) or 0
+    wanted = {}
+    for _, id in ipairs(ids) do
+      local number = tonumber(id)
+      if not number or number > known then wanted[#wanted + 1] = id end
+    end
+  end
+  return {sid, meta, ids, wanted, hmget_all(base .. ':msg', wanted)}
+end
 """
 
 #: KEYS: session pointer, new meta, lock, [parent meta]. ARGV: new sid, now, mode ('current'|'new'),
@@ -304,15 +328,18 @@ redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
 """
 
-#: KEYS: lock, fence, [inbox]. ARGV: token, ttl ms. Returns {fence, head of the inbox or false},
-#: or nil when the lock is held.
+#: KEYS: lock, fence, [inbox, [session pointer]]. ARGV: token, ttl ms, [key base, held sid, held next_id].
+#: Returns {fence, head of the inbox or false, the session read ahead (as read_snapshot) or false},
+#: or nil when the lock is held. The session is read ahead only with its pointer and a head to handle.
 _ACQUIRE_LOCK = r"""
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local head = false
 if KEYS[3] then head = redis.call('LINDEX', KEYS[3], 0) end
-return {fence, head}
+local ahead = false
+if head and KEYS[4] then ahead = read_snapshot(KEYS[4], ARGV[3], '1', ARGV[4], ARGV[5]) end
+return {fence, head, ahead}
 """
 
 #: KEYS: lock. ARGV: token, ttl ms. 1 when the caller still held the lock.
@@ -334,12 +361,13 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-#: KEYS: lock, meta, inbox. ARGV: token, fence, entry, n set pairs, pairs..., n delete fields, fields...
-#: Records the entry's meta (e.g. that its reply went out), removes it from the inbox, returns the next head.
+#: KEYS: lock, meta, inbox, session pointer. ARGV: token, fence, entry, n set pairs, pairs..., n delete
+#: fields, fields..., key base, held sid, held next_id. Records the entry's meta (e.g. that its reply went
+#: out), removes it from the inbox, returns {next head or false, the session read ahead or false}.
 _FINISH_ENTRY = r"""
 require_session(KEYS[2])
 require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
-local sets, dels = read_meta_changes(4)
+local sets, dels, i = read_meta_changes(4)
 apply_meta_changes(KEYS[2], sets, dels)
 if #sets + #dels > 0 then redis.call('HINCRBY', KEYS[2], 'version', 1) end
 if redis.call('LINDEX', KEYS[3], 0) == ARGV[3] then
@@ -347,33 +375,15 @@ if redis.call('LINDEX', KEYS[3], 0) == ARGV[3] then
 else
   redis.call('LREM', KEYS[3], 1, ARGV[3])
 end
-return redis.call('LINDEX', KEYS[3], 0)
+local head = redis.call('LINDEX', KEYS[3], 0)
+if not head then return {false, false} end
+return {head, read_snapshot(KEYS[4], ARGV[i], '1', ARGV[i + 1], ARGV[i + 2])}
 """
 
 #: KEYS: session pointer. ARGV: the chat's key base, '1' to include the transcript, a session id
-#: and its ``next_id`` when the caller last read it (or ''). Returns {sid, meta pairs, active ids,
-#: wanted ids, their bodies}, or {false} when the chat has no session yet. Bodies are immutable, so
-#: for the session the caller names only ids above its ``next_id`` are wanted (ids only grow). The session's keys
-#: are derived here from the pointer; they carry the chat's hash tag, so on a cluster they live
-#: on the same slot as the declared key.
+#: and its ``next_id`` when the caller last read it (or ''). Returns what read_snapshot returns.
 _SNAPSHOT = r"""
-local sid = redis.call('GET', KEYS[1])
-if not sid then return {false} end
-local base = ARGV[1] .. ':s:' .. sid
-local meta = redis.call('HGETALL', base .. ':meta')
-if #meta == 0 then return {false} end
-if ARGV[2] ~= '1' then return {sid, meta, {}, {}, {}} end
-local ids = redis.call('LRANGE', base .. ':active', 0, -1)
-local wanted = ids
-if ARGV[3] == sid then
-  local known = tonumber(ARGV[4]) or 0
-  wanted = {}
-  for _, id in ipairs(ids) do
-    local number = tonumber(id)
-    if not number or number > known then wanted[#wanted + 1] = id end
-  end
-end
-return {sid, meta, ids, wanted, hmget_all(base .. ':msg', wanted)}
+return read_snapshot(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 """
 
 #: KEYS: lock, meta, msg, active. ARGV: token, fence, now, token sum, n set pairs, pairs...,
@@ -826,9 +836,11 @@ class SessionStore:
         self.commit_record_ttl_seconds = int(commit_record_ttl_seconds)
         self.channel: RedisChannel = channel or RedisPyChannel(redis)
         self.transcripts = TranscriptCache(transcript_cache_tokens)
+        #: chat -> (session read ahead by claim/finish_entry, the held transcript it was read against)
+        self._read_ahead: dict[str, tuple[Any, _HeldTranscript | None]] = {}
         register = Script.of
         self._create_session = register(_LUA_HELPERS + _CREATE_SESSION)
-        self._acquire = register(_ACQUIRE_LOCK)
+        self._acquire = register(_LUA_HELPERS + _ACQUIRE_LOCK)
         self._extend = register(_EXTEND_LOCK)
         self._release = register(_RELEASE_LOCK)
         self._append = register(_LUA_HELPERS + _APPEND)
@@ -869,6 +881,7 @@ class SessionStore:
         With ``lock`` the switch is fenced: a holder whose lock expired cannot move the pointer
         away from what the next holder committed (:class:`StaleLock`).
         """
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
         new_sid = _new_session_id()
         lock_key = _lock_key(keys, lock) if lock is not None else keys.lock
@@ -908,11 +921,17 @@ class SessionStore:
     async def _acquire_lock(self, chat: str, ttl_seconds: float, *, peek_inbox: bool) -> tuple[Lock | None, str | None]:
         keys = self.keys(chat)
         token = secrets.token_hex(16)
-        key_list = [keys.lock, keys.fence] + ([keys.inbox] if peek_inbox else [])
-        reply = await self._run(self._acquire, key_list, [token, _milliseconds(ttl_seconds)])
+        key_list = [keys.lock, keys.fence]
+        args: list[Any] = [token, _milliseconds(ttl_seconds)]
+        held = self.transcripts.get(chat)
+        if peek_inbox:
+            key_list += [keys.inbox, keys.session]
+            args += [keys.base, *(held.key if held else ("", 0))]
+        reply = await self._run(self._acquire, key_list, args)
         if reply is None:
             return None, None
-        fence, head = reply
+        fence, head, ahead = reply
+        self._keep_read_ahead(chat, ahead, held)
         return Lock(chat=chat, token=token, fence=int(fence)), head
 
     async def extend_lock(self, lock: Lock, ttl_seconds: float) -> None:
@@ -929,11 +948,13 @@ class SessionStore:
 
     async def release_lock(self, lock: Lock) -> bool:
         """Release the lock if this token still holds it; ``False`` when it had expired or moved on."""
+        self._read_ahead.pop(lock.chat, None)
         keys = self.keys(lock.chat)
         return bool(await self._run(self._release, [keys.lock], [lock.token]))
 
     async def release_if_idle(self, lock: Lock) -> str | None:
         """Release the lock unless an inbox entry is waiting; then keep it and return that entry."""
+        self._read_ahead.pop(lock.chat, None)
         keys = self.keys(lock.chat)
         reply = await self._run(self._release, [keys.lock, keys.inbox], [lock.token])
         return reply if isinstance(reply, str) else None
@@ -941,14 +962,33 @@ class SessionStore:
     # ----------------------------------------------------------------- inbox entries
 
     async def finish_entry(self, lock: Lock, sid: str, entry: str, **meta: Any) -> str | None:
-        """Set ``meta`` fields, remove the handled ``entry`` from the inbox, return the next entry (fenced)."""
+        """Set ``meta`` fields, remove the handled ``entry`` from the inbox, return the next entry (fenced).
+
+        The same step reads the session ahead for that next entry, so its :meth:`snapshot` costs no
+        round trip.
+        """
         keys = self.keys(lock.chat)
         sets, deletes = _encode_meta_fields(meta, SETTABLE_META_FIELDS)
-        return await self._run(
+        held = self.transcripts.get(lock.chat)
+        head, ahead = await self._run(
             self._finish_entry,
-            [_lock_key(keys, lock), keys.meta(_check_key_part("session id", sid)), keys.inbox],
-            [lock.token, lock.fence, entry, len(sets) // 2, *sets, len(deletes), *deletes],
+            [_lock_key(keys, lock), keys.meta(_check_key_part("session id", sid)), keys.inbox, keys.session],
+            [lock.token, lock.fence, entry, len(sets) // 2, *sets, len(deletes), *deletes,
+             keys.base, *(held.key if held else ("", 0))],
         )
+        self._keep_read_ahead(lock.chat, ahead, held)
+        return head or None
+
+    def _keep_read_ahead(self, chat: str, ahead: Any, held: _HeldTranscript | None) -> None:
+        """Keep the session a lock or entry step read for the entry it handed out, for :meth:`snapshot`.
+
+        It stays valid while this process holds the chat's lock and writes nothing to the session:
+        every write below drops it, and so do the lock's release and the next read.
+        """
+        if ahead:
+            self._read_ahead[chat] = (ahead, held)
+        else:
+            self._read_ahead.pop(chat, None)
 
     async def snapshot(self, chat: str, *, messages: bool = True) -> tuple[str, SessionMeta, list[Message]]:
         """The chat's current session id, meta and (with ``messages``) live transcript in one round trip.
@@ -958,10 +998,15 @@ class SessionStore:
         unreadable entries are quarantined as in :meth:`active`.
         """
         keys = self.keys(chat)
+        ahead = self._read_ahead.pop(chat, None)
         for _attempt in range(self.QUARANTINE_ATTEMPTS):
-            held = self.transcripts.get(chat) if messages else None
-            reply = await self._run(self._snapshot, [keys.session],
-                                    [keys.base, "1" if messages else "0", *(held.key if held else ("", 0))])
+            if ahead is not None and ahead[1] is self.transcripts.get(chat):
+                reply, held = ahead  # read by the step that handed out the entry: no round trip
+            else:
+                held = self.transcripts.get(chat) if messages else None
+                reply = await self._run(self._snapshot, [keys.session],
+                                        [keys.base, "1" if messages else "0", *(held.key if held else ("", 0))])
+            ahead = None
             if reply[0] is None:
                 await self.current_session(chat)
                 continue
@@ -1003,6 +1048,7 @@ class SessionStore:
         bookkeeping land together. On success the given dicts receive their ``_id``,
         ``_ts`` and ``_tok``.
         """
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
         _check_key_part("session id", sid)
         now = time.time()
@@ -1054,6 +1100,7 @@ class SessionStore:
     async def _quarantine_entries(
         self, chat: str, sid: str, version: str, good: list[Message], bad: list[tuple[str, str | None, str]]
     ) -> bool:
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
         now = time.time()
         args: list[Any] = [version, sum(count_message(m) for m in good), repr(now)]
@@ -1130,6 +1177,7 @@ class SessionStore:
         ``last_activity_at``, ``last_entry_id``, ``last_reply``, ``replied_entry_id``.
         Token and message totals, ids and versions are the store's own.
         """
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
         _check_key_part("session id", sid)
         sets, deletes = _encode_meta_fields(fields, SETTABLE_META_FIELDS)
@@ -1176,6 +1224,7 @@ class SessionStore:
         either — created during a turn and folded by a compaction within it; they are stored
         straight into the archive (of the old session when rotating) so none is lost.
         """
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
         _check_key_part("session id", sid)
         if not isinstance(compaction_id, str) or not compaction_id:
