@@ -37,6 +37,7 @@ from gateway.commands import handle_command
 from gateway.commands import parse as parse_command
 from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
+from gateway.lock_keeper import LockKeeper
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta, SessionStore, StaleLock
@@ -119,6 +120,7 @@ class GatewayRunner:
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._max_chats = max_concurrent_chats
         self._busy: dict[str, asyncio.Task[None]] = {}
+        self.keeper = LockKeeper(store, inbox, lock_ttl_seconds)
         self._attempts: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._saturated = False
@@ -151,6 +153,7 @@ class GatewayRunner:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        await self.keeper.close()
 
     async def wait_idle(self, timeout: float = 30.0) -> None:
         """Wait until no chat has pending entries and no turn runs here (for replays and tests)."""
@@ -182,30 +185,6 @@ class GatewayRunner:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
-    async def _keep_lock(self, lock: Lock, owner: asyncio.Task[None]) -> None:
-        """Extend the chat lock (and its lease in the ready set) while its turn runs.
-
-        A failed extension is retried on the next tick; the turn is cancelled only when the
-        lock is known lost or could have expired since the last extension that succeeded.
-        """
-        extended = time.monotonic()
-        while True:
-            await asyncio.sleep(self.lock_ttl / 3)
-            try:
-                await self.store.extend_lock(lock, self.lock_ttl)
-                await self.inbox.lease(lock.chat, self.lock_ttl)
-                extended = time.monotonic()
-            except StaleLock:
-                log.warning("%s: lock lost mid-turn; abandoning the turn", lock.chat)
-                owner.cancel()
-                return
-            except Exception:
-                if time.monotonic() - extended >= self.lock_ttl:
-                    log.exception("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat)
-                    owner.cancel()
-                    return
-                log.warning("%s: extending the lock failed; retrying", lock.chat, exc_info=True)
-
     async def _drain(self, chat: str) -> None:
         """Take the chat's lock and handle its inbox in order until it is empty."""
         lock, head = await self.store.claim(chat, self.lock_ttl)
@@ -214,7 +193,7 @@ class GatewayRunner:
         await self.inbox.lease(chat, self.lock_ttl)
         me = asyncio.current_task()
         assert me is not None
-        keeper = asyncio.create_task(self._keep_lock(lock, me))
+        self.keeper.hold(lock, me)
         released = False
         try:
             while not self._stopping:
@@ -236,7 +215,7 @@ class GatewayRunner:
         except Exception:
             log.exception("%s: worker failed; the entry stays in the inbox", chat)
         finally:
-            keeper.cancel()
+            self.keeper.let_go(lock)
             for key in [key for key in self._attempts if key.startswith(f"{chat}|")]:
                 del self._attempts[key]  # counts are per holding of the lock; never kept past it
             if not released:  # entries may remain: free the chat and make it due again shortly

@@ -1,0 +1,91 @@
+"""LockKeeper: one task keeps every chat lock this process holds alive, with the chats' leases.
+
+A lock expires ``ttl`` after it was last set, so a turn that runs longer than that would lose
+its chat. The keeper extends each held lock every ``ttl / 3`` (and pushes the chat's lease in
+the ready set just as far), all of them in one pass: the extensions of one pass leave in one
+write, and holding a chat costs no task or timer of its own.
+
+A failed extension is retried on the next pass. The turn that holds a lock is cancelled only
+when the lock is known lost, or when no extension has succeeded for a whole ``ttl`` (it could
+have expired, and a worker elsewhere may already have taken the chat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from gateway.inbox import Inbox
+from gateway.store import Lock, SessionStore, StaleLock
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Hold:
+    owner: asyncio.Task[None]
+    extended: float  # monotonic time of the acquisition or of the last extension that succeeded
+
+
+class LockKeeper:
+    """Extends the chat locks held in this process until they are let go."""
+
+    def __init__(self, store: SessionStore, inbox: Inbox, ttl_seconds: float) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.ttl = ttl_seconds
+        self._held: dict[Lock, _Hold] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def hold(self, lock: Lock, owner: asyncio.Task[None]) -> None:
+        """Keep ``lock`` (just acquired) alive; ``owner`` is cancelled if it is lost."""
+        self._held[lock] = _Hold(owner, time.monotonic())
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="lock-keeper")
+
+    def let_go(self, lock: Lock) -> None:
+        """Stop extending ``lock`` (released, or given up)."""
+        self._held.pop(lock, None)
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    async def close(self) -> None:
+        self._held.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while self._held:
+            await asyncio.sleep(self.ttl / 3)
+            await asyncio.gather(*(self._extend(lock, hold) for lock, hold in list(self._held.items())))
+
+    async def _extend(self, lock: Lock, hold: _Hold) -> None:
+        try:
+            await self.store.extend_lock(lock, self.ttl)
+            await self.inbox.lease(lock.chat, self.ttl)
+            hold.extended = time.monotonic()
+            return
+        except StaleLock:
+            if lock in self._held:
+                log.warning("%s: lock lost mid-turn; abandoning the turn", lock.chat)
+                self._abandon(lock, hold)
+        except Exception:
+            if lock not in self._held:
+                return  # let go while the extension was on its way: nothing to keep
+            if time.monotonic() - hold.extended >= self.ttl:
+                log.exception("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat)
+                self._abandon(lock, hold)
+            else:
+                log.warning("%s: extending the lock failed; retrying", lock.chat, exc_info=True)
+
+    def _abandon(self, lock: Lock, hold: _Hold) -> None:
+        self._held.pop(lock, None)
+        hold.owner.cancel()
