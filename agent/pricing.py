@@ -14,6 +14,7 @@ cache reads and writes included, so the uncached part is what is left over.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
@@ -136,8 +137,12 @@ def billing_model(model: str) -> str:
     return api_model_id(model)
 
 
+@functools.lru_cache(maxsize=256)
 def price_key(model: str) -> str | None:
-    """The table key that prices ``model`` (after alias stripping), or None when none matches."""
+    """The table key that prices ``model`` (after alias stripping), or None when none matches.
+
+    Cached: every turn prices its usage, and the table is fixed at import.
+    """
     return longest_key_match(billing_model(model), PRICES)
 
 

@@ -162,10 +162,10 @@ class ChatKeys:
 
     prefix: str
     chat: str
+    base: str = field(init=False, repr=False, compare=False)  # every key starts with it
 
-    @property
-    def base(self) -> str:
-        return f"{self.prefix}:{{{self.chat}}}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base", f"{self.prefix}:{{{self.chat}}}")
 
     @property
     def session(self) -> str:
@@ -655,16 +655,22 @@ def _encode_meta_fields(fields: Mapping[str, Any], allowed: frozenset[str]) -> t
 
 
 def _int(raw: Mapping[str, str], name: str, default: int | None = 0) -> int | None:
+    value = raw.get(name)  # several fields are often absent: no exception for those
+    if value is None:
+        return default
     try:
-        return int(raw[name])
-    except (KeyError, ValueError):
+        return int(value)
+    except ValueError:
         return default
 
 
 def _float(raw: Mapping[str, str], name: str, default: float | None = 0.0) -> float | None:
+    value = raw.get(name)
+    if value is None:
+        return default
     try:
-        return float(raw[name])
-    except (KeyError, ValueError):
+        return float(value)
+    except ValueError:
         return default
 
 

@@ -10,7 +10,7 @@ written to the prompt cache. :class:`Usage` always means the whole prompt by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -76,7 +76,14 @@ class Usage:
         )
 
     def __add__(self, other: "Usage") -> "Usage":
-        return Usage(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
 
     def astuple(self) -> tuple[int, ...]:
         return (
@@ -89,7 +96,11 @@ class Usage:
         )
 
     def as_dict(self) -> dict[str, int]:
-        return dict(zip(_FIELDS, self.astuple()))
-
-
-_FIELDS = tuple(field.name for field in fields(Usage))
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
