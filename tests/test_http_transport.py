@@ -23,7 +23,7 @@ import uvloop
 from aiohttp import web
 
 from agent.llm import ChatClient, ProviderTimeout, ProviderUnavailable
-from agent.llm.transport import Http1Transport
+from agent.llm.transport import Http1Transport, PostTarget
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
 TIMEOUTS = httpx.Timeout(5.0).as_dict()
@@ -38,7 +38,7 @@ async def send(
     content: bytes | None = None,
     timeout: httpx.Timeout | None = None,
 ) -> httpx.Response:
-    """One request straight to the transport, the way ChatClient._post sends it."""
+    """One request through the transport's httpx interface."""
     extensions = {"timeout": (timeout.as_dict() if timeout is not None else TIMEOUTS)}
     request = httpx.Request(method, url, headers=headers, content=content, extensions=extensions)
     response = await transport.handle_async_request(request)
@@ -202,6 +202,29 @@ async def test_json_post_round_trip_sends_exactly_the_request_headers(transport)
     assert sent["accept-encoding"] == "gzip, deflate"
     assert "user-agent" not in sent and "transfer-encoding" not in sent
     assert [name.lower() for name, _ in echoed["headers"]].count("content-length") == 1
+
+
+async def test_post_to_a_target_sends_the_same_request_and_reuses_its_connection(transport):
+    async with aiohttp_server() as server:
+        target = PostTarget(f"{server.url}/echo?x=1", {"content-type": "application/json", "authorization": "Bearer sk-1"})
+        answers = [await transport.post(target, b'{"n":%d}' % number, TIMEOUTS) for number in range(3)]
+        empty = await transport.post(target, b"", TIMEOUTS)
+    for number, answer in enumerate(answers):
+        echoed = json.loads(answer.body)
+        assert answer.status == 200 and echoed["method"] == "POST" and echoed["path"] == "/echo?x=1"
+        assert json.loads(echoed["body"]) == {"n": number}
+        sent = {name.lower(): value for name, value in echoed["headers"]}
+        assert sent["authorization"] == "Bearer sk-1" and sent["content-length"] == str(len(b'{"n":0}'))
+        assert sent["accept-encoding"] == "gzip, deflate"
+    assert json.loads(empty.body)["body"] == ""
+    assert len(set(server.peers)) == 1  # one keep-alive connection carried all four
+
+
+async def test_a_target_refuses_an_unsupported_scheme_and_header_injection():
+    with pytest.raises(httpx.UnsupportedProtocol):
+        PostTarget("ftp://127.0.0.1/file", {})
+    with pytest.raises(httpx.LocalProtocolError):
+        PostTarget("http://127.0.0.1/", {"x-evil": "a\r\nInjected: 1"})
 
 
 async def test_works_as_an_httpx_async_client_transport():

@@ -6,7 +6,10 @@ aiohttp's, is several times the price of the round trip itself. This transport k
 httpx's requests, responses, timeouts and exception types — so the provider clients and
 their error handling are unchanged — and does the rest with one ``asyncio.Protocol`` per
 keep-alive connection: the request is serialised in one write, the response parsed in
-``data_received`` as it arrives, and a single future per request wakes the caller.
+``data_received`` as it arrives, and a single future per request wakes the caller. The
+provider clients go one step further: :meth:`Http1Transport.post` sends a body to a
+:class:`PostTarget` whose request head was serialised once, and answers with an
+:class:`Exchange`, so a call builds neither an ``httpx.Request`` nor an ``httpx.Response``.
 
 It is deliberately narrow: HTTP/1.1 over TCP or TLS, no proxies, no HTTP/2, no upgrades,
 and responses are read whole — it serves request/response JSON endpoints, not streaming.
@@ -24,7 +27,7 @@ from typing import Any, NamedTuple
 
 import httpx
 
-__all__ = ["Exchange", "Http1Transport"]
+__all__ = ["Exchange", "Http1Transport", "PostTarget"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: ``request.extensions["timeout"]``: connect/read/write/pool seconds, None for no limit.
@@ -638,9 +641,29 @@ class Http1Transport(httpx.AsyncBaseTransport):
     async def exchange(self, request: httpx.Request) -> Exchange:
         """Send ``request``; the answer as plain values, its body read whole and decoded.
 
-        :meth:`handle_async_request` wraps this in an ``httpx.Response``; a caller that only
-        needs the status, headers and body (the provider clients) skips building one.
+        :meth:`handle_async_request` wraps this in an ``httpx.Response``.
         """
+        key = _pool_key(request)
+        try:
+            body = request.content
+        except httpx.RequestNotRead:
+            body = await request.aread()
+        data = _serialise(request, body)
+        timeouts = request.extensions.get("timeout") or _NO_TIMEOUTS
+        return await self._round_trip(key, data, request.method == "HEAD", timeouts, request)
+
+    async def post(self, target: PostTarget, body: bytes, timeouts: _Timeouts = _NO_TIMEOUTS) -> Exchange:
+        """POST ``body`` to a fixed target whose request head was serialised once.
+
+        What a JSON API client sends on every call: no ``httpx.Request`` is built per call.
+        """
+        data = b"%bContent-Length: %d\r\n\r\n%b" % (target.head, len(body), body)
+        return await self._round_trip(target.key, data, False, timeouts, target.request)
+
+    async def _round_trip(
+        self, key: tuple[str, str, int], data: bytes, no_body: bool, timeouts: _Timeouts, request: httpx.Request
+    ) -> Exchange:
+        """Write ``data`` on a pooled connection to ``key``; ``request`` names the call in httpx errors."""
         if self._closed:
             raise RuntimeError("this Http1Transport is closed; make a new one to send more requests")
         loop = asyncio.get_running_loop()
@@ -648,23 +671,9 @@ class Http1Transport(httpx.AsyncBaseTransport):
             # Connections belong to the loop that opened them; a new loop (another asyncio.run) starts afresh.
             self._pools = {}
             self._loop = loop
-        url = request.url
-        scheme = url.scheme
-        default_port = _DEFAULT_PORTS.get(scheme)
-        if default_port is None:
-            raise httpx.UnsupportedProtocol(f"Http1Transport speaks http and https, not {scheme!r}", request=request)
-        key = (scheme, url.raw_host.decode("ascii"), url.port or default_port)
         pool = self._pools.get(key)
         if pool is None:
             pool = self._pools[key] = _Pool(self, key, self.limit_per_host)
-        try:
-            body = request.content
-        except httpx.RequestNotRead:
-            body = await request.aread()
-        data = _serialise(request, body)
-        timeouts = request.extensions.get("timeout") or _NO_TIMEOUTS
-        no_body = request.method == "HEAD"
-
         connection = pool.take_idle() or await pool.acquire(request, timeouts)
         keep_alive = False
         try:
@@ -719,13 +728,22 @@ class Http1Transport(httpx.AsyncBaseTransport):
         return connection
 
 
-def _serialise(request: httpx.Request, body: bytes) -> bytes:
-    """The request head and body as one buffer, so a request is one write (and usually one segment)."""
+def _pool_key(request: httpx.Request) -> tuple[str, str, int]:
+    """(scheme, host, port): which pool serves the request."""
     url = request.url
-    host = url.netloc
-    parts = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\nHost: ", host, b"\r\n"]
-    lines = 3  # the request line, Host and the blank line that ends the head
-    send_length = bool(body)
+    default_port = _DEFAULT_PORTS.get(url.scheme)
+    if default_port is None:
+        raise httpx.UnsupportedProtocol(f"Http1Transport speaks http and https, not {url.scheme!r}", request=request)
+    return url.scheme, url.raw_host.decode("ascii"), url.port or default_port
+
+
+def _head(request: httpx.Request) -> tuple[bytes, bool]:
+    """The request line and header lines, without Content-Length and the blank line that ends the head,
+    and whether the request carried a length or transfer-encoding header (its body is then sent with a length)."""
+    url = request.url
+    parts = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\nHost: ", url.netloc, b"\r\n"]
+    lines = 2  # the request line and Host
+    had_length = False
     accept_encoding = False
     for name, value in request.headers.raw:
         lowered = name.lower()
@@ -733,24 +751,42 @@ def _serialise(request: httpx.Request, body: bytes) -> bytes:
             parts[4] = value
             continue
         if lowered == b"content-length" or lowered == b"transfer-encoding":
-            send_length = True  # the body is sent whole, with its real length
+            had_length = True  # the body is sent whole, with its real length
             continue
         if lowered == b"accept-encoding":
             accept_encoding = True
         parts += (name, b": ", value, b"\r\n")
         lines += 1
-    if send_length:
-        parts.append(b"Content-Length: %d\r\n" % len(body))
-        lines += 1
     if not accept_encoding:
         parts.append(b"Accept-Encoding: gzip, deflate\r\n")
         lines += 1
-    parts.append(b"\r\n")
     head = b"".join(parts)
     # One CR and one LF per line, or a name, value or target carried its own and would smuggle in a header.
     if head.count(b"\n") != lines or head.count(b"\r") != lines:
         raise httpx.LocalProtocolError("a header name or value contains CR or LF", request=request)
-    return head + body if body else head
+    return head, had_length
+
+
+def _serialise(request: httpx.Request, body: bytes) -> bytes:
+    """The request head and body as one buffer, so a request is one write (and usually one segment)."""
+    head, had_length = _head(request)
+    if body or had_length:
+        return b"%bContent-Length: %d\r\n\r\n%b" % (head, len(body), body)
+    return head + b"\r\n"
+
+
+class PostTarget:
+    """A URL and headers that are POSTed to again and again (:meth:`Http1Transport.post`).
+
+    The request head is checked and serialised once; each call adds only its Content-Length
+    and body.
+    """
+
+    def __init__(self, url: httpx.URL | str, headers: Mapping[str, str]) -> None:
+        #: Names the calls in httpx errors; its own body is empty.
+        self.request = httpx.Request("POST", url, headers=headers)
+        self.key = _pool_key(self.request)
+        self.head, _ = _head(self.request)
 
 
 def _decoded(request: httpx.Request, answer: _Answer) -> Exchange:
