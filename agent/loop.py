@@ -21,7 +21,7 @@ from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError, RateLimited
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
-from agent.messages import Message, pair_problems, tool_call_ids
+from agent.messages import Message, tool_call_ids
 from agent.tokens import count_messages
 from agent.tools import ToolRegistry
 
@@ -151,9 +151,8 @@ class Agent:
         return list(compacted)
 
     async def _complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
-        problems = pair_problems(messages)
-        if problems:  # compaction and storage keep pairs whole; this is the last line of defence (L3)
-            raise ValueError("refusing to send broken tool pairs: " + "; ".join(problems[:3]))
+        # Compaction and storage keep tool pairs whole; the provider clients check them (and every
+        # message's shape) once more right before each request and refuse to send a broken list (L3).
         outgoing = self.request_hook(messages) if self.request_hook else messages
         for attempt in range(self.retry.attempts):
             try:

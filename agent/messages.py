@@ -108,8 +108,19 @@ def is_real_user_message(message: Mapping[str, Any]) -> bool:
 
 
 def to_api(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """Copies of the messages without foldgate's ``_`` metadata, ready for a provider."""
-    return [{key: value for key, value in m.items() if not key.startswith("_")} for m in messages]
+    """Copies of the messages without foldgate's ``_`` metadata, ready for a provider.
+
+    Runs over the whole prompt on every request, so it copies and deletes (most keys stay)
+    rather than rebuilding each message key by key.
+    """
+    out: list[Message] = []
+    for message in messages:
+        api = dict(message)
+        for key in message:
+            if key[:1] == "_":
+                del api[key]
+        out.append(api)
+    return out
 
 
 def pair_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -133,7 +144,7 @@ def pair_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         if pending:
             problems.append(f"message {index}: tool calls {sorted(pending)} have no result")
             pending = set()
-        if role == "assistant":
+        if role == "assistant" and message.get("tool_calls"):
             ids = tool_call_ids(message)
             duplicates = open_calls.intersection(ids)
             if duplicates:

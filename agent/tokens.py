@@ -42,7 +42,7 @@ def count_text(text: str) -> int:
     """Exact token count of ``text`` (special tokens counted as ordinary text)."""
     if not text:
         return 0
-    return len(encoding().encode(text, disallowed_special=()))
+    return len(encoding().encode_ordinary(text))  # special-token text counts as ordinary text
 
 
 def content_text(content: Any) -> str:
