@@ -208,7 +208,7 @@ class Agent:
             iteration += 1
             total = total + completion.usage
             last = completion.usage
-            self.engine.update_from_response(completion.usage.as_dict())
+            self.engine.update_from_response(completion.usage)
             assistant = completion.as_message()
             _give_calls_unique_ids(assistant, messages)
             messages.append(assistant)

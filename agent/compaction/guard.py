@@ -85,16 +85,21 @@ class CompactionGuard:
             self.next_backoff = min(self.next_backoff * 2, BACKOFF_MAX)
 
     def reset(self) -> None:
-        for item in fields(self):
-            setattr(self, item.name, item.default)
+        for name, default in _DEFAULTS.items():
+            setattr(self, name, default)
 
     def to_state(self) -> dict[str, Any]:
-        return {item.name: getattr(self, item.name) for item in fields(self)}  # flat: no deep copy needed
+        return {name: getattr(self, name) for name in _DEFAULTS}  # flat: no deep copy needed
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any] | None) -> "CompactionGuard":
         guard = cls()
-        for item in fields(cls):
-            if state and item.name in state:
-                setattr(guard, item.name, type(item.default)(state[item.name]))
+        if state:
+            for name, default in _DEFAULTS.items():
+                if name in state:
+                    setattr(guard, name, type(default)(state[name]))
         return guard
+
+
+#: Every field and its default (read once: a turn loads and exports the guard).
+_DEFAULTS: dict[str, Any] = {item.name: item.default for item in fields(CompactionGuard)}
