@@ -808,9 +808,27 @@ class TranscriptCache:
             return
         self._chats[chat] = _HeldTranscript(session_id, next_id, {m["_id"]: m for m in messages}, tokens)
         self.tokens += tokens
+        self._evict()
+
+    def _evict(self) -> None:
         while self.tokens > self.max_tokens:
             _chat, oldest = self._chats.popitem(last=False)
             self.tokens -= oldest.tokens
+
+    def extend(self, chat: str, held: _HeldTranscript, next_id: int, fresh: Sequence[Message]) -> bool:
+        """Add what was appended after ``held`` was read (the usual turn): no rebuild of the rest.
+
+        False, changing nothing, when ``held`` is no longer the chat's entry (evicted meanwhile).
+        """
+        if self._chats.get(chat) is not held:
+            return False
+        tokens = sum(int(message.get("_tok") or 0) for message in fresh)
+        held.messages.update((message["_id"], message) for message in fresh)
+        held.next_id = next_id
+        held.tokens += tokens
+        self.tokens += tokens
+        self._evict()
+        return True
 
     def drop(self, chat: str) -> None:
         held = self._chats.pop(chat, None)
@@ -1032,7 +1050,10 @@ class SessionStore:
             good = [found.get(message_id) or known[message_id] for message_id in ids
                     if message_id in found or message_id in known]
             if not bad:
-                self.transcripts.put(chat, sid, meta.next_id, good)
+                appended = held is not None and known and not missing and len(ids) == len(known) + len(found)
+                # Only appended to since it was read (every held id is still there): no rebuild.
+                if not (appended and self.transcripts.extend(chat, held, meta.next_id, fresh)):
+                    self.transcripts.put(chat, sid, meta.next_id, good)
                 return sid, meta, [dict(message) for message in good]  # copies: the cache stays as stored
             self.transcripts.drop(chat)
             if await self._quarantine_entries(chat, sid, raw.get("version", "0"), good, bad):

@@ -134,6 +134,36 @@ def test_the_cache_keeps_the_most_recent_chats_within_its_token_budget():
     assert off.get("a") is None and off.tokens == 0
 
 
+def test_appended_messages_extend_the_held_transcript_and_count_against_the_budget():
+    cache = TranscriptCache(max_tokens=100)
+    cache.put("a", "s1", 1, [{"_id": "1", "role": "user", "content": "x", "_tok": 30}])
+    cache.put("b", "s2", 1, [{"_id": "1", "role": "user", "content": "x", "_tok": 30}])
+    held = cache.get("a")
+    assert held is not None
+    assert cache.extend("a", held, 2, [{"_id": "2", "role": "assistant", "content": "y", "_tok": 20}])
+    assert held.key == ("s1", 2) and sorted(held.messages) == ["1", "2"] and cache.tokens == 80
+    assert cache.extend("a", held, 3, [{"_id": "3", "role": "user", "content": "z", "_tok": 30}])
+    assert cache.get("b") is None and cache.tokens == 80  # over budget: the least recent chat went
+    cache.drop("a")
+    assert not cache.extend("a", held, 4, [{"_id": "4", "role": "user", "content": "w", "_tok": 5}])
+    assert cache.tokens == 0  # a transcript no longer held is never counted again
+
+
+async def test_the_held_transcript_matches_the_session_after_appends_and_compactions(cached: SessionStore):
+    sid = await cached.current_session(CHAT)
+    lock = await cached.acquire_lock(CHAT, 30)
+    for n in range(6):
+        await cached.append(CHAT, sid, turn(n), lock=lock)
+        _, _, seen = await cached.snapshot(CHAT)
+        if n == 3:
+            await cached.commit_compaction(CHAT, sid, seen[4:], lock=lock, in_place=True, compaction_id="fold")
+        held = cached.transcripts.get(CHAT)
+        assert held is not None and sorted(held.messages) == sorted(m["_id"] for m in seen)
+        assert held.tokens == cached.transcripts.tokens == sum(m["_tok"] for m in seen)
+    _, _, final = await cached.snapshot(CHAT)
+    assert plain(final) == plain(await cached.active(CHAT, sid)) and len(final) == 8
+
+
 @pytest.mark.parametrize("budget", [0, 1_000_000])
 async def test_with_or_without_the_cache_a_turn_sees_the_same_transcript(redis: Redis, key_prefix: str,
                                                                          channel: PipelinedConnection, budget: int):
