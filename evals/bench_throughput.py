@@ -48,6 +48,9 @@ from evals.report import publish
 
 CHATS = 1_000
 MESSAGES_PER_CHAT = 5
+#: The burst runs this many times and is judged by its median run: this machine's CPU speed drifts by
+#: tens of percent from one minute to the next, and a single run records the drift as much as the code.
+BURSTS = 3
 UNLOADED_MESSAGES = 300
 UNIT_REPEATS = 300
 PACED_SECONDS = 5.0
@@ -553,6 +556,7 @@ def profile_summary(profiler: cProfile.Profile, top: int = 25) -> dict[str, Any]
 async def measure(
     chats: int = CHATS,
     messages_per_chat: int = MESSAGES_PER_CHAT,
+    bursts: int = BURSTS,
     *,
     unloaded_messages: int = UNLOADED_MESSAGES,
     paced_seconds: float = PACED_SECONDS,
@@ -589,8 +593,8 @@ async def measure(
             try:
                 bench = Bench(gateway, adapter, model, chats)
                 phases, round_trips, profile = await _run_phases(
-                    bench, messages_per_chat, unloaded_messages, paced_seconds, round_trip_messages, profile_chats,
-                    random.Random(seed),
+                    bench, messages_per_chat, bursts, unloaded_messages, paced_seconds, round_trip_messages,
+                    profile_chats, random.Random(seed),
                 )
             finally:
                 with contextlib.suppress(Exception):
@@ -599,7 +603,7 @@ async def measure(
         finally:
             server.stop()
             await _drop_prefix(redis_url, prefix)
-    burst = next(phase for phase in phases if phase["phase"] == "burst")
+    burst = median_burst(phases)
     paced = next(phase for phase in phases if phase["phase"] == "paced")
     unloaded = next(phase for phase in phases if phase["phase"] == "unloaded")
     return {
@@ -611,6 +615,7 @@ async def measure(
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
         "chats": chats,
         "messages_per_chat_in_burst": messages_per_chat,
+        "median_burst": burst["phase"],
         "max_concurrent_chats": settings.gateway.max_concurrent_chats,
         "goals": {"messages_per_second": GOAL_MESSAGES_PER_SECOND, "p99_added_ms": GOAL_P99_ADDED_MS},
         "verdict": {
@@ -624,16 +629,23 @@ async def measure(
     }
 
 
+def median_burst(phases: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The burst run with the median throughput (the lower middle one of an even number)."""
+    bursts = sorted((phase for phase in phases if phase["phase"].startswith("burst")),
+                    key=lambda phase: float(phase["messages_per_second"] or 0))
+    return bursts[(len(bursts) - 1) // 2]
+
+
 async def _run_phases(
-    bench: Bench, messages_per_chat: int, unloaded_messages: int, paced_seconds: float, round_trip_messages: int,
-    profile_chats: int, rng: random.Random,
+    bench: Bench, messages_per_chat: int, bursts: int, unloaded_messages: int, paced_seconds: float,
+    round_trip_messages: int, profile_chats: int, rng: random.Random,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     chats = bench.chats
     await _all_at_once(bench, range(chats), 1, "warm-up")
     phases = [await _one_at_a_time(bench, unloaded_messages, rng)]
-    burst = await _all_at_once(bench, range(chats), messages_per_chat, "burst")
-    phases.append(burst)
-    rate = max(10.0, PACED_FRACTION * float(burst["messages_per_second"] or 0))
+    phases += [await _all_at_once(bench, range(chats), messages_per_chat, f"burst {number}")
+               for number in range(1, bursts + 1)]
+    rate = max(10.0, PACED_FRACTION * float(median_burst(phases)["messages_per_second"] or 0))
     phases.append(await _paced(bench, rate, paced_seconds, rng))
     round_trips = await _round_trips(bench, round_trip_messages, min(rate, 100.0))
     round_trips["unit_cpu_us"] = await unit_costs(bench.gateway.redis, bench.gateway.store.channel, bench.gateway.agents.base_url,
@@ -688,18 +700,20 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"{phase['model_call_ms']['p50']:.2f} ms |"
         )
     verdict = result["verdict"]
-    burst = next(p for p in result["phases"] if p["phase"] == "burst")
+    burst = median_burst(result["phases"])
+    runs = ", ".join(f"{p['messages_per_second']:,.0f}" for p in result["phases"] if p["phase"].startswith("burst"))
     paced = next(p for p in result["phases"] if p["phase"] == "paced")
     lines += [
         "",
         "*added* = intake→reply minus the model server's own time for the message's requests. Burst latencies are "
         "queueing: every message of the burst arrives at the same instant.",
         "",
-        f"Goals: ≥ {goals['messages_per_second']:,} messages/s — measured {burst['messages_per_second']:,.0f} "
-        f"({'met' if verdict['throughput_goal_met'] else 'MISSED'}); p99 added ≤ {goals['p99_added_ms']:.0f} ms — "
+        f"Goals: ≥ {goals['messages_per_second']:,} messages/s — measured {burst['messages_per_second']:,.0f}, the "
+        f"median of the bursts ({runs}; each later burst "
+        f"meets longer transcripts) ({'met' if verdict['throughput_goal_met'] else 'MISSED'}); p99 added ≤ {goals['p99_added_ms']:.0f} ms — "
         f"{paced['added_ms']['p99']:.1f} ms paced ({'met' if verdict['p99_goal_met_paced'] else 'MISSED'}), "
         f"{result['phases'][0]['added_ms']['p99']:.1f} ms unloaded "
-        f"({'met' if verdict['p99_goal_met_unloaded'] else 'MISSED'}). The burst used "
+        f"({'met' if verdict['p99_goal_met_unloaded'] else 'MISSED'}). The median burst used "
         f"{burst['gateway_cpu_ms_per_message']:.2f} ms of this process's CPU per message: one fully available core "
         f"would serve {1000 / burst['gateway_cpu_ms_per_message']:,.0f} messages/s (gateway CPU below ~95% above "
         "means other processes on the machine took some of it).",
