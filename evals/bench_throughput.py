@@ -570,7 +570,7 @@ async def measure(
     ``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server.
     """
     from agent.llm.client import ChatClient
-    from gateway.app import open_gateway
+    from gateway.app import open_gateway, settle_process
     from gateway.config import Settings
 
     if redis_url is None:
@@ -590,6 +590,7 @@ async def measure(
             adapter = TimedAdapter()
             model = TimedChatModel(ChatClient(base_url))
             gateway = await open_gateway(settings, {"local": adapter}, chat_model=model)
+            settle_process()  # as `foldgate run` does once its gateway is up
             try:
                 bench = Bench(gateway, adapter, model, chats)
                 phases, round_trips, profile = await _run_phases(

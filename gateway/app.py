@@ -78,10 +78,15 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     )
     await runner.start()
     encoding()  # the tokenizer loads now rather than on the first message
-    # What startup built lives as long as the process: full collections need not walk it again
-    # (it halves their pauses, which otherwise land on some message's reply time).
-    gc.freeze()
     return Gateway(settings, runner, store, events, agents, redis, embedded)
+
+
+def settle_process() -> None:
+    """Once the serving process is up: what startup built lives as long as the process, so full
+    garbage collections need not walk it again (it halves their pauses, which otherwise land on
+    some message's reply time). Not for code that opens gateways again and again, such as tests:
+    frozen objects are never collected as cycles."""
+    gc.freeze()
 
 
 def _print_compactions(out: TextIO) -> Any:
@@ -145,6 +150,7 @@ def _print_notice(out: TextIO) -> Any:
 async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> int:
     adapters = _adapters(settings, out)
     gateway = await open_gateway(settings, adapters, notice=_print_notice(out))
+    settle_process()
     gateway.events.subscribe(_print_compactions(out))
     where = "embedded Redis at " + gateway.embedded.url if gateway.embedded else "Redis at " + settings.redis.url
     out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
