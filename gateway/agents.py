@@ -90,6 +90,7 @@ class AgentBuilder:
         self.notice = notice or log.warning
         self.autoraise_notice = AutoraiseNotice(settings.home_path)
         self._sessions: weakref.WeakKeyDictionary[ContextEngine, str] = weakref.WeakKeyDictionary()
+        self._caching_plans: dict[str, CachingPlan] = {}
         self.app_server: CodexAppServer | None = None
         if self.api_mode == "codex_app_server":
             self.app_server = CodexAppServer(shlex.split(model.app_server_command))
@@ -160,16 +161,25 @@ class AgentBuilder:
         return context_length_for(model)
 
     def caching_plan(self, model: str) -> CachingPlan:
-        """Prompt caching for ``model`` on this route (S8.3): breakpoints only for Claude where the route takes them."""
-        if self.api_mode != "chat":
-            return CachingPlan(False, f"api_mode {self.api_mode} has no cache_control", self.settings.prompt_caching.cache_ttl)
-        return plan_prompt_caching(
-            model,
-            self.provider,
-            enabled=self.settings.prompt_caching.enabled,
-            cache_ttl=self.settings.prompt_caching.cache_ttl,
-            base_url=self.base_url,
-        )
+        """Prompt caching for ``model`` on this route (S8.3): breakpoints only for Claude where the route takes them.
+
+        Decided once per model (every turn asks; the route and settings are fixed for the process).
+        """
+        plan = self._caching_plans.get(model)
+        if plan is None:
+            if self.api_mode != "chat":
+                plan = CachingPlan(False, f"api_mode {self.api_mode} has no cache_control",
+                                   self.settings.prompt_caching.cache_ttl)
+            else:
+                plan = plan_prompt_caching(
+                    model,
+                    self.provider,
+                    enabled=self.settings.prompt_caching.enabled,
+                    cache_ttl=self.settings.prompt_caching.cache_ttl,
+                    base_url=self.base_url,
+                )
+            self._caching_plans[model] = plan
+        return plan
 
     @property
     def caching_status(self) -> str:

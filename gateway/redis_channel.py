@@ -30,7 +30,7 @@ import collections
 import hashlib
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,8 +49,8 @@ Command = Sequence[Arg]
 class RedisChannel(Protocol):
     """Where the store and the inbox send their commands; replies come back as RESP2 values (str, int, list, None)."""
 
-    async def call(self, *args: Arg) -> Any:
-        """Run one command; an error reply raises :class:`redis.exceptions.ResponseError`."""
+    def call(self, *args: Arg) -> Awaitable[Any]:
+        """Run one command (await the result); an error reply raises :class:`redis.exceptions.ResponseError`."""
         ...
 
     async def call_in_order(self, *commands: Command) -> list[Any]:
@@ -304,8 +304,16 @@ class PipelinedConnection:
         self._resp = resp
         return resp
 
-    async def call(self, *args: Arg) -> Any:
-        resp = self._resp if self._resp is not None and self._resp.usable else await self._connection()
+    def call(self, *args: Arg) -> Awaitable[Any]:
+        # Connected (the usual case): the reply's future itself, with no coroutine around it.
+        resp = self._resp
+        if resp is not None and resp.usable:
+            self.commands += 1
+            return resp.send(pack(args))
+        return self._call_after_connecting(args)
+
+    async def _call_after_connecting(self, args: Command) -> Any:
+        resp = await self._connection()
         self.commands += 1
         return await resp.send(pack(args))
 

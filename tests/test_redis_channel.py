@@ -71,7 +71,7 @@ async def test_a_caller_that_gives_up_does_not_shift_the_replies_of_the_others(
 ):
     key = f"{key_prefix}:after"
     await channel.call("SET", key, "mine")
-    blocked = asyncio.create_task(channel.call("BLPOP", f"{key_prefix}:empty-list", 0.3))
+    blocked = asyncio.ensure_future(channel.call("BLPOP", f"{key_prefix}:empty-list", 0.3))
     await asyncio.sleep(0.05)
     blocked.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -84,7 +84,7 @@ async def test_a_lost_connection_fails_what_is_in_flight_and_the_next_command_re
     channel: PipelinedConnection, redis: Redis, key_prefix: str
 ):
     client_id = await channel.call("CLIENT", "ID")
-    waiting = asyncio.create_task(channel.call("BLPOP", f"{key_prefix}:never", 5))
+    waiting = asyncio.ensure_future(channel.call("BLPOP", f"{key_prefix}:never", 5))
     await asyncio.sleep(0.05)
     await redis.execute_command("CLIENT", "KILL", "ID", client_id)
     with pytest.raises(RedisConnectionError):

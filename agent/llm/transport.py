@@ -23,7 +23,7 @@ import ssl
 import zlib
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httpx
 
