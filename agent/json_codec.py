@@ -10,10 +10,15 @@ library and decodes about twice as fast. The output is compact UTF-8 JSON, alway
   an arbitrary object) raises :class:`EncodeError`, a ``TypeError``.
 
 Decoding accepts ``bytes`` or ``str`` and raises :class:`DecodeError`, a ``ValueError``.
+
+Small typed state (session meta such as the engine's state) goes through :func:`dumps_state`
+instead: a ``null`` where a number belongs would fail every later turn that reads it back, so
+there a non-finite number is refused, not written.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -27,9 +32,10 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def dumps_text(value: Any) -> str:
-    """``value`` as compact JSON text (for Redis fields and other ``str`` sinks)."""
-    return orjson.dumps(value).decode()
+def dumps_state(value: Any) -> str:
+    """Compact JSON text of small typed state; raises ``ValueError`` for NaN or an infinity and
+    ``TypeError`` for what JSON cannot carry."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

@@ -32,7 +32,12 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 
 
 class ChatModel(Protocol):
-    """What the loop needs of a provider client (``agent.llm`` clients and the local model fit)."""
+    """What the loop needs of a provider client (``agent.llm`` clients and the local model fit).
+
+    A client that sends the messages to a provider checks them first and refuses broken tool
+    pairs (``agent.messages.api_problems``), as ``ChatClient`` and ``ResponsesClient`` do: the
+    loop does not check them a second time.
+    """
 
     async def complete(
         self,

@@ -564,10 +564,13 @@ async def measure(
     profile_chats: int = PROFILE_CHATS,
     seed: int = 7,
     redis_url: str | None = None,
+    settle: bool = True,
 ) -> dict[str, Any]:
     """Run every phase against one in-process gateway; returns the JSON document.
 
     ``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server.
+    ``settle``: settle the process as ``foldgate run`` does (off where the process goes on to
+    other work, as in the test suite).
     """
     from agent.llm.client import ChatClient
     from gateway.app import open_gateway, settle_process
@@ -590,7 +593,8 @@ async def measure(
             adapter = TimedAdapter()
             model = TimedChatModel(ChatClient(base_url))
             gateway = await open_gateway(settings, {"local": adapter}, chat_model=model)
-            settle_process()  # as `foldgate run` does once its gateway is up
+            if settle:
+                settle_process()  # as `foldgate run` does once its gateway is up
             try:
                 bench = Bench(gateway, adapter, model, chats)
                 phases, round_trips, profile = await _run_phases(

@@ -86,6 +86,7 @@ def settle_process() -> None:
     garbage collections need not walk it again (it halves their pauses, which otherwise land on
     some message's reply time). Not for code that opens gateways again and again, such as tests:
     frozen objects are never collected as cycles."""
+    gc.collect()  # what is garbage now is not frozen with the rest
     gc.freeze()
 
 

@@ -2,12 +2,15 @@
 
 A lock expires ``ttl`` after it was last set, so a turn that runs longer than that would lose
 its chat. The keeper extends each held lock every ``ttl / 3`` (and pushes the chat's lease in
-the ready set just as far), all of them in one pass: the extensions of one pass leave in one
-write, and holding a chat costs no task or timer of its own.
+the ready set just as far), all of them in one pass: on the pipelined channel the extensions
+of one pass leave in one write, and holding a chat costs no task or timer of its own.
 
 A failed extension is retried on the next pass. The turn that holds a lock is cancelled only
 when the lock is known lost, or when no extension has succeeded for a whole ``ttl`` (it could
 have expired, and a worker elsewhere may already have taken the chat).
+
+A worker lets go of its lock before it unmarks or re-leases the chat itself, so an extension
+still on its way never re-marks a chat its worker is done with.
 """
 
 from __future__ import annotations
@@ -55,12 +58,13 @@ class LockKeeper:
         return len(self._held)
 
     async def close(self) -> None:
+        """Stop keeping what is held now (a lock held after this starts the keeper again)."""
+        task, self._task = self._task, None
         self._held.clear()
-        if self._task is not None:
-            self._task.cancel()
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     async def _run(self) -> None:
         while self._held:
@@ -70,6 +74,8 @@ class LockKeeper:
     async def _extend(self, lock: Lock, hold: _Hold) -> None:
         try:
             await self.store.extend_lock(lock, self.ttl)
+            if lock not in self._held:
+                return  # let go meanwhile: its worker may have unmarked the chat, which must stay so
             await self.inbox.lease(lock.chat, self.ttl)
             hold.extended = time.monotonic()
             return

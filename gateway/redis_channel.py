@@ -89,18 +89,21 @@ def is_noscript(error: ResponseError) -> bool:
 def pack(args: Command) -> bytes:
     """One command as a RESP array of bulk strings (what redis-py would send for the same arguments).
 
-    hiredis packs in C, about three times faster than a Python loop; what it refuses (a bool,
-    None, any other type) is named in a :class:`DataError` like redis-py's.
+    hiredis packs in C, about three times faster than a Python loop. It takes only exact
+    str/bytes/int/float, so subclasses (an ``IntEnum``, say) are converted first; a bool, None
+    or any other type is refused with a :class:`DataError`, as redis-py refuses it.
     """
     try:
         return hiredis.pack_command(args if type(args) is tuple else tuple(args))
     except TypeError:
-        for arg in args:
-            if isinstance(arg, bool) or not isinstance(arg, (str, bytes, int, float)):
-                raise DataError(
-                    f"invalid Redis argument {arg!r} of type {type(arg).__name__}: use str, bytes, int or float"
-                ) from None
-        raise
+        return hiredis.pack_command(tuple(_plain(arg) for arg in args))
+
+
+def _plain(arg: Any) -> str | bytes | int | float:
+    for kind in (str, bytes, int, float):
+        if isinstance(arg, kind) and not isinstance(arg, bool):
+            return kind(arg)
+    raise DataError(f"invalid Redis argument {arg!r} of type {type(arg).__name__}: use str, bytes, int or float")
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,9 @@ log = logging.getLogger(__name__)
 COMMIT_RECORD_TTL_SECONDS = 7 * 86_400
 #: Platforms redeliver updates for up to a day; a shorter dedupe window would let duplicates through.
 MIN_SEEN_TTL_SECONDS = 86_400
+#: How long a session read ahead by the step that handed out an inbox entry may stand in for a
+#: fresh read: far below the shortest lock ttl (1 s), so a worker that stalled reads again.
+READ_AHEAD_SECONDS = 0.5
 
 
 class StoreError(RuntimeError):
@@ -647,8 +650,8 @@ def _encode_meta_fields(fields: Mapping[str, Any], allowed: frozenset[str]) -> t
             if not isinstance(value, dict):
                 raise ValueError(f"meta field {name!r} must be a dict, got {type(value).__name__}")
             try:
-                encoded = json_codec.dumps_text(value)
-            except json_codec.EncodeError as error:
+                encoded = json_codec.dumps_state(value)
+            except (TypeError, ValueError) as error:
                 raise ValueError(f"meta field {name!r} must be JSON-serialisable: {error}") from error
         sets += [name, encoded]
     return sets, deletes
@@ -823,6 +826,9 @@ class TranscriptCache:
         if self._chats.get(chat) is not held:
             return False
         tokens = sum(int(message.get("_tok") or 0) for message in fresh)
+        if held.tokens + tokens > self.max_tokens:
+            self.drop(chat)  # grown past the whole budget: not held, as put would refuse it (others stay)
+            return True
         held.messages.update((message["_id"], message) for message in fresh)
         held.next_id = next_id
         held.tokens += tokens
@@ -860,8 +866,9 @@ class SessionStore:
         self.commit_record_ttl_seconds = int(commit_record_ttl_seconds)
         self.channel: RedisChannel = channel or RedisPyChannel(redis)
         self.transcripts = TranscriptCache(transcript_cache_tokens)
-        #: chat -> (session read ahead by claim/finish_entry, the held transcript it was read against)
-        self._read_ahead: dict[str, tuple[Any, _HeldTranscript | None]] = {}
+        #: chat -> (session read ahead by claim/finish_entry, the held transcript it was read against,
+        #: the monotonic time until which it may be used)
+        self._read_ahead: dict[str, tuple[Any, _HeldTranscript | None, float]] = {}
         register = Script.of
         self._create_session = register(_LUA_HELPERS + _CREATE_SESSION)
         self._acquire = register(_LUA_HELPERS + _ACQUIRE_LOCK)
@@ -951,11 +958,13 @@ class SessionStore:
         if peek_inbox:
             key_list += [keys.inbox, keys.session]
             args += [keys.base, *(held.key if held else ("", 0))]
+        sent = time.monotonic()
         reply = await self._run(self._acquire, key_list, args)
         if reply is None:
+            self._read_ahead.pop(chat, None)
             return None, None
         fence, head, ahead = reply
-        self._keep_read_ahead(chat, ahead, held)
+        self._keep_read_ahead(chat, ahead, held, sent)
         return Lock(chat=chat, token=token, fence=int(fence)), head
 
     async def extend_lock(self, lock: Lock, ttl_seconds: float) -> None:
@@ -994,23 +1003,26 @@ class SessionStore:
         keys = self.keys(lock.chat)
         sets, deletes = _encode_meta_fields(meta, SETTABLE_META_FIELDS)
         held = self.transcripts.get(lock.chat)
+        sent = time.monotonic()
         head, ahead = await self._run(
             self._finish_entry,
             [_lock_key(keys, lock), keys.meta(_check_key_part("session id", sid)), keys.inbox, keys.session],
             [lock.token, lock.fence, entry, len(sets) // 2, *sets, len(deletes), *deletes,
              keys.base, *(held.key if held else ("", 0))],
         )
-        self._keep_read_ahead(lock.chat, ahead, held)
+        self._keep_read_ahead(lock.chat, ahead, held, sent)
         return head or None
 
-    def _keep_read_ahead(self, chat: str, ahead: Any, held: _HeldTranscript | None) -> None:
+    def _keep_read_ahead(self, chat: str, ahead: Any, held: _HeldTranscript | None, sent: float) -> None:
         """Keep the session a lock or entry step read for the entry it handed out, for :meth:`snapshot`.
 
-        It stays valid while this process holds the chat's lock and writes nothing to the session:
-        every write below drops it, and so do the lock's release and the next read.
+        It stands for the session only while this process holds the chat's lock and writes nothing
+        to it: every write below drops it, and so do the lock's release and the next read. It is
+        also used only within :data:`READ_AHEAD_SECONDS` of the step that read it: a worker that
+        stalled longer may have lost the lock meanwhile, and then reads afresh.
         """
         if ahead:
-            self._read_ahead[chat] = (ahead, held)
+            self._read_ahead[chat] = (ahead, held, sent + READ_AHEAD_SECONDS)
         else:
             self._read_ahead.pop(chat, None)
 
@@ -1024,8 +1036,8 @@ class SessionStore:
         keys = self.keys(chat)
         ahead = self._read_ahead.pop(chat, None)
         for _attempt in range(self.QUARANTINE_ATTEMPTS):
-            if ahead is not None and ahead[1] is self.transcripts.get(chat):
-                reply, held = ahead  # read by the step that handed out the entry: no round trip
+            if ahead is not None and ahead[1] is self.transcripts.get(chat) and time.monotonic() < ahead[2]:
+                reply, held, _ = ahead  # read by the step that handed out the entry: no round trip
             else:
                 held = self.transcripts.get(chat) if messages else None
                 reply = await self._run(self._snapshot, [keys.session],
@@ -1050,7 +1062,7 @@ class SessionStore:
             good = [found.get(message_id) or known[message_id] for message_id in ids
                     if message_id in found or message_id in known]
             if not bad:
-                appended = held is not None and known and not missing and len(ids) == len(known) + len(found)
+                appended = held is not None and bool(known) and not missing and len(ids) == len(known) + len(found)
                 # Only appended to since it was read (every held id is still there): no rebuild.
                 if not (appended and self.transcripts.extend(chat, held, meta.next_id, fresh)):
                     self.transcripts.put(chat, sid, meta.next_id, good)

@@ -60,3 +60,9 @@ def test_state_survives_a_restart_as_json():
     restored = CompactionGuard.from_state(json.loads(json.dumps(guard.to_state())))
     assert restored == guard
     assert not restored.allows(501.0)
+
+
+def test_unreadable_state_starts_from_the_defaults_instead_of_failing_every_turn():
+    restored = CompactionGuard.from_state({"cooldown_until": None, "strikes": "many", "failures": 2})
+    assert restored.cooldown_until == CompactionGuard().cooldown_until and restored.strikes == 0
+    assert restored.failures == 2

@@ -185,6 +185,9 @@ def test_retry_after_formats():
     assert parse_retry_after({"retry-after-ms": "1500"}) == 1.5
     assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:30 GMT"}, now=1445412500.0) == 10
     assert parse_retry_after({}) is None
+    # A number that is no wait time is ignored, never turned into an endless cooldown.
+    assert parse_retry_after({"retry-after": "inf"}) is None and parse_retry_after({"retry-after": "nan"}) is None
+    assert parse_retry_after({"retry-after-ms": "1e999", "retry-after": "3"}) == 3
 
 
 async def test_handler_scripts_answers_from_the_request(server):

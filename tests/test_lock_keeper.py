@@ -102,3 +102,47 @@ async def test_the_keeper_stops_when_nothing_is_held_and_starts_again(store: Ses
     finally:
         again_owner.cancel()
         await keeper.close()
+
+
+async def test_an_extension_on_its_way_when_the_lock_is_let_go_does_not_re_mark_the_chat(
+        store: SessionStore, inbox: Inbox, redis: Redis, monkeypatch: pytest.MonkeyPatch):
+    keeper = LockKeeper(store, inbox, TTL)
+    lock, owner = await hold(keeper, store, "tg:1")
+    original = store.extend_lock
+    started = asyncio.Event()
+
+    async def slow_extend(lock: Lock, ttl_seconds: float) -> None:
+        started.set()
+        await asyncio.sleep(0.1)
+        await original(lock, ttl_seconds)
+
+    monkeypatch.setattr(store, "extend_lock", slow_extend)
+    try:
+        await asyncio.wait_for(started.wait(), TTL)
+        keeper.let_go(lock)  # the worker is done: it unmarks the chat next
+        await inbox.unmark(lock.chat)
+        await asyncio.sleep(0.3)
+        assert await redis.zscore(inbox.ready_key, lock.chat) is None
+    finally:
+        owner.cancel()
+        await keeper.close()
+
+
+async def test_a_lock_held_while_the_keeper_closes_is_still_kept(store: SessionStore, inbox: Inbox, redis: Redis):
+    keeper = LockKeeper(store, inbox, TTL)
+    first, first_owner = await hold(keeper, store, "tg:1")
+    late = await store.acquire_lock("tg:2", TTL)
+    assert late is not None
+    late_owner = asyncio.create_task(turn_forever())
+    closing = asyncio.create_task(keeper.close())
+    await asyncio.sleep(0)  # close() is waiting for the old task to end
+    keeper.hold(late, late_owner)
+    await closing
+    try:
+        await asyncio.sleep(TTL * 1.8)
+        assert await redis.get(store.keys(late.chat).lock) == late.token
+        assert not late_owner.done()
+    finally:
+        first_owner.cancel()
+        late_owner.cancel()
+        await keeper.close()

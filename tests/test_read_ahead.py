@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from gateway import store as store_module
 from gateway.redis_channel import PipelinedConnection
 from gateway.store import SessionStore
 
@@ -159,3 +161,36 @@ async def test_a_chat_without_a_session_gets_one(worker: SessionStore, redis: Re
 
     assert sid and messages == [] and meta.count == 0
     assert await redis.get(worker.keys(CHAT).session) == sid
+
+
+async def test_a_worker_that_stalled_past_its_lock_reads_afresh(worker: SessionStore, reader: SessionStore,
+                                                               redis: Redis, channel: PipelinedConnection,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(store_module, "READ_AHEAD_SECONDS", 0.05)
+    sid = await history(worker, 2)
+    await queue(redis, worker, "entry-1")
+    lock, _ = await worker.claim(CHAT, 0.1)
+    assert lock is not None
+    await asyncio.sleep(0.2)  # stalled: the lock expired, and another worker answered the entry
+    other = await reader.acquire_lock(CHAT, 30)
+    assert other is not None
+    await reader.append(CHAT, sid, turn(2), lock=other, meta={"last_entry_id": "tg:1"})
+
+    sent, snapshot = await commands_during(channel, worker.snapshot(CHAT))
+
+    assert sent == 1
+    assert snapshot[1].last_entry_id == "tg:1" and len(snapshot[2]) == 6
+
+
+async def test_a_failed_claim_leaves_nothing_read_ahead(worker: SessionStore, reader: SessionStore, redis: Redis,
+                                                        channel: PipelinedConnection):
+    await history(worker, 1)
+    await queue(redis, worker, "entry-1")
+    lock, _ = await worker.claim(CHAT, 30)
+    assert lock is not None
+    await redis.delete(worker.keys(CHAT).lock)
+    other = await reader.acquire_lock(CHAT, 30)  # another worker holds the chat now
+    assert other is not None and (await worker.claim(CHAT, 30))[0] is None
+
+    sent, _ = await commands_during(channel, worker.snapshot(CHAT))
+    assert sent == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import socket
 import uuid
 from dataclasses import replace
@@ -22,6 +23,8 @@ def test_pack_writes_the_resp_redis_py_would_send():
     for bad in (None, True, ["list"]):
         with pytest.raises(DataError, match="invalid Redis argument"):
             pack(("SET", "k", bad))  # type: ignore[arg-type]
+    ttl = enum.IntEnum("Ttl", {"DAY": 86_400}).DAY  # subclasses of the plain types pack as their values
+    assert pack(["EXPIRE", "k", ttl]) == pack(("EXPIRE", "k", 86_400))
 
 
 def test_the_address_is_taken_from_a_redis_py_client():

@@ -194,7 +194,9 @@ async def test_update_meta_round_trips_guard_state_and_clears_with_none(store: S
 
 async def test_update_meta_refuses_store_managed_and_unknown_fields(store: SessionStore) -> None:
     sid, lock = await started(store)
-    for fields in ({"tokens": 5}, {"version": 9}, {"colour": "red"}, {"last_prompt_tokens": -1}):
+    for fields in ({"tokens": 5}, {"version": 9}, {"colour": "red"}, {"last_prompt_tokens": -1},
+                   {"engine_state": {"guard": {"cooldown_until": float("inf")}}},  # would read back as null
+                   {"usage_totals": {"prompt_tokens": float("nan")}}):
         with pytest.raises(ValueError):
             await store.update_meta(CHAT, sid, lock=lock, **fields)
     assert (await store.meta(CHAT, sid)).version == 0

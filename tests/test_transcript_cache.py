@@ -148,6 +148,14 @@ def test_appended_messages_extend_the_held_transcript_and_count_against_the_budg
     assert not cache.extend("a", held, 4, [{"_id": "4", "role": "user", "content": "w", "_tok": 5}])
     assert cache.tokens == 0  # a transcript no longer held is never counted again
 
+    cache.put("small", "s5", 1, [{"_id": "1", "role": "user", "content": "x", "_tok": 30}])
+    cache.put("big", "s6", 1, [{"_id": "1", "role": "user", "content": "x", "_tok": 60}])
+    big = cache.get("big")
+    assert big is not None
+    cache.extend("big", big, 2, [{"_id": "2", "role": "assistant", "content": "y", "_tok": 50}])
+    # Grown past the whole budget, it is no longer held; the other chat is not evicted for it.
+    assert cache.get("big") is None and cache.get("small") is not None and cache.tokens == 30
+
 
 async def test_the_held_transcript_matches_the_session_after_appends_and_compactions(cached: SessionStore):
     sid = await cached.current_session(CHAT)

@@ -96,8 +96,13 @@ class CompactionGuard:
         guard = cls()
         if state:
             for name, default in _DEFAULTS.items():
-                if name in state:
-                    setattr(guard, name, type(default)(state[name]))
+                value = state.get(name)
+                if value is None:
+                    continue
+                try:
+                    setattr(guard, name, type(default)(value))
+                except (TypeError, ValueError):
+                    continue  # unreadable state starts from the default rather than failing every turn
         return guard
 
 

@@ -10,6 +10,7 @@ before anything is sent, so a broken tool pairing fails here, not as a provider 
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -48,21 +49,28 @@ CONTEXT_LENGTH_MARKERS = (
 )
 
 
+def _seconds(text: str, scale: float = 1.0) -> float | None:
+    """A finite, non-negative number of seconds, or None (``inf`` or ``nan`` from a server is no wait time)."""
+    try:
+        seconds = float(text) * scale
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
     millis = headers.get("retry-after-ms")
     if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
+        seconds = _seconds(millis, 0.001)
+        if seconds is not None:
+            return seconds
     value = headers.get("retry-after")
     if not value:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
     try:
         moment = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -104,7 +112,9 @@ class ChatClient:
 
     ``dialect="openai"`` posts to ``{base_url}/chat/completions`` (base_url usually ends in
     ``/v1``); ``dialect="anthropic"`` posts to ``{base_url}/v1/messages`` with ``x-api-key``
-    and ``anthropic-version`` headers.
+    and ``anthropic-version`` headers. ``transport``, when given, is an
+    :class:`agent.llm.transport.Http1Transport` (to share its connections); by default the
+    client owns one.
     """
 
     def __init__(
@@ -134,7 +144,7 @@ class ChatClient:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._owns_transport = transport is None
         self._transport = transport or Http1Transport()
-        self._target = PostTarget(self.url, self._headers)
+        self._target: PostTarget | None = None  # built on the first call, where a bad URL or header fails the call
         self._timeouts = httpx.Timeout(timeout).as_dict()
 
     @property
@@ -185,14 +195,14 @@ class ChatClient:
         except json_codec.EncodeError as error:
             raise InvalidRequest([f"the request cannot be sent as JSON: {error}"]) from error
         try:
-            answer = await self._transport.post(self._target, payload, self._timeouts)
+            answer = await self._transport.post(self._post_target(), payload, self._timeouts)
         except httpx.TimeoutException as error:
             raise ProviderTimeout(f"no answer from {self.url} within {self.timeout:g}s") from error
         except httpx.TransportError as error:
             raise ProviderUnavailable(f"connection to {self.url} failed: {type(error).__name__}: {error}") from error
         if answer.status >= 300:
             raise error_for_status(httpx.Response(answer.status, headers=answer.headers, content=answer.body,
-                                                  request=self._target.request))
+                                                  request=self._post_target().request))
         try:
             data = json_codec.loads(answer.body)
         except ValueError as error:
@@ -201,6 +211,11 @@ class ChatClient:
         if self.dialect == "anthropic":
             return anthropic.parse_response(data)
         return openai_chat.parse_response(data)
+
+    def _post_target(self) -> PostTarget:
+        if self._target is None:
+            self._target = PostTarget(self.url, self._headers)
+        return self._target
 
     async def aclose(self) -> None:
         if self._owns_transport:
