@@ -108,19 +108,54 @@ def is_real_user_message(message: Mapping[str, Any]) -> bool:
 
 
 def to_api(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """Copies of the messages without foldgate's ``_`` metadata, ready for a provider.
+    """Copies of the messages without foldgate's ``_`` metadata, ready for a provider."""
+    return [_api_copy(message) for message in messages]
 
-    Runs over the whole prompt on every request, so it copies and deletes (most keys stay)
-    rather than rebuilding each message key by key.
-    """
-    out: list[Message] = []
-    for message in messages:
-        api = dict(message)
-        for key in message:
-            if key[:1] == "_":
-                del api[key]
-        out.append(api)
-    return out
+
+def _api_copy(message: Mapping[str, Any]) -> Message:
+    # Copy and delete (most keys stay) rather than rebuild key by key: it runs over the whole
+    # prompt before every request.
+    copy = dict(message)
+    for key in message:
+        if key[:1] == "_":
+            del copy[key]
+    return copy
+
+
+class _Pairing:
+    """Follows the tool-call pairing rules message by message (see :func:`pair_problems`)."""
+
+    __slots__ = ("problems", "pending", "open_calls")
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.pending: set[str] = set()
+        self.open_calls: set[str] = set()
+
+    def see(self, index: int, message: Mapping[str, Any]) -> None:
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in self.pending:
+                self.pending.discard(call_id)
+            else:
+                self.problems.append(f"message {index}: tool result {call_id!r} has no preceding call")
+            return
+        if self.pending:
+            self.problems.append(f"message {index}: tool calls {sorted(self.pending)} have no result")
+            self.pending = set()
+        if role == "assistant" and message.get("tool_calls"):
+            ids = tool_call_ids(message)
+            duplicates = self.open_calls.intersection(ids)
+            if duplicates:
+                self.problems.append(f"message {index}: tool call ids reused {sorted(duplicates)}")
+            self.pending = set(ids)
+            self.open_calls.update(ids)
+
+    def end(self) -> list[str]:
+        if self.pending:
+            self.problems.append(f"end: tool calls {sorted(self.pending)} have no result")
+        return self.problems
 
 
 def pair_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -129,39 +164,30 @@ def pair_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     Each assistant tool call must be answered by a tool message with its id before the
     next non-tool message, and every tool message must answer a call made just before it.
     """
-    problems: list[str] = []
-    pending: set[str] = set()
-    open_calls: set[str] = set()
+    pairing = _Pairing()
     for index, message in enumerate(messages):
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in pending:
-                pending.discard(call_id)
-            else:
-                problems.append(f"message {index}: tool result {call_id!r} has no preceding call")
-            continue
-        if pending:
-            problems.append(f"message {index}: tool calls {sorted(pending)} have no result")
-            pending = set()
-        if role == "assistant" and message.get("tool_calls"):
-            ids = tool_call_ids(message)
-            duplicates = open_calls.intersection(ids)
-            if duplicates:
-                problems.append(f"message {index}: tool call ids reused {sorted(duplicates)}")
-            pending = set(ids)
-            open_calls.update(ids)
-    if pending:
-        problems.append(f"end: tool calls {sorted(pending)} have no result")
-    return problems
+        pairing.see(index, message)
+    return pairing.end()
 
 
-def api_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Pairing problems plus shape problems: the one check run before every API request."""
-    problems: list[str] = []
+def checked_api_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[Message], list[str]]:
+    """The messages as a provider takes them (:func:`to_api`) and every problem that would make a
+    provider refuse them (shapes, then tool pairing): the one check run before every API request,
+    in a single pass over the prompt."""
+    api: list[Message] = []
+    shapes: list[str] = []
+    pairing = _Pairing()
     for index, message in enumerate(messages):
         try:
             validate_message(message)
         except InvalidMessage as error:
-            problems.append(f"message {index}: {error}")
-    return problems + pair_problems(messages)
+            shapes.append(f"message {index}: {error}")
+            continue
+        api.append(_api_copy(message))
+        pairing.see(index, message)
+    return api, shapes + pairing.end()
+
+
+def api_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Shape problems plus pairing problems (see :func:`checked_api_messages`)."""
+    return checked_api_messages(messages)[1]

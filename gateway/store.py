@@ -743,6 +743,21 @@ def _decode_stored(message_id: str, raw: str | None) -> tuple[Message | None, st
     return message, ""
 
 
+def _in_order(
+    ids: Sequence[str], found: Mapping[str, Message], known: Mapping[str, Message]
+) -> tuple[list[Message], list[str]]:
+    """The messages of ``ids`` in order from what was just read or is held, and the ids in neither."""
+    messages: list[Message] = []
+    missing: list[str] = []
+    for message_id in ids:
+        message = found.get(message_id) or known.get(message_id)
+        if message is None:
+            missing.append(message_id)
+        else:
+            messages.append(message)
+    return messages, missing
+
+
 def _decode_entries(ids: Sequence[str], bodies: Sequence[str | None]) -> tuple[list[Message], list[tuple[str, str | None, str]]]:
     """Stored bodies as messages, and the unreadable ones as (id, raw, reason) for quarantine."""
     good: list[Message] = []
@@ -1054,19 +1069,18 @@ class SessionStore:
             fresh, bad = _decode_entries(wanted, bodies)
             known = held.messages if held is not None and held.session_id == sid else {}
             found = {message["_id"]: message for message in fresh}
-            missing = [message_id for message_id in ids if message_id not in found and message_id not in known]
+            good, missing = _in_order(ids, found, known)
             if missing:  # an old message back in the list (a compaction may keep any stored id): read it
                 more, more_bad = _decode_entries(missing, await self.redis.hmget(keys.msg(sid), missing))
                 found.update((message["_id"], message) for message in more)
                 bad += more_bad
-            good = [found.get(message_id) or known[message_id] for message_id in ids
-                    if message_id in found or message_id in known]
+                good, _ = _in_order(ids, found, known)
             if not bad:
                 appended = held is not None and bool(known) and not missing and len(ids) == len(known) + len(found)
                 # Only appended to since it was read (every held id is still there): no rebuild.
                 if not (appended and self.transcripts.extend(chat, held, meta.next_id, fresh)):
                     self.transcripts.put(chat, sid, meta.next_id, good)
-                return sid, meta, [dict(message) for message in good]  # copies: the cache stays as stored
+                return sid, meta, [message.copy() for message in good]  # copies: the cache stays as stored
             self.transcripts.drop(chat)
             if await self._quarantine_entries(chat, sid, raw.get("version", "0"), good, bad):
                 return sid, await self.meta(chat, sid), good

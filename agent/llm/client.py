@@ -3,7 +3,7 @@
 It does one request per :meth:`ChatClient.complete` and turns every way that can go
 wrong into a typed :mod:`agent.llm.errors` exception; it never retries by itself,
 because the right reaction differs by caller (the agent loop retries, the summarizer
-backs off and falls back). Messages are validated with :func:`agent.messages.api_problems`
+backs off and falls back). Messages are validated with :func:`agent.messages.checked_api_messages`
 before anything is sent, so a broken tool pairing fails here, not as a provider 400.
 """
 
@@ -30,7 +30,7 @@ from agent.llm.errors import (
     RateLimited,
 )
 from agent.llm.types import Completion
-from agent.messages import api_problems, to_api
+from agent.messages import checked_api_messages
 
 Dialect = Literal["openai", "anthropic"]
 
@@ -162,8 +162,7 @@ class ChatClient:
         temperature: float | None = None,
     ) -> dict[str, Any]:
         """The request body that :meth:`complete` would send; raises :class:`InvalidRequest` first."""
-        api_messages = to_api(messages)
-        problems = api_problems(api_messages)
+        api_messages, problems = checked_api_messages(messages)
         if problems:
             raise InvalidRequest(problems)
         if self.dialect == "anthropic":

@@ -40,7 +40,7 @@ from agent.llm.client import error_for_status
 from agent.llm.errors import BadResponse, InvalidRequest, ProviderTimeout, ProviderUnavailable
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
-from agent.messages import api_problems, to_api
+from agent.messages import api_problems
 from agent.models import LARGE_ALIAS_SUFFIX
 from agent.tokens import content_text
 
@@ -364,7 +364,7 @@ class ResponsesClient:
         native: bool | None = None,
     ) -> dict[str, Any]:
         """The request body :meth:`complete` would send; raises :class:`InvalidRequest` first."""
-        problems = api_problems(to_api(messages))
+        problems = api_problems(messages)
         if problems:
             raise InvalidRequest(problems)
         instructions, items = convert_messages(messages, self.issuer, model)
