@@ -229,6 +229,20 @@ def describe_redis(url: str) -> str:
     return url.split("://", 1)[-1].split("@")[-1].rsplit("/", 1)[0]
 
 
+def reference_loop_ms(repeats: int = 3) -> float:
+    """CPU milliseconds of a fixed pure-Python loop (best of ``repeats``): how fast the machine runs
+    Python right now. On a shared machine it drifts by tens of percent within minutes, and every
+    CPU figure of a run drifts with it."""
+    best = math.inf
+    for _ in range(repeats):
+        started = time.process_time()
+        table: dict[int, int] = {}
+        for number in range(500_000):
+            table[number % 1000] = number
+        best = min(best, time.process_time() - started)
+    return round(best * 1000, 1)
+
+
 def quantile(values: Sequence[float], q: float) -> float:
     """Nearest-rank quantile (q in 0..1) of ``values``; 0 for an empty list."""
     if not values:
@@ -579,6 +593,7 @@ async def measure(
     if redis_url is None:
         redis_url = await local_redis_url()
     load_before = [round(x, 2) for x in os.getloadavg()]
+    speed_before = reference_loop_ms()
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     server = ModelServer()
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
@@ -615,7 +630,8 @@ async def measure(
         "measured_at": time.strftime("%Y-%m-%d"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
-                    "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+                    "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                    "reference_loop_ms_before_after": [speed_before, reference_loop_ms()]},
         "redis": describe_redis(redis_url),
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
         "chats": chats,
@@ -721,7 +737,10 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"({'met' if verdict['p99_goal_met_unloaded'] else 'MISSED'}). The median burst used "
         f"{burst['gateway_cpu_ms_per_message']:.2f} ms of this process's CPU per message: one fully available core "
         f"would serve {1000 / burst['gateway_cpu_ms_per_message']:,.0f} messages/s (gateway CPU below ~95% above "
-        "means other processes on the machine took some of it).",
+        "means other processes on the machine took some of it). A fixed Python loop took "
+        f"{result['machine']['reference_loop_ms_before_after'][0]} ms of CPU before the run and "
+        f"{result['machine']['reference_loop_ms_before_after'][1]} ms after it (the same loop is the yardstick "
+        "between runs: the machine's speed drifts).",
         "",
         f"Redis commands per message (counted on the gateway's channel; {result['redis_round_trips']['messages']} "
         f"messages to different chats at {result['redis_round_trips']['rate_per_second']:.0f}/s, each its chat's only "
