@@ -33,9 +33,11 @@ def dumps(value: Any) -> bytes:
 
 
 def dumps_state(value: Any) -> str:
-    """Compact JSON text of small typed state; raises ``ValueError`` for NaN or an infinity and
-    ``TypeError`` for what JSON cannot carry."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON text of small typed state; raises ``ValueError`` for NaN, an infinity or text
+    that is not UTF-8 (a lone surrogate), ``TypeError`` for what JSON cannot carry."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text.encode()  # Redis stores UTF-8: refuse here what could not be sent
+    return text
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

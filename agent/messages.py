@@ -136,7 +136,7 @@ class _Pairing:
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id in self.pending:
+            if isinstance(call_id, str) and call_id in self.pending:
                 self.pending.discard(call_id)
             else:
                 self.problems.append(f"message {index}: tool result {call_id!r} has no preceding call")
@@ -144,8 +144,9 @@ class _Pairing:
         if self.pending:
             self.problems.append(f"message {index}: tool calls {sorted(self.pending)} have no result")
             self.pending = set()
-        if role == "assistant" and message.get("tool_calls"):
-            ids = tool_call_ids(message)
+        calls = message.get("tool_calls")
+        if role == "assistant" and calls and isinstance(calls, list):
+            ids = [call_id for call_id in tool_call_ids(message) if isinstance(call_id, str)]
             duplicates = self.open_calls.intersection(ids)
             if duplicates:
                 self.problems.append(f"message {index}: tool call ids reused {sorted(duplicates)}")
@@ -182,6 +183,8 @@ def checked_api_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[Me
             validate_message(message)
         except InvalidMessage as error:
             shapes.append(f"message {index}: {error}")
+            if isinstance(message, Mapping):
+                pairing.see(index, message)  # its pairs still count, or whole pairs around it would look broken
             continue
         api.append(_api_copy(message))
         pairing.see(index, message)

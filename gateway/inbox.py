@@ -91,6 +91,11 @@ class Inbox:
         """
         await self.channel.call("ZADD", self.ready_key, time.time() + seconds, chat)
 
+    async def extend_lease(self, chat: str, seconds: float) -> None:
+        """Push a held chat's lease to ``seconds`` from now, only while the chat is marked: a worker
+        that unmarked its chat (to release it) never sees it marked again by a late extension."""
+        await self.channel.call("ZADD", self.ready_key, "XX", time.time() + seconds, chat)
+
     async def marked(self) -> int:
         """How many chats are marked, due or leased: zero means every inbox is empty."""
         return int(await self.redis.zcard(self.ready_key))

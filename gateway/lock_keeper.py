@@ -9,8 +9,8 @@ A failed extension is retried on the next pass. The turn that holds a lock is ca
 when the lock is known lost, or when no extension has succeeded for a whole ``ttl`` (it could
 have expired, and a worker elsewhere may already have taken the chat).
 
-A worker lets go of its lock before it unmarks or re-leases the chat itself, so an extension
-still on its way never re-marks a chat its worker is done with.
+A lease is only ever pushed on, never created (``Inbox.extend_lease``): an extension still on
+its way never marks again a chat its worker has unmarked to release it.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class LockKeeper:
             await self.store.extend_lock(lock, self.ttl)
             if lock not in self._held:
                 return  # let go meanwhile: its worker may have unmarked the chat, which must stay so
-            await self.inbox.lease(lock.chat, self.ttl)
+            await self.inbox.extend_lease(lock.chat, self.ttl)
             hold.extended = time.monotonic()
             return
         except StaleLock:

@@ -200,14 +200,12 @@ class GatewayRunner:
                 if head is None:
                     # Unmark first, then release only if nothing arrived meanwhile: an entry pushed
                     # after the release re-marks the chat itself (the intake marks after pushing).
-                    self.keeper.let_go(lock)  # no extension may re-mark the chat after this
                     await self.inbox.unmark(chat)
                     head = await self.store.release_if_idle(lock)
                     if head is None:
                         released = True
                         break
                     await self.inbox.lease(chat, self.lock_ttl)  # still ours: stay marked in case we die
-                    self.keeper.hold(lock, me)
                 head = await self._handle_entry(chat, lock, head)
         except StaleLock:
             log.warning("%s: lock expired under worker %s; another worker continues", chat, self.worker_id)

@@ -979,7 +979,7 @@ class SessionStore:
             self._read_ahead.pop(chat, None)
             return None, None
         fence, head, ahead = reply
-        self._keep_read_ahead(chat, ahead, held, sent)
+        self._keep_read_ahead(chat, ahead, held, sent + min(READ_AHEAD_SECONDS, ttl_seconds / 2))
         return Lock(chat=chat, token=token, fence=int(fence)), head
 
     async def extend_lock(self, lock: Lock, ttl_seconds: float) -> None:
@@ -1025,19 +1025,20 @@ class SessionStore:
             [lock.token, lock.fence, entry, len(sets) // 2, *sets, len(deletes), *deletes,
              keys.base, *(held.key if held else ("", 0))],
         )
-        self._keep_read_ahead(lock.chat, ahead, held, sent)
+        self._keep_read_ahead(lock.chat, ahead, held, sent + READ_AHEAD_SECONDS)
         return head or None
 
-    def _keep_read_ahead(self, chat: str, ahead: Any, held: _HeldTranscript | None, sent: float) -> None:
+    def _keep_read_ahead(self, chat: str, ahead: Any, held: _HeldTranscript | None, until: float) -> None:
         """Keep the session a lock or entry step read for the entry it handed out, for :meth:`snapshot`.
 
         It stands for the session only while this process holds the chat's lock and writes nothing
         to it: every write below drops it, and so do the lock's release and the next read. It is
-        also used only within :data:`READ_AHEAD_SECONDS` of the step that read it: a worker that
-        stalled longer may have lost the lock meanwhile, and then reads afresh.
+        also used only until ``until`` (monotonic): within :data:`READ_AHEAD_SECONDS` of the step
+        that read it, and within half the lock's ttl after a claim. A worker that stalled longer may
+        have lost the lock meanwhile, and then reads afresh (its writes are fenced in any case).
         """
         if ahead:
-            self._read_ahead[chat] = (ahead, held, sent + READ_AHEAD_SECONDS)
+            self._read_ahead[chat] = (ahead, held, until)
         else:
             self._read_ahead.pop(chat, None)
 

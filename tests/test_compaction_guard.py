@@ -66,3 +66,10 @@ def test_unreadable_state_starts_from_the_defaults_instead_of_failing_every_turn
     restored = CompactionGuard.from_state({"cooldown_until": None, "strikes": "many", "failures": 2})
     assert restored.cooldown_until == CompactionGuard().cooldown_until and restored.strikes == 0
     assert restored.failures == 2
+
+
+def test_a_servers_retry_after_is_honoured_up_to_the_longest_cooldown():
+    guard = CompactionGuard()
+    assert guard.on_summarizer_failure(1_000.0, "rate limited", retry_after=120.0) == 120.0
+    assert guard.on_summarizer_failure(2_000.0, "rate limited", retry_after=1e300) == COOLDOWN_MAX
+    assert guard.cooldown_until == 2_000.0 + COOLDOWN_MAX

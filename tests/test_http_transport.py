@@ -803,7 +803,8 @@ async def test_chat_client_uses_the_transport_end_to_end():
 
 
 async def test_a_chat_client_with_a_bad_url_or_header_fails_its_calls_not_its_construction():
-    for client in (ChatClient("ftp://127.0.0.1/v1"), ChatClient("http://127.0.0.1:9/v1", api_key="sk-1\n")):
+    for client in (ChatClient("ftp://127.0.0.1/v1"), ChatClient("http://[::1/v1"),
+                   ChatClient("http://127.0.0.1:9/v1", api_key="sk-1\n"), ChatClient("http://127.0.0.1:9/v1", api_key="ключ")):
         async with client:
             with pytest.raises(ProviderUnavailable):
                 await client.complete([{"role": "user", "content": "hi"}], model="m", max_tokens=5)

@@ -24,9 +24,13 @@ def inbox(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> Inbox:
     return Inbox(redis, key_prefix, channel=channel)
 
 
-async def hold(keeper: LockKeeper, store: SessionStore, chat: str) -> tuple[Lock, asyncio.Task[None]]:
+async def hold(keeper: LockKeeper, store: SessionStore, chat: str,
+               inbox: Inbox | None = None) -> tuple[Lock, asyncio.Task[None]]:
+    """Take the chat's lock (and, with ``inbox``, lease the chat as a worker does) and keep it."""
     lock = await store.acquire_lock(chat, TTL)
     assert lock is not None
+    if inbox is not None:
+        await inbox.lease(chat, TTL)
     owner = asyncio.create_task(turn_forever())
     keeper.hold(lock, owner)
     return lock, owner
@@ -34,14 +38,15 @@ async def hold(keeper: LockKeeper, store: SessionStore, chat: str) -> tuple[Lock
 
 async def test_held_locks_outlive_their_ttl_and_expire_once_let_go(store: SessionStore, inbox: Inbox, redis: Redis):
     keeper = LockKeeper(store, inbox, TTL)
-    held = [await hold(keeper, store, f"tg:{n}") for n in range(20)]
+    held = [await hold(keeper, store, f"tg:{n}", inbox) for n in range(20)]
+    first_lease = await redis.zscore(inbox.ready_key, "tg:0")
     try:
         await asyncio.sleep(TTL * 2.5)
         for lock, owner in held:
             assert await redis.get(store.keys(lock.chat).lock) == lock.token
             assert not owner.done()
         lease = await redis.zscore(inbox.ready_key, "tg:0")
-        assert lease is not None  # the chat's lease in the ready set is pushed along with its lock
+        assert lease > first_lease + TTL  # the chat's lease in the ready set is pushed along with its lock
 
         first, _ = held[0]
         keeper.let_go(first)
@@ -145,4 +150,17 @@ async def test_a_lock_held_while_the_keeper_closes_is_still_kept(store: SessionS
     finally:
         first_owner.cancel()
         late_owner.cancel()
+        await keeper.close()
+
+
+async def test_an_extension_never_marks_a_chat_its_worker_unmarked(store: SessionStore, inbox: Inbox, redis: Redis):
+    keeper = LockKeeper(store, inbox, TTL)
+    lock, owner = await hold(keeper, store, "tg:1", inbox)
+    try:
+        await inbox.unmark(lock.chat)  # the worker is about to release the chat; its lock is still kept
+        await asyncio.sleep(TTL * 0.8)  # a pass or two extend the lock meanwhile
+        assert await redis.get(store.keys(lock.chat).lock) == lock.token
+        assert await redis.zscore(inbox.ready_key, lock.chat) is None
+    finally:
+        owner.cancel()
         await keeper.close()

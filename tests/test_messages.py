@@ -70,3 +70,18 @@ def test_edits_are_new_versions_and_metadata_never_reaches_the_api() -> None:
     assert edited["_orig_id"] == "17" and "_id" not in edited and "_tok" not in edited
     assert original["content"] == "long output"
     assert to_api([edited]) == [{"role": "tool", "tool_call_id": "a", "content": "[stub]"}]
+
+
+def test_a_malformed_message_is_named_without_breaking_the_pairs_around_it():
+    from agent.messages import api_problems
+
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}]}
+    assert api_problems([{"role": "user", "content": "q"}, call, {"role": "tool", "tool_call_id": "a", "content": 5}]) == [
+        "message 2: content must be a string, a list of parts or null, got int"]
+    assert api_problems([{"role": "user", "content": "q"}, {**call, "content": 5},
+                         {"role": "tool", "tool_call_id": "a", "content": "r"}]) == [
+        "message 1: content must be a string, a list of parts or null, got int"]
+    junk = api_problems([{"role": "assistant", "tool_calls": 7}, {"role": "tool", "tool_call_id": ["x"], "content": "r"},
+                         "not a message"])
+    assert len(junk) == 4 and junk[2] == "message 2: message must be an object, got str"

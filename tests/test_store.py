@@ -196,7 +196,8 @@ async def test_update_meta_refuses_store_managed_and_unknown_fields(store: Sessi
     sid, lock = await started(store)
     for fields in ({"tokens": 5}, {"version": 9}, {"colour": "red"}, {"last_prompt_tokens": -1},
                    {"engine_state": {"guard": {"cooldown_until": float("inf")}}},  # would read back as null
-                   {"usage_totals": {"prompt_tokens": float("nan")}}):
+                   {"usage_totals": {"prompt_tokens": float("nan")}},
+                   {"engine_state": {"note": "\ud800"}}):  # a lone surrogate is no UTF-8 text
         with pytest.raises(ValueError):
             await store.update_meta(CHAT, sid, lock=lock, **fields)
     assert (await store.meta(CHAT, sid)).version == 0

@@ -4,7 +4,7 @@ Two independent brakes, both judged from facts, both persisted (``to_state``) so
 restart cannot reset them:
 
 - **Cooldown** after a summarizer failure: 60 s, doubling up to 30 min, never shorter
-  than the provider's ``retry_after``. A success resets the step.
+  than the provider's ``retry_after`` (itself taken up to 30 min). A success resets the step.
 - **Strikes** from the provider's REAL reported usage: after a compaction, the next
   reported prompt size still at or above the threshold is a strike; two in a row stop
   compaction for a backoff period (10 min, doubling up to 2 h), after which one probe
@@ -54,7 +54,7 @@ class CompactionGuard:
 
     def on_summarizer_failure(self, now: float, reason: str, retry_after: float | None = None) -> float:
         """Start (or lengthen) the cooldown; returns its length in seconds."""
-        wait = max(self.next_cooldown, retry_after or 0.0)
+        wait = max(self.next_cooldown, min(retry_after or 0.0, COOLDOWN_MAX))  # a server's wish, within reason
         self.cooldown_until = now + wait
         self.next_cooldown = min(self.next_cooldown * 2, COOLDOWN_MAX)
         self.failures += 1

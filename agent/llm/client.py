@@ -213,7 +213,10 @@ class ChatClient:
 
     def _post_target(self) -> PostTarget:
         if self._target is None:
-            self._target = PostTarget(self.url, self._headers)
+            try:
+                self._target = PostTarget(self.url, self._headers)
+            except (httpx.InvalidURL, ValueError) as error:  # TransportErrors are mapped by the caller
+                raise ProviderUnavailable(f"cannot send to {self.url}: {type(error).__name__}: {error}") from error
         return self._target
 
     async def aclose(self) -> None:
