@@ -18,7 +18,7 @@ there a non-finite number is refused, not written.
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
 
 import orjson
@@ -33,11 +33,22 @@ def dumps(value: Any) -> bytes:
 
 
 def dumps_state(value: Any) -> str:
-    """Compact JSON text of small typed state; raises ``ValueError`` for NaN, an infinity or text
-    that is not UTF-8 (a lone surrogate), ``TypeError`` for what JSON cannot carry."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    text.encode()  # Redis stores UTF-8: refuse here what could not be sent
-    return text
+    """Compact JSON text of small typed state; raises ``ValueError`` for NaN or an infinity and
+    :class:`EncodeError` (a ``TypeError``) for what JSON cannot carry, a lone surrogate included."""
+    _require_finite(value)
+    return orjson.dumps(value).decode()
+
+
+def _require_finite(value: Any) -> None:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a JSON number")
+    elif isinstance(value, dict):
+        for item in value.values():
+            _require_finite(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _require_finite(item)
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
