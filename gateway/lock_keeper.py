@@ -74,10 +74,10 @@ class LockKeeper:
     async def _extend(self, lock: Lock, hold: _Hold) -> None:
         try:
             await self.store.extend_lock(lock, self.ttl)
+            hold.extended = time.monotonic()  # the lock is safe for a ttl, whatever the lease does
             if lock not in self._held:
-                return  # let go meanwhile: its worker may have unmarked the chat, which must stay so
+                return  # let go meanwhile: nothing to lease
             await self.inbox.extend_lease(lock.chat, self.ttl)
-            hold.extended = time.monotonic()
             return
         except StaleLock:
             if lock in self._held:
