@@ -969,7 +969,7 @@ class SessionStore:
         token = secrets.token_hex(16)
         key_list = [keys.lock, keys.fence]
         args: list[Any] = [token, _milliseconds(ttl_seconds)]
-        held = self.transcripts.get(chat)
+        held = self.transcripts.get(chat) if peek_inbox else None  # only a claim reads the session ahead
         if peek_inbox:
             key_list += [keys.inbox, keys.session]
             args += [keys.base, *(held.key if held else ("", 0))]
