@@ -3,22 +3,28 @@
 Between iterations the context engine looks at the prompt size the provider actually
 reported and compacts in the loop when it crosses its threshold (SPEC S2.2). The
 turn's messages are validated right before every request (L3). Transient provider
-failures are retried as the provider asks; a context-length refusal forces a
-compaction and one more try, so a turn never ends on "context too long".
+failures are retried by the provider client (as the official SDKs retry); a
+context-length refusal forces a compaction and one more try, so a turn never ends on
+"context too long".
+
+A turn can be watched as it happens: ``run_turn(..., on_event=sink)`` hands the sink the
+model's text as it streams (:class:`agent.llm.stream.TextDelta`), the start of each tool
+call, a :class:`ToolRunning` before each tool runs, and a ``StreamReset`` when a request
+is retried after part of its answer was streamed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Union
 
 from agent.context_engine import ContextEngine
-from agent.llm.errors import ContextTooLong, ProviderError, RateLimited
+from agent.llm.errors import ContextTooLong, ProviderError
+from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.messages import Message, tool_call_ids
@@ -27,16 +33,14 @@ from agent.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-#: Longest wait honoured for one rate-limit answer before giving up on the turn.
-MAX_RETRY_AFTER_SECONDS = 60.0
-
 
 class ChatModel(Protocol):
     """What the loop needs of a provider client (``agent.llm`` clients and the local model fit).
 
     A client that sends the messages to a provider checks them first and refuses broken tool
     pairs (``agent.messages.api_problems``), as ``ChatClient`` and ``ResponsesClient`` do: the
-    loop does not check them a second time.
+    loop does not check them a second time. It retries transient failures itself and hands
+    stream events to ``on_event`` when given one.
     """
 
     async def complete(
@@ -47,7 +51,21 @@ class ChatModel(Protocol):
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] | None = None,
         temperature: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Completion: ...
+
+
+@dataclass(frozen=True)
+class ToolRunning:
+    """The agent is running tool ``name`` with these (JSON) arguments; the model continues after it."""
+
+    name: str
+    arguments: str
+
+
+#: Everything a turn's watcher can be handed.
+TurnEvent = Union[StreamEvent, ToolRunning]
+TurnSink = Callable[[TurnEvent], Awaitable[None]]
 
 
 #: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.
@@ -68,21 +86,6 @@ class TurnResult:
     #: Messages created during the turn (never stored, so without ``_id``) that an in-loop
     #: compaction folded away: the gateway archives them with the commit.
     folded: list[Message] = field(default_factory=list)
-
-
-@dataclass
-class RetryPolicy:
-    """How often and how long to retry transient provider failures within one turn."""
-
-    attempts: int = 4
-    base_delay: float = 1.0
-    max_delay: float = 20.0
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-
-    def delay(self, attempt: int, error: ProviderError) -> float:
-        if isinstance(error, RateLimited) and error.retry_after is not None:
-            return min(error.retry_after, MAX_RETRY_AFTER_SECONDS)
-        return min(self.base_delay * 2**attempt, self.max_delay)
 
 
 def _give_calls_unique_ids(assistant: Message, history: Sequence[Message]) -> None:
@@ -113,7 +116,6 @@ class Agent:
         tools: ToolRegistry | None = None,
         max_output_tokens: int = 4096,
         max_iterations: int = 40,
-        retry: RetryPolicy | None = None,
         request_hook: RequestHook | None = None,
     ) -> None:
         self.client = model_client
@@ -122,7 +124,6 @@ class Agent:
         self.tools = tools or ToolRegistry()
         self.max_output_tokens = max_output_tokens
         self.max_iterations = max_iterations
-        self.retry = retry or RetryPolicy()
         self.request_hook = request_hook
         #: Set by every turn: whether the engine compacted this session during it (SPEC S6.4).
         self._last_compaction_in_place = False
@@ -155,27 +156,20 @@ class Agent:
         folded += [m for m in messages if "_id" not in m and id(m) not in kept]
         return list(compacted)
 
-    async def _complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
+    async def _complete(self, messages: list[Message], tools: list[dict[str, Any]], on_event: TurnSink | None) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list (L3).
         outgoing = self.request_hook(messages) if self.request_hook else messages
-        for attempt in range(self.retry.attempts):
-            try:
-                return await self.client.complete(
-                    outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None
-                )
-            except ContextTooLong:
-                raise
-            except ProviderError as error:
-                if not error.retryable or attempt == self.retry.attempts - 1:
-                    raise
-                wait = self.retry.delay(attempt, error)
-                log.warning("provider %s, retrying in %.1fs (%d/%d)", type(error).__name__, wait, attempt + 1, self.retry.attempts)
-                await self.retry.sleep(wait)
-        raise AssertionError("unreachable")
+        return await self.client.complete(
+            outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None, on_event=on_event
+        )
 
-    async def run_turn(self, history: Sequence[Message], user_message: Message) -> TurnResult:
-        """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so."""
+    async def run_turn(self, history: Sequence[Message], user_message: Message, *,
+                       on_event: TurnSink | None = None) -> TurnResult:
+        """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so.
+
+        ``on_event`` watches the turn as it happens (see the module docstring).
+        """
         messages: list[Message] = list(history) + [user_message]
         first_new = len(messages) - 1
         compacted = False
@@ -197,7 +191,7 @@ class Agent:
                 if new is not None:
                     messages, compacted = new, True
             try:
-                completion = await self._complete(messages, tools)
+                completion = await self._complete(messages, tools, on_event)
             except ProviderError as error:
                 if isinstance(error, ContextTooLong) and not context_retry_used:
                     context_retry_used = True
@@ -222,7 +216,10 @@ class Agent:
                 break
             for call in assistant["tool_calls"]:
                 function = call.get("function") or {}
-                result = await self._run_tool(str(function.get("name")), function.get("arguments") or "{}")
+                name, arguments = str(function.get("name")), function.get("arguments") or "{}"
+                if on_event is not None:
+                    await on_event(ToolRunning(name, arguments))
+                result = await self._run_tool(name, arguments)
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         else:
             reply = "I stopped after too many tool calls in one turn; ask me to continue."

@@ -1,4 +1,4 @@
-"""Model catalog: how many tokens each model's window holds, and the local ``-900k`` aliases.
+"""Model catalog: each model's window, the local ``-900k`` aliases, and the request rules per family.
 
 The window decides everything compaction does (thresholds, tail and summary budgets),
 so it must be right for the models people actually run. One table, matched by
@@ -10,7 +10,11 @@ conservative default, and configuration can override any entry.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
 
 #: Window used for a model the catalog does not know (small enough to be safe on most routes).
 DEFAULT_CONTEXT_LENGTH = 128_000
@@ -117,3 +121,85 @@ def context_length_for(model: str | None, overrides: Mapping[str, int] | None = 
         return LARGE_ALIAS_CONTEXT_LENGTH
     key = longest_key_match(base, CONTEXT_WINDOWS)
     return CONTEXT_WINDOWS[key] if key is not None else DEFAULT_CONTEXT_LENGTH
+
+
+# --------------------------------------------------------------------------- request rules
+
+#: Where a request goes, for the rules below: the provider's own API, OpenRouter, or any other endpoint.
+RouteName = Literal["openai", "anthropic", "openrouter", "openai-codex", "custom", "local"]
+
+#: OpenAI's reasoning families: they refuse ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature but 1.
+_OPENAI_REASONING = re.compile(r"^(?:o[1-9](?:-|$)|gpt-5(?:$|[.\-]))")
+#: Model families known to take ``temperature`` and the classic token limit field.
+_STANDARD_FAMILIES = re.compile(
+    r"^(?:gpt-4|gpt-3\.5|chatgpt-4o|claude|glm|gemini|gemma|deepseek|qwen|llama|mistral|mixtral|codestral|"
+    r"kimi|moonshot|grok|command|phi|yi-|minimax|foldgate)"
+)
+
+
+@dataclass(frozen=True)
+class RequestRules:
+    """What one model accepts on one route, decided in one place (SPEC B8).
+
+    ``token_limit_field``: the chat-completions field for the answer's length;
+    ``temperature``: whether a temperature may be sent at all; ``known``: whether a row of
+    the table matched (an unknown model gets the conservative default: no temperature,
+    the route's usual token field).
+    """
+
+    family: str
+    token_limit_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    temperature: bool = True
+    known: bool = True
+
+    def describe(self) -> str:
+        sampling = "temperature allowed" if self.temperature else "no temperature"
+        return f"{self.family}: {self.token_limit_field}, {sampling}"
+
+
+def bare_model_id(model: str) -> str:
+    """The model id without provider prefix or local alias suffix, lower case (``openai/gpt-5-900k`` → ``gpt-5``)."""
+    bare = model.rsplit("/", 1)[-1].lower()
+    return bare[: -len(LARGE_ALIAS_SUFFIX)] if bare.endswith(LARGE_ALIAS_SUFFIX) else bare
+
+
+def _claude_refuses_sampling(bare: str) -> bool:
+    """Claude 4.7 and later refuse ``temperature`` (400 "temperature is deprecated for this model")."""
+    rest = bare[len("claude"):]
+    match = re.search(r"(?<![0-9])([1-9])[.-]([0-9])(?![0-9])", rest)
+    if match:
+        major, minor = int(match.group(1)), int(match.group(2))
+    else:
+        whole = re.search(r"(?<![0-9])([1-9])(?![0-9])", rest)
+        if not whole:
+            return False
+        major, minor = int(whole.group(1)), 0
+    return (major, minor) >= (4, 7)
+
+
+def request_rules(model: str, route: str) -> RequestRules:
+    """The rules for ``model`` on ``route`` (a provider name; anything unknown is ``custom``)."""
+    bare = bare_model_id(model)
+    if _OPENAI_REASONING.match(bare):
+        family = "OpenAI reasoning (o-series, gpt-5)"
+        # OpenRouter documents max_tokens for every model and translates it; everywhere else these refuse it.
+        field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens" if route == "openrouter" else "max_completion_tokens"
+        return RequestRules(family, field, temperature=False)
+    native_openai = route in ("openai", "openai-codex")
+    field = "max_completion_tokens" if native_openai else "max_tokens"  # OpenAI deprecated max_tokens on its own API
+    if bare.startswith("claude") and _claude_refuses_sampling(bare):
+        return RequestRules("Claude 4.7 and later", field, temperature=False)
+    standard = _STANDARD_FAMILIES.match(bare)
+    if standard:
+        return RequestRules(standard.group(0).rstrip("-"), field, temperature=True)
+    return RequestRules("unknown model", field, temperature=False, known=False)
+
+
+#: Provider hosts whose own request rules apply even when reached through an explicit base URL.
+_ROUTE_HOSTS = {"api.openai.com": "openai", "openrouter.ai": "openrouter", "api.anthropic.com": "anthropic"}
+
+
+def route_of_url(base_url: str) -> str:
+    """The route whose rules apply to ``base_url``: a provider's own host, else ``custom``."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return _ROUTE_HOSTS.get(host, "custom")

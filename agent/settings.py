@@ -11,11 +11,32 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent.llm.http import HttpOptions
+
 
 class StrictModel(BaseModel):
     """Refuses unknown keys so a typo is reported instead of silently ignored."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ConnectionSettings(StrictModel):
+    """How a model's endpoint is reached: timeouts and an explicit proxy (else the environment's)."""
+
+    timeout_seconds: float = Field(120.0, gt=0)
+    connect_timeout_seconds: float = Field(10.0, gt=0)
+    proxy: Optional[str] = None
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_is_http(cls, value: Optional[str]) -> Optional[str]:
+        """HTTP(S) proxies only: the transport under httpx (aiohttp) speaks no SOCKS."""
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be null or a proxy URL starting with http:// or https://")
+        return value or None
+
+    def http_options(self) -> HttpOptions:
+        return HttpOptions(self.timeout_seconds, self.connect_timeout_seconds, self.proxy)
 
 
 class CompressionSettings(StrictModel):
@@ -44,7 +65,7 @@ class CompressionSettings(StrictModel):
         return "hermes" if value == "foldgate" else value
 
 
-class AuxiliaryModelSettings(StrictModel):
+class AuxiliaryModelSettings(ConnectionSettings):
     """One auxiliary task's model (``auxiliary.compression``): null model = auto-detect."""
 
     model: Optional[str] = None
@@ -52,7 +73,6 @@ class AuxiliaryModelSettings(StrictModel):
     base_url: Optional[str] = None
     api_key: Optional[str] = None
     context_length: Optional[int] = Field(None, ge=1024)
-    timeout_seconds: float = Field(120.0, gt=0)
 
 
 class AuxiliarySettings(StrictModel):

@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.codex import AutoraiseNotice
-from agent.compaction.summarizer import LLMSummarizer, build_summarizer
+from agent.compaction.summarizer import SUMMARIZER_RETRIES, LLMSummarizer, build_summarizer
 from agent.context_engine import ContextEngine, resolve_context_engine
 from agent.llm.client import ChatClient
 from agent.llm.codex_app_server import CodexAppServer, CodexAppServerChat, CodexThreadEngine
 from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
+from agent.llm.retry import RetryPolicy
 from agent.loop import Agent, ChatModel
 from agent.models import api_model_id, context_length_for
 from agent.prompt_caching import CachingPlan, plan_prompt_caching
@@ -106,27 +107,35 @@ class AgentBuilder:
 
     # -- the shared clients --------------------------------------------------------------
 
-    def _responses_client(self, *, native: bool, timeout: float = 120.0) -> ResponsesClient:
+    def _responses_client(self, *, native: bool, summarizer: bool = False) -> ResponsesClient:
         codex = self.provider == "openai-codex"
+        model = self.settings.model
+        connection = self.settings.auxiliary.compression if summarizer else model
         return ResponsesClient(
             self.base_url,
             api_key=self.api_key,
             route=classify_route(self.provider, self.base_url),
             native_compaction=native,
             compact_threshold=self.settings.compression.codex_responses_compact_threshold,
-            stream=codex,  # the ChatGPT Codex backend answers with server-sent events only
+            stream=codex or model.stream,  # the ChatGPT Codex backend answers with server-sent events only
             send_token_limit=not codex,
-            timeout=timeout,
+            options=connection.http_options(),
+            retry=RetryPolicy(max_retries=SUMMARIZER_RETRIES if summarizer else model.max_retries),
+            config_key="auxiliary.compression" if summarizer else "model",
         )
 
     def _build_chat_model(self) -> ChatModel:
-        if self.settings.model.provider == "local":
-            return LocalDemoModel(self.settings.model.name)
+        model = self.settings.model
+        if model.provider == "local":
+            return LocalDemoModel(model.name)
         if self.api_mode == "codex_app_server":
-            return LocalDemoModel(self.settings.model.name)  # unused: each agent gets its thread's chat model
+            return LocalDemoModel(model.name)  # unused: each agent gets its thread's chat model
         if self.api_mode == "responses":
             return self._responses_client(native=self.settings.compression.codex_responses_native)
-        return ChatClient(self.base_url, api_key=self.api_key, dialect=self.dialect)  # type: ignore[arg-type]
+        return ChatClient(
+            self.base_url, api_key=self.api_key, dialect=self.dialect, route=model.provider,  # type: ignore[arg-type]
+            stream=model.stream, options=model.http_options(), retry=RetryPolicy(max_retries=model.max_retries),
+        )
 
     def _build_summarizer(self) -> LLMSummarizer | None:
         model = self.settings.model
@@ -135,7 +144,7 @@ class AgentBuilder:
         if self.api_mode == "responses" and not auxiliary.base_url:
             # The main route speaks the Responses API only; the summarizer shares it, without native compaction.
             name = auxiliary.model or model.name
-            client = self._responses_client(native=False, timeout=auxiliary.timeout_seconds)
+            client = self._responses_client(native=False, summarizer=True)
             summarizer = LLMSummarizer(client, name, auxiliary.context_length or context_length_for(name))  # type: ignore[arg-type]
         else:
             summarizer = build_summarizer(
@@ -144,6 +153,8 @@ class AgentBuilder:
                 main_base_url=None if model.provider == "local" else self.base_url,
                 main_api_key=self.api_key,
                 main_dialect=self.dialect,
+                main_route=model.provider,
+                stream=model.stream,
             )
         if summarizer is not None:
             # A -900k alias keeps its large window for planning but is sent as its base id (S4.5).

@@ -44,6 +44,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from agent.models import UnknownAlias, split_large_alias
 from agent.settings import (
     AuxiliarySettings,
+    ConnectionSettings,
     CompressionSettings,
     ContextSettings,
     PromptCachingSettings,
@@ -116,7 +117,7 @@ PROVIDER_KEY_ENV: dict[str, str] = {
 }
 
 
-class ModelSettings(StrictModel):
+class ModelSettings(ConnectionSettings):
     """``model:`` — the chat model. ``local`` is an offline demo model, so a fresh machine runs."""
 
     name: str = Field("foldgate-local", min_length=1)
@@ -127,6 +128,8 @@ class ModelSettings(StrictModel):
     max_output_tokens: int = Field(4096, ge=1)
     api_mode: Literal["auto", "chat", "responses", "codex_app_server"] = "auto"
     app_server_command: str = Field("codex app-server", min_length=1)
+    stream: bool = True
+    max_retries: int = Field(2, ge=0, le=10)
 
     @field_validator("base_url")
     @classmethod

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent.llm.stream import EventSink, TextDelta
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.tokens import count_messages, count_text
@@ -82,7 +83,8 @@ class ReplayModel:
         self.prompts: list[int] = []
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, model: str, max_tokens: int,
-                       tools: Sequence[Mapping[str, Any]] | None = None, temperature: float | None = None) -> Completion:
+                       tools: Sequence[Mapping[str, Any]] | None = None, temperature: float | None = None,
+                       on_event: EventSink | None = None) -> Completion:
         prompt = count_messages([dict(m) for m in messages]) + count_text(json.dumps(list(tools or ())))
         self.prompts.append(prompt)
         record = self.replies.popleft() if self.replies else {"text": "(the recording has no more answers)"}
@@ -90,6 +92,8 @@ class ReplayModel:
         calls = [dict(call) for call in record.get("tool_calls") or ()]
         completion = count_text(text) + sum(count_text(json.dumps(c)) for c in calls)
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+        if on_event is not None and text:
+            await on_event(TextDelta(text))
         return Completion(text, calls, "tool_calls" if calls else "stop", usage, {})
 
 

@@ -15,8 +15,13 @@ from agent.llm import (
     ProviderUnavailable,
     RateLimited,
 )
-from agent.llm.client import parse_retry_after
+from agent.llm.http import HttpOptions
+from agent.llm.retry import RetryPolicy, parse_retry_after
+from agent.models import request_rules
 from tests.fakes.llm_server import FakeLLMServer, Reply
+
+#: One try only: these tests look at what a single failed request becomes.
+NO_RETRY = RetryPolicy(max_retries=0)
 
 TOOLS = [
     {
@@ -135,7 +140,7 @@ async def test_broken_pairs_are_refused_before_anything_is_sent(server):
 async def test_faults_become_typed_errors(server, dialect, reply, error):
     server.enqueue(reply)
     base = server.anthropic_base_url if dialect == "anthropic" else server.openai_base_url
-    async with ChatClient(base, dialect=dialect) as client:
+    async with ChatClient(base, dialect=dialect, retry=NO_RETRY) as client:
         with pytest.raises(error):
             await client.complete([{"role": "user", "content": "hi"}], model="m", max_tokens=5)
         # the client stays usable after any fault
@@ -144,7 +149,7 @@ async def test_faults_become_typed_errors(server, dialect, reply, error):
 
 async def test_rate_limit_carries_retry_after(server):
     server.enqueue(Reply.rate_limited(retry_after=7))
-    async with ChatClient(server.openai_base_url) as client:
+    async with ChatClient(server.openai_base_url, retry=NO_RETRY) as client:
         with pytest.raises(RateLimited) as caught:
             await client.complete([{"role": "user", "content": "hi"}], model="m", max_tokens=5)
     assert caught.value.retry_after == 7
@@ -152,7 +157,7 @@ async def test_rate_limit_carries_retry_after(server):
 
 async def test_a_slow_answer_times_out(server):
     server.enqueue(Reply.slow(5))
-    async with ChatClient(server.openai_base_url, timeout=0.2) as client:
+    async with ChatClient(server.openai_base_url, options=HttpOptions(timeout_seconds=0.2), retry=NO_RETRY) as client:
         with pytest.raises(ProviderTimeout):
             await client.complete([{"role": "user", "content": "hi"}], model="m", max_tokens=5)
 
@@ -175,7 +180,7 @@ async def test_connection_refused_is_unavailable():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    async with ChatClient(f"http://127.0.0.1:{port}/v1") as client:
+    async with ChatClient(f"http://127.0.0.1:{port}/v1", retry=NO_RETRY) as client:
         with pytest.raises(ProviderUnavailable):
             await client.complete([{"role": "user", "content": "hi"}], model="m", max_tokens=5)
 
@@ -208,6 +213,7 @@ def test_an_image_in_a_tool_result_stays_an_image_block_on_anthropic():
             {"id": "s1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "s1", "content": [{"type": "text", "text": "here it is"}, image]},
     ]
-    body = build_request(messages, model="claude-sonnet-4", max_tokens=100, tools=None, temperature=None)
+    body = build_request(messages, model="claude-sonnet-4", max_tokens=100, tools=None, temperature=None,
+                         rules=request_rules("claude-sonnet-4", "anthropic"))
     result = body["messages"][-1]["content"][0]
     assert result["type"] == "tool_result" and [b["type"] for b in result["content"]] == ["text", "image"]

@@ -97,7 +97,8 @@ async def test_request_is_stateless_with_instructions_items_and_converted_tools(
     assert body["instructions"] == "You are terse."
     assert [item["type"] for item in body["input"]] == ["message", "function_call", "function_call_output"]
     assert body["input"][1] == {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{\"q\": \"x\"}"}
-    assert body["tools"] == [{"type": "function", "name": "lookup", "description": "d", "parameters": {"type": "object"}}]
+    assert body["tools"] == [{"type": "function", "name": "lookup", "description": "d", "parameters": {"type": "object"},
+                              "strict": False}]
     assert "context_management" not in body  # native compaction not configured
 
 

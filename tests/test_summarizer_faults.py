@@ -15,6 +15,8 @@ from agent.compaction.summary_prompt import SECTION_HEADINGS, UPDATE_INSTRUCTION
 from agent.compaction.summarizer import LLMSummarizer
 from agent.context_compressor import ContextCompressor
 from agent.llm import ChatClient
+from agent.llm.http import HttpOptions
+from agent.llm.retry import RetryPolicy
 from agent.messages import api_problems, is_summary
 from agent.settings import CompressionSettings
 from tests.fakes.histories import Transcript
@@ -51,7 +53,9 @@ async def server():
 
 @pytest.fixture
 async def client(server):
-    async with ChatClient(server.openai_base_url, timeout=0.5) as chat:
+    # One try per summarizer request: each fault below is one failed request, as the compactor sees it.
+    async with ChatClient(server.openai_base_url, options=HttpOptions(timeout_seconds=0.5),
+                          retry=RetryPolicy(max_retries=0)) as chat:
         yield chat
 
 

@@ -22,8 +22,9 @@ from agent.compaction.summary_prompt import (
 )
 from agent.llm.client import ChatClient
 from agent.llm.errors import ProviderError, RateLimited
+from agent.llm.retry import RetryPolicy
 from agent.llm.usage import Usage
-from agent.models import context_length_for
+from agent.models import context_length_for, route_of_url
 from agent.settings import AuxiliaryModelSettings
 from agent.tokens import count_messages
 
@@ -31,6 +32,8 @@ from agent.tokens import count_messages
 WINDOW_MARGIN_RATIO = 0.08
 #: The answer may run this much over the requested budget before it is cut off.
 ANSWER_SLACK = 1.35
+#: Retries of one summarizer request: one quick one; past it the compactor backs off or falls back (L1).
+SUMMARIZER_RETRIES = 1
 
 
 class SummarizerFailure(Exception):
@@ -94,22 +97,29 @@ def build_summarizer(
     main_base_url: str | None = None,
     main_api_key: str | None = None,
     main_dialect: str = "openai",
+    main_route: str = "custom",
+    stream: bool = False,
     context_overrides: dict[str, int] | None = None,
 ) -> LLMSummarizer | None:
     """The summarizer ``auxiliary.compression`` describes, or None when no endpoint is known.
 
-    A null model means the main model; a null base_url means the main route.
+    A null model means the main model; a null base_url means the main route (and its request rules).
     """
     model = settings.model or main_model
     base_url = settings.base_url or main_base_url
     if not base_url:
         return None
     dialect = "anthropic" if "anthropic.com" in base_url or (not settings.base_url and main_dialect == "anthropic") else "openai"
+    route = route_of_url(settings.base_url) if settings.base_url else main_route
     client = ChatClient(
         base_url,
         api_key=settings.api_key or main_api_key,
         dialect=dialect,  # type: ignore[arg-type]
-        timeout=settings.timeout_seconds,
+        route=route,
+        stream=stream,
+        options=settings.http_options(),
+        retry=RetryPolicy(max_retries=SUMMARIZER_RETRIES),
+        config_key="auxiliary.compression",
     )
     context_length = settings.context_length or context_length_for(model, context_overrides)
     return LLMSummarizer(client, model, context_length)

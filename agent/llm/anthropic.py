@@ -5,6 +5,13 @@ The differences that matter: the system prompt is a separate field; tool calls a
 user turn; roles must alternate, so consecutive same-role turns are merged; the first
 turn must be the user's; text blocks must not be empty. ``cache_control`` markers put
 on content parts or on a message (see the prompt-caching module) are carried over.
+
+A streamed answer is a sequence of named events: ``message_start`` (with the input usage,
+cache reads and writes included), per content block ``content_block_start`` /
+``content_block_delta`` (``text_delta``, or ``input_json_delta`` fragments of a tool's
+input) / ``content_block_stop``, ``message_delta`` (stop reason, output usage) and
+``message_stop``; ``ping`` keeps the connection alive and ``error`` reports a failure
+(``overloaded_error`` mid-stream is the common one).
 """
 
 from __future__ import annotations
@@ -13,9 +20,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.llm.errors import BadResponse
+from agent import json_codec
+from agent.llm.errors import BadResponse, ProviderError, ProviderRejected, ProviderUnavailable, RateLimited, StreamInterrupted
+from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
+from agent.models import RequestRules
 from agent.tokens import content_text
 
 PATH = "/v1/messages"
@@ -168,6 +178,8 @@ def build_request(
     max_tokens: int,
     tools: Sequence[Mapping[str, Any]] | None,
     temperature: float | None,
+    rules: RequestRules,
+    stream: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST {base_url}/v1/messages``."""
     system, turns = convert_messages(api_messages)
@@ -176,8 +188,10 @@ def build_request(
         body["system"] = system
     if tools:
         body["tools"] = convert_tools(tools)
-    if temperature is not None:
+    if temperature is not None and rules.temperature:
         body["temperature"] = temperature
+    if stream:
+        body["stream"] = True
     return body
 
 
@@ -215,3 +229,90 @@ def parse_response(data: Any) -> Completion:
         usage=Usage.from_mapping(usage if isinstance(usage, Mapping) else None),
         raw=dict(data),
     )
+
+
+#: Anthropic error types (in an ``error`` event) that another try may cure.
+_RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "timeout_error"})
+
+
+def stream_error(error: Any) -> ProviderError:
+    """The typed error for an ``error`` event."""
+    kind = error.get("type") if isinstance(error, Mapping) else None
+    message = f"the stream reported {kind or 'an error'}: {(error or {}).get('message') if isinstance(error, Mapping) else error}"
+    if kind == "rate_limit_error":
+        return RateLimited(message[:500])
+    if kind in _RETRYABLE_ERRORS:
+        return ProviderUnavailable(message[:500], status=529 if kind == "overloaded_error" else None)
+    return ProviderRejected(message[:500])
+
+
+class MessagesStream:
+    """Assembles one streamed Messages answer into the non-streamed body, then parses that."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._message: dict[str, Any] = {}
+        self._usage: dict[str, Any] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._parts: dict[int, list[str]] = {}
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        try:
+            payload = json_codec.loads(data)
+        except ValueError as error:
+            raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
+        if not isinstance(payload, Mapping):
+            raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+        kind = payload.get("type") or event
+        if kind == "content_block_delta":
+            return self._delta(payload)
+        if kind == "message_start":
+            message = payload.get("message") or {}
+            self._message = {key: value for key, value in message.items() if key != "content"}
+            self._usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(payload.get("content_block") or {})
+            index = int(payload.get("index", len(self._blocks)))
+            self._blocks[index] = block
+            self._parts[index] = []
+            if block.get("type") == "tool_use":
+                return [ToolCallStarted(str(block.get("name") or ""))]
+        elif kind == "message_delta":
+            delta = payload.get("delta") or {}
+            self._message.update({key: value for key, value in delta.items() if value is not None})
+            self._usage.update({key: value for key, value in (payload.get("usage") or {}).items() if value is not None})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise stream_error(payload.get("error"))
+        return []
+
+    def _delta(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+        index = int(payload.get("index", 0))
+        if index not in self._blocks:
+            raise BadResponse(f"delta for content block {index}, which never started")
+        delta = payload.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = str(delta.get("text") or "")
+            self._parts[index].append(text)
+            return [TextDelta(text)] if text else []
+        if kind == "input_json_delta":
+            self._parts[index].append(str(delta.get("partial_json") or ""))
+        return []  # thinking and signature deltas are not part of the reply
+
+    def result(self) -> Completion:
+        if not self.done:
+            raise StreamInterrupted("the stream ended before message_stop")
+        content: list[dict[str, Any]] = []
+        for index in sorted(self._blocks):
+            block, joined = self._blocks[index], "".join(self._parts[index])
+            if block.get("type") == "text":
+                content.append({"type": "text", "text": (block.get("text") or "") + joined})
+            elif block.get("type") == "tool_use":
+                try:
+                    tool_input = json.loads(joined) if joined.strip() else (block.get("input") or {})
+                except ValueError as error:
+                    raise BadResponse(f"tool input of {block.get('name')!r} is not JSON: {joined[:200]!r}") from error
+                content.append({"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": tool_input})
+        return parse_response({**self._message, "content": content, "usage": self._usage})

@@ -1,36 +1,51 @@
-"""``ChatClient``: one reusable httpx client for OpenAI-compatible and Anthropic chat endpoints.
+"""The one provider client: every model call goes out through :class:`Endpoint`.
 
-It does one request per :meth:`ChatClient.complete` and turns every way that can go
-wrong into a typed :mod:`agent.llm.errors` exception; it never retries by itself,
-because the right reaction differs by caller (the agent loop retries, the summarizer
-backs off and falls back). Messages are validated with :func:`agent.messages.checked_api_messages`
-before anything is sent, so a broken tool pairing fails here, not as a provider 400.
+An :class:`Endpoint` is one provider URL with its headers on a pooled httpx client
+(:mod:`agent.llm.http`). It sends a route's JSON body, whole or streamed, retries what
+the official SDKs retry (:mod:`agent.llm.retry`), and turns every failure into a typed
+:mod:`agent.llm.errors` exception whose message says what to fix. The routes —
+:mod:`agent.llm.openai_chat` (OpenAI, OpenRouter, custom endpoints),
+:mod:`agent.llm.anthropic` and :mod:`agent.llm.responses` — only build bodies and read
+answers.
+
+:class:`ChatClient` is the chat-completions and Anthropic-messages client the agent loop
+and the summarizer use. Messages are validated with
+:func:`agent.messages.checked_api_messages` before anything is sent, so a broken tool
+pairing fails here, not as a provider 400. What each model accepts (the token-limit
+field, whether a temperature may be sent) comes from :func:`agent.models.request_rules`.
 """
 
 from __future__ import annotations
 
-import email.utils
-import math
-import time
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import httpx
+from httpx_sse import EventSource, SSEError
 
 from agent import json_codec
-from agent.llm.transport import Http1Transport, PostTarget
 from agent.llm import anthropic, openai_chat
 from agent.llm.errors import (
     BadResponse,
     ContextTooLong,
     InvalidRequest,
+    ProviderError,
     ProviderRejected,
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
+    RetryWaitTooLong,
+    StreamInterrupted,
 )
+from agent.llm.http import HttpOptions, open_http_client, transport_failure
+from agent.llm.retry import RetryPolicy, parse_retry_after, should_retry_header, status_is_retryable
+from agent.llm.stream import EventSink, StreamAssembler, StreamReset
 from agent.llm.types import Completion
 from agent.messages import checked_api_messages
+from agent.models import RequestRules, request_rules
+
+log = logging.getLogger(__name__)
 
 Dialect = Literal["openai", "anthropic"]
 
@@ -48,34 +63,12 @@ CONTEXT_LENGTH_MARKERS = (
     "exceeds the maximum",
 )
 
-
-def _seconds(text: str, scale: float = 1.0) -> float | None:
-    """A finite, non-negative number of seconds, or None (``inf`` or ``nan`` from a server is no wait time)."""
-    try:
-        seconds = float(text) * scale
-    except ValueError:
-        return None
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        seconds = _seconds(millis, 0.001)
-        if seconds is not None:
-            return seconds
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    seconds = _seconds(value)
-    if seconds is not None:
-        return seconds
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+#: What to check for a refusal that no retry cures, by status.
+_STATUS_HINTS = {
+    401: "the API key was refused: check {key}.api_key (or the provider's API key variable)",
+    403: "the API key may not use this model or endpoint: check {key}.api_key and {key}.name",
+    404: "no such model or endpoint: check {key}.name and {key}.base_url",
+}
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -92,29 +85,190 @@ def _error_text(response: httpx.Response) -> str:
     return response.text[:2000]
 
 
-def error_for_status(response: httpx.Response) -> Exception:
-    """The typed exception for a non-2xx response."""
+def error_for_status(response: httpx.Response, *, config_key: str = "model") -> ProviderError:
+    """The typed exception for a non-2xx response (its body already read)."""
     status = response.status_code
     detail = _error_text(response)
+    hint = _STATUS_HINTS.get(status)
     message = f"HTTP {status} from {response.request.url}: {detail}"[:1000]
+    if hint:
+        message = f"{message} — {hint.format(key=config_key)}"
+    retry_after = parse_retry_after(response.headers)
+    error: ProviderError
     if status == 429:
-        return RateLimited(message, retry_after=parse_retry_after(response.headers), body=detail)
-    if status >= 500:
-        return ProviderUnavailable(message, status=status, body=detail)
-    lowered = detail.lower()
-    if status in (400, 413, 422) and any(marker in lowered for marker in CONTEXT_LENGTH_MARKERS):
-        return ContextTooLong(message, status=status, body=detail)
-    return ProviderRejected(message, status=status, body=detail)
+        error = RateLimited(message, retry_after=retry_after, body=detail)
+    elif status == 408:
+        error = ProviderTimeout(message, status=status, body=detail)
+    elif status_is_retryable(status):
+        error = ProviderUnavailable(message, status=status, body=detail)
+    elif status in (400, 413, 422) and any(marker in detail.lower() for marker in CONTEXT_LENGTH_MARKERS):
+        error = ContextTooLong(message, status=status, body=detail)
+    else:
+        error = ProviderRejected(message, status=status, body=detail)
+    error.retry_after = retry_after
+    error.should_retry = should_retry_header(response.headers)
+    return error
+
+
+#: A route's check of a refused request before the generic mapping (e.g. Responses' native-compaction refusal).
+Refusal = Callable[[int, Any], Exception | None]
+
+
+class Endpoint:
+    """One provider URL on a pooled httpx client: sends bodies, streams answers, retries, maps failures.
+
+    ``config_key`` names the settings section the URL came from, for messages that say what to fix.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        http: httpx.AsyncClient,
+        retry: RetryPolicy,
+        timeout_seconds: float,
+        config_key: str = "model",
+    ) -> None:
+        self.url = url
+        self.headers = {"content-type": "application/json", **dict(headers)}
+        self.stream_headers = {**self.headers, "accept": "text/event-stream"}
+        self.http = http
+        self.retry = retry
+        self.timeout_seconds = timeout_seconds
+        self.config_key = config_key
+
+    async def send(
+        self,
+        body: Mapping[str, Any],
+        *,
+        parse: Callable[[Any], Completion],
+        assembler: Callable[[], StreamAssembler] | None = None,
+        on_event: EventSink | None = None,
+        refusal: Refusal | None = None,
+    ) -> Completion:
+        """The answer to ``body``: streamed through ``assembler`` when given, else read whole and ``parse``d.
+
+        Retries transient failures; before a retry whose stream already produced events, ``on_event``
+        gets a :class:`StreamReset`. Raises a :mod:`agent.llm.errors` exception when it gives up.
+        """
+        try:
+            payload = json_codec.dumps(body)
+        except json_codec.EncodeError as error:
+            raise InvalidRequest([f"the request cannot be sent as JSON: {error}"]) from error
+        attempt = 0
+        while True:
+            streamed = [False]
+            try:
+                if assembler is None:
+                    return await self._post(payload, parse, refusal)
+                return await self._stream(payload, parse, assembler(), on_event, refusal, streamed)
+            except ProviderError as error:
+                wait = self._retry_wait(error, attempt)
+                if wait is None:
+                    raise
+                log.warning("%s: %s; retry %d of %d in %.2fs", self.url, _first_line(error), attempt + 1,
+                            self.retry.max_retries, wait)
+                if streamed[0] and on_event is not None:
+                    await on_event(StreamReset(f"{type(error).__name__}: {_first_line(error)}"))
+                await self.retry.sleep(wait)
+                attempt += 1
+
+    def _retry_wait(self, error: ProviderError, attempt: int) -> float | None:
+        """Seconds until the next try, or None to give up (raising :class:`RetryWaitTooLong` for a long ask)."""
+        wanted = error.should_retry if error.should_retry is not None else error.retryable
+        if not wanted:
+            return None
+        if error.retry_after is not None and error.retry_after > self.retry.max_retry_after:
+            raise RetryWaitTooLong(
+                f"{self.url} asked to wait {error.retry_after:g}s before trying again, longer than the "
+                f"{self.retry.max_retry_after:g}s foldgate waits; try again later",
+                retry_after=error.retry_after, status=error.status, body=error.body,
+            ) from error
+        if attempt >= self.retry.max_retries:
+            return None
+        return self.retry.wait(attempt, error.retry_after)
+
+    async def _post(self, payload: bytes, parse: Callable[[Any], Completion], refusal: Refusal | None) -> Completion:
+        try:
+            response = await self.http.post(self.url, content=payload, headers=self.headers)
+        except httpx.InvalidURL as error:
+            raise ProviderRejected(f"cannot send to {self.url}: {error} — check {self.config_key}.base_url") from error
+        except (httpx.TransportError, OSError) as error:
+            raise transport_failure(error, self.url, config_key=self.config_key) from error
+        if response.status_code >= 300:
+            raise self._refused(response, refusal)
+        return parse(self._json(response))
+
+    async def _stream(
+        self,
+        payload: bytes,
+        parse: Callable[[Any], Completion],
+        assembler: StreamAssembler,
+        on_event: EventSink | None,
+        refusal: Refusal | None,
+        streamed: list[bool],
+    ) -> Completion:
+        try:
+            async with self.http.stream("POST", self.url, content=payload, headers=self.stream_headers) as response:
+                if response.status_code >= 300:
+                    await response.aread()
+                    raise self._refused(response, refusal)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    await response.aread()  # an endpoint that ignores ``stream: true`` answers whole
+                    return parse(self._json(response))
+                async for sse in EventSource(response).aiter_sse():
+                    for event in assembler.feed(sse.event, sse.data):
+                        streamed[0] = True
+                        if on_event is not None:
+                            await on_event(event)
+                    if assembler.done:
+                        break
+        except httpx.InvalidURL as error:
+            raise ProviderRejected(f"cannot send to {self.url}: {error} — check {self.config_key}.base_url") from error
+        except httpx.ReadTimeout as error:
+            raise ProviderTimeout(f"{self.url} sent nothing for {self.timeout_seconds:g}s mid-answer") from error
+        except (httpx.RemoteProtocolError, httpx.ReadError, SSEError) as error:
+            if streamed[0] or isinstance(error, SSEError):
+                raise StreamInterrupted(f"the stream from {self.url} broke off: {type(error).__name__}: {error}") from error
+            raise transport_failure(error, self.url, config_key=self.config_key) from error
+        except (httpx.TransportError, OSError) as error:
+            raise transport_failure(error, self.url, config_key=self.config_key) from error
+        return assembler.result()
+
+    def _refused(self, response: httpx.Response, refusal: Refusal | None) -> Exception:
+        if refusal is not None:
+            try:
+                data = response.json()
+            except ValueError:
+                data = None
+            special = refusal(response.status_code, data)
+            if special is not None:
+                return special
+        return error_for_status(response, config_key=self.config_key)
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return json_codec.loads(response.content)
+        except ValueError as error:
+            text = response.content[:200].decode("utf-8", "replace")
+            raise BadResponse(f"malformed JSON from {self.url}: {text!r}", status=response.status_code) from error
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [""])[0][:300]
 
 
 class ChatClient:
-    """Chat completions over httpx for one endpoint; reuse one instance (it pools connections).
+    """Chat completions or Anthropic messages for one endpoint; reuse one instance (it pools connections).
 
     ``dialect="openai"`` posts to ``{base_url}/chat/completions`` (base_url usually ends in
     ``/v1``); ``dialect="anthropic"`` posts to ``{base_url}/v1/messages`` with ``x-api-key``
-    and ``anthropic-version`` headers. ``transport``, when given, is an
-    :class:`agent.llm.transport.Http1Transport` (to share its connections); by default the
-    client owns one.
+    and ``anthropic-version`` headers. ``route`` is the provider (``openai``, ``anthropic``,
+    ``openrouter``, ``custom`` …) whose request rules apply. ``stream=True`` asks for
+    server-sent events; the call still returns the whole answer, and hands deltas to an
+    ``on_event`` sink on the way. ``http`` shares a pooled client (the caller closes it);
+    by default the client opens one from ``options``.
     """
 
     def __init__(
@@ -123,34 +277,49 @@ class ChatClient:
         *,
         api_key: str | None = None,
         dialect: Dialect = "openai",
-        timeout: float = 120.0,
+        route: str = "custom",
+        stream: bool = False,
+        options: HttpOptions | None = None,
+        retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         anthropic_version: str = anthropic.DEFAULT_VERSION,
-        token_limit_field: str = "max_tokens",
-        transport: Http1Transport | None = None,
+        http: httpx.AsyncClient | None = None,
+        config_key: str = "model",
     ) -> None:
         if dialect not in ("openai", "anthropic"):
             raise ValueError(f"dialect must be 'openai' or 'anthropic', got {dialect!r}")
         self.base_url = base_url.rstrip("/")
         self.dialect: Dialect = dialect
-        self.timeout = timeout
-        self.token_limit_field = token_limit_field
-        self._headers = {"content-type": "application/json", **dict(headers or {})}
+        self.route = route
+        self.stream = stream
+        self.options = options or HttpOptions()
+        auth = dict(headers or {})
         if dialect == "anthropic":
-            self._headers["anthropic-version"] = anthropic_version
+            auth["anthropic-version"] = anthropic_version
             if api_key:
-                self._headers["x-api-key"] = api_key
+                auth["x-api-key"] = api_key
         elif api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
-        self._owns_transport = transport is None
-        self._transport = transport or Http1Transport()
-        self._target: PostTarget | None = None  # built on the first call, where a bad URL or header fails the call
-        self._timeouts = httpx.Timeout(timeout).as_dict()
+            auth["authorization"] = f"Bearer {api_key}"
+        self._owns_http = http is None
+        self._http = http or open_http_client(self.options)
+        self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
+                                 timeout_seconds=self.options.timeout_seconds, config_key=config_key)
+        self._rules: dict[str, RequestRules] = {}
 
     @property
     def url(self) -> str:
         path = anthropic.PATH if self.dialect == "anthropic" else openai_chat.PATH
         return self.base_url + path
+
+    def rules(self, model: str) -> RequestRules:
+        """The request rules for ``model`` on this route; an unknown model is logged once."""
+        found = self._rules.get(model)
+        if found is None:
+            found = self._rules[model] = request_rules(model, self.route)
+            if not found.known:
+                log.info("model %s is not in foldgate's request rules; sending it the conservative default (%s)",
+                         model, found.describe())
+        return found
 
     def build_body(
         self,
@@ -165,18 +334,9 @@ class ChatClient:
         api_messages, problems = checked_api_messages(messages)
         if problems:
             raise InvalidRequest(problems)
-        if self.dialect == "anthropic":
-            return anthropic.build_request(
-                api_messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature
-            )
-        return openai_chat.build_request(
-            api_messages,
-            model=model,
-            max_tokens=max_tokens,
-            tools=tools,
-            temperature=temperature,
-            token_limit_field=self.token_limit_field,
-        )
+        route = anthropic if self.dialect == "anthropic" else openai_chat
+        return route.build_request(api_messages, model=model, max_tokens=max_tokens, tools=tools,
+                                   temperature=temperature, rules=self.rules(model), stream=self.stream)
 
     async def complete(
         self,
@@ -186,42 +346,20 @@ class ChatClient:
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] | None = None,
         temperature: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Completion:
         """One completion; raises a :mod:`agent.llm.errors` exception on any failure."""
         body = self.build_body(messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature)
-        try:
-            payload = json_codec.dumps(body)
-        except json_codec.EncodeError as error:
-            raise InvalidRequest([f"the request cannot be sent as JSON: {error}"]) from error
-        try:
-            answer = await self._transport.post(self._post_target(), payload, self._timeouts)
-        except httpx.TimeoutException as error:
-            raise ProviderTimeout(f"no answer from {self.url} within {self.timeout:g}s") from error
-        except httpx.TransportError as error:
-            raise ProviderUnavailable(f"connection to {self.url} failed: {type(error).__name__}: {error}") from error
-        if answer.status >= 300:
-            raise error_for_status(httpx.Response(answer.status, headers=answer.headers, content=answer.body,
-                                                  request=self._post_target().request))
-        try:
-            data = json_codec.loads(answer.body)
-        except ValueError as error:
-            text = answer.body[:200].decode("utf-8", "replace")
-            raise BadResponse(f"malformed JSON from {self.url}: {text!r}", status=answer.status) from error
         if self.dialect == "anthropic":
-            return anthropic.parse_response(data)
-        return openai_chat.parse_response(data)
-
-    def _post_target(self) -> PostTarget:
-        if self._target is None:
-            try:
-                self._target = PostTarget(self.url, self._headers)
-            except (httpx.InvalidURL, ValueError) as error:  # TransportErrors are mapped by the caller
-                raise ProviderUnavailable(f"cannot send to {self.url}: {type(error).__name__}: {error}") from error
-        return self._target
+            parse, assembler = anthropic.parse_response, anthropic.MessagesStream
+        else:
+            parse, assembler = openai_chat.parse_response, openai_chat.ChatStream
+        return await self.endpoint.send(body, parse=parse, assembler=assembler if self.stream else None,
+                                        on_event=on_event)
 
     async def aclose(self) -> None:
-        if self._owns_transport:
-            await self._transport.aclose()
+        if self._owns_http:
+            await self._http.aclose()
 
     async def __aenter__(self) -> "ChatClient":
         return self

@@ -37,6 +37,7 @@ from typing import Any
 from agent.codex import route_threshold
 from agent.context_engine import CompactionStats, ContextEngine
 from agent.llm.errors import BadResponse, ContextTooLong, ProviderError, ProviderTimeout, ProviderUnavailable
+from agent.llm.stream import EventSink, TextDelta
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.settings import CompressionSettings
@@ -553,8 +554,12 @@ class CodexAppServerChat:
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] | None = None,
         temperature: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Completion:
-        """Run the new user input as a turn on the conversation's thread (codex uses its own tools)."""
+        """Run the new user input as a turn on the conversation's thread (codex uses its own tools).
+
+        The app-server's answer arrives whole here, so ``on_event`` gets it as one text delta.
+        """
         thread = thread_of(messages)
         if thread is None:
             thread = await self.server.start_thread(model)
@@ -569,6 +574,8 @@ class CodexAppServerChat:
         self.engine.record_turn(outcome)
         if not outcome.text.strip():
             raise BadResponse("the codex turn completed without an agent message")
+        if on_event is not None:
+            await on_event(TextDelta(outcome.text))
         record = {"thread": thread, "turn": outcome.turn_id}
         if outcome.compactions or compacted_before:
             record["compactions"] = {"app_server": outcome.compactions, "gateway": compacted_before}

@@ -13,6 +13,10 @@ class ProviderError(Exception):
         super().__init__(message)
         self.status = status
         self.body = body
+        #: Seconds the provider asked to wait before another try (``Retry-After``), when it said.
+        self.retry_after: float | None = None
+        #: The provider's own verdict (``x-should-retry``), which overrides :attr:`retryable` when set.
+        self.should_retry: bool | None = None
 
 
 class ProviderTimeout(ProviderError):
@@ -27,6 +31,17 @@ class ProviderUnavailable(ProviderError):
     retryable = True
 
 
+class StreamInterrupted(ProviderUnavailable):
+    """A streamed answer ended before the provider said it was complete; what arrived is not an answer."""
+
+
+class ProviderUnreachable(ProviderError):
+    """The provider cannot be reached as configured (unknown host, untrusted certificate, proxy refused).
+
+    Trying again does not help: the message says which setting to fix.
+    """
+
+
 class RateLimited(ProviderError):
     """HTTP 429; ``retry_after`` is the provider's requested wait in seconds when it sent one."""
 
@@ -35,6 +50,12 @@ class RateLimited(ProviderError):
     def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = 429, body: str | None = None) -> None:
         super().__init__(message, status=status, body=body)
         self.retry_after = retry_after
+
+
+class RetryWaitTooLong(RateLimited):
+    """The provider asked for a wait longer than the client's cap: failing now beats retrying early."""
+
+    retryable = False
 
 
 class ContextTooLong(ProviderError):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.llm.stream import EventSink, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.messages import is_real_user_message, text_of
@@ -57,6 +58,7 @@ class LocalDemoModel:
         max_tokens: int = 1024,
         tools: Sequence[Mapping[str, Any]] | None = None,
         temperature: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Completion:
         self.requests += 1
         tool_names = {t.get("function", {}).get("name") for t in tools or ()}
@@ -78,6 +80,11 @@ class LocalDemoModel:
         prompt = count_messages([dict(m) for m in messages]) + count_text(json.dumps(list(tools or ())))
         out = count_text(completion.text) + sum(count_text(c["function"]["arguments"]) for c in completion.tool_calls)
         usage = Usage(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out)
+        if on_event is not None:  # streamed a word at a time, as a provider streams tokens
+            for word in re.findall(r"\S+\s*|\s+", completion.text):
+                await on_event(TextDelta(word))
+            for call in completion.tool_calls:
+                await on_event(ToolCallStarted(call["function"]["name"]))
         return Completion(completion.text, completion.tool_calls, completion.finish_reason, usage, {})
 
     @staticmethod

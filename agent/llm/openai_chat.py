@@ -1,4 +1,12 @@
-"""OpenAI chat-completions dialect: request bodies and response parsing (no I/O here)."""
+"""OpenAI chat-completions dialect (OpenAI, OpenRouter, custom endpoints): bodies, answers, streams (no I/O here).
+
+A streamed answer is a sequence of ``chat.completion.chunk`` events ending in ``[DONE]``:
+text arrives as ``delta.content``, each tool call as ``delta.tool_calls[i]`` whose first
+fragment names it and whose ``function.arguments`` arrive in pieces; the chunk with
+``finish_reason`` ends the answer, and with ``stream_options.include_usage`` one more
+chunk without choices carries the usage. OpenRouter sends SSE comments while it waits
+(the SSE parser drops them) and reports a failure mid-stream as a chunk with ``error``.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +14,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.llm.errors import BadResponse
+from agent import json_codec
+from agent.llm.errors import BadResponse, ProviderError, ProviderRejected, ProviderUnavailable, RateLimited, StreamInterrupted
+from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
+from agent.models import RequestRules
 from agent.tokens import content_text
 
 PATH = "/chat/completions"
@@ -21,14 +32,18 @@ def build_request(
     max_tokens: int,
     tools: Sequence[Mapping[str, Any]] | None,
     temperature: float | None,
-    token_limit_field: str = "max_tokens",
+    rules: RequestRules,
+    stream: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST {base_url}/chat/completions`` (messages already stripped by ``to_api``)."""
-    body: dict[str, Any] = {"model": model, "messages": list(api_messages), token_limit_field: max_tokens}
+    body: dict[str, Any] = {"model": model, "messages": list(api_messages), rules.token_limit_field: max_tokens}
     if tools:
         body["tools"] = list(tools)
-    if temperature is not None:
+    if temperature is not None and rules.temperature:
         body["temperature"] = temperature
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     return body
 
 
@@ -68,3 +83,93 @@ def parse_response(data: Any) -> Completion:
         usage=Usage.from_mapping(usage if isinstance(usage, Mapping) else None),
         raw=dict(data),
     )
+
+
+def stream_error(error: Any) -> ProviderError:
+    """The typed error for an ``error`` object a provider sent inside a stream."""
+    if not isinstance(error, Mapping):
+        return ProviderUnavailable(f"the stream reported an error: {error!r}"[:300])
+    code = error.get("code")
+    message = f"the stream reported an error: {error.get('message') or error}"[:500]
+    status = code if isinstance(code, int) else None
+    if status == 429 or code == "rate_limit_exceeded":
+        return RateLimited(message, status=429)
+    if status is not None and 400 <= status < 500 and status not in (408, 409):
+        return ProviderRejected(message, status=status)
+    return ProviderUnavailable(message, status=status)
+
+
+class ChatStream:
+    """Assembles one streamed chat completion (see :class:`agent.llm.stream.StreamAssembler`)."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: Any = None
+        self._model: Any = None
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        if data == "[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = json_codec.loads(data)
+        except ValueError as error:
+            raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
+        if not isinstance(chunk, Mapping):
+            raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+        if chunk.get("error") is not None:
+            raise stream_error(chunk["error"])
+        if chunk.get("usage"):
+            self._usage = chunk["usage"]
+        self._model = chunk.get("model") or self._model
+        out: list[StreamEvent] = []
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if isinstance(text, str) and text:
+                self._text.append(text)
+                out.append(TextDelta(text))
+            for fragment in delta.get("tool_calls") or ():
+                out += self._call_fragment(fragment)
+            if choice.get("finish_reason"):
+                self._finish = str(choice["finish_reason"])
+        return out
+
+    def _call_fragment(self, fragment: Any) -> list[StreamEvent]:
+        if not isinstance(fragment, Mapping):
+            raise BadResponse(f"tool call fragment is not an object: {fragment!r}"[:300])
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            index = len(self._calls)
+        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        if fragment.get("id"):
+            call["id"] = str(fragment["id"])
+        function = fragment.get("function") or {}
+        started: list[StreamEvent] = []
+        name = function.get("name")
+        if name and not call["name"]:
+            call["name"] = str(name)
+            started.append(ToolCallStarted(call["name"]))
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call["arguments"].append(arguments)
+        return started
+
+    def result(self) -> Completion:
+        if self._finish is None:
+            raise StreamInterrupted("the stream ended before the answer was complete (no finish_reason)")
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text)}
+        if self._calls:
+            message["tool_calls"] = [
+                {"id": call["id"], "type": "function",
+                 "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
+                for _, call in sorted(self._calls.items())
+            ]
+        data = {"model": self._model, "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
+                "usage": self._usage}
+        return parse_response(data)

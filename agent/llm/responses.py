@@ -36,12 +36,16 @@ from urllib.parse import urlparse
 
 import httpx
 
-from agent.llm.client import error_for_status
-from agent.llm.errors import BadResponse, InvalidRequest, ProviderTimeout, ProviderUnavailable
+from agent import json_codec
+from agent.llm.client import Endpoint
+from agent.llm.errors import BadResponse, InvalidRequest, ProviderUnavailable, StreamInterrupted
+from agent.llm.http import HttpOptions, open_http_client
+from agent.llm.retry import RetryPolicy
+from agent.llm.stream import EventSink, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.messages import api_problems
-from agent.models import LARGE_ALIAS_SUFFIX
+from agent.models import bare_model_id, request_rules
 from agent.tokens import content_text
 
 log = logging.getLogger(__name__)
@@ -62,8 +66,6 @@ NATIVE_COMPACTION_ROUTES = frozenset({"openai", "openai-codex"})
 _OPENAI_HOST = "api.openai.com"
 _CODEX_HOST = "chatgpt.com"
 _GPT56 = re.compile(r"gpt-5\.6(?:-[a-z0-9.]+)*")
-#: Models that refuse a non-default temperature on this API.
-_REASONING_MODEL = re.compile(r"(?:gpt-5|o[134])(?:[.-].*)?")
 
 
 def classify_route(provider: str, base_url: str) -> RouteKind:
@@ -76,14 +78,9 @@ def classify_route(provider: str, base_url: str) -> RouteKind:
     return "other"
 
 
-def _bare(model: str) -> str:
-    bare = model.rsplit("/", 1)[-1].lower()
-    return bare[: -len(LARGE_ALIAS_SUFFIX)] if bare.endswith(LARGE_ALIAS_SUFFIX) else bare
-
-
 def native_compaction_model(model: str) -> bool:
     """gpt-5.6 and its named variants (``gpt-5.6-sol`` …), with or without a provider prefix or ``-900k``."""
-    return bool(_GPT56.fullmatch(_bare(model)))
+    return bool(_GPT56.fullmatch(bare_model_id(model)))
 
 
 def server_compact_threshold(configured: int, local_trigger_tokens: int | None) -> int:
@@ -174,7 +171,11 @@ def convert_messages(
 
 
 def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat-completions function tools as Responses function tools (the function's fields one level up)."""
+    """Chat-completions function tools as Responses function tools (the function's fields one level up).
+
+    ``strict`` is sent as false: left out, the Responses API treats a tool as strict and then
+    requires every property and ``additionalProperties: false``, which optional arguments break.
+    """
     converted = []
     for tool in tools:
         function = tool.get("function") if tool.get("type") == "function" else tool
@@ -184,6 +185,7 @@ def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "name": function.get("name"),
             "description": function.get("description") or "",
             "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+            "strict": False,
         })
     return converted
 
@@ -277,6 +279,53 @@ def is_compaction_rejection(status: int, body: Any) -> bool:
     return "context_management" in text or ("compaction" in text and "unsupported" in text)
 
 
+# --------------------------------------------------------------------------- stream
+
+
+def _stream_failure(event: Mapping[str, Any]) -> ProviderUnavailable:
+    detail = (event.get("response") or {}).get("error") or event.get("error") or event
+    return ProviderUnavailable(f"the response failed mid-stream: {json.dumps(detail)[:300]}")
+
+
+class ResponsesStream:
+    """Assembles a streamed response: text deltas on the way, the final ``response`` object at the end."""
+
+    def __init__(self, issuer: str, model: str | None) -> None:
+        self.done = False
+        self._issuer = issuer
+        self._model = model
+        self._final: Any = None
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        if data == "[DONE]":
+            return []
+        try:
+            payload = json_codec.loads(data)
+        except ValueError as error:
+            raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
+        if not isinstance(payload, Mapping):
+            raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+        kind = payload.get("type") or event
+        if kind == "response.output_text.delta":
+            text = payload.get("delta")
+            return [TextDelta(text)] if isinstance(text, str) and text else []
+        if kind == "response.output_item.added":
+            item = payload.get("item") or {}
+            if isinstance(item, Mapping) and item.get("type") == "function_call":
+                return [ToolCallStarted(str(item.get("name") or ""))]
+        elif kind in ("response.completed", "response.incomplete"):
+            self._final = payload.get("response")
+            self.done = True
+        elif kind in ("response.failed", "error"):
+            raise _stream_failure(payload)
+        return []
+
+    def result(self) -> Completion:
+        if not self.done:
+            raise StreamInterrupted("the stream ended before the response completed")
+        return parse_response(self._final, self._issuer, self._model)
+
+
 # --------------------------------------------------------------------------- client
 
 
@@ -285,7 +334,7 @@ class _Rejected(Exception):
 
 
 class ResponsesClient:
-    """Responses API over httpx for one endpoint; reuse one instance (it pools connections).
+    """Responses API for one endpoint on the shared provider client; reuse one instance (it pools connections).
 
     ``route`` says where ``base_url`` leads (see :func:`classify_route`); native compaction
     is only ever sent on ``openai`` and ``openai-codex``. ``stream=True`` reads the answer
@@ -303,9 +352,11 @@ class ResponsesClient:
         compact_threshold: int = 200_000,
         stream: bool = False,
         send_token_limit: bool = True,
-        timeout: float = 120.0,
+        options: HttpOptions | None = None,
+        retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http: httpx.AsyncClient | None = None,
+        config_key: str = "model",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.route: RouteKind = route
@@ -313,16 +364,18 @@ class ResponsesClient:
         self.compact_threshold = compact_threshold
         self.stream = stream
         self.send_token_limit = send_token_limit
-        self.timeout = timeout
-        self._headers = {"content-type": "application/json", **dict(headers or {})}
+        self.options = options or HttpOptions()
+        auth = dict(headers or {})
         if api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
+            auth["authorization"] = f"Bearer {api_key}"
         fingerprint = hashlib.sha256((api_key or "").encode()).hexdigest()[:12]
         #: Who made the opaque items this client receives; items from anyone else are not replayed.
         self.issuer = f"{route}|{self.base_url}|{fingerprint}"
         self._rejected_sessions: OrderedDict[str, None] = OrderedDict()
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+        self._owns_http = http is None
+        self._http = http or open_http_client(self.options)
+        self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
+                                 timeout_seconds=self.options.timeout_seconds, config_key=config_key)
 
     @property
     def url(self) -> str:
@@ -375,7 +428,7 @@ class ResponsesClient:
             body["max_output_tokens"] = max_tokens
         if tools:
             body["tools"] = convert_tools(tools)
-        if temperature is not None and not _REASONING_MODEL.fullmatch(_bare(model)):
+        if temperature is not None and request_rules(model, "openai").temperature:
             body["temperature"] = temperature
         if self.stream:
             body["stream"] = True
@@ -392,6 +445,7 @@ class ResponsesClient:
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] | None = None,
         temperature: float | None = None,
+        on_event: EventSink | None = None,
         session: str | None = None,
         local_trigger_tokens: int | None = None,
     ) -> Completion:
@@ -403,66 +457,28 @@ class ResponsesClient:
             local_trigger_tokens=local_trigger_tokens, native=native,
         )
         try:
-            return await self._send(body, native)
+            return await self._send(body, native, on_event)
         except _Rejected as rejection:
             log.warning("native compaction refused for %s on %s (%s); continuing without it", model, self.url, rejection)
             self._disable_native(session_key)
             body.pop("context_management", None)
-            return await self._send(body, False)
+            return await self._send(body, False, on_event)
 
-    async def _send(self, body: dict[str, Any], native: bool) -> Completion:
-        try:
-            if self.stream:
-                return await self._send_streaming(body, native)
-            response = await self._http.post(self.url, json=body, headers=self._headers, timeout=self.timeout)
-        except httpx.TimeoutException as error:
-            raise ProviderTimeout(f"no answer from {self.url} within {self.timeout:g}s") from error
-        except httpx.TransportError as error:
-            raise ProviderUnavailable(f"connection to {self.url} failed: {type(error).__name__}: {error}") from error
-        self._raise_for_status(response, native)
-        try:
-            data = json.loads(response.content)
-        except ValueError as error:
-            raise BadResponse(f"malformed JSON from {self.url}: {response.text[:200]!r}", status=response.status_code) from error
-        return parse_response(data, self.issuer, body.get("model"))
+    async def _send(self, body: dict[str, Any], native: bool, on_event: EventSink | None) -> Completion:
+        model = body.get("model")
 
-    def _raise_for_status(self, response: httpx.Response, native: bool) -> None:
-        if response.status_code < 300:
-            return
-        if native:
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-            if is_compaction_rejection(response.status_code, body):
-                raise _Rejected(f"HTTP {response.status_code}: {json.dumps(body)[:300]}")
-        raise error_for_status(response)
+        def refusal(status: int, data: Any) -> Exception | None:
+            if native and is_compaction_rejection(status, data):
+                return _Rejected(f"HTTP {status}: {json.dumps(data)[:300]}")
+            return None
 
-    async def _send_streaming(self, body: dict[str, Any], native: bool) -> Completion:
-        async with self._http.stream("POST", self.url, json=body, headers=self._headers, timeout=self.timeout) as response:
-            if response.status_code >= 300:
-                await response.aread()
-                self._raise_for_status(response, native)
-            final: Any = None
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if not payload or payload == "[DONE]":
-                    continue
-                try:
-                    event = json.loads(payload)
-                except ValueError as error:
-                    raise BadResponse(f"malformed event from {self.url}: {payload[:200]!r}") from error
-                kind = event.get("type")
-                if kind in ("response.completed", "response.incomplete"):
-                    final = event.get("response")
-                elif kind in ("response.failed", "error"):
-                    detail = (event.get("response") or {}).get("error") or event.get("error") or event
-                    raise ProviderUnavailable(f"{self.url} failed mid-stream: {json.dumps(detail)[:300]}")
-        if final is None:
-            raise ProviderUnavailable(f"{self.url} closed the stream before the response completed")
-        return parse_response(final, self.issuer, body.get("model"))
+        return await self.endpoint.send(
+            body,
+            parse=lambda data: parse_response(data, self.issuer, model),
+            assembler=(lambda: ResponsesStream(self.issuer, model)) if self.stream else None,
+            on_event=on_event,
+            refusal=refusal,
+        )
 
     def for_session(self, session: str, *, local_trigger_tokens: int | None = None) -> "ResponsesSession":
         """A ``ChatModel`` view bound to one conversation (its native-compaction state and local trigger)."""
@@ -495,8 +511,9 @@ class ResponsesSession:
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] | None = None,
         temperature: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Completion:
         return await self.client.complete(
             messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature,
-            session=self.session, local_trigger_tokens=self.local_trigger_tokens,
+            on_event=on_event, session=self.session, local_trigger_tokens=self.local_trigger_tokens,
         )

@@ -3,7 +3,8 @@
 OpenAI-style responses report ``prompt_tokens``/``completion_tokens``/``total_tokens``
 with cached tokens under ``prompt_tokens_details.cached_tokens``; Anthropic reports
 ``input_tokens``/``output_tokens`` where the input EXCLUDES what was read from or
-written to the prompt cache. :class:`Usage` always means the whole prompt by
+written to the prompt cache. OpenRouter uses OpenAI's shape and adds the cache writes it
+passes through from Anthropic as ``prompt_tokens_details.cache_write_tokens``. :class:`Usage` always means the whole prompt by
 ``prompt_tokens``, because that is what fills the context window.
 """
 
@@ -47,7 +48,10 @@ class Usage:
         completion = _int(usage.get("completion_tokens"))
         details = usage.get("prompt_tokens_details") or {}
         completion_details = usage.get("completion_tokens_details") or {}
-        cache_read = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+        if not isinstance(details, Mapping):
+            details = {}
+        cache_read = _int(details.get("cached_tokens"))
+        cache_write = _int(details.get("cache_write_tokens"))
         reasoning = (
             _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
         )
@@ -56,7 +60,7 @@ class Usage:
             completion_tokens=completion,
             total_tokens=_int(usage.get("total_tokens")) or prompt + completion,
             cache_read_tokens=cache_read or _int(usage.get("cache_read_tokens")),
-            cache_write_tokens=_int(usage.get("cache_write_tokens")),
+            cache_write_tokens=cache_write or _int(usage.get("cache_write_tokens")),
             reasoning_tokens=reasoning or _int(usage.get("reasoning_tokens")),
         )
 

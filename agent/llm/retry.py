@@ -1,0 +1,98 @@
+"""When and how long to retry a provider request, the way the official SDKs do.
+
+Retried: 408 (timeout), 409 (lock conflict), 429, every 5xx (and Anthropic's 529
+"overloaded"), timeouts, dropped connections and streams cut short. Never retried:
+400, 401, 403, 404, 422 and failures of configuration (an unknown host, an untrusted
+certificate, a proxy that refuses us) — the same request would fail the same way. A
+server's ``x-should-retry: true|false`` overrides the status either way.
+
+The wait is exponential with full jitter (a uniform draw between 0 and the exponential
+step), so many chats that failed together do not retry together. A ``Retry-After`` /
+``retry-after-ms`` the server sends is honoured exactly; one longer than
+:attr:`RetryPolicy.max_retry_after` fails the call at once with a clear message instead
+of retrying before the server is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+#: Statuses worth another try, besides every 5xx.
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+
+def _seconds(text: str, scale: float = 1.0) -> float | None:
+    """A finite, non-negative number of seconds, or None (``inf`` or ``nan`` from a server is no wait time)."""
+    try:
+        seconds = float(text) * scale
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        seconds = _seconds(millis, 0.001)
+        if seconds is not None:
+            return seconds
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+
+
+def should_retry_header(headers: Mapping[str, str]) -> bool | None:
+    """The server's own verdict from ``x-should-retry``, or None when it gave none."""
+    value = headers.get("x-should-retry", "").strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return None
+
+
+def status_is_retryable(status: int) -> bool:
+    return status in RETRYABLE_STATUSES or status >= 500
+
+
+@dataclass
+class RetryPolicy:
+    """How many times and how long to retry one provider request.
+
+    ``max_retries`` counts the tries after the first. The n-th wait (n from 0) is drawn
+    from ``[0, min(max_backoff, initial_backoff * 2**n)]`` unless the server named one.
+    """
+
+    max_retries: int = 2
+    initial_backoff: float = 0.5
+    max_backoff: float = 8.0
+    #: The longest server-requested wait honoured; a longer one fails the call.
+    max_retry_after: float = 60.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    jitter: Callable[[float, float], float] = field(default=random.uniform)
+
+    def backoff(self, attempt: int) -> float:
+        """The jittered wait before retry number ``attempt + 1`` when the server named none."""
+        ceiling = min(self.max_backoff, self.initial_backoff * 2**attempt)
+        return self.jitter(0.0, ceiling)
+
+    def wait(self, attempt: int, retry_after: float | None) -> float:
+        """The wait before the next try: the server's, when it named one within the cap, else the backoff."""
+        if retry_after is not None and retry_after <= self.max_retry_after:
+            return retry_after
+        return self.backoff(attempt)
