@@ -10,11 +10,15 @@ conservative default, and configuration can override any entry.
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
 
 #: Window used for a model the catalog does not know (small enough to be safe on most routes).
 DEFAULT_CONTEXT_LENGTH = 128_000
@@ -177,9 +181,21 @@ def _claude_refuses_sampling(bare: str) -> bool:
     return (major, minor) >= (4, 7)
 
 
+@functools.lru_cache(maxsize=1024)
 def request_rules(model: str, route: str) -> RequestRules:
-    """The rules for ``model`` on ``route`` (a provider name; anything unknown is ``custom``)."""
-    bare = bare_model_id(model)
+    """The rules for ``model`` on ``route`` (a provider name; anything unknown is ``custom``).
+
+    Cached, so every request asks and a model the table does not know is logged once, with the
+    rule it gets.
+    """
+    rules = _decide_rules(bare_model_id(model), route)
+    if not rules.known:
+        log.info("model %s is not in foldgate's request rules; sending it the conservative default (%s)",
+                 model, rules.describe())
+    return rules
+
+
+def _decide_rules(bare: str, route: str) -> RequestRules:
     if _OPENAI_REASONING.match(bare):
         family = "OpenAI reasoning (o-series, gpt-5)"
         # OpenRouter documents max_tokens for every model and translates it; everywhere else these refuse it.
@@ -187,6 +203,9 @@ def request_rules(model: str, route: str) -> RequestRules:
         return RequestRules(family, field, temperature=False)
     native_openai = route in ("openai", "openai-codex")
     field = "max_completion_tokens" if native_openai else "max_tokens"  # OpenAI deprecated max_tokens on its own API
+    if route == "anthropic":
+        # The Messages API's request type carries no sampling parameters any more (whatever the model).
+        return RequestRules("Anthropic Messages", "max_tokens", temperature=False, known=bare.startswith("claude"))
     if bare.startswith("claude") and _claude_refuses_sampling(bare):
         return RequestRules("Claude 4.7 and later", field, temperature=False)
     standard = _STANDARD_FAMILIES.match(bare)

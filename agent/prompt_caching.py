@@ -66,7 +66,8 @@ def _mark(message: dict[str, Any], marker: Mapping[str, str], native_anthropic: 
 
     A top-level marker on a tool message is understood by the native messages API (it
     lands on the ``tool_result`` block) but stalls requests through OpenRouter, so there
-    the tool message goes unmarked.
+    the tool message goes unmarked; there a list's marker goes on its last text part, and
+    a list without text goes unmarked.
     """
     role = message.get("role")
     content = message.get("content")
@@ -81,12 +82,23 @@ def _mark(message: dict[str, Any], marker: Mapping[str, str], native_anthropic: 
     if isinstance(content, str):
         message["content"] = [{"type": "text", "text": content, "cache_control": dict(marker)}]
         return True
-    last = content[-1]
-    if isinstance(last, dict):
-        last["cache_control"] = dict(marker)
-    else:
-        content[-1] = {"type": "text", "text": str(last), "cache_control": dict(marker)}
-    return True
+    if native_anthropic:
+        last = content[-1]
+        if isinstance(last, dict):
+            last["cache_control"] = dict(marker)
+        else:
+            content[-1] = {"type": "text", "text": str(last), "cache_control": dict(marker)}
+        return True
+    # Through OpenRouter a marker belongs on a text part (an image part cannot carry one there).
+    for index in range(len(content) - 1, -1, -1):
+        part = content[index]
+        if isinstance(part, str):
+            content[index] = {"type": "text", "text": part, "cache_control": dict(marker)}
+            return True
+        if isinstance(part, dict) and part.get("type", "text") == "text":
+            part["cache_control"] = dict(marker)
+            return True
+    return False
 
 
 def breakpoint_indexes(messages: Sequence[Mapping[str, Any]], native_anthropic: bool = True) -> list[int]:

@@ -57,7 +57,7 @@ PACED_SECONDS = 5.0
 PACED_FRACTION = 0.5
 ROUND_TRIP_MESSAGES = 100
 PROFILE_CHATS = 300
-GOAL_MESSAGES_PER_SECOND = 1_500
+GOAL_MESSAGES_PER_SECOND = 800  # per process with streaming on, on the well-kept HTTP stack
 GOAL_P99_ADDED_MS = 20.0
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 MODEL_NAME = "bench-model"
@@ -85,19 +85,52 @@ def _completion(prompt_tokens: int, server_seconds: float) -> bytes:
     }).encode()
 
 
+def _chunk(delta: Mapping[str, Any], finish: str | None = None, usage: Mapping[str, Any] | None = None) -> bytes:
+    choices = [] if usage is not None else [{"index": 0, "delta": dict(delta), "finish_reason": finish}]
+    chunk: dict[str, Any] = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0,
+                             "model": MODEL_NAME, "choices": choices}
+    if usage is not None:
+        chunk["usage"] = dict(usage)
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+#: The streamed reply's text deltas: a handful of pieces, as a provider streams a short answer.
+STREAM_PIECES = tuple(MODEL_REPLY[i:i + 24] for i in range(0, len(MODEL_REPLY), 24))
+
+
 def serve_model() -> None:
     """Child process: an aiohttp chat-completions endpoint that answers immediately, until terminated.
 
-    Prints its port on the first line of stdout.
+    A request with ``"stream": true`` is answered as server-sent events, one write per chunk.
+    With the header ``x-bench-stamp``, the first text delta is the server's ``time.monotonic()``
+    taken just before the answer's first body byte is written (the clock is system-wide), so
+    a client can measure how long a delta takes to reach it. Prints its port on the first line.
     """
     from aiohttp import web
 
-    async def answer(request: web.Request) -> web.Response:
+    async def answer(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         body = await request.read()
         # A byte-based token estimate: the prompt is never parsed. The time held excludes only the final dump.
-        payload = _completion(len(body) // 4, time.perf_counter() - started)
-        return web.Response(body=payload, content_type="application/json")
+        if b'"stream":true' not in body.replace(b" ", b""):
+            payload = _completion(len(body) // 4, time.perf_counter() - started)
+            return web.Response(body=payload, content_type="application/json")
+        response = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
+        await response.prepare(request)
+        pieces = list(STREAM_PIECES)
+        if request.headers.get("x-bench-stamp"):
+            pieces[0] = f"{time.monotonic():.9f} "
+        await response.write(_chunk({"role": "assistant", "content": pieces[0]}))
+        for piece in pieces[1:]:
+            await response.write(_chunk({"content": piece}))
+        await response.write(_chunk({}, finish="stop"))
+        prompt, completion = len(body) // 4, len(MODEL_REPLY) // 4
+        await response.write(_chunk({}, usage={"prompt_tokens": prompt, "completion_tokens": completion,
+                                               "total_tokens": prompt + completion,
+                                               "server_seconds": time.perf_counter() - started}))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     async def run() -> None:
         app = web.Application()
@@ -163,7 +196,8 @@ class TimedChatModel:
         elapsed = time.perf_counter() - started
         text = str(messages[-1].get("content") or "") if messages else ""
         call, server = self.calls.get(text, (0.0, 0.0))
-        self.calls[text] = (call + elapsed, server + float(completion.raw.get("server_seconds") or 0.0))
+        held = completion.raw.get("server_seconds") or (completion.raw.get("usage") or {}).get("server_seconds")
+        self.calls[text] = (call + elapsed, server + float(held or 0.0))
         return completion
 
     async def aclose(self) -> None:
@@ -579,14 +613,18 @@ async def measure(
     seed: int = 7,
     redis_url: str | None = None,
     settle: bool = True,
+    transport: str = "aiohttp",
+    stream: bool = True,
 ) -> dict[str, Any]:
     """Run every phase against one in-process gateway; returns the JSON document.
 
     ``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server.
     ``settle``: settle the process as ``foldgate run`` does (off where the process goes on to
-    other work, as in the test suite).
+    other work, as in the test suite). ``transport`` (``aiohttp`` or ``httpx``) runs under
+    the provider client's httpx; ``stream`` asks the model for server-sent events.
     """
     from agent.llm.client import ChatClient
+    from agent.llm.http import open_http_client
     from gateway.app import open_gateway, settle_process
     from gateway.config import Settings
 
@@ -606,7 +644,8 @@ async def measure(
                 gateway={"home": home},
             )
             adapter = TimedAdapter()
-            model = TimedChatModel(ChatClient(base_url))
+            http = open_http_client(transport=transport)  # type: ignore[arg-type]
+            model = TimedChatModel(ChatClient(base_url, stream=stream, http=http))
             gateway = await open_gateway(settings, {"local": adapter}, chat_model=model)
             if settle:
                 settle_process()  # as `foldgate run` does once its gateway is up
@@ -620,6 +659,7 @@ async def measure(
                 with contextlib.suppress(Exception):
                     await gateway.runner.wait_idle(timeout=60)
                 await gateway.close()
+                await http.aclose()
         finally:
             server.stop()
             await _drop_prefix(redis_url, prefix)
@@ -634,6 +674,7 @@ async def measure(
                     "reference_loop_ms_before_after": [speed_before, reference_loop_ms()]},
         "redis": describe_redis(redis_url),
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
+        "provider_client": {"transport": transport, "stream": stream},
         "chats": chats,
         "messages_per_chat_in_burst": messages_per_chat,
         "median_burst": burst["phase"],
@@ -777,11 +818,71 @@ def markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(out_dir: str | Path, **options: Any) -> int:
+#: The provider-client set-ups measured side by side: (transport under httpx, streaming). The first is foldgate's.
+VARIANTS: tuple[tuple[str, bool], ...] = (("aiohttp", True), ("aiohttp", False), ("httpx", True), ("httpx", False))
+
+
+def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The comparison row of one run: its median burst and its paced p99."""
+    burst = median_burst(result["phases"])
+    paced = next(p for p in result["phases"] if p["phase"] == "paced")
+    client = result.get("provider_client") or {"transport": "foldgate's own HTTP/1.1 (the baseline)", "stream": False}
+    return {
+        "transport": client["transport"],
+        "stream": client["stream"],
+        "messages_per_second": burst["messages_per_second"],
+        "bursts": [p["messages_per_second"] for p in result["phases"] if p["phase"].startswith("burst")],
+        "cpu_ms_per_message": burst["gateway_cpu_ms_per_message"],
+        "paced_p99_added_ms": paced["added_ms"]["p99"],
+        "reference_loop_ms_before_after": result["machine"]["reference_loop_ms_before_after"],
+    }
+
+
+def run_baseline(commit: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The same benchmark at an older commit, in a temporary git worktree, in a child process.
+
+    Only the measurement parameters the old code's ``measure`` also takes are passed on.
+    """
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="fg-baseline-") as scratch:
+        tree, out = Path(scratch) / "tree", Path(scratch) / "out"
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), commit],
+                       check=True, capture_output=True)
+        try:
+            passed = {k: v for k, v in options.items() if k not in ("transport", "stream", "settle")}
+            code = (f"import sys; sys.path.insert(0, {str(tree)!r}); from evals import bench_throughput as b; "
+                    f"sys.exit(b.main({str(out)!r}, **{passed!r}))")
+            environment = {**os.environ, "PYTHONPATH": str(tree)}
+            subprocess.run([sys.executable, "-c", code], cwd=tree, env=environment, check=True,
+                           stdout=subprocess.DEVNULL)
+            return json.loads((out / "bench_throughput.json").read_text())
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
+def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["", "Provider client set-ups, side by side in this run (same gateway, Redis and model server):", "",
+             "| transport under httpx | streaming | messages/s (median burst) | bursts | CPU / message | paced p99 added | yardstick loop before/after |",
+             "|---|---|---:|---|---:|---:|---|"]
+    for row in rows:
+        bursts = ", ".join(f"{value:,.0f}" for value in row["bursts"])
+        loop = "/".join(f"{value:g}" for value in row["reference_loop_ms_before_after"])
+        lines.append(f"| {row['transport']} | {'on' if row['stream'] else 'off'} | {row['messages_per_second']:,.0f} | "
+                     f"{bursts} | {row['cpu_ms_per_message']:.2f} ms | {row['paced_p99_added_ms']:.1f} ms | {loop} ms |")
+    return "\n".join(lines) + "\n"
+
+
+def main(out_dir: str | Path, *, variants: Sequence[tuple[str, bool]] = VARIANTS, baseline: str | None = None,
+         **options: Any) -> int:
+    """Every variant in turn (the first is the published result), then ``baseline``'s code if given."""
     from gateway.app import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
 
-    result = run_gateway_loop(measure(**options))
-    publish(out_dir, "bench_throughput", result, markdown(result))
+    results = [run_gateway_loop(measure(transport=transport, stream=stream, **options)) for transport, stream in variants]
+    rows = [variant_summary(result) for result in results]
+    if baseline:
+        rows.append({**variant_summary(run_baseline(baseline, options)), "transport": f"foldgate's own HTTP/1.1 at {baseline}"})
+    result = {**results[0], "comparison": rows}
+    publish(out_dir, "bench_throughput", result, markdown(result) + comparison_markdown(rows))
     return 0
 
 

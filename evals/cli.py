@@ -43,4 +43,8 @@ def bench_command(args: argparse.Namespace) -> int:
         print(f"unknown benchmark {args.name!r}; available: {', '.join(names)}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"evals.bench_{args.name}")
-    return int(module.main(args.out) or 0)
+    baseline = getattr(args, "baseline", None)
+    if baseline and args.name != "throughput":
+        print("--baseline is for the throughput benchmark only", file=sys.stderr)
+        return 2
+    return int((module.main(args.out, baseline=baseline) if baseline else module.main(args.out)) or 0)

@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="run a benchmark from evals/")
     bench.add_argument("name")
     bench.add_argument("--out", default="evals/out")
+    bench.add_argument("--baseline", metavar="COMMIT",
+                       help="throughput only: also run the benchmark of this older commit, side by side")
     return parser
 
 

@@ -10,7 +10,9 @@ about three things that would let a wrong body pass, so each is closed here:
   to every nested TypedDict that has none of its own (the SDK's have none), so the rule
   reaches messages, parts, tools, tool calls, cache_control ... The SDK classes are untouched.
 * ``Iterable[...]`` fields are validated lazily (a ``ValidatorIterator``), so nothing in
-  ``messages`` or ``tools`` is checked until it is consumed: :func:`_drain` consumes them all.
+  ``messages`` or ``tools`` is checked until it is consumed: :func:`_drain` consumes them all,
+  depth first. (A union picks its member before such items are checked; the SDK unions a
+  foldgate body meets are told apart by a ``type``/``role`` tag, so that changes no verdict.)
 * Anthropic's content-block union also takes the SDK's *response* models (a ``TextBlock``
   from an earlier answer), which have their own config allowing any extra key, so a dict no
   request TypedDict takes would pass as one of them. A JSON body holds no model instances,
@@ -42,13 +44,13 @@ _TAG_KEYS = ("type", "role")
 _MAX_LINES = 12
 
 
-class _ItemsInvalid(Exception):
-    """A lazily validated item failed; carries where its iterable sits in the body."""
+class _Invalid(Exception):
+    """A problem found after the first validation pass (a lazy item, a coerced literal)."""
 
-    def __init__(self, where: Loc, error: ValidationError) -> None:
-        super().__init__(where, error)
-        self.where = where
-        self.error = error
+    def __init__(self, lines: list[str], cause: ValidationError | None = None) -> None:
+        super().__init__(lines)
+        self.lines = lines
+        self.cause = cause
 
 
 def _instances_only(schema: Any) -> Any:
@@ -74,20 +76,25 @@ def _strict_validator(params: type) -> SchemaValidator:
     return SchemaValidator(_instances_only(TypeAdapter(Strict).core_schema))
 
 
-def _drain(value: Any, where: Loc) -> None:
-    """Consume every lazy ``Iterable`` validator below ``value`` so each item really gets checked."""
-    if isinstance(value, Mapping):
+def _drain(value: Any, raw: Any, where: Loc, body: Any) -> None:
+    """Consume every lazy ``Iterable`` validator below ``value`` (validated from ``raw``) so each item gets checked.
+
+    The first failing item is reported (later ones are not checked). Also catches what
+    pydantic's Literal lets through even in strict mode: ``1`` for
+    ``True`` (``stream: 1``) and ``True`` for ``1``, seen as a bool on one side only.
+    """
+    if isinstance(value, bool) is not isinstance(raw, bool):
+        raise _Invalid([f"{_split(where, body)[0]}: {raw!r} is not {value!r}"])
+    if isinstance(value, Mapping) and isinstance(raw, Mapping):
         for key, item in value.items():
-            _drain(item, (*where, key))
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _drain(item, (*where, index))
-    elif isinstance(value, Iterator):
+            _drain(item, raw.get(key), (*where, key), body)
+    elif isinstance(value, Iterator) or (isinstance(value, (list, tuple)) and isinstance(raw, (list, tuple))):
         try:
             items = list(value)
         except ValidationError as error:
-            raise _ItemsInvalid(where, error) from None
-        _drain(items, where)
+            raise _Invalid(_describe(error.errors(), where, body), error) from None
+        for index, (item, raw_item) in enumerate(zip(items, raw)):
+            _drain(item, raw_item, (*where, index), body)
 
 
 def _split(loc: Loc, body: Any, key_at_end: bool = True) -> tuple[str, tuple[str, ...], bool]:
@@ -150,8 +157,9 @@ def _describe(errors: list[dict[str, Any]], where: Loc, body: Any) -> list[str]:
     lines: dict[str, None] = {}
     for loc, group in unmatched.items():
         path, members, _ = _split(loc, body)
-        values = list(dict.fromkeys(e["ctx"]["expected"] for e in group if e["type"] == "literal_error"))
-        got = f"got {group[0]['input']!r}, expected one of {', '.join(values)}" if values else "Field required"
+        literals = [e for e in group if e["type"] == "literal_error"]
+        values = ", ".join(dict.fromkeys(e["ctx"]["expected"] for e in literals))
+        got = f"got {literals[0]['input']!r}, expected one of {values}" if literals else "Field required"
         lines[f"{path}: {got}{_member_note(members, 'in')}"] = None
     for error in kept:
         loc = error["loc"]
@@ -169,12 +177,12 @@ def _validate(params: type, body: Any, label: str) -> None:
     if not isinstance(body, Mapping):
         raise AssertionError(f"{label}: body must be a JSON object, got {type(body).__name__}")
     try:
-        _drain(_strict_validator(params).validate_python(body, strict=True), ())
+        _drain(_strict_validator(params).validate_python(body, strict=True), body, (), body)
         return
     except ValidationError as error:
         lines, cause = _describe(error.errors(), (), body), error
-    except _ItemsInvalid as invalid:
-        lines, cause = _describe(invalid.error.errors(), invalid.where, body), invalid.error
+    except _Invalid as invalid:
+        lines, cause = invalid.lines, invalid.cause
     shown = lines[:_MAX_LINES] + ([f"... and {len(lines) - _MAX_LINES} more"] if len(lines) > _MAX_LINES else [])
     raise AssertionError(f"{label} body rejected by {params.__module__}.{params.__name__}:\n  " + "\n  ".join(shown)) from cause
 
@@ -221,12 +229,13 @@ def _check_cache_control(marker: Any, path: str) -> None:
 def validate_openrouter_chat(body: dict[str, Any]) -> None:
     """The chat-completions shape plus the one OpenRouter extension foldgate sends.
 
-    OpenRouter takes the OpenAI chat body and, for Claude models, passes Anthropic-style
-    ``cache_control`` breakpoints through; foldgate puts them on text content parts and on
-    whole messages, and on no other part type (so one on an ``image_url`` part still fails).
-    The openai types do not know the key, so each marker's shape is checked here, the marker
-    is removed from a copy, and the rest is validated as strictly as any chat body: any other
-    OpenRouter extension (``provider``, ``transforms`` ...) still fails.
+    Why: OpenRouter has no official Python SDK types to test against; it documents itself as
+    the OpenAI chat API plus extensions, and the only extension foldgate relies on is the
+    Anthropic-style ``cache_control`` breakpoint it passes through for Claude models. The
+    openai types do not know that key, so each marker on a message or on a *text* content
+    part is checked against OpenRouter's documented shape and removed from a copy, and the
+    rest is validated as strictly as any chat body. A marker anywhere else (an ``image_url``
+    part, the top level) and any other extension (``provider``, ``transforms`` ...) still fail.
     """
     if not isinstance(body, Mapping):
         raise AssertionError(f"openrouter: body must be a JSON object, got {type(body).__name__}")

@@ -27,7 +27,7 @@ def test_the_new_benchmarks_are_found_by_foldgate_bench():
 def test_throughput_answers_every_message_and_accounts_for_its_time(tmp_path, redis_url):
     code = bench_throughput.main(tmp_path, redis_url=redis_url, chats=20, messages_per_chat=2, bursts=2,
                                  unloaded_messages=5, paced_seconds=0.5, round_trip_messages=5, profile_chats=5,
-                                 settle=False)
+                                 settle=False, variants=(("aiohttp", True), ("httpx", False)))
     assert code == 0
     result = json.loads((tmp_path / "bench_throughput.json").read_text())
     phases = {phase["phase"]: phase for phase in result["phases"]}
@@ -50,6 +50,9 @@ def test_throughput_answers_every_message_and_accounts_for_its_time(tmp_path, re
     assert sum(result["profile"]["by_component"].values()) == pytest.approx(100, abs=1)
     assert set(result["verdict"]) == {"throughput_goal_met", "p99_goal_met_paced", "p99_goal_met_unloaded"}
     assert "| burst 2 |" in (tmp_path / "bench_throughput.md").read_text()
+    assert result["provider_client"] == {"transport": "aiohttp", "stream": True}
+    assert [(row["transport"], row["stream"]) for row in result["comparison"]] == [("aiohttp", True), ("httpx", False)]
+    assert all(row["messages_per_second"] > 0 for row in result["comparison"])
 
 
 @pytest.mark.timeout(60)
@@ -139,3 +142,16 @@ def test_hygiene_times_the_decision_and_a_turns_transcript_read_with_the_cache_o
     reads = result["turn_reads"]
     assert [row["session_tokens"] for row in reads] == [row["session_tokens"] for row in result["rows"]]
     assert all(row["cache_off_p50_ms"] > 0 and row["cache_on_p50_ms"] > 0 for row in reads)
+
+
+@pytest.mark.timeout(60)
+def test_streaming_latency_is_measured_from_the_servers_first_byte(tmp_path):
+    from evals import bench_streaming
+
+    assert bench_streaming.main(tmp_path, concurrent=10, rounds=2) == 0
+    result = json.loads((tmp_path / "bench_streaming.json").read_text())
+    assert [row["transport"] for row in result["rows"]] == ["aiohttp", "httpx"]
+    for row in result["rows"]:
+        assert row["streams"] == 20
+        assert 0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] < 1000
+    assert "first text delta" in (tmp_path / "bench_streaming.md").read_text()

@@ -59,11 +59,20 @@ def test_string_content_becomes_one_marked_text_part():
     assert "cache_control" not in out[1]
 
 
-def test_list_content_is_marked_on_its_last_part():
-    out = apply_anthropic_cache_control(conversation())
+def test_list_content_is_marked_on_its_last_part_on_the_messages_api():
+    out = apply_anthropic_cache_control(conversation(), native_anthropic=True)
     parts = out[4]["content"]
     assert "cache_control" not in parts[0]
     assert parts[1]["cache_control"] == EPHEMERAL
+
+
+def test_through_openrouter_the_marker_goes_on_the_last_text_part_never_an_image():
+    out = apply_anthropic_cache_control(conversation())
+    parts = out[4]["content"]
+    assert parts[1]["type"] == "image_url" and "cache_control" not in parts[1]
+    assert parts[0]["cache_control"] == EPHEMERAL
+    images_only = apply_anthropic_cache_control([{"role": "user", "content": [dict(parts[1])]}])
+    assert count_breakpoints(images_only) == 0  # nothing there can carry one
 
 
 @pytest.mark.parametrize("empty", [None, "", []])

@@ -181,15 +181,17 @@ def build_request(
     rules: RequestRules,
     stream: bool = False,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST {base_url}/v1/messages``."""
+    """The JSON body of ``POST {base_url}/v1/messages``.
+
+    No sampling parameter is sent whatever ``temperature`` and ``rules`` say: the Messages API's
+    current request type has none, and Claude 4.7 and later refuse them with a 400.
+    """
     system, turns = convert_messages(api_messages)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": turns}
     if system is not None:
         body["system"] = system
     if tools:
         body["tools"] = convert_tools(tools)
-    if temperature is not None and rules.temperature:
-        body["temperature"] = temperature
     if stream:
         body["stream"] = True
     return body

@@ -304,7 +304,6 @@ class ChatClient:
         self._http = http or open_http_client(self.options)
         self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
                                  timeout_seconds=self.options.timeout_seconds, config_key=config_key)
-        self._rules: dict[str, RequestRules] = {}
 
     @property
     def url(self) -> str:
@@ -312,14 +311,8 @@ class ChatClient:
         return self.base_url + path
 
     def rules(self, model: str) -> RequestRules:
-        """The request rules for ``model`` on this route; an unknown model is logged once."""
-        found = self._rules.get(model)
-        if found is None:
-            found = self._rules[model] = request_rules(model, self.route)
-            if not found.known:
-                log.info("model %s is not in foldgate's request rules; sending it the conservative default (%s)",
-                         model, found.describe())
-        return found
+        """The request rules for ``model`` on this route (:func:`agent.models.request_rules`)."""
+        return request_rules(model, self.route)
 
     def build_body(
         self,

@@ -36,7 +36,9 @@ def build_request(
     stream: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST {base_url}/chat/completions`` (messages already stripped by ``to_api``)."""
-    body: dict[str, Any] = {"model": model, "messages": list(api_messages), rules.token_limit_field: max_tokens}
+    messages = [_text_only_tool_result(m) if m.get("role") == "tool" and isinstance(m.get("content"), list) else m
+                for m in api_messages]
+    body: dict[str, Any] = {"model": model, "messages": messages, rules.token_limit_field: max_tokens}
     if tools:
         body["tools"] = list(tools)
     if temperature is not None and rules.temperature:
@@ -45,6 +47,23 @@ def build_request(
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+#: Stands in for an image in a tool result: chat completions carry text only there.
+IMAGE_IN_TOOL_RESULT = "[an image the tool returned; this API takes only text in tool results]"
+
+
+def _text_only_tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool message whose content parts are all text (images become a note saying one was there)."""
+    parts = []
+    for part in message["content"]:
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            parts.append(dict(part))
+        elif isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        else:
+            parts.append({"type": "text", "text": IMAGE_IN_TOOL_RESULT})
+    return {**message, "content": parts}
 
 
 def _normalise_call(call: Any) -> dict[str, Any]:

@@ -101,7 +101,9 @@ def _user_content(content: Any) -> str | list[dict[str, Any]]:
         if isinstance(part, str):
             parts.append({"type": "input_text", "text": part})
         elif isinstance(part, Mapping) and part.get("type") == "image_url":
-            parts.append({"type": "input_image", "image_url": str((part.get("image_url") or {}).get("url") or "")})
+            image = part.get("image_url") or {}
+            parts.append({"type": "input_image", "image_url": str(image.get("url") or ""),
+                          "detail": str(image.get("detail") or "auto")})
         elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
             parts.append({"type": "input_text", "text": part["text"]})
     return parts
@@ -147,8 +149,8 @@ def convert_messages(
         elif role == "assistant":
             items += _replayable(message, issuer, model)
             text = content_text(message.get("content"))
-            if text:
-                items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
+            if text:  # an earlier answer goes back as a plain assistant message (stateless: no output item ids)
+                items.append({"type": "message", "role": "assistant", "content": text})
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 arguments = function.get("arguments")
@@ -428,7 +430,7 @@ class ResponsesClient:
             body["max_output_tokens"] = max_tokens
         if tools:
             body["tools"] = convert_tools(tools)
-        if temperature is not None and request_rules(model, "openai").temperature:
+        if temperature is not None and request_rules(model, self.route if self.route != "other" else "custom").temperature:
             body["temperature"] = temperature
         if self.stream:
             body["stream"] = True
