@@ -272,3 +272,36 @@ async def test_an_endpoint_that_ignores_stream_true_is_read_whole():
         client = ChatClient("https://api.example/v1", stream=True, http=http)
         completion = await client.complete(MESSAGES, model="m", max_tokens=5)
     assert completion.text == "whole"
+
+
+async def test_an_agent_turn_hands_on_text_tool_calls_and_tool_runs_in_order():
+    from agent.context_compressor import ContextCompressor
+    from agent.loop import Agent, ToolRunning
+    from agent.tools import Tool, ToolRegistry
+
+    final = _sse(*[(None, {"choices": [{"index": 0, "delta": {"content": piece}}]}) for piece in _pieces("All fine.", 3)],
+                 (None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}), (None, "[DONE]"))
+    tools = ToolRegistry()
+    ran: list[dict[str, Any]] = []
+
+    async def read_log(arguments: dict[str, Any]) -> str:
+        ran.append(arguments)
+        return "no errors"
+
+    tools.add(Tool("read_log", "Read a log file", {"type": "object", "properties": {}}, read_log))
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    async with serving([openai_stream()], [final]) as http:
+        agent = Agent(ChatClient("https://api.example/v1", stream=True, http=http), ContextCompressor("m", 128_000),
+                      model="m", tools=tools)
+        result = await agent.run_turn([], {"role": "user", "content": "check"}, on_event=sink)
+    assert result.reply == "All fine." and ran == [ARGUMENTS]
+    kinds = [type(event).__name__ for event in events]
+    assert kinds.index("ToolCallStarted") < kinds.index("ToolRunning") < len(kinds) - 1
+    running = next(event for event in events if isinstance(event, ToolRunning))
+    assert running.name == "read_log" and json.loads(running.arguments) == ARGUMENTS
+    after = events[kinds.index("ToolRunning") + 1:]
+    assert "".join(event.text for event in after if isinstance(event, TextDelta)) == "All fine."

@@ -20,9 +20,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, ProviderRejected, ProviderUnavailable, RateLimited, StreamInterrupted
-from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted
+from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.models import RequestRules
@@ -259,12 +258,7 @@ class MessagesStream:
         self._parts: dict[int, list[str]] = {}
 
     def feed(self, event: str, data: str) -> list[StreamEvent]:
-        try:
-            payload = json_codec.loads(data)
-        except ValueError as error:
-            raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
-        if not isinstance(payload, Mapping):
-            raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+        payload = event_object(data)
         kind = payload.get("type") or event
         if kind == "content_block_delta":
             return self._delta(payload)

@@ -14,9 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, ProviderRejected, ProviderUnavailable, RateLimited, StreamInterrupted
-from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted
+from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.models import RequestRules
@@ -133,12 +132,7 @@ class ChatStream:
         if data == "[DONE]":
             self.done = True
             return []
-        try:
-            chunk = json_codec.loads(data)
-        except ValueError as error:
-            raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
-        if not isinstance(chunk, Mapping):
-            raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+        chunk = event_object(data)
         if chunk.get("error") is not None:
             raise stream_error(chunk["error"])
         if chunk.get("usage"):

@@ -36,12 +36,11 @@ from urllib.parse import urlparse
 
 import httpx
 
-from agent import json_codec
 from agent.llm.client import Endpoint
 from agent.llm.errors import BadResponse, InvalidRequest, ProviderUnavailable, StreamInterrupted
 from agent.llm.http import HttpOptions, open_http_client
 from agent.llm.retry import RetryPolicy
-from agent.llm.stream import EventSink, StreamEvent, TextDelta, ToolCallStarted
+from agent.llm.stream import event_object, EventSink, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.messages import api_problems
@@ -301,12 +300,7 @@ class ResponsesStream:
     def feed(self, event: str, data: str) -> list[StreamEvent]:
         if data == "[DONE]":
             return []
-        try:
-            payload = json_codec.loads(data)
-        except ValueError as error:
-            raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
-        if not isinstance(payload, Mapping):
-            raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+        payload = event_object(data)
         kind = payload.get("type") or event
         if kind == "response.output_text.delta":
             text = payload.get("delta")

@@ -15,10 +15,12 @@ that ended early raises :class:`agent.llm.errors.StreamInterrupted`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, Union
+from typing import Any, Protocol, Union
 
+from agent import json_codec
+from agent.llm.errors import BadResponse
 from agent.llm.types import Completion
 
 
@@ -61,3 +63,14 @@ class StreamAssembler(Protocol):
     def result(self) -> Completion:
         """The whole answer; raises ``StreamInterrupted`` when the stream ended before it was complete."""
         ...
+
+
+def event_object(data: str) -> Mapping[str, Any]:
+    """One event's ``data:`` as the JSON object every route sends; :class:`BadResponse` otherwise."""
+    try:
+        payload = json_codec.loads(data)
+    except ValueError as error:
+        raise BadResponse(f"malformed stream event: {data[:200]!r}") from error
+    if not isinstance(payload, Mapping):
+        raise BadResponse(f"stream event is not an object: {data[:200]!r}")
+    return payload
