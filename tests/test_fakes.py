@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pydantic
 import pytest
 
 openai = pytest.importorskip("openai")
@@ -108,7 +109,7 @@ async def test_a_stream_is_written_event_by_event_and_ends_with_done(server):
     server.enqueue(Reply(text="one two three four", event_delay=0.03))
     async with httpx.AsyncClient() as http:
         async with http.stream("POST", f"{server.openai_base_url}/chat/completions",
-                               json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}], "stream": True}) as response:
+                               json={"model": "gpt-4o", "messages": [], "stream": True}) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             assert response.headers["transfer-encoding"] == "chunked"
             arrivals = []
@@ -116,6 +117,8 @@ async def test_a_stream_is_written_event_by_event_and_ends_with_done(server):
                 if line:
                     arrivals.append((time.monotonic(), line))
     assert arrivals[-1][1] == "data: [DONE]" and all(line.startswith("data: ") for _, line in arrivals)
+    chunks = [openai.types.chat.ChatCompletionChunk.model_validate_json(line[6:]) for _, line in arrivals[:-1]]
+    assert [chunk.choices[0].delta.content for chunk in chunks[1:-1]] == ["one ", "two ", "three ", "four"]
     assert all("usage" not in json.loads(line[6:]) for _, line in arrivals[:-1])  # not asked for
     assert arrivals[-1][0] - arrivals[0][0] >= 0.8 * 0.03 * (len(arrivals) - 1)  # really spaced, not one blob
 
@@ -130,10 +133,13 @@ async def test_openai_refuses_max_tokens_on_reasoning_models_as_the_sdk_expects(
             await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}], temperature=0.2,
                                                  max_completion_tokens=5)
         assert refused.value.body == {
-            "message": "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported.",
+            "message": "Unsupported value: 'temperature' does not support 0.2 with this model. "
+                       "Only the default (1) value is supported.",
             "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}
         ok = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}], temperature=1,
                                                   max_completion_tokens=5)
+        with pytest.raises(openai.BadRequestError, match="only allowed when 'stream' is enabled"):
+            await client.chat.completions.create(model=model, messages=[], stream_options={"include_usage": True})
     assert ok.choices[0].message.content == "ok"
 
 
@@ -141,7 +147,8 @@ async def test_non_reasoning_models_and_the_other_flavors_take_max_tokens_and_te
     body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "temperature": 0.2}
     async with FakeLLMServer() as plain, FakeLLMServer(flavor="openrouter", processing_comments=0) as router:
         async with httpx.AsyncClient() as http:
-            assert (await http.post(f"{plain.openai_base_url}/chat/completions", json={"model": "gpt-4o", **body})).status_code == 200
+            plain_answer = await http.post(f"{plain.openai_base_url}/chat/completions", json={"model": "gpt-4o", **body})
+            assert plain_answer.status_code == 200
             for model in ("openai/gpt-5", "o3", "anthropic/claude-opus-4.7"):
                 answer = await http.post(f"{router.openai_base_url}/chat/completions", json={"model": model, **body})
                 assert answer.status_code == 200, answer.text
@@ -267,22 +274,27 @@ async def test_anthropic_raw_stream_events_validate_against_the_sdk_types(server
                                headers={"anthropic-version": "2023-06-01"}) as response:
             lines = await sse_lines(response)
     events = [(lines[i][7:], json.loads(lines[i + 1][6:])) for i in range(0, len(lines), 2)]
-    adapter = __import__("pydantic").TypeAdapter(anthropic.types.RawMessageStreamEvent | anthropic.types.MessageStreamEvent)
+    adapter = pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)
     for name, data in events:
         if name != "ping":
             assert adapter.validate_python(data).type == name
     names = [name for name, _ in events]
     assert names[:3] == ["message_start", "content_block_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]
     assert events[0][1]["message"]["usage"]["output_tokens"] == 1
-    partial = [d["delta"]["partial_json"] for n, d in events if n == "content_block_delta" and d["delta"]["type"] == "input_json_delta"]
+    partial = [data["delta"]["partial_json"] for name, data in events
+               if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta"]
     assert partial[0] == "" and json.loads("".join(partial)) == ARGUMENTS
 
 
 async def test_anthropic_rules_and_overload_are_the_real_apis(server):
-    async with httpx.AsyncClient() as http:
-        missing = await http.post(f"{server.anthropic_base_url}/v1/messages",
-                                  json={"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "x"}]})
-    assert missing.status_code == 400 and missing.json()["error"]["type"] == "invalid_request_error"
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    async with httpx.AsyncClient(base_url=server.anthropic_base_url) as http:
+        unversioned = await http.post("/v1/messages", json=body)
+        missing = await http.post("/v1/messages", json={key: body[key] for key in ("model", "messages")},
+                                  headers={"anthropic-version": "2023-06-01"})
+    assert unversioned.status_code == 400 and "anthropic-version" in unversioned.json()["error"]["message"]
+    assert missing.status_code == 400 and missing.json()["error"] == {"type": "invalid_request_error",
+                                                                     "message": "max_tokens: Field required"}
     server.enqueue(Reply.overloaded(), Reply.stream_failure(after=3))
     async with anthropic_client(server.anthropic_base_url) as client:
         for model in ("claude-opus-4-7", "anthropic/claude-opus-4.8", "claude-opus-4-7-20260101"):
@@ -299,6 +311,9 @@ async def test_anthropic_rules_and_overload_are_the_real_apis(server):
                                               messages=[{"role": "user", "content": "x"}]) as stream:
                 await stream.get_final_message()
         assert failed.value.body["error"]["type"] == "overloaded_error"
+        marked = [{"type": "text", "text": f"part {n}", "cache_control": {"type": "ephemeral"}} for n in range(5)]
+        with pytest.raises(anthropic.BadRequestError, match="A maximum of 4 blocks with cache_control"):
+            await client.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=[{"role": "user", "content": marked}])
 
 
 async def test_both_dialects_list_their_models(server):
@@ -371,6 +386,19 @@ async def test_responses_strict_function_tools_follow_the_documented_rules():
         "including every key in properties. Missing 'limit'.")
     assert [tool.strict for tool in fallback.tools] == [False, True] and relaxed.tools[0].strict is False
     assert rejected.value.param == "tools[1].parameters" and hot.value.code == "unsupported_parameter"
+
+
+async def test_responses_raw_events_validate_against_the_sdk_types():
+    adapter = pydantic.TypeAdapter(openai.types.responses.ResponseStreamEvent)
+    async with FakeResponsesServer() as fake, httpx.AsyncClient() as http:
+        fake.enqueue(weather_call(), Reply.stream_failure(after=4))
+        for _ in range(2):
+            async with http.stream("POST", f"{fake.responses_base_url}/responses",
+                                   json={"model": "gpt-5.6", "input": "x", "stream": True}) as response:
+                lines = await sse_lines(response)
+            pairs = [(lines[i][len("event: "):], json.loads(lines[i + 1][len("data: "):])) for i in range(0, len(lines), 2)]
+            assert all(adapter.validate_python(data).type == name for name, data in pairs)
+    assert pairs[-1][0] == "response.failed" and pairs[-1][1]["sequence_number"] == 4
 
 
 # ------------------------------------------------------------------ TLS, proxy, network

@@ -17,8 +17,10 @@ faithful enough to measure what breakpoints are worth:
   ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` like the real API.
 
 Requests arrive over HTTP through :class:`~tests.fakes.llm_server.FakeLLMServer` (streamed or
-not, with its faults); only the accounting is this module's. Time comes from ``clock`` (seconds), so a benchmark can play hours of conversation with a
-virtual clock. Every request's accounting is kept in :attr:`AnthropicCacheServer.ledger`.
+not, with its faults and refusals); only the accounting is this module's, through the
+``_usage`` hook — a request the server drops without answering is not billed. Time comes
+from ``clock`` (seconds), so a benchmark can play hours of conversation with a virtual
+clock. Every request's accounting is kept in :attr:`AnthropicCacheServer.ledger`.
 """
 
 from __future__ import annotations

@@ -166,7 +166,8 @@ class ConnectProxy:
         expected = "Basic " + base64.b64encode(":".join(self.require_auth).encode()).decode()
         return any(name.lower() == "proxy-authorization" and value == expected for name, value in headers)
 
-    async def _open(self, host: str, port: int, writer: asyncio.StreamWriter) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _open(self, host: str, port: int,
+                    writer: asyncio.StreamWriter) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """A connection to the target, or None after answering the client 502/504."""
         try:
             return await asyncio.wait_for(asyncio.open_connection(host, port), self.connect_timeout)

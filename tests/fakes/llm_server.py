@@ -28,8 +28,9 @@ OpenAI dialect follows: ``"openai"`` refuses what OpenAI refuses (``max_tokens``
 non-default ``temperature`` on o-series and GPT-5 models), ``"openrouter"`` accepts both,
 precedes a stream with ``: OPENROUTER PROCESSING`` comments and always reports usage with
 cache reads/writes and a cost, ``"generic"`` is a permissive OpenAI-compatible server.
-The Anthropic dialect refuses a missing ``max_tokens``, more than four ``cache_control``
-breakpoints and ``temperature`` on Claude Opus 4.7/4.8, like the real API.
+The Anthropic dialect refuses a missing ``anthropic-version`` header or ``max_tokens``, more
+than four ``cache_control`` breakpoints and ``temperature`` on Claude Opus 4.7/4.8, like the
+real API.
 
 Usage is realistic: prompt tokens are counted with foldgate's tokenizer, and prompt
 caching is simulated — OpenAI-style automatic prefix caching (``cached_tokens`` for a
@@ -348,7 +349,8 @@ def _segments(request: RecordedRequest, breakpoints: bool | None = None) -> list
             units += _content_units(str(message.get("role")), message.get("content"))
             calls = message.get("tool_calls") or ()
             if calls:
-                units.append((json.dumps(calls, sort_keys=True), sum(8 + count_text(json.dumps(c.get("function") or {})) for c in calls), False))
+                tokens = sum(8 + count_text(json.dumps(call.get("function") or {})) for call in calls)
+                units.append((json.dumps(calls, sort_keys=True), tokens, False))
             continue
         text = json.dumps(message, sort_keys=True)
         tokens = 4 + count_text(_blocks_text(message.get("content")))
@@ -407,6 +409,23 @@ def count_breakpoints(body: dict[str, Any]) -> int:
     return found
 
 
+def last_breakpoint_ttl(body: Any) -> str:
+    """The lifetime (``5m`` or ``1h``) asked by the last ``cache_control`` marker, which decides what a write is billed as."""
+    ttl = "5m"
+    if not isinstance(body, dict):
+        return ttl
+    blocks: list[Any] = list(body.get("tools") or ())
+    system = body.get("system")
+    blocks += system if isinstance(system, list) else []
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks += content if isinstance(content, list) else []
+    for block in blocks:
+        if isinstance(block, dict) and isinstance(block.get("cache_control"), dict):
+            ttl = str(block["cache_control"].get("ttl") or "5m")
+    return ttl
+
+
 # ------------------------------------------------------------------------------ provider rules
 
 #: OpenAI's reasoning families (o-series, GPT-5), which take ``max_completion_tokens`` and only the default temperature.
@@ -437,6 +456,8 @@ def openai_parameter_error(body: dict[str, Any]) -> dict[str, Any] | None:
     """OpenAI's 400 for a chat-completions body its model refuses, or None."""
     if not isinstance(body.get("messages"), list):
         return openai_error("Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter")
+    if body.get("stream_options") is not None and body.get("stream") is not True:
+        return openai_error("The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options")
     model = bare_model(body.get("model"))
     if not _OPENAI_REASONING.fullmatch(model):
         return None
@@ -672,7 +693,8 @@ class FakeLLMServer:
 
     async def _complete(self, request: RecordedRequest, http: web.Request) -> web.StreamResponse:
         if not isinstance(request.body, dict):
-            message = "We could not parse the JSON body of your request." if request.dialect == "openai" else "request body is not JSON"
+            message = ("We could not parse the JSON body of your request." if request.dialect == "openai"
+                       else "request body is not JSON")
             return await self._send_json(http, request, 400, self._error_body(request, message, "invalid_request_error", None))
         refusal = self._refusal(request)
         if refusal is not None:
@@ -692,13 +714,16 @@ class FakeLLMServer:
             status, body = self._error_reply(request, reply, usage)
             return await self._send_json(http, request, status, body, reply.headers, delay=reply.first_byte_delay)
         if request.streamed:
-            return await self._send_stream(http, request, reply, self._stream_events(request, reply, usage))
+            events, failure = self._stream_events(request, reply, usage)
+            return await self._send_stream(http, request, reply, events, failure)
         return await self._send_json(http, request, 200, self._body(request, reply, usage), reply.headers,
                                      delay=reply.first_byte_delay)
 
     def _refusal(self, request: RecordedRequest) -> dict[str, Any] | None:
         """The provider's 400 body for a request it will not take, checked before any reply is used."""
         if request.dialect == "anthropic":
+            if "anthropic-version" not in request.headers:
+                return anthropic_error("anthropic-version: header is required")
             return anthropic_parameter_error(request.body)
         if self.flavor == "openai":
             return openai_parameter_error(request.body)
@@ -805,12 +830,18 @@ class FakeLLMServer:
             counts["prompt_tokens_details"] = {"cached_tokens": usage.read}
         return counts
 
-    def _anthropic_usage(self, reply: Reply, usage: Usage) -> dict[str, Any]:
-        return reply.usage or {
+    def _anthropic_usage(self, request: RecordedRequest, reply: Reply, usage: Usage) -> dict[str, Any]:
+        if reply.usage:
+            return reply.usage
+        hour = last_breakpoint_ttl(request.body) == "1h"
+        return {
             "input_tokens": usage.prompt - usage.read - usage.write,
             "output_tokens": _completion_tokens(reply),
             "cache_read_input_tokens": usage.read,
             "cache_creation_input_tokens": usage.write,
+            "cache_creation": {"ephemeral_5m_input_tokens": 0 if hour else usage.write,
+                               "ephemeral_1h_input_tokens": usage.write if hour else 0},
+            "service_tier": "standard",
         }
 
     def _anthropic_message(self, request: RecordedRequest, reply: Reply, usage: Usage, message_id: str) -> dict[str, Any]:
@@ -823,22 +854,27 @@ class FakeLLMServer:
         return {
             "id": message_id, "type": "message", "role": "assistant", "model": request.model or "fake-model",
             "content": content, "stop_reason": _ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason),
-            "stop_sequence": None, "usage": self._anthropic_usage(reply, usage),
+            "stop_sequence": None, "usage": self._anthropic_usage(request, reply, usage),
         }
 
     # -- streams -------------------------------------------------------------------------
 
-    def _stream_events(self, request: RecordedRequest, reply: Reply, usage: Usage) -> list[bytes]:
+    def _stream_events(self, request: RecordedRequest, reply: Reply, usage: Usage) -> tuple[list[bytes], Callable[[int], bytes]]:
+        """The stream's events, and the error event that would replace its tail (built for that position)."""
         if request.dialect == "anthropic":
-            return self._anthropic_events(request, reply, usage)
-        return self._openai_chunks(request, reply, usage)
+            return self._anthropic_events(request, reply, usage), lambda _: self._stream_error_event(request, reply)
+        prefix = "gen-fake-" if self.flavor == "openrouter" else "chatcmpl-fake-"
+        envelope = self._completion_envelope(request, self._new_id(prefix), "chat.completion.chunk")
+        return self._openai_chunks(request, reply, usage, envelope), lambda _: self._stream_error_event(request, reply, envelope)
 
-    def _openai_chunks(self, request: RecordedRequest, reply: Reply, usage: Usage) -> list[bytes]:
-        """``chat.completion.chunk`` events as OpenAI streams them: role, content pieces, tool calls, finish, usage, ``[DONE]``."""
+    def _openai_chunks(self, request: RecordedRequest, reply: Reply, usage: Usage, envelope: dict[str, Any]) -> list[bytes]:
+        """``chat.completion.chunk`` events as OpenAI streams them.
+
+        The role first, the text in pieces, each tool call's head then its argument
+        fragments, the finish reason, the usage (when asked, or always on OpenRouter), ``[DONE]``.
+        """
         options = request.body.get("stream_options") or {}
         with_usage = self.flavor == "openrouter" or options.get("include_usage") is True
-        envelope = self._completion_envelope(request, self._new_id("gen-fake-" if self.flavor == "openrouter" else "chatcmpl-fake-"),
-                                             "chat.completion.chunk")
         obfuscate = self.flavor == "openai" and options.get("include_obfuscation", True) is not False
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -852,7 +888,8 @@ class FakeLLMServer:
                 data["obfuscation"] = "x" * (1 + len(json.dumps(delta)) % 7)
             return sse(data)
 
-        first: dict[str, Any] = {"role": "assistant", "content": "" if reply.text or not reply.tool_calls else None, "refusal": None}
+        opening = "" if reply.text or not reply.tool_calls else None
+        first: dict[str, Any] = {"role": "assistant", "content": opening, "refusal": None}
         events = [chunk(first)]
         events += [chunk({"content": piece}) for piece in pieces(reply.text, reply.chunk_size)]
         for index, call in enumerate(reply.tool_calls):
@@ -896,17 +933,18 @@ class FakeLLMServer:
             arguments = json.dumps(block["input"], ensure_ascii=False) if block["input"] else ""
             deltas = [{"type": "input_json_delta", "partial_json": fragment} for fragment in ["", *pieces(arguments, size)]]
         events = [sse({"type": "content_block_start", "index": index, "content_block": opened}, "content_block_start")]
-        events += [sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta") for delta in deltas]
+        events += [sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+                   for delta in deltas]
         events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         return events
 
-    def _stream_error_event(self, request: RecordedRequest, fault: StreamError) -> bytes:
-        """The provider's own mid-stream error event."""
+    def _stream_error_event(self, request: RecordedRequest, reply: Reply, envelope: dict[str, Any] | None = None) -> bytes:
+        """The provider's own mid-stream error event (OpenRouter's is a chunk of the same completion)."""
+        fault = reply.fault() or StreamError()
         if request.dialect == "anthropic":
             return sse(anthropic_error(fault.message, fault.kind), "error")
         if self.flavor == "openrouter":
-            envelope = self._completion_envelope(request, self._new_id("gen-fake-"), "chat.completion.chunk")
-            return sse({**envelope, "error": {"code": fault.code or "server_error", "message": fault.message},
+            return sse({**(envelope or {}), "error": {"code": fault.code or "server_error", "message": fault.message},
                         "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error",
                                      "native_finish_reason": "error"}]})
         kind = "server_error" if fault.kind == "overloaded_error" else fault.kind
@@ -954,12 +992,12 @@ class FakeLLMServer:
         """Write ``events`` one by one as ``text/event-stream``, applying the reply's stream faults.
 
         A mid-stream error replaces the rest of the stream; ``error_event(position)`` builds
-        it when the dialect numbers its events (default: this dialect's error event).
+        it (default: this dialect's error event).
         """
         fault = reply.fault()
         if fault is not None:
             at = len(events) // 2 if fault.after is None else max(0, min(fault.after, len(events)))
-            failure = error_event(at) if error_event else self._stream_error_event(request, fault)
+            failure = error_event(at) if error_event else self._stream_error_event(request, reply)
             events = [*events[:at], failure]
         cut = reply.cut_after is not None and reply.cut_after < len(events)
         if cut:
@@ -1019,13 +1057,14 @@ class FakeLLMServer:
                 page = {"object": "list", "data": entries}
             return await self._send_json(http, request, 200, page)
         wanted = path[len("/v1/models/"):]
-        for name, entry in zip(names, entries):
+        for name, entry in zip(names, entries, strict=True):
             if name == wanted:
                 return await self._send_json(http, request, 200, entry)
         if request.dialect == "anthropic":
             return await self._send_json(http, request, 404, anthropic_error(f"model: {wanted}", "not_found_error"))
-        return await self._send_json(http, request, 404, self._error_body(
-            request, f"The model '{wanted}' does not exist", "invalid_request_error", "model_not_found", status=404, param="model"))
+        missing = self._error_body(request, f"The model '{wanted}' does not exist", "invalid_request_error",
+                                   "model_not_found", status=404, param="model")
+        return await self._send_json(http, request, 404, missing)
 
     def _model_entry(self, dialect: str, name: str) -> dict[str, Any]:
         if dialect == "anthropic":
@@ -1039,7 +1078,8 @@ class FakeLLMServer:
                     "pricing": {"prompt": f"{prompt:.10f}", "completion": f"{completion:.10f}"},
                     "top_provider": {"context_length": self.context_limit or 200_000, "is_moderated": False},
                     "supported_parameters": ["max_tokens", "temperature", "tools", "tool_choice", "stream"]}
-        return {"id": name, "object": "model", "created": 1_750_000_000, "owned_by": "openai" if self.flavor == "openai" else "system"}
+        owner = "openai" if self.flavor == "openai" else "system"
+        return {"id": name, "object": "model", "created": 1_750_000_000, "owned_by": owner}
 
     def _not_found(self, request: RecordedRequest, http: web.Request) -> dict[str, Any]:
         if request.dialect == "anthropic":

@@ -97,7 +97,8 @@ def strict_schema_problem(schema: Any, context: tuple[Any, ...] = ()) -> str | N
     return None
 
 
-def _error(message: str, *, code: str | None = None, param: str | None = None, kind: str = "invalid_request_error") -> dict[str, Any]:
+def _error(message: str, *, code: str | None = None, param: str | None = None,
+           kind: str = "invalid_request_error") -> dict[str, Any]:
     return openai_error(message, kind, code=code, param=param)
 
 
@@ -297,7 +298,8 @@ class FakeResponsesServer(FakeLLMServer):
         """``response.failed`` (the response, failed, with its error) or a bare ``error`` event."""
         code = fault.code or "server_error"
         if fault.responses_event == "error":
-            return sse({"type": "error", "code": code, "message": fault.message, "param": None, "sequence_number": number}, "error")
+            event = {"type": "error", "code": code, "message": fault.message, "param": None, "sequence_number": number}
+            return sse(event, "error")
         failed = {**response, "status": "failed", "completed_at": None, "usage": None,
                   "error": {"code": code, "message": fault.message}}
         return sse({"type": "response.failed", "response": failed, "sequence_number": number}, "response.failed")
