@@ -132,7 +132,9 @@ def test_a_900k_alias_that_does_not_exist_is_refused_at_load(tmp_path, alias):
 @pytest.mark.parametrize("alias, base", [("gpt-5.6-sol-900k", "gpt-5.6-sol"), ("gpt-5.6-terra-900k", "gpt-5.6-terra"),
                                          ("gpt-5.6-luna-900k", "gpt-5.6-luna"), ("gpt-5.4-900k", "gpt-5.4")])
 async def test_the_provider_sees_the_base_id_for_every_alias(tmp_path, alias, base):
-    async with FakeLLMServer() as server:
+    # provider "custom" is an OpenAI-compatible relay: the generic flavor, which (unlike OpenAI
+    # itself) takes max_tokens for GPT-5 models, as the client sends it on this route.
+    async with FakeLLMServer(flavor="generic") as server:
         settings = Settings(
             model={"name": alias, "provider": "custom", "base_url": server.openai_base_url},
             gateway={"home": str(tmp_path)}, platforms={"local": {"enabled": True}},

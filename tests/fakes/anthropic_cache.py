@@ -16,13 +16,15 @@ faithful enough to measure what breakpoints are worth:
 - usage reports ``input_tokens`` (after the last breakpoint, or everything uncached),
   ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` like the real API.
 
-Time comes from ``clock`` (seconds), so a benchmark can play hours of conversation with a
-virtual clock. Every request's accounting is kept in :attr:`AnthropicCacheServer.ledger`.
+Requests arrive over HTTP through :class:`~tests.fakes.llm_server.FakeLLMServer` (streamed or
+not, with its faults and refusals); only the accounting is this module's, through the
+``_usage`` hook — a request the server drops without answering is not billed. Time comes
+from ``clock`` (seconds), so a benchmark can play hours of conversation with a virtual
+clock. Every request's accounting is kept in :attr:`AnthropicCacheServer.ledger`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.tokens import count_text
-from tests.fakes.llm_server import FakeLLMServer, RecordedRequest
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Refused, Usage, anthropic_error
 
 MAX_BREAKPOINTS = 4
 LOOKBACK_BLOCKS = 20
@@ -179,22 +181,12 @@ class AnthropicCacheServer(FakeLLMServer):
 
     # -- HTTP ---------------------------------------------------------------------------
 
-    async def _respond(self, request: RecordedRequest, writer: asyncio.StreamWriter) -> bool:
-        if request.dialect != "anthropic" or request.method != "POST":
-            return await super()._respond(request, writer)
-        self.requests.append(request)
-        if not isinstance(request.body, dict):
-            await self._write(writer, 400, self._error_body(request, "request body is not JSON", "invalid_request_error", None))
-            return True
+    def _usage(self, request: RecordedRequest) -> Usage:
+        """Anthropic requests are billed by :meth:`account`; the OpenAI dialect keeps the general simulation."""
+        if request.dialect != "anthropic":
+            return super()._usage(request)
         try:
             accounting = self.account(request.body)
         except ValueError as error:
-            await self._write(writer, 400, self._error_body(request, str(error), "invalid_request_error", None))
-            return True
-        reply = await self._next_reply(request)
-        if reply.drop:
-            writer.transport.abort()
-            return False
-        body = self._body(request, reply, accounting.prompt_tokens, accounting.cache_read, accounting.cache_write)
-        await self._write(writer, reply.status, body, reply.headers)
-        return True
+            raise Refused(400, anthropic_error(str(error))) from error
+        return Usage(accounting.prompt_tokens, accounting.cache_read, accounting.cache_write)
