@@ -46,25 +46,14 @@ class MeasuredPolicy(RetryPolicy):
 
 @pytest.fixture
 async def server():
-    arrivals: list[float] = []
-
-    def answer(request: Any) -> Reply:
-        return Reply.answer("recovered")
-
-    async with FakeLLMServer(handler=answer) as fake:
-        original = fake._next_reply
-
-        async def timed(request: Any) -> Reply:
-            arrivals.append(time.monotonic())
-            return await original(request)
-
-        fake._next_reply = timed  # type: ignore[method-assign]
-        fake.arrivals = arrivals  # type: ignore[attr-defined]
+    async with FakeLLMServer(default=Reply.answer("recovered")) as fake:
         yield fake
 
 
-def gaps(arrivals: list[float]) -> list[float]:
-    return [b - a for a, b in zip(arrivals, arrivals[1:])]
+def gaps(server: FakeLLMServer) -> list[float]:
+    """Seconds between consecutive requests, as the server received them."""
+    times = [request.received_at for request in server.requests]
+    return [b - a for a, b in zip(times, times[1:])]
 
 
 def with_header(reply: Reply, name: str, value: str) -> Reply:
@@ -93,7 +82,7 @@ async def test_transient_statuses_are_retried_with_jittered_backoff(server, case
     assert completion.text == "recovered"
     assert len(server.requests) == 2
     assert len(policy.waits) == 1 and 0.0 <= policy.waits[0] <= 0.2
-    assert gaps(server.arrivals)[0] >= policy.waits[0] - 0.01
+    assert gaps(server)[0] >= policy.waits[0] - 0.01
 
 
 NOT_RETRIED = [
@@ -132,7 +121,7 @@ async def test_the_servers_wait_is_honoured(server, header, value, seconds):
     async with ChatClient(server.openai_base_url, retry=policy) as client:
         assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
     assert policy.waits == [pytest.approx(seconds)]
-    assert seconds - 0.02 <= gaps(server.arrivals)[0] < seconds + 0.5
+    assert seconds - 0.02 <= gaps(server)[0] < seconds + 0.5
 
 
 async def test_a_wait_longer_than_the_cap_fails_at_once_instead_of_retrying_early(server):
@@ -156,7 +145,7 @@ async def test_retries_stop_after_max_retries_with_growing_waits(server):
             await client.complete(HI, model="m", max_tokens=5)
     assert len(server.requests) == 4
     assert policy.waits == pytest.approx([0.1, 0.2, 0.4])
-    for measured, chosen in zip(gaps(server.arrivals), policy.waits):
+    for measured, chosen in zip(gaps(server), policy.waits):
         assert measured >= chosen - 0.01
 
 
