@@ -74,6 +74,13 @@ class AuxiliaryModelSettings(ConnectionSettings):
     api_key: Optional[str] = None
     context_length: Optional[int] = Field(None, ge=1024)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and (not value.startswith(("http://", "https://")) or len(value) <= len("https://")):
+            raise ValueError("must be null or a URL starting with http:// or https://")
+        return value
+
 
 class AuxiliarySettings(StrictModel):
     compression: AuxiliaryModelSettings = Field(default_factory=AuxiliaryModelSettings)

@@ -102,9 +102,10 @@ def serve_model() -> None:
     """Child process: an aiohttp chat-completions endpoint that answers immediately, until terminated.
 
     A request with ``"stream": true`` is answered as server-sent events, one write per chunk.
-    With the header ``x-bench-stamp``, the first text delta is the server's ``time.monotonic()``
-    taken just before the answer's first body byte is written (the clock is system-wide), so
-    a client can measure how long a delta takes to reach it. Prints its port on the first line.
+    Headers shape a stream for the streaming benchmark: ``x-bench-pieces`` text deltas,
+    ``x-bench-pace`` seconds apart, and with ``x-bench-stamp`` each delta's text is the server's
+    ``time.monotonic()`` taken just before it is written (the clock is system-wide), so a client
+    can measure how long a delta takes to reach it. Prints its port on the first line.
     """
     from aiohttp import web
 
@@ -117,12 +118,14 @@ def serve_model() -> None:
             return web.Response(body=payload, content_type="application/json")
         response = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
         await response.prepare(request)
-        pieces = list(STREAM_PIECES)
-        if request.headers.get("x-bench-stamp"):
-            pieces[0] = f"{time.monotonic():.9f} "
-        await response.write(_chunk({"role": "assistant", "content": pieces[0]}))
-        for piece in pieces[1:]:
-            await response.write(_chunk({"content": piece}))
+        stamped = bool(request.headers.get("x-bench-stamp"))
+        pace = float(request.headers.get("x-bench-pace") or 0)
+        pieces = [f"{index} " for index in range(int(request.headers.get("x-bench-pieces") or 0))] or list(STREAM_PIECES)
+        for index, piece in enumerate(pieces):
+            if index and pace:
+                await asyncio.sleep(pace)
+            text = f"{time.monotonic():.9f} " if stamped else piece
+            await response.write(_chunk({"role": "assistant", "content": text} if index == 0 else {"content": text}))
         await response.write(_chunk({}, finish="stop"))
         prompt, completion = len(body) // 4, len(MODEL_REPLY) // 4
         await response.write(_chunk({}, usage={"prompt_tokens": prompt, "completion_tokens": completion,

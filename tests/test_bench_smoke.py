@@ -148,10 +148,14 @@ def test_hygiene_times_the_decision_and_a_turns_transcript_read_with_the_cache_o
 def test_streaming_latency_is_measured_from_the_servers_first_byte(tmp_path):
     from evals import bench_streaming
 
-    assert bench_streaming.main(tmp_path, concurrent=10, rounds=2) == 0
+    assert bench_streaming.main(tmp_path, concurrent=10, seconds=0.6, pieces=4, pace=0.01) == 0
     result = json.loads((tmp_path / "bench_streaming.json").read_text())
     assert [row["transport"] for row in result["rows"]] == ["aiohttp", "httpx"]
     for row in result["rows"]:
-        assert row["streams"] == 20
-        assert 0 < row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] < 1000
-    assert "first text delta" in (tmp_path / "bench_streaming.md").read_text()
+        assert row["burst"]["turns"] == 10 and row["burst"]["deltas"] == 40
+        steady = row["steady"]
+        assert steady["turns"] >= 10 and steady["deltas"] == 4 * steady["turns"]
+        for load in ("steady", "burst"):
+            first = row[load]["first_delta_ms"]
+            assert 0 < first["p50"] <= first["p99"] <= first["max"] < 1000
+    assert "first delta p99" in (tmp_path / "bench_streaming.md").read_text()

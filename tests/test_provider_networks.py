@@ -9,6 +9,7 @@ the User-Agent, and the idle timeout that applies per streamed event.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -214,3 +215,43 @@ async def test_a_stream_that_goes_quiet_times_out():
                               options=HttpOptions(timeout_seconds=0.5)) as client:
             with pytest.raises(ProviderTimeout):
                 await client.complete(HI, model="m", max_tokens=50)
+
+
+async def test_streamed_answers_reuse_one_connection_even_when_the_last_bytes_come_late():
+    from aiohttp import web
+
+    peers: list[object] = []
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n')
+        await response.write(b"data: [DONE]\n\n")
+        await asyncio.sleep(0.1)  # the body's end arrives after the answer is complete
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stream)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with ChatClient(f"http://127.0.0.1:{port}/v1", stream=True, retry=ONCE) as client:
+            for _ in range(4):
+                assert (await client.complete(HI, model="m", max_tokens=5)).text == "hi"
+    finally:
+        await runner.cleanup()
+    assert len(set(peers)) == 1
+
+
+async def test_an_answer_the_transport_cannot_read_is_a_provider_error():
+    from agent.llm.errors import ProviderError
+
+    async with FakeLLMServer(default=Reply(text="ok", headers={"x-padding": "p" * 9000})) as server:
+        async with ChatClient(server.openai_base_url, retry=ONCE) as client:
+            with pytest.raises(ProviderError):
+                await client.complete(HI, model="m", max_tokens=5)

@@ -134,7 +134,7 @@ async def test_a_wait_longer_than_the_cap_fails_at_once_instead_of_retrying_earl
     assert time.monotonic() - started < 1.0
     assert len(server.requests) == 1 and policy.waits == []
     assert caught.value.retry_after == 90 and "90s" in str(caught.value) and "60s" in str(caught.value)
-    assert isinstance(caught.value, RateLimited) and not caught.value.retryable
+    assert not caught.value.retryable
 
 
 async def test_retries_stop_after_max_retries_with_growing_waits(server):
@@ -200,3 +200,39 @@ def test_every_provider_error_says_whether_to_retry():
     assert not ProviderUnreachable("x").retryable and not ProviderRejected("x").retryable
     assert ProviderUnavailable("x").retryable and ProviderTimeout("x").retryable and RateLimited("x").retryable
     assert all(issubclass(kind, ProviderError) for kind in (ProviderUnreachable, RetryWaitTooLong))
+
+
+@pytest.mark.parametrize("base_url", ["ftp://provider.example/v1", "http://"])
+async def test_a_base_url_that_is_not_http_fails_the_call_not_the_construction(base_url):
+    client = ChatClient(base_url, retry=MeasuredPolicy(max_retries=2))
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await client.complete(HI, model="m", max_tokens=5)
+    finally:
+        await client.aclose()
+    assert not caught.value.retryable and "model.base_url" in str(caught.value)
+    assert client.endpoint.retry.waits == []
+
+
+async def test_a_passing_dns_failure_is_retried(server, monkeypatch):
+    original = socket.getaddrinfo
+    failures = [socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")]
+
+    def flaky(host, *args, **kwargs):
+        if host in ("flaky-dns.test", b"flaky-dns.test") and failures:
+            raise failures.pop()
+        return original("127.0.0.1" if host in ("flaky-dns.test", b"flaky-dns.test") else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", flaky)
+    policy = MeasuredPolicy(max_retries=2, initial_backoff=0.05)
+    async with ChatClient(f"http://flaky-dns.test:{server.port}/v1", retry=policy) as client:
+        assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
+    assert len(policy.waits) == 1 and len(server.requests) == 1
+
+
+async def test_retry_after_zero_names_no_wait_so_the_backoff_applies(server):
+    server.enqueue(with_header(Reply.rate_limited(retry_after=None), "retry-after", "0"))
+    policy = MeasuredPolicy(max_retries=1, initial_backoff=0.3, jitter=lambda low, high: high)
+    async with ChatClient(server.openai_base_url, retry=policy) as client:
+        assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
+    assert policy.waits == [pytest.approx(0.3)]

@@ -305,3 +305,89 @@ async def test_an_agent_turn_hands_on_text_tool_calls_and_tool_runs_in_order():
     assert running.name == "read_log" and json.loads(running.arguments) == ARGUMENTS
     after = events[kinds.index("ToolRunning") + 1:]
     assert "".join(event.text for event in after if isinstance(event, TextDelta)) == "All fine."
+
+
+# --------------------------------------------------------------------------- edge cases of real servers
+
+
+def _chunks(*deltas: dict[str, Any], finish: str = "tool_calls") -> bytes:
+    events: list[tuple[str | None, Any]] = [(None, {"choices": [{"index": 0, "delta": delta}]}) for delta in deltas]
+    events += [(None, {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}), (None, "[DONE]")]
+    return _sse(*events)
+
+
+async def test_tool_call_pieces_without_an_index_continue_the_call_they_belong_to():
+    body = _chunks(
+        {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": ""}}]},
+        {"tool_calls": [{"function": {"arguments": '{"q":'}}]},
+        {"tool_calls": [{"function": {"arguments": ' "x"}'}}]},
+        {"tool_calls": [{"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}]},
+    )
+    completion = await complete("openai", [body])
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in completion.tool_calls] == [
+        ("c1", "lookup", '{"q": "x"}'), ("c2", "fetch", "{}")]
+
+
+async def test_a_new_call_id_at_an_index_already_used_is_a_new_call():
+    body = _chunks(
+        {"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"tool_calls": [{"index": 0, "id": "b", "type": "function", "function": {"name": "g", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"k": 1}'}}]},
+    )
+    completion = await complete("openai", [body])
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in completion.tool_calls] == [
+        ("a", "f", "{}"), ("b", "g", '{"k": 1}')]
+
+
+@pytest.mark.parametrize(("route", "event"), [
+    ("responses", ("response.failed", {"type": "response.failed", "response": {"error": {
+        "code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}}})),
+    ("openrouter", (None, {"error": {"code": 400, "message": "This endpoint's maximum context length is 8192 tokens."}})),
+])
+async def test_a_context_length_error_inside_a_stream_lets_the_loop_compact(route, event):
+    from agent.llm.errors import ContextTooLong
+
+    body = ROUTES[route][0]()
+    head = body[: body.index(b"\n\n") + 2]
+    with pytest.raises(ContextTooLong):
+        await complete(route, [head + _sse(event)])
+
+
+async def test_a_watcher_that_fails_is_not_taken_for_the_provider_and_nothing_is_asked_twice():
+    requests = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal requests
+        requests += 1
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=ChunkedStream([openai_stream()]))
+
+    async def failing(event: Any) -> None:
+        raise ConnectionResetError("the chat platform hung up")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        client = ChatClient("https://api.example/v1", stream=True, http=http, retry=RetryPolicy(max_retries=3))
+        with pytest.raises(ConnectionResetError, match="platform hung up"):
+            await client.complete(MESSAGES, model="m", max_tokens=5, on_event=failing)
+    assert requests == 1
+
+
+@pytest.mark.parametrize(("finish", "final"), [("length", True), ("content_filter", True), ("stop", False)])
+async def test_an_empty_answer_is_retried_only_when_it_does_not_say_why(finish, final):
+    from agent.llm.errors import BadResponse
+
+    body = _chunks({"content": ""}, finish=finish)
+    requests = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal requests
+        requests += 1
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=ChunkedStream([body]))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        client = ChatClient("https://api.example/v1", stream=True, http=http,
+                            retry=RetryPolicy(max_retries=1, initial_backoff=0.0))
+        with pytest.raises(BadResponse) as caught:
+            await client.complete(MESSAGES, model="m", max_tokens=5)
+    assert requests == (1 if final else 2)
+    if finish == "length":
+        assert "max_output_tokens" in str(caught.value)

@@ -21,7 +21,7 @@ from agent.compaction.summary_prompt import (
     missing_sections,
 )
 from agent.llm.client import ChatClient
-from agent.llm.errors import ProviderError, RateLimited
+from agent.llm.errors import ProviderError
 from agent.llm.retry import RetryPolicy
 from agent.llm.usage import Usage
 from agent.models import context_length_for, route_of_url
@@ -78,10 +78,8 @@ class LLMSummarizer:
             completion = await self.client.complete(
                 messages, model=self.model, max_tokens=max_tokens, temperature=self.temperature
             )
-        except RateLimited as error:
-            raise SummarizerFailure(f"{task}: rate limited: {error}", retry_after=error.retry_after) from error
         except ProviderError as error:
-            raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}") from error
+            raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}", retry_after=error.retry_after) from error
         self.usage = self.usage + completion.usage
         if completion.truncated:
             raise SummarizerFailure(f"{task}: answer truncated at max_tokens={max_tokens}")

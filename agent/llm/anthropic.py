@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.llm.errors import BadResponse, ProviderError, ProviderRejected, ProviderUnavailable, RateLimited, StreamInterrupted
+from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
@@ -219,9 +219,9 @@ def parse_response(data: Any) -> Completion:
                 }
             )
     text = "".join(texts)
-    if not text.strip() and not calls:
-        raise BadResponse("response has no text and no tool calls")
     stop = str(data.get("stop_reason") or "end_turn")
+    if not text.strip() and not calls:
+        raise empty_answer(FINISH_REASONS.get(stop, stop))
     usage = data.get("usage")
     return Completion(
         text=text,
@@ -232,19 +232,15 @@ def parse_response(data: Any) -> Completion:
     )
 
 
-#: Anthropic error types (in an ``error`` event) that another try may cure.
-_RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "timeout_error"})
-
-
 def stream_error(error: Any) -> ProviderError:
-    """The typed error for an ``error`` event."""
-    kind = error.get("type") if isinstance(error, Mapping) else None
-    message = f"the stream reported {kind or 'an error'}: {(error or {}).get('message') if isinstance(error, Mapping) else error}"
-    if kind == "rate_limit_error":
-        return RateLimited(message[:500])
-    if kind in _RETRYABLE_ERRORS:
-        return ProviderUnavailable(message[:500], status=529 if kind == "overloaded_error" else None)
-    return ProviderRejected(message[:500])
+    """The typed error for an ``error`` event (``overloaded_error`` mid-stream is the common one)."""
+    kind = str(error.get("type") or "") if isinstance(error, Mapping) else ""
+    detail = str(error.get("message") or error) if isinstance(error, Mapping) else str(error)
+    failure = classify_failure(f"the stream reported {kind or 'an error'}: {detail}"[:500], status=None,
+                               detail=detail, kind=kind)
+    if kind == "overloaded_error":
+        failure.status = 529
+    return failure
 
 
 class MessagesStream:

@@ -17,30 +17,31 @@ field, whether a temperature may be sent) comes from :func:`agent.models.request
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal, Self
 
+import aiohttp
 import httpx
-from httpx_sse import EventSource, SSEError
+from httpx_sse import EventSource
 
 from agent import json_codec
 from agent.llm import anthropic, openai_chat
 from agent.llm.errors import (
     BadResponse,
-    ContextTooLong,
     InvalidRequest,
     ProviderError,
     ProviderRejected,
     ProviderTimeout,
-    ProviderUnavailable,
-    RateLimited,
     RetryWaitTooLong,
     StreamInterrupted,
+    classify_failure,
 )
-from agent.llm.http import HttpOptions, open_http_client, transport_failure
-from agent.llm.retry import RetryPolicy, parse_retry_after, should_retry_header, status_is_retryable
-from agent.llm.stream import EventSink, StreamAssembler, StreamReset
+from agent.llm.http import TRANSPORT_ERRORS, HttpOptions, open_http_client, transport_failure
+from agent.llm.retry import RetryPolicy, parse_retry_after, should_retry_header
+from agent.llm.stream import EventSink, StreamAssembler, StreamEvent, StreamReset
 from agent.llm.types import Completion
 from agent.messages import checked_api_messages
 from agent.models import RequestRules, request_rules
@@ -48,20 +49,6 @@ from agent.models import RequestRules, request_rules
 log = logging.getLogger(__name__)
 
 Dialect = Literal["openai", "anthropic"]
-
-#: Phrases providers use when a prompt does not fit the window (lower case).
-CONTEXT_LENGTH_MARKERS = (
-    "context_length_exceeded",
-    "context length",
-    "context window",
-    "maximum context",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-    "reduce the length",
-    "request too large",
-    "exceeds the maximum",
-)
 
 #: What to check for a refusal that no retry cures, by status.
 _STATUS_HINTS = {
@@ -93,21 +80,38 @@ def error_for_status(response: httpx.Response, *, config_key: str = "model") -> 
     message = f"HTTP {status} from {response.request.url}: {detail}"[:1000]
     if hint:
         message = f"{message} — {hint.format(key=config_key)}"
-    retry_after = parse_retry_after(response.headers)
-    error: ProviderError
-    if status == 429:
-        error = RateLimited(message, retry_after=retry_after, body=detail)
-    elif status == 408:
-        error = ProviderTimeout(message, status=status, body=detail)
-    elif status_is_retryable(status):
-        error = ProviderUnavailable(message, status=status, body=detail)
-    elif status in (400, 413, 422) and any(marker in detail.lower() for marker in CONTEXT_LENGTH_MARKERS):
-        error = ContextTooLong(message, status=status, body=detail)
-    else:
-        error = ProviderRejected(message, status=status, body=detail)
-    error.retry_after = retry_after
+    error = classify_failure(message, status=status, detail=detail)
+    error.retry_after = parse_retry_after(response.headers)
     error.should_retry = should_retry_header(response.headers)
     return error
+
+
+#: How long a finished stream may take to send its last bytes; read to the end, its connection is reused.
+DRAIN_SECONDS = 1.0
+
+
+class _SinkFailure(Exception):
+    """The stream's watcher raised: re-raised as it was, never taken for a provider failure and retried."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Relay:
+    """Hands stream events to the watcher, remembering whether any went out (a retry must reset them)."""
+
+    def __init__(self, sink: EventSink | None) -> None:
+        self.sink = sink
+        self.emitted = False
+
+    async def __call__(self, event: StreamEvent) -> None:
+        self.emitted = True
+        if self.sink is not None:
+            try:
+                await self.sink(event)
+            except Exception as error:
+                raise _SinkFailure(error) from error
 
 
 #: A route's check of a refused request before the generic mapping (e.g. Responses' native-compaction refusal).
@@ -137,6 +141,16 @@ class Endpoint:
         self.retry = retry
         self.timeout_seconds = timeout_seconds
         self.config_key = config_key
+        self._parsed: httpx.URL | None = None  # parsed on the first call, where a bad URL fails the call
+
+    def _target(self) -> httpx.URL:
+        """The URL, parsed once (httpx re-parses a string on every request)."""
+        if self._parsed is None:
+            try:
+                self._parsed = httpx.URL(self.url)
+            except httpx.InvalidURL as error:
+                raise ProviderRejected(f"cannot send to {self.url}: {error} — check {self.config_key}.base_url") from error
+        return self._parsed
 
     async def send(
         self,
@@ -158,18 +172,20 @@ class Endpoint:
             raise InvalidRequest([f"the request cannot be sent as JSON: {error}"]) from error
         attempt = 0
         while True:
-            streamed = [False]
+            relay = _Relay(on_event)
             try:
                 if assembler is None:
                     return await self._post(payload, parse, refusal)
-                return await self._stream(payload, parse, assembler(), on_event, refusal, streamed)
+                return await self._stream(payload, parse, assembler(), relay, refusal)
+            except _SinkFailure as failure:
+                raise failure.error from None
             except ProviderError as error:
                 wait = self._retry_wait(error, attempt)
                 if wait is None:
                     raise
                 log.warning("%s: %s; retry %d of %d in %.2fs", self.url, _first_line(error), attempt + 1,
                             self.retry.max_retries, wait)
-                if streamed[0] and on_event is not None:
+                if relay.emitted and on_event is not None:
                     await on_event(StreamReset(f"{type(error).__name__}: {_first_line(error)}"))
                 await self.retry.sleep(wait)
                 attempt += 1
@@ -191,10 +207,8 @@ class Endpoint:
 
     async def _post(self, payload: bytes, parse: Callable[[Any], Completion], refusal: Refusal | None) -> Completion:
         try:
-            response = await self.http.post(self.url, content=payload, headers=self.headers)
-        except httpx.InvalidURL as error:
-            raise ProviderRejected(f"cannot send to {self.url}: {error} — check {self.config_key}.base_url") from error
-        except (httpx.TransportError, OSError) as error:
+            response = await self.http.post(self._target(), content=payload, headers=self.headers)
+        except TRANSPORT_ERRORS as error:
             raise transport_failure(error, self.url, config_key=self.config_key) from error
         if response.status_code >= 300:
             raise self._refused(response, refusal)
@@ -205,34 +219,32 @@ class Endpoint:
         payload: bytes,
         parse: Callable[[Any], Completion],
         assembler: StreamAssembler,
-        on_event: EventSink | None,
+        relay: _Relay,
         refusal: Refusal | None,
-        streamed: list[bool],
     ) -> Completion:
         try:
-            async with self.http.stream("POST", self.url, content=payload, headers=self.stream_headers) as response:
+            async with self.http.stream("POST", self._target(), content=payload, headers=self.stream_headers) as response:
                 if response.status_code >= 300:
                     await response.aread()
                     raise self._refused(response, refusal)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     await response.aread()  # an endpoint that ignores ``stream: true`` answers whole
                     return parse(self._json(response))
-                async for sse in EventSource(response).aiter_sse():
-                    for event in assembler.feed(sse.event, sse.data):
-                        streamed[0] = True
-                        if on_event is not None:
-                            await on_event(event)
-                    if assembler.done:
-                        break
-        except httpx.InvalidURL as error:
-            raise ProviderRejected(f"cannot send to {self.url}: {error} — check {self.config_key}.base_url") from error
+                events = EventSource(response).aiter_sse()
+                async with contextlib.aclosing(events):
+                    async for sse in events:
+                        for event in assembler.feed(sse.event, sse.data):
+                            await relay(event)
+                        if assembler.done:
+                            await _drain(events)
+                            break
         except httpx.ReadTimeout as error:
-            raise ProviderTimeout(f"{self.url} sent nothing for {self.timeout_seconds:g}s mid-answer") from error
-        except (httpx.RemoteProtocolError, httpx.ReadError, SSEError) as error:
-            if streamed[0] or isinstance(error, SSEError):
+            raise ProviderTimeout(f"{self.url} went quiet: nothing arrived for {self.timeout_seconds:g}s") from error
+        except (httpx.RemoteProtocolError, httpx.ReadError, aiohttp.ClientPayloadError) as error:
+            if relay.emitted:
                 raise StreamInterrupted(f"the stream from {self.url} broke off: {type(error).__name__}: {error}") from error
             raise transport_failure(error, self.url, config_key=self.config_key) from error
-        except (httpx.TransportError, OSError) as error:
+        except TRANSPORT_ERRORS as error:
             raise transport_failure(error, self.url, config_key=self.config_key) from error
         return assembler.result()
 
@@ -255,11 +267,39 @@ class Endpoint:
             raise BadResponse(f"malformed JSON from {self.url}: {text!r}", status=response.status_code) from error
 
 
+async def _drain(events: AsyncIterator[Any]) -> None:
+    """Read what a finished stream still sends (its terminator), briefly, so its connection returns to the pool."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in events:
+                pass
+
+
 def _first_line(error: BaseException) -> str:
     return (str(error).splitlines() or [""])[0][:300]
 
 
-class ChatClient:
+class PooledClient:
+    """What every provider client shares: a pooled httpx client, its own unless one is handed in (then the
+    caller closes that one)."""
+
+    def __init__(self, options: HttpOptions | None, http: httpx.AsyncClient | None) -> None:
+        self.options = options or HttpOptions()
+        self._owns_http = http is None
+        self._http = http or open_http_client(self.options)
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class ChatClient(PooledClient):
     """Chat completions or Anthropic messages for one endpoint; reuse one instance (it pools connections).
 
     ``dialect="openai"`` posts to ``{base_url}/chat/completions`` (base_url usually ends in
@@ -288,11 +328,11 @@ class ChatClient:
     ) -> None:
         if dialect not in ("openai", "anthropic"):
             raise ValueError(f"dialect must be 'openai' or 'anthropic', got {dialect!r}")
+        super().__init__(options, http)
         self.base_url = base_url.rstrip("/")
         self.dialect: Dialect = dialect
         self.route = route
         self.stream = stream
-        self.options = options or HttpOptions()
         auth = dict(headers or {})
         if dialect == "anthropic":
             auth["anthropic-version"] = anthropic_version
@@ -300,8 +340,6 @@ class ChatClient:
                 auth["x-api-key"] = api_key
         elif api_key:
             auth["authorization"] = f"Bearer {api_key}"
-        self._owns_http = http is None
-        self._http = http or open_http_client(self.options)
         self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
                                  timeout_seconds=self.options.timeout_seconds, config_key=config_key)
 
@@ -349,13 +387,3 @@ class ChatClient:
             parse, assembler = openai_chat.parse_response, openai_chat.ChatStream
         return await self.endpoint.send(body, parse=parse, assembler=assembler if self.stream else None,
                                         on_event=on_event)
-
-    async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
-
-    async def __aenter__(self) -> "ChatClient":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()

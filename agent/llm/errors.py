@@ -9,12 +9,13 @@ class ProviderError(Exception):
     #: Whether trying the same request again later can succeed.
     retryable: bool = False
 
-    def __init__(self, message: str, *, status: int | None = None, body: str | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
         #: Seconds the provider asked to wait before another try (``Retry-After``), when it said.
-        self.retry_after: float | None = None
+        self.retry_after = retry_after
         #: The provider's own verdict (``x-should-retry``), which overrides :attr:`retryable` when set.
         self.should_retry: bool | None = None
 
@@ -48,14 +49,11 @@ class RateLimited(ProviderError):
     retryable = True
 
     def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = 429, body: str | None = None) -> None:
-        super().__init__(message, status=status, body=body)
-        self.retry_after = retry_after
+        super().__init__(message, status=status, body=body, retry_after=retry_after)
 
 
-class RetryWaitTooLong(RateLimited):
+class RetryWaitTooLong(ProviderError):
     """The provider asked for a wait longer than the client's cap: failing now beats retrying early."""
-
-    retryable = False
 
 
 class ContextTooLong(ProviderError):
@@ -63,9 +61,19 @@ class ContextTooLong(ProviderError):
 
 
 class BadResponse(ProviderError):
-    """A 2xx answer that cannot be used: malformed JSON, an unexpected shape, or no content at all."""
+    """A 2xx answer that cannot be used: malformed JSON, an unexpected shape, or no content at all.
+
+    Retried like a 5xx (a model's empty answer is often a one-off), except where the answer says
+    why it is empty: an answer cut off by its token budget or a content filter is final.
+    """
 
     retryable = True
+
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
+                 final: bool = False) -> None:
+        super().__init__(message, status=status, body=body)
+        if final:
+            self.retryable = False
 
 
 class ProviderRejected(ProviderError):
@@ -78,3 +86,52 @@ class InvalidRequest(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("invalid messages: " + "; ".join(problems[:5]) + (" …" if len(problems) > 5 else ""))
         self.problems = problems
+
+
+#: Phrases providers use when a prompt does not fit the window (lower case).
+CONTEXT_LENGTH_MARKERS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+    "reduce the length",
+    "request too large",
+    "exceeds the maximum",
+)
+#: Error types and codes providers use for a failure that another try may cure (lower case).
+_TRANSIENT_KINDS = frozenset({"overloaded_error", "api_error", "server_error", "timeout_error", "internal_error",
+                              "service_unavailable", "rate_limit_error", "rate_limit_exceeded"})
+
+
+def classify_failure(message: str, *, status: int | None, detail: str, kind: str = "") -> ProviderError:
+    """The typed error for a provider's refusal: from an HTTP status, or from an error reported mid-stream.
+
+    ``detail`` is the provider's own text (searched for context-length phrases); ``kind`` its
+    error type or code, which decides when there is no status (a stream's ``error`` event).
+    """
+    kind = kind.lower()
+    lowered = f"{kind} {detail}".lower()
+    if status in (None, 400, 413, 422) and any(marker in lowered for marker in CONTEXT_LENGTH_MARKERS):
+        return ContextTooLong(message, status=status, body=detail)
+    if status == 429 or (status is None and kind in ("rate_limit_error", "rate_limit_exceeded")):
+        return RateLimited(message, status=status, body=detail)
+    if status == 408 or (status is None and kind == "timeout_error"):
+        return ProviderTimeout(message, status=status, body=detail)
+    if status is not None and (status == 409 or status >= 500):
+        return ProviderUnavailable(message, status=status, body=detail)
+    if status is None and (kind in _TRANSIENT_KINDS or not kind):
+        return ProviderUnavailable(message, body=detail)
+    return ProviderRejected(message, status=status, body=detail)
+
+
+def empty_answer(finish_reason: str) -> BadResponse:
+    """The error for an answer with neither text nor tool calls; final when the answer says why it is empty."""
+    if finish_reason == "length":
+        return BadResponse("the answer is empty: the model spent its whole token budget before writing (a reasoning "
+                           "model thinks first); raise model.max_output_tokens", final=True)
+    if finish_reason == "content_filter":
+        return BadResponse("the provider's content filter withheld the answer", final=True)
+    return BadResponse("the answer has no text and no tool calls")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Literal
@@ -82,13 +81,23 @@ def open_http_client(options: HttpOptions = HttpOptions(), *, transport: Transpo
     )
 
 
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
+#: What a failed exchange may raise below the provider client (httpx-aiohttp lets some aiohttp errors through).
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, aiohttp.ClientError, OSError)
+
+#: Resolver answers that mean the name does not exist (others, like EAI_AGAIN, are passing).
+_NO_SUCH_NAME = frozenset(code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
+                          if code is not None)
+#: Proxy answers that are the proxy's own refusal (others, like 502, are the target's trouble).
+_PROXY_REFUSALS = frozenset({403, 407})
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
     current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
         current = current.__cause__ or current.__context__
+    return chain
 
 
 def _host(url: str) -> str:
@@ -96,35 +105,52 @@ def _host(url: str) -> str:
     return parts.hostname or url
 
 
-def transport_failure(error: Exception, url: str, *, config_key: str = "model") -> ProviderError:
-    """The typed error for a request to ``url`` that got no HTTP answer.
+def _proxy_status(cause: BaseException) -> int | None:
+    if isinstance(cause, aiohttp.ClientHttpProxyError):
+        return cause.status
+    text = str(cause).strip()
+    return int(text[:3]) if isinstance(cause, httpx.ProxyError) and text[:3].isdigit() else None
+
+
+def transport_failure(error: BaseException, url: str, *, config_key: str = "model") -> ProviderError:
+    """The typed error for a request to ``url`` that got no usable HTTP answer.
 
     The transports wrap the cause differently (and httpx-aiohttp maps a refused connection
-    to a timeout), so the decision reads the whole chain of causes, not the outer type.
+    to a timeout), so the decision reads the whole chain of causes, not the outer type. Only
+    what no retry can cure is :class:`ProviderUnreachable`: a name that does not exist, a
+    certificate that is not trusted or a TLS handshake that fails, a proxy that refuses us.
     """
     host = _host(url)
-    chain = list(_causes(error))
-    detail = f"{type(error).__name__}: {error}".strip().rstrip(":")
+    chain = _causes(error)
+    root = next((cause for cause in reversed(chain) if str(cause)), chain[-1])
+    detail = f"{type(root).__name__}: {root}"
+    connecting = any(isinstance(cause, (aiohttp.ClientConnectorError, httpx.ConnectError)) for cause in chain)
     for cause in chain:
-        if isinstance(cause, (aiohttp.ClientConnectorDNSError, socket.gaierror)):
-            return ProviderUnreachable(
-                f"cannot resolve {host}: check {config_key}.base_url, your DNS, or set HTTPS_PROXY if this network "
-                f"needs a proxy ({detail})")
+        if isinstance(cause, httpx.UnsupportedProtocol):
+            return ProviderUnreachable(f"cannot send to {url} ({detail}): check {config_key}.base_url")
+        if isinstance(cause, socket.gaierror):
+            if cause.errno in _NO_SUCH_NAME:
+                return ProviderUnreachable(
+                    f"cannot resolve {host}: check {config_key}.base_url, your DNS, or set HTTPS_PROXY if this "
+                    f"network needs a proxy ({detail})")
+            return ProviderUnavailable(f"looking up {host} failed for now ({detail})")
         if isinstance(cause, ssl.SSLCertVerificationError):
             reason = getattr(cause, "verify_message", "") or str(cause)
             return ProviderUnreachable(
                 f"the TLS certificate of {host} is not trusted ({reason}): if a proxy or a private CA signs it, "
                 f"set SSL_CERT_FILE to that CA bundle")
-        if isinstance(cause, (aiohttp.ClientHttpProxyError, aiohttp.ClientProxyConnectionError, httpx.ProxyError)):
-            return ProviderUnreachable(
-                f"the proxy for {host} refused the connection ({detail}): check {config_key}.proxy, HTTPS_PROXY "
-                f"and NO_PROXY")
-        if isinstance(cause, ssl.SSLError):
-            return ProviderUnreachable(f"TLS with {host} failed ({detail}): check {config_key}.base_url "
+        status = _proxy_status(cause)
+        if status is not None or isinstance(cause, aiohttp.ClientProxyConnectionError):
+            if status is None or status in _PROXY_REFUSALS:
+                return ProviderUnreachable(
+                    f"the proxy for {host} refused the connection ({detail}): check {config_key}.proxy, "
+                    f"HTTPS_PROXY and NO_PROXY")
+            return ProviderUnavailable(f"the proxy could not reach {host} ({detail})")
+        if isinstance(cause, ssl.SSLError) and connecting:
+            return ProviderUnreachable(f"the TLS handshake with {host} failed ({detail}): check {config_key}.base_url "
                                        f"(https:// to a plain-HTTP port?)")
-    for cause in chain:
-        if isinstance(cause, (aiohttp.ServerTimeoutError, TimeoutError)) or (
-            isinstance(cause, httpx.TimeoutException) and cause is chain[-1]
-        ):
-            return ProviderTimeout(f"no answer from {url} in time ({detail})")
+    if any(isinstance(cause, (aiohttp.ServerTimeoutError, TimeoutError)) for cause in chain) or (
+        isinstance(chain[-1], httpx.TimeoutException)
+    ):
+        return ProviderTimeout(f"no answer from {url} in time ({detail})")
     return ProviderUnavailable(f"connection to {url} failed: {detail}")

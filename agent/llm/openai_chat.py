@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.llm.errors import BadResponse, ProviderError, ProviderRejected, ProviderUnavailable, RateLimited, StreamInterrupted
+from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
@@ -92,7 +92,7 @@ def parse_response(data: Any) -> Completion:
     text = content_text(message.get("content"))
     calls = [_normalise_call(call) for call in message.get("tool_calls") or ()]
     if not text.strip() and not calls:
-        raise BadResponse("response has no content and no tool calls")
+        raise empty_answer(str(choices[0].get("finish_reason") or "stop"))
     usage = data.get("usage")
     return Completion(
         text=text,
@@ -104,17 +104,14 @@ def parse_response(data: Any) -> Completion:
 
 
 def stream_error(error: Any) -> ProviderError:
-    """The typed error for an ``error`` object a provider sent inside a stream."""
+    """The typed error for an ``error`` object a provider sent inside a stream (OpenRouter puts its status in ``code``)."""
     if not isinstance(error, Mapping):
-        return ProviderUnavailable(f"the stream reported an error: {error!r}"[:300])
+        return classify_failure(f"the stream reported an error: {error!r}"[:500], status=None, detail=str(error))
     code = error.get("code")
-    message = f"the stream reported an error: {error.get('message') or error}"[:500]
-    status = code if isinstance(code, int) else None
-    if status == 429 or code == "rate_limit_exceeded":
-        return RateLimited(message, status=429)
-    if status is not None and 400 <= status < 500 and status not in (408, 409):
-        return ProviderRejected(message, status=status)
-    return ProviderUnavailable(message, status=status)
+    detail = str(error.get("message") or error)
+    status = code if isinstance(code, int) and 400 <= code < 600 else None
+    kind = str(error.get("type") or (code if isinstance(code, str) else ""))
+    return classify_failure(f"the stream reported an error: {detail}"[:500], status=status, detail=detail, kind=kind)
 
 
 class ChatStream:
@@ -123,7 +120,8 @@ class ChatStream:
     def __init__(self) -> None:
         self.done = False
         self._text: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: list[dict[str, Any]] = []
+        self._slots: dict[int, int] = {}  # the server's tool-call index -> position in _calls
         self._finish: str | None = None
         self._usage: Any = None
         self._model: Any = None
@@ -154,17 +152,26 @@ class ChatStream:
         return out
 
     def _call_fragment(self, fragment: Any) -> list[StreamEvent]:
+        """One piece of a tool call, placed by its ``index``; a new id at a known index starts a new call,
+        and a piece without an index (some servers omit it) continues the last call unless it names a new one."""
         if not isinstance(fragment, Mapping):
             raise BadResponse(f"tool call fragment is not an object: {fragment!r}"[:300])
-        index = fragment.get("index")
-        if not isinstance(index, int):
-            index = len(self._calls)
-        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
-        if fragment.get("id"):
-            call["id"] = str(fragment["id"])
         function = fragment.get("function") or {}
+        name, call_id, index = function.get("name"), fragment.get("id"), fragment.get("index")
+        slot = self._slots.get(index) if isinstance(index, int) else (len(self._calls) - 1 if self._calls else None)
+        if slot is not None:
+            known = self._calls[slot]
+            if (call_id and known["id"] and call_id != known["id"]) or (name and known["name"] and index is None):
+                slot = None
+        if slot is None:
+            slot = len(self._calls)
+            self._calls.append({"id": "", "name": "", "arguments": []})
+            if isinstance(index, int):
+                self._slots[index] = slot
+        call = self._calls[slot]
+        if call_id:
+            call["id"] = str(call_id)
         started: list[StreamEvent] = []
-        name = function.get("name")
         if name and not call["name"]:
             call["name"] = str(name)
             started.append(ToolCallStarted(call["name"]))
@@ -181,7 +188,7 @@ class ChatStream:
             message["tool_calls"] = [
                 {"id": call["id"], "type": "function",
                  "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
-                for _, call in sorted(self._calls.items())
+                for call in self._calls
             ]
         data = {"model": self._model, "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
                 "usage": self._usage}

@@ -36,9 +36,9 @@ from urllib.parse import urlparse
 
 import httpx
 
-from agent.llm.client import Endpoint
-from agent.llm.errors import BadResponse, InvalidRequest, ProviderUnavailable, StreamInterrupted
-from agent.llm.http import HttpOptions, open_http_client
+from agent.llm.client import Endpoint, PooledClient
+from agent.llm.errors import BadResponse, InvalidRequest, ProviderError, StreamInterrupted, classify_failure, empty_answer
+from agent.llm.http import HttpOptions
 from agent.llm.retry import RetryPolicy
 from agent.llm.stream import event_object, EventSink, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
@@ -252,10 +252,12 @@ def parse_response(data: Any, issuer: str, model: str | None = None) -> Response
         elif kind in OPAQUE_ITEM_TYPES and item.get("encrypted_content"):
             opaque.append(dict(item))
     text = "".join(texts)
-    if not text.strip() and not calls:
-        raise BadResponse("response has no text and no tool calls")
     incomplete = (data.get("incomplete_details") or {}) if data.get("status") == "incomplete" else {}
     finish = "length" if incomplete.get("reason") == "max_output_tokens" else ("tool_calls" if calls else "stop")
+    if incomplete.get("reason") == "content_filter":
+        finish = "content_filter"
+    if not text.strip() and not calls:
+        raise empty_answer(finish)
     return ResponsesCompletion(
         text=text,
         tool_calls=calls,
@@ -283,9 +285,14 @@ def is_compaction_rejection(status: int, body: Any) -> bool:
 # --------------------------------------------------------------------------- stream
 
 
-def _stream_failure(event: Mapping[str, Any]) -> ProviderUnavailable:
-    detail = (event.get("response") or {}).get("error") or event.get("error") or event
-    return ProviderUnavailable(f"the response failed mid-stream: {json.dumps(detail)[:300]}")
+def _stream_failure(event: Mapping[str, Any]) -> ProviderError:
+    """The typed error for ``response.failed`` / ``error``: by the error's code (a context-length one included)."""
+    error = (event.get("response") or {}).get("error") or event.get("error") or event
+    if not isinstance(error, Mapping):
+        error = {"message": str(error)}
+    detail = str(error.get("message") or json.dumps(error)[:300])
+    kind = str(error.get("code") or error.get("type") or "")
+    return classify_failure(f"the response failed mid-stream: {kind} {detail}"[:500], status=None, detail=detail, kind=kind)
 
 
 class ResponsesStream:
@@ -329,7 +336,7 @@ class _Rejected(Exception):
     """The server refused the native-compaction field (internal: triggers the retry)."""
 
 
-class ResponsesClient:
+class ResponsesClient(PooledClient):
     """Responses API for one endpoint on the shared provider client; reuse one instance (it pools connections).
 
     ``route`` says where ``base_url`` leads (see :func:`classify_route`); native compaction
@@ -354,13 +361,13 @@ class ResponsesClient:
         http: httpx.AsyncClient | None = None,
         config_key: str = "model",
     ) -> None:
+        super().__init__(options, http)
         self.base_url = base_url.rstrip("/")
         self.route: RouteKind = route
         self.native_compaction = native_compaction
         self.compact_threshold = compact_threshold
         self.stream = stream
         self.send_token_limit = send_token_limit
-        self.options = options or HttpOptions()
         auth = dict(headers or {})
         if api_key:
             auth["authorization"] = f"Bearer {api_key}"
@@ -368,8 +375,6 @@ class ResponsesClient:
         #: Who made the opaque items this client receives; items from anyone else are not replayed.
         self.issuer = f"{route}|{self.base_url}|{fingerprint}"
         self._rejected_sessions: OrderedDict[str, None] = OrderedDict()
-        self._owns_http = http is None
-        self._http = http or open_http_client(self.options)
         self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
                                  timeout_seconds=self.options.timeout_seconds, config_key=config_key)
 
@@ -479,16 +484,6 @@ class ResponsesClient:
     def for_session(self, session: str, *, local_trigger_tokens: int | None = None) -> "ResponsesSession":
         """A ``ChatModel`` view bound to one conversation (its native-compaction state and local trigger)."""
         return ResponsesSession(self, session, local_trigger_tokens)
-
-    async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
-
-    async def __aenter__(self) -> "ResponsesClient":
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 @dataclass

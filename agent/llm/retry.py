@@ -1,10 +1,13 @@
 """When and how long to retry a provider request, the way the official SDKs do.
 
 Retried: 408 (timeout), 409 (lock conflict), 429, every 5xx (and Anthropic's 529
-"overloaded"), timeouts, dropped connections and streams cut short. Never retried:
-400, 401, 403, 404, 422 and failures of configuration (an unknown host, an untrusted
-certificate, a proxy that refuses us) — the same request would fail the same way. A
-server's ``x-should-retry: true|false`` overrides the status either way.
+"overloaded"), timeouts, dropped connections, streams cut short, and an answer that
+cannot be used (malformed, or empty for no stated reason). Never retried: 400, 401, 403,
+404, 422, an answer cut off by its token budget or a filter, and failures of
+configuration (a name that does not exist, an untrusted certificate, a proxy that
+refuses us) — the same request would fail the same way. A server's
+``x-should-retry: true|false`` overrides the status either way. (Which status is which
+error is :func:`agent.llm.errors.classify_failure`.)
 
 The wait is exponential with full jitter (a uniform draw between 0 and the exponential
 step), so many chats that failed together do not retry together. A ``Retry-After`` /
@@ -22,10 +25,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-
-#: Statuses worth another try, besides every 5xx.
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
-
 
 def _seconds(text: str, scale: float = 1.0) -> float | None:
     """A finite, non-negative number of seconds, or None (``inf`` or ``nan`` from a server is no wait time)."""
@@ -66,10 +65,6 @@ def should_retry_header(headers: Mapping[str, str]) -> bool | None:
     return None
 
 
-def status_is_retryable(status: int) -> bool:
-    return status in RETRYABLE_STATUSES or status >= 500
-
-
 @dataclass
 class RetryPolicy:
     """How many times and how long to retry one provider request.
@@ -92,7 +87,8 @@ class RetryPolicy:
         return self.jitter(0.0, ceiling)
 
     def wait(self, attempt: int, retry_after: float | None) -> float:
-        """The wait before the next try: the server's, when it named one within the cap, else the backoff."""
-        if retry_after is not None and retry_after <= self.max_retry_after:
+        """The wait before the next try: the server's, when it named one (the caller refuses one past the cap),
+        else the backoff (a ``Retry-After: 0`` names none, as the SDKs read it)."""
+        if retry_after:
             return retry_after
         return self.backoff(attempt)

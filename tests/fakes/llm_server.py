@@ -225,6 +225,8 @@ class RecordedRequest:
     received_at: float = field(default_factory=time.monotonic)
     #: ``time.monotonic()`` when the first byte of the answer was written (None: no answer).
     first_byte_at: float | None = None
+    #: The client's address and port: one per connection, so a reused connection shows as a repeat.
+    peer: Any = None
 
     @property
     def model(self) -> str | None:
@@ -670,7 +672,9 @@ class FakeLLMServer:
         headers = {name.lower(): value for name, value in http.headers.items()}
         path = http.path.rstrip("/")
         anthropic = path.endswith("/messages") or (path not in _COMPLETION_PATHS and "anthropic-version" in headers)
-        return RecordedRequest(http.method, http.raw_path, headers, raw, body, "anthropic" if anthropic else "openai")
+        peer = http.transport.get_extra_info("peername") if http.transport is not None else None
+        return RecordedRequest(http.method, http.raw_path, headers, raw, body, "anthropic" if anthropic else "openai",
+                               peer=tuple(peer) if peer else None)
 
     async def _next_reply(self, request: RecordedRequest) -> Reply:
         if self.queue:
