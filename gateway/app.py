@@ -18,6 +18,8 @@ from gateway.agents import AgentBuilder
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.events import CompressEvent, Event, EventBus
 from gateway.inbox import Inbox
+from gateway.delivery.budget import SendBudget
+from gateway.delivery.gate import gates
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
 from gateway.redis_channel import channel_for
@@ -71,10 +73,12 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     store, inbox = message_path(redis, settings)
     events = EventBus()
     agents = AgentBuilder(settings, **builder_options)
+    budget = SendBudget(store.channel, settings.redis.key_prefix)
     runner = GatewayRunner(
         store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
         lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
-        cache_ttl=settings.prompt_caching.cache_ttl,
+        cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
+        gates=gates(budget, settings.delivery),
     )
     await runner.start()
     encoding()  # the tokenizer loads now rather than on the first message

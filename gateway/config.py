@@ -253,6 +253,29 @@ class PlatformsSettings(StrictModel):
         return self
 
 
+class TelegramSendLimits(StrictModel):
+    """``delivery.telegram:`` — what Telegram allows a bot, shared by every gateway process."""
+
+    per_chat_per_second: float = Field(1.0, gt=0)
+    per_group_per_minute: float = Field(20.0, ge=4)
+    per_bot_per_second: float = Field(30.0, ge=12)
+
+
+class DiscordSendLimits(StrictModel):
+    """``delivery.discord:`` — Discord's per-channel and global limits, shared by every gateway process."""
+
+    per_channel_per_5_seconds: float = Field(5.0, ge=4)
+    per_bot_per_second: float = Field(50.0, ge=10)
+
+
+class DeliverySettings(StrictModel):
+    """``delivery:`` — replies shown as they are written, and the send budget (SPEC B9, B10)."""
+
+    stream_replies: bool = True
+    telegram: TelegramSendLimits = Field(default_factory=TelegramSendLimits)
+    discord: DiscordSendLimits = Field(default_factory=DiscordSendLimits)
+
+
 class GatewaySettings(StrictModel):
     """``gateway:`` — the process: state directory, locks, dedupe, concurrency, metrics."""
 
@@ -279,6 +302,7 @@ class Settings(BaseSettings):
     model: ModelSettings = Field(default_factory=ModelSettings)
     platforms: PlatformsSettings = Field(default_factory=PlatformsSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
 
     @property
     def home_path(self) -> Path:

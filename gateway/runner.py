@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,7 +38,8 @@ from gateway.commands import parse as parse_command
 from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
-from gateway.platforms.base import IncomingMessage, PlatformAdapter
+from gateway.delivery.stream import ReplyStream
+from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta, SessionStore, StaleLock
 
@@ -72,6 +73,8 @@ class Outcome:
     session_id: str
     reply: str | None
     committed: bool
+    #: Where the reply streamed while the turn ran; it delivers the final text too.
+    stream: ReplyStream | None = None
 
 
 @dataclass
@@ -106,6 +109,8 @@ class GatewayRunner:
         max_concurrent_chats: int = 64,
         poll_interval: float = 0.05,
         cache_ttl: str = "5m",
+        stream_replies: bool = True,
+        gates: Callable[[IncomingMessage], SendGate] | None = None,
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -116,6 +121,9 @@ class GatewayRunner:
         self.lock_ttl = lock_ttl_seconds
         self.cache_ttl = cache_ttl
         self.poll_interval = poll_interval
+        self.stream_replies = stream_replies
+        #: The send budget of a reply's chat (every process shares it); open by default.
+        self.gates = gates or (lambda message: OpenGate())
         self.worker_id = uuid.uuid4().hex[:8]
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._max_chats = max_concurrent_chats
@@ -250,7 +258,7 @@ class GatewayRunner:
             outcome = await self._give_up(chat, lock, message, error)
         self._attempts.pop(attempts_key, None)
         if outcome.reply is not None:
-            await self._deliver(message, outcome.reply)
+            await self._deliver(message, outcome.reply, outcome.stream)
         # Recording the reply as sent and removing the entry are one fenced step; a crash between
         # the send above and this step is the one window in which a reply can go out twice.
         marker = {"replied_entry_id": f"{message.platform}:{message.update_id}"} if outcome.committed else {}
@@ -310,11 +318,14 @@ class GatewayRunner:
             tools.add(tool)
         agent = self.agents.build_agent(engine, model, tools)
         adapter = self.adapters.get(message.platform)
+        stream: ReplyStream | None = None
         if adapter:
             with contextlib.suppress(Exception):
                 await adapter.typing(message.chat_id)
+            surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id)
+            stream = ReplyStream(surface, previews=self.stream_replies) if surface is not None else None
         try:
-            result = await agent.run_turn(history, user_message)
+            result = await agent.run_turn(history, user_message, on_event=stream if self.stream_replies else None)
             reply = result.reply
         except ProviderError as error:
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
@@ -360,7 +371,7 @@ class GatewayRunner:
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
             latency_ms=(time.perf_counter() - started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
         ))
-        return Outcome(turn.session_id, reply, committed=True)
+        return Outcome(turn.session_id, reply, committed=True, stream=stream)
 
     # ----------------------------------------------------------------- compaction outside the loop
 
@@ -432,16 +443,20 @@ class GatewayRunner:
 
     # ----------------------------------------------------------------- replies
 
-    async def _deliver(self, message: IncomingMessage, text: str) -> None:
-        """Send a reply, retrying transient failures; a reply the platform keeps refusing (the user
-        blocked the bot, the channel is gone) is logged and given up so the chat is not blocked."""
+    async def _deliver(self, message: IncomingMessage, text: str, stream: ReplyStream | None = None) -> None:
+        """Send a reply (through the stream that previewed it, when there is one), retrying transient
+        failures; a reply the platform keeps refusing (the user blocked the bot, the channel is gone)
+        is logged and given up so the chat is not blocked."""
         adapter = self.adapters.get(message.platform)
         if adapter is None:
             log.warning("no adapter for platform %s; reply to %s dropped", message.platform, message.chat)
             return
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
-                await adapter.send(message.chat_id, text, reply_to=message.update_id)
+                if stream is not None:
+                    await stream.finish(text)  # picks up where a failed attempt stopped
+                else:
+                    await adapter.send(message.chat_id, text, reply_to=message.update_id)
                 return
             except asyncio.CancelledError:
                 raise

@@ -152,6 +152,7 @@ class FakeDiscordAPI:
         self.typing: list[int] = []
         self.faults: list[str] = []
         self.typing_status = 204
+        self.edits: list[dict[str, Any]] = []  # every message edit, as received
         self._by_nonce: dict[str, dict[str, Any]] = {}
         self._runner: Optional[web.AppRunner] = None
         self.base = ""
@@ -162,6 +163,8 @@ class FakeDiscordAPI:
         app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
         app.router.add_post("/api/v10/channels/{channel_id}/messages", self._post_message)
         app.router.add_post("/api/v10/channels/{channel_id}/typing", self._typing)
+        app.router.add_patch("/api/v10/channels/{channel_id}/messages/{message_id}", self._edit_message)
+        app.router.add_delete("/api/v10/channels/{channel_id}/messages/{message_id}", self._delete_message)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -222,6 +225,29 @@ class FakeDiscordAPI:
         if fault == "drop_after_create":
             return self._drop(request)
         return json_response(message)
+
+    def _find(self, request: web.Request) -> dict[str, Any]:
+        channel_id, message_id = request.match_info["channel_id"], request.match_info["message_id"]
+        for message in self.created:
+            if message["channel_id"] == channel_id and message["id"] == message_id:
+                return message
+        raise web.HTTPNotFound(text=json.dumps({"message": "Unknown Message", "code": 10008}),
+                               content_type="application/json")
+
+    async def _edit_message(self, request: web.Request) -> web.Response:
+        self._authorized(request)
+        body = await request.json()
+        message = self._find(request)
+        if len(body.get("content") or "") > 2000:
+            return json_response({"message": "Invalid Form Body", "code": 50035}, status=400)
+        self.edits.append({"id": message["id"], **body})
+        message["content"] = body.get("content", message["content"])
+        return json_response(message)
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        self._authorized(request)
+        self.created.remove(self._find(request))
+        return web.Response(status=204)
 
     def _create(self, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
         message = message_payload(BOT, body["content"], channel_id=int(channel_id), guild=False)

@@ -24,9 +24,9 @@ def test_run_shows_hygiene_and_archive_recovery_then_keeps_the_history_across_a_
     assert first.returncode == 0, first.stderr
     assert "embedded Redis" in first.stdout
     assert "hygiene compaction" in first.stdout  # the overnight backlog crossed 85%
-    replies = [line for line in first.stdout.splitlines() if "bot>" in line]
+    replies = [block.split("you>")[0] for block in first.stdout.split("bot> ")[1:]]
     assert "9f3c2ab71d" in replies[0]  # the morning answer came back out of the archive
-    assert "fix forward" in replies[1]  # and the terminal chat answers from it too
+    assert "🔧 session_search" in replies[1] and "fix forward" in replies[1]  # the terminal chat streams: the tool, then the answer
 
     second = foldgate(home, "run", "--demo")
     assert second.returncode == 0, second.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Optional
+from typing import Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,60 @@ class IncomingMessage(BaseModel):
 Intake = Callable[[IncomingMessage], Awaitable[bool]]
 
 
+class PlatformRateLimited(Exception):
+    """The platform refused a call for sending too fast; ``retry_after`` is its requested pause in seconds."""
+
+    def __init__(self, retry_after: float, what: str = "") -> None:
+        super().__init__(f"{what}: rate limited for {retry_after:g} s".lstrip(": "))
+        self.retry_after = retry_after
+
+
+class SendGate(Protocol):
+    """The send budget as a platform sees it for one reply (``gateway.delivery.budget`` provides it)."""
+
+    async def allow_preview(self) -> bool:
+        """Whether a preview update may go out now (previews are dropped, never queued, when it is short)."""
+        ...
+
+    async def await_final(self) -> None:
+        """Wait until a final message may go out."""
+        ...
+
+    async def rate_limited(self, retry_after: float) -> None:
+        """The platform answered 429: every process pauses this reply's buckets for ``retry_after`` seconds."""
+        ...
+
+
+class OpenGate:
+    """No shared budget: everything may go now (a single local chat, tests)."""
+
+    async def allow_preview(self) -> bool:
+        return True
+
+    async def await_final(self) -> None:
+        return None
+
+    async def rate_limited(self, retry_after: float) -> None:
+        return None
+
+
+class Surface(Protocol):
+    """Where one reply is shown while it streams, and delivered when it is done (see ``gateway.delivery``).
+
+    ``interval`` is the shortest gap between two previews the platform wants.
+    """
+
+    interval: float
+
+    async def preview(self, text: str) -> bool:
+        """Show ``text`` (the whole reply so far) as the in-progress reply; False when it cannot be shown now."""
+        ...
+
+    async def finish(self, text: str) -> None:
+        """Deliver the final reply completely (split as the platform requires), replacing the preview."""
+        ...
+
+
 class PlatformAdapter(ABC):
     """A chat platform: receives messages into the intake, sends replies, shows typing."""
 
@@ -63,6 +117,11 @@ class PlatformAdapter(ABC):
     @abstractmethod
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         """Deliver ``text`` completely (split as the platform requires), retrying as it asks."""
+
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> Optional[Surface]:
+        """Where a reply to ``chat_id`` (answering update ``reply_to``) is shown and delivered, paced by ``gate``;
+        None where replies are sent whole by :meth:`send`."""
+        return None
 
     async def typing(self, chat_id: str) -> None:
         """Show that a reply is being prepared; platforms without an indicator do nothing."""

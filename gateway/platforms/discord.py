@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Optional
 import aiohttp
 import discord
 
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.delivery.edited import EditedReply
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, PlatformRateLimited, SendGate, Surface
 from gateway.platforms.split import split_message
 
 if TYPE_CHECKING:
@@ -334,7 +335,61 @@ class DiscordAdapter(PlatformAdapter):
                             type(error).__name__, error)
                 await asyncio.sleep(self.retry_delay * 2**attempt)
 
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> Surface:
+        """A reply as one message sent early and edited as text arrives, continued past 2,000 characters;
+        the first message answers ``reply_to``, and every post carries a nonce, so a repeated one is not posted twice."""
+        reference = None
+        if reply_to:
+            reference = discord.MessageReference(message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False)
+        anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
+        messenger = DiscordMessenger(self._channel(chat_id), anchor, reference)
+        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars")
+
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""
         with contextlib.suppress(Exception):
             await self._channel(chat_id).typing()
+
+
+class DiscordMessenger:
+    """One channel's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
+
+    def __init__(self, channel: discord.abc.Messageable, anchor: str,
+                 reference: Optional[discord.MessageReference]) -> None:
+        self.channel = channel
+        self.anchor = anchor
+        self.reference = reference
+        self._sent: dict[str, discord.Message] = {}
+
+    async def post(self, text: str) -> str:
+        index = len(self._sent)
+        try:
+            message = await self.channel.send(text, nonce=chunk_nonce(self.anchor, index, "reply"),
+                                              reference=self.reference if index == 0 else None,
+                                              allowed_mentions=NO_PINGS)
+        except discord.HTTPException as error:
+            raise _rate_limited(error) or error
+        self._sent[str(message.id)] = message
+        return str(message.id)
+
+    async def edit(self, message_id: str, text: str) -> None:
+        try:
+            self._sent[message_id] = await self._sent[message_id].edit(content=text, allowed_mentions=NO_PINGS)
+        except discord.HTTPException as error:
+            raise _rate_limited(error) or error
+
+    async def delete(self, message_id: str) -> None:
+        message = self._sent.pop(message_id, None)
+        if message is not None:
+            with contextlib.suppress(discord.HTTPException):
+                await message.delete()
+
+
+def _rate_limited(error: discord.HTTPException) -> PlatformRateLimited | None:
+    """A 429 discord.py did not wait out itself, as the budget's pause; None for any other failure."""
+    if error.status != 429:
+        return None
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is None and error.response is not None:
+        retry_after = float(error.response.headers.get("Retry-After", 1) or 1)
+    return PlatformRateLimited(float(retry_after or 1.0), "Discord")

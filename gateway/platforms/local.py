@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import sys
 import time
 from typing import Optional, TextIO
 
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, SendGate
 
 
 class TerminalAdapter(PlatformAdapter):
@@ -58,3 +59,48 @@ class TerminalAdapter(PlatformAdapter):
         self.stdout.write(f"\nbot> {text}\n")
         if self._reading:
             self._prompt()
+
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> "TerminalReply":
+        return TerminalReply(self)
+
+
+class TerminalReply:
+    """A streamed reply in the terminal: printed as it arrives, what was printed is never taken back.
+
+    A preview that only extends what is on screen prints the new part; one that changes it (a
+    tool line replaced by text, a retried request) continues on a new line. The final reply is
+    printed after what is on screen unless the screen already ends with it.
+    """
+
+    interval = 0.05
+
+    def __init__(self, adapter: TerminalAdapter) -> None:
+        self.adapter = adapter
+        self.printed = ""
+
+    async def preview(self, text: str) -> bool:
+        out = self.adapter.stdout
+        if not self.printed:
+            out.write("\nbot> ")
+        if text.startswith(self.printed):
+            out.write(text[len(self.printed):])
+        else:
+            common = len(os.path.commonprefix([self.printed, text]))
+            out.write("\n" + text[common:].lstrip("\n"))
+        out.flush()
+        self.printed = text
+        return True
+
+    async def finish(self, text: str) -> None:
+        if not self.printed:
+            await self.adapter.send(self.adapter.chat_id, text)
+            return
+        if text.startswith(self.printed):
+            self.adapter.stdout.write(text[len(self.printed):] + "\n")
+        elif self.printed.endswith(text.strip()):
+            self.adapter.stdout.write("\n")
+        else:  # the screen shows earlier steps (a tool line, text before a tool call): the answer follows them
+            self.adapter.stdout.write(f"\n{text}\n")
+        self.printed = text
+        if self.adapter._reading:
+            self.adapter._prompt()

@@ -49,6 +49,7 @@ import contextlib
 import functools
 import hmac
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Optional, TypeVar
 
@@ -56,6 +57,7 @@ from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import (
+    TelegramBadRequest,
     TelegramConflictError,
     TelegramEntityTooLarge,
     TelegramMigrateToChat,
@@ -68,7 +70,8 @@ from aiogram.types import Message, MessageEntity, Update, User
 from aiohttp import web
 
 from gateway.config import Settings
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.delivery.edited import EditedReply
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, PlatformRateLimited, SendGate, Surface
 from gateway.platforms.split import split_message
 
 log = logging.getLogger(__name__)
@@ -422,6 +425,15 @@ class TelegramAdapter(PlatformAdapter):
                     log.info("telegram: chat %s moved to %s; sending there", target, moved.migrate_to_chat_id)
                     target = moved.migrate_to_chat_id
 
+    # ------------------------------------------------------------------ streamed replies
+
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> Surface:
+        """A private chat streams into a draft (``sendMessageDraft``), any other chat into messages edited in place."""
+        ref = _chat_ref(chat_id)
+        if isinstance(ref, int) and ref > 0:  # private chats have positive ids, groups negative ones
+            return DraftReply(self, chat_id, gate)
+        return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16")
+
     async def _call(self, request: Callable[[], Awaitable[T]], what: str) -> T:
         """Run one Bot API request, waiting out 429s as told and retrying transient failures."""
         failures = 0
@@ -502,3 +514,74 @@ def _utf16_slice(text: str, offset: int, length: int) -> str:
     """``text[offset:offset+length]`` in UTF-16 code units, as Telegram's entity offsets count."""
     encoded = text.encode("utf-16-le")
     return encoded[2 * offset: 2 * (offset + length)].decode("utf-16-le", errors="replace")
+
+
+class DraftReply:
+    """A reply in a private chat: drafts while it streams, then the final text as real messages.
+
+    A draft is Telegram's ephemeral preview (``sendMessageDraft``); the final ``sendMessage``
+    replaces it. Past 4096 units the draft shows the part still being written.
+    """
+
+    def __init__(self, adapter: TelegramAdapter, chat_id: str, gate: SendGate) -> None:
+        self.adapter = adapter
+        self.chat_id = chat_id
+        self.gate = gate
+        self.interval = 1.0
+        self.draft_id = secrets.randbelow(2**31 - 1) + 1  # any non-zero id; one per reply
+        #: Final chunks already sent: a retried finish sends only the rest.
+        self.posted = 0
+
+    async def preview(self, text: str) -> bool:
+        if not await self.gate.allow_preview():
+            return False
+        tail = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")[-1]
+        try:
+            await self.adapter.bot.send_message_draft(chat_id=_chat_ref(self.chat_id), draft_id=self.draft_id,
+                                                      text=tail, parse_mode=None)
+        except TelegramRetryAfter as error:
+            await self.gate.rate_limited(error.retry_after)
+            return False
+        return True
+
+    async def finish(self, text: str) -> None:
+        messenger = TelegramMessenger(self.adapter, self.chat_id)
+        chunks = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")
+        while self.posted < len(chunks):
+            await self.gate.await_final()
+            try:
+                await messenger.post(chunks[self.posted])
+            except PlatformRateLimited as limited:
+                await self.gate.rate_limited(limited.retry_after)
+                continue
+            self.posted += 1
+
+
+class TelegramMessenger:
+    """One Telegram chat's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
+
+    def __init__(self, adapter: TelegramAdapter, chat_id: str) -> None:
+        self.adapter = adapter
+        self.chat_id = chat_id
+
+    async def post(self, text: str) -> str:
+        self.adapter._stop_typing(self.chat_id)
+        try:
+            message = await self.adapter.bot.send_message(_chat_ref(self.chat_id), text, parse_mode=None)
+        except TelegramRetryAfter as error:
+            raise PlatformRateLimited(error.retry_after, f"sendMessage to {self.chat_id}") from error
+        return str(message.message_id)
+
+    async def edit(self, message_id: str, text: str) -> None:
+        try:
+            await self.adapter.bot.edit_message_text(text=text, chat_id=_chat_ref(self.chat_id),
+                                                     message_id=int(message_id), parse_mode=None)
+        except TelegramRetryAfter as error:
+            raise PlatformRateLimited(error.retry_after, f"editMessageText in {self.chat_id}") from error
+        except TelegramBadRequest as error:
+            if "message is not modified" not in error.message:
+                raise
+
+    async def delete(self, message_id: str) -> None:
+        with contextlib.suppress(TelegramBadRequest):
+            await self.adapter.bot.delete_message(chat_id=_chat_ref(self.chat_id), message_id=int(message_id))

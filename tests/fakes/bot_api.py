@@ -3,25 +3,64 @@
 Point the real aiogram client at it — ``TelegramAPIServer.from_base(server.base_url)``, which
 builds ``{base}/bot{token}/{method}``, or ``platforms.telegram.api_server`` — and script it::
 
-    async with FakeBotAPI() as api:
+    async with FakeBotAPI(limits=FloodLimits()) as api:
         api.push(api.private_message(42, "hello"), api.group_message(-100, 7, "@foldgate_bot hi"))
         api.rate_limit_sends(1, retry_after=2)   # the next sendMessage gets a 429
         ...
-        assert [m.text for m in api.sent] == ["..."]
+        assert [m.text for m in api.messages(42)] == ["..."]
+        assert api.accounting().over_limit() == []
 
 Methods: getMe; getUpdates with Telegram's offset/limit/timeout semantics (updates below the
 offset are confirmed and forgotten, at most ``limit`` returned, a long poll waits up to
 ``timeout`` seconds for new ones; a second poller terminates the waiting one with 409, and
 ``conflict`` or an active webhook make every call a 409); sendMessage (records chat_id and
-text, refuses empty text and text over 4096 UTF-16 units like Telegram, answers a Message;
-scripted 429s and 5xx answers); sendChatAction; setWebhook / deleteWebhook. Update builders
-produce the JSON Telegram sends, entities included (offsets in UTF-16 units).
+text, refuses empty text and text over 4096 UTF-16 units like Telegram, answers a Message whose
+message_id increases per chat; scripted 429s and 5xx answers); sendMessageDraft (private chats
+only — a group or channel gets 400 ``TEXTDRAFT_PEER_INVALID`` —, non-zero draft_id, text of
+0–4096 UTF-16 units; logged in ``drafts``; ``current_draft`` is the latest one still shown, i.e.
+younger than 30 s and not followed by a sendMessage to the chat); editMessageText (chat_id +
+message_id of a message the bot sent; refuses an unknown or deleted message, a message the bot
+did not send, empty or over-long text, and an edit that changes nothing with Telegram's
+"message is not modified" 400; answers the edited Message; history in ``edits``);
+deleteMessage (→ True, logged in ``deleted``); sendChatAction; setWebhook / deleteWebhook.
+Update builders produce the JSON Telegram sends, entities included (offsets in UTF-16 units),
+and take their message_ids from the same per-chat counter as the bot's messages.
+
+Flood control (off unless ``limits=FloodLimits(...)`` is given; the accounting runs always).
+Counted calls are the *accepted* sendMessage, editMessageText and sendMessageDraft calls (the
+latter only while ``FloodLimits.count_drafts``); refusals (400s, 429s, scripted answers),
+deleteMessage and sendChatAction are not counted. A call is checked after its own validation, so
+a call that would be refused with a 400 gets the 400, never a 429. For a call to chat C at time
+``now``, a sliding window of length W holding limit N admits the call iff fewer than N counted
+calls fall in ``(now - W, now]``; the windows are:
+
+* per chat (every chat, groups included): W = ``chat_window`` (1 s), N = ``per_chat_per_second
+  + chat_burst``; with ``chat_burst`` > 0 a second per-chat window, W = ``chat_window *
+  burst_horizon``, N = ``per_chat_per_second * burst_horizon``, keeps the average at the limit —
+  Telegram's "short bursts" that end in 429s if kept up;
+* per group (chat ids below zero: groups, supergroups, channels): W = ``group_window`` (60 s),
+  N = ``per_group_per_minute``. Drafts can never count here: they are refused in groups first;
+* per bot (all chats together): W = ``bot_window`` (1 s), N = ``per_bot_per_second``.
+
+A refused call gets HTTP 429 with a ``Retry-After`` header and ``{"ok": false, "error_code":
+429, "description": "Too Many Requests: retry after N", "parameters": {"retry_after": N}}``,
+where N is the number of seconds, rounded up (at least 1), until every full window it hit has
+room again; it is logged in ``rate_limited``. ``accounting()`` reports, per chat, per group and
+for the bot, the most counted calls seen in any window of that scope's length.
+
+Views for tests: ``messages(chat)`` (the bot's messages still in the chat, with their current
+text), ``message(chat, id)``, ``edits(chat, id)``, ``drafts`` / ``drafts_in(chat)`` /
+``current_draft(chat)``, ``deleted``, ``attempts`` (every send, draft, edit and delete with its
+status), ``counted``, ``rate_limited``, ``accounting()``; ``sent`` and ``send_attempts`` as
+before. ``clock`` (default ``time.monotonic``) can be a function the test advances by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -35,6 +74,21 @@ _COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?")
 _MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{5,32}\b")
 TERMINATED = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 WEBHOOK_ACTIVE = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+NOT_MODIFIED = ("Bad Request: message is not modified: specified new message content and reply markup are exactly "
+                "the same as a current content and reply markup of the message")
+EDIT_NOT_FOUND = "Bad Request: message to edit not found"
+DELETE_NOT_FOUND = "Bad Request: message to delete not found"
+CANT_EDIT = "Bad Request: message can't be edited"
+TOO_LONG = "Bad Request: message is too long"
+TEXT_EMPTY = "Bad Request: message text is empty"
+DRAFT_PEER_INVALID = "Bad Request: TEXTDRAFT_PEER_INVALID"
+#: Telegram's exact wording for draft_id 0 is not published; the Bot API server passes the value on
+#: unchecked and Telegram refuses it with a 400. This text is the fake's own.
+DRAFT_ID_INVALID = "Bad Request: draft_id must be non-zero"
+#: How long Telegram shows a draft that is not renewed ("a temporary 30-second preview").
+DRAFT_LIFETIME = 30.0
+#: The fields of a message edit that Telegram compares to decide "message is not modified".
+_CONTENT_FIELDS = ("text", "parse_mode", "entities", "reply_markup")
 
 
 def utf16_len(text: str) -> int:
@@ -74,6 +128,154 @@ class SentMessage:
 
 
 @dataclass
+class Attempt:
+    """One sendMessage, sendMessageDraft, editMessageText or deleteMessage request and its answer."""
+
+    method: str
+    chat_id: str
+    status: int
+    at: float
+    description: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Draft:
+    """An accepted sendMessageDraft: what the user saw streaming, and when."""
+
+    chat_id: str
+    draft_id: int
+    text: str
+    at: float
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MessageEdit:
+    """One accepted editMessageText of a bot message."""
+
+    text: str
+    at: float
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ChatMessage:
+    """A message the bot sent, as the chat shows it now: current text, edits, deletion."""
+
+    chat_id: str
+    message_id: int
+    text: str
+    sent_at: float
+    params: dict[str, str]
+    edits: list[MessageEdit] = field(default_factory=list)
+    deleted_at: Optional[float] = None
+    date: int = 0
+
+    def content(self) -> tuple[str, ...]:
+        """What Telegram compares to refuse an edit as "not modified"."""
+        current = self.edits[-1].params if self.edits else self.params
+        return (self.text, *(current.get(name, "") for name in _CONTENT_FIELDS[1:]))
+
+
+@dataclass
+class DeletedMessage:
+    chat_id: str
+    message_id: int
+    at: float
+
+
+@dataclass
+class RateLimited:
+    """A call refused by the fake's flood control; ``scope`` is the window that was full."""
+
+    method: str
+    chat_id: str
+    at: float
+    retry_after: int
+    scope: str
+
+
+@dataclass
+class CountedCall:
+    """An accepted call that counts toward flood control."""
+
+    method: str
+    chat_id: str
+    at: float
+
+
+@dataclass(frozen=True)
+class FloodLimits:
+    """Telegram's published flood limits; the windows are configurable so tests can shrink them.
+
+    ``None`` for a limit switches that window off. Defaults: 1 message per second per chat, 20 per
+    minute per group, 30 per second for the bot, no burst (see the module docstring for the rule).
+    """
+
+    per_chat_per_second: Optional[int] = 1
+    per_group_per_minute: Optional[int] = 20
+    per_bot_per_second: Optional[int] = 30
+    chat_window: float = 1.0
+    group_window: float = 60.0
+    bot_window: float = 1.0
+    chat_burst: int = 0
+    burst_horizon: int = 10
+    count_drafts: bool = True
+
+    def __post_init__(self) -> None:
+        limits = (self.per_chat_per_second, self.per_group_per_minute, self.per_bot_per_second)
+        if any(limit is not None and limit < 1 for limit in limits) or self.chat_burst < 0 or self.burst_horizon < 1:
+            raise ValueError("a limit admits at least one call (use None to switch it off); bursts are not negative")
+        if min(self.chat_window, self.group_window, self.bot_window) <= 0:
+            raise ValueError("flood windows must be longer than zero")
+
+    @property
+    def chat_allowance(self) -> Optional[int]:
+        """Calls admitted in one chat window: the limit plus the burst tolerance."""
+        return None if self.per_chat_per_second is None else self.per_chat_per_second + self.chat_burst
+
+
+@dataclass(frozen=True)
+class FloodAccounting:
+    """The most counted calls seen in any window: per chat, per group chat, for the whole bot."""
+
+    limits: FloodLimits
+    per_chat: dict[str, int]
+    per_group: dict[str, int]
+    bot: int
+
+    def over_limit(self) -> list[str]:
+        """Every window that held more calls than ``limits`` allow; empty when all stayed within."""
+        found = []
+        allowance = self.limits.chat_allowance
+        if allowance is not None:
+            found += [f"chat {chat}: {count} in {self.limits.chat_window}s > {allowance}"
+                      for chat, count in self.per_chat.items() if count > allowance]
+        if self.limits.per_group_per_minute is not None:
+            found += [f"group {chat}: {count} in {self.limits.group_window}s > {self.limits.per_group_per_minute}"
+                      for chat, count in self.per_group.items() if count > self.limits.per_group_per_minute]
+        if self.limits.per_bot_per_second is not None and self.bot > self.limits.per_bot_per_second:
+            found.append(f"bot: {self.bot} in {self.limits.bot_window}s > {self.limits.per_bot_per_second}")
+        return found
+
+
+def is_group(chat_id: str) -> bool:
+    """Telegram gives groups, supergroups and channels negative ids; users positive ones."""
+    return chat_id.startswith("-")
+
+
+def most_in_window(times: list[float], window: float) -> int:
+    """The most of the sorted ``times`` that fit in one half-open window ``(t - window, t]``."""
+    most, start = 0, 0
+    for end, at in enumerate(times):
+        while times[start] <= at - window:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+@dataclass
 class GetUpdatesCall:
     offset: Optional[int]
     limit: int
@@ -84,8 +286,13 @@ class FakeBotAPI:
     """A scriptable Bot API for one bot token."""
 
     def __init__(self, token: str = "123456789:fake-token-for-tests", *, username: str = "foldgate_bot",
-                 first_name: str = "Foldgate") -> None:
+                 first_name: str = "Foldgate", limits: Optional[FloodLimits] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.token = token
+        #: Flood control to enforce; ``None`` accepts every call (the accounting still runs).
+        self.limits = limits
+        #: The fake's time source for windows, drafts and logs; tests may pass one they advance (never backwards).
+        self.clock = clock
         self.bot_id = int(token.split(":", 1)[0])
         self.username = username
         self.first_name = first_name
@@ -96,12 +303,22 @@ class FakeBotAPI:
         self.chat_actions: list[tuple[str, str]] = []
         self.get_updates_calls: list[GetUpdatesCall] = []
         self.calls: list[str] = []
+        self.attempts: list[Attempt] = []
+        self.drafts: list[Draft] = []
+        self.deleted: list[DeletedMessage] = []
+        self.rate_limited: list[RateLimited] = []
+        self.counted: list[CountedCall] = []
+        self._chats: dict[str, dict[int, ChatMessage]] = {}
+        self._foreign: dict[str, set[int]] = {}
+        self._last_message_id: dict[str, int] = {}
+        self._chat_times: dict[str, list[float]] = {}
+        self._bot_times: list[float] = []
+        self._shown_drafts: dict[str, Draft] = {}
         #: Called with the offset of every getUpdates request before it is answered.
         self.on_get_updates: Optional[Callable[[Optional[int]], None]] = None
         self._pending: list[dict[str, Any]] = []
         self._send_script: list[tuple[int, dict[str, Any]]] = []
         self._update_ids = iter(range(500_000_001, 10**10))
-        self._message_ids = iter(range(1, 10**9))
         self._changed: Optional[asyncio.Event] = None
         self._waiting_poll: Optional[asyncio.Event] = None
         self._runner: Optional[web.AppRunner] = None
@@ -194,8 +411,17 @@ class FakeBotAPI:
     def _update(self, key: str, message: dict[str, Any]) -> dict[str, Any]:
         return {"update_id": next(self._update_ids), key: message}
 
+    def _next_message_id(self, chat_id: str) -> int:
+        """Telegram numbers a chat's messages, the users' and the bot's alike, in one increasing sequence."""
+        self._last_message_id[chat_id] = self._last_message_id.get(chat_id, 0) + 1
+        return self._last_message_id[chat_id]
+
     def _message(self, chat: dict[str, Any], sender: dict[str, Any], text: Optional[str], **extra: Any) -> dict[str, Any]:
-        message: dict[str, Any] = {"message_id": next(self._message_ids), "date": int(time.time()), "chat": chat,
+        chat_id = str(chat["id"])
+        message_id = self._next_message_id(chat_id)
+        if sender.get("id") != self.bot_id:
+            self._foreign.setdefault(chat_id, set()).add(message_id)
+        message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat,
                                    "from": sender, **extra}
         if text is not None:
             message["text"] = text
@@ -241,6 +467,14 @@ class FakeBotAPI:
     @staticmethod
     def _error(status: int, description: str, **extra: Any) -> web.Response:
         return web.json_response({"ok": False, "error_code": status, "description": description, **extra}, status=status)
+
+    @classmethod
+    def _too_many_requests(cls, retry_after: int) -> web.Response:
+        """Telegram's 429: the wait in the body's parameters and in a Retry-After header."""
+        response = cls._error(429, f"Too Many Requests: retry after {retry_after}",
+                              parameters={"retry_after": retry_after})
+        response.headers["Retry-After"] = str(retry_after)
+        return response
 
     async def _handle(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
@@ -304,25 +538,103 @@ class FakeBotAPI:
 
     async def _method_sendmessage(self, params: dict[str, str]) -> web.Response:
         chat_id, text = params.get("chat_id", ""), params.get("text", "")
-        loop = asyncio.get_running_loop()
+        now = self._now()
         if self._send_script:
             status, body = self._send_script.pop(0)
-            self.send_attempts.append(SendAttempt(chat_id, text, status, loop.time(), params))
-            return web.json_response(body, status=status)
+            self.send_attempts.append(SendAttempt(chat_id, text, status, now, params))
+            self._attempt("sendMessage", chat_id, status, now, str(body.get("description", "")), params)
+            response = web.json_response(body, status=status)
+            if status == 429:
+                response.headers["Retry-After"] = str(body["parameters"]["retry_after"])
+            return response
         if not text.strip():
-            status, response = 400, self._error(400, "Bad Request: message text is empty")
+            status, description = 400, TEXT_EMPTY
         elif utf16_len(text) > MESSAGE_LIMIT:
-            status, response = 400, self._error(400, "Bad Request: message is too long")
+            status, description = 400, TOO_LONG
         else:
-            message_id = next(self._message_ids)
-            self.sent.append(SentMessage(chat_id, text, message_id, params))
-            numeric = int(chat_id) if chat_id.lstrip("-").isdigit() else 0
-            chat = {"id": numeric, "type": "private", "first_name": "Ann"} if numeric > 0 else \
-                {"id": numeric, "type": "supergroup", "title": "Ops room"}
-            status, response = 200, self._answer({"message_id": message_id, "date": int(time.time()), "chat": chat,
-                                                  "from": self.bot_user(), "text": text})
-        self.send_attempts.append(SendAttempt(chat_id, text, status, loop.time(), params))
-        return response
+            status, description = 200, ""
+        response = self._error(status, description) if status != 200 else self._flood("sendMessage", chat_id, now)
+        if response is not None:
+            self.send_attempts.append(SendAttempt(chat_id, text, response.status, now, params))
+            self._attempt("sendMessage", chat_id, response.status, now, self._description(response), params)
+            return response
+        message_id = self._next_message_id(chat_id)
+        message = ChatMessage(chat_id, message_id, text, now, params, date=int(time.time()))
+        self._chats.setdefault(chat_id, {})[message_id] = message
+        self.sent.append(SentMessage(chat_id, text, message_id, params))
+        self._shown_drafts.pop(chat_id, None)  # sending a message ends the chat's draft
+        self._count("sendMessage", chat_id, now)
+        self.send_attempts.append(SendAttempt(chat_id, text, 200, now, params))
+        self._attempt("sendMessage", chat_id, 200, now, "", params)
+        return self._answer(self._message_json(message))
+
+    async def _method_sendmessagedraft(self, params: dict[str, str]) -> web.Response:
+        chat_id, text = params.get("chat_id", ""), params.get("text", "")
+        now = self._now()
+        try:
+            draft_id = int(params.get("draft_id") or 0)
+        except ValueError:
+            draft_id = 0
+        if not chat_id.lstrip("-").isdigit():
+            response: Optional[web.Response] = self._error(400, "Bad Request: chat not found")
+        elif is_group(chat_id):
+            response = self._error(400, DRAFT_PEER_INVALID)
+        elif draft_id == 0:
+            response = self._error(400, DRAFT_ID_INVALID)
+        elif utf16_len(text) > MESSAGE_LIMIT:
+            response = self._error(400, TOO_LONG)
+        else:
+            response = self._flood("sendMessageDraft", chat_id, now) if self._drafts_count() else None
+        if response is not None:
+            self._attempt("sendMessageDraft", chat_id, response.status, now, self._description(response), params)
+            return response
+        draft = Draft(chat_id, draft_id, text, now, params)
+        self.drafts.append(draft)
+        self._shown_drafts[chat_id] = draft
+        if self._drafts_count():
+            self._count("sendMessageDraft", chat_id, now)
+        self._attempt("sendMessageDraft", chat_id, 200, now, "", params)
+        return self._answer(True)
+
+    async def _method_editmessagetext(self, params: dict[str, str]) -> web.Response:
+        chat_id, text = params.get("chat_id", ""), params.get("text", "")
+        now = self._now()
+        message = self._find(chat_id, params.get("message_id", ""))
+        if not text.strip():
+            description = TEXT_EMPTY
+        elif message is None:
+            description = CANT_EDIT if self._is_foreign(chat_id, params.get("message_id", "")) else EDIT_NOT_FOUND
+        elif utf16_len(text) > MESSAGE_LIMIT:
+            description = TOO_LONG
+        elif message.content() == (text, *(params.get(name, "") for name in _CONTENT_FIELDS[1:])):
+            description = NOT_MODIFIED
+        else:
+            description = ""
+        response = self._error(400, description) if description else self._flood("editMessageText", chat_id, now)
+        if response is not None:
+            self._attempt("editMessageText", chat_id, response.status, now, self._description(response), params)
+            return response
+        assert message is not None
+        message.text = text
+        message.edits.append(MessageEdit(text, now, params))
+        self._count("editMessageText", chat_id, now)
+        self._attempt("editMessageText", chat_id, 200, now, "", params)
+        return self._answer({**self._message_json(message), "edit_date": int(time.time())})
+
+    async def _method_deletemessage(self, params: dict[str, str]) -> web.Response:
+        chat_id, raw_id = params.get("chat_id", ""), params.get("message_id", "")
+        now = self._now()
+        message = self._find(chat_id, raw_id)
+        if message is None and not self._is_foreign(chat_id, raw_id):
+            self._attempt("deleteMessage", chat_id, 400, now, DELETE_NOT_FOUND, params)
+            return self._error(400, DELETE_NOT_FOUND)
+        if message is not None:
+            message.deleted_at = now
+        else:
+            self._foreign[chat_id].discard(int(raw_id))
+        self.deleted.append(DeletedMessage(chat_id, int(raw_id), now))
+        self._attempt("deleteMessage", chat_id, 200, now, "", params)
+        return self._answer(True)
 
     async def _method_sendchataction(self, params: dict[str, str]) -> web.Response:
         self.chat_actions.append((params.get("chat_id", ""), params.get("action", "")))
@@ -335,3 +647,106 @@ class FakeBotAPI:
     async def _method_deletewebhook(self, params: dict[str, str]) -> web.Response:
         self.webhook = None
         return self._answer(True)
+
+    # ------------------------------------------------------------------ messages, drafts, flood control
+
+    def _now(self) -> float:
+        return self.clock()
+
+    def _attempt(self, method: str, chat_id: str, status: int, at: float, description: str,
+                 params: dict[str, str]) -> None:
+        self.attempts.append(Attempt(method, chat_id, status, at, description, params))
+
+    @staticmethod
+    def _description(response: web.Response) -> str:
+        assert isinstance(response.body, bytes)
+        return str(json.loads(response.body).get("description", ""))
+
+    def _message_json(self, message: ChatMessage) -> dict[str, Any]:
+        numeric = int(message.chat_id) if message.chat_id.lstrip("-").isdigit() else 0
+        chat = {"id": numeric, "type": "supergroup", "title": "Ops room"} if is_group(message.chat_id) else \
+            {"id": numeric, "type": "private", "first_name": "Ann"}
+        return {"message_id": message.message_id, "date": message.date, "chat": chat, "from": self.bot_user(),
+                "text": message.text}
+
+    def _find(self, chat_id: str, raw_id: str) -> Optional[ChatMessage]:
+        """The bot's message ``raw_id`` in ``chat_id`` unless deleted: the only ones it may edit."""
+        message = self._chats.get(chat_id, {}).get(int(raw_id)) if raw_id.lstrip("-").isdigit() else None
+        return message if message is not None and message.deleted_at is None else None
+
+    def _is_foreign(self, chat_id: str, raw_id: str) -> bool:
+        return raw_id.isdigit() and int(raw_id) in self._foreign.get(chat_id, set())
+
+    def _drafts_count(self) -> bool:
+        """Drafts count toward flood control unless the enforced limits exempt them."""
+        return self.limits is None or self.limits.count_drafts
+
+    def _count(self, method: str, chat_id: str, at: float) -> None:
+        self.counted.append(CountedCall(method, chat_id, at))
+        self._chat_times.setdefault(chat_id, []).append(at)
+        self._bot_times.append(at)
+
+    def _windows(self, limits: FloodLimits, chat_id: str) -> list[tuple[str, list[float], float, int]]:
+        """(scope, counted times, window length, calls admitted) for every window a call to ``chat_id`` hits."""
+        times = self._chat_times.get(chat_id, [])
+        windows = []
+        if limits.per_chat_per_second is not None:
+            windows.append(("chat", times, limits.chat_window, limits.per_chat_per_second + limits.chat_burst))
+            if limits.chat_burst:
+                windows.append(("chat", times, limits.chat_window * limits.burst_horizon,
+                                limits.per_chat_per_second * limits.burst_horizon))
+        if is_group(chat_id) and limits.per_group_per_minute is not None:
+            windows.append(("group", times, limits.group_window, limits.per_group_per_minute))
+        if limits.per_bot_per_second is not None:
+            windows.append(("bot", self._bot_times, limits.bot_window, limits.per_bot_per_second))
+        return windows
+
+    def _flood(self, method: str, chat_id: str, now: float) -> Optional[web.Response]:
+        """The 429 for a call over a limit, or None when every window has room for it."""
+        if self.limits is None:
+            return None
+        wait, scope = 0.0, ""
+        for name, times, window, allowance in self._windows(self.limits, chat_id):
+            first = bisect.bisect_right(times, now - window)
+            inside = len(times) - first
+            if inside >= allowance:  # the window has room once this many of its calls have expired
+                frees_at = times[first + inside - allowance] + window
+                if frees_at - now > wait:
+                    wait, scope = frees_at - now, name
+        if not scope:
+            return None
+        retry_after = max(1, math.ceil(round(wait, 6)))
+        self.rate_limited.append(RateLimited(method, chat_id, now, retry_after, scope))
+        return self._too_many_requests(retry_after)
+
+    def accounting(self, limits: Optional[FloodLimits] = None) -> FloodAccounting:
+        """The most counted calls in any window, measured with ``limits`` (default: enforced, else Telegram's)."""
+        limits = limits or self.limits or FloodLimits()
+        per_chat = {chat: most_in_window(times, limits.chat_window) for chat, times in self._chat_times.items()}
+        per_group = {chat: most_in_window(times, limits.group_window)
+                     for chat, times in self._chat_times.items() if is_group(chat)}
+        return FloodAccounting(limits, per_chat, per_group, most_in_window(self._bot_times, limits.bot_window))
+
+    # ------------------------------------------------------------------ views for tests
+
+    def messages(self, chat_id: int | str) -> list[ChatMessage]:
+        """The bot's messages still in the chat, oldest first, with their current text."""
+        return [message for _, message in sorted(self._chats.get(str(chat_id), {}).items())
+                if message.deleted_at is None]
+
+    def edits(self, chat_id: int | str, message_id: int) -> list[MessageEdit]:
+        """The accepted edits of one bot message, in order (KeyError for a message the bot never sent)."""
+        return self._chats[str(chat_id)][message_id].edits
+
+    def message(self, chat_id: int | str, message_id: int) -> ChatMessage:
+        """One bot message, deleted or not."""
+        return self._chats[str(chat_id)][message_id]
+
+    def drafts_in(self, chat_id: int | str) -> list[Draft]:
+        """Every accepted draft in a chat, in order."""
+        return [draft for draft in self.drafts if draft.chat_id == str(chat_id)]
+
+    def current_draft(self, chat_id: int | str) -> Optional[Draft]:
+        """The draft the user sees now: the latest, unless older than 30 s or followed by a sent message."""
+        shown = self._shown_drafts.get(str(chat_id))
+        return None if shown is None or self._now() - shown.at >= DRAFT_LIFETIME else shown

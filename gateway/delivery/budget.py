@@ -1,0 +1,362 @@
+"""One send budget for every gateway process: token buckets in Redis (B10, L10).
+
+Telegram and Discord ban a bot that sends too fast, and they count the bot's sends, not one
+process's: several processes each keeping its own budget were flood-banned from a group for two
+hours. So the buckets live in Redis and every process draws from the same ones.
+
+Key layout
+----------
+A bucket is one hash; its key carries the bucket's scope as the Redis Cluster hash tag, so a chat's
+buckets live on the slot of that chat's other keys (:mod:`gateway.store`)::
+
+    {prefix}:{<tag>}:budget:<name>     hash  tokens, ts, blocked_until (server microseconds)
+
+e.g. ``fg:{tg:-100123}:budget:chat`` and ``fg:{tg:-100123}:budget:group`` for a Telegram group and
+``fg:{tg:bot}:budget:bot`` for the bot-wide bucket. ``tokens`` is the bucket's content as of ``ts``;
+it refills at ``per_second`` up to ``capacity``. A missing hash is a full bucket, which is why a
+hash may expire once it would have refilled: every write sets PEXPIRE to the moment the bucket is
+full again (after any pause) plus :data:`EXPIRY_MARGIN_MS`, so buckets of dead chats go away.
+
+Time
+----
+Every decision uses the clock of the Redis server holding the bucket (``TIME`` inside the
+script), so processes with skewed clocks agree. A token is granted at the moment Redis runs the
+script; a refusal answers the seconds from that moment until the bucket could grant, and a caller
+that sleeps that long after the reply arrived wakes at or after that moment (only clock rate
+drift matters). Another process may take the token first; :meth:`SendBudget.take` then retries.
+On a Redis Cluster each bucket follows its own node's clock, which is consistent for that bucket.
+
+Priorities
+----------
+``final`` (a reply's real messages) needs one token. ``preview`` (a streaming draft or edit) needs
+``1 + preview_reserve`` tokens and takes one, so a preview never takes a bucket below its reserve
+and the finals always find it. Previews are meant for :meth:`SendBudget.try_take`, which answers at
+once; a refused preview is dropped (the caller merges it into its next frame), never queued.
+Finals wait in :meth:`SendBudget.take`; because a final is served as soon as one token is back and
+a preview only once ``1 + reserve`` are, waiting finals go before previews.
+
+Several buckets, several slots
+------------------------------
+A send usually needs several buckets (chat, group, bot). Buckets of one hash tag are taken in
+one script, all or nothing. Buckets of different tags live on different slots (a Lua script may
+touch one slot only), so :meth:`SendBudget.try_take` runs one script per tag, all at once (one
+round trip on the pipelined channel), and when any of them refuses it *refunds* the tokens the
+others gave. Refund rather than check-then-take: a granted send, the usual case, costs one round
+trip instead of two, and a read-only check would race anyway. A refund restores a bucket exactly
+(refill is linear and capped, so "take, refill, give back one, cap" equals "refill, cap"); a
+bucket paused in between is not given the token back (the pause set its content). The cost is a
+moment (one round trip) in which the refunded bucket looks one token poorer to other senders, and a
+process that dies between take and refund loses that token until the refill returns it
+(1 / per_second seconds) — it can only ever send less, never more, than the limit.
+
+Pauses
+------
+:meth:`SendBudget.pause` is a platform's 429 ``retry_after``: every process sees the bucket empty
+until then, finals included. When the pause ends the bucket holds at most one token (the retried
+send), so the next burst does not hit the platform straight after its 429; it refills from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from gateway.redis_channel import RedisChannel, Script
+
+Priority = Literal["final", "preview"]
+PRIORITIES: tuple[Priority, ...] = ("final", "preview")
+
+#: How long after a bucket would be full again its hash is kept; a full bucket and a missing hash
+#: read the same, so this only covers rounding.
+EXPIRY_MARGIN_MS = 500
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A token bucket's shape: ``capacity`` sends at once, refilled at ``per_second``.
+
+    Over any window of ``W`` seconds a bucket grants at most ``capacity + per_second * W`` sends,
+    so to stay under "N per W" choose ``capacity + per_second * W <= N``. ``preview_reserve``
+    tokens are kept for finals: a preview is granted only while the bucket holds
+    ``1 + preview_reserve``; it must leave previews a chance (at most ``capacity - 1``).
+    """
+
+    capacity: float
+    per_second: float
+    preview_reserve: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("capacity", "per_second", "preview_reserve"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"Limit.{name} must be a finite number, got {value!r}")
+        if self.capacity < 1:
+            raise ValueError(f"Limit.capacity must be at least 1 (a send costs one token), got {self.capacity!r}")
+        if self.per_second <= 0:
+            raise ValueError(f"Limit.per_second must be above 0 (a bucket that never refills), got {self.per_second!r}")
+        if self.preview_reserve < 0:
+            raise ValueError(f"Limit.preview_reserve must be 0 or more, got {self.preview_reserve!r}")
+        if self.preview_reserve > self.capacity - 1:
+            raise ValueError(
+                f"Limit.preview_reserve {self.preview_reserve!r} leaves previews no token in a bucket of capacity "
+                f"{self.capacity!r}: a preview needs 1 + preview_reserve tokens; raise capacity or lower the reserve"
+            )
+
+    @property
+    def refill_seconds(self) -> float:
+        """Seconds an empty bucket takes to fill."""
+        return self.capacity / self.per_second
+
+
+# The platforms' published limits, each as a bucket that stays under them over their window.
+#: Telegram: about one message per second in a chat, short bursts tolerated.
+TELEGRAM_CHAT = Limit(capacity=2, per_second=1.0)
+#: Telegram: 20 messages per minute in a group (10 at once + 10 over the minute).
+TELEGRAM_GROUP = Limit(capacity=10, per_second=10 / 60)
+#: Telegram: about 30 messages per second for the whole bot (5 + 25 in any second).
+TELEGRAM_BOT = Limit(capacity=5, per_second=25.0)
+#: Discord: 5 messages per 5 seconds in a channel (3 + 2 in any 5 seconds).
+DISCORD_CHANNEL = Limit(capacity=3, per_second=0.4)
+#: Discord: 50 requests per second for the whole bot (10 + 40 in any second).
+DISCORD_GLOBAL = Limit(capacity=10, per_second=40.0)
+
+
+def _check_key_part(what: str, value: object) -> str:
+    """Braces would move or break the hash tag that puts a bucket on its scope's cluster slot."""
+    if not isinstance(value, str) or not value or "{" in value or "}" in value:
+        raise ValueError(f"{what} must be a non-empty string without braces, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One bucket: its scope's hash tag (``"tg:123"``, ``"tg:bot"``), its limit and its name
+    within the scope (a group chat has a ``chat`` and a ``group`` bucket under one tag)."""
+
+    key_tag: str
+    limit: Limit
+    name: str = "send"
+
+    def __post_init__(self) -> None:
+        _check_key_part("Bucket.key_tag", self.key_tag)
+        _check_key_part("Bucket.name", self.name)
+        if not isinstance(self.limit, Limit):
+            raise ValueError(f"Bucket.limit must be a Limit, got {self.limit!r}")
+
+
+#: Shared by the scripts below. Times are microseconds of the server clock (exact in a double
+#: until the year 2255). A bucket hash holds `tokens` as of `ts`, and `blocked_until`.
+_LUA_HELPERS = r"""
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- The bucket's tokens as of ts (ts >= now), and its blocked_until. A missing hash is a full bucket.
+local function load(key, capacity, rate, now)
+  local h = redis.call('HMGET', key, 'tokens', 'ts', 'blocked_until')
+  local tokens, ts, blocked = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]) or 0
+  if not tokens or not ts then return capacity, now, blocked end
+  -- a lowered capacity applies at once
+  tokens = math.min(tokens, capacity)
+  -- refill for the time since the last write; ts in the future is a pause, refilling from then on
+  if ts < now then
+    tokens = math.min(capacity, tokens + (now - ts) * rate)
+    ts = now
+  end
+  return tokens, ts, blocked
+end
+
+local function save(key, capacity, rate, now, tokens, ts, blocked)
+  redis.call('HSET', key, 'tokens', string.format('%.17g', tokens), 'ts', string.format('%.0f', ts),
+    'blocked_until', string.format('%.0f', blocked))
+  -- once full (and unpaused) the hash reads like a missing one: let it expire a little after that
+  local full_at = math.max(ts, blocked) + (capacity - tokens) / rate
+  redis.call('PEXPIRE', key, string.format('%.0f', math.ceil((full_at - now) / 1000) + ARGV[1]))
+end
+"""
+
+#: KEYS: bucket hashes of one hash tag. ARGV: expiry margin ms, priority ('final'|'preview'), then
+#: per key: capacity, per_second, preview_reserve. Returns 0 when every bucket gave a token, else
+#: the microseconds until all of them could (and nothing was taken).
+_TAKE = r"""
+local now = clock()
+local preview = ARGV[2] == 'preview'
+local state = {}
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local a = 3 + (i - 1) * 3
+  local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
+  -- a final needs one token; a preview must leave the finals' reserve behind it
+  local need = 1
+  if preview then need = 1 + tonumber(ARGV[a + 2]) end
+  local tokens, ts, blocked = load(key, capacity, rate, now)
+  -- the earliest moment this bucket holds `need`: after any pause, plus the refill still missing
+  local ready = math.max(ts, blocked) + math.max(0, need - tokens) / rate
+  wait = math.max(wait, ready - now)
+  state[i] = {capacity, rate, tokens, blocked}
+end
+-- refused by any bucket: write nothing, answer the longest wait
+if wait > 0 then return math.ceil(wait) end
+-- granted by all: one token from each (every ts is now, since ready <= now)
+for i, key in ipairs(KEYS) do
+  local s = state[i]
+  save(key, s[1], s[2], now, s[3] - 1, now, s[4])
+end
+return 0
+"""
+
+#: KEYS: bucket hashes of one hash tag that gave a token to a send another slot refused.
+#: ARGV: expiry margin ms, then per key: capacity, per_second. Gives each its token back.
+_REFUND = r"""
+local now = clock()
+for i, key in ipairs(KEYS) do
+  local a = 2 + (i - 1) * 2
+  local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
+  -- a missing hash is full already: nothing is owed
+  if redis.call('EXISTS', key) == 1 then
+    local tokens, ts, blocked = load(key, capacity, rate, now)
+    -- a pause since the take has set the content: the token is not owed back either
+    if ts <= now and blocked <= now then
+      save(key, capacity, rate, now, math.min(capacity, tokens + 1), now, blocked)
+    end
+  end
+end
+return 0
+"""
+
+#: KEYS: bucket hashes of one hash tag. ARGV: expiry margin ms, pause in microseconds, then per key:
+#: capacity, per_second. Each bucket is empty until now + pause (a longer pause already set stands)
+#: and then holds at most one token.
+_PAUSE = r"""
+local now = clock()
+local ends = now + tonumber(ARGV[2])
+for i, key in ipairs(KEYS) do
+  local a = 3 + (i - 1) * 2
+  local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
+  local tokens, ts, blocked = load(key, capacity, rate, now)
+  if ends > blocked then
+    -- what the bucket would hold when the pause ends, but never a burst: at most the retried send
+    local later = math.min(capacity, tokens + (math.max(ends, ts) - ts) * rate)
+    save(key, capacity, rate, now, math.min(1, later), math.max(ends, ts), ends)
+  end
+end
+return 0
+"""
+
+_take_script = Script.of(_LUA_HELPERS + _TAKE)
+_refund_script = Script.of(_LUA_HELPERS + _REFUND)
+_pause_script = Script.of(_LUA_HELPERS + _PAUSE)
+
+
+def _number(value: float) -> str:
+    return repr(float(value))
+
+
+class SendBudget:
+    """The shared send budget: every process builds one on its channel with the same prefix.
+
+    Every process must give a bucket the same :class:`Limit` (limits travel with each call, not
+    in Redis); a lowered capacity takes effect at once.
+    """
+
+    def __init__(self, channel: RedisChannel, prefix: str = "fg") -> None:
+        self.channel = channel
+        self.prefix = _check_key_part("prefix", prefix)
+
+    def key(self, bucket: Bucket) -> str:
+        """The hash holding ``bucket``: ``{prefix}:{<tag>}:budget:<name>``."""
+        return f"{self.prefix}:{{{bucket.key_tag}}}:budget:{bucket.name}"
+
+    def _by_tag(self, buckets: Sequence[Bucket]) -> list[list[Bucket]]:
+        """The buckets grouped by hash tag (one script each), refusing one bucket named twice."""
+        groups: dict[str, list[Bucket]] = {}
+        seen: set[str] = set()
+        for bucket in buckets:
+            if not isinstance(bucket, Bucket):
+                raise ValueError(f"expected a Bucket, got {bucket!r}")
+            key = self.key(bucket)
+            if key in seen:
+                raise ValueError(f"bucket {key} is named twice in one send")
+            seen.add(key)
+            groups.setdefault(bucket.key_tag, []).append(bucket)
+        return list(groups.values())
+
+    async def try_take(self, buckets: Sequence[Bucket], *, priority: Priority) -> float:
+        """Take one token from every bucket, or none: 0.0 when granted, else the seconds until the
+        buckets could grant (answers at once; with no buckets, nothing limits the send)."""
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
+        groups = self._by_tag(buckets)
+        if not groups:
+            return 0.0
+        replies = await asyncio.gather(
+            *(_take_script.run(self.channel, [self.key(b) for b in group], self._take_args(group, priority))
+              for group in groups),
+            return_exceptions=True,
+        )
+        granted = [group for group, reply in zip(groups, replies)
+                   if not isinstance(reply, BaseException) and reply == 0]
+        if len(granted) == len(groups):
+            return 0.0
+        await self._refund(granted)  # some slot refused or failed: the others give their tokens back
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
+        return max(int(reply) for reply in replies) / 1_000_000  # type: ignore[arg-type]
+
+    async def take(self, buckets: Sequence[Bucket], *, priority: Priority = "final",
+                   max_wait: float | None = None) -> bool:
+        """Wait until every bucket gives a token (sleeping the reported time, then asking again);
+        False, without waiting it out, as soon as the next wait would pass ``max_wait`` seconds."""
+        if max_wait is not None and (isinstance(max_wait, bool) or not isinstance(max_wait, (int, float))
+                                     or not max_wait >= 0):
+            raise ValueError(f"max_wait must be None or a number of seconds >= 0, got {max_wait!r}")
+        loop = asyncio.get_running_loop()
+        deadline = None if max_wait is None else loop.time() + max_wait
+        while True:
+            wait = await self.try_take(buckets, priority=priority)
+            if wait == 0.0:
+                return True
+            if deadline is not None and loop.time() + wait > deadline:
+                return False
+            await asyncio.sleep(wait)
+
+    async def pause(self, buckets: Sequence[Bucket], seconds: float) -> None:
+        """A platform's 429 ``retry_after``: every process finds these buckets empty for ``seconds``
+        from when Redis runs this (finals included), then one token, then the usual refill. A longer
+        pause already in place stands; 0 seconds still drains a burst down to one token."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (0 <= seconds < math.inf):
+            raise ValueError(f"pause seconds must be a finite number >= 0, got {seconds!r}")
+        pause_us = math.ceil(seconds * 1_000_000)
+        await asyncio.gather(*(
+            _pause_script.run(self.channel, [self.key(b) for b in group],
+                              [EXPIRY_MARGIN_MS, pause_us, *self._shape_args(group)])
+            for group in self._by_tag(buckets)
+        ))
+
+    async def _refund(self, groups: list[list[Bucket]]) -> None:
+        if groups:
+            await asyncio.gather(*(
+                _refund_script.run(self.channel, [self.key(b) for b in group],
+                                   [EXPIRY_MARGIN_MS, *self._shape_args(group)])
+                for group in groups
+            ))
+
+    @staticmethod
+    def _take_args(group: list[Bucket], priority: Priority) -> list[str | int]:
+        args: list[str | int] = [EXPIRY_MARGIN_MS, priority]
+        for bucket in group:
+            limit = bucket.limit
+            args += [_number(limit.capacity), _number(limit.per_second), _number(limit.preview_reserve)]
+        return args
+
+    @staticmethod
+    def _shape_args(group: list[Bucket]) -> list[str]:
+        args: list[str] = []
+        for bucket in group:
+            args += [_number(bucket.limit.capacity), _number(bucket.limit.per_second)]
+        return args

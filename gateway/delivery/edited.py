@@ -1,0 +1,86 @@
+"""A reply shown as messages edited in place (Telegram groups, Discord channels).
+
+The first preview sends a message; later ones edit it. Past the platform's limit the reply
+continues in a new message, and earlier messages keep the part they hold — the split of
+the non-streaming path applies, and it is stable as text grows, because a chunk's
+boundary is chosen within its first ``limit`` units only. The final text edits what
+differs, sends what is missing and deletes messages a longer preview needed but the final
+reply does not. Every message sent or edited takes a token of the send budget (previews
+only while the budget keeps its reserve for finals); a platform's 429 pauses the budget
+for every process.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.platforms.base import PlatformRateLimited, SendGate
+from gateway.platforms.split import Units, split_message
+
+
+class Messenger(Protocol):
+    """One chat's message primitives on a platform."""
+
+    async def post(self, text: str) -> str:
+        """Send one message (within the limit); its id. Raises :class:`PlatformRateLimited` on a 429."""
+        ...
+
+    async def edit(self, message_id: str, text: str) -> None:
+        """Replace a message's text (an edit to the same text is not an error)."""
+        ...
+
+    async def delete(self, message_id: str) -> None:
+        """Remove a message the reply no longer needs."""
+        ...
+
+
+class EditedReply:
+    """A :class:`gateway.platforms.base.Surface` of messages edited in place."""
+
+    def __init__(self, messenger: Messenger, gate: SendGate, *, limit: int, units: Units,
+                 interval: float = 1.0) -> None:
+        self.messenger = messenger
+        self.gate = gate
+        self.limit = limit
+        self.units: Units = units
+        self.interval = interval
+        #: ``(message id, text shown)`` of each message the reply occupies so far.
+        self.messages: list[tuple[str, str]] = []
+
+    def _first_change(self, chunks: list[str]) -> int | None:
+        return next((i for i, chunk in enumerate(chunks) if i >= len(self.messages) or self.messages[i][1] != chunk),
+                    None)
+
+    async def preview(self, text: str) -> bool:
+        chunks = split_message(text, self.limit, units=self.units)
+        index = self._first_change(chunks)
+        if index is None:
+            return True
+        if not await self.gate.allow_preview():
+            return False
+        try:
+            await self._show(index, chunks[index])
+        except PlatformRateLimited as limited:
+            await self.gate.rate_limited(limited.retry_after)
+            return False
+        return index == len(chunks) - 1  # an earlier part changed: the next frame shows the rest
+
+    async def finish(self, text: str) -> None:
+        chunks = split_message(text, self.limit, units=self.units)
+        while (index := self._first_change(chunks)) is not None:
+            await self.gate.await_final()
+            try:
+                await self._show(index, chunks[index])
+            except PlatformRateLimited as limited:
+                await self.gate.rate_limited(limited.retry_after)
+        for message_id, _ in self.messages[len(chunks):]:  # the final reply is shorter than a preview was
+            await self.messenger.delete(message_id)
+        del self.messages[len(chunks):]
+
+    async def _show(self, index: int, chunk: str) -> None:
+        if index < len(self.messages):
+            message_id = self.messages[index][0]
+            await self.messenger.edit(message_id, chunk)
+            self.messages[index] = (message_id, chunk)
+        else:
+            self.messages.append((await self.messenger.post(chunk), chunk))

@@ -1,0 +1,128 @@
+"""A reply that shows as it is written: the agent's stream events in, coalesced preview frames out.
+
+:class:`ReplyStream` is the sink a turn hands to ``Agent.run_turn(on_event=...)``. It keeps
+the text streamed so far and lets a background task show it on the platform's
+:class:`Surface` — a Telegram draft, an edited message, a terminal line — never once per
+token: a frame goes out at most every ``interval`` seconds, and a frame the send budget
+refuses is not queued but merged into the next one. While a tool runs the preview says
+which (``🔧 session_search …``) until the model writes again; a :class:`StreamReset`
+(the provider request was retried) starts the text over. :meth:`ReplyStream.finish`
+delivers the final reply, which is exactly the model's text whatever the previews showed.
+
+The sink only records and wakes the frame task: a slow platform call never holds up the
+provider's stream. (:class:`gateway.platforms.base.Surface` is what a platform provides.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from agent.llm.stream import StreamReset, TextDelta
+from agent.loop import ToolRunning, TurnEvent
+from gateway.platforms.base import Surface
+
+log = logging.getLogger(__name__)
+
+#: Shown while the model calls a tool, after the text so far.
+TOOL_LINE = "🔧 {name} …"
+#: Longest wait for a frame in flight when the final reply is ready.
+FRAME_GRACE_SECONDS = 5.0
+
+
+class ReplyStream:
+    """The turn's stream sink for one reply on one :class:`Surface`; call :meth:`finish` exactly once."""
+
+    def __init__(self, surface: Surface, *, previews: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
+        if surface.interval <= 0:
+            raise ValueError(f"a surface's interval must be positive, got {surface.interval!r}")
+        self.surface = surface
+        self.interval = surface.interval
+        #: False: the surface only delivers the final reply (``delivery.stream_replies: false``).
+        self.previews = previews
+        self.clock = clock
+        self.frames = 0
+        self._text: list[str] = []
+        self._tool: str | None = None
+        self._shown = ""
+        self._dirty = asyncio.Event()
+        self._closed = False
+        self._sending = False
+        self._task: asyncio.Task[None] | None = None
+
+    # -- the sink ------------------------------------------------------------------------
+
+    async def __call__(self, event: TurnEvent) -> None:
+        if not self.previews:
+            return
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+            self._tool = None
+        elif isinstance(event, ToolRunning):
+            self._tool = event.name
+        elif isinstance(event, StreamReset):
+            self._text.clear()
+            self._tool = None
+        else:
+            return
+        self._dirty.set()
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._frames(), name="reply-stream-frames")
+
+    @property
+    def current(self) -> str:
+        """What a preview would show now."""
+        text = "".join(self._text).strip()
+        if self._tool is None:
+            return text
+        line = TOOL_LINE.format(name=self._tool)
+        return f"{text}\n\n{line}" if text else line
+
+    # -- frames --------------------------------------------------------------------------
+
+    async def _frames(self) -> None:
+        last = float("-inf")
+        while not self._closed:
+            await self._dirty.wait()
+            wait = last + self.interval - self.clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                if self._closed:
+                    return
+            self._dirty.clear()
+            text = self.current
+            if not text or text == self._shown:
+                continue
+            last = self.clock()
+            self._sending = True
+            try:
+                shown = await self.surface.preview(text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a preview is never worth failing the reply
+                log.warning("a reply preview could not be shown: %s: %s", type(error).__name__, error)
+                continue
+            finally:
+                self._sending = False
+            if shown:
+                self._shown = text
+                self.frames += 1
+            else:
+                self._dirty.set()  # refused by the budget: the next frame carries this text too
+
+    async def finish(self, text: str) -> None:
+        """Stop the previews and deliver ``text`` as the final reply (after a preview in flight, never before)."""
+        self._closed = True
+        self._dirty.set()
+        task = self._task
+        if task is not None:
+            if self._sending:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), FRAME_GRACE_SECONDS)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.surface.finish(text)
