@@ -138,6 +138,7 @@ class TelegramAdapter(PlatformAdapter):
         typing_interval: float = 4.0,
         typing_timeout: float = 120.0,
         retry_sleep: Sleep = asyncio.sleep,
+        preview_interval: float = 1.0,
     ) -> None:
         if mode == "webhook" and not webhook_secret:
             raise TelegramAdapterError(
@@ -163,6 +164,8 @@ class TelegramAdapter(PlatformAdapter):
         self.typing_interval = typing_interval
         self.typing_timeout = typing_timeout
         self._retry_sleep = retry_sleep
+        #: Shortest gap between two previews of a streamed reply (the send budget may widen it).
+        self.preview_interval = preview_interval
         self.me: Optional[User] = None
         #: Why the adapter stopped on its own (409 Conflict, rejected token); None while healthy.
         self.failure: Optional[TelegramAdapterError] = None
@@ -432,7 +435,8 @@ class TelegramAdapter(PlatformAdapter):
         ref = _chat_ref(chat_id)
         if isinstance(ref, int) and ref > 0:  # private chats have positive ids, groups negative ones
             return DraftReply(self, chat_id, gate)
-        return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16")
+        return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
+                           interval=self.preview_interval)
 
     async def _call(self, request: Callable[[], Awaitable[T]], what: str) -> T:
         """Run one Bot API request, waiting out 429s as told and retrying transient failures."""
@@ -527,7 +531,7 @@ class DraftReply:
         self.adapter = adapter
         self.chat_id = chat_id
         self.gate = gate
-        self.interval = 1.0
+        self.interval = adapter.preview_interval
         self.draft_id = secrets.randbelow(2**31 - 1) + 1  # any non-zero id; one per reply
         #: Final chunks already sent: a retried finish sends only the rest.
         self.posted = 0

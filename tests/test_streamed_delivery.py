@@ -1,0 +1,128 @@
+"""Replies that stream: the real aiogram client on the fake Bot API, a real runner on real Redis, a
+streaming fake provider, and the send budget every process shares.
+
+A private chat sees drafts and then one final message; a group sees one message edited as the
+text arrives and then finalized; a 10,000-character reply arrives complete and split at
+Telegram's limit; many chats streaming at once stay inside Telegram's flood limits as the fake
+Bot API counts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from gateway.agents import AgentBuilder
+from gateway.config import DeliverySettings, Settings
+from gateway.delivery.budget import SendBudget
+from gateway.delivery.gate import gates
+from gateway.inbox import Inbox
+from gateway.platforms.split import split_message
+from gateway.platforms.telegram import TelegramAdapter
+from gateway.runner import GatewayRunner
+from gateway.store import SessionStore
+from tests.fakes.bot_api import FakeBotAPI, FloodLimits, utf16_len
+from tests.fakes.gateway import make_settings
+from tests.fakes.llm_server import FakeLLMServer, Reply
+
+WINDOW = 200_000
+ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." for i in range(30))
+
+
+@contextlib.asynccontextmanager
+async def streaming_gateway(settings: Settings, redis, api: FakeBotAPI,
+                            preview_interval: float = 0.2) -> AsyncIterator[GatewayRunner]:
+    """A runner on Telegram with the shared send budget, as ``foldgate run`` wires it."""
+    builder = AgentBuilder(settings)
+    store = SessionStore(redis, settings.redis.key_prefix)
+    runner = GatewayRunner(
+        store, Inbox(redis, settings.redis.key_prefix), builder, adapters={}, compression=settings.compression,
+        lock_ttl_seconds=30.0, poll_interval=0.01,
+        gates=gates(SendBudget(store.channel, settings.redis.key_prefix), DeliverySettings()),
+    )
+    adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
+                              preview_interval=preview_interval)
+    runner.adapters["tg"] = adapter
+    await runner.start()
+    await adapter.start(runner.intake)
+    try:
+        yield runner
+    finally:
+        await adapter.stop()
+        await runner.stop()
+        await builder.aclose()
+        await store.channel.aclose()
+
+
+def streaming(text: str, seconds: float = 1.5, chunk_size: int = 40) -> Reply:
+    """An answer streamed in pieces over about ``seconds``."""
+    pieces = max(1, len(text) // chunk_size)
+    return Reply(text=text, chunk_size=chunk_size, event_delay=seconds / pieces)
+
+
+async def test_a_private_chat_sees_drafts_then_one_final_message_with_the_models_text(redis, redis_url, key_prefix):
+    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(ANSWER), context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(api.private_message(4242, "how did the night go?"))
+        async with streaming_gateway(settings, redis, api) as runner:
+            await api.wait_until(lambda: len(api.messages("4242")) >= 1, timeout=30)
+            await runner.wait_idle()
+    assert llm.requests[0].body["stream"] is True
+    assert [m.text for m in api.messages("4242")] == [ANSWER]
+    drafts = [d.text for d in api.drafts_in("4242")]
+    assert len(drafts) >= 2  # the reply showed while it was written
+    assert all(ANSWER.startswith(d) for d in drafts) and len(set(drafts)) == len(drafts)  # growing, never repeated
+    assert len({d.draft_id for d in api.drafts_in("4242")}) == 1  # one draft, updated in place
+
+
+async def test_a_group_sees_one_message_edited_as_the_text_arrives(redis, redis_url, key_prefix):
+    room = -1007001
+    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(ANSWER), context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(api.group_message(room, 7, "@foldgate_bot how did the night go?"))
+        async with streaming_gateway(settings, redis, api) as runner:
+            await api.wait_until(lambda: any(m.text == ANSWER for m in api.messages(str(room))), timeout=30)
+            await runner.wait_idle()
+    (message,) = api.messages(str(room))
+    assert message.text == ANSWER
+    edits = api.edits(str(room), message.message_id)
+    assert len(edits) >= 2 and api.drafts_in(str(room)) == []
+
+
+async def test_a_10000_character_reply_arrives_complete_in_order_and_split_at_the_limit(redis, redis_url, key_prefix):
+    long_answer = "\n\n".join(f"Paragraph {i}: " + "the ledger balanced again — ünïcødé 🚀 " * 12 for i in range(22))
+    assert len(long_answer) > 10_000
+    expected = split_message(long_answer, 4096, units="utf16")
+    room = -1007002
+    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(long_answer, seconds=2.0, chunk_size=200),
+                                                  context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(api.private_message(4343, "write it all down"), api.group_message(room, 7, "@foldgate_bot write it all"))
+        async with streaming_gateway(settings, redis, api) as runner:
+            await api.wait_until(lambda: [m.text for m in api.messages("4343")] == expected
+                                 and [m.text for m in api.messages(str(room))] == expected, timeout=60)
+            await runner.wait_idle()
+    for chat in ("4343", str(room)):
+        texts = [m.text for m in api.messages(chat)]
+        assert texts == expected and all(utf16_len(t) <= 4096 for t in texts)
+    assert " ".join(" ".join(expected).split()) == " ".join(long_answer.split())  # nothing lost at the cuts
+
+
+async def test_many_chats_streaming_at_once_stay_inside_telegrams_flood_limits(redis, redis_url, key_prefix):
+    limits = FloodLimits(chat_burst=1)
+    groups = [-1008000 - i for i in range(4)]
+    private = [5000 + i for i in range(24)]
+    async with FakeBotAPI(limits=limits) as api, FakeLLMServer(default=streaming(ANSWER, seconds=2.0),
+                                                               context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(*(api.private_message(chat, "status?") for chat in private),
+                 *(api.group_message(room, 7, "@foldgate_bot status?") for room in groups))
+        async with streaming_gateway(settings, redis, api) as runner:
+            await api.wait_until(
+                lambda: all([m.text for m in api.messages(str(c))] == [ANSWER] for c in [*private, *groups]),
+                timeout=90)
+            await runner.wait_idle()
+            await asyncio.sleep(0)
+    assert api.accounting(limits).over_limit() == []  # no chat, group or the bot ever went over
+    assert len(api.rate_limited) <= 3  # the budget kept the bot out of Telegram's way
