@@ -130,6 +130,8 @@ class GatewayRunner:
         self._busy: dict[str, asyncio.Task[None]] = {}
         self.keeper = LockKeeper(store, inbox, lock_ttl_seconds)
         self._attempts: dict[str, int] = {}
+        #: The reply stream of the turn each chat is running, so a failed turn's previews are stopped.
+        self._streams: dict[str, ReplyStream] = {}
         self._wake = asyncio.Event()
         self._saturated = False
         self._dispatcher: asyncio.Task[None] | None = None
@@ -246,9 +248,12 @@ class GatewayRunner:
         attempts_key = f"{chat}|{message.update_id}"
         try:
             outcome = await self._handle(chat, lock, message)
-        except (StaleLock, asyncio.CancelledError):
-            raise
-        except Exception as error:
+        except BaseException as error:
+            unfinished = self._streams.pop(chat, None)
+            if unfinished is not None:
+                unfinished.abandon()  # its previews stop; a retry streams anew
+            if isinstance(error, (StaleLock, asyncio.CancelledError)) or not isinstance(error, Exception):
+                raise
             attempts = self._attempts.get(attempts_key, 0) + 1
             self._attempts[attempts_key] = attempts
             log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
@@ -256,6 +261,7 @@ class GatewayRunner:
                 await asyncio.sleep(RETRY_DELAY_SECONDS * 2 ** (attempts - 1))  # the keeper holds the lock meanwhile
                 return raw
             outcome = await self._give_up(chat, lock, message, error)
+        self._streams.pop(chat, None)
         self._attempts.pop(attempts_key, None)
         if outcome.reply is not None:
             await self._deliver(message, outcome.reply, outcome.stream)
@@ -324,6 +330,8 @@ class GatewayRunner:
                 await adapter.typing(message.chat_id)
             surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id)
             stream = ReplyStream(surface, previews=self.stream_replies) if surface is not None else None
+            if stream is not None:
+                self._streams[chat] = stream
         try:
             result = await agent.run_turn(history, user_message, on_event=stream if self.stream_replies else None)
             reply = result.reply

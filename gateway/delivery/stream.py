@@ -113,6 +113,12 @@ class ReplyStream:
             else:
                 self._dirty.set()  # refused by the budget: the next frame carries this text too
 
+    def abandon(self) -> None:
+        """Stop the previews without a final reply (the turn failed and will be tried again)."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+
     async def finish(self, text: str) -> None:
         """Stop the previews and deliver ``text`` as the final reply (after a preview in flight, never before)."""
         self._closed = True
