@@ -38,6 +38,7 @@ from gateway.commands import parse as parse_command
 from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
+from gateway.delivery.journal import ReplyJournal
 from gateway.delivery.stream import ReplyStream
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.session_source import ChatHistory
@@ -301,7 +302,9 @@ class GatewayRunner:
         turn = ChatTurn(self, chat, message, lock, sid, meta)
         if meta.last_entry_id == turn.entry_id:  # committed before a crash: only the reply may be missing
             missing = meta.replied_entry_id != turn.entry_id and meta.last_reply
-            return Outcome(sid, meta.last_reply if missing else None, committed=True)
+            # Through the reply's journal: what the crashed attempt already delivered is not sent again.
+            stream = self._reply_stream(message, lock, previews=False) if missing else None
+            return Outcome(sid, meta.last_reply if missing else None, committed=True, stream=stream)
         command_reply = await handle_command(turn)
         if command_reply is not None:
             # Recorded like a turn's reply: a retry after a crash resends it instead of running the command again.
@@ -324,14 +327,10 @@ class GatewayRunner:
             tools.add(tool)
         agent = self.agents.build_agent(engine, model, tools)
         adapter = self.adapters.get(message.platform)
-        stream: ReplyStream | None = None
         if adapter:
             with contextlib.suppress(Exception):
                 await adapter.typing(message.chat_id)
-            surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id)
-            stream = ReplyStream(surface, previews=self.stream_replies) if surface is not None else None
-            if stream is not None:
-                self._streams[chat] = stream
+        stream = self._reply_stream(message, lock, previews=self.stream_replies)
         try:
             result = await agent.run_turn(history, user_message, on_event=stream if self.stream_replies else None)
             reply = result.reply
@@ -450,6 +449,21 @@ class GatewayRunner:
         ))
 
     # ----------------------------------------------------------------- replies
+
+    def _reply_stream(self, message: IncomingMessage, lock: Lock, *, previews: bool) -> ReplyStream | None:
+        """The reply's stream on its platform's surface, paced by the shared budget and recorded in its journal;
+        None where the platform sends replies whole."""
+        adapter = self.adapters.get(message.platform)
+        if adapter is None:
+            return None
+        journal = ReplyJournal(self.store.channel, self.store.prefix, lock, f"{message.platform}:{message.update_id}")
+        surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id,
+                                        journal=journal)
+        if surface is None:
+            return None
+        stream = ReplyStream(surface, previews=previews)
+        self._streams[message.chat] = stream
+        return stream
 
     async def _deliver(self, message: IncomingMessage, text: str, stream: ReplyStream | None = None) -> None:
         """Send a reply (through the stream that previewed it, when there is one), retrying transient

@@ -126,3 +126,22 @@ async def test_many_chats_streaming_at_once_stay_inside_telegrams_flood_limits(r
             await asyncio.sleep(0)
     assert api.accounting(limits).over_limit() == []  # no chat, group or the bot ever went over
     assert len(api.rate_limited) <= 3  # the budget kept the bot out of Telegram's way
+
+
+async def test_a_turn_taken_over_after_its_process_stopped_mid_stream_edits_the_same_message(redis, redis_url,
+                                                                                              key_prefix):
+    room = -1007003
+    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(ANSWER, seconds=3.0), context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(api.group_message(room, 7, "@foldgate_bot how did the night go?"))
+        async with streaming_gateway(settings, redis, api) as first:
+            await api.wait_until(lambda: len(api.messages(str(room))) == 1, timeout=30)  # the first preview is out
+            await first.stop(grace_seconds=0)  # the turn dies mid-stream, with no final reply
+        (preview,) = api.messages(str(room))
+        assert preview.text != ANSWER
+        async with streaming_gateway(settings, redis, api) as second:  # another process takes the chat over
+            await api.wait_until(lambda: [m.text for m in api.messages(str(room))] == [ANSWER], timeout=30)
+            await second.wait_idle()
+    (message,) = api.messages(str(room))
+    assert message.message_id == preview.message_id  # the retried turn edited the message the first one sent
+    assert len(llm.requests) == 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.platforms.base import PlatformRateLimited, SendGate
+from gateway.platforms.base import Journal, PlatformRateLimited, SendGate
 from gateway.platforms.split import Units, split_message
 
 
@@ -38,20 +38,33 @@ class EditedReply:
     """A :class:`gateway.platforms.base.Surface` of messages edited in place."""
 
     def __init__(self, messenger: Messenger, gate: SendGate, *, limit: int, units: Units,
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0, journal: Journal | None = None) -> None:
         self.messenger = messenger
         self.gate = gate
         self.limit = limit
         self.units: Units = units
         self.interval = interval
+        self.journal = journal
         #: ``(message id, text shown)`` of each message the reply occupies so far.
         self.messages: list[tuple[str, str]] = []
+        self._restored = journal is None
+
+    async def _restore(self) -> None:
+        """Take over the messages an attempt before a crash posted (their text unknown, so each is edited)."""
+        self._restored = True
+        recorded = await self.journal.load() if self.journal is not None else {}
+        index = 0
+        while str(index) in recorded:
+            self.messages.append((recorded[str(index)], ""))
+            index += 1
 
     def _first_change(self, chunks: list[str]) -> int | None:
         return next((i for i, chunk in enumerate(chunks) if i >= len(self.messages) or self.messages[i][1] != chunk),
                     None)
 
     async def preview(self, text: str) -> bool:
+        if not self._restored:
+            await self._restore()
         chunks = split_message(text, self.limit, units=self.units)
         index = self._first_change(chunks)
         if index is None:
@@ -66,6 +79,8 @@ class EditedReply:
         return index == len(chunks) - 1  # an earlier part changed: the next frame shows the rest
 
     async def finish(self, text: str) -> None:
+        if not self._restored:
+            await self._restore()
         chunks = split_message(text, self.limit, units=self.units)
         while (index := self._first_change(chunks)) is not None:
             await self.gate.await_final()
@@ -83,4 +98,7 @@ class EditedReply:
             await self.messenger.edit(message_id, chunk)
             self.messages[index] = (message_id, chunk)
         else:
-            self.messages.append((await self.messenger.post(chunk), chunk))
+            message_id = await self.messenger.post(chunk)
+            self.messages.append((message_id, chunk))
+            if self.journal is not None:  # before the reply goes on: a retry edits it instead of posting again
+                await self.journal.record(str(index), message_id)

@@ -68,6 +68,19 @@ class SendGate(Protocol):
         ...
 
 
+class Journal(Protocol):
+    """Where a reply records its messages on the platform, so an attempt after a crash reuses them
+    (``gateway.delivery.journal`` provides it)."""
+
+    async def load(self) -> dict[str, str]:
+        """What an earlier attempt recorded (empty for a first one)."""
+        ...
+
+    async def record(self, field: str, value: str) -> None:
+        """Record one fact before the reply goes on."""
+        ...
+
+
 class OpenGate:
     """No shared budget: everything may go now (a single local chat, tests)."""
 
@@ -118,9 +131,10 @@ class PlatformAdapter(ABC):
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         """Deliver ``text`` completely (split as the platform requires), retrying as it asks."""
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> Optional[Surface]:
-        """Where a reply to ``chat_id`` (answering update ``reply_to``) is shown and delivered, paced by ``gate``;
-        None where replies are sent whole by :meth:`send`."""
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> Optional[Surface]:
+        """Where a reply to ``chat_id`` (answering update ``reply_to``) is shown and delivered, paced by ``gate``
+        and recorded in ``journal``; None where replies are sent whole by :meth:`send`."""
         return None
 
     async def typing(self, chat_id: str) -> None:

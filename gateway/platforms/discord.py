@@ -49,7 +49,7 @@ import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, PlatformRateLimited, SendGate, Surface
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, PlatformRateLimited, SendGate, Surface
 from gateway.platforms.split import split_message
 
 if TYPE_CHECKING:
@@ -335,7 +335,8 @@ class DiscordAdapter(PlatformAdapter):
                             type(error).__name__, error)
                 await asyncio.sleep(self.retry_delay * 2**attempt)
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> Surface:
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> Surface:
         """A reply as one message sent early and edited as text arrives, continued past 2,000 characters;
         the first message answers ``reply_to``, and every post carries a nonce, so a repeated one is not posted twice."""
         reference = None
@@ -343,7 +344,7 @@ class DiscordAdapter(PlatformAdapter):
             reference = discord.MessageReference(message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False)
         anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
         messenger = DiscordMessenger(self._channel(chat_id), anchor, reference)
-        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars")
+        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", journal=journal)
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""
@@ -373,8 +374,10 @@ class DiscordMessenger:
         return str(message.id)
 
     async def edit(self, message_id: str, text: str) -> None:
+        # A message an earlier attempt posted (known only by its id) is edited through a partial message.
+        target = self._sent.get(message_id) or self.channel.get_partial_message(int(message_id))  # type: ignore[attr-defined]
         try:
-            self._sent[message_id] = await self._sent[message_id].edit(content=text, allowed_mentions=NO_PINGS)
+            self._sent[message_id] = await target.edit(content=text, allowed_mentions=NO_PINGS)
         except discord.HTTPException as error:
             raise _rate_limited(error) or error
 

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, SendGate
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, SendGate
 
 
 class TerminalAdapter(PlatformAdapter):
@@ -60,7 +60,8 @@ class TerminalAdapter(PlatformAdapter):
         if self._reading:
             self._prompt()
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> "TerminalReply":
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> "TerminalReply":
         return TerminalReply(self)
 
 

@@ -71,7 +71,7 @@ from aiohttp import web
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, PlatformRateLimited, SendGate, Surface
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, PlatformRateLimited, SendGate, Surface
 from gateway.platforms.split import split_message
 
 log = logging.getLogger(__name__)
@@ -430,13 +430,14 @@ class TelegramAdapter(PlatformAdapter):
 
     # ------------------------------------------------------------------ streamed replies
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None) -> Surface:
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> Surface:
         """A private chat streams into a draft (``sendMessageDraft``), any other chat into messages edited in place."""
         ref = _chat_ref(chat_id)
         if isinstance(ref, int) and ref > 0:  # private chats have positive ids, groups negative ones
-            return DraftReply(self, chat_id, gate)
+            return DraftReply(self, chat_id, gate, journal)
         return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
-                           interval=self.preview_interval)
+                           interval=self.preview_interval, journal=journal)
 
     async def _call(self, request: Callable[[], Awaitable[T]], what: str) -> T:
         """Run one Bot API request, waiting out 429s as told and retrying transient failures."""
@@ -524,13 +525,15 @@ class DraftReply:
     """A reply in a private chat: drafts while it streams, then the final text as real messages.
 
     A draft is Telegram's ephemeral preview (``sendMessageDraft``); the final ``sendMessage``
-    replaces it. Past 4096 units the draft shows the part still being written.
+    replaces it. Past 4096 units the draft shows the part still being written. Each final chunk
+    delivered is recorded in the journal, so an attempt after a crash sends only the rest.
     """
 
-    def __init__(self, adapter: TelegramAdapter, chat_id: str, gate: SendGate) -> None:
+    def __init__(self, adapter: TelegramAdapter, chat_id: str, gate: SendGate, journal: Optional[Journal]) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
         self.gate = gate
+        self.journal = journal
         self.interval = adapter.preview_interval
         self.draft_id = secrets.randbelow(2**31 - 1) + 1  # any non-zero id; one per reply
         #: Final chunks already sent: a retried finish sends only the rest.
@@ -551,6 +554,8 @@ class DraftReply:
     async def finish(self, text: str) -> None:
         messenger = TelegramMessenger(self.adapter, self.chat_id)
         chunks = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")
+        if self.journal is not None and not self.posted:  # an attempt before a crash may have delivered some
+            self.posted = int((await self.journal.load()).get("finals", 0))
         while self.posted < len(chunks):
             await self.gate.await_final()
             try:
@@ -559,6 +564,8 @@ class DraftReply:
                 await self.gate.rate_limited(limited.retry_after)
                 continue
             self.posted += 1
+            if self.journal is not None:
+                await self.journal.record("finals", str(self.posted))
 
 
 class TelegramMessenger:

@@ -1,0 +1,70 @@
+"""The messages a reply has put on the platform, recorded under the chat's lock (SPEC B9, L10).
+
+A turn that is tried again after a crash must not post a second copy of what the first
+attempt already sent. So every message a reply posts is recorded here the moment the
+platform returns its id — before the reply goes on — in a hash of the chat (same hash
+tag as the chat's other keys)::
+
+    {prefix}:{<chat>}:reply:<entry id>     hash  "<index>" -> message id (edited replies),
+                                                 "finals" -> final chunks delivered (draft replies)
+
+and the retried reply loads it: an edited reply edits those messages, a draft reply
+sends only the chunks not yet delivered. The write checks the chat lock's token, so a
+worker whose lock expired cannot record into a newer attempt's reply. The only window
+in which a message can still go out twice is between the platform accepting it and this
+one Redis round trip. The hash expires a day after its last write.
+"""
+
+from __future__ import annotations
+
+from gateway.redis_channel import RedisChannel, Script
+from gateway.store import Lock, StaleLock
+
+#: How long a reply's record is kept after its last write (a retry comes within minutes).
+JOURNAL_TTL_MS = 24 * 3600 * 1000
+
+#: KEYS: 1 the chat lock, 2 the reply's hash. ARGV: 1 lock token, 2 ttl ms, 3 field, 4 value.
+_RECORD = Script.of(r"""
+-- Only the lock's holder records: a stale worker's late write would mislead the next attempt.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('FG_STALE_LOCK the chat lock expired or another worker holds it')
+end
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+""")
+
+
+class ReplyJournal:
+    """One reply's record: what its messages are on the platform, for the attempt that follows a crash."""
+
+    def __init__(self, channel: RedisChannel, prefix: str, lock: Lock, entry_id: str) -> None:
+        if "{" in entry_id or "}" in entry_id:
+            raise ValueError(f"an entry id cannot hold braces: {entry_id!r}")
+        base = f"{prefix}:{{{lock.chat}}}"
+        self.channel = channel
+        self.lock = lock
+        self.lock_key = f"{base}:lock"
+        self.key = f"{base}:reply:{entry_id}"
+
+    async def load(self) -> dict[str, str]:
+        """Everything recorded so far (empty for a first attempt)."""
+        raw = await self.channel.call("HGETALL", self.key)
+        if isinstance(raw, dict):
+            pairs = raw.items()
+        else:
+            pairs = zip(raw[::2], raw[1::2])
+        return {_text(field): _text(value) for field, value in pairs}
+
+    async def record(self, field: str, value: str) -> None:
+        """Record one fact (a message id at a position, the finals delivered) before the reply goes on."""
+        try:
+            await _RECORD.run(self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, field, value])
+        except Exception as error:
+            if "FG_STALE_LOCK" in str(error):
+                raise StaleLock(str(error)) from error
+            raise
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
