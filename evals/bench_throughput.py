@@ -644,7 +644,8 @@ async def measure(
                 redis={"url": redis_url, "key_prefix": prefix},
                 model={"name": MODEL_NAME, "provider": "custom", "base_url": base_url, "context_length": CONTEXT_LENGTH},
                 platforms={"local": {"enabled": True}},
-                gateway={"home": home},
+                # Every message is answered on its own: the figure is the cost per message, not per backlog.
+                gateway={"home": home, "coalesce_backlog": False},
             )
             adapter = TimedAdapter()
             http = open_http_client(transport=transport)  # type: ignore[arg-type]

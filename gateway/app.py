@@ -78,7 +78,9 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
         store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
         lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
         cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
-        gates=gates(budget, settings.delivery),
+        gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
+        coalesce_max_messages=settings.gateway.coalesce_max_messages,
+        coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
     )
     await runner.start()
     encoding()  # the tokenizer loads now rather than on the first message

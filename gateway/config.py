@@ -285,6 +285,9 @@ class GatewaySettings(StrictModel):
     max_concurrent_chats: int = Field(32, ge=1)
     transcript_cache_tokens: int = Field(2_000_000, ge=0)
     metrics_port: Port = 0
+    coalesce_backlog: bool = True
+    coalesce_max_messages: int = Field(500, ge=2)
+    coalesce_max_tokens: int = Field(20_000, ge=100)
 
 
 class Settings(BaseSettings):

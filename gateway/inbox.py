@@ -109,6 +109,10 @@ class Inbox:
         """The oldest pending entry of the chat (raw JSON), or None when the inbox is empty."""
         return await self.redis.lindex(self._keys(chat).inbox, 0)
 
+    async def waiting(self, chat: str, limit: int) -> list[str]:
+        """The chat's oldest ``limit`` pending entries (raw JSON), in order, the head first."""
+        return [str(raw) for raw in await self.redis.lrange(self._keys(chat).inbox, 0, limit - 1)]
+
     async def drop_bad(self, chat: str, raw: str) -> None:
         """Move an entry that cannot be parsed out of the inbox into the chat's quarantine list."""
         keys = self._keys(chat)

@@ -30,7 +30,7 @@ from agent.loop import Agent
 from agent.messages import Message
 from agent.pricing import UnknownPrice, cost, savings
 from agent.settings import CompressionSettings
-from agent.tokens import count_message
+from agent.tokens import count_message, count_text
 from agent.tools import ToolRegistry, recovery_tools
 from gateway import hygiene
 from gateway.commands import handle_command
@@ -76,6 +76,10 @@ class Outcome:
     committed: bool
     #: Where the reply streamed while the turn ran; it delivers the final text too.
     stream: ReplyStream | None = None
+    #: Entries after this one that the turn took in too (a coalesced backlog): ``(raw, entry id)``, in order.
+    batch: tuple[tuple[str, str], ...] = ()
+    #: True for an entry an earlier turn already took in: removed without a reply of its own.
+    silent: bool = False
 
 
 @dataclass
@@ -112,6 +116,9 @@ class GatewayRunner:
         cache_ttl: str = "5m",
         stream_replies: bool = True,
         gates: Callable[[IncomingMessage], SendGate] | None = None,
+        coalesce_backlog: bool = False,
+        coalesce_max_messages: int = 500,
+        coalesce_max_tokens: int = 20_000,
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -123,6 +130,10 @@ class GatewayRunner:
         self.cache_ttl = cache_ttl
         self.poll_interval = poll_interval
         self.stream_replies = stream_replies
+        #: Messages already waiting when a turn starts join it (``gateway.coalesce_backlog``).
+        self.coalesce_backlog = coalesce_backlog
+        self.coalesce_max_messages = coalesce_max_messages
+        self.coalesce_max_tokens = coalesce_max_tokens
         #: The send budget of a reply's chat (every process shares it); open by default.
         self.gates = gates or (lambda message: OpenGate())
         self.worker_id = uuid.uuid4().hex[:8]
@@ -268,7 +279,16 @@ class GatewayRunner:
             await self._deliver(message, outcome.reply, outcome.stream)
         # Recording the reply as sent and removing the entry are one fenced step; a crash between
         # the send above and this step is the one window in which a reply can go out twice.
-        marker = {"replied_entry_id": f"{message.platform}:{message.update_id}"} if outcome.committed else {}
+        if outcome.batch:
+            # The batch's last entry carries the reply: it is marked first, then the others leave silently
+            # (a crash in between leaves them to be removed as already taken in).
+            last_raw, last_id = outcome.batch[-1]
+            head = await self.store.finish_entry(lock, outcome.session_id, last_raw, replied_entry_id=last_id)
+            for other in (raw, *(entry for entry, _ in outcome.batch[:-1])):
+                head = await self.store.finish_entry(lock, outcome.session_id, other)
+            return head
+        marker = ({"replied_entry_id": f"{message.platform}:{message.update_id}"}
+                  if outcome.committed and not outcome.silent else {})
         return await self.store.finish_entry(lock, outcome.session_id, raw, **marker)
 
     async def _give_up(self, chat: str, lock: Lock, message: IncomingMessage, error: Exception) -> "Outcome":
@@ -305,6 +325,8 @@ class GatewayRunner:
             # Through the reply's journal: what the crashed attempt already delivered is not sent again.
             stream = self._reply_stream(message, lock, previews=False) if missing else None
             return Outcome(sid, meta.last_reply if missing else None, committed=True, stream=stream)
+        if turn.entry_id in (meta.batch_entry_ids or "").split("\n"):  # taken into a turn before a crash
+            return Outcome(sid, None, committed=True, silent=True)
         command_reply = await handle_command(turn)
         if command_reply is not None:
             # Recorded like a turn's reply: a retry after a crash resends it instead of running the command again.
@@ -316,6 +338,10 @@ class GatewayRunner:
             await self.store.append(chat, sid, [user_message], lock=lock,
                                     meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
             return Outcome(sid, None, committed=False)
+        batch = await self._backlog(chat, message) if self.coalesce_backlog else []
+        earlier = [self._user_message(m) for m in [message, *(m for _, m in batch[:-1])]] if batch else []
+        last = batch[-1][1] if batch else message
+        user_message = self._user_message(last)
         model = meta.model or self.agents.default_model
         archive = ChatHistory(self.store, chat, sid)
         engine = self.agents.build_engine(model, meta.engine_state, archive)
@@ -330,9 +356,10 @@ class GatewayRunner:
         if adapter:
             with contextlib.suppress(Exception):
                 await adapter.typing(message.chat_id)
-        stream = self._reply_stream(message, lock, previews=self.stream_replies)
+        stream = self._reply_stream(last, lock, previews=self.stream_replies)
         try:
-            result = await agent.run_turn(history, user_message, on_event=stream if self.stream_replies else None)
+            result = await agent.run_turn(history + earlier, user_message,
+                                          on_event=stream if self.stream_replies else None)
             reply = result.reply
         except ProviderError as error:
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
@@ -347,8 +374,10 @@ class GatewayRunner:
             totals[name] = int(totals.get(name, 0)) + value
         totals["turns"] = int(totals.get("turns", 0)) + 1
         engine_state = engine.export_state()
+        batch_ids = [turn.entry_id, *(f"{m.platform}:{m.update_id}" for _, m in batch)]
         fields = {
-            "last_entry_id": turn.entry_id,
+            "last_entry_id": batch_ids[-1],
+            "batch_entry_ids": "\n".join(batch_ids) if batch else None,
             "last_reply": reply,
             "usage_totals": totals,
             "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
@@ -366,8 +395,9 @@ class GatewayRunner:
                                         fields["tokens_at_report"])
             turn.session_id = commit.session_id
         else:
-            fields["tokens_at_report"] = meta.tokens + sum(count_message(m) for m in result.new_messages)
-            await self.store.append(chat, sid, result.new_messages, lock=lock, meta=fields)
+            new_messages = earlier + result.new_messages
+            fields["tokens_at_report"] = meta.tokens + sum(count_message(m) for m in new_messages)
+            await self.store.append(chat, sid, new_messages, lock=lock, meta=fields)
         try:
             spent, saved = float(cost(usage, model, self.cache_ttl)), float(savings(usage, model, self.cache_ttl))
         except UnknownPrice:
@@ -378,7 +408,8 @@ class GatewayRunner:
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
             latency_ms=(time.perf_counter() - started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
         ))
-        return Outcome(turn.session_id, reply, committed=True, stream=stream)
+        return Outcome(turn.session_id, reply, committed=True, stream=stream,
+                       batch=tuple((raw, f"{m.platform}:{m.update_id}") for raw, m in batch))
 
     # ----------------------------------------------------------------- compaction outside the loop
 
@@ -449,6 +480,31 @@ class GatewayRunner:
         ))
 
     # ----------------------------------------------------------------- replies
+
+    async def _backlog(self, chat: str, head: IncomingMessage) -> list[tuple[str, IncomingMessage]]:
+        """The entries waiting behind ``head`` that its turn takes in: consecutive, in order, up to the
+        configured count and tokens; a command ends the run (it is handled alone), and trailing
+        messages that ask for no reply wait for their own step."""
+        waiting = await self.inbox.waiting(chat, self.coalesce_max_messages)
+        try:
+            if not waiting or IncomingMessage.model_validate_json(waiting[0]).update_id != head.update_id:
+                return []
+        except ValueError:
+            return []
+        taken: list[tuple[str, IncomingMessage]] = []
+        tokens = count_text(head.text)
+        for raw in waiting[1:]:
+            try:
+                message = IncomingMessage.model_validate_json(raw)
+            except ValueError:
+                break  # the unreadable entry gets its own step (and its quarantine)
+            tokens += count_text(message.text)
+            if (message.respond and parse_command(message.text.strip()) is not None) or tokens > self.coalesce_max_tokens:
+                break
+            taken.append((raw, message))
+        while taken and not taken[-1][1].respond:
+            taken.pop()
+        return taken
 
     def _reply_stream(self, message: IncomingMessage, lock: Lock, *, previews: bool) -> ReplyStream | None:
         """The reply's stream on its platform's surface, paced by the shared budget and recorded in its journal;

@@ -139,13 +139,16 @@ class SessionMeta:
     last_entry_id: str | None = None  # the inbox entry whose turn was committed last
     last_reply: str | None = None  # that turn's reply, resent if the process died before sending it
     replied_entry_id: str | None = None  # the entry whose reply was sent last
+    #: Every entry the last committed turn took together (a coalesced backlog), one per line.
+    batch_entry_ids: str | None = None
     usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
 
 
 #: Meta fields callers may set (``None`` clears one); every other field is the store's own.
 _INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
 _FLOAT_FIELDS = frozenset({"last_activity_at"})
-_STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id"})
+_STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id",
+                         "batch_entry_ids"})
 _JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
 SETTABLE_META_FIELDS = _INT_FIELDS | _FLOAT_FIELDS | _STR_FIELDS | _JSON_FIELDS
 #: A compaction sets its own compaction_count.
@@ -712,6 +715,7 @@ def _parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
         last_entry_id=raw.get("last_entry_id") or None,
         last_reply=raw.get("last_reply"),
         replied_entry_id=raw.get("replied_entry_id") or None,
+        batch_entry_ids=raw.get("batch_entry_ids") or None,
         usage_totals=_json_dict(sid, raw, "usage_totals"),
     )
 
@@ -1228,7 +1232,7 @@ class SessionStore:
 
         Settable: ``last_prompt_tokens``, ``tokens_at_report``, ``compaction_count``,
         ``previous_summary``, ``engine_state`` (dict), ``usage_totals`` (dict), ``model``,
-        ``last_activity_at``, ``last_entry_id``, ``last_reply``, ``replied_entry_id``.
+        ``last_activity_at``, ``last_entry_id``, ``last_reply``, ``replied_entry_id``, ``batch_entry_ids``.
         Token and message totals, ids and versions are the store's own.
         """
         self._read_ahead.pop(chat, None)  # this write outdates a session read ahead

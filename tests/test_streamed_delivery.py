@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from gateway.agents import AgentBuilder
-from gateway.config import DeliverySettings, Settings
+from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
 from gateway.inbox import Inbox
@@ -31,15 +31,15 @@ ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." fo
 
 
 @contextlib.asynccontextmanager
-async def streaming_gateway(settings: Settings, redis, api: FakeBotAPI,
-                            preview_interval: float = 0.2) -> AsyncIterator[GatewayRunner]:
+async def streaming_gateway(settings: Settings, redis, api: FakeBotAPI, preview_interval: float = 0.2,
+                            **runner_options) -> AsyncIterator[GatewayRunner]:
     """A runner on Telegram with the shared send budget, as ``foldgate run`` wires it."""
     builder = AgentBuilder(settings)
     store = SessionStore(redis, settings.redis.key_prefix)
     runner = GatewayRunner(
         store, Inbox(redis, settings.redis.key_prefix), builder, adapters={}, compression=settings.compression,
         lock_ttl_seconds=30.0, poll_interval=0.01,
-        gates=gates(SendBudget(store.channel, settings.redis.key_prefix), DeliverySettings()),
+        gates=gates(SendBudget(store.channel, settings.redis.key_prefix), settings.delivery), **runner_options,
     )
     adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
                               preview_interval=preview_interval)
@@ -145,3 +145,38 @@ async def test_a_turn_taken_over_after_its_process_stopped_mid_stream_edits_the_
     (message,) = api.messages(str(room))
     assert message.message_id == preview.message_id  # the retried turn edited the message the first one sent
     assert len(llm.requests) == 2
+
+
+async def test_a_240_message_backlog_is_one_turn_with_every_message_stored_in_order(redis, redis_url, key_prefix):
+    async with FakeBotAPI() as api, FakeLLMServer(default=Reply.answer("caught up on all of it"),
+                                                  context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(*(api.private_message(4545, f"overnight note {i}") for i in range(240)))
+        inbox = Inbox(redis, key_prefix)
+        async with streaming_gateway(settings, redis, api, coalesce_backlog=True) as runner:
+            await api.wait_until(lambda: api.pending_updates == 0 and len(api.messages("4545")) >= 1, timeout=60)
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            transcript = await store.active("tg:4545", await store.current_session("tg:4545"))
+            assert await inbox.pending("tg:4545") == 0
+    replies = [m.text for m in api.messages("4545")]
+    # The first poll's turn may start before the rest arrive: a handful of turns at most, never 240.
+    assert 1 <= len(replies) <= 5 and all(text == "caught up on all of it" for text in replies)
+    users = [m["content"] for m in transcript if m["role"] == "user"]
+    assert users == [f"overnight note {i}" for i in range(240)]
+    assert len(llm.requests) == len(replies)
+    last = llm.requests[-1]
+    assert last.last_user_text == "overnight note 239"
+
+
+async def test_with_coalescing_off_240_replies_all_keep_to_the_budget(redis, redis_url, key_prefix):
+    limits = FloodLimits(per_chat_per_second=50, chat_burst=1)
+    async with FakeBotAPI(limits=limits) as api, FakeLLMServer(default=Reply.answer("noted"), context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 delivery={"telegram": {"per_chat_per_second": 50}})
+        api.push(*(api.private_message(4646, f"note {i}") for i in range(240)))
+        async with streaming_gateway(settings, redis, api, coalesce_backlog=False, stream_replies=False) as runner:
+            await api.wait_until(lambda: len(api.messages("4646")) == 240, timeout=120)
+            await runner.wait_idle()
+    assert [m.text for m in api.messages("4646")] == ["noted"] * 240
+    assert api.accounting(limits).over_limit() == [] and len(api.rate_limited) <= 3

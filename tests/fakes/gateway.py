@@ -35,7 +35,7 @@ def message(chat_id: str, update_id: str, text: str, *, respond: bool = True, ts
 @contextlib.asynccontextmanager
 async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: float = 30.0,
                           summarizer: Any = "configured", max_concurrent_chats: int = 64,
-                          adapter: RecordingAdapter | None = None,
+                          adapter: RecordingAdapter | None = None, coalesce_backlog: bool = False,
                           ) -> AsyncIterator[tuple[GatewayRunner, RecordingAdapter, list[Event]]]:
     """A started runner on ``redis`` with a recording local platform; yields (runner, adapter, events)."""
     adapter = adapter or RecordingAdapter()
@@ -50,6 +50,7 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
         store, inbox, builder,
         adapters={"local": adapter}, compression=settings.compression, events=events,
         lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,
+        coalesce_backlog=coalesce_backlog,
     )
     await runner.start()
     try:
