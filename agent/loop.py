@@ -67,6 +67,22 @@ class ToolRunning:
 TurnEvent = Union[StreamEvent, ToolRunning]
 TurnSink = Callable[[TurnEvent], Awaitable[None]]
 
+#: Stands in for the result of a tool call the person stopped before it ran.
+STOPPED_TOOL_RESULT = '{"error": "stopped by the person before this tool ran"}'
+#: The reply of a turn stopped before the model wrote anything.
+STOPPED_REPLY = "⏹ Stopped."
+
+
+class TurnStopped(Exception):
+    """Raised by a turn's watcher to end the turn now (the person sent ``/stop``).
+
+    ``text`` is what the person has seen of the reply so far; it becomes the reply.
+    """
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__("the turn was stopped")
+        self.text = text
+
 
 #: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.
 RequestHook = Callable[[list[Message]], list[Message]]
@@ -192,6 +208,8 @@ class Agent:
                     messages, compacted = new, True
             try:
                 completion = await self._complete(messages, tools, on_event)
+            except TurnStopped as stop:
+                return self._stopped(messages, [], stop, first_new, compacted, total, last, calls, folded)
             except ProviderError as error:
                 if isinstance(error, ContextTooLong) and not context_retry_used:
                     context_retry_used = True
@@ -214,16 +232,31 @@ class Agent:
             if not completion.tool_calls:
                 reply = completion.text
                 break
-            for call in assistant["tool_calls"]:
+            for position, call in enumerate(assistant["tool_calls"]):
                 function = call.get("function") or {}
                 name, arguments = str(function.get("name")), function.get("arguments") or "{}"
                 if on_event is not None:
-                    await on_event(ToolRunning(name, arguments))
+                    try:
+                        await on_event(ToolRunning(name, arguments))
+                    except TurnStopped as stop:
+                        pending = assistant["tool_calls"][position:]
+                        return self._stopped(messages, pending, stop, first_new, compacted, total, last, calls, folded)
                 result = await self._run_tool(name, arguments)
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         else:
             reply = "I stopped after too many tool calls in one turn; ask me to continue."
             messages.append({"role": "assistant", "content": reply})
+        return self._result(messages, first_new, reply, compacted, total, last, calls, folded)
+
+    def _stopped(self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped,
+                 first_new: int, compacted: bool, total: Usage, last: Usage, calls: int,
+                 folded: list[Message]) -> TurnResult:
+        """End a stopped turn: calls not yet run get a stand-in result (pairs stay whole), and what the
+        person saw of the reply is kept as the reply."""
+        for call in pending:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": STOPPED_TOOL_RESULT})
+        reply = stop.text.strip() or STOPPED_REPLY
+        messages.append({"role": "assistant", "content": reply})
         return self._result(messages, first_new, reply, compacted, total, last, calls, folded)
 
     def _result(self, messages: list[Message], first_new: int, reply: str, compacted: bool, total: Usage,

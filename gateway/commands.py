@@ -191,6 +191,14 @@ async def status(turn: "ChatTurn", _arg: str) -> str:
     ])
 
 
+async def stop(turn: "ChatTurn", _arg: str) -> str:
+    """End the reply being written. The stop itself happens as the message arrives (the running turn
+    honours it and clears it); by the time this command's own turn comes, only a leftover is cleared."""
+    if await turn.runner.inbox.clear_stop(turn.chat):
+        return "Nothing was being written; there is nothing to stop."
+    return "⏹ Stopped. What was written so far is kept; your next message is answered as usual."
+
+
 COMMANDS: dict[str, Command] = {
     "compress": compress,
     "model": model,
@@ -198,6 +206,7 @@ COMMANDS: dict[str, Command] = {
     "reset": new,
     "usage": usage,
     "status": status,
+    "stop": stop,
 }
 
 

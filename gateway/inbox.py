@@ -34,6 +34,10 @@ redis.call('RPUSH', KEYS[2], ARGV[2])
 return 1
 """)
 
+#: A ``/stop`` no turn honoured is forgotten after this long.
+STOP_TTL_SECONDS = 600
+
+
 class Inbox:
     """Per-chat inbox lists plus the global set of chats with pending entries."""
 
@@ -112,6 +116,22 @@ class Inbox:
     async def waiting(self, chat: str, limit: int) -> list[str]:
         """The chat's oldest ``limit`` pending entries (raw JSON), in order, the head first."""
         return [str(raw) for raw in await self.redis.lrange(self._keys(chat).inbox, 0, limit - 1)]
+
+    async def request_stop(self, chat: str, at: float) -> None:
+        """A ``/stop`` arrived at ``at``: the chat's running turn, in whichever process, ends at its next check."""
+        await self.redis.set(self._keys(chat).stop, repr(at), ex=STOP_TTL_SECONDS)
+
+    async def stop_requested_at(self, chat: str) -> float | None:
+        """When the pending ``/stop`` of the chat arrived, or None."""
+        value = await self.redis.get(self._keys(chat).stop)
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    async def clear_stop(self, chat: str) -> bool:
+        """Forget the chat's pending ``/stop``; whether there was one."""
+        return bool(await self.redis.delete(self._keys(chat).stop))
 
     async def drop_bad(self, chat: str, raw: str) -> None:
         """Move an entry that cannot be parsed out of the inbox into the chat's quarantine list."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -39,7 +40,7 @@ from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
 from gateway.delivery.journal import ReplyJournal
-from gateway.delivery.stream import ReplyStream
+from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta, SessionStore, StaleLock
@@ -153,7 +154,14 @@ class GatewayRunner:
     # ----------------------------------------------------------------- lifecycle
 
     async def intake(self, message: IncomingMessage) -> bool:
-        """Make an incoming message durable; returns once it is safe to acknowledge the platform."""
+        """Make an incoming message durable; returns once it is safe to acknowledge the platform.
+
+        A ``/stop`` is also signalled at once, so the chat's running turn ends without waiting for
+        the command's own turn in the inbox.
+        """
+        command = parse_command(message.text.strip()) if message.respond else None
+        if command is not None and command[0] == "stop":
+            await self.inbox.request_stop(message.chat, time.time())
         queued = await self.inbox.put(message)
         self._wake.set()
         return queued
@@ -357,9 +365,9 @@ class GatewayRunner:
             with contextlib.suppress(Exception):
                 await adapter.typing(message.chat_id)
         stream = self._reply_stream(last, lock, previews=self.stream_replies)
+        watch = TurnWatch(stream, functools.partial(self._stop_requested, chat, time.time()))
         try:
-            result = await agent.run_turn(history + earlier, user_message,
-                                          on_event=stream if self.stream_replies else None)
+            result = await agent.run_turn(history + earlier, user_message, on_event=watch)
             reply = result.reply
         except ProviderError as error:
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
@@ -480,6 +488,14 @@ class GatewayRunner:
         ))
 
     # ----------------------------------------------------------------- replies
+
+    async def _stop_requested(self, chat: str, turn_started: float) -> bool:
+        """Whether a ``/stop`` arrived for the chat since its turn began (honouring it clears it)."""
+        at = await self.inbox.stop_requested_at(chat)
+        if at is None or at < turn_started:
+            return False
+        await self.inbox.clear_stop(chat)
+        return True
 
     async def _backlog(self, chat: str, head: IncomingMessage) -> list[tuple[str, IncomingMessage]]:
         """The entries waiting behind ``head`` that its turn takes in: consecutive, in order, up to the

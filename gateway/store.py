@@ -15,6 +15,8 @@ multi-key step below is one Lua script on one slot::
     {prefix}:{<chat>}:quarantine           list of JSON records of unreadable stored messages
     {prefix}:{<chat>}:seen:<update_id>     platform update dedupe marker (EX >= 24 h)
     {prefix}:{<chat>}:inbox                list of incoming messages not yet answered (gateway.inbox)
+    {prefix}:{<chat>}:stop                 when a ``/stop`` arrived, until a running turn honours it (EX 10 min)
+    {prefix}:{<chat>}:reply:<entry id>     the messages a streamed reply posted (gateway.delivery.journal)
     {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
 
 Message bodies are written once and never rewritten: the active and archive lists hold
@@ -195,6 +197,10 @@ class ChatKeys:
     @property
     def inbox(self) -> str:
         return f"{self.base}:inbox"
+
+    @property
+    def stop(self) -> str:
+        return f"{self.base}:stop"
 
     def compaction(self, compaction_id: str) -> str:
         return f"{self.base}:compaction:{compaction_id}"

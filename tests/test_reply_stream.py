@@ -96,3 +96,30 @@ async def test_with_previews_off_only_the_final_is_delivered():
     await asyncio.sleep(0.1)
     await stream.finish("final")
     assert surface.previews == [] and surface.finals == ["final"]
+
+
+async def test_a_turn_stopped_before_its_tool_runs_keeps_every_tool_call_paired():
+    from agent.context_compressor import ContextCompressor
+    from agent.llm.local import LocalDemoModel
+    from agent.loop import STOPPED_TOOL_RESULT, Agent, TurnStopped
+    from agent.messages import api_problems
+    from agent.tools import ToolRegistry, recovery_tools
+
+    class Archive:
+        async def search(self, *args, **kwargs):  # never reached: the turn stops first
+            raise AssertionError("the tool ran after the stop")
+
+    async def stop_at_the_tool(event):
+        if isinstance(event, ToolRunning):
+            raise TurnStopped("Let me look")
+
+    tools = ToolRegistry()
+    for tool in recovery_tools(Archive()):  # type: ignore[arg-type]
+        tools.add(tool)
+    agent = Agent(LocalDemoModel(), ContextCompressor("local", 32_768), model="local", tools=tools)
+    result = await agent.run_turn([], {"role": "user", "content": "which PR fixed the login timeout?"},
+                                  on_event=stop_at_the_tool)
+    assert result.reply == "Let me look"
+    assert [m["role"] for m in result.new_messages] == ["user", "assistant", "tool", "assistant"]
+    assert result.new_messages[2]["content"] == STOPPED_TOOL_RESULT
+    assert api_problems(result.messages) == []

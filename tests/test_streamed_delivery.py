@@ -180,3 +180,27 @@ async def test_with_coalescing_off_240_replies_all_keep_to_the_budget(redis, red
             await runner.wait_idle()
     assert [m.text for m in api.messages("4646")] == ["noted"] * 240
     assert api.accounting(limits).over_limit() == [] and len(api.rate_limited) <= 3
+
+
+async def test_stop_mid_stream_keeps_what_was_said_and_the_next_message_is_answered(redis, redis_url, key_prefix):
+    slow = streaming(ANSWER, seconds=6.0)
+    async with FakeBotAPI() as api, FakeLLMServer(default=slow, context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        api.push(api.private_message(4747, "tell me about the night"))
+        async with streaming_gateway(settings, redis, api) as runner:
+            await api.wait_until(lambda: len(api.drafts_in("4747")) >= 2, timeout=30)  # the reply is being written
+            api.push(api.private_message(4747, "/stop"))
+            await api.wait_until(lambda: len(api.messages("4747")) >= 2, timeout=30)
+            stopped, confirmation = [m.text for m in api.messages("4747")][:2]
+            llm.default = Reply.answer("fresh answer")
+            api.push(api.private_message(4747, "and now?"))
+            await api.wait_until(lambda: len(api.messages("4747")) >= 3, timeout=30)
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            transcript = await store.active("tg:4747", await store.current_session("tg:4747"))
+    assert stopped and ANSWER.startswith(stopped) and stopped != ANSWER  # what was said so far, kept
+    assert confirmation.startswith("⏹ Stopped")
+    assert api.messages("4747")[2].text == "fresh answer"
+    users = [m["content"] for m in transcript if m["role"] == "user"]
+    assert users == ["tell me about the night", "and now?"]  # commands are not part of the conversation
+    assert [m["content"] for m in transcript if m["role"] == "assistant"][0] == stopped

@@ -19,10 +19,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from agent.llm.stream import StreamReset, TextDelta
-from agent.loop import ToolRunning, TurnEvent
+from agent.loop import ToolRunning, TurnEvent, TurnStopped
 from gateway.platforms.base import Surface
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,11 @@ class ReplyStream:
         self._dirty.set()
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._frames(), name="reply-stream-frames")
+
+    @property
+    def streamed(self) -> str:
+        """All the text streamed so far (what the person has seen, up to the last preview)."""
+        return "".join(self._text)
 
     @property
     def current(self) -> str:
@@ -132,3 +137,28 @@ class ReplyStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.surface.finish(text)
+
+
+class TurnWatch:
+    """A turn's ``on_event`` sink: hands events to the reply's stream, and ends the turn on ``/stop``.
+
+    ``stop_requested`` is asked at most every ``every`` seconds (one Redis read), so a stop takes
+    effect within about that long of the next event; the text streamed so far becomes the reply.
+    """
+
+    def __init__(self, stream: ReplyStream | None, stop_requested: Callable[[], Awaitable[bool]], *,
+                 every: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.stop_requested = stop_requested
+        self.every = every
+        self.clock = clock
+        self._checked = clock()
+
+    async def __call__(self, event: TurnEvent) -> None:
+        if self.stream is not None:
+            await self.stream(event)
+        now = self.clock()
+        if now - self._checked >= self.every:
+            self._checked = now
+            if await self.stop_requested():
+                raise TurnStopped(self.stream.streamed if self.stream is not None else "")
