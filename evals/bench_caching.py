@@ -48,7 +48,7 @@ from agent.settings import CompressionSettings
 from agent.tokens import count_text
 from agent.tools import Tool, ToolRegistry
 from evals.fixtures.session import generate_session, session_name
-from evals.report import publish
+from evals.report import publish, reach_test_fakes
 
 MODEL = "claude-sonnet-4"
 CONTEXT_LENGTH = 100_000
@@ -311,15 +311,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _reach_the_fakes() -> None:
-    """The fake servers live with the tests in the repository; make them importable from the console script too."""
-    root = Path(__file__).resolve().parents[1]
-    if (root / "tests" / "fakes").is_dir() and str(root) not in sys.path:
-        sys.path.append(str(root))
-
-
 def main(out: str | Path, turns: int = TURNS, ttls: Sequence[str] = TTLS, seed: int = SEED) -> int:
-    _reach_the_fakes()
+    reach_test_fakes()
     try:
         import tests.fakes.anthropic_cache  # noqa: F401
     except ImportError as error:

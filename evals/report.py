@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,3 +18,10 @@ def publish(out_dir: str | Path, name: str, data: Any, markdown: str) -> Path:
     print(text, end="")
     print(f"json: {out / f'{name}.json'}")
     return out
+
+
+def reach_test_fakes() -> None:
+    """The fake servers live with the tests in the repository; make them importable from the console script too."""
+    root = Path(__file__).resolve().parents[1]
+    if (root / "tests" / "fakes").is_dir() and str(root) not in sys.path:
+        sys.path.append(str(root))

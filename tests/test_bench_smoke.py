@@ -159,3 +159,16 @@ def test_streaming_latency_is_measured_from_the_servers_first_byte(tmp_path):
         assert 0 < first["p50"] <= first["p99"] <= first["max"] < 1000
     assert set(result["verdict"]) == {"50 deltas/s per stream", "100 deltas/s per stream"}
     assert "first delta p99" in (tmp_path / "bench_streaming.md").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_delivery_measures_the_first_preview_and_the_calls_a_reply_costs(tmp_path, redis_url):
+    from evals import bench_delivery
+
+    assert bench_delivery.main(tmp_path, concurrent=6, long_deltas=60, long_rate=40, redis_url=redis_url) == 0
+    result = json.loads((tmp_path / "bench_delivery.json").read_text())
+    assert [row["chats"] for row in result["first_preview"]] == [6, 6]
+    for row in result["first_preview"]:
+        assert 0 < row["first_shown_ms"]["p50"] <= row["first_shown_ms"]["p99"] < 10_000
+    assert result["long_reply"]["platform_calls"] >= 1
+    assert "first preview" in (tmp_path / "bench_delivery.md").read_text()

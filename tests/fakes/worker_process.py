@@ -2,7 +2,10 @@
 
 It runs a real GatewayRunner against the given Redis and model endpoint. Its platform is
 Redis itself: every reply it sends is pushed to ``<prefix>:sent`` as JSON, so the test sees
-what every process delivered, in order, and can kill a process at any moment.
+what every process delivered, in order, and can kill a process at any moment. With
+``--telegram-api`` it delivers to that (fake) Bot API instead, streaming replies through the
+send budget every process shares, as ``foldgate run`` does; the test puts the messages in
+the Redis inbox itself (one bot token cannot be polled by two processes).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from typing import Optional
 from redis.asyncio import Redis
 
 from gateway.agents import AgentBuilder
+from gateway.delivery.budget import SendBudget
+from gateway.delivery.gate import gates
+from gateway.platforms.telegram import TelegramAdapter
 from gateway.platforms.base import Intake, PlatformAdapter
 from gateway.runner import GatewayRunner
 from gateway.app import message_path
@@ -46,10 +52,15 @@ async def main(args: argparse.Namespace) -> None:
     settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length)
     builder = AgentBuilder(settings)
     store, inbox = message_path(redis, settings)
+    adapters: dict[str, PlatformAdapter] = {"local": RedisReplyLog(redis, f"{args.prefix}:sent")}
+    if args.telegram_api:
+        adapters["tg"] = TelegramAdapter(args.telegram_token, api_server=args.telegram_api, typing_interval=0,
+                                         preview_interval=0.5)
     runner = GatewayRunner(
         store, inbox, builder,
-        adapters={"local": RedisReplyLog(redis, f"{args.prefix}:sent")}, compression=settings.compression,
-        lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=64,
+        adapters=adapters, compression=settings.compression,
+        lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=args.max_chats,
+        gates=gates(SendBudget(store.channel, args.prefix), settings.delivery),
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -69,4 +80,7 @@ if __name__ == "__main__":
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--lock-ttl", type=float, default=30.0)
     parser.add_argument("--context-length", type=int, default=64_000)
+    parser.add_argument("--max-chats", type=int, default=64)
+    parser.add_argument("--telegram-api", default="")
+    parser.add_argument("--telegram-token", default="")
     asyncio.run(main(parser.parse_args()))
