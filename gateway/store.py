@@ -157,7 +157,7 @@ SETTABLE_META_FIELDS = _INT_FIELDS | _FLOAT_FIELDS | _STR_FIELDS | _JSON_FIELDS
 COMMIT_META_FIELDS = SETTABLE_META_FIELDS - {"compaction_count"}
 
 
-def _check_key_part(name: str, value: Any) -> str:
+def check_key_part(name: str, value: Any) -> str:
     """Braces would move or break the hash tag that keeps a chat on one cluster slot."""
     if not isinstance(value, str) or not value or "{" in value or "}" in value:
         raise ValueError(f"{name} must be a non-empty string without braces, got {value!r}")
@@ -887,7 +887,7 @@ class SessionStore:
         transcript_cache_tokens: int = 0,
     ) -> None:
         self.redis = redis
-        self.prefix = _check_key_part("prefix", prefix)
+        self.prefix = check_key_part("prefix", prefix)
         self.commit_record_ttl_seconds = int(commit_record_ttl_seconds)
         self.channel: RedisChannel = channel or RedisPyChannel(redis)
         self.transcripts = TranscriptCache(transcript_cache_tokens)
@@ -910,7 +910,7 @@ class SessionStore:
 
     def keys(self, chat: str) -> ChatKeys:
         """Key names of ``chat`` (e.g. ``"tg:123456"``)."""
-        return ChatKeys(self.prefix, _check_key_part("chat", chat))
+        return ChatKeys(self.prefix, check_key_part("chat", chat))
 
     async def _run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
@@ -943,7 +943,7 @@ class SessionStore:
         lock_key = _lock_key(keys, lock) if lock is not None else keys.lock
         key_list = [keys.session, keys.meta(new_sid), lock_key]
         if parent:
-            key_list.append(keys.meta(_check_key_part("parent", parent)))
+            key_list.append(keys.meta(check_key_part("parent", parent)))
         return str(await self._run(self._create_session, key_list,
                                    [new_sid, repr(time.time()), "new", parent or "", lock.token if lock else ""]))
 
@@ -1031,7 +1031,7 @@ class SessionStore:
         sent = time.monotonic()
         head, ahead = await self._run(
             self._finish_entry,
-            [_lock_key(keys, lock), keys.meta(_check_key_part("session id", sid)), keys.inbox, keys.session],
+            [_lock_key(keys, lock), keys.meta(check_key_part("session id", sid)), keys.inbox, keys.session],
             [lock.token, lock.fence, entry, len(sets) // 2, *sets, len(deletes), *deletes,
              keys.base, *(held.key if held else ("", 0))],
         )
@@ -1114,7 +1114,7 @@ class SessionStore:
         """
         self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
-        _check_key_part("session id", sid)
+        check_key_part("session id", sid)
         now = time.time()
         bodies: list[Message] = []
         tails: list[bytes] = []
@@ -1149,7 +1149,7 @@ class SessionStore:
         reason, meta totals corrected) and the rest is returned; bad data never raises.
         """
         keys = self.keys(chat)
-        _check_key_part("session id", sid)
+        check_key_part("session id", sid)
         for _attempt in range(self.QUARANTINE_ATTEMPTS):
             reply = await self._run(self._read_active, [keys.meta(sid), keys.active(sid), keys.msg(sid)], [])
             if reply[0] is None:
@@ -1193,7 +1193,7 @@ class SessionStore:
         Ids the session does not hold, and bodies that cannot be read, are skipped with a warning.
         """
         keys = self.keys(chat)
-        _check_key_part("session id", sid)
+        check_key_part("session id", sid)
         wanted = [str(message_id) for message_id in ids]
         if not wanted:
             return []
@@ -1209,7 +1209,7 @@ class SessionStore:
     async def archive(self, chat: str, sid: str) -> list[Message]:
         """Messages compactions folded away, in archive order, each marked ``active=0, compacted=1``."""
         keys = self.keys(chat)
-        _check_key_part("session id", sid)
+        check_key_part("session id", sid)
         reply = await self._run(self._read_archive, [keys.meta(sid), keys.archive(sid), keys.msg(sid)], [])
         if reply[0] is None:
             raise UnknownSession(f"{chat} has no session {sid!r}")
@@ -1228,7 +1228,7 @@ class SessionStore:
 
     async def meta(self, chat: str, sid: str) -> SessionMeta:
         """The session's meta in one HGETALL (its size does not depend on the transcript's)."""
-        raw = await self.redis.hgetall(self.keys(chat).meta(_check_key_part("session id", sid)))
+        raw = await self.redis.hgetall(self.keys(chat).meta(check_key_part("session id", sid)))
         if not raw:
             raise UnknownSession(f"{chat} has no session {sid!r}")
         return _parse_meta(sid, raw)
@@ -1243,7 +1243,7 @@ class SessionStore:
         """
         self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
-        _check_key_part("session id", sid)
+        check_key_part("session id", sid)
         sets, deletes = _encode_meta_fields(fields, SETTABLE_META_FIELDS)
         version = await self._run(
             self._update_meta,
@@ -1290,7 +1290,7 @@ class SessionStore:
         """
         self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
         keys = self.keys(chat)
-        _check_key_part("session id", sid)
+        check_key_part("session id", sid)
         if not isinstance(compaction_id, str) or not compaction_id:
             raise ValueError("compaction_id must be a non-empty string")
         if not new_messages:

@@ -313,11 +313,16 @@ async def receive(adapter: DiscordAdapter, data: dict[str, Any]) -> None:
     await asyncio.gather(*handlers)
 
 
+SLOW_STORY = " ".join(f"Line {n}: the deploy went out and the canary held." for n in range(14))
+
+
 def reply_for(request: RecordedRequest) -> Reply:
     """The fake model: a long answer when asked for one, else an echo of the newest user message."""
     if "long report" in request.last_user_text:
         paragraphs = [f"Section {n}: " + " ".join(f"finding-{n}-{k} holds." for k in range(40)) for n in range(6)]
         return Reply.answer("\n\n".join(paragraphs))
+    if "slowly" in request.last_user_text:
+        return Reply(text=SLOW_STORY, chunk_size=25, event_delay=0.1)
     return Reply.answer(f"echo: {request.last_user_text}")
 
 
@@ -597,3 +602,14 @@ async def test_typing_failures_do_not_stop_the_reply(adapter, discord_api, gatew
     await gateway.wait_idle()
     assert discord_api.typing == [DM_CHANNEL_ID]
     assert discord_api.contents(DM_CHANNEL_ID) == ["echo: still there?"]
+
+
+async def test_a_streamed_reply_is_one_message_edited_as_it_is_written(adapter, discord_api, gateway, llm):
+    await receive(adapter, message_payload(ALICE, f"<@{BOT_ID}> tell it slowly", mentions=(mention(BOT),)))
+    await gateway.wait_idle(timeout=60)
+    assert discord_api.contents(CHANNEL_ID) == [SLOW_STORY]  # one message, holding the model's whole text
+    (post,) = [a for a in discord_api.attempts if a["channel_id"] == str(CHANNEL_ID)]
+    assert post["content"] != SLOW_STORY and SLOW_STORY.startswith(post["content"])  # sent early, as a preview
+    edits = [e["content"] for e in discord_api.edits]
+    assert len(edits) >= 2 and edits[-1] == SLOW_STORY and all(SLOW_STORY.startswith(e) for e in edits)
+    assert llm.requests[-1].body["stream"] is True

@@ -64,6 +64,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gateway.store import check_key_part
 from gateway.redis_channel import RedisChannel, Script
 
 Priority = Literal["final", "preview"]
@@ -124,13 +125,6 @@ DISCORD_CHANNEL = Limit(capacity=3, per_second=0.4)
 DISCORD_GLOBAL = Limit(capacity=10, per_second=40.0)
 
 
-def _check_key_part(what: str, value: object) -> str:
-    """Braces would move or break the hash tag that puts a bucket on its scope's cluster slot."""
-    if not isinstance(value, str) or not value or "{" in value or "}" in value:
-        raise ValueError(f"{what} must be a non-empty string without braces, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class Bucket:
     """One bucket: its scope's hash tag (``"tg:123"``, ``"tg:bot"``), its limit and its name
@@ -141,8 +135,8 @@ class Bucket:
     name: str = "send"
 
     def __post_init__(self) -> None:
-        _check_key_part("Bucket.key_tag", self.key_tag)
-        _check_key_part("Bucket.name", self.name)
+        check_key_part("Bucket.key_tag", self.key_tag)
+        check_key_part("Bucket.name", self.name)
         if not isinstance(self.limit, Limit):
             raise ValueError(f"Bucket.limit must be a Limit, got {self.limit!r}")
 
@@ -265,7 +259,7 @@ class SendBudget:
 
     def __init__(self, channel: RedisChannel, prefix: str = "fg") -> None:
         self.channel = channel
-        self.prefix = _check_key_part("prefix", prefix)
+        self.prefix = check_key_part("prefix", prefix)
 
     def key(self, bucket: Bucket) -> str:
         """The hash holding ``bucket``: ``{prefix}:{<tag>}:budget:<name>``."""

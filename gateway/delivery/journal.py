@@ -18,7 +18,7 @@ one Redis round trip. The hash expires a day after its last write.
 from __future__ import annotations
 
 from gateway.redis_channel import RedisChannel, Script
-from gateway.store import Lock, StaleLock
+from gateway.store import Lock, StaleLock, check_key_part
 
 #: How long a reply's record is kept after its last write (a retry comes within minutes).
 JOURNAL_TTL_MS = 24 * 3600 * 1000
@@ -39,9 +39,8 @@ class ReplyJournal:
     """One reply's record: what its messages are on the platform, for the attempt that follows a crash."""
 
     def __init__(self, channel: RedisChannel, prefix: str, lock: Lock, entry_id: str) -> None:
-        if "{" in entry_id or "}" in entry_id:
-            raise ValueError(f"an entry id cannot hold braces: {entry_id!r}")
-        base = f"{prefix}:{{{lock.chat}}}"
+        base = f"{prefix}:{{{check_key_part('chat', lock.chat)}}}"
+        check_key_part("entry id", entry_id)
         self.channel = channel
         self.lock = lock
         self.lock_key = f"{base}:lock"
