@@ -33,3 +33,12 @@ def test_run_shows_hygiene_and_archive_recovery_then_keeps_the_history_across_a_
     assert "Replaying" not in second.stdout  # the stored history is still there, so the demo is not replayed
     found = foldgate(home, "search", "local:terminal", "rollback billing columns")
     assert found.returncode == 0 and "fix forward" in found.stdout
+
+
+def test_dev_passes_any_other_subcommand_to_foldgate():
+    done = subprocess.run(["./dev", "config", "check"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("FOLDGATE_")})
+    assert done.returncode == 0, done.stderr
+    assert "config OK" in done.stdout
+    bare = subprocess.run(["./dev"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 2 and "./dev <any foldgate command>" in bare.stderr
