@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -42,3 +44,36 @@ def test_dev_passes_any_other_subcommand_to_foldgate():
     assert "config OK" in done.stdout
     bare = subprocess.run(["./dev"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bare.returncode == 2 and "./dev <any foldgate command>" in bare.stderr
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "/quit", "Ctrl-D"])
+def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
+    import signal
+    import time
+
+    home = tmp_path / "home"
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
+    env.update(FOLDGATE_HOME=str(home), FOLDGATE_CONFIG=str(ROOT / "config.yaml"))
+    process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=tmp_path, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        while "you> " not in seen:  # the demo has played and the chat waits for input
+            chunk = process.stdout.read(1)
+            assert chunk, process.stderr.read()
+            seen += chunk
+        asked = time.monotonic()
+        if how in ("SIGINT", "SIGTERM"):
+            process.send_signal(getattr(signal, how))
+        elif how == "/quit":
+            process.stdin.write("/quit\n")
+            process.stdin.flush()
+        else:
+            process.stdin.close()
+        process.wait(timeout=10)
+        assert time.monotonic() - asked < 5  # no Enter needed, nothing left hanging
+        assert process.returncode == 0, process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

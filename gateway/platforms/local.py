@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import sys
+import threading
 import time
 from typing import Optional, TextIO
 
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, SendGate
+
+
+#: Lines that end the terminal chat (besides Ctrl-D, Ctrl-C and SIGTERM).
+QUIT_WORDS = frozenset({"/quit", "/exit"})
 
 
 class TerminalAdapter(PlatformAdapter):
@@ -34,11 +40,11 @@ class TerminalAdapter(PlatformAdapter):
         self._reading = True
         self._prompt()
         while True:
-            line = await asyncio.to_thread(self.stdin.readline)
-            if not line:  # end of input: the user closed the chat
+            line = await self._read_line()
+            text = line.strip()
+            if not line or text in QUIT_WORDS:  # end of input (Ctrl-D) or /quit: the user closed the chat
                 self.closed.set()
                 return
-            text = line.strip()
             if not text:
                 self._prompt()
                 continue
@@ -46,6 +52,34 @@ class TerminalAdapter(PlatformAdapter):
                 IncomingMessage(platform=self.platform, chat_id=self.chat_id, user_id="local", user_name="you",
                                 update_id=str(next(self._ids)), text=text)
             )
+
+    async def _read_line(self) -> str:
+        """One line of input, read in a daemon thread: a thread of the loop's executor would keep the
+        process waiting for Enter after Ctrl-C, where a daemon thread ends with the process."""
+        loop = asyncio.get_running_loop()
+        line: asyncio.Future[str] = loop.create_future()
+
+        def hand_over(result: str | BaseException) -> None:
+            if line.done():
+                return
+            if isinstance(result, BaseException):
+                line.set_exception(result)
+            else:
+                line.set_result(result)
+
+        def read() -> None:
+            try:
+                result: str | BaseException = self.stdin.readline()
+            except Exception as error:  # a closed or broken stdin ends the chat like Ctrl-D
+                result = error
+            with contextlib.suppress(RuntimeError):  # the loop is gone: the process is ending anyway
+                loop.call_soon_threadsafe(hand_over, result)
+
+        threading.Thread(target=read, name="terminal-input", daemon=True).start()
+        try:
+            return await line
+        except (OSError, ValueError):
+            return ""
 
     def _prompt(self) -> None:
         self.stdout.write("you> ")
