@@ -50,7 +50,8 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
         store, inbox, builder,
         adapters={"local": adapter}, compression=settings.compression, events=events,
         lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,
-        coalesce_backlog=coalesce_backlog,
+        coalesce_backlog=coalesce_backlog, coalesce_max_messages=settings.gateway.coalesce_max_messages,
+        coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
     )
     await runner.start()
     try:
