@@ -90,11 +90,20 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
         if not query:
             return json.dumps({"error": "query is required"})
         limit = max(1, min(int(args.get("limit") or 4), 10))
+        messages = await source.all_messages()
         try:
-            hits = search_messages(await source.all_messages(), query, limit=limit)
+            hits = search_messages(messages, query, limit=limit)
         except SearchError as error:
             return json.dumps({"error": str(error)})
-        return json.dumps({"query": query, "hits": [asdict(hit) for hit in hits]}, ensure_ascii=False, default=str)
+        # A source spanning several sessions labels each message with its own (``_session``).
+        sessions = {str(m.get("_id")): m["_session"] for m in messages if m.get("_session")}
+        records = []
+        for hit in hits:
+            record = asdict(hit)
+            if str(hit.message_id) in sessions:
+                record["session"] = sessions[str(hit.message_id)]
+            records.append(record)
+        return json.dumps({"query": query, "hits": records}, ensure_ascii=False, default=str)
 
     async def session_fetch(args: dict[str, Any]) -> str:
         ids = args.get("ids") or ([args["id"]] if "id" in args else [])
@@ -121,9 +130,10 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
         Tool(
             name="session_search",
             description=(
-                "Search this conversation's full history, including everything compacted out of the "
-                "context, by keywords or an exact identifier (commit SHA, PR number, path, error text). "
-                "Returns ranked snippets with message ids."
+                "Search this chat's full history, including everything compacted out of the context and "
+                "earlier conversations (before a /new), by keywords or an exact identifier (commit SHA, PR "
+                "number, path, error text). Returns ranked snippets with message ids and their session; "
+                "ids from an earlier conversation look like '<session>:<id>'."
             ),
             parameters={
                 "type": "object",
@@ -137,7 +147,7 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
         ),
         Tool(
             name="session_fetch",
-            description="Return the original text of messages of this conversation by id (as cited by summaries, stubs and search hits).",
+            description="Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits).",
             parameters={
                 "type": "object",
                 "properties": {"ids": {"type": "array", "items": {"type": "string"}, "maxItems": 20}},

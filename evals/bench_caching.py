@@ -48,7 +48,7 @@ from agent.settings import CompressionSettings
 from agent.tokens import count_text
 from agent.tools import Tool, ToolRegistry
 from evals.fixtures.session import generate_session, session_name
-from evals.report import publish, reach_test_fakes
+from evals.report import progress, publish, reach_test_fakes
 
 MODEL = "claude-sonnet-4"
 CONTEXT_LENGTH = 100_000
@@ -224,7 +224,9 @@ async def play(ttl: str, turns: int, seed: int = SEED) -> Run:
             engine.ledger_positions, engine.server = [], server
             agent = Agent(client, engine, model=MODEL, tools=script.tools(names), request_hook=plan.request_hook())
             history: list[dict[str, Any]] = [system]
+            bar = progress(len(script.turns), "turn", f"bench caching, {ttl} TTL")
             for index, turn in enumerate(script.turns):
+                bar.update(index)
                 clock.now += rng.uniform(*THINK_SECONDS)
                 if index and index % BREAK_EVERY_TURNS == 0:
                     clock.now += rng.uniform(*BREAK_SECONDS)
@@ -234,6 +236,8 @@ async def play(ttl: str, turns: int, seed: int = SEED) -> Run:
                     history = await engine.compress(history, current_tokens=reported, force=True)
                 result = await agent.run_turn(history, dict(turn.user))
                 history = result.messages
+            bar.update(len(script.turns))
+            bar.close()
     return Run(ttl, turns, list(server.ledger), script.kinds, engine.ledger_positions)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent.tokens import count_messages
 from evals.fixtures.session import generate_session, session_name
-from evals.report import publish
+from evals.report import progress, publish
 
 SIZES = (50_000, 200_000, 500_000)
 RUNS = 5
@@ -47,13 +47,21 @@ async def _compress_once(messages: list[dict], tail_mode: str, cold: bool) -> tu
 def measure(sizes: Sequence[int] = SIZES, runs: int = RUNS, tail_modes: Sequence[str] = TAIL_MODES) -> list[dict]:
     """One row per (tail mode, size): medians over ``runs`` compress() calls, warm and cold."""
     rows: list[dict] = []
+    bar = progress(len(sizes) * len(tail_modes) * 2 * runs, "compress() call", "bench compress")
     for size in sizes:
+        bar.update(advance=0, note=f"generating {size:,} tokens")
         session = generate_session(session_name(size, SEED), size, SEED)
         messages = session.messages
         tokens = count_messages(messages)
         for tail_mode in tail_modes:
-            warm = [asyncio.run(_compress_once(messages, tail_mode, cold=False)) for _ in range(runs)]
-            cold = [asyncio.run(_compress_once(messages, tail_mode, cold=True)) for _ in range(runs)]
+            bar.update(advance=0, note=f"{session.name}, {tail_mode}")
+            warm, cold = [], []
+            for _ in range(runs):
+                warm.append(asyncio.run(_compress_once(messages, tail_mode, cold=False)))
+                bar.update()
+            for _ in range(runs):
+                cold.append(asyncio.run(_compress_once(messages, tail_mode, cold=True)))
+                bar.update()
             rows.append(
                 {
                     "tail_mode": tail_mode,
@@ -76,6 +84,7 @@ def measure(sizes: Sequence[int] = SIZES, runs: int = RUNS, tail_modes: Sequence
             row["cpu_ratio_warm"] = round(row["cpu_seconds_warm"] / max(base["cpu_seconds_warm"], 1e-9), 2)
             row["cpu_ratio_cold"] = round(row["cpu_seconds_cold"] / max(base["cpu_seconds_cold"], 1e-9), 2)
             row["cpu_ms_per_100k_tokens_warm"] = round(1000 * row["cpu_seconds_warm"] * 100_000 / row["tokens"], 2)
+    bar.close()
     return rows
 
 

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from evals.report import publish
+from evals.report import PLOT_EXTRA_HINT, publish
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ async def replay_once(path: Path, window: int, redis_url: str, *, compression: b
             compression={"enabled": compression},
         )
         try:
-            return await replay(settings, load_fixture(path))
+            return await replay(settings, load_fixture(path), out=sys.stderr)
         finally:
             await _drop_prefix(redis_url, prefix)
 
@@ -286,7 +286,7 @@ async def measure(
     return {
         "measured_at": time.strftime("%Y-%m-%d"),
         "redis": describe_redis(redis_url),
-        "summarizer": "deterministic (no summarizer configured)",
+        "summarizer": "deterministic summary (no summarizer configured)",
         "generated": built,
         "conversations": results,
     }
@@ -312,7 +312,14 @@ def table(result: Mapping[str, Any]) -> str:
 def main(out_dir: str | Path, **options: Any) -> int:
     result = asyncio.run(measure(**options))
     out = publish(out_dir, "bench_context", result, table(result))
-    plot(result["conversations"], out / "context_over_time.png")
+    try:
+        plot(result["conversations"], out / "context_over_time.png")
+    except ImportError as error:
+        if (error.name or "").split(".")[0] != "matplotlib":
+            raise
+        print(f"foldgate bench context: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds "
+              "context_over_time.png", file=sys.stderr)
+        return 0
     print(f"plot: {out / 'context_over_time.png'}")
     return 0
 

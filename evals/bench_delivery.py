@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.bench_throughput import MODEL_NAME, ModelServer, _drop_prefix, local_redis_url, quantile
-from evals.report import publish, reach_test_fakes
+from evals.report import progress, publish, reach_test_fakes
 
 CONCURRENT = 100
 PIECES = 20
@@ -97,12 +97,17 @@ async def measure(concurrent: int = CONCURRENT, long_deltas: int = LONG_REPLY_DE
     base_url = server.start()
     rows = []
     try:
+        bar = progress(3, "run", "bench delivery")
         for label, per_bot in (("Telegram's 30/s per bot", 30.0), ("per-bot limit raised to 10,000/s", 10_000.0)):
+            bar.update(len(rows), note=label)
             seen = await _run(redis_url, base_url, concurrent, PIECES, PACE, per_bot, 10_000)
             rows.append({"budget": label, "chats": concurrent, "with_a_preview": len(seen["first_preview_ms"]),
                          "first_preview_ms": _ms(seen["first_preview_ms"]), "first_shown_ms": _ms(seen["first_shown_ms"]),
                          "rate_limited": seen["rate_limited"]})
+        bar.update(len(rows), note=f"one reply of {long_deltas:,} deltas")
         long = await _run(redis_url, base_url, 1, long_deltas, 1 / long_rate, 30.0, 20_000)
+        bar.update(3, note="")
+        bar.close()
     finally:
         server.stop()
     seconds = long_deltas / long_rate

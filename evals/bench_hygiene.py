@@ -1,4 +1,4 @@
-"""``foldgate bench hygiene``: the cost of the gateway's hygiene decision against session size (B3).
+"""``foldgate bench hygiene``: the cost of the gateway's hygiene decision against session size.
 
 The decision runs before every incoming message, so it must not grow with the session:
 it reads the session meta (one HGETALL of a bounded hash) and compares counters. Both
@@ -25,7 +25,7 @@ from gateway import hygiene
 from gateway.redis_channel import PipelinedConnection
 from gateway.redis_server import EmbeddedRedis
 from gateway.store import SessionStore
-from evals.report import publish
+from evals.report import progress, publish
 
 SIZES = (1_000, 500_000)
 ITERATIONS = 3_000
@@ -116,9 +116,11 @@ async def measure(redis_url: str | None = None, iterations: int = ITERATIONS) ->
             stored = await _fill(store, chat, size)
             sessions.append((size, chat, await store.current_session(chat), stored))
         samples: dict[int, list[float]] = {size: [] for size in SIZES}
-        for _ in range(iterations):
-            for size, chat, sid, _stored in sessions:
-                samples[size].append(await _decide(store, chat, sid))
+        with progress(iterations, "round", "bench hygiene") as bar:
+            for number in range(iterations):
+                for size, chat, sid, _stored in sessions:
+                    samples[size].append(await _decide(store, chat, sid))
+                bar.update(number + 1)  # between rounds, outside the timed decisions
         rows = []
         for size, chat, _sid, stored in sessions:
             values = sorted(samples[size])

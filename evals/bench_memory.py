@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.tokens import count_message
-from evals.report import publish
+from evals.report import progress, publish
 
 SIZES = (20_000, 100_000, 500_000)
 SEED = 7
@@ -161,7 +161,12 @@ async def _measure_sizes(redis: Any, url: str, sizes: Sequence[int], seed: int, 
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     try:
         info = await redis.info("server")
-        rows = [await measure_session(redis, prefix, size, seed, context_length) for size in sizes]
+        rows = []
+        with progress(len(sizes), "session", "bench memory") as bar:
+            for size in sizes:
+                bar.update(len(rows), note=f"{size:,} tokens")
+                rows.append(await measure_session(redis, prefix, size, seed, context_length))
+            bar.update(len(rows), note="")
         return {
             "measured_at": time.strftime("%Y-%m-%d"),
             "redis": f"{describe_redis(url)}, version {info.get('redis_version', '?')}",

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.bench_throughput import MODEL_NAME, ModelServer, quantile
-from evals.report import publish
+from evals.report import progress, publish
 
 CONCURRENT = 200
 SECONDS = 6.0
@@ -147,10 +147,13 @@ async def measure(concurrent: int = CONCURRENT, seconds: float = SECONDS, transp
         settle_process()
     rows: list[dict[str, Any]] = []
     try:
-        for position, transport in enumerate(transports):
-            chosen = paces if position == 0 else paces[len(paces) // 2: len(paces) // 2 + 1]
-            for pace in (*chosen, None):
+        loads = [(transport, pace) for position, transport in enumerate(transports)
+                 for pace in (*(paces if position == 0 else paces[len(paces) // 2: len(paces) // 2 + 1]), None)]
+        with progress(len(loads), "load", "bench streaming") as bar:
+            for transport, pace in loads:
+                bar.update(len(rows), note=f"{transport}, {'burst' if pace is None else f'{1 / pace:g} deltas/s'}")
                 rows.append(await _load(base_url, transport, concurrent, seconds, pace, seed))
+            bar.update(len(rows), note="")
     finally:
         server.stop()
     ours = [row for row in rows if row["transport"] == transports[0] and row["pace_seconds"] is not None]

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
-from evals.report import publish
+from evals.report import progress, publish
 
 CHATS = 1_000
 MESSAGES_PER_CHAT = 5
@@ -707,15 +707,24 @@ async def _run_phases(
     round_trip_messages: int, profile_chats: int, rng: random.Random,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     chats = bench.chats
+    # Printed between phases only, so the display never runs inside a measurement.
+    bar = progress(bursts + 6, "phase", "bench throughput")
+    bar.update(0, note="warm-up")
     await _all_at_once(bench, range(chats), 1, "warm-up")
+    bar.update(1, note="unloaded")
     phases = [await _one_at_a_time(bench, unloaded_messages, rng)]
-    phases += [await _all_at_once(bench, range(chats), messages_per_chat, f"burst {number}")
-               for number in range(1, bursts + 1)]
+    for number in range(1, bursts + 1):
+        bar.update(1 + number, note=f"burst {number}")
+        phases.append(await _all_at_once(bench, range(chats), messages_per_chat, f"burst {number}"))
     rate = max(10.0, PACED_FRACTION * float(median_burst(phases)["messages_per_second"] or 0))
+    bar.update(bursts + 2, note="paced")
     phases.append(await _paced(bench, rate, paced_seconds, rng))
+    bar.update(bursts + 3, note="Redis round trips")
     round_trips = await _round_trips(bench, round_trip_messages, min(rate, 100.0))
+    bar.update(bursts + 4, note="unit costs")
     round_trips["unit_cpu_us"] = await unit_costs(bench.gateway.redis, bench.gateway.store.channel, bench.gateway.agents.base_url,
                                                   max(20, min(UNIT_REPEATS, round_trip_messages * 3)))
+    bar.update(bursts + 5, note="profiled burst")
     profiler = cProfile.Profile()
     profiler.enable()
     try:
@@ -724,6 +733,8 @@ async def _run_phases(
         profiler.disable()
     profile = profile_summary(profiler)
     profile["workload"] = f"{profiled['messages']} messages ({min(profile_chats, chats)} chats × 2) at once"
+    bar.update(bursts + 6, note="")
+    bar.close()
     return phases, round_trips, profile
 
 

@@ -1,38 +1,83 @@
 """``foldgate eval …`` and ``foldgate bench …``: argument handling for the measurements in evals/.
 
 A benchmark ``NAME`` is the module ``evals/bench_NAME.py`` with ``main(out_dir) -> int``,
-so a new benchmark needs no registration here.
+so a new benchmark needs no registration here: the list ``foldgate bench --help`` shows is
+read from those modules' docstrings. Nothing heavy is imported at module level, because
+``gateway.cli`` reads that list every time it builds its parser.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import re
 import sys
+import tokenize
 from pathlib import Path
 
-from evals import compaction_eval
+from evals.report import PLOT_EXTRA_HINT
+
 
 
 def available_benchmarks() -> list[str]:
     return sorted(path.stem.removeprefix("bench_") for path in Path(__file__).parent.glob("bench_*.py"))
 
 
+def _first_docstring_line(path: Path) -> str:
+    """The module docstring's first line, without importing the module (some import servers and clients)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for token in tokenize.generate_tokens(handle.readline):
+                if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+                    continue
+                if token.type == tokenize.STRING:
+                    text = ast.literal_eval(token.string)
+                    return text.strip().splitlines()[0] if isinstance(text, str) and text.strip() else ""
+                return ""
+    except (OSError, SyntaxError, ValueError, tokenize.TokenError):
+        return ""
+    return ""
+
+
+def benchmark_summaries() -> dict[str, str]:
+    """Benchmark name -> one line on what it measures, taken from its module's docstring."""
+    summaries = {}
+    for name in available_benchmarks():
+        line = _first_docstring_line(Path(__file__).parent / f"bench_{name}.py")
+        # "``foldgate bench NAME``: what it measures." -> "what it measures."
+        line = re.sub(r"^``foldgate bench [a-z0-9_]+``\s*[:—-]\s*", "", line)
+        summaries[name] = line.replace("``", "")
+    return summaries
+
+
+def benchmarks_help() -> str:
+    """The benchmark list as help text: a name and its one line each."""
+    summaries = benchmark_summaries()
+    width = max((len(name) for name in summaries), default=0)
+    return "benchmarks:\n" + "\n".join(f"  {name:<{width}}  {line}".rstrip() for name, line in summaries.items())
+
+
 def eval_command(args: argparse.Namespace) -> int:
     """``foldgate eval compaction --sessions … --probes … [--policies …] [--context-length …] [--out …]``."""
+    from evals import compaction_eval
+
     if args.kind != "compaction":
         print(f"unknown eval {args.kind!r}; available: compaction", file=sys.stderr)
         return 2
     policies = [name.strip() for name in args.policies.split(",") if name.strip()]
     try:
-        runs, paths = compaction_eval.main(args.sessions, args.probes, policies, args.context_length, args.out)
+        runs, paths = compaction_eval.main(args.sessions, args.probes, policies, args.context_length, args.out,
+                                           progress=sys.stderr)
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"foldgate eval: {error}", file=sys.stderr)
         return 2
     print(paths["markdown"].read_text(encoding="utf-8"))
     for label, path in paths.items():
         print(f"{label}: {path}")
+    if "plot" not in paths:
+        print(f"foldgate eval: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds compaction_eval.png",
+              file=sys.stderr)
     return 0
 
 
@@ -40,7 +85,7 @@ def bench_command(args: argparse.Namespace) -> int:
     """``foldgate bench NAME [--out …]``: runs ``evals.bench_NAME.main(out)``."""
     names = available_benchmarks()
     if not re.fullmatch(r"[a-z][a-z0-9_]*", args.name) or args.name not in names:
-        print(f"unknown benchmark {args.name!r}; available: {', '.join(names)}", file=sys.stderr)
+        print(f"foldgate bench: unknown benchmark {args.name!r}\n{benchmarks_help()}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"evals.bench_{args.name}")
     baseline = getattr(args, "baseline", None)

@@ -28,11 +28,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from agent.messages import InvalidMessage, validate_message
 from agent.search import message_search_text, search_messages
 from agent.tokens import count_messages
+from gateway.progress import Progress, plural
 
 RECOVERY_HITS = 4
 RECOVERY_SNIPPET_CHARS = 2_500
@@ -404,15 +405,26 @@ async def evaluate(session: str, messages: Sequence[dict], probes: Sequence[Prob
     )
 
 
-async def run_eval(sessions: Mapping[str, Sequence[dict]], probes: Sequence[Probe], policies: Sequence[Policy]) -> list[Run]:
-    """Every session under every policy, sessions in the given order, policies side by side."""
+async def run_eval(
+    sessions: Mapping[str, Sequence[dict]],
+    probes: Sequence[Probe],
+    policies: Sequence[Policy],
+    progress: TextIO | None = None,
+) -> list[Run]:
+    """Every session under every policy, sessions in the given order, policies side by side.
+
+    ``progress`` (stderr from the command line) counts the runs, since a 500K session takes a while.
+    """
     by_session: dict[str, list[Probe]] = {}
     for probe in probes:
         by_session.setdefault(probe.session, []).append(probe)
     runs = []
-    for name, messages in sessions.items():
-        for policy in policies:
-            runs.append(await evaluate(name, messages, by_session.get(name, []), policy))
+    with Progress(len(sessions) * len(policies), "run", progress, label="compaction eval") as bar:
+        for name, messages in sessions.items():
+            for policy in policies:
+                bar.update(len(runs), note=f"{name} × {policy.name}")
+                runs.append(await evaluate(name, messages, by_session.get(name, []), policy))
+        bar.update(len(runs), note="")
     return runs
 
 
@@ -461,7 +473,7 @@ def markdown_report(runs: Sequence[Run], context_length: int) -> str:
     lines = [
         f"# Compaction eval (context window {context_length:,} tokens)",
         "",
-        f"Recovery = closed-book, or the answer in the top {RECOVERY_HITS} search hits "
+        f"Recovery = closed-book, or the answer in the top {plural(RECOVERY_HITS, 'search hit')} "
         f"(≤{RECOVERY_SNIPPET_CHARS:,} characters each) over the removed messages.",
         "",
         "| session | policy | outcome | tokens before | retained | kept | closed-book recall | recovery recall | wall s | CPU s | summarizer calls |",
@@ -479,17 +491,20 @@ def markdown_report(runs: Sequence[Run], context_length: int) -> str:
     kinds = sorted({kind for row in totals.values() for kind in row["by_kind"]})
     lines += [
         "",
-        "## Recall by kind of fact (closed-book / recovery, all sessions)",
+        "## Recall by kind of fact (all sessions)",
         "",
-        "| policy | " + " | ".join(kinds) + " |",
-        "|---|" + "---|" * len(kinds),
+        "Closed-book: the answer is in the compacted context. Recovery: closed-book, or found by one search.",
+        "",
+        "| kind | facts | " + " | ".join(f"{policy} closed-book | {policy} recovery" for policy in totals) + " |",
+        "|---|---:|" + "---:|---:|" * len(totals),
     ]
-    for policy, row in totals.items():
+    for kind in kinds:
+        facts = max(row["by_kind"].get(kind, [0, 0, 0])[0] for row in totals.values())
         cells = []
-        for kind in kinds:
+        for row in totals.values():
             total, closed, recovered = row["by_kind"].get(kind, [0, 0, 0])
-            cells.append(f"{closed}/{recovered} of {total}" if total else "–")
-        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+            cells += [_percent(closed, total), _percent(recovered, total)]
+        lines.append(f"| {kind} | {facts} | " + " | ".join(cells) + " |")
     reasons: dict[tuple[str, str, str], int] = {}
     for run in runs:
         for result in run.results:
@@ -501,7 +516,7 @@ def markdown_report(runs: Sequence[Run], context_length: int) -> str:
             "",
             "## Why facts left the context",
             "",
-            "| session | policy | what happened to the answer's message | facts |",
+            "| session | policy | what happened to the answer's message | facts missed closed-book |",
             "|---|---|---|---:|",
         ]
         lines += [f"| {session} | {policy} | {cause} | {count} |" for (session, policy, cause), count in reasons.items()]
@@ -525,41 +540,133 @@ def markdown_report(runs: Sequence[Run], context_length: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(runs: Sequence[Run], path: Path) -> None:
-    """Retained tokens against recall, one colour per policy, closed-book and recovery side by side."""
+def _short_tokens(value: float) -> str:
+    """``11.7K``, ``497K``, ``1.2M``: tick labels that fit beside each other."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 100_000:
+        return f"{value / 1000:.0f}K"
+    if value >= 1000:
+        return f"{value / 1000:.1f}K"
+    return f"{value:.0f}"
+
+
+def _side_by_side(values: Sequence[float], ratio: float = 1.08) -> list[float]:
+    """Offsets in points (0, or spread around 0) for values so close on a log axis that their markers would cover each other."""
+    order = sorted(range(len(values)), key=lambda index: values[index])
+    groups: list[list[int]] = []
+    for index in order:
+        if groups and values[index] <= values[groups[-1][-1]] * ratio:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    offsets = [0.0] * len(values)
+    for group in groups:
+        for position, index in enumerate(group):
+            offsets[index] = (position - (len(group) - 1) / 2) * 12.0
+    return offsets
+
+
+def _ticks_at(values: Sequence[float], ratio: float = 1.25) -> list[float]:
+    """One tick per data value, except where two are so close that their labels would overlap."""
+    ticks: list[float] = []
+    for value in sorted(set(values)):
+        if not ticks or value > ticks[-1] * ratio:
+            ticks.append(value)
+    return ticks
+
+
+def figure_of(runs: Sequence[Run], context_length: int | None = None) -> Any:
+    """The chart as a matplotlib Figure: one panel per session, tokens each policy kept against the facts still answerable.
+
+    Sessions differ in size, so each gets its own panel instead of a line joining them as
+    if they were one trend. In a panel every policy is a marker shape and colour: the
+    filled marker is closed-book recall, the ring recovery recall (a ring around the dot
+    when they are equal), a thin stem between them. Policies that kept about the same
+    number of tokens are drawn a few points apart so that none hides another; the ticks
+    stand at the tokens kept.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    from matplotlib.transforms import offset_copy
 
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    sessions = list(dict.fromkeys(run.session for run in runs))
     policies = list(dict.fromkeys(run.policy for run in runs))
+    columns = max(1, min(3, len(sessions)))
+    rows = max(1, -(-len(sessions) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.8 * rows + 1.0), sharey=True,
+                                squeeze=False, layout="constrained")
     colours = plt.get_cmap("tab10")
-    for axis, (title, attribute) in zip(axes, (("closed-book recall", "closed_book"), ("recovery recall", "recovered"))):
-        for number, policy in enumerate(policies):
-            mine = sorted((run for run in runs if run.policy == policy), key=lambda run: run.tokens_before)
-            # One line per policy, drawn from the smallest session to the largest.
-            xs = [run.retained_tokens for run in mine]
-            ys = [100 * getattr(run, attribute) / max(1, len(run.results)) for run in mine]
-            colour = colours(number % 10)
-            axis.plot(xs, ys, marker="o", linestyle="-", color=colour, label=policy)
-            for x, y, run in zip(xs, ys, mine):
-                label = f"{run.tokens_before / 1000:.0f}K"
-                axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<"]
+    style = {policy: (colours(number % 10), markers[number % len(markers)]) for number, policy in enumerate(policies)}
+    for axis, session in zip(axes.flat, sessions):
+        mine = [run for run in runs if run.session == session]
+        kept = [float(max(1, run.retained_tokens)) for run in mine]
+        for run, x, shift in zip(mine, kept, _side_by_side(kept)):
+            colour, marker = style[run.policy]
+            probes = max(1, len(run.results))
+            closed, recovered = 100 * run.closed_book / probes, 100 * run.recovered / probes
+            where = offset_copy(axis.transData, fig=figure, x=shift, y=0, units="points")
+            axis.plot([x, x], [closed, recovered], color=colour, linewidth=1.2, alpha=0.5, transform=where, zorder=2)
+            axis.plot([x], [closed], linestyle="none", marker=marker, markersize=7, color=colour, transform=where, zorder=4)
+            axis.plot([x], [recovered], linestyle="none", marker=marker, markersize=13, markerfacecolor="none",
+                      markeredgecolor=colour, markeredgewidth=1.5, transform=where, zorder=3)
+            if closed < recovered:
+                axis.annotate(f"{closed:.0f}%", (x, closed), xycoords=where, textcoords="offset points", xytext=(11, -4),
+                              fontsize=8, color=colour)
         axis.set_xscale("log")
-        axis.set_xlabel("retained tokens (log scale); labels: session size")
-        axis.set_title(title)
-        axis.set_ylim(-5, 105)
+        axis.set_xlim(min(kept) / 1.8, max(kept) * 1.8)
+        axis.xaxis.set_major_locator(FixedLocator(_ticks_at(kept)))
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _position: _short_tokens(value)))
+        axis.xaxis.set_minor_locator(NullLocator())
+        axis.tick_params(axis="x", labelsize=8)
+        axis.set_ylim(-5, 108)
         axis.grid(True, alpha=0.3)
-    axes[0].set_ylabel("facts recalled (%)")
-    axes[1].legend(loc="lower right")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+        before = mine[0].tokens_before if mine else 0
+        axis.set_title(f"{session} ({before:,} tokens)", fontsize=10)
+        axis.set_xlabel("tokens kept (log scale)")
+    for axis in axes[:, 0]:
+        axis.set_ylabel("facts recalled (%)")
+    for axis in list(axes.flat)[len(sessions):]:
+        axis.set_visible(False)
+    handles = [Line2D([], [], linestyle="none", marker=style[p][1], color=style[p][0], label=p) for p in policies]
+    handles += [
+        Line2D([], [], linestyle="none", marker="o", color="0.3", markersize=7, label="closed-book recall (filled)"),
+        Line2D([], [], linestyle="none", marker="o", markersize=12, markerfacecolor="none", markeredgecolor="0.3",
+               markeredgewidth=1.5, label="recovery recall (ring)"),
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False, fontsize=9,
+                  title="policies that kept about as many tokens are drawn side by side", title_fontsize=8)
+    window = f", {context_length:,}-token window" if context_length else ""
+    figure.suptitle(f"Tokens kept against planted facts recalled{window}", fontsize=11)
+    return figure
+
+
+def plot(runs: Sequence[Run], path: Path, context_length: int | None = None) -> None:
+    """The chart as a PNG at ``path``; ``bbox_inches="tight"`` keeps every label inside the image."""
+    figure = figure_of(runs, context_length)  # selects the Agg backend before pyplot is imported here
+    import matplotlib.pyplot as plt
+
+    try:
+        figure.savefig(path, dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(figure)
+
+
+def _matplotlib_missing(error: ImportError) -> bool:
+    return (error.name or "").split(".")[0] == "matplotlib"
 
 
 def write_report(runs: Sequence[Run], out: Path, context_length: int) -> dict[str, Path]:
-    """``compaction_eval.json``, ``.md`` and ``.png`` under ``out``; returns their paths."""
+    """``compaction_eval.json``, ``.md`` and ``.png`` under ``out``; returns their paths.
+
+    Without matplotlib (the ``evals`` extra) the PNG is skipped, and absent from the result:
+    the numbers do not need it.
+    """
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "compaction_eval.json", "markdown": out / "compaction_eval.md", "plot": out / "compaction_eval.png"}
     document = {
@@ -571,11 +678,24 @@ def write_report(runs: Sequence[Run], out: Path, context_length: int) -> dict[st
     }
     paths["json"].write_text(json.dumps(document, indent=2, ensure_ascii=False, default=repr) + "\n", encoding="utf-8")
     paths["markdown"].write_text(markdown_report(runs, context_length), encoding="utf-8")
-    plot(runs, paths["plot"])
+    try:
+        plot(runs, paths["plot"], context_length)
+    except ImportError as error:
+        if not _matplotlib_missing(error):
+            raise
+        # A plot left by an earlier run would not show these numbers.
+        paths.pop("plot").unlink(missing_ok=True)
     return paths
 
 
-def main(sessions: str, probes: str, policies: Sequence[str], context_length: int, out: str) -> tuple[list[Run], dict[str, Path]]:
+def main(
+    sessions: str,
+    probes: str,
+    policies: Sequence[str],
+    context_length: int,
+    out: str,
+    progress: TextIO | None = None,
+) -> tuple[list[Run], dict[str, Path]]:
     """Load, run every policy, write the report: what ``foldgate eval compaction`` does."""
     loaded = load_sessions(sessions)
     if not loaded:
@@ -583,5 +703,5 @@ def main(sessions: str, probes: str, policies: Sequence[str], context_length: in
     loaded = dict(sorted(loaded.items(), key=lambda item: count_messages(item[1])))
     wanted = [probe for probe in load_probes(probes) if probe.session in loaded]
     built = [make_policy(name, context_length) for name in policies]
-    runs = asyncio.run(run_eval(loaded, wanted, built))
+    runs = asyncio.run(run_eval(loaded, wanted, built, progress))
     return runs, write_report(runs, Path(out), context_length)

@@ -7,6 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.progress import Progress
+
+#: How to install matplotlib (the ``evals`` extra in pyproject.toml), for the line printed when a plot is skipped.
+PLOT_EXTRA_HINT = "pip install 'foldgate[evals]'"
+
 
 def publish(out_dir: str | Path, name: str, data: Any, markdown: str) -> Path:
     """Write the results as JSON and Markdown side by side, print the Markdown; returns the directory."""
@@ -18,6 +23,11 @@ def publish(out_dir: str | Path, name: str, data: Any, markdown: str) -> Path:
     print(text, end="")
     print(f"json: {out / f'{name}.json'}")
     return out
+
+
+def progress(total: int, unit: str, label: str) -> Progress:
+    """A benchmark's progress on stderr: stdout carries its table, so the two can be redirected apart."""
+    return Progress(total, unit, sys.stderr, label=label)
 
 
 def reach_test_fakes() -> None:

@@ -9,9 +9,12 @@ import gc
 import logging
 import signal
 import sys
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
+
+from redis.exceptions import RedisError
 
 from agent.tokens import encoding
 from gateway.agents import AgentBuilder
@@ -25,6 +28,8 @@ from gateway.platforms.local import TerminalAdapter
 from gateway.redis_channel import channel_for
 from gateway.redis_server import EmbeddedRedis, connect_or_embed
 from gateway.runner import GatewayRunner
+from gateway.startup_errors import REDIS_CONNECT_SECONDS, StartupError, exit_code_of, explain, redis_failure
+from gateway.scratch import describe_gateway, throwaway_gateway, without_credentials
 from gateway.store import SessionStore
 
 log = logging.getLogger("foldgate")
@@ -68,23 +73,55 @@ def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
 
 
 async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
-    """Connect to Redis (or start the embedded server) and build a started runner."""
-    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
-    store, inbox = message_path(redis, settings)
-    events = EventBus()
-    agents = AgentBuilder(settings, **builder_options)
-    budget = SendBudget(store.channel, settings.redis.key_prefix)
-    runner = GatewayRunner(
-        store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
-        lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
-        cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
-        gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
-        coalesce_max_messages=settings.gateway.coalesce_max_messages,
-        coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
-    )
-    await runner.start()
-    encoding()  # the tokenizer loads now rather than on the first message
+    """Connect to Redis (or start the embedded server) and build a started runner.
+
+    A Redis that cannot be reached raises :class:`~gateway.startup_errors.StartupError` naming
+    ``redis.url``; whatever was opened before a failure is closed again.
+    """
+    try:  # a configured server gets a deadline: a firewall that drops packets must not hang the start
+        async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
+            redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path,
+                                                     cluster=settings.redis.cluster, notice=builder_options.get("notice"))
+    except (OSError, TimeoutError, ValueError, RedisError) as error:
+        raise redis_failure(error, settings) from error
+    store: SessionStore | None = None
+    agents: AgentBuilder | None = None
+    runner: GatewayRunner | None = None
+    try:
+        store, inbox = message_path(redis, settings)
+        try:  # the message path logs in on a connection of its own: a refusal shows here, not in a worker
+            async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
+                await store.channel.call("PING")
+        except (OSError, TimeoutError, RedisError) as error:
+            raise redis_failure(error, settings) from error
+        events = EventBus()
+        agents = AgentBuilder(settings, **builder_options)
+        budget = SendBudget(store.channel, settings.redis.key_prefix)
+        runner = GatewayRunner(
+            store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
+            lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
+            cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
+            gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
+            coalesce_max_messages=settings.gateway.coalesce_max_messages,
+            coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
+        )
+        await runner.start()
+        encoding()  # the tokenizer loads now rather than on the first message
+    except BaseException:
+        await _release(runner, agents, store, redis, embedded)
+        raise
     return Gateway(settings, runner, store, events, agents, redis, embedded)
+
+
+async def _release(runner: GatewayRunner | None, agents: AgentBuilder | None, store: SessionStore | None,
+                   redis: Any, embedded: EmbeddedRedis | None) -> None:
+    """Close what a half-opened gateway holds, so a failed start leaves no server or connection behind."""
+    steps = [runner.stop if runner else None, agents.aclose if agents else None,
+             store.channel.aclose if store else None, redis.aclose, embedded.stop if embedded else None]
+    for step in steps:
+        if step is not None:
+            with contextlib.suppress(Exception):
+                await step()
 
 
 def settle_process() -> None:
@@ -109,15 +146,37 @@ def _print_compactions(out: TextIO) -> Any:
     return show
 
 
+def run_demo(settings: Settings, out: TextIO = sys.stdout) -> int:
+    """``foldgate run --demo``: the demo in a throwaway gateway, so it plays in full every time and
+    the user's own chats stay exactly as they were."""
+    with throwaway_gateway(settings, "demo") as scratch:
+        code = run_gateway_loop(serve(scratch, demo=True, out=out))
+    out.write(f"foldgate: the demo ran in a throwaway gateway, now removed; your own ({describe_gateway(settings)})"
+              " is untouched, and `foldgate run` chats with the bot there.\n")
+    return code
+
+
+async def open_terminal_chat(gateway: Gateway, out: TextIO, chat_id: str = "terminal") -> None:
+    """The terminal chat's first words: the demo on a chat with no history, else which conversation goes on."""
+    chat = f"{TerminalAdapter.platform}:{chat_id}"
+    sid = await gateway.store.current_session(chat)
+    meta = await gateway.store.meta(chat, sid)
+    if not meta.count:
+        await play_demo(gateway, out, chat_id)
+        return
+    last = meta.last_activity_at or meta.updated_at
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last)) if last else "unknown"
+    out.write(f"↩️  Resumed this chat's conversation: session {sid}, {meta.count} messages, last activity {when}."
+              " /new starts a fresh one, /sessions lists them all.\n")
+    out.flush()
+
+
 async def play_demo(gateway: Gateway, out: TextIO, chat_id: str = "terminal") -> None:
     """Replay the bundled overnight backlog into the local chat, then ask the morning question."""
     from gateway.demo import overnight
 
     script = overnight(chat_id)
     chat = script.question.chat
-    meta = await gateway.store.meta(chat, await gateway.store.current_session(chat))
-    if meta.count:
-        return  # the local chat already has a history: keep it, the demo ran before
     out.write(f"📥 Replaying an overnight team chat: {len(script.backlog)} messages arrive while the bot only listens…\n")
     for message in script.backlog:
         await gateway.runner.intake(message)
@@ -159,7 +218,10 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
     gateway = await open_gateway(settings, adapters, notice=_print_notice(out))
     settle_process()
     gateway.events.subscribe(_print_compactions(out))
-    where = "embedded Redis at " + gateway.embedded.url if gateway.embedded else "Redis at " + settings.redis.url
+    if gateway.embedded is None:
+        where = "Redis at " + without_credentials(settings.redis.url)
+    else:
+        where = f"{'embedded' if gateway.embedded.owns_server else 'shared embedded'} Redis at {gateway.embedded.url}"
     out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
               f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
     out.write(gateway.agents.caching_status + "\n")
@@ -169,14 +231,19 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
         with contextlib.suppress(NotImplementedError):  # loops without signal support: Ctrl-C still ends the run
             loop.add_signal_handler(sig, stop.set)
     metrics = None
-    if settings.gateway.metrics_port:
-        from gateway.metrics import serve_metrics
+    try:  # from here on a failure still closes the gateway: no embedded server or connection outlives it
+        if settings.gateway.metrics_port:
+            from gateway.metrics import serve_metrics
 
-        metrics = await serve_metrics(gateway.events, gateway.runner, "0.0.0.0", settings.gateway.metrics_port)
-    try:
+            try:
+                metrics = await serve_metrics(gateway.events, gateway.runner, "0.0.0.0", settings.gateway.metrics_port)
+            except OSError as error:
+                raise StartupError(f"cannot serve metrics on port {settings.gateway.metrics_port} "
+                                   f"({error.strerror or error}) — pick a free port, or 0 to serve none",
+                                   setting="gateway.metrics_port") from error
         terminal = adapters.get("local")
         if terminal is not None and settings.model.provider == "local":
-            await play_demo(gateway, out)
+            await open_terminal_chat(gateway, out)
         if demo:
             return 0
         for adapter in adapters.values():
@@ -193,7 +260,8 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
             waiter.cancel()
         failed = [failures[task] for task in done if task in failures]
         if failed:
-            out.write(f"foldgate: platform {', '.join(failed)} stopped: {adapters[failed[0]].failure}\n")  # type: ignore[attr-defined]
+            failure = adapters[failed[0]].failure  # type: ignore[attr-defined]
+            print(f"foldgate: {explain(failure, settings) or failure}", file=sys.stderr)
             return 1
         if not stop.is_set():  # the terminal chat ended: answer what it sent; a signal only lets running turns finish
             await gateway.runner.wait_idle(timeout=60)
@@ -220,4 +288,6 @@ def run_command(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"foldgate: invalid configuration\n{error}", file=sys.stderr)
         return 2
-    return run_gateway_loop(serve(settings, demo=bool(getattr(args, "demo", False))))
+    if getattr(args, "demo", False):
+        return exit_code_of("foldgate", settings, lambda: run_demo(settings))
+    return exit_code_of("foldgate", settings, lambda: run_gateway_loop(serve(settings, demo=False)))

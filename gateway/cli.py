@@ -1,4 +1,4 @@
-"""``foldgate`` — the command line: run the gateway, compact or search offline, evaluate, configure.
+"""The ``foldgate`` command line: run the gateway, compact or search offline, evaluate, configure.
 
 Each subcommand's work lives in the module that owns the feature; this file only
 parses arguments and dispatches, importing lazily so ``foldgate config`` starts fast.
@@ -10,11 +10,14 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 #: subcommand -> "module:function"; each function takes the parsed namespace and returns an exit code.
 HANDLERS: dict[str, str] = {
     "run": "gateway.app:run_command",
+    "doctor": "gateway.doctor:doctor_command",
     "config": "gateway.config:config_command",
+    "init": "gateway.starter:init_command",
     "compact": "gateway.offline:compact_command",
     "search": "gateway.offline:search_command",
     "replay": "gateway.replay:replay_command",
@@ -23,15 +26,53 @@ HANDLERS: dict[str, str] = {
 }
 
 
+DESCRIPTION = "foldgate: an LLM chat gateway. Run it, compact or search transcripts offline, evaluate, configure."
+
+EPILOG = """common commands:
+  foldgate run                    run the gateway
+  foldgate run --demo             replay the bundled overnight conversation, then exit
+  foldgate init                   write your own config file, ~/.foldgate/config.yaml
+  foldgate config check           validate config.yaml and the environment overrides
+  foldgate doctor                 reach Redis, the model provider and each platform once
+  foldgate config set KEY VALUE   change one setting, e.g. model.name
+  foldgate bench --help           list the benchmarks
+
+Each command describes its options: foldgate COMMAND --help"""
+
+CONFIG_HELP = "path to config.yaml (default: $FOLDGATE_CONFIG, else ~/.foldgate/config.yaml, else ./config.yaml)"
+
+
+class SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: takes ``--config`` after the subcommand too, as service files write it.
+
+    The default is SUPPRESS, so a value given before the subcommand is kept when none follows it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="foldgate", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=None, help="path to config.yaml (default: ./config.yaml or $FOLDGATE_CONFIG)")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="foldgate", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=None, help=CONFIG_HELP)
+    # Every parser added under `commands` (and their own subcommands) is a SubcommandParser.
+    commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND",
+                                     parser_class=SubcommandParser)
 
     run = commands.add_parser("run", help="run the gateway (embedded Redis when redis.url is empty)")
     run.add_argument("--demo", action="store_true", help="replay the bundled overnight conversation, then exit")
-    # also accepted after `run` (as service files write it); SUPPRESS keeps a value given before `run`
-    run.add_argument("--config", default=argparse.SUPPRESS, help="path to config.yaml (same as before `run`)")
+
+    commands.add_parser("doctor", help="check that Redis, the model provider and each enabled platform answer",
+                        description="Check the configuration, then reach Redis, the model provider and each "
+                                    "enabled platform once, each within a few seconds, and print one row per "
+                                    "check with what to fix. Exit status 0 when every check passes.")
+
+    init = commands.add_parser("init", help="write your own config file (~/.foldgate/config.yaml, found by default)",
+                               description="Write a starter config file of your own, in $FOLDGATE_HOME (default "
+                                           "~/.foldgate), or where --config says. foldgate finds it from any directory.")
+    init.add_argument("--force", action="store_true", help="overwrite the file if it exists")
 
     config = commands.add_parser("config", help="check, show or change config.yaml")
     config_actions = config.add_subparsers(dest="action", required=True)
@@ -41,33 +82,54 @@ def build_parser() -> argparse.ArgumentParser:
     config_set.add_argument("key")
     config_set.add_argument("value")
 
-    compact = commands.add_parser("compact", help="compact a transcript file offline and print JSON stats")
+    compact = commands.add_parser("compact", help="compact a transcript file offline and print JSON stats",
+                                  description="Compact a transcript file with the configured context engine, "
+                                              "no gateway and no Redis, and print what it did as JSON.")
     compact.add_argument("--input", required=True, help="JSONL, one OpenAI-format message per line")
-    compact.add_argument("--context-length", type=int, required=True)
-    compact.add_argument("--model", default=None)
-    compact.add_argument("--tail-mode", choices=["lean", "legacy"], default=None)
+    compact.add_argument("--context-length", type=int, required=True, metavar="TOKENS",
+                         help="the context window to compact for, in tokens (same range as model.context_length)")
+    compact.add_argument("--model", default=None, help="the model the engine compacts for (default: model.name)")
+    compact.add_argument("--tail-mode", choices=["lean", "legacy"], default=None,
+                         help="how the recent tail is kept (default: compression.tail_mode)")
     compact.add_argument("--focus", default=None, help="topic the summary should favour")
     compact.add_argument("--output", default=None, help="write the compacted transcript here (JSONL)")
 
-    search = commands.add_parser("search", help="search a chat's active and archived messages")
+    search = commands.add_parser("search", help="search a chat's active and archived messages",
+                                 description="Search one chat's stored history, archive included, in the configured Redis.")
     search.add_argument("chat", help="chat key, e.g. tg:123456")
-    search.add_argument("query")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("query", help="words to look for; the best matching messages come first")
+    search.add_argument("--limit", type=int, default=5, help="how many messages to show (default: 5)")
 
-    replay = commands.add_parser("replay", help="replay a recorded conversation through the whole gateway")
-    replay.add_argument("fixture")
+    replay = commands.add_parser("replay", help="replay a recorded conversation through the whole gateway",
+                                 description="Replay a recorded conversation through the whole gateway "
+                                             "and print what happened: turns, compactions, prompt sizes.")
+    replay.add_argument("fixture", help="the recorded conversation, a JSONL replay fixture")
+    replay.add_argument("--keep", action="store_true",
+                        help="replay into the configured gateway and keep what it stores (default: a throwaway one)")
 
-    evaluate = commands.add_parser("eval", help="measure compaction quality")
-    evaluate.add_argument("kind", choices=["compaction"])
-    evaluate.add_argument("--sessions", required=True)
-    evaluate.add_argument("--probes", required=True)
-    evaluate.add_argument("--policies", default="uncompacted,legacy,lean")
-    evaluate.add_argument("--context-length", type=int, default=1_000_000)
-    evaluate.add_argument("--out", default="evals/out")
+    evaluate = commands.add_parser("eval", help="measure compaction quality",
+                                   description="Compact every session under every policy and score how many planted "
+                                               "facts survive, closed-book and with one search (see evals/README.md).")
+    evaluate.add_argument("kind", choices=["compaction"], help="what to evaluate: compaction")
+    evaluate.add_argument("--sessions", required=True,
+                          help="a directory of session JSONL files, one file, or comma-separated files")
+    evaluate.add_argument("--probes", required=True, help="probes.jsonl: the planted facts and their questions")
+    evaluate.add_argument("--policies", default="uncompacted,legacy,lean",
+                          help="comma-separated: uncompacted, legacy, lean, search-only or a context engine's name "
+                               "(default: %(default)s)")
+    evaluate.add_argument("--context-length", type=int, default=1_000_000, metavar="TOKENS",
+                          help="the context window the policies compact for (default: %(default)s)")
+    evaluate.add_argument("--out", default="evals/out",
+                          help="directory for compaction_eval.json, .md and .png (default: %(default)s)")
 
-    bench = commands.add_parser("bench", help="run a benchmark from evals/")
-    bench.add_argument("name")
-    bench.add_argument("--out", default="evals/out")
+    from evals.cli import benchmarks_help  # reads the bench modules' docstrings, imports none of them
+
+    bench = commands.add_parser("bench", help="run a benchmark from evals/",
+                                description="Run one benchmark: it prints a Markdown table and writes NAME.json\n"
+                                            "and NAME.md to the --out directory.",
+                                epilog=benchmarks_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("name", metavar="NAME", help="the benchmark to run, one of those listed below")
+    bench.add_argument("--out", default="evals/out", help="directory for the results (default: %(default)s)")
     bench.add_argument("--baseline", metavar="COMMIT",
                        help="throughput only: also run the benchmark of this older commit, side by side")
     return parser

@@ -1,21 +1,31 @@
-"""Chat commands: ``/compress [focus]``, ``/model [name]``, ``/new`` (``/reset``), ``/usage``, ``/status``.
+"""Chat commands: ``/help``, ``/compress [focus]``, ``/model [name]``, ``/new`` (``/reset``), ``/sessions``,
+``/resume N``, ``/usage``, ``/status``, ``/stop``.
 
 Each command runs inside the chat's turn (holding its lock), so it sees and changes the
-session exactly like a message would, and its reply goes out like any other.
+session exactly like a message would, and its reply goes out like any other. A message is a
+command when its first word has Telegram's command shape (``/name`` or ``/name@bot``); an
+unknown one is answered as such and never reaches the model, while ``/usr/bin is missing``
+is ordinary text.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import re
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from agent import pricing
+from agent.llm.client import lists_model
 from agent.llm.codex_app_server import CodexThreadEngine, thread_of
-from agent.models import UnknownAlias, split_large_alias
+from agent.models import UnknownAlias, api_model_id, split_large_alias
 from gateway import hygiene
 from gateway.events import CompressEvent
-from gateway.session_source import ChatHistory
+from gateway.session_source import ChatHistory, Conversation, conversations, outline
+from gateway.store import UnknownSession, VersionConflict
 
 if TYPE_CHECKING:
     from agent.context_engine import ContextEngine
@@ -99,8 +109,21 @@ def _cold_cache_warning(runner: object, tokens: int, new_model: str) -> str:
     return text + "; later replies are cheap again once it is warm."
 
 
+async def _provider_models(agents: object) -> tuple[list[str] | None, str]:
+    """The models the configured provider serves, or ``(None, why not)`` when that cannot be known."""
+    if getattr(agents, "api_mode", "chat") == "codex_app_server":
+        return None, "the codex app-server route has no model list here"
+    lister = getattr(getattr(agents, "chat_model", None), "list_models", None)
+    if not callable(lister):
+        return None, "this route offers no model list"
+    try:
+        return list(await lister()), ""
+    except Exception as error:  # any failure only means the name stays unchecked
+        return None, f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+
+
 async def model(turn: "ChatTurn", name: str) -> str:
-    """Show the model, or switch this chat to another one (a cold prompt cache: it costs more at first)."""
+    """Show the model, or switch this chat to another one the provider serves (a cold prompt cache: it costs more at first)."""
     runner = turn.runner
     current = turn.meta.model or runner.agents.default_model
     window = runner.agents.context_length(current)
@@ -116,21 +139,104 @@ async def model(turn: "ChatTurn", name: str) -> str:
         return f"⚠️ {error}"
     if name == current:
         return f"Already on {current}."
+    provider = getattr(runner.agents, "provider", None) or "the provider"
+    served, why = await _provider_models(runner.agents)
+    if served is not None and not lists_model(served, api_model_id(name)):
+        close = difflib.get_close_matches(api_model_id(name), served, n=5, cutoff=0.4)
+        hint = f" Close names it serves: {', '.join(close)}." if close else (
+            f" It serves: {', '.join(served[:10])}{' …' if len(served) > 10 else ''}." if served else "")
+        return f"⚠️ {provider} does not serve {name}; staying on {current}.{hint}"
     await runner.store.update_meta(turn.chat, turn.session_id, lock=turn.lock, model=name)
     engine = _engine(turn, name)
     tokens, _source = hygiene.estimate_session_tokens(turn.meta)
-    return (
-        f"Switched {current} → {name} (window {runner.agents.context_length(name):,} tokens, compaction at"
-        f" {engine.threshold:.0%})." + _cold_cache_warning(runner.agents, tokens, name)
-    )
+    text = (f"Switched {current} → {name} (window {runner.agents.context_length(name):,} tokens, compaction at"
+            f" {engine.threshold:.0%}).")
+    if provider not in UNBILLED_PROVIDERS:
+        text += _cold_cache_warning(runner.agents, tokens, name)
+    if served is None:
+        text += f" ⚠️ Could not verify that {provider} serves {name} ({why}); the next reply will tell."
+    return text
 
 
 async def new(turn: "ChatTurn", _arg: str) -> str:
-    """Start a fresh conversation; the old one stays stored and searchable by its session id."""
+    """Start a fresh conversation; the old one stays stored, searchable and listed by /sessions."""
     old = turn.session_id
     sid = await turn.runner.store.new_session(turn.chat, lock=turn.lock)
     turn.session_id = sid
-    return f"Started a new conversation (session {sid}). The previous one ({old}) is kept."
+    turn.meta = await turn.runner.store.meta(turn.chat, sid)
+    return (f"Started a new conversation (session {sid}). The previous one ({old}) is kept:"
+            " /sessions lists it, /resume goes back.")
+
+
+#: Conversations ``/sessions`` shows at most (the newest); ``/resume`` reaches older ones by number too.
+MAX_LISTED = 20
+
+
+async def _newest_first(turn: "ChatTurn") -> list[Conversation]:
+    return list(reversed(await conversations(turn.runner.store, turn.chat, turn.session_id)))
+
+
+def _size(size: int) -> str:
+    return f"{size / 1_048_576:.1f} MB" if size >= 1_048_576 else f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} B"
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, length in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= length:
+            return f"{int(seconds // length)} {unit} ago"
+    return "just now"
+
+
+async def sessions(turn: "ChatTurn", _arg: str) -> str:
+    """List this chat's conversations, newest first, numbered for /resume."""
+    store = turn.runner.store
+    listed = await _newest_first(turn)
+    now = time.time()
+    lines = ["Conversations in this chat, newest first (▶ is the current one):"]
+    for number, conversation in enumerate(listed[:MAX_LISTED], start=1):
+        about = await outline(store, turn.chat, conversation)
+        mark = "▶" if turn.session_id in conversation.sessions else " "
+        when = datetime.fromtimestamp(about.last_activity_at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        first = f"“{about.first_line}”" if about.first_line else "(nothing said yet)"
+        lines.append(
+            f"{mark} {number}. {first} — {about.live + about.archived} messages ({about.live} live,"
+            f" {about.archived} archived), {_size(about.size_bytes)}; last active {when}"
+            f" ({_ago(now - about.last_activity_at)}); session {conversation.head}"
+        )
+    if len(listed) > MAX_LISTED:
+        lines.append(f"… and {len(listed) - MAX_LISTED} older ones (/resume {MAX_LISTED + 1} to {len(listed)}).")
+    lines.append("/resume N continues conversation N; the one you leave stays kept and listed.")
+    return "\n".join(lines)
+
+
+async def resume(turn: "ChatTurn", which: str) -> str:
+    """Continue conversation N of /sessions; the current one stays kept and listed."""
+    listed = await _newest_first(turn)
+    which = which.strip()
+    chosen: tuple[int, Conversation] | None = None
+    if which.isdigit() and 1 <= int(which) <= len(listed):
+        chosen = (int(which), listed[int(which) - 1])
+    else:  # a session id works too (as /sessions and /status print them)
+        chosen = next(((n, c) for n, c in enumerate(listed, start=1) if which and which in c.sessions), None)
+    if chosen is None:
+        return (f"⚠️ /resume needs a number from /sessions (1 to {len(listed)})." if which
+                else "Which one? /sessions lists this chat's conversations; /resume N continues number N.")
+    number, conversation = chosen
+    if turn.session_id in conversation.sessions:
+        return f"Conversation {number} (session {conversation.head}) is the current one already."
+    old = turn.session_id
+    store = turn.runner.store
+    try:
+        sid = await store.switch_session(turn.chat, conversation.head, lock=turn.lock)
+    except (UnknownSession, VersionConflict) as error:
+        return f"⚠️ Could not resume conversation {number}: {error}"
+    turn.session_id = sid
+    turn.meta = await store.meta(turn.chat, sid)
+    about = await outline(store, turn.chat, conversation)
+    first = f" “{about.first_line}”" if about.first_line else ""
+    return (f"Resumed conversation {number}{first} (session {sid}, {about.live + about.archived} messages)."
+            f" The one you left ({old}) is kept: /sessions lists it.")
 
 
 #: Routes whose tokens are not billed per token (a subscription, or nothing at all).
@@ -199,30 +305,82 @@ async def stop(turn: "ChatTurn", _arg: str) -> str:
     return "⏹ Stopped. What was written so far is kept; your next message is answered as usual."
 
 
+async def show_help(turn: "ChatTurn", _arg: str) -> str:
+    """List the commands and what each one does."""
+    lines = ["Commands:"]
+    for command, names in _by_command().items():
+        usage = f"/{names[0]}" + (f" {ARGUMENTS[names[0]]}" if names[0] in ARGUMENTS else "")
+        aliases = "".join(f" (/{alias})" for alias in names[1:])
+        lines.append(f"{usage}{aliases} — {summary(command)}")
+    return "\n".join(lines)
+
+
 COMMANDS: dict[str, Command] = {
+    "help": show_help,
     "compress": compress,
     "model": model,
     "new": new,
     "reset": new,
+    "sessions": sessions,
+    "resume": resume,
     "usage": usage,
     "status": status,
     "stop": stop,
 }
 
+#: What a command takes after its name, as ``/help`` shows it (``[...]`` when it may be left out).
+ARGUMENTS = {"compress": "[focus]", "model": "[name]", "resume": "N"}
+
+#: Telegram's command syntax: a letter, then up to 31 letters, digits or underscores, maybe ``@botname``.
+_COMMAND_WORD = re.compile(r"/([A-Za-z][A-Za-z0-9_]{0,31})(?:@\w+)?")
+
+
+def _by_command() -> dict[Command, list[str]]:
+    """Each command with its names, the first being the one it is listed under (aliases after it)."""
+    names: dict[Command, list[str]] = {}
+    for name, command in COMMANDS.items():
+        names.setdefault(command, []).append(name)
+    return names
+
+
+def summary(command: Command) -> str:
+    """The first sentence of a command's docstring: what ``/help`` says it does."""
+    doc = inspect.getdoc(command) or ""
+    paragraph = " ".join(doc.split("\n\n", 1)[0].split()).replace("``", "")
+    match = re.match(r"(.+?[.!?])(?:\s|$)", paragraph)
+    return match[1] if match else paragraph
+
 
 def parse(text: str) -> tuple[str, str] | None:
-    """``("name", "argument")`` for a known command (``/cmd@botname arg`` too), else None."""
-    if not text.startswith("/"):
+    """``("name", "argument")`` when the text is a command, known or not (``/cmd@botname arg`` too), else None.
+
+    Only a first word of Telegram's command shape counts: ``/usr/bin is missing`` is text.
+    """
+    words = text.split(maxsplit=1)
+    match = _COMMAND_WORD.fullmatch(words[0]) if words else None
+    if match is None:
         return None
-    head, _, argument = text[1:].partition(" ")
-    name = head.split("@", 1)[0].lower()
-    return (name, argument.strip()) if name in COMMANDS else None
+    return match[1].lower(), words[1].strip() if len(words) > 1 else ""
+
+
+def unknown(name: str) -> str:
+    """The answer to a command foldgate does not have."""
+    return f"Unknown command /{name} — /help lists the commands."
 
 
 async def handle_command(turn: "ChatTurn") -> str | None:
-    """Run the command in the turn's message; None when the message is not a command."""
+    """Run the command in the turn's message; None when the message is not a command.
+
+    A message not addressed to the bot (``respond=False``: group chatter, another bot's
+    ``/cmd@other_bot``) is never a command here: it is recorded like any other line.
+    """
+    if not turn.message.respond:
+        return None
     parsed = parse(turn.message.text.strip())
     if parsed is None:
         return None
     name, argument = parsed
-    return await COMMANDS[name](turn, argument)
+    command = COMMANDS.get(name)
+    if command is None:
+        return unknown(name)
+    return await command(turn, argument)

@@ -10,7 +10,8 @@ Where a value comes from, highest priority first:
    ``FOLDGATE_HOME`` (``gateway.home``), and for ``model.api_key`` / ``auxiliary.compression.api_key``
    the usual key variable of the provider configured there (``OPENAI_API_KEY``,
    ``ANTHROPIC_API_KEY``, ``OPENROUTER_API_KEY``);
-4. the YAML file: the explicit path, else ``$FOLDGATE_CONFIG``, else ``./config.yaml``;
+4. the YAML file: the explicit path, else ``$FOLDGATE_CONFIG``, else the user's own
+   ``~/.foldgate/config.yaml`` (in ``$FOLDGATE_HOME``; ``foldgate init`` writes it), else ``./config.yaml``;
 5. the defaults of the models below, which ``config.yaml`` documents key by key.
 
 Every section forbids unknown keys. :func:`load_settings` turns every failure into one
@@ -54,6 +55,7 @@ from agent.settings import (
 ENV_PREFIX = "FOLDGATE_"
 ENV_NESTING = "__"
 CONFIG_PATH_ENV = "FOLDGATE_CONFIG"
+HOME_ENV = "FOLDGATE_HOME"
 DEFAULT_CONFIG_FILE = "config.yaml"
 #: keys whose values are credentials: redacted by ``config show`` and in error messages
 SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret"})
@@ -202,6 +204,9 @@ class TelegramSettings(StrictModel):
             missing.append(("token", "required when enabled is true (or set TELEGRAM_BOT_TOKEN)"))
         if self.enabled and self.mode == "webhook" and not self.webhook_url:
             missing.append(("webhook_url", "required when mode is webhook"))
+        if self.enabled and self.mode == "webhook" and not (self.webhook_secret and self.webhook_secret.get_secret_value()):
+            missing.append(("webhook_secret", "required when mode is webhook: Telegram sends it with every update, so"
+                            " forged updates are refused (or set FOLDGATE_PLATFORMS__TELEGRAM__WEBHOOK_SECRET)"))
         _require(missing)
         return self
 
@@ -519,14 +524,25 @@ def describe_validation_error(error: ValidationError, origins: Mapping[tuple[str
 # --------------------------------------------------------------------------- the file
 
 
+def user_config_path(environ: Mapping[str, str]) -> Path:
+    """The user's own config file, ``config.yaml`` in ``$FOLDGATE_HOME`` (default ``~/.foldgate``),
+    where ``foldgate init`` writes it: found from any directory, never a repository's tracked file."""
+    home = (environ.get(f"{ENV_PREFIX}GATEWAY{ENV_NESTING}HOME") or environ.get(HOME_ENV)
+            or GatewaySettings.model_fields["home"].default)
+    return Path(home).expanduser() / DEFAULT_CONFIG_FILE
+
+
 def resolve_config_path(path: str | Path | None, environ: Mapping[str, str]) -> Path | None:
-    """The explicit path, else ``$FOLDGATE_CONFIG``, else ``./config.yaml`` if present, else None (defaults)."""
+    """The explicit path, else ``$FOLDGATE_CONFIG``, else the user's own file (:func:`user_config_path`),
+    else ``./config.yaml``, each if present; else None (defaults)."""
     if path is not None:
         return Path(path)
     if environ.get(CONFIG_PATH_ENV):
         return Path(environ[CONFIG_PATH_ENV])
-    default = Path(DEFAULT_CONFIG_FILE)
-    return default if default.is_file() else None
+    for candidate in (user_config_path(environ), Path(DEFAULT_CONFIG_FILE)):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -681,7 +697,7 @@ class FoldgateEnvSource(PydanticBaseSettingsSource):
 
 #: conventional variable -> the key it sets (its FOLDGATE_ form wins)
 CONVENTIONAL_ENV: dict[str, tuple[str, ...]] = {
-    "FOLDGATE_HOME": ("gateway", "home"),
+    HOME_ENV: ("gateway", "home"),
     "TELEGRAM_BOT_TOKEN": ("platforms", "telegram", "token"),
     "DISCORD_BOT_TOKEN": ("platforms", "discord", "token"),
 }
@@ -1009,7 +1025,11 @@ def _print_problems(header: str, problems: Sequence[str]) -> None:
 
 
 def _set_action(config_path: Path | None, key: str, raw_value: str) -> int:
-    target = config_path or Path(DEFAULT_CONFIG_FILE)
+    if config_path is None:  # a one-key file made here would hide that the user has no config of their own
+        print(f"no config file to change: `foldgate init` writes yours to {user_config_path(os.environ)}"
+              " (or name one with --config)", file=sys.stderr)
+        return 2
+    target = config_path
     try:
         ref = resolve_key(key)
         remaining = set_config_value(target, key, raw_value, os.environ)
@@ -1042,4 +1062,7 @@ def config_command(args: argparse.Namespace) -> int:
         print(render_effective(settings, _label(config_path), origins), end="")
     else:
         print(f"config OK: {_label(config_path)}")
+        # stdout stays the one verdict line scripts read; the note on what was not checked goes beside it
+        print("checked the file and the environment only; `foldgate doctor` also reaches Redis, the model "
+              "provider and each enabled platform", file=sys.stderr)
     return 0

@@ -19,7 +19,8 @@ from agent.context_engine import resolve_context_engine
 from agent.messages import InvalidMessage, validate_message
 from agent.search import SearchError, search_messages
 from agent.tokens import count_messages, count_text
-from gateway.config import ConfigError, Settings, load_settings
+from gateway.config import ConfigError, ModelSettings, Settings, load_settings
+from gateway.startup_errors import exit_code_of
 
 
 class TranscriptError(ValueError):
@@ -84,7 +85,44 @@ async def compact_file(settings: Settings, args: argparse.Namespace) -> dict[str
     }
 
 
+def context_length_range() -> tuple[int | None, int | None]:
+    """The lowest and highest ``model.context_length`` config.yaml accepts (None: unbounded).
+
+    Read from the config field's own constraints, so ``--context-length`` cannot drift from them.
+    """
+    low: int | None = None
+    high: int | None = None
+    for bound in ModelSettings.model_fields["context_length"].metadata:
+        if getattr(bound, "ge", None) is not None:
+            low = int(bound.ge)
+        if getattr(bound, "gt", None) is not None:
+            low = int(bound.gt) + 1
+        if getattr(bound, "le", None) is not None:
+            high = int(bound.le)
+        if getattr(bound, "lt", None) is not None:
+            high = int(bound.lt) - 1
+    return low, high
+
+
+def context_length_problem(value: int) -> str | None:
+    """Why ``value`` is no context length config.yaml would accept, or None when it is one."""
+    low, high = context_length_range()
+    if (low is None or value >= low) and (high is None or value <= high):
+        return None
+    if low is not None and high is not None:
+        allowed = f"from {low} to {high}"
+    elif low is not None:
+        allowed = f"at least {low}"
+    else:
+        allowed = f"at most {high}"
+    return f"--context-length {value} is out of range: it must be {allowed} tokens, as model.context_length in config.yaml"
+
+
 def compact_command(args: argparse.Namespace) -> int:
+    problem = context_length_problem(args.context_length)
+    if problem:
+        print(f"foldgate compact: {problem}", file=sys.stderr)
+        return 2
     try:
         settings = load_settings(args.config)
         result = asyncio.run(compact_file(settings, args))
@@ -103,9 +141,13 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
     redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
     try:
         store = SessionStore(redis, settings.redis.key_prefix)
-        history = ChatHistory(store, chat, await store.current_session(chat))
-        hits = search_messages(await history.all_messages(), query, limit=limit)
-        return [{"id": h.message_id, "role": h.role, "score": round(h.score, 2), "snippet": h.snippet} for h in hits]
+        # Every conversation of the chat (``/new`` keeps the old ones), never another chat's.
+        history = ChatHistory(store, chat, await store.current_session(chat), every_session=True)
+        messages = await history.all_messages()
+        sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
+        hits = search_messages(messages, query, limit=limit)
+        return [{"id": h.message_id, "session": sessions.get(str(h.message_id), ""), "role": h.role,
+                 "score": round(h.score, 2), "snippet": h.snippet} for h in hits]
     finally:
         await redis.aclose()
         if embedded:
@@ -115,12 +157,20 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
 def search_command(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
+    except ConfigError as error:
+        print(f"foldgate search: {error}", file=sys.stderr)
+        return 2
+    return exit_code_of("foldgate search", settings, lambda: _print_hits(settings, args))
+
+
+def _print_hits(settings: Settings, args: argparse.Namespace) -> int:
+    try:
         hits = asyncio.run(search_chat(settings, args.chat, args.query, args.limit))
-    except (ConfigError, SearchError, OSError) as error:
+    except (SearchError, OSError) as error:
         print(f"foldgate search: {error}", file=sys.stderr)
         return 2
     for hit in hits:
-        print(f"[{hit['id']}] {hit['role']} (score {hit['score']}): {hit['snippet'][:300]}")
+        print(f"[{hit['id']}] session {hit['session']} {hit['role']} (score {hit['score']}): {hit['snippet'][:300]}")
     if not hits:
         print("no matches")
     return 0

@@ -35,6 +35,9 @@ from gateway.config import ConfigError, Settings, load_settings
 from gateway.events import CompressEvent, Event, TurnEvent
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
+from gateway.progress import Progress, plural
+from gateway.scratch import describe_gateway, throwaway_gateway
+from gateway.startup_errors import exit_code_of
 
 
 class FixtureError(ValueError):
@@ -101,6 +104,7 @@ class ReplayModel:
 class ReplayReport:
     turns: int = 0
     messages: int = 0
+    already_stored: int = 0  # messages an earlier replay into the same gateway had taken in (skipped)
     hygiene_compactions: int = 0
     in_loop_compactions: int = 0
     peak_prompt_tokens: int = 0
@@ -158,18 +162,15 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
 
     gateway.agents.build_agent = build_agent  # type: ignore[method-assign]
     try:
-        total = len(fixture.messages)
+        progress = Progress(len(fixture.messages), "message", out, label="replay")
         for index, message in enumerate(fixture.messages, start=1):
-            await gateway.runner.intake(message)
+            if not await gateway.runner.intake(message):
+                report.already_stored += 1
             if message.respond:
                 await gateway.runner.wait_idle(timeout=600)
-            if out is not None:
-                filled = int(30 * index / total)
-                out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {index}/{total} messages")
-                out.flush()
+            progress.update(index)
         await gateway.runner.wait_idle(timeout=600)
-        if out is not None:
-            out.write("\n")
+        progress.close()
     finally:
         await gateway.close()
     report.messages = len(fixture.messages)
@@ -194,6 +195,19 @@ def replay_command(args: argparse.Namespace) -> int:
     except (ConfigError, FixtureError, OSError) as error:
         print(f"foldgate replay: {error}", file=sys.stderr)
         return 2
-    report = asyncio.run(replay(settings, fixture, out=sys.stderr))
+    return exit_code_of("foldgate replay", settings, lambda: _replay_and_print(settings, fixture, keep=args.keep))
+
+
+def _replay_and_print(settings: Settings, fixture: Fixture, *, keep: bool) -> int:
+    if keep:
+        report = asyncio.run(replay(settings, fixture, out=sys.stderr))
+        where = f"into your gateway ({describe_gateway(settings)}), where it stays"
+    else:
+        with throwaway_gateway(settings, "replay") as scratch:
+            report = asyncio.run(replay(scratch, fixture, out=sys.stderr))
+        where = "in a throwaway gateway, removed afterwards (--keep replays into your own)"
     print(report.table())
+    print(f"replayed {plural(len(fixture.messages), 'message')} {where}")
+    if report.already_stored:
+        print(f"{report.already_stored} of them were already stored by an earlier replay and were not taken in again")
     return 0

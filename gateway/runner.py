@@ -357,7 +357,7 @@ class GatewayRunner:
         sid, meta = turn.session_id, turn.meta
         archive.session_id = sid  # a rotating compaction moved the chat to a new session
         tools = ToolRegistry()
-        for tool in recovery_tools(archive):
+        for tool in recovery_tools(ChatHistory(self.store, chat, sid, every_session=True)):  # every conversation of the chat
             tools.add(tool)
         agent = self.agents.build_agent(engine, model, tools)
         adapter = self.adapters.get(message.platform)

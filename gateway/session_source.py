@@ -1,61 +1,232 @@
-"""One chat's messages as the recovery tools see them: the session, its archive, and its ancestors.
+"""One chat's messages as the recovery tools see them: its conversations, their archives and ancestors.
 
-With in-place compaction a chat keeps one session and its archive holds everything folded
-away; with rotation (``in_place: false``) the history lives in the chain of parent
-sessions. Either way ``session_search`` sees all of it, and only this chat's.
+With in-place compaction a conversation keeps one session and its archive holds everything
+folded away; with rotation (``in_place: false``) its history lives in the chain of parent
+sessions. ``/new`` starts another conversation and ``/resume`` goes back to one; the chat's
+session index (:meth:`gateway.store.SessionStore.indexed_sessions`) lists them all, so
+nothing said in a chat is out of reach of ``session_search`` — and nothing of another chat
+is ever in it: every read goes through the chat's own keys.
+
+Message ids count per conversation, so two conversations of one chat hold the same ids.
+The current conversation's messages keep their plain ids (summaries and stubs cite those);
+another conversation's are qualified with the session it continues in: ``<sid>:<id>``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from agent.messages import is_real_user_message, text_of
 from gateway.store import SessionStore, UnknownSession
 
-#: Parent sessions followed at most (a bound against a corrupted, cyclic chain).
+#: Sessions followed at most along one chain (a bound against a corrupted, cyclic chain).
 MAX_CHAIN = 1_000
+#: Between a conversation's session id and a message id in a qualified id.
+ID_SEPARATOR = ":"
+#: Oldest messages of a conversation read to find the line it started with.
+FIRST_LINE_SCAN = 40
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation: the sessions from the one it started in to the one it continues in."""
+
+    sessions: tuple[str, ...]
+    started_at: float
+
+    @property
+    def head(self) -> str:
+        """The session the conversation continues in: the one the chat points at when it is current."""
+        return self.sessions[-1]
+
+
+async def _parents(store: SessionStore, chat: str, sid: str) -> list[str]:
+    """Session ids from the oldest ancestor to ``sid`` (rotation links each to its parent)."""
+    chain = [sid]
+    while len(chain) < MAX_CHAIN:
+        try:
+            parent = (await store.meta(chat, chain[-1])).parent_session_id
+        except UnknownSession:
+            break
+        if not parent or parent in chain:
+            break
+        chain.append(parent)
+    return list(reversed(chain))
+
+
+async def _successors(store: SessionStore, chat: str, sid: str) -> list[str]:
+    """``sid`` and the sessions rotation continued it in, oldest first; empty for an unknown session."""
+    chain: list[str] = []
+    current: str | None = sid
+    while current and current not in chain and len(chain) < MAX_CHAIN:
+        try:
+            meta = await store.meta(chat, current)
+        except UnknownSession:
+            break
+        chain.append(current)
+        current = meta.successor_session_id
+    return chain
+
+
+async def conversations(store: SessionStore, chat: str, current: str | None = None) -> list[Conversation]:
+    """The chat's conversations, oldest first; the one ``current`` belongs to is always among them."""
+    found: list[Conversation] = []
+    seen: set[str] = set()
+    for sid, started in await store.indexed_sessions(chat):
+        if sid in seen:
+            continue
+        chain = await _successors(store, chat, sid)
+        if chain:
+            seen.update(chain)
+            found.append(Conversation(tuple(chain), started))
+    if current and current not in seen:  # started while an older chat's index was being built
+        chain = [sid for sid in await _parents(store, chat, current) if sid not in seen]
+        try:
+            started = (await store.meta(chat, chain[0])).created_at
+        except UnknownSession:
+            started = time.time()
+        found.append(Conversation(tuple(chain), started))
+        found.sort(key=lambda conversation: conversation.started_at)
+    return found
+
+
+async def _messages_of(store: SessionStore, chat: str, chain: Sequence[str]) -> list[dict[str, Any]]:
+    """Every message of a conversation: each session's archive, the ancestors' live lists, the head's live list."""
+    messages: list[dict[str, Any]] = []
+    for sid in chain:
+        try:
+            messages += await store.archive(chat, sid)
+            if sid != chain[-1]:  # an ancestor's active list is history too
+                messages += await store.active(chat, sid)
+        except UnknownSession:
+            continue
+    try:
+        messages += await store.active(chat, chain[-1])
+    except UnknownSession:
+        pass
+    # Rotation copies kept messages into the new session under the same ids: show each once.
+    unique = {str(m.get("_id")): m for m in messages}
+    return list(unique.values())
+
+
+async def _by_id(store: SessionStore, chat: str, chain: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Stored messages of a conversation by plain id, looked up from its newest session back."""
+    found: dict[str, dict[str, Any]] = {}
+    for sid in reversed(chain):
+        missing = [i for i in ids if i not in found]
+        if not missing:
+            break
+        for message in await store.get_messages(chat, sid, missing):
+            found[str(message["_id"])] = message
+    return found
 
 
 class ChatHistory:
-    """``agent.tools.MessageSource`` over a chat's current session and its parent chain."""
+    """``agent.tools.MessageSource`` over a chat's current conversation, or with ``every_session`` all of them.
 
-    def __init__(self, store: SessionStore, chat: str, session_id: str) -> None:
+    Context engines get the current conversation (their summaries cite its plain ids); the
+    recovery tools and ``foldgate search`` get every conversation of the chat, each message
+    labelled with its session in ``_session``.
+    """
+
+    def __init__(self, store: SessionStore, chat: str, session_id: str, *, every_session: bool = False) -> None:
         self.store = store
         self.chat = chat
         self.session_id = session_id
+        self.every_session = every_session
 
     async def _chain(self) -> list[str]:
         """Session ids from the oldest ancestor to the current session."""
-        chain = [self.session_id]
-        while len(chain) < MAX_CHAIN:
-            try:
-                parent = (await self.store.meta(self.chat, chain[-1])).parent_session_id
-            except UnknownSession:
-                break
-            if not parent or parent in chain:
-                break
-            chain.append(parent)
-        return list(reversed(chain))
+        return await _parents(self.store, self.chat, self.session_id)
 
     async def all_messages(self) -> Sequence[dict[str, Any]]:
+        own = await _messages_of(self.store, self.chat, await self._chain())
+        if not self.every_session:
+            return own
         messages: list[dict[str, Any]] = []
-        chain = await self._chain()
-        for sid in chain:
-            messages += await self.store.archive(self.chat, sid)
-            if sid != self.session_id:  # an ancestor's active list is history too
-                messages += await self.store.active(self.chat, sid)
-        messages += await self.store.active(self.chat, self.session_id)
-        # Rotation copies kept messages into the new session under the same ids: show each once.
-        unique = {str(m.get("_id")): m for m in messages}
-        return list(unique.values())
+        for conversation in await conversations(self.store, self.chat, self.session_id):
+            if self.session_id in conversation.sessions:
+                continue
+            head = conversation.head
+            for message in await _messages_of(self.store, self.chat, conversation.sessions):
+                messages.append({**message, "_id": f"{head}{ID_SEPARATOR}{message.get('_id')}", "_session": head})
+        return messages + [{**message, "_session": self.session_id} for message in own]
 
     async def messages_by_id(self, ids: Sequence[str]) -> Sequence[dict[str, Any]]:
         wanted = [str(i) for i in ids]
         found: dict[str, dict[str, Any]] = {}
-        for sid in reversed(await self._chain()):
-            missing = [i for i in wanted if i not in found]
-            if not missing:
-                break
-            for message in await self.store.get_messages(self.chat, sid, missing):
-                found[str(message["_id"])] = message
+        plain: list[str] = []
+        qualified: dict[str, list[tuple[str, str]]] = {}  # session -> [(asked id, plain id)]
+        for asked in wanted:
+            sid, separator, local = asked.partition(ID_SEPARATOR)
+            if not self.every_session or not separator:
+                plain.append(asked)
+            else:
+                qualified.setdefault(sid, []).append((asked, local))
+        if plain:
+            found.update(await _by_id(self.store, self.chat, await self._chain(), plain))
+        if qualified:
+            chains = {sid: conversation.sessions
+                      for conversation in await conversations(self.store, self.chat, self.session_id)
+                      for sid in conversation.sessions}
+            for sid, pairs in qualified.items():
+                chain = chains.get(sid)  # only sessions of this chat's own conversations are read
+                if chain is None:
+                    continue
+                head = chain[-1]
+                hits = await _by_id(self.store, self.chat, chain, [local for _, local in pairs])
+                for asked, local in pairs:
+                    if local in hits:
+                        found[asked] = {**hits[local], "_id": asked, "_session": head}
         return [found[i] for i in wanted if i in found]
+
+
+@dataclass(frozen=True)
+class ConversationOutline:
+    """What ``/sessions`` says about one conversation."""
+
+    conversation: Conversation
+    first_line: str
+    live: int
+    archived: int
+    size_bytes: int
+    last_activity_at: float
+
+
+def _numeric(message_id: str) -> tuple[int, str]:
+    return (int(message_id), "") if message_id.isdigit() else (1 << 62, message_id)
+
+
+async def outline(store: SessionStore, chat: str, conversation: Conversation, *, width: int = 60) -> ConversationOutline:
+    """Counts, stored size, first user line and last activity of a conversation, reading only a few bodies."""
+    sizes: dict[str, int] = {}
+    live: set[str] = set()
+    root = conversation.sessions[0]
+    root_ids: list[str] = []
+    for sid in conversation.sessions:
+        try:
+            parts = await store.session_outline(chat, sid)
+        except UnknownSession:
+            continue
+        for message_id, size in parts.sizes.items():
+            sizes.setdefault(message_id, size)
+        if sid == root:  # ids only grow, so its lowest ids are where the conversation began
+            root_ids = sorted(parts.sizes, key=_numeric)[:FIRST_LINE_SCAN]
+        if sid == conversation.head:
+            live = set(parts.active)
+    first_line = ""
+    for message in await store.get_messages(chat, root, root_ids):
+        if is_real_user_message(message):
+            first_line = " ".join(text_of(message).split())
+            break
+    if len(first_line) > width:
+        first_line = first_line[: width - 1].rstrip() + "…"
+    try:
+        meta = await store.meta(chat, conversation.head)
+        last = meta.last_activity_at or meta.updated_at or meta.created_at
+    except UnknownSession:
+        last = conversation.started_at
+    return ConversationOutline(conversation, first_line, len(live), len(set(sizes) - live), sum(sizes.values()), last)

@@ -6,6 +6,7 @@ Every key of one chat carries the chat as its Redis Cluster hash tag, so every
 multi-key step below is one Lua script on one slot::
 
     {prefix}:{<chat>}:session              current session id of the chat (string)
+    {prefix}:{<chat>}:sessions             sorted set: the chat's conversations by start time (sid -> created_at)
     {prefix}:{<chat>}:s:<sid>:meta         session meta hash (counters, summary, guard state)
     {prefix}:{<chat>}:s:<sid>:msg          hash  message id -> JSON body, every version ever stored
     {prefix}:{<chat>}:s:<sid>:active       list of message ids: the live transcript, in order
@@ -59,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from agent import json_codec
@@ -146,6 +148,15 @@ class SessionMeta:
     usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
 
 
+@dataclass(frozen=True)
+class SessionOutline:
+    """A session's message ids and their stored sizes in bytes (what ``/sessions`` shows, no bodies read)."""
+
+    active: list[str]
+    archived: list[str]
+    sizes: dict[str, int]
+
+
 #: Meta fields callers may set (``None`` clears one); every other field is the store's own.
 _INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
 _FLOAT_FIELDS = frozenset({"last_activity_at"})
@@ -178,6 +189,10 @@ class ChatKeys:
     @property
     def session(self) -> str:
         return f"{self.base}:session"
+
+    @property
+    def sessions(self) -> str:
+        return f"{self.base}:sessions"
 
     @property
     def lock(self) -> str:
@@ -338,6 +353,43 @@ redis.call('HSET', KEYS[2], 'created_at', ARGV[2], 'updated_at', ARGV[2], 'versi
 if model then redis.call('HSET', KEYS[2], 'model', model) end
 redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
+"""
+
+#: :data:`_CREATE_SESSION` that also records a started session in the chat's index (the last KEY).
+#: The index is written only while it is whole: it exists, or the chat has no session yet. A chat
+#: older than the index gets it built once from what is stored (:meth:`SessionStore.indexed_sessions`),
+#: so a partial index is never taken for the full list.
+_CREATE_INDEXED_SESSION = (
+    "local index = KEYS[#KEYS]\n"
+    "require_type(index, 'zset', 'none')\n"
+    "local whole = redis.call('EXISTS', index) == 1 or redis.call('EXISTS', KEYS[1]) == 0\n"
+    "local function create()\n" + _CREATE_SESSION + "\nend\n"
+    "local sid = create()\n"
+    "if whole and sid == ARGV[1] then redis.call('ZADD', index, ARGV[2], sid) end\n"
+    "return sid\n"
+)
+
+#: Point the chat at one of its stored sessions (``/resume``), fenced like every write.
+#: KEYS: lock, session pointer, target meta. ARGV: token, fence, target sid.
+_POINT_AT_SESSION = r"""
+require_type(KEYS[2], 'string', 'none')
+require_session(KEYS[3])
+require_lock(KEYS[1], ARGV[1], KEYS[3], ARGV[2])
+require_open(KEYS[3])
+redis.call('SET', KEYS[2], ARGV[3])
+return ARGV[3]
+"""
+
+#: A session's outline without its bodies: {active ids, archive ids, each body's length in bytes
+#: (active ids first, then archive ids)}, or {false} for an unknown session. KEYS: meta, active, archive, msg.
+_SESSION_OUTLINE = r"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return {false} end
+local active = redis.call('LRANGE', KEYS[2], 0, -1)
+local archive = redis.call('LRANGE', KEYS[3], 0, -1)
+local sizes = {}
+for _, id in ipairs(active) do sizes[#sizes + 1] = redis.call('HSTRLEN', KEYS[4], id) end
+for _, id in ipairs(archive) do sizes[#sizes + 1] = redis.call('HSTRLEN', KEYS[4], id) end
+return {active, archive, sizes}
 """
 
 #: KEYS: lock, fence, [inbox, [session pointer]]. ARGV: token, ttl ms, [key base, held sid, held next_id].
@@ -895,7 +947,9 @@ class SessionStore:
         #: the monotonic time until which it may be used)
         self._read_ahead: dict[str, tuple[Any, _HeldTranscript | None, float]] = {}
         register = Script.of
-        self._create_session = register(_LUA_HELPERS + _CREATE_SESSION)
+        self._create_session = register(_LUA_HELPERS + _CREATE_INDEXED_SESSION)
+        self._point_at = register(_LUA_HELPERS + _POINT_AT_SESSION)
+        self._outline = register(_SESSION_OUTLINE)
         self._acquire = register(_LUA_HELPERS + _ACQUIRE_LOCK)
         self._extend = register(_EXTEND_LOCK)
         self._release = register(_RELEASE_LOCK)
@@ -927,7 +981,7 @@ class SessionStore:
         if sid:
             return str(sid)
         new_sid = _new_session_id()
-        return str(await self._run(self._create_session, [keys.session, keys.meta(new_sid), keys.lock],
+        return str(await self._run(self._create_session, [keys.session, keys.meta(new_sid), keys.lock, keys.sessions],
                                    [new_sid, repr(time.time()), "current", "", ""]))
 
     async def new_session(self, chat: str, *, parent: str | None = None, lock: Lock | None = None) -> str:
@@ -944,8 +998,86 @@ class SessionStore:
         key_list = [keys.session, keys.meta(new_sid), lock_key]
         if parent:
             key_list.append(keys.meta(check_key_part("parent", parent)))
+        key_list.append(keys.sessions)  # the script records the session in the chat's index
         return str(await self._run(self._create_session, key_list,
                                    [new_sid, repr(time.time()), "new", parent or "", lock.token if lock else ""]))
+
+    async def indexed_sessions(self, chat: str) -> list[tuple[str, float]]:
+        """The chat's conversations as ``(session it started in, start time)``, oldest first.
+
+        :meth:`new_session` and the chat's first :meth:`current_session` index what they create;
+        a rotating compaction's continuation is not indexed, it is reached from its predecessor's
+        ``successor_session_id``. A chat stored before the index existed gets it built here, once,
+        from the sessions stored under the chat's keys. A session started while that build runs
+        may be missing from it; callers add the chat's current conversation themselves.
+        """
+        indexed = await self.redis.zrange(self.keys(chat).sessions, 0, -1, withscores=True)
+        if not indexed:  # an empty sorted set does not exist: the index was never built
+            indexed = await self._build_session_index(chat)
+        return [(str(sid), float(score)) for sid, score in indexed]
+
+    async def _build_session_index(self, chat: str) -> list[tuple[str, float]]:
+        keys = self.keys(chat)
+        sids = set(await self._stored_session_ids(chat))
+        current = await self.redis.get(keys.session)
+        if current:
+            sids.add(str(current))
+        metas: dict[str, SessionMeta] = {}
+        for sid in sids:
+            try:
+                metas[sid] = await self.meta(chat, sid)
+            except (UnknownSession, ValueError):
+                continue
+
+        def continues(meta: SessionMeta) -> bool:
+            parent = metas.get(meta.parent_session_id or "")
+            return parent is not None and parent.successor_session_id == meta.session_id
+
+        started = {meta.session_id: meta.created_at for meta in metas.values() if not continues(meta)}
+        if not started:
+            return []
+        await self.redis.zadd(keys.sessions, started, nx=True)
+        return list(await self.redis.zrange(keys.sessions, 0, -1, withscores=True))
+
+    async def _stored_session_ids(self, chat: str) -> list[str]:
+        """Every session id with a meta hash under the chat's keys, by SCAN (a one-time fallback).
+
+        On a cluster only the node owning the chat's hash tag is scanned: all its keys live there.
+        """
+        keys = self.keys(chat)
+        head = f"{keys.base}:s:"
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", head) + "*:meta"
+        options: dict[str, Any] = {}
+        if isinstance(self.redis, RedisCluster):
+            options["target_nodes"] = self.redis.get_node_from_key(keys.session)
+        found: list[str] = []
+        async for key in self.redis.scan_iter(match=pattern, count=1000, **options):
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            found.append(name[len(head) : -len(":meta")])
+        return [sid for sid in found if sid]
+
+    async def switch_session(self, chat: str, sid: str, *, lock: Lock) -> str:
+        """Point the chat at its stored session ``sid`` (``/resume``); the session it leaves stays as it is.
+
+        Fenced like :meth:`new_session`. Refuses a session that does not exist (:class:`UnknownSession`)
+        or that a rotating compaction continued elsewhere (:class:`VersionConflict`): only the newest
+        session of a conversation is ever written to.
+        """
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
+        keys = self.keys(chat)
+        check_key_part("session id", sid)
+        return str(await self._run(self._point_at, [_lock_key(keys, lock), keys.session, keys.meta(sid)],
+                                   [lock.token, lock.fence, sid]))
+
+    async def session_outline(self, chat: str, sid: str) -> "SessionOutline":
+        """The session's message ids (live and archived) and their stored sizes, without reading bodies."""
+        keys = self.keys(chat)
+        check_key_part("session id", sid)
+        reply = await self._run(self._outline, [keys.meta(sid), keys.active(sid), keys.archive(sid), keys.msg(sid)], [])
+        if reply[0] is None:
+            raise UnknownSession(f"{chat} has no session {sid!r}")
+        active, archived, sizes = ([str(i) for i in part] for part in reply)
+        return SessionOutline(active, archived, {i: int(n) for i, n in zip(active + archived, sizes)})
 
     # ----------------------------------------------------------------- locks
 

@@ -11,6 +11,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import pytest_asyncio
@@ -23,6 +24,10 @@ from gateway.redis_channel import PipelinedConnection
 from gateway.redis_server import EmbeddedRedis
 from gateway.store import SessionStore
 
+if TYPE_CHECKING:
+    from tests.fakes.bot_api import FakeBotAPI
+    from tests.test_discord import FakeDiscordAPI
+
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -34,6 +39,21 @@ def _answers_ping(url: str) -> bool:
         return False
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_home_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point ``~`` at an empty directory: a developer's own ``~/.foldgate/config.yaml`` must not
+    change what the tests read, and no test may write into the real one."""
+    previous = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("user-home"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = previous
 
 
 @pytest.fixture(scope="session")
@@ -90,3 +110,21 @@ async def channel(redis: Redis) -> AsyncIterator[PipelinedConnection]:
 async def store(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> SessionStore:
     """A SessionStore under the test's own prefix, on the pipelined channel (as the gateway builds it)."""
     return SessionStore(redis, prefix=key_prefix, channel=channel)
+
+
+@pytest_asyncio.fixture
+async def bot_api() -> AsyncIterator["FakeBotAPI"]:
+    """A fake Telegram Bot API on loopback (see tests/fakes/bot_api.py)."""
+    from tests.fakes.bot_api import FakeBotAPI
+
+    async with FakeBotAPI() as api:
+        yield api
+
+
+@pytest_asyncio.fixture
+async def discord_api() -> AsyncIterator["FakeDiscordAPI"]:
+    """A fake Discord HTTP API on loopback (see tests/test_discord.py, which also patches discord.py onto it)."""
+    from tests.test_discord import FakeDiscordAPI
+
+    async with FakeDiscordAPI() as api:
+        yield api

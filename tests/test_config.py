@@ -186,6 +186,7 @@ def test_cross_key_requirements_name_the_missing_key(write):
     problems = problems_of(write("platforms:\n  telegram: {enabled: true, mode: webhook}\nmodel: {provider: custom}\n"))
     assert "platforms.telegram.token: required when enabled is true (or set TELEGRAM_BOT_TOKEN)" in problems
     assert "platforms.telegram.webhook_url: required when mode is webhook" in problems
+    assert any(problem.startswith("platforms.telegram.webhook_secret: required when mode is webhook") for problem in problems)
     assert any(problem.startswith("model.base_url: required when provider is custom") for problem in problems)
 
 

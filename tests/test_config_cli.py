@@ -230,9 +230,28 @@ def test_set_adds_per_model_thresholds_under_the_documented_example(shipped):
     assert main(["config", "set", "compression.model_thresholds.glm-5.2", "1.2"]) == 1
 
 
-def test_set_creates_the_file_when_there_is_none(tmp_path):
-    assert main(["config", "set", "context.engine", "lcm"]) == 0
-    assert (tmp_path / "config.yaml").read_text() == "context:\n  engine: lcm\n"
+def test_set_refuses_when_there_is_no_config_file_and_points_to_init(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FOLDGATE_HOME", str(tmp_path / "home"))
+    assert main(["config", "set", "context.engine", "lcm"]) == 2
+    assert "`foldgate init` writes yours to" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.yaml"))  # no one-key file appeared anywhere
+
+
+def test_init_writes_the_users_own_file_which_is_then_found_from_any_directory(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("FOLDGATE_HOME", str(home))
+    (tmp_path / "config.yaml").write_text("model: {name: from-the-working-directory}\n")
+    assert main(["init"]) == 0
+    own = home / "config.yaml"
+    assert own.stat().st_mode & 0o777 == 0o600 and f"wrote {own}" in capsys.readouterr().out
+    assert main(["config", "set", "model.name", "gpt-4.1"]) == 0  # edits the user's file, not ./config.yaml
+    assert "in " + str(own) in capsys.readouterr().out
+    assert load_settings().model.name == "gpt-4.1"
+    assert "from-the-working-directory" in (tmp_path / "config.yaml").read_text()
+    assert main(["init"]) == 1  # never overwrites what the user has
+    assert "already exists" in capsys.readouterr().err
+    assert load_settings().model.name == "gpt-4.1"
+    assert main(["init", "--force"]) == 0 and load_settings().model.name == "foldgate-local"
 
 
 def test_set_fixes_one_key_of_a_file_that_has_other_problems(tmp_path, capsys):

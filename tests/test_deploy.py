@@ -40,7 +40,7 @@ def load_all(path: Path) -> list[dict[str, Any]]:
 
 
 def kube_docs() -> list[dict[str, Any]]:
-    return [doc for path in sorted(KUBE.glob("*.yaml")) for doc in load_all(path)]
+    return [doc for path in sorted(KUBE.rglob("*.yaml")) for doc in load_all(path)]
 
 
 def kube(kind: str, name: str) -> dict[str, Any]:
@@ -248,7 +248,7 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
 
 
 def test_every_manifest_parses_and_names_its_kind():
-    files = sorted(KUBE.glob("*.yaml"))
+    files = sorted(KUBE.rglob("*.yaml"))
     assert files
     for path in files:
         docs = load_all(path)
@@ -259,11 +259,19 @@ def test_every_manifest_parses_and_names_its_kind():
                 assert doc["metadata"]["name"], path
 
 
-def test_kustomization_lists_every_manifest_but_the_secret_example():
-    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+@pytest.mark.parametrize("folder", [KUBE, KUBE / "discord"])
+def test_kustomization_lists_every_manifest_but_the_secret_example(folder):
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     listed = set(kustomization["resources"])
-    present = {p.name for p in KUBE.glob("*.yaml")} - {"kustomization.yaml"}
+    present = {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == present - {"secret.example.yaml"}
+
+
+def test_the_base_starts_no_discord_pods_unless_asked():
+    base = [doc for path in KUBE.glob("*.yaml") for doc in load_all(path)]
+    assert not [doc for doc in base if "discord" in doc.get("metadata", {}).get("name", "")]
+    images = [yaml.safe_load((folder / "kustomization.yaml").read_text())["images"] for folder in (KUBE, KUBE / "discord")]
+    assert images[0] == images[1]  # both run the same image
 
 
 def test_kustomize_builds_the_manifests():

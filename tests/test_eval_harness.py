@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from evals import bench_compress
-from evals.compaction_eval import Compaction, Uncompacted, load_probes, load_sessions, make_policy, run_eval, write_report
+from evals.compaction_eval import (
+    Compaction,
+    Probe,
+    ProbeResult,
+    Run,
+    Uncompacted,
+    figure_of,
+    load_probes,
+    load_sessions,
+    make_policy,
+    markdown_report,
+    plot,
+    run_eval,
+    write_report,
+)
 from gateway import cli
+from gateway.progress import Progress, plural
 
 DATA = Path(__file__).resolve().parents[1] / "evals" / "fixtures" / "data"
 HAS_COMPRESSOR = importlib.util.find_spec("agent.context_compressor") is not None
@@ -157,3 +176,159 @@ async def test_an_engine_registered_by_name_is_evaluated_like_the_built_in_polic
     assert run.messages_after == 21 and run.removed == run.messages_before - 21
     assert run.stats["replaced_ids"] == {"count": run.removed}
     assert run.recovered > run.closed_book
+
+
+# --- the eval without matplotlib, progress, and the chart -----------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL_ARGS = ["eval", "compaction", "--sessions", str(DATA / "night-50k-s7.jsonl"), "--probes", str(DATA / "probes.jsonl")]
+
+
+def _extra_with_matplotlib() -> str:
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    return next(name for name, requirements in extras.items() if any(r.startswith("matplotlib") for r in requirements))
+
+
+def _run_cli(argv: list[str], cwd: Path, *, prelude: str = "") -> "subprocess.CompletedProcess[str]":
+    """``foldgate ARGV`` in a fresh interpreter, stdout and stderr to pipes (so not a terminal)."""
+    code = f"{prelude}\nimport sys\nfrom gateway.cli import main\nsys.exit(main({argv!r}))"
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_eval_without_matplotlib_writes_the_numbers_and_says_how_to_get_the_plot(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "compaction_eval.png").write_bytes(b"a plot of an earlier run")
+    # None in sys.modules makes every `import matplotlib` fail, as on a machine without it.
+    done = _run_cli([*EVAL_ARGS, "--out", str(out)], tmp_path, prelude="import sys; sys.modules['matplotlib'] = None")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads((out / "compaction_eval.json").read_text(encoding="utf-8"))["runs"]
+    assert "| night-50k-s7 | uncompacted |" in (out / "compaction_eval.md").read_text(encoding="utf-8")
+    assert not (out / "compaction_eval.png").exists()  # no stale plot beside new numbers
+    hints = [line for line in done.stderr.splitlines() if "matplotlib" in line]
+    assert len(hints) == 1 and f"pip install 'foldgate[{_extra_with_matplotlib()}]'" in hints[0]
+    assert "plot:" not in done.stdout
+
+
+def test_eval_progress_on_a_pipe_is_a_few_plain_lines(tmp_path: Path) -> None:
+    done = _run_cli([*EVAL_ARGS, "--policies", "uncompacted,search-only", "--out", str(tmp_path)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr and "\x1b" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("compaction eval:")]
+    assert 2 <= len(lines) <= 12
+    assert lines[-1] == "compaction eval: 2/2 runs (100%)"
+
+
+@pytest.mark.skipif(not HAS_COMPRESSOR, reason="agent.context_compressor is not in this tree")
+def test_bench_progress_on_a_pipe_is_a_few_plain_lines(tmp_path: Path) -> None:
+    code = (f"from evals import bench_compress\n"
+            f"raise SystemExit(bench_compress.main({str(tmp_path)!r}, sizes=(5_000, 8_000), runs=3))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("bench compress:")]
+    assert 2 <= len(lines) <= 12  # 24 compress() calls, a line per tenth
+    assert lines[-1].startswith("bench compress: 24/24 compress() calls (100%)")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_redraws_one_line_on_a_terminal_and_prints_tenths_elsewhere() -> None:
+    pipe, terminal = io.StringIO(), _Terminal()
+    for stream in (pipe, terminal):
+        with Progress(1000, "message", stream, label="replay") as bar:
+            for done in range(1, 1001):
+                bar.update(done)
+    assert "\r" not in pipe.getvalue()
+    printed = pipe.getvalue().splitlines()
+    # the first update says the work began, then a line per tenth
+    assert printed[0] == "replay: 1/1,000 messages (0%)" and len(printed) == 11
+    assert printed[-1] == "replay: 1,000/1,000 messages (100%)"
+    shown = terminal.getvalue()
+    assert shown.startswith("\r[") and shown.endswith("\n") and shown.count("\n") == 1
+    assert "1,000/1,000 messages" in shown.rsplit("\r", 1)[1]
+
+
+def test_progress_without_a_stream_prints_nothing_and_counts_read_right() -> None:
+    bar = Progress(3, "run", None)
+    bar.update()
+    bar.close()
+    assert plural(1, "word") == "1 word" and plural(2, "word") == "2 words" and plural(1_000, "run") == "1,000 runs"
+    line = io.StringIO()
+    with Progress(1, "session", line) as one:
+        one.update(1)
+    assert line.getvalue() == "1/1 session (100%)\n"
+
+
+def _runs(tmp_sessions: dict[str, list[tuple[str, int, int, int]]]) -> list[Run]:
+    """Runs with given (policy, retained tokens, closed-book hits, recovered hits) of 10 probes each."""
+    probe = Probe(session="s", question="q", answer="a", query="q")
+    made = []
+    for session, rows in tmp_sessions.items():
+        for policy, retained, closed, recovered in rows:
+            results = [ProbeResult(probe, n < closed, n < recovered) for n in range(10)]
+            made.append(Run(session, policy, 50_000, 100, retained, 10, 0, results, 0.0, 0.0, 0.0, 0, {}))
+    return made
+
+
+def test_the_chart_keeps_sessions_apart_and_every_marker_visible() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    runs = _runs({
+        "small": [("uncompacted", 49_502, 10, 10), ("legacy", 49_502, 10, 10), ("lean", 11_730, 8, 10)],
+        "large": [("uncompacted", 496_886, 10, 10), ("legacy", 112_274, 9, 10), ("lean", 18_900, 9, 10)],
+    })
+    figure = figure_of(runs, 1_000_000)
+    try:
+        panels = [axis for axis in figure.axes if axis.get_visible()]
+        assert [axis.get_title().split()[0] for axis in panels] == ["small", "large"]
+        for axis, session in zip(panels, ("small", "large")):
+            assert axis.get_xscale() == "log"
+            kept = {run.retained_tokens for run in runs if run.session == session}
+            ticks = axis.get_xticks()
+            assert all(any(abs(tick / value - 1) < 0.25 for tick in ticks) for value in kept)
+            # no line joins two policies (or sessions): each is one point, or a stem at one x
+            for line in axis.get_lines():
+                assert len(set(line.get_xdata())) == 1
+            # markers of equal data are drawn apart: the uncompacted and legacy rings of "small" do not coincide
+            centres = {tuple(line.get_transform().transform((line.get_xdata()[0], line.get_ydata()[0])).round(1))
+                       for line in axis.get_lines() if len(line.get_xdata()) == 1 and line.get_markerfacecolor() == "none"}
+            assert len(centres) == 3
+        labels = [text.get_text() for text in figure.legends[0].get_texts()]
+        assert {"uncompacted", "legacy", "lean"} <= set(labels)
+        assert any("closed-book" in label for label in labels) and any("recovery" in label for label in labels)
+    finally:
+        plt.close(figure)
+
+
+def test_the_png_keeps_its_labels_inside(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib import image
+
+    runs = _runs({"only": [("uncompacted", 49_502, 10, 10), ("lean", 11_730, 8, 10)]})
+    plot(runs, tmp_path / "chart.png", 1_000_000)
+    pixels = image.imread(tmp_path / "chart.png")
+    # a tight bounding box leaves only a thin white margin: the outermost rows and columns are blank paper
+    assert pixels[:2].min() > 0.9 and pixels[-2:].min() > 0.9 and pixels[:, :2].min() > 0.9 and pixels[:, -2:].min() > 0.9
+
+
+def test_the_by_kind_table_says_which_number_is_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evals import compaction_eval
+
+    runs = _runs({"s": [("uncompacted", 50_000, 10, 10), ("lean", 9_000, 7, 10)]})
+    monkeypatch.setattr(compaction_eval, "RECOVERY_HITS", 1)
+    text = markdown_report(runs, 1_000_000)
+    header = next(line for line in text.splitlines() if line.startswith("| kind |"))
+    assert "uncompacted closed-book" in header and "uncompacted recovery" in header
+    assert "lean closed-book" in header and "lean recovery" in header
+    assert "| fact | 10 | 100% (10/10) | 100% (10/10) | 70% (7/10) | 100% (10/10) |" in text
+    assert "top 1 search hit " in text

@@ -25,16 +25,32 @@ def test_run_shows_hygiene_and_archive_recovery_then_keeps_the_history_across_a_
     first = foldgate(home, "run", stdin="what did aiko decide about the rollback?\n")
     assert first.returncode == 0, first.stderr
     assert "embedded Redis" in first.stdout
+    assert "⋯ working on a reply" in first.stdout and "\r" not in first.stdout  # a pipe gets plain lines
     assert "hygiene compaction" in first.stdout  # the overnight backlog crossed 85%
     replies = [block.split("you>")[0] for block in first.stdout.split("bot> ")[1:]]
     assert "9f3c2ab71d" in replies[0]  # the morning answer came back out of the archive
     assert "🔧 session_search" in replies[1] and "fix forward" in replies[1]  # the terminal chat streams: the tool, then the answer
 
-    second = foldgate(home, "run", "--demo")
+    second = foldgate(home, "run")  # stdin at its end: the chat opens, says where it stands, and closes
     assert second.returncode == 0, second.stderr
-    assert "Replaying" not in second.stdout  # the stored history is still there, so the demo is not replayed
+    assert "Replaying" not in second.stdout  # the stored history is kept, so the demo is not replayed over it
+    assert "Resumed this chat's conversation: session" in second.stdout and "last activity 20" in second.stdout
     found = foldgate(home, "search", "local:terminal", "rollback billing columns")
     assert found.returncode == 0 and "fix forward" in found.stdout
+
+
+def test_the_demo_plays_in_full_every_time_and_leaves_the_users_gateway_alone(tmp_path):
+    """``./dev run --demo`` twice in a row, as the README has a newcomer do it."""
+    home = tmp_path / "home"
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
+    for _ in range(2):
+        demo = subprocess.run(["./dev", "run", "--demo"], cwd=ROOT, env={**env, "FOLDGATE_HOME": str(home)},
+                              capture_output=True, text=True, timeout=300)
+        assert demo.returncode == 0, demo.stderr
+        assert "Replaying an overnight team chat" in demo.stdout and "hygiene compaction" in demo.stdout
+        assert "9f3c2ab71d" in demo.stdout.split("bot> ")[1]
+        assert "the demo ran in a throwaway gateway, now removed" in demo.stdout
+    assert not (home / "redis").exists()  # the user's home never got a server or data
 
 
 def test_dev_passes_any_other_subcommand_to_foldgate():
@@ -46,34 +62,39 @@ def test_dev_passes_any_other_subcommand_to_foldgate():
     assert bare.returncode == 2 and "./dev <any foldgate command>" in bare.stderr
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "/quit", "Ctrl-D"])
+@pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "/quit", "Ctrl-D"])
 def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
+    """Driven in a pseudo-terminal, as a person uses it: each way out ends foldgate within 2 s, exit code 0."""
     import signal
     import time
+
+    import pexpect
 
     home = tmp_path / "home"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
     env.update(FOLDGATE_HOME=str(home), FOLDGATE_CONFIG=str(ROOT / "config.yaml"))
-    process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=tmp_path, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    chat = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run"], cwd=str(tmp_path), env=env,
+                         encoding="utf-8", timeout=120, dimensions=(40, 200))
     try:
-        seen = ""
-        while "you> " not in seen:  # the demo has played and the chat waits for input
-            chunk = process.stdout.read(1)
-            assert chunk, process.stderr.read()
-            seen += chunk
+        chat.expect_exact("you> ")  # the demo has played and the chat waits for input
+        if how == "/quit":
+            chat.sendline("which PR holds the login timeout fix?")
+            chat.expect_exact("⋯ working")  # the terminal shows that the model works, then the reply over it
+            chat.expect_exact("#4821")
+            chat.expect_exact("you> ")
         asked = time.monotonic()
-        if how in ("SIGINT", "SIGTERM"):
-            process.send_signal(getattr(signal, how))
+        if how == "Ctrl-C":
+            chat.sendintr()
+        elif how == "SIGTERM":
+            chat.kill(signal.SIGTERM)
         elif how == "/quit":
-            process.stdin.write("/quit\n")
-            process.stdin.flush()
+            chat.sendline("/quit")
         else:
-            process.stdin.close()
-        process.wait(timeout=10)
-        assert time.monotonic() - asked < 5  # no Enter needed, nothing left hanging
-        assert process.returncode == 0, process.stderr.read()
+            chat.sendeof()
+        chat.expect(pexpect.EOF, timeout=10)
+        chat.wait()
+        assert time.monotonic() - asked < 2  # no Enter needed, nothing left hanging
+        assert chat.exitstatus == 0, chat.before
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if chat.isalive():
+            chat.terminate(force=True)

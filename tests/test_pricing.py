@@ -103,6 +103,7 @@ def test_money_formats_small_and_large_amounts():
 async def test_usage_shows_money_spent_and_saved_and_model_warns_about_the_cold_cache(tmp_path, redis, redis_url, key_prefix):
     async with AnthropicCacheServer() as server:
         server.default = Reply.answer("noted")
+        server.models = ["claude-sonnet-4-20250514", "claude-opus-4-20250514"]  # /model checks the list (dated ids, as Anthropic lists them)
         settings = Settings(
             redis={"url": redis_url, "key_prefix": key_prefix},
             model={"name": "claude-sonnet-4", "provider": "anthropic", "base_url": server.anthropic_base_url, "api_key": "k"},

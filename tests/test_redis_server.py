@@ -1,8 +1,14 @@
-"""The embedded server: starts on its own socket, keeps data across stop/start, explains a failed start."""
+"""The embedded server: starts on its own socket, keeps data across stop/start, is shared by a second foldgate on
+the same home, explains a failed start."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,11 +81,72 @@ async def test_falls_back_to_a_loopback_port_when_the_socket_path_is_too_long(ho
         await client.aclose()
 
 
-async def test_a_second_server_on_the_same_home_is_refused(home: Path) -> None:
-    async with EmbeddedRedis(home) as first:
-        with pytest.raises(EmbeddedRedisError, match="already serves"):
-            await EmbeddedRedis(home).start()
-        assert first.running
+def _gone(pid: int) -> bool:
+    """A pid that no longer runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def test_a_second_start_on_the_same_home_shares_the_server_and_only_the_owner_stops_it(home: Path) -> None:
+    owner = EmbeddedRedis(home)
+    url = await owner.start()
+    assert owner.owns_server and owner.notice is None and owner.owner_pid == os.getpid()
+    pid = json.loads((home / "redis" / "server.json").read_text())["pid"]
+    lines: list[str] = []
+    client, sharer = await connect_or_embed(None, home, notice=lines.append)
+    try:
+        assert sharer is not None and sharer.url == url and not sharer.owns_server and sharer.running
+        assert lines == [sharer.notice] and "using the embedded Redis this process already runs" in lines[0]
+        await client.set("shared", "yes")
+    finally:
+        await client.aclose()
+        assert sharer is not None
+        await sharer.stop()
+    assert not sharer.running and owner.running and not _gone(pid)
+    first = Redis.from_url(url, decode_responses=True)
+    assert await first.get("shared") == "yes"  # the sharer's close left the owner's server serving
+    await first.aclose()
+    await owner.stop()
+    assert _gone(pid) and not (home / "redis" / "server.json").exists()
+
+
+async def test_two_starts_at_once_run_one_server(home: Path) -> None:
+    first, second = EmbeddedRedis(home), EmbeddedRedis(home)
+    try:
+        urls = await asyncio.gather(first.start(), second.start())
+        assert urls[0] == urls[1]
+        assert sorted([first.owns_server, second.owns_server]) == [False, True]
+    finally:
+        for server in sorted((first, second), key=lambda s: s.owns_server):  # the sharer lets go first
+            await server.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+async def test_the_server_stops_cleanly_even_when_its_watcher_is_killed(home: Path) -> None:
+    server = EmbeddedRedis(home)
+    await server.start()
+    pid = json.loads((home / "redis" / "server.json").read_text())["pid"]
+    try:
+        assert server._process is not None
+        server._process.kill()  # SIGKILL the watcher: the kernel sends the server SIGTERM
+        server._process.wait()
+        deadline = time.monotonic() + 2
+        while not _gone(pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert _gone(pid)
+        assert "Received SIGTERM" in server.log_tail()
+    finally:
+        await server.stop()
 
 
 async def test_a_failed_start_says_why_with_the_servers_log(home: Path) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import redis as sync_redis
 
 from gateway.cli import main as cli_main
 from gateway.config import Settings
@@ -50,3 +51,34 @@ def test_replay_command_prints_the_table(redis_url, key_prefix, tmp_path, capsys
     assert cli_main(["--config", str(config), "replay", str(FIXTURE)]) == 0
     table = capsys.readouterr().out
     assert "hygiene compactions" in table and "peak context" in table
+
+
+def _turns(table: str) -> int:
+    return int(next(line for line in table.splitlines() if line.startswith("turns")).split()[-1])
+
+
+def test_replays_run_in_a_throwaway_gateway_unless_kept(redis_url, key_prefix, tmp_path, capsys):
+    """Replaying twice shows the whole replay twice and leaves nothing in the configured Redis;
+    ``--keep`` writes into it, and a second kept replay says its messages were already there."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"redis:\n  url: {redis_url}\n  key_prefix: {key_prefix}\nmodel:\n  provider: local\n  context_length: {WINDOW}\n"
+        f"gateway:\n  home: {tmp_path / 'home'}\n"
+    )
+    redis_sync = sync_redis.Redis.from_url(redis_url)
+    tables = []
+    for _ in range(2):
+        assert cli_main(["--config", str(config), "replay", str(FIXTURE)]) == 0
+        tables.append(capsys.readouterr().out)
+    assert _turns(tables[0]) == _turns(tables[1]) > 0
+    assert all("in a throwaway gateway" in table for table in tables)
+    assert not redis_sync.keys(f"{key_prefix}:*")  # the configured Redis was never written to
+
+    assert cli_main(["--config", str(config), "replay", "--keep", str(FIXTURE)]) == 0
+    kept = capsys.readouterr().out
+    assert _turns(kept) == _turns(tables[0]) and "into your gateway (Redis at" in kept
+    assert redis_sync.keys(f"{key_prefix}:*")
+    assert cli_main(["--config", str(config), "replay", "--keep", str(FIXTURE)]) == 0
+    again = capsys.readouterr().out
+    assert _turns(again) == 0 and "were already stored by an earlier replay" in again
+    redis_sync.close()

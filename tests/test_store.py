@@ -318,7 +318,7 @@ async def test_every_key_of_a_chat_shares_one_hash_tag(store: SessionStore, redi
     assert set(by_chat) == {CHAT, "dc:42"}
     new = rotated.session_id
     assert by_chat[CHAT] == {
-        ":session", ":lock", ":fence", ":quarantine", ":seen:555", ":compaction:c1", ":compaction:c2",
+        ":session", ":sessions", ":lock", ":fence", ":quarantine", ":seen:555", ":compaction:c1", ":compaction:c2",
         f":s:{sid}:meta", f":s:{sid}:msg", f":s:{sid}:active", f":s:{sid}:archive",
         f":s:{new}:meta", f":s:{new}:msg", f":s:{new}:active",
     }

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Self
 
@@ -84,6 +86,26 @@ def error_for_status(response: httpx.Response, *, config_key: str = "model") -> 
     error.retry_after = parse_retry_after(response.headers)
     error.should_retry = should_retry_header(response.headers)
     return error
+
+
+#: How long a fetched model list is reused: ``/model`` asks it, and providers change it rarely.
+MODEL_LIST_TTL_SECONDS = 300.0
+#: Pages of an Anthropic model list followed at most (1,000 models each).
+MAX_MODEL_PAGES = 10
+#: What a listed id may carry that a request may leave off: an Anthropic date stamp, or its ``-0``/``-latest`` alias.
+_MODEL_SNAPSHOT = re.compile(r"-(\d{8}|latest|0)$")
+
+
+def lists_model(listed: Sequence[str], model: str) -> bool:
+    """Whether a provider's model list serves ``model``: listed as such, or as a dated snapshot of it.
+
+    Anthropic lists ``claude-sonnet-4-20250514`` and answers ``claude-sonnet-4-0`` too; a bare
+    family name never matches another family's snapshot (``claude-opus-4`` is not ``claude-opus-4-7``).
+    """
+    if model in listed:
+        return True
+    base = _MODEL_SNAPSHOT.sub("", model)
+    return any(_MODEL_SNAPSHOT.sub("", name) == base for name in listed)
 
 
 #: How long a finished stream may take to send its last bytes; read to the end, its connection is reused.
@@ -342,6 +364,42 @@ class ChatClient(PooledClient):
             auth["authorization"] = f"Bearer {api_key}"
         self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
                                  timeout_seconds=self.options.timeout_seconds, config_key=config_key)
+        self._auth = auth
+        self._config_key = config_key
+        self._models: tuple[float, list[str]] | None = None  # (monotonic time fetched, ids)
+
+    async def list_models(self) -> list[str]:
+        """The model ids the provider lists (``GET {base_url}/models``; Anthropic: ``/v1/models``).
+
+        Kept for :data:`MODEL_LIST_TTL_SECONDS`, so checking a ``/model`` switch costs one request
+        now and then. Raises a :mod:`agent.llm.errors` exception when the list cannot be read.
+        """
+        now = time.monotonic()
+        if self._models is not None and now - self._models[0] < MODEL_LIST_TTL_SECONDS:
+            return list(self._models[1])
+        url = self.base_url + ("/v1/models" if self.dialect == "anthropic" else "/models")
+        ids: list[str] = []
+        params: dict[str, str] = {"limit": "1000"} if self.dialect == "anthropic" else {}
+        for _page in range(MAX_MODEL_PAGES):
+            try:
+                response = await self._http.get(url, params=params, headers=self._auth)
+            except TRANSPORT_ERRORS as error:
+                raise transport_failure(error, url, config_key=self._config_key) from error
+            if response.status_code >= 300:
+                raise error_for_status(response, config_key=self._config_key)
+            try:
+                page = json_codec.loads(response.content)
+            except ValueError as error:
+                raise BadResponse(f"malformed JSON from {url}", status=response.status_code) from error
+            entries = page.get("data") if isinstance(page, dict) else None
+            if not isinstance(entries, list):
+                raise BadResponse(f"{url} answered without a model list (no 'data' array)", status=response.status_code)
+            ids += [str(entry["id"]) for entry in entries if isinstance(entry, dict) and entry.get("id")]
+            if not (self.dialect == "anthropic" and page.get("has_more") and page.get("last_id")):
+                break
+            params = {"limit": "1000", "after_id": str(page["last_id"])}
+        self._models = (now, ids)
+        return list(ids)
 
     @property
     def url(self) -> str:

@@ -50,6 +50,10 @@ class LocalDemoModel:
         self.name = name
         self.requests: int = 0
 
+    async def list_models(self) -> list[str]:
+        """The one model this stand-in plays (under its configured name); nothing else is served."""
+        return [self.name]
+
     async def complete(
         self,
         messages: Sequence[Mapping[str, Any]],

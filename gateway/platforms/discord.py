@@ -51,6 +51,7 @@ import discord
 from gateway.delivery.edited import EditedReply
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, PlatformRateLimited, SendGate, Surface
 from gateway.platforms.split import split_message
+from gateway.startup_errors import StartupError
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -73,6 +74,40 @@ _MENTION = re.compile(r"<@!?(?P<user>\d+)>|<@&(?P<role>\d+)>|<#(?P<channel>\d+)>
 _OWN_MENTION = "\x00"
 _OWN_MENTION_AT_EDGE = re.compile(r"(?m)^[ \t]*\x00[ \t]*|[ \t]*\x00[ \t]*$")
 _OWN_MENTION_INSIDE = re.compile(r"[ \t]*\x00[ \t]*")
+#: Seconds the login at start (and in ``foldgate doctor``) may take before Discord counts as unreachable.
+LOGIN_TIMEOUT = 15.0
+#: Where to get a bot token, for messages about a wrong one.
+TOKEN_HINT = ("copy the token from the Discord developer portal (your application → Bot → Reset Token) into "
+              "platforms.discord.token or DISCORD_BOT_TOKEN")
+
+
+class DiscordAdapterError(StartupError):
+    """The adapter cannot start or go on; ``setting`` names the configuration key to look at and the
+    message says what to do, so start-up prints one line instead of discord.py's traceback."""
+
+    def __init__(self, message: str, *, setting: str = "platforms.discord") -> None:
+        super().__init__(message, setting=setting)
+
+
+class DiscordTokenRejected(DiscordAdapterError, discord.LoginFailure):
+    """Discord answered the login with 401; still a ``LoginFailure`` for code that catches discord.py's type."""
+
+
+def token_problem(token: str) -> Optional[str]:
+    """Why ``token`` cannot be a bot token as pasted (it could not even be sent), or None when it may be one."""
+    token = token.strip()
+    if token.lower().startswith("bot "):
+        return "it starts with 'Bot '; give the token alone"
+    if any(char.isspace() for char in token):
+        return "it contains a space or a line break"
+    if not (token.isascii() and token.isprintable()):
+        return "it contains characters a token never has"
+    return None
+
+
+def api_base() -> str:
+    """The REST API base discord.py sends to (tests point it at a fake)."""
+    return str(discord.http.Route.BASE)
 
 
 def discord_intents() -> discord.Intents:
@@ -160,6 +195,10 @@ class DiscordAdapter(PlatformAdapter):
             raise ValueError("a Discord bot token is required")
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
+        problem = token_problem(token)
+        if problem:
+            raise DiscordAdapterError(f"not a Discord bot token ({problem}) — {TOKEN_HINT}",
+                                      setting="platforms.discord.token")
         self.token = token
         self.allowlist = allowlist
         self.attempts = attempts
@@ -167,6 +206,9 @@ class DiscordAdapter(PlatformAdapter):
         self.client = build_client(shard_ids=shard_ids, shard_count=shard_count)
         self._intake: Optional[Intake] = None
         self._connection: Optional[asyncio.Task[None]] = None
+        #: Why the gateway connection ended on its own; None while healthy.
+        self.failure: Optional[DiscordAdapterError] = None
+        self._failed = asyncio.Event()
 
         @self.client.event
         async def on_message(message: discord.Message) -> None:
@@ -191,20 +233,61 @@ class DiscordAdapter(PlatformAdapter):
     async def start(self, intake: Intake) -> None:
         """Log in (a wrong token fails here, at start), then keep the gateway connection in the background."""
         self.bind(intake)
-        await self.client.login(self.token)
+        self.failure = None
+        self._failed.clear()
+        await self.login()
         self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
+
+    async def login(self, timeout: float = LOGIN_TIMEOUT) -> discord.ClientUser:
+        """Log in over HTTP only (no gateway connection), as start and ``foldgate doctor`` do.
+
+        A rejected token, an unreachable API or a refusal becomes a :class:`DiscordAdapterError`
+        naming the setting to fix. The caller closes the client (:meth:`stop`) either way.
+        """
+        try:
+            async with asyncio.timeout(timeout):
+                await self.client.login(self.token)
+        except discord.LoginFailure as error:
+            raise DiscordTokenRejected(f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}",
+                                       setting="platforms.discord.token") from error
+        except discord.HTTPException as error:
+            said = error.text or getattr(error.response, "reason", "")
+            raise DiscordAdapterError(f"Discord refused the login (HTTP {error.status}: {said}) — check "
+                                      "platforms.discord.token, or try again later if Discord has an outage") from error
+        except TimeoutError as error:
+            raise DiscordAdapterError(f"no answer from the Discord API at {api_base()} within {timeout:g} s — check "
+                                      "this machine's network and firewall") from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise DiscordAdapterError(f"cannot reach the Discord API at {api_base()} ({type(error).__name__}: "
+                                      f"{error}) — check this machine's network and firewall") from error
+        assert self.client.user is not None
+        return self.client.user
+
+    async def failed(self) -> DiscordAdapterError:
+        """Wait until the gateway connection ends on its own, and say why (for the app to report and exit)."""
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
+
+    def _fail(self, failure: DiscordAdapterError) -> None:
+        log.error("discord: %s", failure)
+        self.failure = failure
+        self._failed.set()
 
     async def _connect(self) -> None:
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            log.critical("Discord refused the connection: enable the Message Content intent for this bot in the "
-                         "developer portal (Bot -> Privileged Gateway Intents), then restart")
+            self._fail(DiscordAdapterError(
+                "Discord refused the connection: the Message Content intent is off — enable it for this bot in "
+                "the developer portal (Bot → Privileged Gateway Intents), then restart"))
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.critical("the Discord connection ended; this process no longer receives Discord messages",
-                         exc_info=True)
+        except Exception as error:
+            log.debug("discord: the gateway connection ended", exc_info=True)
+            self._fail(DiscordAdapterError(
+                f"the Discord connection ended ({type(error).__name__}: {error}); this process no longer receives "
+                "Discord messages — check the network and restart"))
 
     async def stop(self) -> None:
         await self.client.close()

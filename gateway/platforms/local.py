@@ -12,6 +12,7 @@ import time
 from typing import Optional, TextIO
 
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, SendGate
+from gateway.progress import is_terminal
 
 
 #: Lines that end the terminal chat (besides Ctrl-D, Ctrl-C and SIGTERM).
@@ -32,6 +33,7 @@ class TerminalAdapter(PlatformAdapter):
         self._ids = itertools.count(int(time.time() * 1000))
         self.closed = asyncio.Event()
         self._reading = False
+        self._status_shown = False  # a "working" status is on the current terminal line
 
     async def start(self, intake: Intake) -> None:
         self._task = asyncio.create_task(self._read(intake), name="terminal-input")
@@ -90,9 +92,25 @@ class TerminalAdapter(PlatformAdapter):
             self._task.cancel()
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
-        self.stdout.write(f"\nbot> {text}\n")
+        self.begin_reply()
+        self.stdout.write(f"{text}\n")
         if self._reading:
             self._prompt()
+
+    async def typing(self, chat_id: str) -> None:
+        """Show that the model is working: on a terminal a status the reply then overwrites, in a pipe one line."""
+        if is_terminal(self.stdout):
+            self.stdout.write("\nbot> ⋯ working")
+            self._status_shown = True
+        else:
+            self.stdout.write("\n⋯ working on a reply\n")
+        self.stdout.flush()
+
+    def begin_reply(self) -> None:
+        """Start the reply's line, over the working status when one is shown."""
+        self.stdout.write("\r\033[K" if self._status_shown else "\n")
+        self.stdout.write("bot> ")
+        self._status_shown = False
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> "TerminalReply":
@@ -116,7 +134,7 @@ class TerminalReply:
     async def preview(self, text: str) -> bool:
         out = self.adapter.stdout
         if not self.printed:
-            out.write("\nbot> ")
+            self.adapter.begin_reply()
         if text.startswith(self.printed):
             out.write(text[len(self.printed):])
         else:

@@ -57,6 +57,7 @@ from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import (
+    TelegramAPIError,
     TelegramBadRequest,
     TelegramConflictError,
     TelegramEntityTooLarge,
@@ -67,12 +68,14 @@ from aiogram.exceptions import (
     TelegramUnauthorizedError,
 )
 from aiogram.types import Message, MessageEntity, Update, User
+from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, PlatformRateLimited, SendGate, Surface
 from gateway.platforms.split import split_message
+from gateway.startup_errors import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +85,39 @@ TELEGRAM_MESSAGE_LIMIT = 4096
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 #: Only new messages are asked for: edits, reactions, member changes are not conversation.
 ALLOWED_UPDATES = ["message"]
+#: Where aiogram sends requests unless ``platforms.telegram.api_server`` says otherwise.
+DEFAULT_API_SERVER = "https://api.telegram.org"
+#: Network retries of getMe at start: a wrong address should fail in seconds, not after minutes of backoff.
+START_RETRIES = 2
+#: Seconds one getMe may take at start before it counts as a network failure.
+START_REQUEST_TIMEOUT = 10
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class TelegramAdapterError(RuntimeError):
-    """The adapter cannot go on (rejected token, another poller); the message says how to fix it."""
+class TelegramAdapterError(StartupError):
+    """The adapter cannot go on (rejected token, another poller); the message says how to fix it.
+
+    ``setting`` is the configuration key to look at, so start-up can print one line that names it.
+    """
+
+    def __init__(self, message: str, *, setting: str = "platforms.telegram") -> None:
+        super().__init__(message, setting=setting)
 
 
 class PollingConflict(TelegramAdapterError):
     """Telegram answered getUpdates with 409 Conflict: this process stopped polling."""
+
+
+def token_problem(token: str) -> Optional[str]:
+    """Why ``token`` cannot be a bot token (BotFather's are ``<digits>:<secret>``), or None when it may be one."""
+    if any(char.isspace() for char in token):
+        return "it contains a space or a line break"
+    bot_id, colon, secret = token.partition(":")
+    if not colon or not bot_id.isdigit() or not secret:
+        return "a bot token is the bot's number, a colon, then the secret, e.g. 123456789:AAH…"
+    return None
 
 
 def conflict_explanation(description: str) -> str:
@@ -100,15 +125,15 @@ def conflict_explanation(description: str) -> str:
     if "webhook" in description.lower():
         return (
             f"Telegram refused getUpdates with 409 Conflict ({description}): a webhook is set for this bot "
-            "token, and Telegram does not serve getUpdates while one is. Polling stopped. Either run in "
+            "token, and Telegram does not serve getUpdates while one is. Polling stopped — either run in "
             "webhook mode (platforms.telegram.mode: webhook), or remove the webhook (Bot API deleteWebhook) "
             "if this bot should poll."
         )
     return (
         f"Telegram refused getUpdates with 409 Conflict ({description}): another process is polling this "
         "bot token. Only one process may poll a token; polling stopped here instead of fighting it for "
-        "updates. Stop the other process, or — to run several replicas — use webhook mode "
-        "(platforms.telegram.mode: webhook)."
+        "updates — stop the other process, or use webhook mode (platforms.telegram.mode: webhook) to "
+        "run several replicas."
     )
 
 
@@ -143,12 +168,24 @@ class TelegramAdapter(PlatformAdapter):
         if mode == "webhook" and not webhook_secret:
             raise TelegramAdapterError(
                 "webhook mode needs platforms.telegram.webhook_secret: without it anyone who finds the URL "
-                "could post fake updates"
+                "could post fake updates", setting="platforms.telegram.webhook_secret"
             )
         if mode == "webhook" and set_webhook and not webhook_url:
-            raise TelegramAdapterError("webhook mode needs platforms.telegram.webhook_url to register the webhook")
+            raise TelegramAdapterError("webhook mode needs platforms.telegram.webhook_url to register the webhook",
+                                       setting="platforms.telegram.webhook_url")
+        problem = token_problem(token)
+        if problem:
+            raise TelegramAdapterError(
+                f"not a Telegram bot token ({problem}) — copy the whole token @BotFather gave you into "
+                "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
         session = AiohttpSession(api=TelegramAPIServer.from_base(api_server)) if api_server else AiohttpSession()
-        self.bot = Bot(token, session=session)
+        try:
+            self.bot = Bot(token, session=session)
+        except TokenValidationError as error:  # aiogram's own check, should it ever be stricter than ours
+            raise TelegramAdapterError(f"not a Telegram bot token ({error}) — copy the whole token @BotFather gave "
+                                       "you into platforms.telegram.token or TELEGRAM_BOT_TOKEN",
+                                       setting="platforms.telegram.token") from None
+        self.api_server = api_server
         self.mode = mode
         self.webhook_url = webhook_url
         self.webhook_path = webhook_path
@@ -180,7 +217,8 @@ class TelegramAdapter(PlatformAdapter):
         """The adapter ``platforms.telegram`` describes."""
         telegram = settings.platforms.telegram
         if telegram.token is None:
-            raise TelegramAdapterError("platforms.telegram.token is not set (or set TELEGRAM_BOT_TOKEN)")
+            raise TelegramAdapterError("not set — put the token @BotFather gave you in platforms.telegram.token or "
+                                       "TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
         return cls(
             telegram.token.get_secret_value(),
             mode=telegram.mode,
@@ -201,17 +239,18 @@ class TelegramAdapter(PlatformAdapter):
         self._intake = intake
         self.failure = None
         self._failed.clear()
-        try:
-            self.me = await self._call(self.bot.get_me, "getMe")
-        except TelegramUnauthorizedError as error:
-            raise TelegramAdapterError(
-                f"Telegram rejected the bot token ({error.message}); check platforms.telegram.token / TELEGRAM_BOT_TOKEN"
-            ) from error
+        self.me = await self.identify()
         if self.mode == "polling":
             self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
             return
-        await self._serve_webhook()
+        try:
+            await self._serve_webhook()
+        except OSError as error:
+            raise TelegramAdapterError(
+                f"cannot listen on {self.listen_host}:{self.listen_port} for the webhook ({error.strerror or error}) — "
+                "pick a free port in platforms.telegram.listen_port, or another platforms.telegram.listen_host",
+                setting="platforms.telegram.listen_port") from error
         if self.set_webhook:
             await self._call(
                 functools.partial(self.bot.set_webhook, url=self.webhook_url or "", secret_token=self.webhook_secret,
@@ -220,6 +259,37 @@ class TelegramAdapter(PlatformAdapter):
             )
         log.info("telegram: webhook for @%s on %s:%s%s", self.me.username, self.listen_host, self.webhook_port,
                  self.webhook_path)
+
+    async def identify(self, *, retries: int = START_RETRIES, request_timeout: int = START_REQUEST_TIMEOUT) -> User:
+        """Ask Telegram who the bot is (getMe), as start and ``foldgate doctor`` do.
+
+        A rejected token, an unreachable Bot API or a refusal becomes a :class:`TelegramAdapterError`
+        naming the setting to fix, because at start nobody but the operator can act on it.
+        """
+        where = self.api_server or DEFAULT_API_SERVER
+        try:
+            return await self._call(functools.partial(self.bot.get_me, request_timeout=request_timeout), "getMe",
+                                    retries=retries)
+        except TelegramUnauthorizedError as error:
+            raise TelegramAdapterError(
+                f"Telegram rejected the bot token ({error.message}) — copy the current token from @BotFather into "
+                "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token") from error
+        except TelegramNetworkError as error:
+            setting = "platforms.telegram.api_server" if self.api_server else "platforms.telegram"
+            fix = "check platforms.telegram.api_server" if self.api_server else (
+                "check this machine's network and firewall (or set platforms.telegram.api_server to a Bot API "
+                "server it can reach)")
+            reason = self._redacted(error.message.removeprefix("HTTP Client says - "))
+            raise TelegramAdapterError(f"cannot reach the Telegram Bot API at {where} ({reason}) — {fix}",
+                                       setting=setting) from error
+        except TelegramAPIError as error:
+            raise TelegramAdapterError(
+                f"the Bot API at {where} refused getMe ({self._redacted(error.message)}) — check "
+                "platforms.telegram.token and platforms.telegram.api_server", setting="platforms.telegram") from error
+
+    def _redacted(self, text: str) -> str:
+        """``text`` without the bot token, which must never reach a log or a terminal."""
+        return text.replace(self.bot.token, "<token>") if self.bot.token else text
 
     async def stop(self) -> None:
         """Stop polling or the webhook server, the typing indicators, and close the HTTP session."""
@@ -270,10 +340,13 @@ class TelegramAdapter(PlatformAdapter):
                     allowed_updates=ALLOWED_UPDATES, request_timeout=self.poll_timeout + 10,
                 )
             except TelegramConflictError as error:
-                self._fail(PollingConflict(conflict_explanation(error.message)))
+                self._fail(PollingConflict(conflict_explanation(error.message), setting="platforms.telegram.mode"))
                 return
             except TelegramUnauthorizedError as error:
-                self._fail(TelegramAdapterError(f"Telegram rejected the bot token while polling ({error.message})"))
+                self._fail(TelegramAdapterError(
+                    f"Telegram rejected the bot token while polling ({error.message}; was it revoked?) — put the "
+                    "current token from @BotFather in platforms.telegram.token or TELEGRAM_BOT_TOKEN and restart",
+                    setting="platforms.telegram.token"))
                 return
             except TelegramRetryAfter as error:
                 await self._retry_sleep(error.retry_after)
@@ -439,8 +512,10 @@ class TelegramAdapter(PlatformAdapter):
         return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
                            interval=self.preview_interval, journal=journal)
 
-    async def _call(self, request: Callable[[], Awaitable[T]], what: str) -> T:
-        """Run one Bot API request, waiting out 429s as told and retrying transient failures."""
+    async def _call(self, request: Callable[[], Awaitable[T]], what: str, *, retries: Optional[int] = None) -> T:
+        """Run one Bot API request, waiting out 429s as told and retrying transient failures
+        (``retries`` times, by default ``network_retries``)."""
+        limit = self.network_retries if retries is None else retries
         failures = 0
         while True:
             try:
@@ -452,7 +527,7 @@ class TelegramAdapter(PlatformAdapter):
                 raise
             except (TelegramNetworkError, TelegramServerError) as error:
                 failures += 1
-                if failures > self.network_retries:
+                if failures > limit:
                     raise
                 delay = _backoff(failures)
                 log.warning("telegram: %s failed (%s); retry %d in %.1f s", what, error.message, failures, delay)

@@ -1,0 +1,250 @@
+"""``foldgate run`` that cannot start says so in one line: the setting, what happened, what to do.
+
+Each test runs the real command line in a child process, against real servers on loopback — the
+fake Bot API, the fake Discord REST API, the fake model provider — or against an address where
+nothing listens, a name under ``.invalid`` (RFC 6761: it never resolves, no network needed), or a
+malformed token. It checks the exit status, that no traceback reaches the terminal, and that the
+line names the setting to change. The fakes run on this test's event loop, so the child is awaited
+with asyncio rather than blocking it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from gateway.startup_errors import explain, setting_label
+from tests.fakes.llm_server import FakeLLMServer
+from tests.test_discord import TOKEN as DISCORD_TOKEN
+
+#: Runs the real CLI with discord.py's REST base pointed elsewhere (as tests/test_discord.py does in-process).
+DISCORD_AT = ("import sys, discord.http; discord.http.Route.BASE = sys.argv.pop(1); "
+              "from gateway.cli import main; sys.exit(main())")
+#: Variables of the machine running the tests that would change what the child reads.
+FOREIGN = ("FOLDGATE_", "REDIS", "TELEGRAM_", "DISCORD_", "OPENAI_", "ANTHROPIC_", "OPENROUTER_")
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once to pick it, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def foldgate(tmp_path: Path, config: str, *args: str, env: Optional[Mapping[str, str]] = None,
+                   discord_base: Optional[str] = None, stdin: str = "", timeout: float = 120) -> tuple[int, str]:
+    """Run ``foldgate <args> --config <file with config>`` in a child; (exit status, stdout + stderr)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    environ = {key: value for key, value in os.environ.items() if not key.startswith(FOREIGN)}
+    environ.update(FOLDGATE_HOME=str(tmp_path / "home"), **(env or {}))
+    command = [sys.executable, "-m", "gateway.cli"] if discord_base is None else [sys.executable, "-c", DISCORD_AT,
+                                                                                  discord_base]
+    child = await asyncio.create_subprocess_exec(
+        *command, *args, "--config", str(path), cwd=tmp_path, env=environ, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(child.communicate(stdin.encode()), timeout)
+    except TimeoutError:
+        child.kill()
+        await child.wait()
+        raise
+    assert child.returncode is not None
+    return child.returncode, out.decode() + err.decode()
+
+
+def failure_line(code: int, output: str, *names: str) -> str:
+    """The one ``foldgate: <setting>: ...`` line of a failed start, after checking the rest of the contract."""
+    assert code != 0, output
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith(f"foldgate: {names[0]}")]
+    assert len(lines) == 1, output
+    for name in names:
+        assert name in lines[0], output
+    assert " — " in lines[0], output  # and what to do about it
+    return lines[0]
+
+
+def leftover_servers(home: Path) -> list[str]:
+    """Command lines of processes still running with files under ``home`` (an embedded Redis left behind)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(home) in command:
+                found.append(command)
+    return found
+
+
+TELEGRAM = """\
+platforms:
+  local: {{enabled: false}}
+  telegram: {{enabled: true, api_server: "{api}"}}
+"""
+DISCORD = """\
+platforms:
+  local: {enabled: false}
+  discord: {enabled: true}
+"""
+
+
+# --------------------------------------------------------------------------- Redis
+
+
+async def test_redis_on_a_closed_port(tmp_path):
+    port = closed_port()
+    code, output = await foldgate(tmp_path, f"redis: {{url: 'redis://127.0.0.1:{port}/0'}}\n", "run")
+    line = failure_line(code, output, "redis.url", f"127.0.0.1:{port}")
+    assert "connection refused" in line
+
+
+async def test_redis_on_a_host_that_does_not_resolve(tmp_path):
+    code, output = await foldgate(tmp_path, "redis: {url: 'redis://foldgate-test.invalid:6379/0'}\n", "run")
+    line = failure_line(code, output, "redis.url", "foldgate-test.invalid")
+    assert "cannot resolve" in line
+
+
+async def test_a_redis_password_never_reaches_the_terminal(tmp_path):
+    port = closed_port()
+    code, output = await foldgate(tmp_path, f"redis: {{url: 'redis://:s3cret-pw@127.0.0.1:{port}/0'}}\n", "run")
+    failure_line(code, output, "redis.url")
+    assert "s3cret-pw" not in output
+
+
+async def test_redis_refusing_the_login(tmp_path, redis_url):
+    if not redis_url.startswith("redis://") or "@" in redis_url:
+        pytest.skip("needs the test server at a redis:// URL without credentials")
+    url = redis_url.replace("redis://", "redis://:not-the-password@", 1)  # the test server has no password
+    code, output = await foldgate(tmp_path, f"redis: {{url: '{url}'}}\n", "run")
+    line = failure_line(code, output, "redis.url")
+    assert "refused the login" in line and "not-the-password" not in output
+
+
+# --------------------------------------------------------------------------- Telegram
+
+
+async def test_telegram_unreachable(tmp_path, bot_api):
+    api = f"http://127.0.0.1:{closed_port()}"
+    code, output = await foldgate(tmp_path, TELEGRAM.format(api=api), "run", env={"TELEGRAM_BOT_TOKEN": bot_api.token})
+    line = failure_line(code, output, "platforms.telegram.api_server", api)
+    assert "cannot reach the Telegram Bot API" in line
+    assert bot_api.token not in output
+    assert not leftover_servers(tmp_path / "home")  # the embedded Redis started before getMe is stopped again
+
+
+async def test_telegram_rejects_the_token(tmp_path, bot_api):
+    code, output = await foldgate(tmp_path, TELEGRAM.format(api=bot_api.base_url), "run",
+                                  env={"TELEGRAM_BOT_TOKEN": "123456789:not-the-real-secret"})
+    line = failure_line(code, output, "platforms.telegram.token (from TELEGRAM_BOT_TOKEN)")
+    assert "Telegram rejected the bot token" in line and "@BotFather" in line
+    assert "not-the-real-secret" not in output
+    assert not leftover_servers(tmp_path / "home")
+
+
+async def test_a_malformed_telegram_token(tmp_path, bot_api):
+    config = TELEGRAM.format(api=bot_api.base_url).replace("enabled: true,", "enabled: true, token: 'pasted twice',")
+    code, output = await foldgate(tmp_path, config, "run")
+    line = failure_line(code, output, "platforms.telegram.token", "TELEGRAM_BOT_TOKEN")
+    assert "not a Telegram bot token" in line and "(from" not in line  # it came from the file
+    assert bot_api.calls == []  # refused before anything was sent
+
+
+async def test_a_telegram_adapter_that_stops_while_running_says_why_in_one_line(tmp_path, bot_api):
+    bot_api.webhook = {"url": "https://bot.example.com/telegram/webhook"}  # getUpdates answers 409
+    code, output = await foldgate(tmp_path, TELEGRAM.format(api=bot_api.base_url), "run",
+                                  env={"TELEGRAM_BOT_TOKEN": bot_api.token})
+    line = failure_line(code, output, "platforms.telegram.mode", "409 Conflict")
+    assert "deleteWebhook" in line
+
+
+# --------------------------------------------------------------------------- Discord
+
+
+async def test_discord_rejects_the_token(tmp_path, discord_api):
+    code, output = await foldgate(tmp_path, DISCORD, "run", env={"DISCORD_BOT_TOKEN": "not-the-token"},
+                                  discord_base=discord_api.base)
+    line = failure_line(code, output, "platforms.discord.token (from DISCORD_BOT_TOKEN)")
+    assert "Discord rejected the bot token" in line
+    assert not leftover_servers(tmp_path / "home")
+
+
+async def test_a_malformed_discord_token(tmp_path, discord_api):
+    code, output = await foldgate(tmp_path, DISCORD, "run", env={"FOLDGATE_PLATFORMS__DISCORD__TOKEN": "Bot abc.def"},
+                                  discord_base=discord_api.base)
+    line = failure_line(code, output, "platforms.discord.token (from FOLDGATE_PLATFORMS__DISCORD__TOKEN)")
+    assert "not a Discord bot token" in line and "'Bot '" in line
+
+
+async def test_discord_unreachable(tmp_path):
+    base = f"http://127.0.0.1:{closed_port()}/api/v10"
+    code, output = await foldgate(tmp_path, DISCORD, "run", env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, discord_base=base)
+    line = failure_line(code, output, "platforms.discord", base)
+    assert "cannot reach the Discord API" in line
+    assert not leftover_servers(tmp_path / "home")
+
+
+# --------------------------------------------------------------------------- the model provider
+
+
+async def test_an_unreachable_provider_costs_the_first_turn_a_clear_reply_not_the_process(tmp_path):
+    """Nothing contacts the provider at start; the first turn answers what went wrong and the gateway lives on."""
+    config = "model: {provider: custom, name: gpt-4o-mini, base_url: 'http://foldgate-llm.invalid/v1', max_retries: 0}\n"
+    code, output = await foldgate(tmp_path, config, "run", stdin="hello?\n")
+    assert code == 0 and "Traceback" not in output, output
+    reply = next(line for line in output.splitlines() if "bot> " in line)
+    assert "The model provider failed" in reply and "model.base_url" in reply and "foldgate-llm.invalid" in reply
+
+
+async def test_an_unreachable_provider_fails_doctor_naming_the_url(tmp_path):
+    async with FakeLLMServer() as llm:  # a real provider on another port: only the configured one is down
+        assert llm.openai_base_url
+        base = f"http://127.0.0.1:{closed_port()}/v1"
+        code, output = await foldgate(tmp_path, f"model: {{provider: custom, name: gpt-4o-mini, base_url: '{base}'}}\n",
+                                      "doctor")
+    assert code == 1 and "Traceback" not in output, output
+    row = next(line for line in output.splitlines() if line.startswith("provider"))
+    assert "FAIL" in row and "model.base_url" in row and base in row and " — check model.base_url" in row
+
+
+# --------------------------------------------------------------------------- the shared wording
+
+
+def test_the_label_names_the_variable_that_set_the_value():
+    assert setting_label("platforms.telegram.token", {}) == "platforms.telegram.token"
+    assert setting_label("platforms.telegram.token", {"TELEGRAM_BOT_TOKEN": "1:x"}) == (
+        "platforms.telegram.token (from TELEGRAM_BOT_TOKEN)")
+    both = {"TELEGRAM_BOT_TOKEN": "1:x", "foldgate_platforms__telegram__token": "2:y"}  # the FOLDGATE_ form wins
+    assert setting_label("platforms.telegram.token", both) == (
+        "platforms.telegram.token (from foldgate_platforms__telegram__token)")
+    assert setting_label("model.api_key", {"OPENAI_API_KEY": "sk"}, provider="openai") == "model.api_key (from OPENAI_API_KEY)"
+    assert setting_label("redis.url", {"FOLDGATE_REDIS": '{"url": "redis://x"}'}) == "redis.url (from FOLDGATE_REDIS)"
+
+
+def test_an_unknown_error_is_left_to_its_traceback():
+    assert explain(KeyError("a bug")) is None
+
+
+@pytest.mark.parametrize("command", [["search", "local:terminal", "anything"], ["replay", "--keep", "FIXTURE"]])
+def test_search_and_replay_on_an_unreachable_redis_say_so_in_one_line(tmp_path, command):
+    """The commands that open Redis besides ``run`` fail the same way: one line naming redis.url."""
+    fixture = Path(__file__).parent / "fixtures" / "overnight_ops.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text("redis:\n  url: redis://127.0.0.1:1/0\n")
+    argv = [a if a != "FIXTURE" else str(fixture) for a in command]
+    done = subprocess.run([sys.executable, "-m", "gateway.cli", "--config", str(config), *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("FOLDGATE_")})
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in output, output
+    assert "redis.url: nothing accepts connections at 127.0.0.1:1" in output
