@@ -10,17 +10,20 @@ context-length refusal forces a compaction and one more try, so a turn never end
 A turn can be watched as it happens: ``run_turn(..., on_event=sink)`` hands the sink the
 model's text as it streams (:class:`agent.llm.stream.TextDelta`), the start of each tool
 call, a :class:`ToolRunning` before each tool runs, and a ``StreamReset`` when a request
-is retried after part of its answer was streamed.
+is retried after part of its answer was streamed. ``run_turn(..., until_stopped=...)`` also ends
+the turn while the provider sends nothing at all (a hung request): the wait for it is cut short
+by the stop, not by the next event.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol, TypeVar, Union
 
 from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError
@@ -82,6 +85,40 @@ class TurnStopped(Exception):
     def __init__(self, text: str = "") -> None:
         super().__init__("the turn was stopped")
         self.text = text
+
+
+#: Returns once the person stops the turn, with the :class:`TurnStopped` to end it with (it may wait forever).
+StopWaiter = Callable[[], Awaitable[TurnStopped]]
+T = TypeVar("T")
+
+
+async def unless_stopped(work: Awaitable[T], until_stopped: StopWaiter) -> T:
+    """``work``'s result, unless the person stops the turn first: then ``work`` is cancelled and the stop raised.
+
+    A provider that accepts a request and sends nothing gives the turn's watcher no event to end
+    it on; this ends the wait itself. Cancelling an HTTP request closes its connection, so the
+    client's pool stays usable.
+    """
+    job = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(until_stopped())
+    try:
+        await asyncio.wait((job, watcher), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # cancelled from outside (the gateway shuts down): take both along
+        job.cancel()
+        watcher.cancel()
+        await asyncio.gather(job, watcher, return_exceptions=True)
+        raise
+    if watcher.done() and not watcher.cancelled() and watcher.exception() is None:
+        job.cancel()  # the stop won, even over an answer that came at the same moment: it was honoured
+        await asyncio.wait((job,))  # its end, not its outcome; a cancellation of ours still gets through
+        if not job.cancelled():
+            job.exception()  # seen: a request cut off may end in its own error
+        raise watcher.result()
+    if watcher.done() and not watcher.cancelled():
+        log.warning("watching for a stop failed; the turn goes on without it: %r", watcher.exception())
+    watcher.cancel()
+    await asyncio.wait((watcher,))
+    return await job
 
 
 #: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.
@@ -172,19 +209,22 @@ class Agent:
         folded += [m for m in messages if "_id" not in m and id(m) not in kept]
         return list(compacted)
 
-    async def _complete(self, messages: list[Message], tools: list[dict[str, Any]], on_event: TurnSink | None) -> Completion:
+    async def _complete(self, messages: list[Message], tools: list[dict[str, Any]], on_event: TurnSink | None,
+                        until_stopped: StopWaiter | None = None) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list (L3).
         outgoing = self.request_hook(messages) if self.request_hook else messages
-        return await self.client.complete(
+        request = self.client.complete(
             outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None, on_event=on_event
         )
+        return await (request if until_stopped is None else unless_stopped(request, until_stopped))
 
     async def run_turn(self, history: Sequence[Message], user_message: Message, *,
-                       on_event: TurnSink | None = None) -> TurnResult:
+                       on_event: TurnSink | None = None, until_stopped: StopWaiter | None = None) -> TurnResult:
         """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so.
 
-        ``on_event`` watches the turn as it happens (see the module docstring).
+        ``on_event`` watches the turn as it happens (see the module docstring); ``until_stopped``
+        ends a wait on the provider when the person stops the turn, even with no event arriving.
         """
         messages: list[Message] = list(history) + [user_message]
         first_new = len(messages) - 1
@@ -207,7 +247,7 @@ class Agent:
                 if new is not None:
                     messages, compacted = new, True
             try:
-                completion = await self._complete(messages, tools, on_event)
+                completion = await self._complete(messages, tools, on_event, until_stopped)
             except TurnStopped as stop:
                 return self._stopped(messages, [], stop, first_new, compacted, total, last, calls, folded)
             except ProviderError as error:

@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from agent.messages import tool_names_by_call_id
 from agent.search import SearchError, search_messages
+from agent.tokens import content_text
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +24,27 @@ ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
 
 #: Longest tool result text handed back to the model from one retrieval call.
 MAX_FETCH_CHARS = 20_000
+#: The recovery tools: their own calls and results are echoes of earlier searches, never what is searched for.
+RECOVERY_TOOL_NAMES = frozenset({"session_search", "session_fetch"})
+
+
+def searchable(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``messages`` without the recovery tools' own traffic: a search for "login timeout" would otherwise
+    find every earlier ``session_search(query="login timeout")`` and its results before the message
+    that holds the answer."""
+    names = tool_names_by_call_id(messages)
+    kept = []
+    for message in messages:
+        calls = message.get("tool_calls") or ()
+        if calls and not content_text(message.get("content")).strip() and all(
+            isinstance(call, Mapping) and (call.get("function") or {}).get("name") in RECOVERY_TOOL_NAMES
+            for call in calls
+        ):
+            continue
+        if message.get("role") == "tool" and names.get(str(message.get("tool_call_id"))) in RECOVERY_TOOL_NAMES:
+            continue
+        kept.append(message)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -90,7 +113,7 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
         if not query:
             return json.dumps({"error": "query is required"})
         limit = max(1, min(int(args.get("limit") or 4), 10))
-        messages = await source.all_messages()
+        messages = searchable(await source.all_messages())
         try:
             hits = search_messages(messages, query, limit=limit)
         except SearchError as error:

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from redis.exceptions import RedisError
@@ -27,6 +28,7 @@ from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
 from gateway.redis_channel import channel_for
 from gateway.redis_server import EmbeddedRedis, connect_or_embed
+from gateway.progress import is_terminal, plural
 from gateway.runner import GatewayRunner
 from gateway.startup_errors import REDIS_CONNECT_SECONDS, StartupError, exit_code_of, explain, redis_failure
 from gateway.scratch import describe_gateway, throwaway_gateway, without_credentials
@@ -48,8 +50,12 @@ class Gateway:
     redis: Any
     embedded: EmbeddedRedis | None
 
-    async def close(self) -> None:
-        await self.runner.stop()
+    async def close(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
+        """Stop everything; running turns get ``grace_seconds`` (until ``cut_short`` is set) to finish.
+
+        Returns how many turns were cancelled instead: their messages wait in the inbox for the next start.
+        """
+        cancelled = await self.runner.stop(grace_seconds=grace_seconds, cut_short=cut_short)
         for adapter in self.runner.adapters.values():
             with contextlib.suppress(Exception):
                 await adapter.stop()
@@ -58,6 +64,7 @@ class Gateway:
         await self.redis.aclose()
         if self.embedded:
             await self.embedded.stop()
+        return cancelled
 
 
 def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
@@ -72,8 +79,12 @@ def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
     return store, inbox
 
 
-async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any) -> Gateway:
+async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], *, exclusive: bool = False,
+                       **builder_options: Any) -> Gateway:
     """Connect to Redis (or start the embedded server) and build a started runner.
+
+    ``exclusive`` refuses an embedded server that another live foldgate runs on the same home:
+    a serving gateway must not have its server stop under it when that foldgate quits.
 
     A Redis that cannot be reached raises :class:`~gateway.startup_errors.StartupError` naming
     ``redis.url``; whatever was opened before a failure is closed again.
@@ -81,7 +92,8 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     try:  # a configured server gets a deadline: a firewall that drops packets must not hang the start
         async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
             redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path,
-                                                     cluster=settings.redis.cluster, notice=builder_options.get("notice"))
+                                                     cluster=settings.redis.cluster, notice=builder_options.get("notice"),
+                                                     share=not exclusive)
     except (OSError, TimeoutError, ValueError, RedisError) as error:
         raise redis_failure(error, settings) from error
     store: SessionStore | None = None
@@ -190,6 +202,24 @@ async def play_demo(gateway: Gateway, out: TextIO, chat_id: str = "terminal") ->
     await gateway.runner.wait_idle(timeout=120)
 
 
+async def verify_platforms(adapters: dict[str, PlatformAdapter]) -> None:
+    """Each platform's identity check (Telegram's getMe, Discord's HTTP login), side by side, before the
+    gateway opens: the first failure is raised, after every adapter's client is closed again."""
+    checks = [adapter.verify() for adapter in adapters.values() if callable(getattr(adapter, "verify", None))]
+    results = await asyncio.gather(*checks, return_exceptions=True)
+    failure = next((result for result in results if isinstance(result, BaseException)), None)
+    if failure is not None:
+        await _stop_all(adapters)
+        raise failure
+
+
+async def _stop_all(adapters: dict[str, PlatformAdapter]) -> None:
+    """Stop adapters that may never have started, so no HTTP session or client outlives a failed start."""
+    for adapter in adapters.values():
+        with contextlib.suppress(Exception):
+            await adapter.stop()
+
+
 def _adapters(settings: Settings, out: TextIO) -> dict[str, PlatformAdapter]:
     adapters: dict[str, PlatformAdapter] = {}
     if settings.platforms.local.enabled:
@@ -213,9 +243,63 @@ def _print_notice(out: TextIO) -> Any:
     return show
 
 
+#: Seconds a SIGTERM (a service manager stopping foldgate) lets running turns finish before they are cancelled.
+TERM_GRACE_SECONDS = 60.0  # the shipped service files allow 90 s before they kill
+
+
+class ShutdownSignals:
+    """How the process was asked to end. Ctrl-C (SIGINT) ends it at once: running turns are cancelled and
+    their messages, still in the inbox, are answered on the next start. SIGTERM lets them finish for
+    :data:`TERM_GRACE_SECONDS`; a second signal of either kind ends it at once."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        #: Set by the first signal: the process ends.
+        self.stop = asyncio.Event()
+        #: Set when running turns are not to be waited for.
+        self.at_once = asyncio.Event()
+
+    def __call__(self, sig: int) -> None:
+        self.received.append(sig)
+        self.stop.set()
+        if sig == signal.SIGINT or len(self.received) > 1:
+            self.at_once.set()
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):  # loops without signal support: Ctrl-C still ends the run
+                loop.add_signal_handler(sig, self, sig)
+
+    @property
+    def grace_seconds(self) -> float:
+        return 0.0 if self.at_once.is_set() else TERM_GRACE_SECONDS
+
+
+async def shut_down(gateway: Gateway, signals: ShutdownSignals, out: TextIO) -> None:
+    """Close the gateway as the signals ask, saying in one line what happens to turns still running."""
+    lead = "\n" if is_terminal(out) else ""  # the terminal chat may be showing its "working" status
+    busy = gateway.runner.busy_chats
+    if busy and not signals.at_once.is_set():
+        out.write(f"{lead}foldgate: waiting up to {signals.grace_seconds:g} s for {plural(busy, 'reply')} being"
+                  " written; Ctrl-C or a second SIGTERM ends at once\n")
+        out.flush()
+        lead = ""
+    cancelled = await gateway.close(grace_seconds=signals.grace_seconds, cut_short=signals.at_once)
+    if cancelled:
+        out.write(f"{lead}foldgate: stopped; {plural(cancelled, 'message')} being answered will be answered"
+                  " on the next start\n")
+        out.flush()
+
+
 async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> int:
     adapters = _adapters(settings, out)
-    gateway = await open_gateway(settings, adapters, notice=_print_notice(out))
+    if not demo:  # before anything is printed: a wrong token or address is then the only line on the screen
+        await verify_platforms(adapters)
+    try:
+        gateway = await open_gateway(settings, adapters, exclusive=True, notice=_print_notice(out))
+    except BaseException:  # the verified platforms hold HTTP sessions; nothing else will close them
+        await _stop_all(adapters)
+        raise
     settle_process()
     gateway.events.subscribe(_print_compactions(out))
     if gateway.embedded is None:
@@ -225,11 +309,9 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
     out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
               f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
     out.write(gateway.agents.caching_status + "\n")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # loops without signal support: Ctrl-C still ends the run
-            loop.add_signal_handler(sig, stop.set)
+    signals = ShutdownSignals()
+    stop = signals.stop
+    signals.install(asyncio.get_running_loop())
     metrics = None
     try:  # from here on a failure still closes the gateway: no embedded server or connection outlives it
         if settings.gateway.metrics_port:
@@ -263,13 +345,20 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
             failure = adapters[failed[0]].failure  # type: ignore[attr-defined]
             print(f"foldgate: {explain(failure, settings) or failure}", file=sys.stderr)
             return 1
-        if not stop.is_set():  # the terminal chat ended: answer what it sent; a signal only lets running turns finish
-            await gateway.runner.wait_idle(timeout=60)
+        if not stop.is_set():  # the terminal chat ended: answer what it sent, unless a signal comes first
+            idle = asyncio.create_task(gateway.runner.wait_idle(timeout=60))
+            interrupted = asyncio.create_task(stop.wait())
+            await asyncio.wait((idle, interrupted), return_when=asyncio.FIRST_COMPLETED)
+            interrupted.cancel()
+            if idle.done():
+                idle.result()
+            else:
+                idle.cancel()
         return 0
     finally:
         if metrics is not None:
             await metrics.cleanup()
-        await gateway.close()
+        await shut_down(gateway, signals, out)
 
 
 def run_gateway_loop(main: Coroutine[Any, Any, T]) -> T:
@@ -281,13 +370,28 @@ def run_gateway_loop(main: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main)
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_where(settings: Settings, stdin: TextIO) -> Path | None:
+    """Set up logging: to stderr, except under an interactive terminal chat, where a log line would
+    break into the conversation; there it goes to ``<home>/foldgate.log`` (returned)."""
+    if not (settings.platforms.local.enabled and is_terminal(stdin)):
+        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+        return None
+    path = settings.home_path / "foldgate.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, filename=path, encoding="utf-8", force=True)
+    return path
+
+
 def run_command(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(args.config)
     except ConfigError as error:
         print(f"foldgate: invalid configuration\n{error}", file=sys.stderr)
         return 2
+    log_where(settings, sys.stdin)
     if getattr(args, "demo", False):
         return exit_code_of("foldgate", settings, lambda: run_demo(settings))
     return exit_code_of("foldgate", settings, lambda: run_gateway_loop(serve(settings, demo=False)))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -61,8 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND",
                                      parser_class=SubcommandParser)
 
-    run = commands.add_parser("run", help="run the gateway (embedded Redis when redis.url is empty)")
-    run.add_argument("--demo", action="store_true", help="replay the bundled overnight conversation, then exit")
+    run = commands.add_parser("run", help="run the gateway (embedded Redis when redis.url is empty)",
+                              description="Run the gateway: the enabled platforms (the terminal chat by default), "
+                                          "sessions in Redis (an embedded server under gateway.home when redis.url "
+                                          "is empty), until Ctrl-C, SIGTERM or the terminal chat ends.")
+    run.add_argument("--demo", action="store_true",
+                     help="play the bundled overnight conversation in a throwaway gateway, then exit")
 
     commands.add_parser("doctor", help="check that Redis, the model provider and each enabled platform answer",
                         description="Check the configuration, then reach Redis, the model provider and each "
@@ -76,11 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = commands.add_parser("config", help="check, show or change config.yaml")
     config_actions = config.add_subparsers(dest="action", required=True)
-    config_actions.add_parser("check", help="validate the configuration and environment overrides")
+    config_actions.add_parser("check", help="validate the file and the environment (foldgate doctor reaches the services)")
     config_actions.add_parser("show", help="print the effective configuration, secrets redacted")
-    config_set = config_actions.add_parser("set", help="set KEY (dotted) to VALUE in config.yaml")
-    config_set.add_argument("key")
-    config_set.add_argument("value")
+    config_set = config_actions.add_parser(
+        "set", help="set KEY (dotted) to VALUE in your config file",
+        description="Change one key in the file --config or $FOLDGATE_CONFIG names, else in your own "
+                    "~/.foldgate/config.yaml (foldgate init writes it), keeping every comment; "
+                    "the value is checked first and the file is left unchanged when it is refused.")
+    config_set.add_argument("key", help="the dotted key, e.g. model.name or platforms.telegram.enabled")
+    config_set.add_argument("value", help="the value as YAML reads it, e.g. gpt-4.1, 0.6, true, [1, 2] or null")
 
     compact = commands.add_parser("compact", help="compact a transcript file offline and print JSON stats",
                                   description="Compact a transcript file with the configured context engine, "
@@ -143,7 +153,11 @@ def resolve(spec: str) -> Callable[[argparse.Namespace], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = resolve(HANDLERS[args.command])
-    return int(handler(args) or 0)
+    try:
+        return int(handler(args) or 0)
+    except BrokenPipeError:  # the reader stopped early (`foldgate compact … | head`): nothing went wrong here
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush fails no more
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

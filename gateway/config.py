@@ -1026,8 +1026,8 @@ def _print_problems(header: str, problems: Sequence[str]) -> None:
 
 def _set_action(config_path: Path | None, key: str, raw_value: str) -> int:
     if config_path is None:  # a one-key file made here would hide that the user has no config of their own
-        print(f"no config file to change: `foldgate init` writes yours to {user_config_path(os.environ)}"
-              " (or name one with --config)", file=sys.stderr)
+        print(f"no config file of your own to change: `foldgate init` writes it to {user_config_path(os.environ)}"
+              " (or name a file with --config)", file=sys.stderr)
         return 2
     target = config_path
     try:
@@ -1045,11 +1045,20 @@ def _set_action(config_path: Path | None, key: str, raw_value: str) -> int:
     return 0
 
 
+def config_file_to_change(path: str | Path | None, environ: Mapping[str, str]) -> Path | None:
+    """The file ``config set`` edits: the one named (``--config``, ``$FOLDGATE_CONFIG``), else the user's
+    own if it exists. Never a ``./config.yaml`` found by chance: that may be a repository's tracked file."""
+    resolved = resolve_config_path(path, environ)
+    if path is None and not environ.get(CONFIG_PATH_ENV) and resolved != user_config_path(environ):
+        return None
+    return resolved
+
+
 def config_command(args: argparse.Namespace) -> int:
     """``foldgate config check|show|set``: 0 fine, 1 invalid (or refused), 2 the file cannot be read."""
     config_path = resolve_config_path(args.config, os.environ)
     if args.action == "set":
-        return _set_action(config_path, args.key, args.value)
+        return _set_action(config_file_to_change(args.config, os.environ), args.key, args.value)
     try:
         settings, origins = _load(read_config(config_path), os.environ, _label(config_path))
     except ConfigFileError as err:

@@ -19,6 +19,7 @@ from agent.context_engine import resolve_context_engine
 from agent.messages import InvalidMessage, validate_message
 from agent.search import SearchError, search_messages
 from agent.tokens import count_messages, count_text
+from agent.tools import searchable
 from gateway.config import ConfigError, ModelSettings, Settings, load_settings
 from gateway.startup_errors import exit_code_of
 
@@ -34,8 +35,15 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            message = validate_message(json.loads(line))
-        except (ValueError, InvalidMessage) as error:
+            record = json.loads(line)
+        except ValueError as error:
+            raise TranscriptError(f"{path}:{number}: {error}") from error
+        if isinstance(record, dict) and "kind" in record and "role" not in record:
+            raise TranscriptError(f"{path}:{number}: a replay fixture record, not a message: `foldgate replay"
+                                  f" {path}` plays fixtures; compact reads one OpenAI-format message per line")
+        try:
+            message = validate_message(record)
+        except InvalidMessage as error:
             raise TranscriptError(f"{path}:{number}: {error}") from error
         message.setdefault("_id", str(number))
         messages.append(message)
@@ -133,6 +141,10 @@ def compact_command(args: argparse.Namespace) -> int:
     return 0
 
 
+class UnknownChat(LookupError):
+    """``foldgate search`` was given a chat key nothing is stored under; the message shows the key's form."""
+
+
 async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> list[dict[str, Any]]:
     from gateway.redis_server import connect_or_embed
     from gateway.session_source import ChatHistory
@@ -141,9 +153,13 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
     redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
     try:
         store = SessionStore(redis, settings.redis.key_prefix)
+        sid = await store.stored_session(chat)
+        if sid is None:  # a search never creates a chat, and a mistyped key should not read as "no matches"
+            raise UnknownChat(f"nothing is stored for chat {chat!r} (under key prefix {settings.redis.key_prefix!r});"
+                              " chat keys look like local:terminal, tg:<chat id>, dc:<channel id>")
         # Every conversation of the chat (``/new`` keeps the old ones), never another chat's.
-        history = ChatHistory(store, chat, await store.current_session(chat), every_session=True)
-        messages = await history.all_messages()
+        history = ChatHistory(store, chat, sid, every_session=True)
+        messages = searchable(await history.all_messages())
         sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
         hits = search_messages(messages, query, limit=limit)
         return [{"id": h.message_id, "session": sessions.get(str(h.message_id), ""), "role": h.role,
@@ -166,11 +182,11 @@ def search_command(args: argparse.Namespace) -> int:
 def _print_hits(settings: Settings, args: argparse.Namespace) -> int:
     try:
         hits = asyncio.run(search_chat(settings, args.chat, args.query, args.limit))
-    except (SearchError, OSError) as error:
+    except (SearchError, UnknownChat, OSError) as error:
         print(f"foldgate search: {error}", file=sys.stderr)
         return 2
-    for hit in hits:
-        print(f"[{hit['id']}] session {hit['session']} {hit['role']} (score {hit['score']}): {hit['snippet'][:300]}")
+    for hit in hits:  # the id as session_fetch takes it: plain in the current session, "<session>:<id>" in others
+        print(f"[{hit['id']}] {hit['role']}, session {hit['session']} (score {hit['score']}): {hit['snippet'][:300]}")
     if not hits:
         print("no matches")
     return 0

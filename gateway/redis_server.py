@@ -126,6 +126,10 @@ class EmbeddedRedisError(RuntimeError, OSError):
     """
 
 
+class EmbeddedRedisInUse(EmbeddedRedisError):
+    """Another live foldgate runs the server on this home and it may not be shared; the message says what to do."""
+
+
 class _ProcStat(NamedTuple):
     state: str
     parent: int
@@ -255,8 +259,12 @@ class EmbeddedRedis:
         startup_timeout: float = 30.0,
         shutdown_timeout: float = 30.0,
         binary: Path | None = None,
+        share: bool = True,
     ) -> None:
         self.home = Path(home).expanduser().resolve()
+        #: Whether a server another live foldgate runs on this home may be used; a gateway says no,
+        #: since its server would stop under it when that foldgate quits.
+        self.share = share
         self.data_dir = self.home / "redis"
         self.log_path = self.data_dir / "server.log"
         self.record_path = self.data_dir / "server.json"
@@ -406,7 +414,16 @@ class EmbeddedRedis:
         return False
 
     async def _join(self, url: str, pid: int, started: int | None, owner: int) -> None:
-        """Share the server that foldgate ``owner`` runs, once it answers PING."""
+        """Share the server that foldgate ``owner`` runs, once it answers PING.
+
+        :raises EmbeddedRedisError: another foldgate owns it and this one may not share (:attr:`share`).
+        """
+        if not self.share and owner != os.getpid():
+            raise EmbeddedRedisInUse(
+                f"another foldgate (pid {owner}) runs a gateway on {self.home}; one `foldgate run` per home:"
+                " quit that one, or give this one its own FOLDGATE_HOME (gateways that should share chats"
+                " share a Redis server through redis.url)"
+            )
         deadline = time.monotonic() + self.startup_timeout
         while not await _answers_ping(url, timeout=0.5):
             if not _alive(pid, started) or time.monotonic() > deadline:
@@ -594,6 +611,7 @@ async def connect_or_embed(
     *,
     cluster: bool = False,
     notice: Callable[[str], None] | None = None,
+    share: bool = True,
 ) -> tuple[Redis, EmbeddedRedis | None]:
     """A client for ``url``, or for the embedded server when ``url`` is empty.
 
@@ -602,7 +620,7 @@ async def connect_or_embed(
     keys, which share a hash tag, so each runs on one node.
 
     The embedded server is started, or shared when another live foldgate on ``home`` runs
-    it; a line saying so (or that a left-behind server was stopped first) goes to ``notice``,
+    it (refused unless ``share``); a line saying so (or that a left-behind server was stopped first) goes to ``notice``,
     or is logged as a warning when no ``notice`` is given.
 
     The caller owns both results: close the client, then stop the server (when there is one;
@@ -613,7 +631,7 @@ async def connect_or_embed(
     if not (url and url.strip()):
         if cluster:
             raise ValueError("redis.cluster needs redis.url: the embedded server is a single node")
-        embedded = EmbeddedRedis(home)
+        embedded = EmbeddedRedis(home, share=share)
         url = await embedded.start()
         if embedded.notice:
             (notice or log.warning)(embedded.notice)

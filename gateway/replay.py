@@ -173,7 +173,7 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
         progress.close()
     finally:
         await gateway.close()
-    report.messages = len(fixture.messages)
+    report.messages = len(fixture.messages) - report.already_stored
     report.prompt_tokens = list(model.prompts)
     report.tokens_sent = sum(model.prompts)
     report.peak_prompt_tokens = max(model.prompts, default=0)
@@ -207,7 +207,8 @@ def _replay_and_print(settings: Settings, fixture: Fixture, *, keep: bool) -> in
             report = asyncio.run(replay(scratch, fixture, out=sys.stderr))
         where = "in a throwaway gateway, removed afterwards (--keep replays into your own)"
     print(report.table())
-    print(f"replayed {plural(len(fixture.messages), 'message')} {where}")
+    print(f"replayed {plural(report.messages, 'message')} {where}")
     if report.already_stored:
-        print(f"{report.already_stored} of them were already stored by an earlier replay and were not taken in again")
+        print(f"{plural(report.already_stored, 'message')} of the recording were already stored by an earlier"
+              " replay and were not taken in again")
     return 0

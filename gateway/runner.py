@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.context_engine import ContextEngine
-from agent.llm.errors import ProviderError
+from agent.llm.errors import ProviderError, plain_reason
 from agent.loop import Agent
 from agent.messages import Message
 from agent.pricing import UnknownPrice, cost, savings
@@ -43,6 +43,7 @@ from gateway.delivery.journal import ReplyJournal
 from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.session_source import ChatHistory
+from gateway.startup_errors import explain
 from gateway.store import Lock, SessionMeta, SessionStore, StaleLock
 
 log = logging.getLogger(__name__)
@@ -170,20 +171,36 @@ class GatewayRunner:
         self._stopping = False
         self._dispatcher = asyncio.create_task(self._dispatch(), name=f"dispatch-{self.worker_id}")
 
-    async def stop(self, *, grace_seconds: float = 10.0) -> None:
-        """Stop taking chats; let running turns finish for up to ``grace_seconds``."""
+    @property
+    def busy_chats(self) -> int:
+        """How many chats this process is answering now (each has a message in its inbox until answered)."""
+        return len(self._busy)
+
+    async def stop(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
+        """Stop taking chats; let running turns finish for up to ``grace_seconds`` (less once ``cut_short``
+        is set), then cancel them; returns how many were cancelled. A cancelled turn committed nothing:
+        its message stays in the inbox and is answered on the next start, here or by another process."""
         self._stopping = True
         if self._dispatcher:
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatcher
         running = list(self._busy.values())
-        if running:
-            done, pending = await asyncio.wait(running, timeout=grace_seconds)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        if running and grace_seconds > 0:
+            waits: list[asyncio.Future[object]] = [asyncio.ensure_future(asyncio.wait(running))]
+            if cut_short is not None:
+                waits.append(asyncio.ensure_future(cut_short.wait()))
+            try:
+                await asyncio.wait(waits, timeout=grace_seconds, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+        pending = [task for task in running if not task.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         await self.keeper.close()
+        return len(pending)
 
     async def wait_idle(self, timeout: float = 30.0) -> None:
         """Wait until no chat has pending entries and no turn runs here (for replays and tests)."""
@@ -325,6 +342,7 @@ class GatewayRunner:
 
     async def _handle(self, chat: str, lock: Lock, message: IncomingMessage) -> "Outcome":
         started = time.perf_counter()
+        handling_since = time.time()  # a /stop from now on is this turn's, even one sent during a compaction first
         is_turn = message.respond and parse_command(message.text.strip()) is None
         sid, meta, history = await self.store.snapshot(chat, messages=is_turn)
         turn = ChatTurn(self, chat, message, lock, sid, meta)
@@ -365,9 +383,11 @@ class GatewayRunner:
             with contextlib.suppress(Exception):
                 await adapter.typing(message.chat_id)
         stream = self._reply_stream(last, lock, previews=self.stream_replies)
-        watch = TurnWatch(stream, functools.partial(self._stop_requested, chat, time.time()))
+        watch = TurnWatch(stream, functools.partial(self._stop_requested, chat, handling_since))
         try:
-            result = await agent.run_turn(history + earlier, user_message, on_event=watch)
+            # A stop ends the turn even while the provider sends nothing: the watch asks on its own meanwhile.
+            result = await agent.run_turn(history + earlier, user_message, on_event=watch,
+                                          until_stopped=watch.until_stopped)
             reply = result.reply
         except ProviderError as error:
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
@@ -375,7 +395,8 @@ class GatewayRunner:
             result = getattr(error, "partial", None)
             if result is None:
                 raise
-            reply = f"⚠️ The model provider failed ({type(error).__name__}: {error}). Your message is saved; please try again."
+            log.warning("chat %s: %s", chat, explain(error) or f"the model call failed: {error}")
+            reply = f"⚠️ The model provider {plain_reason(error)}. Your message is saved; please try again."
         usage = result.usage
         totals = dict(meta.usage_totals)
         for name, value in usage.as_dict().items():

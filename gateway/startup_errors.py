@@ -88,10 +88,12 @@ def redis_address(url: str) -> str:
 def redis_failure(error: BaseException, settings: "Settings", *, timeout: float = REDIS_CONNECT_SECONDS) -> StartupError:
     """The one-line error for a failure to reach the Redis ``settings`` name (or to start the embedded one);
     ``timeout`` is the deadline the caller gave it."""
-    from gateway.redis_server import EmbeddedRedisError
+    from gateway.redis_server import EmbeddedRedisError, EmbeddedRedisInUse
 
     url = settings.redis.url.strip()
     if not url:
+        if isinstance(error, EmbeddedRedisInUse):
+            return StartupError(one_line(error), setting="gateway.home")
         if isinstance(error, EmbeddedRedisError):
             return StartupError(f"the embedded Redis server did not start ({one_line(error)}) — read that log, "
                                 "or set redis.url to a Redis server you run", setting="gateway.home")

@@ -974,12 +974,16 @@ class SessionStore:
 
     # ----------------------------------------------------------------- sessions
 
+    async def stored_session(self, chat: str) -> str | None:
+        """The chat's current session id, or None for a chat nothing was ever stored for (reads only)."""
+        sid = await self.redis.get(self.keys(chat).session)
+        return str(sid) if sid else None
+
     async def current_session(self, chat: str) -> str:
         """The chat's current session id, creating the first session when there is none."""
         keys = self.keys(chat)
-        sid = await self.redis.get(keys.session)
-        if sid:
-            return str(sid)
+        if sid := await self.stored_session(chat):
+            return sid
         new_sid = _new_session_id()
         return str(await self._run(self._create_session, [keys.session, keys.meta(new_sid), keys.lock, keys.sessions],
                                    [new_sid, repr(time.time()), "current", "", ""]))

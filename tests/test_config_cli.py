@@ -26,8 +26,15 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def shipped(tmp_path: Path) -> Path:
-    """A copy of the documented default config.yaml in the working directory."""
+def named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$FOLDGATE_CONFIG`` names ./config.yaml, as a deployment names its file (``config set`` edits
+    only a file that is named or the user's own)."""
+    monkeypatch.setenv("FOLDGATE_CONFIG", "config.yaml")
+
+
+@pytest.fixture
+def shipped(tmp_path: Path, named: None) -> Path:
+    """A copy of the documented default config.yaml in the working directory, named by ``$FOLDGATE_CONFIG``."""
     path = tmp_path / "config.yaml"
     shutil.copyfile(REPO / "config.yaml", path)
     return path
@@ -186,7 +193,7 @@ def test_set_refuses_an_unknown_key_with_a_suggestion(shipped, capsys):
     assert shipped.read_bytes() == before
 
 
-def test_set_inserts_a_missing_key_under_its_section(tmp_path):
+def test_set_inserts_a_missing_key_under_its_section(tmp_path, named):
     path = tmp_path / "config.yaml"
     path.write_text(
         "# mine\n"
@@ -233,8 +240,14 @@ def test_set_adds_per_model_thresholds_under_the_documented_example(shipped):
 def test_set_refuses_when_there_is_no_config_file_and_points_to_init(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("FOLDGATE_HOME", str(tmp_path / "home"))
     assert main(["config", "set", "context.engine", "lcm"]) == 2
-    assert "`foldgate init` writes yours to" in capsys.readouterr().err
+    assert "`foldgate init` writes it to" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.yaml"))  # no one-key file appeared anywhere
+    tracked = tmp_path / "config.yaml"  # e.g. a repository's own file in the working directory
+    tracked.write_text("context:\n  engine: compressor\n")
+    assert main(["config", "set", "context.engine", "lcm"]) == 2  # read, but never edited by chance
+    assert tracked.read_text() == "context:\n  engine: compressor\n"
+    assert main(["config", "set", "--config", str(tracked), "context.engine", "lcm"]) == 0  # named: edited
+    assert "engine: lcm" in tracked.read_text()
 
 
 def test_init_writes_the_users_own_file_which_is_then_found_from_any_directory(tmp_path, capsys, monkeypatch):
@@ -254,7 +267,7 @@ def test_init_writes_the_users_own_file_which_is_then_found_from_any_directory(t
     assert main(["init", "--force"]) == 0 and load_settings().model.name == "foldgate-local"
 
 
-def test_set_fixes_one_key_of_a_file_that_has_other_problems(tmp_path, capsys):
+def test_set_fixes_one_key_of_a_file_that_has_other_problems(tmp_path, capsys, named):
     path = tmp_path / "config.yaml"
     path.write_text("compression:\n  threshold: 1.5\n  tail_mode: short\n")
     assert main(["config", "set", "compression.threshold", "0.5"]) == 0
@@ -264,7 +277,7 @@ def test_set_fixes_one_key_of_a_file_that_has_other_problems(tmp_path, capsys):
     assert path.read_text() == "compression:\n  threshold: 0.5\n  tail_mode: short\n"
 
 
-def test_set_refuses_to_edit_a_file_with_a_syntax_error(tmp_path, capsys):
+def test_set_refuses_to_edit_a_file_with_a_syntax_error(tmp_path, capsys, named):
     path = tmp_path / "config.yaml"
     path.write_text("compression:\n  threshold: [0.5\n")
     before = path.read_bytes()

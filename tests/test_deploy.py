@@ -382,3 +382,23 @@ def test_discord_pods_split_the_shards_between_them(tmp_path):
         assert discord.shard_ids and len(discord.shard_ids) == int(env["SHARDS_PER_POD"])
         seen.extend(discord.shard_ids)
     assert sorted(seen) == list(range(int(env_of(gateway)["FOLDGATE_PLATFORMS__DISCORD__SHARD_COUNT"])))
+
+
+def test_every_service_manager_waits_longer_than_the_gateway_lets_turns_finish():
+    """A SIGTERM gives running turns TERM_GRACE_SECONDS; a manager that kills sooner cuts replies off."""
+    from gateway.app import TERM_GRACE_SECONDS
+
+    def seconds(text: str) -> float:
+        return float(text.rstrip("s"))
+
+    unit = unit_entries(UNIT.read_text())
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    waits = {
+        "systemd TimeoutStopSec": seconds(unit["Service.TimeoutStopSec"][-1]),
+        "compose stop_grace_period": seconds(compose["services"]["gateway"]["stop_grace_period"]),
+    }
+    for workload in (kube("Deployment", "foldgate-telegram"), kube("StatefulSet", "foldgate-discord")):
+        waits[workload["metadata"]["name"]] = float(workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+    assert all(wait > TERM_GRACE_SECONDS for wait in waits.values()), waits
+    for path in (UNIT, DEPLOY / "docker-compose.yml", KUBE / "deployment.yaml"):
+        assert f"up to {TERM_GRACE_SECONDS:g} s" in path.read_text(), path  # the comments say the same figure

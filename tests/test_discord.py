@@ -24,13 +24,14 @@ from aiohttp import web
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.inbox import Inbox
-from gateway.platforms.discord import Allowlist, DiscordAdapter
+from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
 from gateway.runner import GatewayRunner
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
-TOKEN = "test-bot-token"
+#: Shaped like a bot token (user id in base64, timestamp, HMAC), too short to pass for a real one.
+TOKEN = "NDI0Mg.test.fake-hmac-for-the-fake-api"
 DISCORD_EPOCH_MS = 1_420_070_400_000
 _sequence = itertools.count(1)
 
@@ -490,10 +491,12 @@ def test_from_settings_passes_tokens_allowlists_and_shards():
 
 
 async def test_a_wrong_token_fails_at_start(discord_api):
-    adapter = DiscordAdapter("not-the-token")
+    """A token of the right shape that Discord refuses (401), as opposed to one that is not a token at all."""
+    adapter = DiscordAdapter("NDI0Mg.wrong.not-the-hmac-discord-knows")
     try:
-        with pytest.raises(discord.LoginFailure):
+        with pytest.raises(discord.LoginFailure) as refused:
             await adapter.start(lambda message: asyncio.sleep(0, True))
+        assert not isinstance(refused.value, DiscordTokenMalformed)  # Discord itself answered and refused it
     finally:
         await adapter.stop()
 

@@ -17,7 +17,7 @@ from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.network import BlackHole
 from tests.test_discord import TOKEN as DISCORD_TOKEN
-from tests.test_startup_failures import foldgate, leftover_servers
+from tests.test_startup_failures import FAIL_WITHIN, closed_port, foldgate, leftover_servers
 
 CHECKS = ["config", "redis", "provider", "telegram", "discord"]
 
@@ -104,19 +104,47 @@ async def test_an_invalid_configuration_names_the_key_and_skips_the_rest(tmp_pat
 
 
 async def test_black_holed_hosts_cost_seconds_not_minutes(tmp_path):
-    with BlackHole() as redis_hole, BlackHole() as telegram_hole:
+    with BlackHole() as redis_hole, BlackHole() as telegram_hole, BlackHole() as discord_hole:
         config = f"""\
 redis: {{url: "redis://{redis_hole.host}:{redis_hole.port}/0"}}
 platforms:
   local: {{enabled: false}}
   telegram: {{enabled: true, token: "123456789:abc", api_server: "{telegram_hole.url}"}}
+  discord: {{enabled: true, token: "{DISCORD_TOKEN}"}}
 """
         started = time.monotonic()
-        code, output = await foldgate(tmp_path, config, "doctor", timeout=60)
+        code, output = await foldgate(tmp_path, config, "doctor", timeout=60, discord_base=f"{discord_hole.url}/api/v10")
         elapsed = time.monotonic() - started
     assert code == 1, output
-    assert elapsed < 30, output  # the checks run side by side, each within its own few seconds
+    assert elapsed < FAIL_WITHIN, f"{elapsed:.1f} s: {output}"  # side by side, each within its own 5–8 s
     found = rows(output)
     assert found["redis"][0] == "FAIL" and found["redis"][1].startswith("redis.url: no answer from")
     assert found["telegram"][0] == "FAIL"
-    assert found["telegram"][1].startswith("platforms.telegram.api_server: ") and telegram_hole.url in found["telegram"][1]
+    assert found["telegram"][1].startswith(f"platforms.telegram.api_server: no answer from the Telegram Bot API at "
+                                           f"{telegram_hole.url} within 8 s")
+    assert found["discord"][0] == "FAIL"
+    assert found["discord"][1].startswith(f"platforms.discord: no answer from the Discord API at {discord_hole.url}")
+
+
+async def test_unreachable_platforms_and_a_malformed_token_fail_in_seconds(tmp_path):
+    api = f"http://127.0.0.1:{closed_port()}"
+    config = f"""\
+platforms:
+  local: {{enabled: true}}
+  telegram: {{enabled: true, token: "123456789:abc", api_server: "{api}"}}
+  discord: {{enabled: true}}
+"""
+    started = time.monotonic()
+    code, output = await foldgate(tmp_path, config, "doctor", env={"DISCORD_BOT_TOKEN": "garbage"}, timeout=60,
+                                  discord_base=f"http://127.0.0.1:{closed_port()}/api/v10")
+    elapsed = time.monotonic() - started
+    assert code == 1, output
+    assert elapsed < FAIL_WITHIN, f"{elapsed:.1f} s: {output}"
+    found = rows(output)
+    assert found["telegram"][0] == "FAIL"
+    assert found["telegram"][1].startswith(f"platforms.telegram.api_server: cannot reach the Telegram Bot API at {api} "
+                                           "after 3 attempts (")
+    assert found["discord"][0] == "FAIL"
+    assert found["discord"][1].startswith("platforms.discord.token (from DISCORD_BOT_TOKEN): not a Discord bot token (")
+    assert "developer portal" in found["discord"][1]
+    assert "WARNING" not in output and "retry" not in output  # the attempts leave no log lines between the rows

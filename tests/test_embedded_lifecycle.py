@@ -197,9 +197,9 @@ def test_the_server_is_gone_within_two_seconds_of_a_killed_or_hung_up_foldgate(h
     log = (home / "redis" / "server.log").read_text()
     assert "Received SIGTERM" in log.rsplit("Server initialized", 1)[1]  # a clean stop: the AOF was flushed
 
-    after = foldgate(home, "search", "local:terminal", "rollback")  # the next foldgate simply starts
-    assert after.returncode == 0, after.stderr
-    assert "Traceback" not in after.stderr and "left running" not in after.stderr
+    after = foldgate(home, "doctor")  # the next foldgate simply starts its server (and stops it again)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "Traceback" not in after.stdout + after.stderr and "left running" not in after.stdout + after.stderr
 
 
 @pytest.mark.parametrize("style", ["legacy", "record"])
@@ -232,10 +232,11 @@ def test_a_foldgate_command_recovers_a_left_behind_server_in_one_line(home, proc
     assert planted.returncode == 0, planted.stderr
     server = processes.track(int(planted.stdout.split()[0]))
 
-    found = foldgate(home, "search", "local:terminal", "rollback")
-    assert found.returncode == 0, found.stderr
-    assert "Traceback" not in found.stderr
-    said = [line for line in found.stderr.splitlines() if "foldgate: stopped an embedded Redis" in line]
+    found = foldgate(home, "doctor")
+    output = found.stdout + found.stderr
+    assert found.returncode == 0, output
+    assert "Traceback" not in output
+    said = [line for line in output.splitlines() if "foldgate: stopped an embedded Redis" in line]
     assert len(said) == 1 and f"(pid {server}) left running by an earlier foldgate" in said[0]
     assert gone(server) and not (home / "redis" / "server.url").exists()
 
@@ -262,6 +263,12 @@ async def test_a_second_foldgate_shares_the_running_server_and_only_the_owner_st
         if sharer is not None:
             await sharer.stop()
     assert not gone(server)
+
+    second = foldgate(home, "run")  # a second gateway would lose its server when the first quits: refused
+    output = (second.stdout + second.stderr).strip()
+    assert second.returncode == 1 and "Traceback" not in output and len(output.splitlines()) == 1, output
+    assert f"another foldgate (pid {run.pid}) runs a gateway on" in output and "FOLDGATE_HOME" in output
+    assert not gone(server) and run.poll() is None  # the first gateway carries on
 
     assert run.stdin is not None
     run.stdin.close()  # Ctrl-D: the owner ends its chat and stops the server

@@ -98,3 +98,35 @@ def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
     finally:
         if chat.isalive():
             chat.terminate(force=True)
+
+
+def test_under_an_interactive_terminal_chat_log_lines_go_to_a_file_not_into_the_chat(tmp_path):
+    import io
+    import logging
+
+    from gateway.app import log_where
+    from gateway.config import Settings
+
+    class Keyboard(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        settings = Settings(gateway={"home": str(tmp_path / "home")}, platforms={"local": {"enabled": True}})
+        path = log_where(settings, Keyboard())
+        assert path == tmp_path / "home" / "foldgate.log"
+        logging.getLogger("agent.llm.client").warning("retry 1 of 2")
+        for handler in root.handlers:
+            handler.flush()
+        assert "WARNING agent.llm.client: retry 1 of 2" in path.read_text()
+        assert log_where(settings, io.StringIO()) is None  # piped: the log stays on stderr
+    finally:
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+            if handler not in saved[0]:
+                handler.close()
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])

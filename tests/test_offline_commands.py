@@ -37,6 +37,24 @@ def test_compact_names_the_broken_line(tmp_path, capsys):
     assert "bad.jsonl:2" in capsys.readouterr().err
 
 
+def test_compact_on_a_replay_fixture_says_which_command_plays_it(tmp_path, capsys):
+    fixture = Path(__file__).parent / "fixtures" / "overnight_ops.jsonl"
+    assert cli_main(["--config", str(config_file(tmp_path)), "compact", "--input", str(fixture),
+                     "--context-length", "40000"]) == 2
+    assert "a replay fixture record, not a message: `foldgate replay" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_is_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    # `true` reads nothing and exits at once, so every write of the report meets a closed pipe
+    command = (f"{sys.executable} -m gateway.cli --config {config_file(tmp_path)} compact --input {SESSION}"
+               " --context-length 40000 | true; echo ${PIPESTATUS[0]}")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "141" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
 async def test_search_finds_a_message_in_the_archive(tmp_path, redis, redis_url, key_prefix, capsys):
     store = SessionStore(redis, key_prefix)
     chat = "tg:42"

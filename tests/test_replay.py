@@ -81,4 +81,5 @@ def test_replays_run_in_a_throwaway_gateway_unless_kept(redis_url, key_prefix, t
     assert cli_main(["--config", str(config), "replay", "--keep", str(FIXTURE)]) == 0
     again = capsys.readouterr().out
     assert _turns(again) == 0 and "were already stored by an earlier replay" in again
+    assert "replayed 0 messages into your gateway" in again and "messages replayed    0\n" in again
     redis_sync.close()

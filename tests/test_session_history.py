@@ -7,6 +7,8 @@ import asyncio
 import json
 import re
 
+from agent.search import search_messages
+from agent.tools import searchable
 from gateway.cli import main as cli_main
 from gateway.session_source import ChatHistory, conversations
 from gateway.store import SessionStore
@@ -112,12 +114,32 @@ async def test_session_search_and_fetch_reach_the_conversation_before_new_and_ne
     capsys.readouterr()
     assert await asyncio.to_thread(cli_main, ["--config", str(config), "search", "local:a", "PLUM-7731"]) == 0
     out = capsys.readouterr().out
-    assert KEY_LINE in out and f"[{old}:1] session {old}" in out
+    assert KEY_LINE in out and f"[{old}:1] user, session {old}" in out
     assert await asyncio.to_thread(cli_main, ["--config", str(config), "search", "local:a", "zanzibarquokka"]) == 0
     out = capsys.readouterr().out
     assert "chat B only" not in out and "zanzibarquokka?" in out  # only chat A's own question matches
     assert await asyncio.to_thread(cli_main, ["--config", str(config), "search", "local:b", "PLUM-7731"]) == 0
     assert "no matches" in capsys.readouterr().out
+    assert await asyncio.to_thread(cli_main, ["--config", str(config), "search", "local:typo", "PLUM-7731"]) == 2
+    assert "nothing is stored for chat 'local:typo'" in capsys.readouterr().err
+    assert await SessionStore(redis, key_prefix).stored_session("local:typo") is None  # the search created nothing
+
+
+def test_a_search_skips_the_recovery_tools_own_calls_and_results():
+    """Earlier searches for the same words are echoes; the message that holds the answer comes first."""
+    messages = [
+        {"_id": "1", "role": "user", "content": "emeka: found the login timeout, the fix is PR #4821"},
+        {"_id": "2", "role": "user", "content": "what fixed the login timeout?"},
+        {"_id": "3", "role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "session_search",
+                                                          "arguments": '{"query": "login timeout"}'}}]},
+        {"_id": "4", "role": "tool", "tool_call_id": "c1", "content": '{"hits": [{"snippet": "login timeout login timeout"}]}'},
+        {"_id": "5", "role": "assistant", "content": "The login timeout was fixed by PR #4821."},
+    ]
+    kept = searchable(messages)
+    assert [m["_id"] for m in kept] == ["1", "2", "5"]
+    hits = [hit.message_id for hit in search_messages(kept, "login timeout", limit=5)]
+    assert sorted(hits) == ["1", "2", "5"]  # the question itself still matches; no echo of a search does
 
 
 async def test_history_ids_stay_apart_per_conversation_and_foreign_sessions_are_not_read(store: SessionStore):

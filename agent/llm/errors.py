@@ -80,6 +80,22 @@ class ProviderRejected(ProviderError):
     """Any other 4xx: bad credentials, unknown model, invalid request."""
 
 
+def plain_reason(error: ProviderError) -> str:
+    """What went wrong, in words a chat user may read: never the provider's own text, which can echo a
+    key or name an internal address (the operator's log has the details)."""
+    if isinstance(error, ProviderTimeout):
+        return "did not answer in time"
+    if isinstance(error, (ProviderUnavailable, ProviderUnreachable)):
+        return "could not be reached"
+    if isinstance(error, (RateLimited, RetryWaitTooLong)):
+        return "is limiting how often it may be asked"
+    if isinstance(error, ContextTooLong):
+        return "found the conversation too long"
+    if isinstance(error, BadResponse):
+        return "sent an answer that could not be used"
+    return "refused the request"
+
+
 class InvalidRequest(ValueError):
     """The messages would be refused by any provider (broken tool pairs, bad shapes); never sent."""
 

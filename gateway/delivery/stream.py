@@ -144,6 +144,8 @@ class TurnWatch:
 
     ``stop_requested`` is asked at most every ``every`` seconds (one Redis read), so a stop takes
     effect within about that long of the next event; the text streamed so far becomes the reply.
+    While the turn waits on a provider that sends nothing, :meth:`until_stopped` keeps asking at
+    the same pace, so a hung request is ended by a ``/stop`` too.
     """
 
     def __init__(self, stream: ReplyStream | None, stop_requested: Callable[[], Awaitable[bool]], *,
@@ -154,6 +156,9 @@ class TurnWatch:
         self.clock = clock
         self._checked = clock()
 
+    def _stopped(self) -> TurnStopped:
+        return TurnStopped(self.stream.streamed if self.stream is not None else "")
+
     async def __call__(self, event: TurnEvent) -> None:
         if self.stream is not None:
             await self.stream(event)
@@ -161,4 +166,21 @@ class TurnWatch:
         if now - self._checked >= self.every:
             self._checked = now
             if await self.stop_requested():
-                raise TurnStopped(self.stream.streamed if self.stream is not None else "")
+                raise self._stopped()
+
+    async def until_stopped(self) -> TurnStopped:
+        """Return once a ``/stop`` for the turn is found, asking every ``every`` seconds (events ask too).
+
+        A failed read is logged and asked again next time: watching for a stop never fails the turn.
+        """
+        while True:
+            wait = self._checked + self.every - self.clock()
+            if wait > 0:  # asked lately (by an event, or by this loop)
+                await asyncio.sleep(wait)
+                continue
+            self._checked = self.clock()
+            try:
+                if await self.stop_requested():
+                    return self._stopped()
+            except Exception as error:
+                log.warning("could not ask whether the turn was stopped: %s: %s", type(error).__name__, error)

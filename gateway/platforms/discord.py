@@ -36,6 +36,8 @@ Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import hashlib
 import logging
@@ -74,8 +76,13 @@ _MENTION = re.compile(r"<@!?(?P<user>\d+)>|<@&(?P<role>\d+)>|<#(?P<channel>\d+)>
 _OWN_MENTION = "\x00"
 _OWN_MENTION_AT_EDGE = re.compile(r"(?m)^[ \t]*\x00[ \t]*|[ \t]*\x00[ \t]*$")
 _OWN_MENTION_INSIDE = re.compile(r"[ \t]*\x00[ \t]*")
-#: Seconds the login at start (and in ``foldgate doctor``) may take before Discord counts as unreachable.
-LOGIN_TIMEOUT = 15.0
+#: Seconds the login at start (and in ``foldgate doctor``) may take, every attempt included, before
+#: Discord counts as unreachable: a firewalled network fails in seconds.
+LOGIN_TIMEOUT = 8.0
+#: Login attempts at start when the API cannot be reached (the network may still be coming up).
+LOGIN_ATTEMPTS = 3
+#: One part of a bot token: base64url without padding.
+_TOKEN_PART = re.compile(r"[A-Za-z0-9_-]+")
 #: Where to get a bot token, for messages about a wrong one.
 TOKEN_HINT = ("copy the token from the Discord developer portal (your application → Bot → Reset Token) into "
               "platforms.discord.token or DISCORD_BOT_TOKEN")
@@ -93,6 +100,10 @@ class DiscordTokenRejected(DiscordAdapterError, discord.LoginFailure):
     """Discord answered the login with 401; still a ``LoginFailure`` for code that catches discord.py's type."""
 
 
+class DiscordTokenMalformed(DiscordAdapterError, discord.LoginFailure):
+    """The token is not shaped like a bot token, so it was not sent; a ``LoginFailure`` like a rejected one."""
+
+
 def token_problem(token: str) -> Optional[str]:
     """Why ``token`` cannot be a bot token as pasted (it could not even be sent), or None when it may be one."""
     token = token.strip()
@@ -102,6 +113,31 @@ def token_problem(token: str) -> Optional[str]:
         return "it contains a space or a line break"
     if not (token.isascii() and token.isprintable()):
         return "it contains characters a token never has"
+    return None
+
+
+def token_shape_problem(token: str) -> Optional[str]:
+    """Why ``token`` is not shaped like a bot token, or None when it may be one.
+
+    A bot token is three base64url parts joined by dots: the bot's user id, a timestamp and an
+    HMAC. Only that shape is checked (never lengths or content beyond it), so a plausible token is
+    never refused here; what Discord thinks of it is the login's business. The point is a clear
+    sentence for a pasted client secret, application id or placeholder, instead of a 401 or a
+    network error.
+    """
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return f"a bot token is three parts joined by dots, this one has {len(parts)}"
+    if not all(parts):
+        return "a bot token is three parts joined by dots, and one of these is empty"
+    if not all(_TOKEN_PART.fullmatch(part) for part in parts):
+        return "it has characters other than letters, digits, '-' and '_' between the dots"
+    try:
+        user_id = base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)).decode("ascii")
+    except (binascii.Error, ValueError):
+        user_id = ""
+    if not user_id.isdigit():
+        return "its first part is not a user id in base64, as a bot token's is"
     return None
 
 
@@ -205,6 +241,8 @@ class DiscordAdapter(PlatformAdapter):
         self.retry_delay = retry_delay
         self.client = build_client(shard_ids=shard_ids, shard_count=shard_count)
         self._intake: Optional[Intake] = None
+        #: The bot's account once a login succeeded; ``start`` logs in only when nothing did yet.
+        self.me: Optional[discord.ClientUser] = None
         self._connection: Optional[asyncio.Task[None]] = None
         #: Why the gateway connection ended on its own; None while healthy.
         self.failure: Optional[DiscordAdapterError] = None
@@ -230,23 +268,47 @@ class DiscordAdapter(PlatformAdapter):
         """Route received messages to ``intake`` (``start`` does this before connecting)."""
         self._intake = intake
 
+    async def verify(self) -> discord.ClientUser:
+        """Log in over HTTP before :meth:`start`: ``foldgate run`` does this before it prints anything,
+        so a wrong token or an unreachable API is the only line on the screen."""
+        return await self.login()
+
     async def start(self, intake: Intake) -> None:
-        """Log in (a wrong token fails here, at start), then keep the gateway connection in the background."""
+        """Log in (unless :meth:`verify` did; a wrong token fails here, at start), then keep the gateway
+        connection in the background."""
         self.bind(intake)
         self.failure = None
         self._failed.clear()
-        await self.login()
+        if self.me is None:
+            await self.login()
         self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
 
-    async def login(self, timeout: float = LOGIN_TIMEOUT) -> discord.ClientUser:
+    async def login(self, timeout: float = LOGIN_TIMEOUT, attempts: int = LOGIN_ATTEMPTS) -> discord.ClientUser:
         """Log in over HTTP only (no gateway connection), as start and ``foldgate doctor`` do.
 
-        A rejected token, an unreachable API or a refusal becomes a :class:`DiscordAdapterError`
-        naming the setting to fix. The caller closes the client (:meth:`stop`) either way.
+        A token of the wrong shape is refused before anything is sent. An unreachable API is tried
+        again, up to ``attempts`` times within ``timeout`` seconds in all, without a log line. A
+        rejected token, an unreachable or silent API or a refusal becomes a
+        :class:`DiscordAdapterError` naming the setting to fix. The caller closes the client
+        (:meth:`stop`) either way.
         """
+        problem = token_shape_problem(self.token)
+        if problem:
+            raise DiscordTokenMalformed(f"not a Discord bot token ({problem}) — {TOKEN_HINT}",
+                                        setting="platforms.discord.token")
+        made = 0
         try:
             async with asyncio.timeout(timeout):
-                await self.client.login(self.token)
+                while True:
+                    made += 1
+                    try:
+                        await self.client.login(self.token)
+                        break
+                    except (aiohttp.ClientError, OSError):
+                        if made >= attempts:
+                            raise
+                        await self._reopen_http()
+                        await asyncio.sleep(0.5 * 2 ** (made - 1))
         except discord.LoginFailure as error:
             raise DiscordTokenRejected(f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}",
                                        setting="platforms.discord.token") from error
@@ -258,10 +320,18 @@ class DiscordAdapter(PlatformAdapter):
             raise DiscordAdapterError(f"no answer from the Discord API at {api_base()} within {timeout:g} s — check "
                                       "this machine's network and firewall") from error
         except (aiohttp.ClientError, OSError) as error:
-            raise DiscordAdapterError(f"cannot reach the Discord API at {api_base()} ({type(error).__name__}: "
+            tries = f"after {made} attempt{'s' if made != 1 else ''}"
+            raise DiscordAdapterError(f"cannot reach the Discord API at {api_base()} {tries} ({type(error).__name__}: "
                                       f"{error}) — check this machine's network and firewall") from error
         assert self.client.user is not None
-        return self.client.user
+        self.me = self.client.user
+        return self.me
+
+    async def _reopen_http(self) -> None:
+        """Close the HTTP session a failed login left open: discord.py opens a new one at every login,
+        and the closed session's connector goes with it, so the next login gets a connector of its own."""
+        await self.client.http.close()
+        self.client.http.connector = aiohttp.TCPConnector(limit=0)
 
     async def failed(self) -> DiscordAdapterError:
         """Wait until the gateway connection ends on its own, and say why (for the app to report and exit)."""

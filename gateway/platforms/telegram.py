@@ -49,6 +49,7 @@ import contextlib
 import functools
 import hmac
 import logging
+import math
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Optional, TypeVar
@@ -87,10 +88,11 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 ALLOWED_UPDATES = ["message"]
 #: Where aiogram sends requests unless ``platforms.telegram.api_server`` says otherwise.
 DEFAULT_API_SERVER = "https://api.telegram.org"
-#: Network retries of getMe at start: a wrong address should fail in seconds, not after minutes of backoff.
-START_RETRIES = 2
-#: Seconds one getMe may take at start before it counts as a network failure.
-START_REQUEST_TIMEOUT = 10
+#: Attempts of getMe at start: a Bot API briefly out of reach (the network still coming up) gets two more.
+START_ATTEMPTS = 3
+#: Seconds getMe at start (and in ``foldgate doctor``) may take, every attempt included: a wrong or
+#: firewalled address fails in seconds, not after minutes of backoff.
+START_SECONDS = 8.0
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -234,12 +236,19 @@ class TelegramAdapter(PlatformAdapter):
 
     # ------------------------------------------------------------------ lifecycle
 
+    async def verify(self) -> User:
+        """Learn who the bot is (getMe) before :meth:`start`: ``foldgate run`` does this before it prints
+        anything, so a wrong token or address is the only line on the screen."""
+        self.me = await self.identify()
+        return self.me
+
     async def start(self, intake: Intake) -> None:
-        """Learn who the bot is, then poll or serve the webhook; updates go to ``intake``."""
+        """Learn who the bot is (unless :meth:`verify` did), then poll or serve the webhook; updates go to ``intake``."""
         self._intake = intake
         self.failure = None
         self._failed.clear()
-        self.me = await self.identify()
+        if self.me is None:  # not verified beforehand: the same check now
+            self.me = await self.identify()
         if self.mode == "polling":
             self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
@@ -260,32 +269,64 @@ class TelegramAdapter(PlatformAdapter):
         log.info("telegram: webhook for @%s on %s:%s%s", self.me.username, self.listen_host, self.webhook_port,
                  self.webhook_path)
 
-    async def identify(self, *, retries: int = START_RETRIES, request_timeout: int = START_REQUEST_TIMEOUT) -> User:
+    async def identify(self, *, attempts: int = START_ATTEMPTS, within: float = START_SECONDS) -> User:
         """Ask Telegram who the bot is (getMe), as start and ``foldgate doctor`` do.
 
-        A rejected token, an unreachable Bot API or a refusal becomes a :class:`TelegramAdapterError`
-        naming the setting to fix, because at start nobody but the operator can act on it.
+        A network failure or a 5xx is tried again, up to ``attempts`` times within ``within`` seconds
+        in all, without a log line: the operator reads one sentence at the end, not a retry per line.
+        A rejected token, an unreachable or silent Bot API or a refusal becomes a
+        :class:`TelegramAdapterError` naming the setting to fix, because at start nobody but the
+        operator can act on it.
         """
         where = self.api_server or DEFAULT_API_SERVER
-        try:
-            return await self._call(functools.partial(self.bot.get_me, request_timeout=request_timeout), "getMe",
-                                    retries=retries)
-        except TelegramUnauthorizedError as error:
-            raise TelegramAdapterError(
-                f"Telegram rejected the bot token ({error.message}) — copy the current token from @BotFather into "
-                "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token") from error
-        except TelegramNetworkError as error:
-            setting = "platforms.telegram.api_server" if self.api_server else "platforms.telegram"
-            fix = "check platforms.telegram.api_server" if self.api_server else (
-                "check this machine's network and firewall (or set platforms.telegram.api_server to a Bot API "
-                "server it can reach)")
-            reason = self._redacted(error.message.removeprefix("HTTP Client says - "))
-            raise TelegramAdapterError(f"cannot reach the Telegram Bot API at {where} ({reason}) — {fix}",
-                                       setting=setting) from error
-        except TelegramAPIError as error:
-            raise TelegramAdapterError(
-                f"the Bot API at {where} refused getMe ({self._redacted(error.message)}) — check "
-                "platforms.telegram.token and platforms.telegram.api_server", setting="platforms.telegram") from error
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        made = 0
+        while True:
+            made += 1
+            left = deadline - loop.time()
+            try:
+                async with asyncio.timeout(left):
+                    return await self.bot.get_me(request_timeout=max(1, math.ceil(left)))
+            except TelegramUnauthorizedError as error:
+                raise TelegramAdapterError(
+                    f"Telegram rejected the bot token ({error.message}) — copy the current token from @BotFather into "
+                    "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token") from error
+            except TimeoutError as error:
+                raise self._unreachable(f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+            except TelegramRetryAfter as error:
+                if loop.time() + error.retry_after >= deadline:
+                    raise TelegramAdapterError(
+                        f"the Bot API at {where} asks to wait {error.retry_after} s before the next request (429) — "
+                        "start again after that", setting="platforms.telegram") from error
+                await self._retry_sleep(error.retry_after)
+            except (TelegramNetworkError, TelegramServerError) as error:
+                if isinstance(error.__cause__, TimeoutError):  # aiogram's own deadline for the request
+                    raise self._unreachable(
+                        f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+                delay = _backoff(made)
+                if made >= attempts or loop.time() + delay >= deadline:
+                    tries = f"after {made} attempt{'s' if made != 1 else ''}"
+                    reason = self._redacted(error.message.removeprefix("HTTP Client says - "))
+                    if isinstance(error, TelegramServerError):
+                        raise TelegramAdapterError(
+                            f"the Bot API at {where} failed getMe {tries} ({reason}) — try again later, or check "
+                            "platforms.telegram.api_server", setting="platforms.telegram") from error
+                    raise self._unreachable(f"cannot reach the Telegram Bot API at {where} {tries} ({reason})") from error
+                await self._retry_sleep(delay)
+            except TelegramAPIError as error:
+                raise TelegramAdapterError(
+                    f"the Bot API at {where} refused getMe ({self._redacted(error.message)}) — check "
+                    "platforms.telegram.token and platforms.telegram.api_server", setting="platforms.telegram") from error
+
+    def _unreachable(self, what: str) -> TelegramAdapterError:
+        """``what`` went wrong reaching the Bot API, with the setting and the fix that fit this configuration."""
+        if self.api_server:
+            return TelegramAdapterError(f"{what} — check platforms.telegram.api_server",
+                                        setting="platforms.telegram.api_server")
+        return TelegramAdapterError(f"{what} — check this machine's network and firewall (or set "
+                                    "platforms.telegram.api_server to a Bot API server it can reach)",
+                                    setting="platforms.telegram")
 
     def _redacted(self, text: str) -> str:
         """``text`` without the bot token, which must never reach a log or a terminal."""

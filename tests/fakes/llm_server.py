@@ -12,7 +12,7 @@ script what it answers::
 
 Each completion request takes the next queued :class:`Reply`; with the queue empty it
 asks ``handler``; without a handler it answers ``default`` (``"ok"``). Replies cover the
-faults a provider really produces: a delay past the client's timeout, 5xx, 529
+faults a provider really produces: a delay past the client's timeout, a request accepted and never answered, 5xx, 529
 overloaded, 429 with ``retry-after``, a context-length 400, empty content,
 ``finish_reason: length``, malformed JSON, a connection dropped without an answer, and,
 on streams, a connection cut after N events, a mid-stream error event and slow events.
@@ -122,6 +122,8 @@ class Reply:
     body: Union[dict[str, Any], bytes, str, None] = None
     #: Seconds the server stalls before doing anything with the request (a slow or hung provider).
     delay: float = 0.0
+    #: Accept the request and never answer it (until the server stops): a provider that hangs.
+    never_answer: bool = False
     drop: bool = False
     #: Usage fields to report instead of the computed ones (dialect field names).
     usage: dict[str, Any] | None = None
@@ -186,6 +188,11 @@ class Reply:
         reply = then or cls()
         reply.delay = seconds
         return reply
+
+    @classmethod
+    def hang(cls) -> "Reply":
+        """The request is read, then nothing comes back: no status, no byte, however long the client waits."""
+        return cls(never_answer=True)
 
     @classmethod
     def drop_connection(cls) -> "Reply":
@@ -706,6 +713,8 @@ class FakeLLMServer:
         reply = await self._next_reply(request)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.never_answer:
+            await asyncio.Event().wait()  # ended by the server's stop, which cancels what is in flight
         if reply.drop:
             return self._drop(http)
         try:

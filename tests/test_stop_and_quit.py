@@ -1,0 +1,229 @@
+"""Ending things while the provider says nothing: ``/stop`` on a turn whose request hangs, and Ctrl-C or
+SIGTERM on ``foldgate run`` with such a turn in flight.
+
+A hung provider sends no stream event, so a stop that is only looked at when an event arrives is
+never seen; the turn must watch for it on its own. A cancelled turn commits nothing, so its
+message is still in the inbox when foldgate starts again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.loop import STOPPED_REPLY, TurnStopped, unless_stopped
+from gateway.store import SessionStore
+from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, Reply
+
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW = 32_000
+NOTHING_TO_STOP = "Nothing was being written"
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not reached within {timeout}s")
+        await asyncio.sleep(0.02)
+
+
+# ------------------------------------------------------------------------------ /stop on a hung provider
+
+
+@pytest.mark.parametrize("stop_via", ["same process", "another process"])
+async def test_stop_ends_a_turn_whose_provider_never_answers_and_the_next_message_is_answered(
+        redis, redis_url, key_prefix, stop_via):
+    async with FakeLLMServer(default=Reply.hang()) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        async with running_gateway(settings, redis) as (runner, adapter, _):
+            await runner.intake(message("room", "1", "hello"))
+            await wait_for(lambda: len(llm.requests) == 1, timeout=10)  # the provider took it and says nothing
+            await asyncio.sleep(1.0)
+            if stop_via == "same process":
+                asked = time.monotonic()
+                await runner.intake(message("room", "2", "/stop"))
+            else:  # the stop is a Redis key: a gateway that does not run the turn takes the /stop
+                async with running_gateway(settings, redis) as (other, _, _):
+                    asked = time.monotonic()
+                    await other.intake(message("room", "2", "/stop"))
+            await wait_for(lambda: len(adapter.sent) >= 1, timeout=10)
+            took = time.monotonic() - asked
+            await wait_for(lambda: len(adapter.sent) >= 2, timeout=10)  # the /stop command's own reply
+            llm.default = Reply.answer("fresh answer")
+            await runner.intake(message("room", "3", "and now?"))
+            await wait_for(lambda: len(adapter.sent) >= 3, timeout=10)
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            transcript = await store.active("local:room", await store.current_session("local:room"))
+    replies = [text for _, text in adapter.sent]
+    assert took < 2, f"the stop took {took:.1f}s"
+    assert replies[0] == STOPPED_REPLY  # nothing had been written: the stopped turn says so
+    assert replies[1].startswith("⏹ Stopped") and not any(NOTHING_TO_STOP in text for text in replies)
+    assert replies[2] == "fresh answer"  # the client's pool survived the cancelled request
+    assert len(llm.requests) == 2 and llm.requests[1].last_user_text == "and now?"
+    assert [m["content"] for m in transcript if m["role"] == "user"] == ["hello", "and now?"]
+    assert [m["content"] for m in transcript if m["role"] == "assistant"] == [STOPPED_REPLY, "fresh answer"]
+
+
+async def test_waiting_for_a_stop_never_outlives_the_work_it_watches():
+    async def never_stopped() -> TurnStopped:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def answer() -> str:
+        await asyncio.sleep(0.01)
+        return "done"
+
+    assert await unless_stopped(answer(), never_stopped) == "done"
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+    async def stopped_soon() -> TurnStopped:
+        await asyncio.sleep(0.05)
+        return TurnStopped("so far")
+
+    hung = asyncio.Event()
+    with pytest.raises(TurnStopped) as raised:
+        await unless_stopped(hung.wait(), stopped_soon)
+    assert raised.value.text == "so far"
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+    outer = asyncio.ensure_future(unless_stopped(hung.wait(), never_stopped))  # the gateway shuts down meanwhile
+    await asyncio.sleep(0.05)
+    outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+
+# ------------------------------------------------------------------------------ quitting foldgate run
+
+
+class ThreadedLLM:
+    """The fake provider on an event loop of its own thread, for a foldgate process driven synchronously."""
+
+    def __init__(self, default: Reply) -> None:
+        self.server = FakeLLMServer(default=default)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-llm", daemon=True)
+
+    def __enter__(self) -> "ThreadedLLM":
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+    def asked(self, text: str) -> int:
+        return sum(1 for request in list(self.server.requests) if request.body and request.last_user_text == text)
+
+
+def spawn_chat(tmp_path: Path, llm: ThreadedLLM) -> Any:
+    """``foldgate run`` in a pseudo-terminal: the terminal chat, the model on the fake provider."""
+    import pexpect
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  provider: custom\n"
+        f"  base_url: {llm.server.openai_base_url}\n"
+        "  api_key: test-key\n"
+        "  name: test-model\n"
+        f"  context_length: {WINDOW}\n"
+        "platforms:\n"
+        "  local:\n"
+        "    enabled: true\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
+    env.update(FOLDGATE_HOME=str(tmp_path / "home"), FOLDGATE_CONFIG=str(config))
+    chat = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run"], cwd=str(tmp_path), env=env,
+                         encoding="utf-8", timeout=60, dimensions=(40, 200))
+    chat.expect_exact("you> ")
+    return chat
+
+
+def wait_asked(llm: ThreadedLLM, text: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not llm.asked(text):
+        assert time.monotonic() < deadline, "the provider was never asked"
+        time.sleep(0.05)
+
+
+def ask_a_hung_provider(chat: Any, llm: ThreadedLLM) -> None:
+    """Send a question and return once the provider (which never answers) has it and the chat shows it works."""
+    chat.sendline("what happened overnight?")
+    chat.expect_exact("⋯ working")
+    wait_asked(llm, "what happened overnight?")
+
+
+def ended_within(chat: Any, since: float) -> float:
+    import pexpect
+
+    chat.expect(pexpect.EOF, timeout=15)
+    chat.wait()
+    return time.monotonic() - since
+
+
+def test_ctrl_c_with_a_turn_in_flight_ends_at_once_and_the_message_is_answered_on_the_next_start(tmp_path):
+    with ThreadedLLM(Reply.hang()) as llm:
+        chat = spawn_chat(tmp_path, llm)
+        try:
+            ask_a_hung_provider(chat, llm)
+            asked = time.monotonic()
+            chat.sendintr()
+            took = ended_within(chat, asked)
+            said = chat.before
+        finally:
+            if chat.isalive():
+                chat.terminate(force=True)
+        assert took < 2, f"Ctrl-C took {took:.1f}s"
+        assert chat.exitstatus == 0, said
+        assert "foldgate: stopped; 1 message being answered will be answered on the next start" in said
+
+        llm.server.default = Reply.answer("the overnight deploy went fine")
+        chat = spawn_chat(tmp_path, llm)
+        try:
+            chat.expect_exact("the overnight deploy went fine", timeout=30)  # answered without being asked again
+            chat.expect_exact("you> ")
+            chat.sendline("/quit")
+            ended_within(chat, time.monotonic())
+        finally:
+            if chat.isalive():
+                chat.terminate(force=True)
+        assert chat.exitstatus == 0, chat.before
+        assert llm.asked("what happened overnight?") == 2
+
+
+def test_sigterm_with_a_turn_in_flight_says_it_waits_and_a_second_signal_ends_at_once(tmp_path):
+    with ThreadedLLM(Reply.hang()) as llm:
+        chat = spawn_chat(tmp_path, llm)
+        try:
+            ask_a_hung_provider(chat, llm)
+            chat.kill(signal.SIGTERM)
+            chat.expect_exact("foldgate: waiting up to 60 s for 1 reply being written", timeout=5)
+            time.sleep(0.5)
+            assert chat.isalive()  # the grace period runs
+            asked = time.monotonic()
+            chat.kill(signal.SIGTERM)
+            took = ended_within(chat, asked)
+            said = chat.before
+        finally:
+            if chat.isalive():
+                chat.terminate(force=True)
+    assert took < 2, f"the second SIGTERM took {took:.1f}s"
+    assert chat.exitstatus == 0, said
+    assert "1 message being answered will be answered on the next start" in said
