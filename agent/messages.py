@@ -16,8 +16,10 @@ Message = dict[str, Any]
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
-#: Marker that opens every compaction summary message.
+#: Text that opens every compaction summary message (for the model to read; never how one is recognised).
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
+#: Metadata flag on a compaction summary foldgate wrote: the only thing that makes a message one.
+SUMMARY_KEY = "_compressed_summary"
 #: Metadata flag on messages foldgate synthesised (summaries, stand-in results, continuations).
 SYNTHETIC_KEY = "_synthetic"
 
@@ -95,8 +97,12 @@ def is_tool_result(message: Mapping[str, Any]) -> bool:
 
 
 def is_summary(message: Mapping[str, Any]) -> bool:
-    """A compaction summary foldgate wrote (marked, or recognisable by its prefix)."""
-    return bool(message.get("_compressed_summary")) or text_of(message).lstrip().startswith(SUMMARY_PREFIX)
+    """A compaction summary foldgate wrote: marked so in its stored metadata.
+
+    Never recognised by its text: a person can type the prefix, and a message taken for the
+    notes would be handed to the summarizer as the notes to update and left out of the quotes.
+    """
+    return bool(message.get(SUMMARY_KEY))
 
 
 def is_real_user_message(message: Mapping[str, Any]) -> bool:

@@ -116,6 +116,8 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
             gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
             coalesce_max_messages=settings.gateway.coalesce_max_messages,
             coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
+            max_message_tokens=settings.gateway.max_message_tokens,
+            outage_retry_seconds=settings.gateway.outage_retry_seconds,
         )
         await runner.start()
         encoding()  # the tokenizer loads now rather than on the first message
@@ -318,7 +320,8 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
             from gateway.metrics import serve_metrics
 
             try:
-                metrics = await serve_metrics(gateway.events, gateway.runner, "0.0.0.0", settings.gateway.metrics_port)
+                metrics = await serve_metrics(gateway.events, gateway.runner, settings.gateway.metrics_host,
+                                              settings.gateway.metrics_port)
             except OSError as error:
                 raise StartupError(f"cannot serve metrics on port {settings.gateway.metrics_port} "
                                    f"({error.strerror or error}) — pick a free port, or 0 to serve none",

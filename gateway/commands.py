@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -20,12 +21,15 @@ from typing import TYPE_CHECKING
 
 from agent import pricing
 from agent.llm.client import lists_model
+from agent.llm.errors import ProviderError, plain_reason
 from agent.llm.codex_app_server import CodexThreadEngine, thread_of
 from agent.models import UnknownAlias, api_model_id, split_large_alias
 from gateway import hygiene
 from gateway.events import CompressEvent
 from gateway.session_source import ChatHistory, Conversation, conversations, outline
 from gateway.store import UnknownSession, VersionConflict
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from agent.context_engine import ContextEngine
@@ -118,8 +122,13 @@ async def _provider_models(agents: object) -> tuple[list[str] | None, str]:
         return None, "this route offers no model list"
     try:
         return list(await lister()), ""
-    except Exception as error:  # any failure only means the name stays unchecked
-        return None, f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+    except ProviderError as error:  # any failure only means the name stays unchecked
+        # The provider's own text can echo the key or name an internal address: the chat gets plain words.
+        log.warning("listing the provider's models failed: %s", error)
+        return None, f"the provider {plain_reason(error)}"
+    except Exception as error:
+        log.warning("listing the provider's models failed: %s: %s", type(error).__name__, error)
+        return None, f"the model list could not be read ({type(error).__name__})"
 
 
 async def model(turn: "ChatTurn", name: str) -> str:

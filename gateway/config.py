@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+from urllib.parse import urlsplit, urlunsplit
 
 import annotated_types
 import yaml
@@ -59,6 +60,8 @@ HOME_ENV = "FOLDGATE_HOME"
 DEFAULT_CONFIG_FILE = "config.yaml"
 #: keys whose values are credentials: redacted by ``config show`` and in error messages
 SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret"})
+#: what a redacted secret (or the password part of a URL) is shown as
+REDACTED = "***"
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 PositiveId = Annotated[int, Field(ge=1)]
@@ -285,14 +288,18 @@ class GatewaySettings(StrictModel):
     """``gateway:`` — the process: state directory, locks, dedupe, concurrency, metrics."""
 
     home: str = Field("~/.foldgate", min_length=1)
-    lock_ttl_seconds: int = Field(120, ge=1)
+    lock_ttl_seconds: int = Field(15, ge=1)
     dedupe_ttl_seconds: int = Field(86_400, ge=86_400)
     max_concurrent_chats: int = Field(32, ge=1)
     transcript_cache_tokens: int = Field(2_000_000, ge=0)
     metrics_port: Port = 0
+    metrics_host: str = Field("127.0.0.1", min_length=1)
     coalesce_backlog: bool = True
     coalesce_max_messages: int = Field(500, ge=2)
     coalesce_max_tokens: int = Field(20_000, ge=100)
+    max_message_tokens: int = Field(16_000, ge=1_000)
+    #: How long a message that failed because the provider is away is retried before the chat is told to give up.
+    outage_retry_seconds: float = Field(900, ge=0)
 
 
 class Settings(BaseSettings):
@@ -465,19 +472,41 @@ def _allowed(error: Mapping[str, Any], info: FieldInfo | None) -> str:
     return f"must be {_kind(info.annotation, info.metadata)}"
 
 
+def url_password_hidden(text: str) -> str:
+    """``text`` with the password of a URL's user part replaced by ``***``.
+
+    Redis, base and proxy URLs may carry a password (``redis://:pw@host``); they are not
+    secret keys as a whole (the host is worth seeing), so only the credential is hidden. A
+    user part without a password can be a token itself (``https://TOKEN@host``) and is hidden too.
+    """
+    if "@" not in text or "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # not parseable as a URL: hide everything before the last @, to be safe
+        scheme, _, rest = text.partition("://")
+        return f"{scheme}://{REDACTED}@{rest.rsplit('@', 1)[1]}" if "@" in rest else text
+    if "@" not in parts.netloc:
+        return text
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, colon, _password = userinfo.partition(":")
+    hidden = f"{user}:{REDACTED}" if colon else REDACTED
+    return urlunsplit(parts._replace(netloc=f"{hidden}@{host}"))
+
+
 def _show(value: Any, path: Sequence[str | int]) -> str:
-    """A value as a problem line shows it: short, and never a secret."""
+    """A value as a problem line shows it: short, and never a secret (nor a URL's password)."""
     secret_key = any(part in SECRET_KEYS for part in path if isinstance(part, str))
     if isinstance(value, SecretStr) or (secret_key and value not in (None, "")):
-        return "***"
+        return REDACTED
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif value is None:
         text = "null"
     elif isinstance(value, str):
-        text = repr(value)
+        text = repr(url_password_hidden(value))
     elif isinstance(value, (dict, list)):
-        text = _render(value)
+        text = _render(redacted(value))
     else:
         text = str(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -781,13 +810,15 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
 
 
 def redacted(value: Any, key: str = "") -> Any:
-    """A dumped configuration with every set secret replaced by ``***``."""
+    """A dumped configuration with every set secret, and every URL's password, replaced by ``***``."""
     if isinstance(value, dict):
         return {name: redacted(item, str(name)) for name, item in value.items()}
     if isinstance(value, list):
         return [redacted(item, key) for item in value]
     if isinstance(value, SecretStr) or key in SECRET_KEYS:
-        return "***" if value else (None if value is None else "")
+        return REDACTED if value else (None if value is None else "")
+    if isinstance(value, str):
+        return url_password_hidden(value)
     return value
 
 

@@ -25,10 +25,18 @@ from redis.exceptions import ResponseError
 
 from gateway.platforms.base import IncomingMessage
 from gateway.redis_channel import RedisChannel, RedisPyChannel, Script, is_noscript
-from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys
+from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, WrongKeyType
 
 #: KEYS: seen marker, inbox. ARGV: ttl seconds, entry JSON. 1 = queued, 0 = duplicate.
+#: Both keys' types are checked before the marker is set: a marker set for a push that then
+#: failed would answer the platform's retry "duplicate" for a message never stored.
 _INTAKE = Script.of(r"""
+for i, wanted in ipairs({'string', 'list'}) do
+  local actual = redis.call('TYPE', KEYS[i])['ok']
+  if actual ~= wanted and actual ~= 'none' then
+    return redis.error_reply('FG_WRONG_TYPE ' .. KEYS[i] .. ' holds a ' .. actual)
+  end
+end
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 return 1
@@ -74,12 +82,17 @@ class Inbox:
         mark = ("ZADD", self.ready_key, "NX", time.time(), message.chat)
         evalsha = ("EVALSHA", _INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
         try:
-            _, queued, _ = await self.channel.call_in_order(mark, evalsha, mark)  # one round trip when pipelined
+            try:
+                _, queued, _ = await self.channel.call_in_order(mark, evalsha, mark)  # one round trip when pipelined
+            except ResponseError as error:
+                if not is_noscript(error):
+                    raise
+                queued = await _INTAKE.run(self.channel, intake_keys, intake_args)  # the server lost its scripts
+                await self.mark(message.chat)
         except ResponseError as error:
-            if not is_noscript(error):
-                raise
-            queued = await _INTAKE.run(self.channel, intake_keys, intake_args)  # the server lost its scripts
-            await self.mark(message.chat)
+            if str(error).startswith("FG_WRONG_TYPE"):
+                raise WrongKeyType(str(error)) from error
+            raise
         return bool(queued)
 
     async def mark(self, chat: str) -> None:

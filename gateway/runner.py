@@ -33,12 +33,15 @@ from agent.pricing import UnknownPrice, cost, savings
 from agent.settings import CompressionSettings
 from agent.tokens import count_message, count_text
 from agent.tools import ToolRegistry, recovery_tools
-from gateway import hygiene
+from agent.transcript_repair import repair_for_turn
+from gateway import hygiene, long_messages
 from gateway.commands import handle_command
 from gateway.commands import parse as parse_command
 from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
+from gateway.outage import (Backoff, ChatOutages, Health, ProviderDown, RetryLater, counts_as_down, final_notice,
+                             is_redis_outage, waiting_notice)
 from gateway.delivery.journal import ReplyJournal
 from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
@@ -121,6 +124,8 @@ class GatewayRunner:
         coalesce_backlog: bool = False,
         coalesce_max_messages: int = 500,
         coalesce_max_tokens: int = 20_000,
+        max_message_tokens: int = 16_000,
+        outage_retry_seconds: float = 900.0,
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -136,6 +141,8 @@ class GatewayRunner:
         self.coalesce_backlog = coalesce_backlog
         self.coalesce_max_messages = coalesce_max_messages
         self.coalesce_max_tokens = coalesce_max_tokens
+        #: One message's bound (``gateway.max_message_tokens``): a longer one reaches the model as an excerpt.
+        self.max_message_tokens = max_message_tokens
         #: The send budget of a reply's chat (every process shares it); open by default.
         self.gates = gates or (lambda message: OpenGate())
         self.worker_id = uuid.uuid4().hex[:8]
@@ -151,6 +158,12 @@ class GatewayRunner:
         self._dispatcher: asyncio.Task[None] | None = None
         self._stopping = False
         self.started_at = time.time()
+        #: A message that failed because the provider is away is tried again for this long (``gateway.outage_retry_seconds``).
+        self.outages = ChatOutages(store.channel, store.prefix, outage_retry_seconds)
+        self.provider_health = Health("the model provider")
+        self.redis_health = Health("Redis")
+        #: Chats this process saw waiting for the provider (their outage record is cleared when answered).
+        self._down_chats: set[str] = set()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -214,7 +227,9 @@ class GatewayRunner:
     # ----------------------------------------------------------------- dispatch
 
     async def _dispatch(self) -> None:
+        backoff = Backoff()
         while not self._stopping:
+            wait = self.poll_interval
             try:
                 free = self._max_chats - len(self._busy)
                 chats = await self.inbox.ready_chats(free + len(self._busy)) if free > 0 else []
@@ -226,11 +241,20 @@ class GatewayRunner:
                     task = asyncio.create_task(self._drain(chat), name=f"chat-{chat}")
                     self._busy[chat] = task
                     task.add_done_callback(lambda _t, c=chat: self._busy.pop(c, None))
-            except Exception:
-                log.exception("dispatcher pass failed; retrying")
+                if self.redis_health.down:
+                    self.redis_health.answered(await self.inbox.marked())
+                backoff.reset()
+            except Exception as error:
+                # Redis away (or any failing pass): one line when it starts, then a growing wait, no traceback each time.
+                self.redis_health.failed(error)
+                log.debug("dispatcher pass failed", exc_info=True)
+                wait = backoff.next()
             self._wake.clear()
+            if backoff.current:
+                await asyncio.sleep(wait)  # intake wakes us at once, but nothing can be handed out yet
+                continue
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _drain(self, chat: str) -> None:
         """Take the chat's lock and handle its inbox in order until it is empty."""
@@ -242,6 +266,7 @@ class GatewayRunner:
         assert me is not None
         self.keeper.hold(lock, me)
         released = False
+        retry_in = RETRY_DELAY_SECONDS
         try:
             while not self._stopping:
                 if head is None:
@@ -259,8 +284,13 @@ class GatewayRunner:
         except asyncio.CancelledError:
             if self._stopping:
                 raise
-        except Exception:
-            log.exception("%s: worker failed; the entry stays in the inbox", chat)
+        except RetryLater as later:
+            retry_in = later.delay  # the head entry waits for the provider; the slot is free for other chats meanwhile
+        except Exception as error:
+            if is_redis_outage(error):
+                self.redis_health.failed(error)  # logged once for the whole outage; the entry stays in the inbox
+            else:
+                log.exception("%s: worker failed; the entry stays in the inbox", chat)
         finally:
             self.keeper.let_go(lock)
             for key in [key for key in self._attempts if key.startswith(f"{chat}|")]:
@@ -268,7 +298,7 @@ class GatewayRunner:
             if not released:  # entries may remain: free the chat and make it due again shortly
                 with contextlib.suppress(Exception):
                     await self.store.release_lock(lock)
-                    await self.inbox.lease(chat, RETRY_DELAY_SECONDS)
+                    await self.inbox.lease(chat, retry_in)
             if self._saturated:
                 self._wake.set()  # a slot is free and chats are waiting: look again now
 
@@ -291,13 +321,18 @@ class GatewayRunner:
                 unfinished.abandon()  # its previews stop; a retry streams anew
             if isinstance(error, (StaleLock, asyncio.CancelledError)) or not isinstance(error, Exception):
                 raise
-            attempts = self._attempts.get(attempts_key, 0) + 1
-            self._attempts[attempts_key] = attempts
-            log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
-            if attempts < MAX_ENTRY_ATTEMPTS:
-                await asyncio.sleep(RETRY_DELAY_SECONDS * 2 ** (attempts - 1))  # the keeper holds the lock meanwhile
-                return raw
-            outcome = await self._give_up(chat, lock, message, error)
+            if is_redis_outage(error):
+                raise  # the worker lets the chat go; it is handed out again once Redis answers
+            if isinstance(error, ProviderDown):  # not the entry's fault: no attempt counted
+                outcome = await self._provider_down(chat, lock, message, error)  # RetryLater until the bound runs out
+            else:
+                attempts = self._attempts.get(attempts_key, 0) + 1
+                self._attempts[attempts_key] = attempts
+                log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
+                if attempts < MAX_ENTRY_ATTEMPTS:
+                    await asyncio.sleep(RETRY_DELAY_SECONDS * 2 ** (attempts - 1))  # the keeper holds the lock meanwhile
+                    return raw
+                outcome = await self._give_up(chat, lock, message, error)
         self._streams.pop(chat, None)
         self._attempts.pop(attempts_key, None)
         if outcome.reply is not None:
@@ -319,26 +354,57 @@ class GatewayRunner:
     async def _give_up(self, chat: str, lock: Lock, message: IncomingMessage, error: Exception) -> "Outcome":
         """After repeated failures: keep the person's message in the session and tell them.
 
-        If even that fails (the message itself cannot be stored), the entry is let go with the
-        error logged, so one poisoned entry never blocks the chat behind it.
+        If even that fails (the session cannot be read, the message cannot be stored), the entry is
+        let go with the error logged, so one poisoned entry never blocks the chat behind it. Only a
+        lost lock propagates: the chat is another worker's then.
         """
-        sid, meta, _ = await self.store.snapshot(chat, messages=False)
         entry_id = f"{message.platform}:{message.update_id}"
         reply = f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; please try again."
+        sid = ""
         try:
+            sid, meta, _ = await self.store.snapshot(chat, messages=False)
             if meta.last_entry_id != entry_id:
-                await self.store.append(chat, sid, [self._user_message(message)], lock=lock,
+                stored = await self._stored_form(ChatTurn(self, chat, message, lock, sid, meta), [message])
+                await self.store.append(chat, sid, stored, lock=lock,
                                         meta={"last_entry_id": entry_id, "last_reply": reply})
         except StaleLock:
             raise
         except Exception:
             log.exception("%s: update %s could not be stored either; letting it go", chat, message.update_id)
+            if not sid:  # the snapshot itself failed: the entry still leaves through the chat's pointer
+                with contextlib.suppress(Exception):
+                    sid = await self.store.stored_session(chat) or ""
             return Outcome(sid, None, committed=False)
         return Outcome(sid, reply, committed=True)
 
     @staticmethod
     def _user_message(message: IncomingMessage) -> Message:
         return {"role": "user", "content": message.text, "_ts": message.ts}
+
+    def _message_limit(self, model: str) -> int:
+        """The longest message, in tokens, ``model`` gets whole in this gateway."""
+        return long_messages.token_limit(self.max_message_tokens, self.agents.context_length(model))
+
+    async def _stored_form(self, turn: ChatTurn, messages: list[IncomingMessage]) -> list[Message]:
+        """The messages as a turn that stores them unanswered keeps them: bounded like any turn's."""
+        limit = self._message_limit(turn.meta.model or self.agents.default_model)
+        return [await self._bounded(turn, message, limit, []) for message in messages]
+
+    async def _bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str]) -> Message:
+        """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt
+        naming the original, which is stored whole in the archive first (nothing is lost, and a message
+        over the window never reaches the provider). What the person is told goes to ``notes``."""
+        user_message = self._user_message(message)
+        tokens = long_messages.tokens_over(message.text, limit)
+        if tokens is None:
+            return user_message
+        original_id = await self.store.archive_original(
+            turn.chat, turn.session_id, user_message, lock=turn.lock, entry_id=f"{message.platform}:{message.update_id}")
+        log.info("%s: update %s is %d tokens, over the bound of %d: archived whole as message %s; the model gets "
+                 "its head and tail", turn.chat, message.update_id, tokens, limit, original_id)
+        notes.append(long_messages.notice(tokens, limit))
+        return {**user_message, "content": long_messages.excerpt(message.text, tokens, limit, original_id),
+                "_orig_id": original_id}
 
     async def _handle(self, chat: str, lock: Lock, message: IncomingMessage) -> "Outcome":
         started = time.perf_counter()
@@ -359,21 +425,27 @@ class GatewayRunner:
             await self.store.update_meta(chat, turn.session_id, lock=lock, last_entry_id=turn.entry_id,
                                          last_reply=command_reply)
             return Outcome(turn.session_id, command_reply, committed=True)
-        user_message = self._user_message(message)
+        notes: list[str] = []  # what the person is told above the reply (a message too long to read whole)
         if not message.respond:
+            user_message = await self._bounded(turn, message, self._message_limit(meta.model or self.agents.default_model),
+                                               notes)
             await self.store.append(chat, sid, [user_message], lock=lock,
                                     meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
             return Outcome(sid, None, committed=False)
         batch = await self._backlog(chat, message) if self.coalesce_backlog else []
-        earlier = [self._user_message(m) for m in [message, *(m for _, m in batch[:-1])]] if batch else []
         last = batch[-1][1] if batch else message
-        user_message = self._user_message(last)
         model = meta.model or self.agents.default_model
         archive = ChatHistory(self.store, chat, sid)
         engine = self.agents.build_engine(model, meta.engine_state, archive)
+        # Checked as the provider will check it: one broken pair must not fail this and every later turn.
+        history = await repair_for_turn(self.store, chat, sid, meta.version, history)
         history = await self._pre_turn_compaction(turn, engine, model, history) or history
         sid, meta = turn.session_id, turn.meta
         archive.session_id = sid  # a rotating compaction moved the chat to a new session
+        # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
+        limit = self._message_limit(model)
+        earlier = [await self._bounded(turn, m, limit, notes) for m in [message, *(m for _, m in batch[:-1])]] if batch else []
+        user_message = await self._bounded(turn, last, limit, notes)
         tools = ToolRegistry()
         for tool in recovery_tools(ChatHistory(self.store, chat, sid, every_session=True)):  # every conversation of the chat
             tools.add(tool)
@@ -389,7 +461,12 @@ class GatewayRunner:
             result = await agent.run_turn(history + earlier, user_message, on_event=watch,
                                           until_stopped=watch.until_stopped)
             reply = result.reply
+            await self._provider_answered(chat)
         except ProviderError as error:
+            if counts_as_down(error):
+                # The provider is away: nothing of the turn is committed, the entry stays at the head of the
+                # inbox and the whole turn is tried again once it is back (``_provider_down``).
+                raise ProviderDown(error, handling_since) from error
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
             # is committed like any turn; the person's message is kept and the reply says what happened.
             result = getattr(error, "partial", None)
@@ -397,6 +474,8 @@ class GatewayRunner:
                 raise
             log.warning("chat %s: %s", chat, explain(error) or f"the model call failed: {error}")
             reply = f"⚠️ The model provider {plain_reason(error)}. Your message is saved; please try again."
+        if notes and reply:
+            reply = "\n\n".join([*notes, reply])
         usage = result.usage
         totals = dict(meta.usage_totals)
         for name, value in usage.as_dict().items():
@@ -419,9 +498,13 @@ class GatewayRunner:
             commit = await self.store.commit_compaction(
                 chat, sid, result.messages, lock=lock, in_place=self.compression.in_place,
                 compaction_id=f"{turn.entry_id}:turn", meta=fields, archive_new=result.folded,
-            )
-            await self._emit_compaction(turn, engine, commit.session_id, commit.old_session_id, "in_loop", before,
-                                        fields["tokens_at_report"])
+            )  # a lost lock raises StaleLock here, as the append below does: nothing is delivered then
+            if commit.replayed:
+                # An earlier call of this holder committed the turn: the reply is the one it recorded.
+                reply = (await self.store.meta(chat, commit.session_id)).last_reply or reply
+            else:
+                await self._emit_compaction(turn, engine, commit.session_id, commit.old_session_id, "in_loop",
+                                            before, fields["tokens_at_report"])
             turn.session_id = commit.session_id
         else:
             new_messages = earlier + result.new_messages
@@ -491,9 +574,12 @@ class GatewayRunner:
             turn.chat, turn.session_id, compacted, lock=turn.lock, in_place=self.compression.in_place,
             compaction_id=f"{turn.entry_id}:{trigger}", meta={"engine_state": engine.export_state()},
         )
+        turn.session_id = commit.session_id
+        if commit.replayed:  # applied by an earlier call: the session as stored is that call's result
+            turn.meta = await self.store.meta(turn.chat, commit.session_id)
+            return await self.store.active(turn.chat, commit.session_id)
         await self._emit_compaction(turn, engine, commit.session_id, commit.old_session_id, trigger,
                                     turn.meta.tokens, after)
-        turn.session_id = commit.session_id
         turn.meta = await self.store.meta(turn.chat, commit.session_id)
         return compacted  # the store gave its new messages their ids: it is the session as stored
 
@@ -582,3 +668,43 @@ class GatewayRunner:
                     return
                 log.warning("%s: sending a reply failed (attempt %d); retrying", message.chat, attempt, exc_info=True)
                 await asyncio.sleep(RETRY_DELAY_SECONDS * attempt)
+
+    # ----------------------------------------------------------------- provider outages
+
+    async def _provider_answered(self, chat: str) -> None:
+        """A turn got its answer: an outage this process saw ends, for the log and for the chat."""
+        self.provider_health.answered()
+        if chat in self._down_chats:
+            self._down_chats.discard(chat)
+            with contextlib.suppress(Exception):  # the record expires by itself; a new outage is recognised anyway
+                await self.outages.ended(chat)
+
+    async def _provider_down(self, chat: str, lock: Lock, message: IncomingMessage, down: ProviderDown) -> "Outcome":
+        """The head entry failed because the provider is away: tell the chat once, and have the chat handed
+        out again after a backoff (raises :class:`RetryLater`), so order is kept and no slot is held while
+        waiting. When the provider stayed away for the whole bound, the waiting messages are stored and
+        answered with one final notice."""
+        error = down.cause
+        self.provider_health.failed(error, f"{chat}|{message.update_id}")
+        self._down_chats.add(chat)
+        failure = await self.outages.failed(chat, error, down.started)
+        if not failure.expired:
+            if failure.first:
+                await self._deliver(message, waiting_notice(error))
+            raise RetryLater(failure.delay)
+        log.warning("%s: the model provider stayed away for %.0fs; the waiting messages are stored unanswered",
+                    chat, failure.waited)
+        sid, meta, _ = await self.store.snapshot(chat, messages=False)
+        batch = await self._backlog(chat, message)  # what waited behind the head leaves with it, in order
+        entries = [message, *(m for _, m in batch)]
+        ids = [f"{m.platform}:{m.update_id}" for m in entries]
+        reply = final_notice(error, failure.waited)
+        if meta.last_entry_id != ids[-1]:
+            stored = await self._stored_form(ChatTurn(self, chat, message, lock, sid, meta), entries)
+            await self.store.append(chat, sid, stored, lock=lock,
+                                    meta={"last_entry_id": ids[-1], "last_reply": reply,
+                                          "batch_entry_ids": "\n".join(ids) if batch else None})
+        self._down_chats.discard(chat)
+        await self.outages.ended(chat)
+        return Outcome(sid, reply, committed=True,
+                       batch=tuple((raw, f"{m.platform}:{m.update_id}") for raw, m in batch))

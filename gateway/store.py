@@ -51,6 +51,7 @@ writes nothing; see :meth:`SessionStore.acquire_lock` for the timing semantics.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import re
 import secrets
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 
 #: How long a compaction's result is kept so a retried commit (reply lost) is not applied twice.
 COMMIT_RECORD_TTL_SECONDS = 7 * 86_400
+#: How long an archived long message is remembered by its inbox entry, so a retried turn reuses it.
+ORIGINAL_MARKER_TTL_SECONDS = 7 * 86_400
 #: Platforms redeliver updates for up to a day; a shorter dedupe window would let duplicates through.
 MIN_SEEN_TTL_SECONDS = 86_400
 #: How long a session read ahead by the step that handed out an inbox entry may stand in for a
@@ -117,6 +120,9 @@ class CompactionCommit:
     archived_ids: list[str]
     active_ids: list[str]
     version: int
+    #: The commit was applied before (by an earlier call of the lock's holder) and nothing was
+    #: written now. Left out of equality: it is the same commit.
+    replayed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -232,6 +238,9 @@ class ChatKeys:
     def archive(self, sid: str) -> str:
         return f"{self.base}:s:{sid}:archive"
 
+    def original(self, sid: str, entry_id: str) -> str:
+        return f"{self.base}:s:{sid}:original:{entry_id}"
+
 
 # --------------------------------------------------------------------------- Lua
 
@@ -263,6 +272,41 @@ local function require_lock(lock_key, token, meta_key, fence)
   if last > tonumber(fence) then
     fail('FG_STALE_LOCK', 'a newer lock holder (fence ' .. last .. ') already wrote this session')
   end
+end
+
+-- Counters the script adds to must hold integers: HINCRBY on anything else fails mid-script,
+-- after earlier writes have landed (Redis does not roll a script back).
+local function require_counters(meta_key, ...)
+  for _, name in ipairs({...}) do
+    local value = redis.call('HGET', meta_key, name)
+    if value and not string.match(value, '^%-?%d+$') then
+      fail('FG_WRONG_TYPE', meta_key .. ' field ' .. name .. ' is not an integer: ' .. value)
+    end
+  end
+end
+
+-- A new message id from the session's counter, never one a body is stored under: a counter found
+-- behind the stored ids (reset or corrupted) is moved past every id in ``msg_keys`` first.
+local function fresh_id(meta_key, msg_keys)
+  local id = redis.call('HINCRBY', meta_key, 'next_id', 1)
+  for _, key in ipairs(msg_keys) do
+    if redis.call('HEXISTS', key, tostring(id)) == 1 then
+      local top = id
+      for _, each in ipairs(msg_keys) do
+        for _, name in ipairs(redis.call('HKEYS', each)) do
+          local number = tonumber(name)
+          if number and number > top then top = math.floor(number) end
+        end
+      end
+      id = top + 1
+      for _, each in ipairs(msg_keys) do
+        while redis.call('HEXISTS', each, string.format('%.0f', id)) == 1 do id = id + 1 end
+      end
+      redis.call('HSET', meta_key, 'next_id', string.format('%.0f', id))
+      break
+    end
+  end
+  return string.format('%.0f', id)
 end
 
 local function require_open(meta_key)
@@ -313,7 +357,7 @@ local function read_snapshot(pointer_key, base, with_messages, held_sid, held_ne
   if not sid then return {false} end
   base = base .. ':s:' .. sid
   local meta = redis.call('HGETALL', base .. ':meta')
-  if #meta == 0 then return {false} end
+  if #meta == 0 then return {false, sid} end  -- the pointer names a session that does not exist
   if with_messages ~= '1' then return {sid, meta, {}, {}, {}} end
   local ids = redis.call('LRANGE', base .. ':active', 0, -1)
   local wanted = ids
@@ -326,6 +370,17 @@ local function read_snapshot(pointer_key, base, with_messages, held_sid, held_ne
     end
   end
   return {sid, meta, ids, wanted, hmget_all(base .. ':msg', wanted)}
+end
+
+-- The checks read_snapshot's reads would fail on, for a script that must run them before it writes.
+local function check_snapshot(pointer_key, base)
+  require_type(pointer_key, 'string', 'none')
+  local sid = redis.call('GET', pointer_key)
+  if not sid then return end
+  base = base .. ':s:' .. sid
+  require_type(base .. ':meta', 'hash', 'none')
+  require_type(base .. ':active', 'list', 'none')
+  require_type(base .. ':msg', 'hash', 'none')
 end
 """
 
@@ -369,6 +424,23 @@ _CREATE_INDEXED_SESSION = (
     "return sid\n"
 )
 
+#: A chat whose pointer names a session that does not exist gets a new, empty session, so it is
+#: answered again; whatever is stored under the missing id is left as it is. Nothing is written
+#: when the pointer moved meanwhile or the session exists after all (returns 0).
+#: KEYS: session pointer, missing meta, new meta, index. ARGV: missing sid, new sid, now.
+_REPLACE_MISSING_SESSION = r"""
+require_type(KEYS[1], 'string', 'none')
+require_type(KEYS[4], 'zset', 'none')
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then fail('FG_CONFLICT', 'session id collision, retry') end
+redis.call('HSET', KEYS[3], 'created_at', ARGV[3], 'updated_at', ARGV[3], 'version', '0',
+  'tokens', '0', 'count', '0', 'compaction_count', '0', 'next_id', '0', 'parent_session_id', '')
+redis.call('SET', KEYS[1], ARGV[2])
+if redis.call('EXISTS', KEYS[4]) == 1 then redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2]) end
+return 1
+"""
+
 #: Point the chat at one of its stored sessions (``/resume``), fenced like every write.
 #: KEYS: lock, session pointer, target meta. ARGV: token, fence, target sid.
 _POINT_AT_SESSION = r"""
@@ -397,12 +469,13 @@ return {active, archive, sizes}
 #: or nil when the lock is held. The session is read ahead only with its pointer and a head to handle.
 _ACQUIRE_LOCK = r"""
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+-- Reads first: one that fails (a key of the wrong type) must not leave a lock nobody holds.
 local head = false
 if KEYS[3] then head = redis.call('LINDEX', KEYS[3], 0) end
 local ahead = false
 if head and KEYS[4] then ahead = read_snapshot(KEYS[4], ARGV[3], '1', ARGV[4], ARGV[5]) end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {fence, head, ahead}
 """
 
@@ -431,7 +504,10 @@ return 1
 _FINISH_ENTRY = r"""
 require_session(KEYS[2])
 require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
+require_counters(KEYS[2], 'version')
+require_type(KEYS[3], 'list', 'none')
 local sets, dels, i = read_meta_changes(4)
+check_snapshot(KEYS[4], ARGV[i])
 apply_meta_changes(KEYS[2], sets, dels)
 if #sets + #dels > 0 then redis.call('HINCRBY', KEYS[2], 'version', 1) end
 if redis.call('LINDEX', KEYS[3], 0) == ARGV[3] then
@@ -460,10 +536,11 @@ require_type(KEYS[3], 'hash', 'none')
 require_type(KEYS[4], 'list', 'none')
 require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
 require_open(KEYS[2])
+require_counters(KEYS[2], 'next_id', 'tokens', 'count', 'version')
 local sets, dels, i = read_meta_changes(5)
 local ids = {}
 for j = i, #ARGV do
-  local id = tostring(redis.call('HINCRBY', KEYS[2], 'next_id', 1))
+  local id = fresh_id(KEYS[2], {KEYS[3]})
   redis.call('HSET', KEYS[3], id, '{"_id":"' .. id .. '",' .. ARGV[j])
   redis.call('RPUSH', KEYS[4], id)
   ids[#ids + 1] = id
@@ -474,6 +551,26 @@ redis.call('HINCRBY', KEYS[2], 'count', #ids)
 redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('HSET', KEYS[2], 'updated_at', ARGV[3], 'last_activity_at', ARGV[3], 'fence', ARGV[2])
 return ids
+"""
+
+#: KEYS: lock, meta, msg, archive, marker. ARGV: token, fence, now, marker ttl, body tail. Stores one
+#: message straight into the archive (active list, totals and version untouched), once per marker.
+_ARCHIVE_ORIGINAL = r"""
+require_session(KEYS[2])
+require_type(KEYS[3], 'hash', 'none')
+require_type(KEYS[4], 'list', 'none')
+require_type(KEYS[5], 'string', 'none')
+require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
+require_open(KEYS[2])
+require_counters(KEYS[2], 'next_id')
+local done = redis.call('GET', KEYS[5])
+if done and redis.call('HEXISTS', KEYS[3], done) == 1 then return done end
+local id = fresh_id(KEYS[2], {KEYS[3]})
+redis.call('HSET', KEYS[3], id, '{"_id":"' .. id .. '",' .. ARGV[5])
+redis.call('RPUSH', KEYS[4], id)
+redis.call('SET', KEYS[5], id, 'EX', ARGV[4])
+redis.call('HSET', KEYS[2], 'updated_at', ARGV[3], 'fence', ARGV[2])
+return id
 """
 
 #: KEYS: meta, active, msg. Returns {version, ids, bodies} or {false} for an unknown session.
@@ -497,6 +594,7 @@ _QUARANTINE = r"""
 require_session(KEYS[1])
 require_type(KEYS[2], 'list', 'none')
 require_type(KEYS[3], 'list', 'none')
+require_counters(KEYS[1], 'version')
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
 for i = 4, #ARGV, 2 do
   if redis.call('LREM', KEYS[2], 0, ARGV[i]) > 0 then
@@ -513,6 +611,7 @@ _UPDATE_META = r"""
 require_session(KEYS[2])
 require_lock(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
 require_open(KEYS[2])
+require_counters(KEYS[2], 'version')
 local sets, dels = read_meta_changes(4)
 apply_meta_changes(KEYS[2], sets, dels)
 redis.call('HSET', KEYS[2], 'updated_at', ARGV[3], 'fence', ARGV[2])
@@ -528,20 +627,24 @@ return redis.call('HINCRBY', KEYS[2], 'version', 1)
 #:       ('k', id) keeps a stored message, ('n', body tail) stores a new one, ('a', body tail)
 #:       archives a message that was never stored (created and folded within one turn).
 _COMMIT_COMPACTION = r"""
--- 1. A commit already applied under this compaction id answers again and writes nothing.
+-- 1. The lock and fence before anything else: a holder whose lock expired is refused even the
+--    answer of a commit that was applied (its caller would take that for its own and reply).
+require_session(KEYS[4])
+require_lock(KEYS[1], ARGV[1], KEYS[4], ARGV[2])
+
+-- 2. A commit already applied under this compaction id answers again and writes nothing.
 require_type(KEYS[3], 'string', 'none')
 local done = redis.call('GET', KEYS[3])
 if done then return {'replayed', done} end
 
--- 2. Every check that can fail, before the first write.
+-- 3. Every other check that can fail, before the first write.
 local rotate = ARGV[4] == 'rotate'
 require_type(KEYS[2], 'string', 'none')
-require_session(KEYS[4])
 require_type(KEYS[5], 'hash', 'none')
 require_type(KEYS[6], 'list', 'none')
 require_type(KEYS[7], 'list', 'none')
-require_lock(KEYS[1], ARGV[1], KEYS[4], ARGV[2])
 require_open(KEYS[4])
+require_counters(KEYS[4], 'version', 'next_id', 'compaction_count')
 local version = redis.call('HGET', KEYS[4], 'version') or '0'
 if ARGV[5] ~= '' and version ~= ARGV[5] then
   fail('FG_CONFLICT', 'session version is ' .. version .. ', expected ' .. ARGV[5])
@@ -565,7 +668,7 @@ while i <= #ARGV do
   i = i + 2
 end
 
--- 3. Writes.
+-- 4. Writes.
 local target_meta, target_msg, target_active = KEYS[4], KEYS[5], KEYS[6]
 local new_version
 if rotate then
@@ -594,7 +697,7 @@ for _, entry in ipairs(entries) do
   elseif entry[1] == 'k' then
     if rotate then redis.call('HSET', target_msg, id, redis.call('HGET', KEYS[5], id)) end
   else
-    id = tostring(redis.call('HINCRBY', target_meta, 'next_id', 1))
+    id = fresh_id(target_meta, {KEYS[5], target_msg})
     redis.call('HSET', target_msg, id, '{"_id":"' .. id .. '",' .. entry[2])
   end
   if entry[1] ~= 'a' then
@@ -613,7 +716,7 @@ end
 -- Messages the turn created and the compaction folded before they were ever stored: archived
 -- here, in the session they were written in, so nothing the model saw is lost.
 for _, tail in ipairs(folded) do
-  local id = tostring(redis.call('HINCRBY', target_meta, 'next_id', 1))
+  local id = fresh_id(target_meta, {KEYS[5], target_msg})
   redis.call('HSET', KEYS[5], id, '{"_id":"' .. id .. '",' .. tail)
   redis.call('RPUSH', KEYS[7], id)
   archived[#archived + 1] = id
@@ -949,11 +1052,13 @@ class SessionStore:
         register = Script.of
         self._create_session = register(_LUA_HELPERS + _CREATE_INDEXED_SESSION)
         self._point_at = register(_LUA_HELPERS + _POINT_AT_SESSION)
+        self._replace_missing = register(_LUA_HELPERS + _REPLACE_MISSING_SESSION)
         self._outline = register(_SESSION_OUTLINE)
         self._acquire = register(_LUA_HELPERS + _ACQUIRE_LOCK)
         self._extend = register(_EXTEND_LOCK)
         self._release = register(_RELEASE_LOCK)
         self._append = register(_LUA_HELPERS + _APPEND)
+        self._archive_original = register(_LUA_HELPERS + _ARCHIVE_ORIGINAL)
         self._read_active = register(_LUA_HELPERS + _READ_ACTIVE)
         self._read_archive = register(_LUA_HELPERS + _READ_ARCHIVE)
         self._quarantine = register(_LUA_HELPERS + _QUARANTINE)
@@ -1005,6 +1110,22 @@ class SessionStore:
         key_list.append(keys.sessions)  # the script records the session in the chat's index
         return str(await self._run(self._create_session, key_list,
                                    [new_sid, repr(time.time()), "new", parent or "", lock.token if lock else ""]))
+
+    async def _replace_missing_session(self, chat: str, missing: str) -> None:
+        """The chat points at a session that does not exist (its meta was lost or deleted by hand):
+        start a new one for it rather than refuse every message of the chat from now on."""
+        self._read_ahead.pop(chat, None)
+        self.transcripts.drop(chat)
+        keys = self.keys(chat)
+        new_sid = _new_session_id()
+        replaced = await self._run(
+            self._replace_missing,
+            [keys.session, keys.meta(check_key_part("session id", missing)), keys.meta(new_sid), keys.sessions],
+            [missing, new_sid, repr(time.time())],
+        )
+        if replaced:
+            log.warning("%s: its session %s does not exist; started session %s (keys stored under %s are kept)",
+                        chat, missing, new_sid, missing)
 
     async def indexed_sessions(self, chat: str) -> list[tuple[str, float]]:
         """The chat's conversations as ``(session it started in, start time)``, oldest first.
@@ -1206,7 +1327,10 @@ class SessionStore:
                                         [keys.base, "1" if messages else "0", *(held.key if held else ("", 0))])
             ahead = None
             if reply[0] is None:
-                await self.current_session(chat)
+                if len(reply) > 1 and reply[1]:
+                    await self._replace_missing_session(chat, str(reply[1]))
+                else:
+                    await self.current_session(chat)
                 continue
             sid, pairs, ids, wanted, bodies = reply
             raw = dict(zip(pairs[::2], pairs[1::2]))
@@ -1277,6 +1401,26 @@ class SessionStore:
             message.update(_id=message_id, _ts=body["_ts"], _tok=body["_tok"])
         return ids
 
+    async def archive_original(self, chat: str, sid: str, message: Message, *, lock: Lock, entry_id: str) -> str:
+        """Store ``message`` whole in the session's archive, not in the live transcript; return its id.
+
+        For a message too long to reach the model whole: the live transcript gets an excerpt that
+        names this id. Once per ``entry_id``: a retried turn gets the id stored the first time.
+        """
+        self._read_ahead.pop(chat, None)  # this write outdates a session read ahead
+        keys = self.keys(chat)
+        check_key_part("session id", sid)
+        if isinstance(message, dict) and "_id" in message:
+            raise InvalidMessage(f"message is already stored as id {message['_id']!r}")
+        now = time.time()
+        _body, tail = _prepare_new(message, 0, now)
+        message_id = await self._run(
+            self._archive_original,
+            [_lock_key(keys, lock), keys.meta(sid), keys.msg(sid), keys.archive(sid), keys.original(sid, entry_id)],
+            [lock.token, lock.fence, repr(now), ORIGINAL_MARKER_TTL_SECONDS, tail],
+        )
+        return str(message_id)
+
     async def active(self, chat: str, sid: str) -> list[Message]:
         """The live transcript in order, read in one round trip.
 
@@ -1312,6 +1456,19 @@ class SessionStore:
             for message_id, _raw, reason in bad:
                 log.warning("%s/%s: quarantined message %s: %s", chat, sid, message_id, reason)
         return bool(applied)
+
+    async def quarantine_messages(
+        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str
+    ) -> bool:
+        """Move stored, well-formed messages that break the transcript (an orphan tool result) out of the
+        live list into the quarantine; their bodies stay, so they remain retrievable by id.
+
+        Applies only if the session is still at ``version`` (False otherwise); ``keep`` is the rest.
+        """
+        self.transcripts.drop(chat)  # the held copy still lists the moved messages
+        bad = [(str(m["_id"]), json_codec.dumps({k: v for k, v in m.items() if k != "_id"}).decode(), reason)
+               for m in moved]
+        return await self._quarantine_entries(chat, sid, str(version), list(keep), bad)
 
     async def quarantined(self, chat: str) -> list[dict[str, Any]]:
         """Records of entries taken out of active transcripts: session_id, id, raw, reason, ts."""
@@ -1417,8 +1574,10 @@ class SessionStore:
         All checks — lock, ``expected_version``, the chat still pointing at ``sid`` when
         rotating, kept ids, key types — run before the first write, so a refusal leaves
         the old state whole. Committing the same ``compaction_id`` again (for instance
-        after the reply was lost) writes nothing and returns the first result. On success
-        the new dicts receive their ``_id``, ``_ts`` and ``_tok``.
+        after the reply was lost) writes nothing and returns the first result with
+        ``replayed`` set, but only to a caller that still holds the lock: a holder whose lock
+        expired gets :class:`StaleLock` even then, so it never takes another worker's commit
+        for its own. On success the new dicts receive their ``_id``, ``_ts`` and ``_tok``.
 
         ``archive_new`` are messages that were never stored but are not in ``new_messages``
         either — created during a turn and folded by a compaction within it; they are stored
@@ -1472,8 +1631,8 @@ class SessionStore:
             self.commit_record_ttl_seconds, new_sid, sid,
             len(sets) // 2, *sets, len(deletes), *deletes, *entries,
         ]
-        _status, record = await self._run(self._commit, key_list, args)
-        result = _parse_record(record)
+        status, record = await self._run(self._commit, key_list, args)
+        result = dataclasses.replace(_parse_record(record), replayed=status != "applied")
         new_positions = [i for i, m in enumerate(new_messages) if not (isinstance(m, dict) and "_id" in m)]
         if len(result.active_ids) == len(new_messages):
             for position, (message, body) in zip(new_positions, new_bodies):

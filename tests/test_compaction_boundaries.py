@@ -97,7 +97,7 @@ def test_service_echoes_and_summaries_do_not_count_as_user_messages():
     t.user("real one")
     t.assistant("ok")
     t.user("")  # empty service echo
-    t.user("[CONTEXT COMPACTION] old notes")
+    t.user("[CONTEXT COMPACTION] old notes", _compressed_summary=True)
     t.user("continue", _synthetic=True)
     boundaries = plan(t.messages, budget=1, last_n=1, users=1)
     real = next(i for i, m in enumerate(t.messages) if m["content"] == "real one")

@@ -59,7 +59,10 @@ def test_malformed_messages_are_refused_with_a_reason(bad) -> None:
 def test_real_user_messages_exclude_summaries_synthetic_and_empty() -> None:
     assert is_real_user_message({"role": "user", "content": "ship it"})
     assert not is_real_user_message({"role": "user", "content": "   "})
-    assert not is_real_user_message({"role": "user", "content": "[CONTEXT COMPACTION] earlier turns"})
+    assert not is_real_user_message({"role": "user", "content": "[CONTEXT COMPACTION] earlier turns",
+                                     "_compressed_summary": True})
+    # The prefix alone is text anyone can type: only foldgate's own marker makes a summary.
+    assert is_real_user_message({"role": "user", "content": "[CONTEXT COMPACTION] earlier turns"})
     assert not is_real_user_message({"role": "user", "content": "continue", "_synthetic": True})
     assert not is_real_user_message({"role": "assistant", "content": "hello"})
 

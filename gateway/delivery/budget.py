@@ -207,6 +207,8 @@ return 0
 #: ARGV: expiry margin ms, then per key: capacity, per_second. Gives each its token back.
 _REFUND = r"""
 local now = clock()
+-- every bucket read before any is written: a key that cannot be read leaves all of them as they were
+local owed = {}
 for i, key in ipairs(KEYS) do
   local a = 2 + (i - 1) * 2
   local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
@@ -215,10 +217,11 @@ for i, key in ipairs(KEYS) do
     local tokens, ts, blocked = load(key, capacity, rate, now)
     -- a pause since the take has set the content: the token is not owed back either
     if ts <= now and blocked <= now then
-      save(key, capacity, rate, now, math.min(capacity, tokens + 1), now, blocked)
+      owed[#owed + 1] = {key, capacity, rate, math.min(capacity, tokens + 1), blocked}
     end
   end
 end
+for _, s in ipairs(owed) do save(s[1], s[2], s[3], now, s[4], now, s[5]) end
 return 0
 """
 
@@ -228,6 +231,8 @@ return 0
 _PAUSE = r"""
 local now = clock()
 local ends = now + tonumber(ARGV[2])
+-- every bucket read before any is written: a key that cannot be read leaves all of them as they were
+local paused = {}
 for i, key in ipairs(KEYS) do
   local a = 3 + (i - 1) * 2
   local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
@@ -235,9 +240,10 @@ for i, key in ipairs(KEYS) do
   if ends > blocked then
     -- what the bucket would hold when the pause ends, but never a burst: at most the retried send
     local later = math.min(capacity, tokens + (math.max(ends, ts) - ts) * rate)
-    save(key, capacity, rate, now, math.min(1, later), math.max(ends, ts), ends)
+    paused[#paused + 1] = {key, capacity, rate, math.min(1, later), math.max(ends, ts)}
   end
 end
+for _, s in ipairs(paused) do save(s[1], s[2], s[3], now, s[4], s[5], ends) end
 return 0
 """
 

@@ -29,6 +29,10 @@ _RECORD = Script.of(r"""
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('FG_STALE_LOCK the chat lock expired or another worker holds it')
 end
+local actual = redis.call('TYPE', KEYS[2])['ok']
+if actual ~= 'hash' and actual ~= 'none' then
+  return redis.error_reply('FG_WRONG_TYPE ' .. KEYS[2] .. ' holds a ' .. actual)
+end
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1

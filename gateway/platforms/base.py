@@ -12,7 +12,21 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Optional, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: lone surrogates become U+FFFD, split surrogate pairs are joined.
+
+    A platform's JSON may carry a lone surrogate (``"\\ud800"``); Python accepts it, but no UTF-8
+    encoder does, so storing the message would fail and, retried, hold up every update after it.
+    One UTF-16 unit is replaced by one, so Telegram's entity offsets stay right.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
 
 
 class IncomingMessage(BaseModel):
@@ -34,6 +48,12 @@ class IncomingMessage(BaseModel):
     ts: float = Field(default_factory=time.time)
     respond: bool = True
 
+    @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: str) -> str:
+        """Every platform's text is made storable here, at the one boundary they all pass."""
+        return valid_text(value)
+
     @property
     def chat(self) -> str:
         """The chat's key in the store, e.g. ``tg:123456``."""
@@ -42,6 +62,10 @@ class IncomingMessage(BaseModel):
 
 #: The gateway's intake: makes the message durable and returns once it is safe to acknowledge.
 Intake = Callable[[IncomingMessage], Awaitable[bool]]
+
+#: What an intake raises for a message that no retry can store (it cannot be encoded or is
+#: refused as invalid), as opposed to a store that is down: such a message is skipped, not retried.
+UNSTORABLE: tuple[type[Exception], ...] = (ValueError, TypeError, UnicodeError)
 
 
 class PlatformRateLimited(Exception):

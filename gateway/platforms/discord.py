@@ -51,7 +51,9 @@ import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, PlatformRateLimited, SendGate, Surface
+from gateway.platforms.base import (
+    UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, PlatformRateLimited, SendGate, Surface,
+)
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
 
@@ -377,6 +379,10 @@ class DiscordAdapter(PlatformAdapter):
             try:
                 await self._intake(incoming)
                 return incoming
+            except UNSTORABLE as error:  # no retry can store it: logged once, and the next message goes on
+                log.error("%s: skipped message %s: it cannot be stored (%s: %.200s)", incoming.chat,
+                          incoming.update_id, type(error).__name__, error)
+                return None
             except Exception:
                 if attempt == self.attempts - 1:
                     # Discord does not deliver a gateway event twice: this message is lost to the bot

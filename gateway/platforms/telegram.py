@@ -74,7 +74,10 @@ from aiohttp import web
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, PlatformRateLimited, SendGate, Surface
+from gateway.platforms.base import (
+    UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, PlatformRateLimited, SendGate, Surface,
+    valid_text,
+)
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
 
@@ -405,13 +408,26 @@ class TelegramAdapter(PlatformAdapter):
                 offset = update.update_id + 1
 
     async def _deliver(self, update: Update) -> bool:
-        """Hand one polled update to the intake; False when it could not be made durable."""
-        message = self.incoming(update)
+        """Hand one polled update to the intake; False when it could not be made durable.
+
+        An update that can never be taken in (it cannot be read as a message, or the intake refuses
+        the message itself) is logged once and skipped: asking for its offset again would hold up
+        every chat's updates behind it, for good.
+        """
+        try:
+            message = self.incoming(update)
+        except Exception:
+            log.exception("telegram: skipped update %s: it cannot be read as a message", update.update_id)
+            return True
         if message is None:
             return True
         assert self._intake is not None
         try:
             await self._intake(message)
+        except UNSTORABLE as error:
+            log.error("telegram: skipped update %s in chat %s: the message cannot be stored (%s: %.200s)",
+                      update.update_id, message.chat_id, type(error).__name__, error)
+            return True
         except Exception:
             log.exception("telegram: could not store update %s; it will be fetched again", update.update_id)
             await self._retry_sleep(1.0)
@@ -437,13 +453,21 @@ class TelegramAdapter(PlatformAdapter):
         except ValueError:
             log.warning("telegram: webhook body from %s is not a Telegram update", request.remote)
             return web.Response(status=400, text="not a Telegram update")
-        message = self.incoming(update)
+        try:
+            message = self.incoming(update)
+        except Exception:  # answered 200: a redelivery would fail the same way, and hold up the others
+            log.exception("telegram: skipped update %s: it cannot be read as a message", update.update_id)
+            return web.Response(text="skipped")
         if message is None:
             return web.Response(text="ignored")
         if self._intake is None:
             return web.Response(status=503, text="not started")
         try:
             queued = await self._intake(message)
+        except UNSTORABLE as error:
+            log.error("telegram: skipped update %s in chat %s: the message cannot be stored (%s: %.200s)",
+                      update.update_id, message.chat_id, type(error).__name__, error)
+            return web.Response(text="skipped")
         except Exception:
             log.exception("telegram: could not store update %s; answering 500 so Telegram delivers it again",
                           update.update_id)
@@ -460,6 +484,7 @@ class TelegramAdapter(PlatformAdapter):
         raw = message.text if message.text is not None else message.caption
         if not raw:
             return None
+        raw = valid_text(raw)  # before the entity slices below, which encode it as UTF-16
         sender = message.from_user
         if not self._allowed(sender, message.chat.id):
             log.info("telegram: ignored a message from user %s in chat %s (not in the allowlists)",

@@ -52,6 +52,8 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
         lock_ttl_seconds=lock_ttl_seconds, poll_interval=0.01, max_concurrent_chats=max_concurrent_chats,
         coalesce_backlog=coalesce_backlog, coalesce_max_messages=settings.gateway.coalesce_max_messages,
         coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
+        max_message_tokens=settings.gateway.max_message_tokens,
+        outage_retry_seconds=settings.gateway.outage_retry_seconds,
     )
     await runner.start()
     try:

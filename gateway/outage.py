@@ -1,0 +1,207 @@
+"""Outages of the model provider and of Redis: what a chat is told, when it is tried again, what the log says.
+
+A provider that is down (5xx, refused or dropped connections, timeouts, rate limits) is not
+the person's fault and usually not for long, so a message that failed that way is not
+answered with an error: it stays at the head of its chat's inbox, the chat is handed out
+again after a growing wait, and the person is told once per outage that it is kept. The
+chat's "down since" record lives in Redis so every process agrees on the one notice and on
+when the bound (``gateway.outage_retry_seconds``) runs out; then the waiting messages are
+stored and answered with one final notice.
+
+The log gets one line when the provider or Redis goes away and one when it is back (with
+how much waited), never a traceback per retry: an outage is expected, a flood of tracebacks
+hides the failure that is not.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from agent.llm.errors import (
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+    RetryWaitTooLong,
+    plain_reason,
+)
+from gateway.redis_channel import RedisChannel, Script
+from gateway.store import ChatKeys
+
+log = logging.getLogger(__name__)
+
+#: Failures that mean "the provider is away", not "the request is wrong" (StreamInterrupted is a ProviderUnavailable).
+DOWN_KINDS: tuple[type[ProviderError], ...] = (ProviderUnavailable, ProviderTimeout, RateLimited, RetryWaitTooLong)
+#: The first wait before a chat's message is tried again; it doubles per failed try.
+FIRST_RETRY_SECONDS = 0.5
+#: The longest wait between two tries of one chat (a smaller bound shrinks it: see :meth:`ChatOutages.cap`).
+MAX_RETRY_SECONDS = 30.0
+#: The dispatcher's first and longest wait while Redis does not answer.
+REDIS_FIRST_WAIT = 0.05
+REDIS_MAX_WAIT = 2.0
+
+#: KEYS: the chat's outage record. ARGV: now, when the failed try began, seconds after which the last
+#: failure belongs to an earlier outage, ttl. Returns {since, tries}.
+_FAILED = Script.of(r"""
+local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
+if last == 0 or tonumber(ARGV[2]) - last > tonumber(ARGV[3]) then
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'since', ARGV[1])
+end
+local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
+redis.call('HSET', KEYS[1], 'last', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return {redis.call('HGET', KEYS[1], 'since'), tries}
+""")
+
+
+def counts_as_down(error: BaseException) -> bool:
+    """Whether a failed turn means the provider is away (wait for it) rather than that it refused the request."""
+    return isinstance(error, DOWN_KINDS)
+
+
+def is_redis_outage(error: BaseException) -> bool:
+    """Whether an error means Redis does not answer (a restart, a dropped connection), not a bug."""
+    return isinstance(error, (RedisConnectionError, RedisTimeoutError, ConnectionError))
+
+
+class ProviderDown(Exception):
+    """A turn failed because the provider is away; nothing of it was committed, so it can simply be tried again."""
+
+    def __init__(self, cause: ProviderError, started: float) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        #: When the failed try began (``time.time()``): a try begun long after the last failure is a new outage.
+        self.started = started
+
+
+class RetryLater(Exception):
+    """The chat's head entry waits for the provider: release the chat and hand it out again after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"retry in {delay:.2f}s")
+        self.delay = delay
+
+
+def waiting_notice(error: ProviderError) -> str:
+    """The one message a chat gets per outage: nothing is lost and no action is needed."""
+    return (f"⚠️ The model provider {plain_reason(error)}. Your message is kept and will be answered "
+            "as soon as the provider is back.")
+
+
+def final_notice(error: ProviderError, waited: float) -> str:
+    """What a chat is told when the provider stayed away for the whole bound."""
+    minutes = max(1, round(waited / 60))
+    return (f"⚠️ The model provider {plain_reason(error)} for {minutes} min, so I have stopped waiting. "
+            "Your messages are saved in our conversation; please send them again later.")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What one failed try means for its chat."""
+
+    #: The first failure of this outage in the chat: the person is told, once.
+    first: bool
+    #: The bound has run out: the waiting messages get the final notice.
+    expired: bool
+    #: Seconds until the next try.
+    delay: float
+    #: Seconds since the outage began for the chat.
+    waited: float
+
+
+class ChatOutages:
+    """Per chat: since when the provider has been failing it, kept in Redis beside the chat's other keys."""
+
+    def __init__(self, channel: RedisChannel, prefix: str, bound_seconds: float) -> None:
+        self.channel = channel
+        self.prefix = prefix
+        self.bound = bound_seconds
+
+    @property
+    def cap(self) -> float:
+        """The longest wait between tries: short bounds (tests, impatient deployments) retry more often."""
+        return max(FIRST_RETRY_SECONDS, min(MAX_RETRY_SECONDS, self.bound / 10))
+
+    def key(self, chat: str) -> str:
+        return f"{ChatKeys(self.prefix, chat).base}:outage"
+
+    async def failed(self, chat: str, error: ProviderError, started: float) -> Failure:
+        """Record a failed try that began at ``started``; a try begun long after the last failure starts a new outage."""
+        now = time.time()
+        stale_after = 2 * self.cap + 10.0  # a chat waiting for its next try is handed out within about ``cap``
+        since, tries = await _FAILED.run(self.channel, [self.key(chat)],
+                                         [repr(now), repr(started), repr(stale_after), int(self.bound + 600)])
+        tries, waited = int(tries), now - float(since)
+        remaining = self.bound - waited
+        if remaining <= 0:
+            return Failure(first=tries == 1, expired=True, delay=0.0, waited=waited)
+        step = min(self.cap, FIRST_RETRY_SECONDS * 2 ** (tries - 1))
+        delay = random.uniform(step / 2, step)  # chats that failed together are not all tried together
+        if error.retry_after:
+            delay = max(delay, error.retry_after)  # the provider said when to come back
+        return Failure(first=tries == 1, expired=False, delay=min(delay, remaining), waited=waited)
+
+    async def ended(self, chat: str) -> None:
+        """The chat was answered (or given up): its next failure is a new outage."""
+        await self.channel.call("DEL", self.key(chat))
+
+
+class Health:
+    """Whether a dependency answers, logging only the changes: away once, back once with what waited."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.down_since: float | None = None
+        self._waiting: set[str] = set()
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def failed(self, error: BaseException, what: str = "") -> None:
+        """Note a failure (``what`` is the entry that waits because of it); logs only the first of an outage."""
+        if what:
+            self._waiting.add(what)
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            log.warning("%s is away (%s: %s); waiting for it, retrying quietly",
+                        self.name, type(error).__name__, _first_line(error))
+        else:
+            log.debug("%s still away: %s", self.name, _first_line(error))
+
+    def answered(self, waited: int | None = None) -> None:
+        """Note a success; logs the end of an outage with ``waited`` (or the entries noted) as the count."""
+        if self.down_since is None:
+            return
+        seconds = time.monotonic() - self.down_since
+        count = len(self._waiting) if waited is None else waited
+        self.down_since, self._waiting = None, set()
+        log.info("%s is back after %.1fs; %d %s waited", self.name, seconds, count,
+                 "message(s)" if waited is None else "chat(s)")
+
+
+class Backoff:
+    """The dispatcher's wait while Redis is away: 50 ms doubling to a couple of seconds, reset when it answers."""
+
+    def __init__(self, first: float = REDIS_FIRST_WAIT, ceiling: float = REDIS_MAX_WAIT) -> None:
+        self.first, self.ceiling = first, ceiling
+        self.current = 0.0
+
+    def next(self) -> float:
+        self.current = self.first if not self.current else min(self.ceiling, self.current * 2)
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
