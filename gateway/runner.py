@@ -336,7 +336,11 @@ class GatewayRunner:
         self._streams.pop(chat, None)
         self._attempts.pop(attempts_key, None)
         if outcome.reply is not None:
-            await self._deliver(message, outcome.reply, outcome.stream)
+            # A whole reply (a command's, a give-up notice) goes through the reply's journal too, as its resend
+            # after a crash does: each chunk is recorded as the platform accepts it, so no retry posts it again.
+            stream = outcome.stream or self._reply_stream(message, lock, previews=False)
+            self._streams.pop(chat, None)
+            await self._deliver(message, outcome.reply, stream)
         # Recording the reply as sent and removing the entry are one fenced step; a crash between
         # the send above and this step is the one window in which a reply can go out twice.
         if outcome.batch:
@@ -706,5 +710,6 @@ class GatewayRunner:
                                           "batch_entry_ids": "\n".join(ids) if batch else None})
         self._down_chats.discard(chat)
         await self.outages.ended(chat)
-        return Outcome(sid, reply, committed=True,
+        # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
+        return Outcome(sid, reply, committed=True, stream=self._reply_stream(entries[-1], lock, previews=False),
                        batch=tuple((raw, f"{m.platform}:{m.update_id}") for raw, m in batch))

@@ -21,8 +21,10 @@ from gateway.platforms.split import Units, split_message
 class Messenger(Protocol):
     """One chat's message primitives on a platform."""
 
-    async def post(self, text: str) -> str:
-        """Send one message (within the limit); its id. Raises :class:`PlatformRateLimited` on a 429."""
+    async def post(self, text: str, *, index: int) -> str:
+        """Send the reply's message at position ``index`` (within the limit); its id. Raises
+        :class:`PlatformRateLimited` on a 429. ``index`` counts messages an attempt before a crash posted,
+        so a platform that deduplicates posts by position keeps them apart."""
         ...
 
     async def edit(self, message_id: str, text: str) -> None:
@@ -98,7 +100,7 @@ class EditedReply:
             await self.messenger.edit(message_id, chunk)
             self.messages[index] = (message_id, chunk)
         else:
-            message_id = await self.messenger.post(chunk)
+            message_id = await self.messenger.post(chunk, index=index)
             self.messages.append((message_id, chunk))
             if self.journal is not None:  # before the reply goes on: a retry edits it instead of posting again
                 await self.journal.record(str(index), message_id)

@@ -521,8 +521,7 @@ class DiscordMessenger:
         self.reference = reference
         self._sent: dict[str, discord.Message] = {}
 
-    async def post(self, text: str) -> str:
-        index = len(self._sent)
+    async def post(self, text: str, *, index: int) -> str:
         try:
             message = await self.channel.send(text, nonce=chunk_nonce(self.anchor, index, "reply"),
                                               reference=self.reference if index == 0 else None,
@@ -541,10 +540,10 @@ class DiscordMessenger:
             raise _rate_limited(error) or error
 
     async def delete(self, message_id: str) -> None:
-        message = self._sent.pop(message_id, None)
-        if message is not None:
-            with contextlib.suppress(discord.HTTPException):
-                await message.delete()
+        # A message an earlier attempt posted is known only by its id: it is deleted through a partial message.
+        message = self._sent.pop(message_id, None) or self.channel.get_partial_message(int(message_id))  # type: ignore[attr-defined]
+        with contextlib.suppress(discord.HTTPException):
+            await message.delete()
 
 
 def _rate_limited(error: discord.HTTPException) -> PlatformRateLimited | None:

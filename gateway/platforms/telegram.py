@@ -716,7 +716,7 @@ class TelegramMessenger:
         self.adapter = adapter
         self.chat_id = chat_id
 
-    async def post(self, text: str) -> str:
+    async def post(self, text: str, *, index: int = 0) -> str:
         self.adapter._stop_typing(self.chat_id)
         try:
             message = await self.adapter.bot.send_message(_chat_ref(self.chat_id), text, parse_mode=None)

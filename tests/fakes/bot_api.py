@@ -318,6 +318,8 @@ class FakeBotAPI:
         self.on_get_updates: Optional[Callable[[Optional[int]], None]] = None
         self._pending: list[dict[str, Any]] = []
         self._send_script: list[tuple[int, dict[str, Any]]] = []
+        #: chat id -> (sendMessages to accept first, retry_after of the one 429 that follows).
+        self._send_after: dict[str, tuple[int, int]] = {}
         self._update_ids = iter(range(500_000_001, 10**10))
         self._changed: Optional[asyncio.Event] = None
         self._waiting_poll: Optional[asyncio.Event] = None
@@ -390,6 +392,11 @@ class FakeBotAPI:
         body = {"ok": False, "error_code": 429, "description": f"Too Many Requests: retry after {retry_after}",
                 "parameters": {"retry_after": retry_after}}
         self._send_script.extend([(429, body)] * count)
+
+    def rate_limit_send_after(self, chat_id: int | str, accepted: int, *, retry_after: int = 2) -> None:
+        """Answer 429 once, to the first sendMessage to ``chat_id`` after ``accepted`` of them were accepted
+        (so a test can refuse a given chunk of a long reply whatever the timing)."""
+        self._send_after[str(chat_id)] = (accepted, retry_after)
 
     def fail_sends(self, count: int = 1, *, status: int = 502) -> None:
         """Answer the next ``count`` sendMessage calls with a server error."""
@@ -539,6 +546,13 @@ class FakeBotAPI:
     async def _method_sendmessage(self, params: dict[str, str]) -> web.Response:
         chat_id, text = params.get("chat_id", ""), params.get("text", "")
         now = self._now()
+        after = self._send_after.get(chat_id)
+        if after is not None and sum(1 for sent in self.sent if sent.chat_id == chat_id) >= after[0]:
+            del self._send_after[chat_id]
+            self.send_attempts.append(SendAttempt(chat_id, text, 429, now, params))
+            self._attempt("sendMessage", chat_id, 429, now, f"Too Many Requests: retry after {after[1]}", params)
+            self.rate_limited.append(RateLimited("sendMessage", chat_id, now, after[1], "scripted"))
+            return self._too_many_requests(after[1])
         if self._send_script:
             status, body = self._send_script.pop(0)
             self.send_attempts.append(SendAttempt(chat_id, text, status, now, params))

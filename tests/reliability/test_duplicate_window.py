@@ -1,0 +1,108 @@
+"""A reply of several messages, its worker killed while it waits out a 429 between two of them.
+
+The README promises that a reply goes out twice only between the platform accepting a message
+and one Redis round trip. So a worker SIGKILLed during the ``retry_after`` pause after the first
+chunk must leave a record of that chunk, and the worker that takes the chat over sends only the
+rest: every chunk in the chat once, in order. This holds for a streamed turn in a private chat
+(final messages after drafts), in a group (messages edited in place), and for a reply sent whole
+(a command's answer), whose resend after a crash goes through the same record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.models import UnknownAlias, split_large_alias
+from gateway.inbox import Inbox
+from gateway.platforms.base import IncomingMessage
+from gateway.platforms.split import split_message
+from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.llm_server import FakeLLMServer, Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+WINDOW = 200_000
+#: Long enough for three Telegram messages (4096 UTF-16 units each).
+ANSWER = " ".join(f"line {i}: the replica caught up and the backlog drained." for i in range(200))
+#: Longer than the 2 s lock the workers run with: the kill lands inside this wait.
+RETRY_AFTER = 6
+#: ``/model`` answers a name with an unknown ``-900k`` variant by quoting it: a whole reply of three messages.
+LONG_MODEL = " ".join(f"model{i}" for i in range(1200)) + "-900k"
+
+
+def worker(redis_url: str, prefix: str, llm: FakeLLMServer, api: FakeBotAPI) -> subprocess.Popen:
+    """One gateway process on the fake Bot API, with a short lock so a killed one is taken over quickly."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", prefix,
+         "--base-url", llm.openai_base_url, "--lock-ttl", "2", "--telegram-api", api.base_url,
+         "--telegram-token", api.token],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("chat, text", [
+    pytest.param(7101, "status?", id="private-streamed"),
+    pytest.param(-1007101, "@foldgate_bot status?", id="group-edited"),
+    pytest.param(7102, f"/model {LONG_MODEL}", id="private-whole"),
+    pytest.param(-1007102, f"/model {LONG_MODEL}", id="group-whole"),
+])
+async def test_a_kill_during_a_429_wait_between_chunks_sends_every_chunk_once(redis, redis_url, key_prefix,
+                                                                                chat: int, text: str) -> None:
+    async with FakeBotAPI() as api, FakeLLMServer(default=Reply.answer(ANSWER), context_limit=WINDOW) as llm:
+        api.rate_limit_send_after(chat, 1, retry_after=RETRY_AFTER)  # the second chunk is refused for a while
+        first = worker(redis_url, key_prefix, llm, api)
+        second = None
+        try:
+            await Inbox(redis, key_prefix).put(IncomingMessage(platform="tg", chat_id=str(chat), update_id="91000",
+                                                               text=text))
+            await api.wait_until(lambda: any(a.status == 429 for a in api.send_attempts), timeout=60)
+            first.send_signal(signal.SIGKILL)  # inside the retry_after wait, the first chunk already posted
+            first.wait()
+            (posted,) = api.messages(chat)
+            second = worker(redis_url, key_prefix, llm, api)
+            await api.wait_until(lambda: len(api.messages(chat)) >= 3, timeout=90)
+            await _answered(Inbox(redis, key_prefix), f"tg:{chat}")
+        finally:
+            if second is not None:
+                stop(second)
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+    texts = [message.text for message in api.messages(chat)]
+    assert texts == split_message(ANSWER if not text.startswith("/") else _model_refusal(), 4096, units="utf16")
+    assert len(texts) >= 3
+    assert api.messages(chat)[0].message_id == posted.message_id  # the killed worker's chunk was kept, not resent
+    if not text.startswith("/"):
+        assert len(llm.requests) == 1  # the committed turn was not run again, only its reply finished
+
+
+def _model_refusal() -> str:
+    """What ``/model`` answers for :data:`LONG_MODEL`."""
+    try:
+        split_large_alias(LONG_MODEL)
+    except UnknownAlias as error:
+        return f"⚠️ {error}"
+    raise AssertionError("the long name was accepted as a model")
+
+
+async def _answered(inbox: Inbox, chat: str, timeout: float = 30.0) -> None:
+    """Wait until the chat's entry has left the inbox (the reply was recorded as sent)."""
+    for _ in range(int(timeout / 0.1)):
+        if await inbox.head(chat) is None:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{chat}: the entry was never finished")
