@@ -25,6 +25,7 @@ from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.test_gateway_replicas import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 200_000
@@ -43,15 +44,6 @@ def worker(redis_url: str, prefix: str, llm: FakeLLMServer, api: FakeBotAPI) -> 
          "--base-url", llm.openai_base_url, "--lock-ttl", "2", "--telegram-api", api.base_url,
          "--telegram-token", api.token],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @pytest.mark.parametrize("chat, text", [
