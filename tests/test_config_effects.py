@@ -119,6 +119,22 @@ async def test_gateway_coalesce_backlog_reaches_the_runner(tmp_path, redis_url, 
         await gateway.close()
 
 
+async def test_gateway_lock_ttl_seconds_is_the_ttl_chats_are_claimed_and_renewed_with(tmp_path, redis, redis_url,
+                                                                                       key_prefix):
+    from gateway.app import open_gateway
+
+    settings = Settings(redis={"url": redis_url, "key_prefix": key_prefix}, platforms={"local": {"enabled": True}},
+                        gateway={"home": str(tmp_path), "lock_ttl_seconds": 7})
+    gateway = await open_gateway(settings, {})
+    try:
+        assert gateway.runner.lock_ttl == 7 and gateway.runner.keeper.ttl == 7
+        lock, _head = await gateway.store.claim("local:ttl", gateway.runner.lock_ttl)
+        assert lock is not None and 6_000 < await redis.pttl(gateway.store.keys("local:ttl").lock) <= 7_000
+        await gateway.store.release_lock(lock)
+    finally:
+        await gateway.close()
+
+
 def test_delivery_limits_shape_the_buckets():
     buckets = ChatBuckets(DeliverySettings(telegram={"per_chat_per_second": 2, "per_group_per_minute": 40,
                                                      "per_bot_per_second": 60},

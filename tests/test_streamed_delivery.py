@@ -19,10 +19,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from gateway.agents import AgentBuilder
 from gateway.config import Settings
-from gateway.delivery.budget import SendBudget
-from gateway.delivery.gate import gates
 from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
@@ -32,6 +29,7 @@ from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI, FloodLimits, utf16_len
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.test_telegram_gateway import telegram_gateway
 
 WINDOW = 200_000
 ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." for i in range(30))
@@ -41,25 +39,10 @@ ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." fo
 async def streaming_gateway(settings: Settings, redis, api: FakeBotAPI, preview_interval: float = 0.2,
                             **runner_options) -> AsyncIterator[GatewayRunner]:
     """A runner on Telegram with the shared send budget, as ``foldgate run`` wires it."""
-    builder = AgentBuilder(settings)
-    store = SessionStore(redis, settings.redis.key_prefix)
-    runner = GatewayRunner(
-        store, Inbox(redis, settings.redis.key_prefix), builder, adapters={}, compression=settings.compression,
-        lock_ttl_seconds=30.0, poll_interval=0.01,
-        gates=gates(SendBudget(store.channel, settings.redis.key_prefix), settings.delivery), **runner_options,
-    )
     adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
                               preview_interval=preview_interval)
-    runner.adapters["tg"] = adapter
-    await runner.start()
-    await adapter.start(runner.intake)
-    try:
+    async with telegram_gateway(settings, redis, adapter, send_budget=True, **runner_options) as runner:
         yield runner
-    finally:
-        await adapter.stop()
-        await runner.stop()
-        await builder.aclose()
-        await store.channel.aclose()
 
 
 def stop_workers(workers: list) -> None:

@@ -10,6 +10,8 @@ import httpx
 
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
+from gateway.delivery.budget import SendBudget
+from gateway.delivery.gate import gates
 from gateway.inbox import Inbox
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from gateway.runner import GatewayRunner
@@ -27,12 +29,17 @@ def echo(request: RecordedRequest) -> Reply:
 
 
 @contextlib.asynccontextmanager
-async def telegram_gateway(settings: Settings, redis, adapter: TelegramAdapter) -> AsyncIterator[GatewayRunner]:
-    """A started runner whose only platform is ``adapter``, itself started on the runner's intake."""
+async def telegram_gateway(settings: Settings, redis, adapter: TelegramAdapter, *, send_budget: bool = False,
+                           **runner_options) -> AsyncIterator[GatewayRunner]:
+    """A started runner whose only platform is ``adapter``, itself started on the runner's intake; with
+    ``send_budget`` its sends draw on the shared budget in Redis, as ``foldgate run`` wires it."""
     builder = AgentBuilder(settings)
+    store = SessionStore(redis, settings.redis.key_prefix)
+    if send_budget:
+        runner_options["gates"] = gates(SendBudget(store.channel, settings.redis.key_prefix), settings.delivery)
     runner = GatewayRunner(
-        SessionStore(redis, settings.redis.key_prefix), Inbox(redis, settings.redis.key_prefix), builder,
-        adapters={"tg": adapter}, compression=settings.compression, lock_ttl_seconds=30.0, poll_interval=0.01,
+        store, Inbox(redis, settings.redis.key_prefix), builder, adapters={"tg": adapter},
+        compression=settings.compression, lock_ttl_seconds=30.0, poll_interval=0.01, **runner_options,
     )
     await runner.start()
     await adapter.start(runner.intake)
@@ -42,6 +49,7 @@ async def telegram_gateway(settings: Settings, redis, adapter: TelegramAdapter) 
         await adapter.stop()
         await runner.stop()
         await builder.aclose()
+        await store.channel.aclose()
 
 
 async def test_a_backlog_of_300_polled_messages_is_answered_in_order(redis, redis_url, key_prefix) -> None:
