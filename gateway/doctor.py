@@ -196,15 +196,18 @@ async def check_discord(settings: Settings) -> Check:
 # --------------------------------------------------------------------------- the report
 
 
+#: The checks after the configuration's, by the name their row carries.
+SERVICE_CHECKS: dict[str, Callable[[Settings], Awaitable[Check]]] = {
+    "redis": check_redis, "provider": check_provider, "telegram": check_telegram, "discord": check_discord,
+}
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the configuration, at once: the slowest bounds the wait, not their sum."""
-    checks: Sequence[Callable[[Settings], Awaitable[Check]]] = (check_redis, check_provider, check_telegram,
-                                                                 check_discord)
-    names = ("redis", "provider", "telegram", "discord")
-    results = await asyncio.gather(*(check(settings) for check in checks), return_exceptions=True)
+    results = await asyncio.gather(*(check(settings) for check in SERVICE_CHECKS.values()), return_exceptions=True)
     return [result if isinstance(result, Check) else
             Check(name, "FAIL", f"the check itself failed ({type(result).__name__}: {one_line(result)})")
-            for name, result in zip(names, results)]
+            for name, result in zip(SERVICE_CHECKS, results)]
 
 
 def render(checks: Sequence[Check]) -> str:
@@ -226,8 +229,7 @@ def doctor(path: Optional[str], out: TextIO = sys.stdout) -> int:
     """Run every check, print the table and a summary; 0 when every enabled check passed, else 1."""
     config, settings = check_config(path)
     if settings is None:
-        later = ("redis", "provider", "telegram", "discord")
-        checks = [config, *(Check(name, "skipped", "needs a valid configuration") for name in later)]
+        checks = [config, *(Check(name, "skipped", "needs a valid configuration") for name in SERVICE_CHECKS)]
     else:
         from gateway.app import run_gateway_loop
 

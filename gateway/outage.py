@@ -32,6 +32,7 @@ from agent.llm.errors import (
     plain_reason,
 )
 from gateway.redis_channel import RedisChannel, Script
+from gateway.startup_errors import one_line
 from gateway.store import ChatKeys
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class ChatOutages:
         return max(FIRST_RETRY_SECONDS, min(MAX_RETRY_SECONDS, self.bound / 10))
 
     def key(self, chat: str) -> str:
-        return f"{ChatKeys(self.prefix, chat).base}:outage"
+        return ChatKeys(self.prefix, chat).outage
 
     async def failed(self, chat: str, error: ProviderError, started: float) -> Failure:
         """Record a failed try that began at ``started``; a try begun long after the last failure starts a new outage."""
@@ -203,5 +204,4 @@ class Backoff:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__
+    return one_line(error, 200) or type(error).__name__

@@ -223,6 +223,10 @@ class ChatKeys:
     def stop(self) -> str:
         return f"{self.base}:stop"
 
+    @property
+    def outage(self) -> str:
+        return f"{self.base}:outage"
+
     def compaction(self, compaction_id: str) -> str:
         return f"{self.base}:compaction:{compaction_id}"
 

@@ -106,11 +106,6 @@ class Limit:
                 f"{self.capacity!r}: a preview needs 1 + preview_reserve tokens; raise capacity or lower the reserve"
             )
 
-    @property
-    def refill_seconds(self) -> float:
-        """Seconds an empty bucket takes to fill."""
-        return self.capacity / self.per_second
-
 
 # The platforms' published limits, each as a bucket that stays under them over their window.
 #: Telegram: about one message per second in a chat, short bursts tolerated.
