@@ -70,6 +70,9 @@ class ToolRegistry:
     tools: dict[str, Tool] = field(default_factory=dict)
     #: Provides a tool for a name the registry does not hold (e.g. tools played back from a recording).
     fallback: Callable[[str], Tool | None] | None = None
+    #: Failures that end the turn instead of reaching the model: the store behind a tool is away, and
+    #: the turn is better tried again once it is back than answered without what the tool would find.
+    propagate: Callable[[Exception], bool] | None = None
 
     def add(self, tool: Tool) -> None:
         self.tools[tool.name] = tool
@@ -91,6 +94,8 @@ class ToolRegistry:
         try:
             return await tool.handler(args)
         except Exception as error:  # the model sees the failure instead of the turn dying
+            if self.propagate is not None and self.propagate(error):
+                raise
             log.exception("tool %s failed", name)
             return json.dumps({"error": f"{name} failed: {type(error).__name__}: {error}"})
 

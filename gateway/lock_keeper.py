@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from gateway.inbox import Inbox
+from gateway.outage import Health, is_redis_outage
 from gateway.store import Lock, SessionStore, StaleLock
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,12 @@ class _Hold:
 class LockKeeper:
     """Extends the chat locks held in this process until they are let go."""
 
-    def __init__(self, store: SessionStore, inbox: Inbox, ttl_seconds: float) -> None:
+    def __init__(self, store: SessionStore, inbox: Inbox, ttl_seconds: float, redis_health: Health | None = None) -> None:
         self.store = store
         self.inbox = inbox
         self.ttl = ttl_seconds
+        #: Where a Redis outage is reported (once for all of it); without one each failure is logged.
+        self.redis_health = redis_health
         self._held: dict[Lock, _Hold] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -83,13 +86,17 @@ class LockKeeper:
             if lock in self._held:
                 log.warning("%s: lock lost mid-turn; abandoning the turn", lock.chat)
                 self._abandon(lock, hold)
-        except Exception:
+        except Exception as error:
             if lock not in self._held:
                 return  # let go while the extension was on its way: nothing to keep
+            outage = is_redis_outage(error) and self.redis_health is not None
+            if outage:
+                self.redis_health.failed(error, lock.chat)  # type: ignore[union-attr]
             if time.monotonic() - hold.extended >= self.ttl:
-                log.exception("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat)
+                log.warning("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat,
+                            exc_info=not outage)
                 self._abandon(lock, hold)
-            else:
+            elif not outage:
                 log.warning("%s: extending the lock failed; retrying", lock.chat, exc_info=True)
 
     def _abandon(self, lock: Lock, hold: _Hold) -> None:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agent.llm.errors import (
@@ -68,7 +69,10 @@ def counts_as_down(error: BaseException) -> bool:
 
 
 def is_redis_outage(error: BaseException) -> bool:
-    """Whether an error means Redis does not answer (a restart, a dropped connection), not a bug."""
+    """Whether an error means Redis does not answer (a restart, a dropped connection, a server still
+    loading its data after one), not a bug."""
+    if isinstance(error, ResponseError):
+        return str(error).startswith("LOADING")
     return isinstance(error, (RedisConnectionError, RedisTimeoutError, ConnectionError))
 
 

@@ -57,6 +57,8 @@ MAX_ENTRY_ATTEMPTS = 3
 RETRY_DELAY_SECONDS = 1.0
 #: Attempts at delivering one reply before it is given up (the platform refuses it for good).
 SEND_ATTEMPTS = 3
+#: How long a chat whose lock could not be taken (an unexpected error, not Redis away) waits to be tried again.
+CLAIM_RETRY_SECONDS = 5.0
 
 
 class AgentFactory(Protocol):
@@ -149,7 +151,6 @@ class GatewayRunner:
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._max_chats = max_concurrent_chats
         self._busy: dict[str, asyncio.Task[None]] = {}
-        self.keeper = LockKeeper(store, inbox, lock_ttl_seconds)
         self._attempts: dict[str, int] = {}
         #: The reply stream of the turn each chat is running, so a failed turn's previews are stopped.
         self._streams: dict[str, ReplyStream] = {}
@@ -162,6 +163,7 @@ class GatewayRunner:
         self.outages = ChatOutages(store.channel, store.prefix, outage_retry_seconds)
         self.provider_health = Health("the model provider")
         self.redis_health = Health("Redis")
+        self.keeper = LockKeeper(store, inbox, lock_ttl_seconds, self.redis_health)
         #: Chats this process saw waiting for the provider (their outage record is cleared when answered).
         self._down_chats: set[str] = set()
 
@@ -258,10 +260,19 @@ class GatewayRunner:
 
     async def _drain(self, chat: str) -> None:
         """Take the chat's lock and handle its inbox in order until it is empty."""
-        lock, head = await self.store.claim(chat, self.lock_ttl)
-        if lock is None:
-            return  # another worker has this chat
-        await self.inbox.lease(chat, self.lock_ttl)
+        try:
+            lock, head = await self.store.claim(chat, self.lock_ttl)
+            if lock is None:
+                return  # another worker has this chat
+            await self.inbox.lease(chat, self.lock_ttl)
+        except Exception as error:  # the chat stays marked; it is handed out again
+            if is_redis_outage(error):
+                self.redis_health.failed(error)  # logged once for the whole outage
+                return
+            log.exception("%s: could not take the chat; trying again in %gs", chat, CLAIM_RETRY_SECONDS)
+            with contextlib.suppress(Exception):
+                await self.inbox.lease(chat, CLAIM_RETRY_SECONDS)
+            return
         me = asyncio.current_task()
         assert me is not None
         self.keeper.hold(lock, me)
@@ -450,7 +461,7 @@ class GatewayRunner:
         limit = self._message_limit(model)
         earlier = [await self._bounded(turn, m, limit, notes) for m in [message, *(m for _, m in batch[:-1])]] if batch else []
         user_message = await self._bounded(turn, last, limit, notes)
-        tools = ToolRegistry()
+        tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
         for tool in recovery_tools(ChatHistory(self.store, chat, sid, every_session=True)):  # every conversation of the chat
             tools.add(tool)
         agent = self.agents.build_agent(engine, model, tools)
@@ -665,12 +676,17 @@ class GatewayRunner:
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as error:
+                outage = is_redis_outage(error)  # the send budget and the journal live in Redis
+                if outage:
+                    self.redis_health.failed(error, message.chat)
                 if attempt == SEND_ATTEMPTS:
-                    log.exception("%s: reply to update %s could not be delivered; giving it up",
-                                  message.chat, message.update_id)
+                    log.warning("%s: reply to update %s could not be delivered; giving it up",
+                                message.chat, message.update_id, exc_info=not outage)
                     return
-                log.warning("%s: sending a reply failed (attempt %d); retrying", message.chat, attempt, exc_info=True)
+                if not outage:
+                    log.warning("%s: sending a reply failed (attempt %d); retrying", message.chat, attempt,
+                                exc_info=True)
                 await asyncio.sleep(RETRY_DELAY_SECONDS * attempt)
 
     # ----------------------------------------------------------------- provider outages

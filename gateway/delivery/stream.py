@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from agent.llm.stream import StreamReset, TextDelta
 from agent.loop import ToolRunning, TurnEvent, TurnStopped
+from gateway.outage import is_redis_outage
 from gateway.platforms.base import Surface
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,8 @@ class ReplyStream:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a preview is never worth failing the reply
-                log.warning("a reply preview could not be shown: %s: %s", type(error).__name__, error)
+                log.log(logging.DEBUG if is_redis_outage(error) else logging.WARNING,
+                        "a reply preview could not be shown: %s: %s", type(error).__name__, error)
                 continue
             finally:
                 self._sending = False
@@ -182,5 +184,6 @@ class TurnWatch:
             try:
                 if await self.stop_requested():
                     return self._stopped()
-            except Exception as error:
-                log.warning("could not ask whether the turn was stopped: %s: %s", type(error).__name__, error)
+            except Exception as error:  # Redis away: the dispatcher says so once for the whole outage
+                log.log(logging.DEBUG if is_redis_outage(error) else logging.WARNING,
+                        "could not ask whether the turn was stopped: %s: %s", type(error).__name__, error)

@@ -316,6 +316,8 @@ class FakeBotAPI:
         self._shown_drafts: dict[str, Draft] = {}
         #: Called with the offset of every getUpdates request before it is answered.
         self.on_get_updates: Optional[Callable[[Optional[int]], None]] = None
+        #: Called with the method (lower case), its parameters and the status, as each answer is about to go out.
+        self.on_answer: Optional[Callable[[str, dict[str, str], int], None]] = None
         self._pending: list[dict[str, Any]] = []
         self._send_script: list[tuple[int, dict[str, Any]]] = []
         #: chat id -> (sendMessages to accept first, retry_after of the one 429 that follows).
@@ -496,7 +498,10 @@ class FakeBotAPI:
         try:
             if handler is None:
                 return self._error(404, "Not Found: method not found")
-            return await handler(params)
+            response = await handler(params)
+            if self.on_answer is not None:
+                self.on_answer(method, params, response.status)
+            return response
         finally:
             self._notify()
 

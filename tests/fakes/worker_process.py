@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import signal
 from typing import Optional
@@ -48,6 +49,10 @@ class RedisReplyLog(PlatformAdapter):
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.log_file:
+        from gateway.app import LOG_FORMAT
+
+        logging.basicConfig(filename=args.log_file, level=logging.INFO, format=f"%(process)d {LOG_FORMAT}")
     redis = Redis.from_url(args.redis, decode_responses=True)
     settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length)
     builder = AgentBuilder(settings)
@@ -68,12 +73,14 @@ async def main(args: argparse.Namespace) -> None:
     await redis.rpush(f"{args.prefix}:workers", str(os.getpid()))
     await stop.wait()
     await runner.stop()
+    for adapter in adapters.values():
+        await adapter.stop()
     await builder.aclose()
     await store.channel.aclose()
     await redis.aclose()
 
 
-if __name__ == "__main__":
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis", required=True)
     parser.add_argument("--prefix", required=True)
@@ -83,4 +90,14 @@ if __name__ == "__main__":
     parser.add_argument("--max-chats", type=int, default=64)
     parser.add_argument("--telegram-api", default="")
     parser.add_argument("--telegram-token", default="")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--log-file", default="", help="where the process logs (INFO and up); default: stderr")
+    return parser.parse_args(argv)
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The process's whole life; a target for a forked process, whose imports are already done."""
+    asyncio.run(main(parse(argv)))
+
+
+if __name__ == "__main__":
+    run()

