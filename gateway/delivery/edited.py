@@ -52,12 +52,14 @@ class EditedReply:
         self._restored = journal is None
 
     async def _restore(self) -> None:
-        """Take over the messages an attempt before a crash posted (their text unknown, so each is edited)."""
+        """Take over the messages an attempt before a crash posted, with the text each was last recorded
+        showing: one that already shows its final chunk is not edited again (in a group, every edit
+        waits for Telegram's 20 messages a minute)."""
         self._restored = True
         recorded = await self.journal.load() if self.journal is not None else {}
         index = 0
         while str(index) in recorded:
-            self.messages.append((recorded[str(index)], ""))
+            self.messages.append((recorded[str(index)], recorded.get(f"{index}:text", "")))
             index += 1
 
     def _first_change(self, chunks: list[str]) -> int | None:
@@ -95,6 +97,7 @@ class EditedReply:
         del self.messages[len(chunks):]
 
     async def _show(self, index: int, chunk: str) -> None:
+        facts = {f"{index}:text": chunk}  # a retry does not edit a message that already shows its chunk
         if index < len(self.messages):
             message_id = self.messages[index][0]
             await self.messenger.edit(message_id, chunk)
@@ -102,5 +105,6 @@ class EditedReply:
         else:
             message_id = await self.messenger.post(chunk, index=index)
             self.messages.append((message_id, chunk))
-            if self.journal is not None:  # before the reply goes on: a retry edits it instead of posting again
-                await self.journal.record(str(index), message_id)
+            facts[str(index)] = message_id  # before the reply goes on: a retry edits it instead of posting again
+        if self.journal is not None:
+            await self.journal.record(facts)

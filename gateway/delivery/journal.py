@@ -5,8 +5,9 @@ attempt already sent. So every message a reply posts is recorded here the moment
 platform returns its id — before the reply goes on — in a hash of the chat (same hash
 tag as the chat's other keys)::
 
-    {prefix}:{<chat>}:reply:<entry id>     hash  "<index>" -> message id (edited replies),
-                                                 "finals" -> final chunks delivered (draft replies)
+    {prefix}:{<chat>}:reply:<entry id>     hash  "<index>" -> message id, "<index>:text" -> the text it
+                                                 shows (edited replies), "finals" -> final chunks
+                                                 delivered (draft replies)
 
 and the retried reply loads it: an edited reply edits those messages, a draft reply
 sends only the chunks not yet delivered. The write checks the chat lock's token, so a
@@ -17,13 +18,15 @@ one Redis round trip. The hash expires a day after its last write.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gateway.redis_channel import RedisChannel, Script
 from gateway.store import Lock, StaleLock, check_key_part
 
 #: How long a reply's record is kept after its last write (a retry comes within minutes).
 JOURNAL_TTL_MS = 24 * 3600 * 1000
 
-#: KEYS: 1 the chat lock, 2 the reply's hash. ARGV: 1 lock token, 2 ttl ms, 3 field, 4 value.
+#: KEYS: 1 the chat lock, 2 the reply's hash. ARGV: 1 lock token, 2 ttl ms, 3... field, value pairs.
 _RECORD = Script.of(r"""
 -- Only the lock's holder records: a stale worker's late write would mislead the next attempt.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -33,7 +36,7 @@ local actual = redis.call('TYPE', KEYS[2])['ok']
 if actual ~= 'hash' and actual ~= 'none' then
   return redis.error_reply('FG_WRONG_TYPE ' .. KEYS[2] .. ' holds a ' .. actual)
 end
-redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+redis.call('HSET', KEYS[2], unpack(ARGV, 3))
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """)
@@ -59,10 +62,11 @@ class ReplyJournal:
             pairs = zip(raw[::2], raw[1::2])
         return {_text(field): _text(value) for field, value in pairs}
 
-    async def record(self, field: str, value: str) -> None:
-        """Record one fact (a message id at a position, the finals delivered) before the reply goes on."""
+    async def record(self, facts: Mapping[str, str]) -> None:
+        """Record facts (a message id at a position and its text, the finals delivered) before the reply goes on."""
+        pairs = [part for fact in facts.items() for part in fact]
         try:
-            await _RECORD.run(self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, field, value])
+            await _RECORD.run(self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, *pairs])
         except Exception as error:
             if "FG_STALE_LOCK" in str(error):
                 raise StaleLock(str(error)) from error

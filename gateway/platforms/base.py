@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -100,8 +100,8 @@ class Journal(Protocol):
         """What an earlier attempt recorded (empty for a first one)."""
         ...
 
-    async def record(self, field: str, value: str) -> None:
-        """Record one fact before the reply goes on."""
+    async def record(self, facts: Mapping[str, str]) -> None:
+        """Record facts (field -> value) before the reply goes on."""
         ...
 
 

@@ -706,7 +706,7 @@ class DraftReply:
                 continue
             self.posted += 1
             if self.journal is not None:
-                await self.journal.record("finals", str(self.posted))
+                await self.journal.record({"finals": str(self.posted)})
 
 
 class TelegramMessenger:

@@ -168,11 +168,11 @@ def start_worker(redis_url: str, prefix: str, base_url: str, *, lock_ttl: float,
     return process
 
 
-def peak_rss_mb(pid: int) -> float:
-    """The process's resident-set high-water mark (VmHWM) in MB; 0 when /proc does not say."""
+def rss_mb(pid: int, field: Literal["VmRSS", "VmHWM"] = "VmHWM") -> float:
+    """The process's resident set now (VmRSS) or at its highest (VmHWM), in MB; 0 when /proc does not say."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     except (OSError, ValueError):
         pass
@@ -185,7 +185,8 @@ class KillLoad:
     def __init__(self, redis: Redis, redis_url: str, prefix: str, *, kills: int = 30, workers: int = 2,
                  private_chats: int = 8, groups: int = 4, lock_ttl: float = 2.0, window: int = 20_000,
                  seed: int = 15, redis_restarts: int = 0,
-                 restart_redis: Optional[Callable[[bool], Awaitable[None]]] = None) -> None:
+                 restart_redis: Optional[Callable[[bool], Awaitable[None]]] = None,
+                 on_fault: Optional[Callable[[int], None]] = None) -> None:
         self.redis = redis
         self.redis_url = redis_url
         self.prefix = prefix
@@ -201,6 +202,8 @@ class KillLoad:
         self.restart_count = redis_restarts
         self.restart_redis = restart_redis
         self.restarts: list[RedisRestart] = []
+        #: Called with how many kills and restarts are done after each (a soak's progress).
+        self.on_fault = on_fault
         self.kinds: dict[str, int] = defaultdict(int)
         self.summaries = 0
         self.peak_rss = 0.0
@@ -314,12 +317,13 @@ class KillLoad:
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             process = self._processes[slot]
             assert process is not None
-            self.peak_rss = max(self.peak_rss, peak_rss_mb(process.pid))
+            self.peak_rss = max(self.peak_rss, rss_mb(process.pid))
             process.kill()  # SIGKILL: no release, no goodbye
             self.kills.append(Kill(kind, slot, chat, time.monotonic()))
             self.kinds[kind] += 1
             await asyncio.get_running_loop().run_in_executor(None, process.join)
             await self._start(slot, llms[slot], api)
+            self._faulted()
             await asyncio.sleep(self.rng.uniform(0.2, 0.8))
         self._armed = None
         for number in range(self.restart_count):
@@ -329,11 +333,16 @@ class KillLoad:
             await self.restart_redis(number % 2 == 1)
             restart = RedisRestart(number % 2 == 1, down, time.monotonic())
             self.restarts.append(restart)
+            self._faulted()
             try:
                 await api.wait_until(lambda: not self._not_back(api, restart.up_at), timeout=120)
             except TimeoutError:
                 waiting = {chat: await self.inbox.pending(f"tg:{chat}") for chat in self._not_back(api, restart.up_at)}
                 raise AssertionError(f"chats never answered again after the Redis restart (entries waiting): {waiting}")
+
+    def _faulted(self) -> None:
+        if self.on_fault is not None:
+            self.on_fault(len(self.kills) + len(self.restarts))
 
     async def run(self) -> KillReport:
         with tempfile.TemporaryDirectory(prefix="fgkill-") as logs:
@@ -350,7 +359,6 @@ class KillLoad:
             for llm in llms:
                 await llm.start()
             api.on_answer = self._on_answer
-            self.api, self.llms = api, llms  # for a closer look after the run
             try:
                 await asyncio.gather(*(self._start(slot, llm, api) for slot, llm in enumerate(llms)))
                 users = [asyncio.create_task(self._user(chat)) for chat in self.chats]
@@ -363,9 +371,11 @@ class KillLoad:
                         task.cancel()
                 for process in self._processes:
                     if process is not None:
-                        self.peak_rss = max(self.peak_rss, peak_rss_mb(process.pid))
+                        self.peak_rss = max(self.peak_rss, rss_mb(process.pid))
                 if pending:
-                    raise AssertionError(f"{len(pending)} chats were still waiting for an answer after the kills")
+                    stuck = [chat for chat, task in zip(self.chats, users) if task in pending]
+                    raise AssertionError(f"{len(stuck)} chats were still waiting for an answer after the kills:\n"
+                                         + await self._describe(api, stuck))
                 for task in done:
                     task.result()
             finally:
@@ -379,6 +389,22 @@ class KillLoad:
                           self.summaries, time.monotonic() - began, self.peak_rss, dict(self.kinds), self.restarts)
 
     # ------------------------------------------------------------------ what it left
+
+    async def _describe(self, api: FakeBotAPI, chats: list[str]) -> str:
+        """Where each of ``chats`` stands: its inbox, lock and lease, its last Telegram calls, what the workers logged."""
+        now, wall = time.monotonic(), time.time()
+        logs = self.log_file.read_text(encoding="utf-8").splitlines() if self.log_file and self.log_file.exists() else []
+        lines = []
+        for chat in chats:
+            key = f"tg:{chat}"
+            base = f"{self.prefix}:{{{key}}}"
+            lease = await self.redis.zscore(self.inbox.ready_key, key)
+            calls = [f"{attempt.method} {attempt.status} {now - attempt.at:.1f}s ago" for attempt in api.attempts
+                     if attempt.chat_id == chat][-3:]
+            lines += [f"{chat}: {await self.inbox.pending(key)} waiting; lock ttl {await self.redis.pttl(f'{base}:lock')} ms; "
+                      f"lease {'none' if lease is None else f'{lease - wall:+.1f}s'}; last calls {calls}",
+                      *(f"    {line}" for line in [line for line in logs if key in line][-8:])]
+        return "\n".join(lines)
 
     @staticmethod
     def _first_call_after(api: FakeBotAPI, chat: str, moment: float) -> Optional[float]:

@@ -5,7 +5,9 @@ and one Redis round trip. So a worker SIGKILLed during the ``retry_after`` pause
 chunk must leave a record of that chunk, and the worker that takes the chat over sends only the
 rest: every chunk in the chat once, in order. This holds for a streamed turn in a private chat
 (final messages after drafts), in a group (messages edited in place), and for a reply sent whole
-(a command's answer), whose resend after a crash goes through the same record.
+(a command's answer), whose resend after a crash goes through the same record. The record holds
+each message's text too, so the attempt after a crash does not edit a message again that already
+shows its chunk.
 """
 
 from __future__ import annotations
@@ -98,3 +100,39 @@ async def _answered(inbox: Inbox, chat: str, timeout: float = 30.0) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{chat}: the entry was never finished")
+
+
+async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(store, bot_api) -> None:
+    """The journal records the text each message shows, so the attempt after a crash neither edits a
+    message already showing its chunk (in a group every edit waits for Telegram's 20 a minute) nor
+    posts it again: it only sends what is missing."""
+    from gateway.delivery.journal import ReplyJournal
+    from gateway.platforms.base import OpenGate
+    from gateway.platforms.telegram import TelegramAdapter
+
+    room = "-1007103"
+    adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, typing_interval=0)
+    lock = await store.acquire_lock(f"tg:{room}", 30)
+    assert lock is not None
+    chunks = split_message(ANSWER, 4096, units="utf16")
+    assert len(chunks) >= 3
+    try:
+        def surface():
+            journal = ReplyJournal(store.channel, store.prefix, lock, "tg:91003")
+            return adapter.reply_surface(room, OpenGate(), reply_to="91003", journal=journal)
+
+        crashed = surface()
+        shown = ANSWER[:ANSWER.index(chunks[1]) + len(chunks[1])]  # the first two messages' worth
+        for _ in range(3):
+            if await crashed.preview(shown):  # one message per frame
+                break
+        assert [m.text for m in bot_api.messages(room)] == chunks[:2]
+        before = [m.message_id for m in bot_api.messages(room)]
+        edits_before = sum(1 for a in bot_api.attempts if a.method == "editMessageText")
+        await surface().finish(ANSWER)  # a new attempt, as after a kill
+    finally:
+        await adapter.stop()
+    assert [m.text for m in bot_api.messages(room)] == chunks  # every chunk once, in order
+    assert [m.message_id for m in bot_api.messages(room)][:len(before)] == before
+    edits = [a for a in bot_api.attempts if a.method == "editMessageText"][edits_before:]
+    assert edits == []  # both messages already showed their final chunks: neither is touched again
