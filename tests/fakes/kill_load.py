@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import os
 import re
+import signal
 import tempfile
 import multiprocessing
 import multiprocessing.context
@@ -392,6 +394,10 @@ class KillLoad:
 
     async def _describe(self, api: FakeBotAPI, chats: list[str]) -> str:
         """Where each of ``chats`` stands: its inbox, lock and lease, its last Telegram calls, what the workers logged."""
+        for process in self._processes:  # each logs where its tasks wait (tests/fakes/worker_process.py)
+            if process is not None and process.is_alive():
+                os.kill(process.pid, signal.SIGUSR1)
+        await asyncio.sleep(0.5)
         now, wall = time.monotonic(), time.time()
         logs = self.log_file.read_text(encoding="utf-8").splitlines() if self.log_file and self.log_file.exists() else []
         lines = []
@@ -404,6 +410,7 @@ class KillLoad:
             lines += [f"{chat}: {await self.inbox.pending(key)} waiting; lock ttl {await self.redis.pttl(f'{base}:lock')} ms; "
                       f"lease {'none' if lease is None else f'{lease - wall:+.1f}s'}; last calls {calls}",
                       *(f"    {line}" for line in [line for line in logs if key in line][-8:])]
+        lines += [line for line in logs if "waits at" in line and "chat-" in line]
         return "\n".join(lines)
 
     @staticmethod

@@ -69,6 +69,7 @@ async def main(args: argparse.Namespace) -> None:
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, log_tasks)
     await runner.start()
     await redis.rpush(f"{args.prefix}:workers", str(os.getpid()))
     await stop.wait()
@@ -78,6 +79,14 @@ async def main(args: argparse.Namespace) -> None:
     await builder.aclose()
     await store.channel.aclose()
     await redis.aclose()
+
+
+def log_tasks() -> None:
+    """SIGUSR1: log where every task of the process waits (for a test that finds a chat stuck)."""
+    for task in asyncio.all_tasks():
+        frames = task.get_stack()
+        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames)) if frames else "(no frame)"
+        logging.getLogger("worker").warning("task %s waits at %s", task.get_name(), where)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
