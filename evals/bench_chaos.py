@@ -159,7 +159,7 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
     workers = []
     try:
         async with FakeLLMServer(handler=echo) as llm:
-            workers = [start_worker(redis_url, prefix, llm.openai_base_url, lock_ttl=15.0, context_length=64_000)
+            workers = [await start_worker(redis_url, prefix, llm.openai_base_url, lock_ttl=15.0, context_length=64_000)
                        for _ in range(2)]
             while await client.llen(f"{prefix}:workers") < len(workers):
                 await asyncio.sleep(0.05)

@@ -155,7 +155,7 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     return context
 
 
-def start_worker(redis_url: str, prefix: str, base_url: str, *, lock_ttl: float, context_length: int,
+async def start_worker(redis_url: str, prefix: str, base_url: str, *, lock_ttl: float, context_length: int,
                  telegram: Optional[FakeBotAPI] = None, log_file: Optional[Path] = None,
                  ) -> multiprocessing.process.BaseProcess:
     """One gateway worker process (see :mod:`tests.fakes.worker_process`), delivering to ``telegram`` when given."""
@@ -166,7 +166,9 @@ def start_worker(redis_url: str, prefix: str, base_url: str, *, lock_ttl: float,
     if telegram is not None:
         argv += ["--telegram-api", telegram.base_url, "--telegram-token", telegram.token]
     process = _forkserver().Process(target=worker_process.run, args=(argv,), daemon=True)
-    process.start()
+    # Off the event loop: the first start waits for the fork server to import the gateway (seconds),
+    # and a loop blocked that long would time out its own Redis reads.
+    await asyncio.to_thread(process.start)
     return process
 
 
@@ -264,8 +266,8 @@ class KillLoad:
 
     async def _start(self, slot: int, llm: FakeLLMServer, api: FakeBotAPI) -> None:
         before = await self.redis.lrange(f"{self.prefix}:workers", 0, -1)
-        process = start_worker(self.redis_url, self.prefix, llm.openai_base_url, lock_ttl=self.lock_ttl,
-                               context_length=self.window, telegram=api, log_file=self.log_file)
+        process = await start_worker(self.redis_url, self.prefix, llm.openai_base_url, lock_ttl=self.lock_ttl,
+                                     context_length=self.window, telegram=api, log_file=self.log_file)
         self._processes[slot] = process
         deadline = time.monotonic() + 60
         while str(process.pid) not in await self.redis.lrange(f"{self.prefix}:workers", len(before), -1):
