@@ -39,6 +39,8 @@ REDIS_RESTARTS = 6
 OVERLOAD_CHATS = 500
 OVERLOAD_PER_CHAT = 20
 OVERLOAD_BURST = 1_000
+#: Messages put in at once during the overload (within the client's connection pool).
+INTAKE_AT_ONCE = 50
 #: Messages answered before the idle memory is read, so a worker's first-turn loading (the tokenizer's
 #: tables, the provider client) is not counted as growth under load.
 WARM_UP_MESSAGES = 40
@@ -174,9 +176,12 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
             await asyncio.sleep(1.0)
             idle = {worker.pid: rss_mb(worker.pid, "VmRSS") for worker in workers}
             began = time.monotonic()
-            for index in range(per_chat):  # each round puts one message into every chat at once, as a platform would
+            for index in range(per_chat):  # each round puts one message into every chat, many at once
                 texts = {f"flood{chat}": f"chat {chat} message {index}" for chat in range(chats)}
-                await asyncio.gather(*(inbox.put(message(chat, f"{chat}-{index}", text)) for chat, text in texts.items()))
+                batch = list(texts.items())
+                for start in range(0, len(batch), INTAKE_AT_ONCE):
+                    await asyncio.gather(*(inbox.put(message(chat, f"{chat}-{index}", text))
+                                           for chat, text in batch[start:start + INTAKE_AT_ONCE]))
                 for chat, text in texts.items():
                     expected[chat].append(f"echo: {text}")
             for index in range(burst):

@@ -34,8 +34,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Awaitable, Callable
-from typing import Literal, Optional, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Optional, TypeVar
 
 from redis.asyncio import Redis
 
@@ -133,6 +133,8 @@ class KillReport:
     redis_restarts: list[RedisRestart] = field(default_factory=list)
     #: What the worker processes logged (INFO and up), every process's lines in one text.
     logs: str = ""
+    #: Model requests whose newest user message was not a person's.
+    odd_requests: list[str] = field(default_factory=list)
 
     @property
     def widest_window(self) -> float:
@@ -210,6 +212,8 @@ class KillLoad:
         self.on_fault = on_fault
         self.kinds: dict[str, int] = defaultdict(int)
         self.summaries = 0
+        #: The newest user message of model requests that was not a person's (it should always be).
+        self.odd_requests: list[str] = []
         self.peak_rss = 0.0
         self._armed: Optional[_Armed] = None
         self._serving: dict[str, int] = {}
@@ -236,15 +240,22 @@ class KillLoad:
             return Reply.slow(SUMMARY_DELAY, Reply.answer(NOTES))
         self._serving[chat] = slot
         self._fire("model_call", slot, chat, now + self.rng.uniform(0, FIRST_BYTE))
+        question = request.last_user_text
+        if not TAG.search(question):  # the newest user message is not a person's: note it, answer the newest that is
+            self.odd_requests.append(question[:200])
+            question = next((text for text in (_text(m) for m in reversed(request.messages) if m.get("role") == "user")
+                             if TAG.search(text)), "")
+            if not question:
+                return Reply.answer("(no user message to answer)")
         last = request.messages[-1] if request.messages else {}
-        if last.get("role") == "user" and "look it up" in request.last_user_text:
+        if last.get("role") == "user" and "look it up" in question:
             reply = Reply.tool_call("session_search", {"query": f"chat {chat} deploys"},
                                     call_id=f"call_{next(self._call_ids)}")
             prompt = int(self.window * 0.6)
             reply.usage = {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
             reply.first_byte_delay = FIRST_BYTE
             return reply
-        text = reply_text(request.last_user_text)
+        text = reply_text(question)
         chunk = 80 if len(text) < 2000 else 500
         events = -(-len(text) // chunk)
         reply = Reply(text=text, chunk_size=chunk, event_delay=0.05, first_byte_delay=FIRST_BYTE)
@@ -353,6 +364,7 @@ class KillLoad:
             self.log_file = Path(logs) / "workers.log"
             report = await self._run()
             report.logs = self.log_file.read_text(encoding="utf-8") if self.log_file.exists() else ""
+        report.odd_requests = self.odd_requests
         return report
 
     async def _run(self) -> KillReport:
@@ -495,7 +507,8 @@ def summary_lines(report: KillReport) -> list[str]:
     lines = [
         f"{len(report.kills)} kills ({kinds}) over {report.user_messages} user messages, "
         f"{report.reply_messages} reply messages, {report.summaries} summaries, in {report.seconds:.0f} s",
-        f"lost {len(report.lost)}; broken sessions {len(report.broken_sessions)}",
+        f"lost {len(report.lost)}; broken sessions {len(report.broken_sessions)}; model requests not ending with a "
+        f"person's message {len(report.odd_requests)}",
         f"sent twice {duplicates}, previews left behind {left}; widest window {report.widest_window * 1000:.0f} ms",
     ]
     for label, group in (("a private chat", False), ("a group", True)):
@@ -510,6 +523,13 @@ def summary_lines(report: KillReport) -> list[str]:
               f"private chats answered again within {_seconds(restart.private_back_after)}, all chats within "
               f"{_seconds(restart.every_chat_back_after)}" for restart in report.redis_restarts]
     return lines
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
 
 
 def _seconds(value: Optional[float]) -> str:
