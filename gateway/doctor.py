@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import shlex
@@ -202,8 +203,17 @@ SERVICE_CHECKS: dict[str, Callable[[Settings], Awaitable[Check]]] = {
 }
 
 
+def import_platform_clients(settings: Settings) -> None:
+    """Import the enabled platforms' libraries before any check's clock starts: importing aiogram takes
+    seconds and blocks the loop, so done inside one check it would run out the others' deadlines."""
+    for platform in ("telegram", "discord"):
+        if getattr(settings.platforms, platform).enabled:
+            importlib.import_module(f"gateway.platforms.{platform}")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the configuration, at once: the slowest bounds the wait, not their sum."""
+    import_platform_clients(settings)
     results = await asyncio.gather(*(check(settings) for check in SERVICE_CHECKS.values()), return_exceptions=True)
     return [result if isinstance(result, Check) else
             Check(name, "FAIL", f"the check itself failed ({type(result).__name__}: {one_line(result)})")
