@@ -70,29 +70,12 @@ class RestartableRedis:
             finally:
                 await probe.aclose()
             os.kill(pid, signal.SIGKILL)
-            while _alive(pid):
-                await asyncio.sleep(0.01)
-        await self.server.stop()
+        await self.server.stop()  # waits until the server (killed or stopped) is gone
         url = await self.server.start()
         assert url == self.url, f"the server came back at {url}, not {self.url}"
 
     async def stop(self) -> None:
         await self.server.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].splitlines()[0].lower()
-    except (OSError, IndexError):
-        return ""
 
 
 async def kill_phase(redis_url: str, kills: int, lock_ttl: float, seed: int, *,

@@ -16,7 +16,7 @@ from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from gateway.events import CompressEvent
 from gateway.inbox import Inbox
 from gateway.redis_channel import PipelinedConnection
-from gateway.store import ChatKeys, SessionStore, StaleLock, WrongKeyType
+from gateway.store import ChatKeys, Lock, SessionStore, StaleLock, WrongKeyType
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
@@ -53,6 +53,15 @@ def tool_loop(final: Reply) -> tuple[dict[str, int], "callable[[RecordedRequest]
         return final
 
     return seen, answer
+
+
+async def held_session(store: SessionStore, chat: str, texts: list[str]) -> tuple[ChatKeys, str, Lock]:
+    """The chat's keys, its session holding ``texts`` as user messages, and the lock it was written under."""
+    sid = await store.current_session(chat)
+    lock = await store.acquire_lock(chat, 30)
+    assert lock is not None
+    await store.append(chat, sid, [{"role": "user", "content": text} for text in texts], lock=lock)
+    return store.keys(chat), sid, lock
 
 
 async def wait_for(condition: "callable[[], bool]", timeout: float, what: str) -> None:
@@ -173,11 +182,7 @@ async def test_an_intake_that_cannot_store_the_message_fails_and_its_retry_store
 
 async def test_store_scripts_write_nothing_when_a_key_or_counter_is_wrong(store: SessionStore, redis: Redis) -> None:
     chat = "tg:checks"
-    keys = store.keys(chat)
-    sid = await store.current_session(chat)
-    lock = await store.acquire_lock(chat, 30)
-    assert lock is not None
-    await store.append(chat, sid, [{"role": "user", "content": "hi"}], lock=lock)
+    keys, sid, lock = await held_session(store, chat, ["hi"])
     await redis.hset(keys.meta(sid), "count", "many")
     before = await redis.hgetall(keys.meta(sid)), await redis.hgetall(keys.msg(sid))
     with pytest.raises(WrongKeyType):
@@ -202,11 +207,7 @@ async def test_store_scripts_write_nothing_when_a_key_or_counter_is_wrong(store:
 
 async def test_a_reset_id_counter_never_overwrites_a_stored_body(store: SessionStore, redis: Redis) -> None:
     chat = "tg:counter"
-    keys = store.keys(chat)
-    sid = await store.current_session(chat)
-    lock = await store.acquire_lock(chat, 30)
-    assert lock is not None
-    await store.append(chat, sid, [{"role": "user", "content": f"original {i}"} for i in range(5)], lock=lock)
+    keys, sid, lock = await held_session(store, chat, [f"original {i}" for i in range(5)])
     before = await redis.hgetall(keys.msg(sid))
     await redis.hset(keys.meta(sid), "next_id", "0")
 
