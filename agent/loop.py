@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, Union
 
+from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError
 from agent.llm.stream import EventSink, StreamEvent
@@ -104,20 +105,14 @@ async def unless_stopped(work: Awaitable[T], until_stopped: StopWaiter) -> T:
     try:
         await asyncio.wait((job, watcher), return_when=asyncio.FIRST_COMPLETED)
     except BaseException:  # cancelled from outside (the gateway shuts down): take both along
-        job.cancel()
-        watcher.cancel()
-        await asyncio.gather(job, watcher, return_exceptions=True)
+        await cancel_and_wait(job, watcher)
         raise
     if watcher.done() and not watcher.cancelled() and watcher.exception() is None:
-        job.cancel()  # the stop won, even over an answer that came at the same moment: it was honoured
-        await asyncio.wait((job,))  # its end, not its outcome; a cancellation of ours still gets through
-        if not job.cancelled():
-            job.exception()  # seen: a request cut off may end in its own error
+        await cancel_and_wait(job)  # the stop won, even over an answer that came at the same moment: it was honoured
         raise watcher.result()
     if watcher.done() and not watcher.cancelled():
         log.warning("watching for a stop failed; the turn goes on without it: %r", watcher.exception())
-    watcher.cancel()
-    await asyncio.wait((watcher,))
+    await cancel_and_wait(watcher)  # a watcher that lost the request (mid Redis command) is asked again
     return await job
 
 

@@ -16,11 +16,11 @@ its way never marks again a chat its worker has unmarked to release it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
 
+from agent.cancelling import cancel_and_wait
 from gateway.inbox import Inbox
 from gateway.outage import Health, is_redis_outage
 from gateway.store import Lock, SessionStore, StaleLock
@@ -65,9 +65,7 @@ class LockKeeper:
         task, self._task = self._task, None
         self._held.clear()
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while self._held:

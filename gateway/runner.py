@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.llm.errors import ProviderError, plain_reason
 from agent.loop import Agent
@@ -211,9 +212,7 @@ class GatewayRunner:
                 for wait in waits:
                     wait.cancel()
         pending = [task for task in running if not task.done()]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await cancel_and_wait(*pending)
         await self.keeper.close()
         return len(pending)
 

@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from agent.cancelling import cancel_and_wait
 from agent.llm.stream import StreamReset, TextDelta
 from agent.loop import ToolRunning, TurnEvent, TurnStopped
 from gateway.outage import is_redis_outage
@@ -135,9 +136,7 @@ class ReplyStream:
             if self._sending:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), FRAME_GRACE_SECONDS)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         await self.surface.finish(text)
 
 

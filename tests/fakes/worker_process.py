@@ -82,11 +82,21 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def log_tasks() -> None:
-    """SIGUSR1: log where every task of the process waits (for a test that finds a chat stuck)."""
+    """SIGUSR1: log where every task of the process waits (for a test that finds a chat stuck).
+
+    ``Task.get_stack`` shows only a suspended task's outermost frame; following ``cr_await``
+    down the chain of awaited coroutines shows the line that is actually waiting.
+    """
     for task in asyncio.all_tasks():
-        frames = task.get_stack()
-        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames)) if frames else "(no frame)"
-        logging.getLogger("worker").warning("task %s waits at %s", task.get_name(), where)
+        where, awaited = [], task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is None:
+                where.append(type(awaited).__name__)
+                break
+            where.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        logging.getLogger("worker").warning("task %s waits at %s", task.get_name(), " -> ".join(where) or "(no frame)")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

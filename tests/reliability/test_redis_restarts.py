@@ -12,14 +12,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import pytest
-
 from evals.bench_chaos import RestartableRedis
 from tests.fakes.kill_load import KillLoad, summary_lines
 
 
-@pytest.mark.xfail(strict=False, reason="open in issue 15: now and then one chat is left waiting after a restart, its "
-                   "lock kept alive by a live worker whose turn makes no progress; the failure names its waiting tasks")
 async def test_redis_stopped_and_killed_under_load_loses_nothing_and_every_chat_is_answered_again() -> None:
     from redis.asyncio import Redis
 
