@@ -9,9 +9,10 @@ One compaction, in order:
 4. the digest of the ORIGINAL middle and of the stubbed results — anchors, verbatim user
    messages, tool calls, decisions, the telling lines of long tool listings — before
    anything is pruned, merged with what earlier compactions carried;
-5. the notes: the summarizer on the pruned middle (updating the previous notes from the
-   second compaction on), or the deterministic summary when none is configured, or as
-   the fallback when the summarizer fails and the context is critical;
+5. the notes: the deterministic notes and the verbatim appendix of the digest, always; with
+   a summarizer, its notes on the pruned middle (updating its previous notes from the second
+   compaction on) are added in front, within their share — a model adds, never replaces.
+   A summarizer that fails while the context is critical leaves the deterministic notes alone;
 6. assembly — head (system note on the first compaction only), summary, tail — and
    tool-pair sanitizing.
 
@@ -31,7 +32,7 @@ from agent.codex import route_threshold
 from agent.compaction import framing
 from agent.compaction.anchors import anchors_in
 from agent.compaction.assemble import assemble, summary_message
-from agent.compaction.boundaries import plan_boundaries
+from agent.compaction.boundaries import plan_boundaries, planning_counts
 from agent.compaction.budgets import (
     CRITICAL_RATIO,
     lean_tail_budget,
@@ -63,8 +64,9 @@ from agent.tokens import REQUEST_OVERHEAD, content_text, count_message, count_me
 
 __all__ = ["ContextCompressor", "resolve_model_threshold"]
 
-#: Share of the summary budget (after the header) the notes take when the lean appendix follows them.
-LEAN_BODY_SHARE = 0.5
+#: Share of the summary budget (after the header) a model's notes may take; the digest's notes,
+#: quotes, listing lines and anchor index share the rest, so a model adds to them, never replaces them.
+MODEL_NOTES_SHARE = 0.3
 #: Share of the summary budget the deterministic notes may use (the anchor index takes what they leave).
 DETERMINISTIC_BODY_SHARE = 0.35
 #: Share of the summary budget the verbatim user messages may use before the notes and the index.
@@ -73,6 +75,8 @@ QUOTE_SHARE = 0.2
 LISTING_SHARE = 0.2
 #: The model's notes use at most 1/N of the summarizer's window (room for the transcript pieces).
 SUMMARIZER_WINDOW_SHARE = 6
+#: How far a rough token estimate may be off (either way) before it must not decide anything.
+ROUGH_ERROR = 1.4
 #: Version of :meth:`ContextCompressor.export_state`'s layout.
 STATE_VERSION = 1
 
@@ -187,10 +191,14 @@ class ContextCompressor(ContextEngine):
     ) -> list[dict[str, Any]]:
         messages = list(messages)
         self._follow_conversation(messages)
-        counts = [count_message(m) for m in messages]
+        counts = self._planning_counts(messages)
         tokens_before = REQUEST_OVERHEAD + sum(counts)
+        critical_level = CRITICAL_RATIO * self.context_length
+        if current_tokens is None and not force and critical_level / ROUGH_ERROR <= tokens_before <= critical_level * ROUGH_ERROR:
+            counts = [count_message(m) for m in messages]  # an estimate this near the critical level could be on either side
+            tokens_before = REQUEST_OVERHEAD + sum(counts)
         pressure = current_tokens if current_tokens is not None else tokens_before
-        critical = force or pressure >= CRITICAL_RATIO * self.context_length
+        critical = force or pressure >= critical_level
         lean = self.settings.tail_mode == "lean"
         base = dict(tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force)
 
@@ -255,8 +263,7 @@ class ContextCompressor(ContextEngine):
                 return self._unchanged(messages, "aborted", reason, base)
             source, error = "fallback", reason
         else:
-            body_budget = int(room * LEAN_BODY_SHARE) if lean else room
-            body_budget = min(body_budget, self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
+            body_budget = min(int(room * MODEL_NOTES_SHARE), self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
             try:
                 outcome = await self._summarize(middle, middle_counts, body_budget, previous_summary, focus_topic)
             except SummarizerFailure as failure:
@@ -272,26 +279,24 @@ class ContextCompressor(ContextEngine):
                 body, calls, source = outcome.text, outcome.calls, self.summarizer.name
 
         notes_for_next = body
-        if body is None or lean:
-            retained = _retained_anchors([*head, *tail])
-            carried = previous_summary if previous_source == "model" else None
-            notes = framing.compose(
-                digest,
-                room,
-                body=body,
-                render_body=lambda budget, quoted: render_body(
-                    digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried
-                ),
-                retained=retained.__contains__,
-                body_share=DETERMINISTIC_BODY_SHARE,
-                quote_share=QUOTE_SHARE,
-                listing_share=LISTING_SHARE,
-            )
-            text = notes.text
-            if body is None:
-                notes_for_next = text.partition("\n\n")[2]
-        else:
-            text = f"{head_text}\n\n{body}"
+        retained = _retained_anchors([*head, *tail])
+        carried = previous_summary if body is None and previous_source == "model" else None
+        notes = framing.compose(
+            digest,
+            room,
+            model_notes=body,
+            render_body=lambda budget, quoted: render_body(
+                digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried
+            ),
+            retained=retained.__contains__,
+            body_share=DETERMINISTIC_BODY_SHARE,
+            quote_share=QUOTE_SHARE,
+            listing_share=LISTING_SHARE,
+            model_share=MODEL_NOTES_SHARE,
+        )
+        text = notes.text
+        if body is None:
+            notes_for_next = text.partition("\n\n")[2]
         summary = summary_message(text, plan.summary_role)
         summary_tokens = count_message(summary)
 
@@ -321,6 +326,16 @@ class ContextCompressor(ContextEngine):
             **base,
         )
         return compacted
+
+    def _planning_counts(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Per-message tokens for this compaction: exact near the cuts, estimated in the middle.
+
+        A summarizer gets the middle in pieces that must fit its window, so then every
+        message is counted exactly.
+        """
+        if self.summarizer is not None:
+            return [count_message(m) for m in messages]
+        return planning_counts(messages, tail_budget=self.effective_tail_budget, protect_last_n=self.settings.protect_last_n)
 
     def _follow_conversation(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Forget carried state when asked to compact a different conversation than the one it carries.

@@ -136,6 +136,15 @@ def estimate_text_tokens_rough(text: str) -> int:
     return int(wide * 1.05 + other_non_ascii * 0.5 + ascii_chars / 4 + 0.999)
 
 
+def estimate_message_tokens(message: Mapping[str, Any]) -> int:
+    """One message's cached exact count, or its rough estimate when it has none (never tokenizes)."""
+    cached = message.get(_CACHE_KEY)
+    if isinstance(cached, int):
+        return cached
+    texts, overhead = _message_parts(message)
+    return overhead + sum(estimate_text_tokens_rough(text) for text in texts)
+
+
 def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
     """Rough token estimate of a message list, for when no reported or exact count is at hand."""
     total = REQUEST_OVERHEAD

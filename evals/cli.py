@@ -58,24 +58,34 @@ def benchmarks_help() -> str:
     return "benchmarks:\n" + "\n".join(f"  {name:<{width}}  {line}".rstrip() for name, line in summaries.items())
 
 
-def eval_command(args: argparse.Namespace) -> int:
-    """``foldgate eval compaction --sessions … --probes … [--policies …] [--context-length …] [--out …]``."""
-    from evals import compaction_eval
+#: kind -> (default --policies, default --context-length) of ``foldgate eval KIND``.
+EVAL_DEFAULTS: dict[str, tuple[str, int]] = {
+    "compaction": ("uncompacted,legacy,lean", 1_000_000),
+    "decay": ("legacy,lean", 200_000),
+}
 
-    if args.kind != "compaction":
-        print(f"unknown eval {args.kind!r}; available: compaction", file=sys.stderr)
+
+def eval_command(args: argparse.Namespace) -> int:
+    """``foldgate eval compaction|decay --sessions … --probes … [--policies …] [--context-length …] [--summarizer …]``."""
+    if args.kind not in EVAL_DEFAULTS:
+        print(f"unknown eval {args.kind!r}; available: {', '.join(EVAL_DEFAULTS)}", file=sys.stderr)
         return 2
-    policies = [name.strip() for name in args.policies.split(",") if name.strip()]
+    if args.kind == "decay":
+        from evals import decay_eval as module
+    else:
+        from evals import compaction_eval as module
+    default_policies, default_window = EVAL_DEFAULTS[args.kind]
+    policies = [name.strip() for name in (args.policies or default_policies).split(",") if name.strip()]
     try:
-        runs, paths = compaction_eval.main(args.sessions, args.probes, policies, args.context_length, args.out,
-                                           progress=sys.stderr)
+        _, paths = module.main(args.sessions, args.probes, policies, args.context_length or default_window, args.out,
+                               progress=sys.stderr, summarizer=args.summarizer, config=getattr(args, "config", None))
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"foldgate eval: {error}", file=sys.stderr)
         return 2
     print(paths["markdown"].read_text(encoding="utf-8"))
     for label, path in paths.items():
         print(f"{label}: {path}")
-    if "plot" not in paths:
+    if args.kind == "compaction" and "plot" not in paths:
         print(f"foldgate eval: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds compaction_eval.png",
               file=sys.stderr)
     return 0

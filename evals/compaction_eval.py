@@ -1,10 +1,15 @@
 """Compaction quality, measured: retained tokens against fact recall, closed-book and with recovery.
 
 For each session and policy the session is compacted once, then every probe
-(a planted fact) is scored two ways:
+(a planted fact) is scored three ways:
 
 * closed-book — the probe's answer occurs literally in the compacted context
   (message text plus tool-call names and arguments: everything the model reads);
+* attributed — closed-book, and the answer stands next to what it is about: one of
+  the probe's subject alternatives occurs on the answer's line (outside the answer
+  itself) or on the line before or after it (:func:`is_attributed`). A SHA kept in a
+  bare list of identifiers is literal but not attributed; ``abc1234 fix(ledger):
+  rework the ledger cutoff`` is both;
 * recovery — closed-book, or the answer occurs in one of the top
   :data:`RECOVERY_HITS` :func:`agent.search.search_messages` hits (each at most
   :data:`RECOVERY_SNIPPET_CHARS` characters) for the probe's query, searched over
@@ -20,12 +25,15 @@ any transcript in that format can be measured, not only generated ones.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
+import functools
 import inspect
 import json
+import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -40,6 +48,17 @@ RECOVERY_SNIPPET_CHARS = 2_500
 #: How deep to look when explaining a recovery miss ("the answer's message ranked 9th").
 _DIAGNOSTIC_DEPTH = 50
 DEFAULT_POLICIES = ("uncompacted", "legacy", "lean")
+#: ``--summarizer`` choices: no model (the deterministic notes), the bundled extractive stand-in, the configured model.
+SUMMARIZERS = ("deterministic", "stand-in", "configured")
+#: Subject alternatives this short must stand alone (no letter or digit touching either end): "bug" is not in "debug".
+SHORT_SUBJECT_CHARS = 3
+#: What separates a subject's words: ``ledger cutoff`` is also ``ledger_cutoff``, ``ledger-cutoff``, ``ledger/cutoff``.
+_SUBJECT_SEPARATOR = r"[ \t_/-]+"
+#: Query words that name the kind of fact asked for, not its subject (probe files without ``subject`` fall back on the rest).
+_QUERY_KIND_WORDS = frozenset(
+    """commit commits issue bug file error code port rate limit cost month timeout owns owner deployment decided
+    use why instead run before never name format what which""".split()
+)
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -57,6 +76,8 @@ class Probe:
     where: str = "?"
     message_id: str | None = None
     at: float | None = None
+    #: Alternatives naming what the fact is about (a line must hold one); empty: :attr:`about` falls back on the query.
+    subject: tuple[str, ...] = ()
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Probe":
@@ -64,7 +85,23 @@ class Probe:
         if missing:
             raise ValueError(f"probe {record!r} lacks {', '.join(missing)}")
         names = {item.name for item in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in record.items() if key in names})
+        fields = {key: value for key, value in record.items() if key in names}
+        subject = fields.get("subject") or ()
+        fields["subject"] = (subject,) if isinstance(subject, str) else tuple(str(item) for item in subject)
+        return cls(**fields)
+
+    @property
+    def about(self) -> tuple[str, ...]:
+        """The subject alternatives attribution looks for: the probe's own, else each topic word of its query.
+
+        The fallback (probe files written before ``subject`` existed) is lenient: any one
+        query word that names no kind of fact and is not part of the answer counts.
+        """
+        if self.subject:
+            return self.subject
+        answer = self.answer.lower()
+        words = [word for word in re.findall(r"[\w'-]+", self.query) if len(word) > SHORT_SUBJECT_CHARS]
+        return tuple(word for word in words if word.lower() not in _QUERY_KIND_WORDS and word.lower() not in answer)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -203,18 +240,32 @@ class EnginePolicy:
         return Compaction(list(result), _summarizer_calls(stats), _compact_stats(stats))
 
 
-def compressor_policy(tail_mode: str, context_length: int) -> EnginePolicy:
-    """The built-in ContextCompressor in ``legacy`` or ``lean`` tail mode, deterministic summary."""
+def summarizer_arguments(summarizer: Any | None) -> dict[str, Any]:
+    """The engine keywords for a summarizer, as ``gateway.agents`` passes them (nothing for the deterministic notes)."""
+    if summarizer is None:
+        return {}
+    return {"summarizer": summarizer, "summarizer_context_length": summarizer.context_length}
+
+
+def make_compressor(tail_mode: str, context_length: int, summarizer: Any | None = None) -> Any:
+    """The built-in ContextCompressor in ``legacy`` or ``lean`` tail mode; no summarizer means the deterministic notes."""
     from agent.context_compressor import ContextCompressor
     from agent.settings import CompressionSettings
 
-    engine = ContextCompressor(
-        model="eval-model", context_length=context_length, settings=CompressionSettings(tail_mode=tail_mode)
+    return ContextCompressor(
+        model="eval-model",
+        context_length=context_length,
+        settings=CompressionSettings(tail_mode=tail_mode),
+        **summarizer_arguments(summarizer),
     )
-    return EnginePolicy(tail_mode, engine)
 
 
-def _named_engine(name: str, context_length: int) -> Any:
+def compressor_policy(tail_mode: str, context_length: int, summarizer: Any | None = None) -> EnginePolicy:
+    """:func:`make_compressor` as a policy named after its tail mode."""
+    return EnginePolicy(tail_mode, make_compressor(tail_mode, context_length, summarizer))
+
+
+def _named_engine(name: str, context_length: int, summarizer: Any | None = None) -> Any:
     """An engine resolved by name through ``agent.context_engine`` (plugin directory or registry).
 
     The gateway falls back to the built-in compressor for an unknown name; an evaluation
@@ -226,21 +277,71 @@ def _named_engine(name: str, context_length: int) -> Any:
     factory, warning = resolve_context_engine(name)
     if warning is not None:
         raise ValueError(f"unknown policy {name!r}: {warning}")
-    parameters = inspect.signature(factory).parameters.values()
-    takes_settings = any(p.name == "settings" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-    extra = {"settings": CompressionSettings()} if takes_settings else {}
+    parameters = list(inspect.signature(factory).parameters.values())
+
+    def takes(keyword: str) -> bool:
+        return any(p.name == keyword or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+    extra = {"settings": CompressionSettings()} if takes("settings") else {}
+    if takes("summarizer"):
+        extra.update(summarizer_arguments(summarizer))
     return factory(model="eval-model", context_length=context_length, **extra)
 
 
-def make_policy(name: str, context_length: int) -> Policy:
-    """``uncompacted``, ``search-only``, ``legacy``, ``lean``, or an engine name ``agent.context_engine`` resolves."""
+def make_policy(name: str, context_length: int, summarizer: Any | None = None) -> Policy:
+    """``uncompacted``, ``search-only``, ``legacy``, ``lean``, or an engine name ``agent.context_engine`` resolves.
+
+    ``summarizer`` (a :class:`agent.compaction.summarizer.Summarizer`) goes to every engine
+    that takes one; None keeps the deterministic notes.
+    """
     if name == "uncompacted":
         return Uncompacted()
     if name == "search-only":
         return SearchOnly()
     if name in ("legacy", "lean"):
-        return compressor_policy(name, context_length)
-    return EnginePolicy(name, _named_engine(name, context_length))
+        return compressor_policy(name, context_length, summarizer)
+    return EnginePolicy(name, _named_engine(name, context_length, summarizer))
+
+
+@contextlib.asynccontextmanager
+async def open_summarizer(choice: str, config: str | None = None) -> AsyncIterator[Any | None]:
+    """The summarizer ``--summarizer`` names: None (deterministic), the stand-in, or the configured model.
+
+    ``configured`` builds it as the gateway does (``gateway.agents.AgentBuilder``) from the
+    config file and closes its client afterwards; a ValueError says so when no provider is set.
+    """
+    if choice == "deterministic":
+        yield None
+        return
+    if choice == "stand-in":
+        from evals.stand_in_summarizer import StandInSummarizer
+
+        yield StandInSummarizer()
+        return
+    if choice != "configured":
+        raise ValueError(f"unknown summarizer {choice!r}; choose one of {', '.join(SUMMARIZERS)}")
+    from gateway.agents import AgentBuilder
+    from gateway.config import ConfigError, load_settings
+
+    try:
+        builder = AgentBuilder(load_settings(config))
+    except ConfigError as error:
+        raise ValueError(f"--summarizer configured: {error}") from None
+    try:
+        if builder.summarizer is None:
+            provider = builder.settings.model.provider
+            raise ValueError(
+                f"--summarizer configured: no summarizer model is configured (model.provider is {provider!r} "
+                "and auxiliary.compression.base_url is null); set a provider in config.yaml or use stand-in"
+            )
+        yield builder.summarizer
+    finally:
+        await builder.aclose()
+
+
+def summarizer_label(choice: str, summarizer: Any | None) -> str:
+    """How the report names the summarizer: the ``--summarizer`` choice, with the model for ``configured``."""
+    return f"{choice} ({summarizer.name})" if choice == "configured" and summarizer is not None else choice
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -249,6 +350,53 @@ def make_policy(name: str, context_length: int) -> Policy:
 def context_text(messages: Iterable[Mapping[str, Any]]) -> str:
     """Everything a model reads of a message list, as one string the answers are looked up in."""
     return "\n".join(message_search_text(message) for message in messages)
+
+
+@functools.lru_cache(maxsize=4096)
+def subject_pattern(subject: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern for any of the alternatives (None when there are none).
+
+    An alternative's words may be separated by any of space, ``_``, ``-`` or ``/``; one of at
+    most :data:`SHORT_SUBJECT_CHARS` characters must not touch a letter or digit, a longer one
+    may sit inside a longer word (``ledger cutoff`` is found in ``apply_ledger_cutoff``).
+    """
+    parts = []
+    for alternative in subject:
+        words = [re.escape(word) for word in re.split(_SUBJECT_SEPARATOR, alternative.strip()) if word]
+        if not words:
+            continue
+        body = _SUBJECT_SEPARATOR.join(words)
+        if len(alternative.strip()) <= SHORT_SUBJECT_CHARS:
+            body = f"(?<![0-9a-z]){body}(?![0-9a-z])"
+        parts.append(body)
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def _neighbourhood(text: str, start: int, end: int) -> tuple[int, int]:
+    """Where the line before ``text[start:end]``'s line begins and where the line after it ends."""
+    line_start = text.rfind("\n", 0, start) + 1
+    first = text.rfind("\n", 0, line_start - 1) + 1 if line_start else 0
+    line_end = text.find("\n", end)
+    last = text.find("\n", line_end + 1) if line_end >= 0 else -1
+    return first, len(text) if last < 0 else last
+
+
+def answer_neighbourhoods(text: str, answer: str) -> Iterator[str]:
+    """For each occurrence of ``answer``: its line with the lines before and after, every copy of the answer blanked out."""
+    start = text.find(answer) if answer else -1
+    while start >= 0:
+        end = start + len(answer)
+        first, last = _neighbourhood(text, start, end)
+        yield text[first:last].replace(answer, "\0" * len(answer))
+        start = text.find(answer, end)
+
+
+def is_attributed(text: str, answer: str, subject: Sequence[str]) -> bool:
+    """Whether an occurrence of ``answer`` has a subject alternative on its line (outside the answer) or a neighbouring one."""
+    pattern = subject_pattern(tuple(subject))
+    if pattern is None:
+        return False
+    return any(pattern.search(window) for window in answer_neighbourhoods(text, answer))
 
 
 def removed_messages(original: Sequence[dict], compacted: Sequence[Mapping[str, Any]]) -> list[dict]:
@@ -263,6 +411,31 @@ class ProbeResult:
     closed_book: bool
     recovered: bool
     reason: str | None = None
+    #: Closed-book with its subject beside it (see :func:`is_attributed`).
+    attributed: bool = False
+    #: For a fact kept literally but not attributed: the line it stood on.
+    line: str | None = None
+
+
+def literal_and_attributed(probe: Probe, context: str) -> tuple[bool, bool]:
+    """Closed-book recall of one probe and whether the answer also stands next to its subject."""
+    literal = probe.answer in context
+    return literal, literal and is_attributed(context, probe.answer, probe.about)
+
+
+def answer_line(context: str, answer: str, width: int = 160) -> str | None:
+    """The first line holding ``answer`` (clipped around it), to show what an unattributed fact looked like."""
+    start = context.find(answer)
+    if start < 0:
+        return None
+    line_start = context.rfind("\n", 0, start) + 1
+    line_end = context.find("\n", start)
+    line = context[line_start : len(context) if line_end < 0 else line_end]
+    offset = start - line_start
+    if len(line) <= width:
+        return line
+    left = max(0, offset - width // 2)
+    return ("…" if left else "") + line[left : left + width] + ("…" if left + width < len(line) else "")
 
 
 def _closed_book_reason(probe: Probe, original: Sequence[dict], compacted: Sequence[Mapping[str, Any]]) -> str:
@@ -299,9 +472,11 @@ def score_probe(
     original: Sequence[dict] = (),
     compacted: Sequence[Mapping[str, Any]] = (),
 ) -> ProbeResult:
-    """Closed-book and recovery recall of one probe, with the reason for a miss."""
-    if probe.answer in context:
-        return ProbeResult(probe, True, True)
+    """Closed-book, attributed and recovery recall of one probe, with the reason for a miss."""
+    literal, attributed = literal_and_attributed(probe, context)
+    if literal:
+        line = None if attributed else answer_line(context, probe.answer)
+        return ProbeResult(probe, True, True, attributed=attributed, line=line)
     hits = search_messages(removed, probe.query, limit=RECOVERY_HITS, snippet_chars=RECOVERY_SNIPPET_CHARS)
     recovered = any(probe.answer in hit.snippet for hit in hits)
     reason = _closed_book_reason(probe, original, compacted) if original else None
@@ -339,6 +514,10 @@ class Run:
     def recovered(self) -> int:
         return sum(result.recovered for result in self.results)
 
+    @property
+    def attributed(self) -> int:
+        return sum(result.attributed for result in self.results)
+
     def as_dict(self) -> dict[str, Any]:
         probes = len(self.results) or 1
         return {
@@ -352,8 +531,10 @@ class Run:
             "removed_messages": self.removed,
             "probes": len(self.results),
             "closed_book_hits": self.closed_book,
+            "attributed_hits": self.attributed,
             "recovery_hits": self.recovered,
             "closed_book_recall": round(self.closed_book / probes, 4),
+            "attributed_recall": round(self.attributed / probes, 4),
             "recovery_recall": round(self.recovered / probes, 4),
             "wall_seconds": round(self.wall_seconds, 4),
             "cpu_seconds": round(self.cpu_seconds, 4),
@@ -373,6 +554,12 @@ class Run:
                 }
                 for r in self.results
                 if not r.closed_book
+            ],
+            "unattributed": [
+                {"question": r.probe.question, "answer": r.probe.answer, "kind": r.probe.kind,
+                 "subject": list(r.probe.about), "line": r.line}
+                for r in self.results
+                if r.closed_book and not r.attributed
             ],
         }
 
@@ -443,6 +630,7 @@ def summarize(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
                 "retained_tokens": 0,
                 "probes": 0,
                 "closed_book_hits": 0,
+                "attributed_hits": 0,
                 "recovery_hits": 0,
                 "by_kind": {},
             },
@@ -452,15 +640,18 @@ def summarize(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
         row["retained_tokens"] += run.retained_tokens
         row["probes"] += len(run.results)
         row["closed_book_hits"] += run.closed_book
+        row["attributed_hits"] += run.attributed
         row["recovery_hits"] += run.recovered
         for result in run.results:
-            kind = row["by_kind"].setdefault(result.probe.kind, [0, 0, 0])
+            kind = row["by_kind"].setdefault(result.probe.kind, [0, 0, 0, 0])
             kind[0] += 1
             kind[1] += result.closed_book
             kind[2] += result.recovered
+            kind[3] += result.attributed
     for row in table.values():
         probes = row["probes"] or 1
         row["closed_book_recall"] = round(row["closed_book_hits"] / probes, 4)
+        row["attributed_recall"] = round(row["attributed_hits"] / probes, 4)
         row["recovery_recall"] = round(row["recovery_hits"] / probes, 4)
     return table
 
@@ -469,22 +660,34 @@ def _percent(hits: int, total: int) -> str:
     return f"{100 * hits / total:.0f}% ({hits}/{total})" if total else "–"
 
 
-def markdown_report(runs: Sequence[Run], context_length: int) -> str:
+#: What the attributed column means, for every report that shows one.
+ATTRIBUTED_NOTE = (
+    "Attributed = closed-book, and a word of what the fact is about (its probe's subject) stands on the "
+    "answer's line or the line before or after it."
+)
+
+
+def markdown_report(runs: Sequence[Run], context_length: int, summarizer: str = "deterministic") -> str:
     lines = [
         f"# Compaction eval (context window {context_length:,} tokens)",
         "",
+        f"Summarizer: {summarizer}.",
+        "",
+        ATTRIBUTED_NOTE,
         f"Recovery = closed-book, or the answer in the top {plural(RECOVERY_HITS, 'search hit')} "
         f"(≤{RECOVERY_SNIPPET_CHARS:,} characters each) over the removed messages.",
         "",
-        "| session | policy | outcome | tokens before | retained | kept | closed-book recall | recovery recall | wall s | CPU s | summarizer calls |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| session | policy | outcome | tokens before | retained | kept | closed-book recall | attributed recall "
+        "| recovery recall | wall s | CPU s | summary by | summarizer calls |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for run in runs:
         probes = len(run.results)
         lines.append(
             f"| {run.session} | {run.policy} | {run.stats.get('outcome', '–')} | {run.tokens_before:,} | {run.retained_tokens:,} | "
             f"{100 * run.retained_tokens / max(1, run.tokens_before):.1f}% | {_percent(run.closed_book, probes)} | "
-            f"{_percent(run.recovered, probes)} | {run.wall_seconds:.2f} | {run.cpu_seconds:.2f} | "
+            f"{_percent(run.attributed, probes)} | {_percent(run.recovered, probes)} | {run.wall_seconds:.2f} | "
+            f"{run.cpu_seconds:.2f} | {run.stats.get('summarizer', '–')} | "
             f"{'–' if run.summarizer_calls is None else run.summarizer_calls} |"
         )
     totals = summarize(runs)
@@ -493,18 +696,22 @@ def markdown_report(runs: Sequence[Run], context_length: int) -> str:
         "",
         "## Recall by kind of fact (all sessions)",
         "",
-        "Closed-book: the answer is in the compacted context. Recovery: closed-book, or found by one search.",
+        "Closed-book: the answer is in the compacted context. Attributed: closed-book, with its subject beside it. "
+        "Recovery: closed-book, or found by one search.",
         "",
-        "| kind | facts | " + " | ".join(f"{policy} closed-book | {policy} recovery" for policy in totals) + " |",
-        "|---|---:|" + "---:|---:|" * len(totals),
+        "| kind | facts | "
+        + " | ".join(f"{policy} closed-book | {policy} attributed | {policy} recovery" for policy in totals)
+        + " |",
+        "|---|---:|" + "---:|---:|---:|" * len(totals),
     ]
     for kind in kinds:
-        facts = max(row["by_kind"].get(kind, [0, 0, 0])[0] for row in totals.values())
+        facts = max(row["by_kind"].get(kind, [0])[0] for row in totals.values())
         cells = []
         for row in totals.values():
-            total, closed, recovered = row["by_kind"].get(kind, [0, 0, 0])
-            cells += [_percent(closed, total), _percent(recovered, total)]
+            total, closed, recovered, attributed = row["by_kind"].get(kind, [0, 0, 0, 0])
+            cells += [_percent(closed, total), _percent(attributed, total), _percent(recovered, total)]
         lines.append(f"| {kind} | {facts} | " + " | ".join(cells) + " |")
+    lines += _unattributed_examples(runs)
     reasons: dict[tuple[str, str, str], int] = {}
     for run in runs:
         for result in run.results:
@@ -538,6 +745,30 @@ def markdown_report(runs: Sequence[Run], context_length: int) -> str:
                 f"{probe.query} | {result.reason or ''} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _unattributed_examples(runs: Sequence[Run], per_kind: int = 2) -> list[str]:
+    """A few facts per policy and kind that were kept literally but away from their subject, with the line they stood on."""
+    shown: dict[tuple[str, str], int] = {}
+    rows = []
+    for run in runs:
+        for result in run.results:
+            key = (run.policy, result.probe.kind)
+            if not result.closed_book or result.attributed or shown.get(key, 0) >= per_kind:
+                continue
+            shown[key] = shown.get(key, 0) + 1
+            line = (result.line or "").replace("|", "\\|").replace("`", "'")
+            rows.append(f"| {run.policy} | {result.probe.kind} | {' / '.join(result.probe.about)} | `{line}` |")
+    if not rows:
+        return []
+    return [
+        "",
+        f"## Kept but not attributed (up to {per_kind} per policy and kind)",
+        "",
+        "| policy | kind | subject | the line the answer stood on |",
+        "|---|---|---|---|",
+        *rows,
+    ]
 
 
 def _short_tokens(value: float) -> str:
@@ -661,7 +892,7 @@ def _matplotlib_missing(error: ImportError) -> bool:
     return (error.name or "").split(".")[0] == "matplotlib"
 
 
-def write_report(runs: Sequence[Run], out: Path, context_length: int) -> dict[str, Path]:
+def write_report(runs: Sequence[Run], out: Path, context_length: int, summarizer: str = "deterministic") -> dict[str, Path]:
     """``compaction_eval.json``, ``.md`` and ``.png`` under ``out``; returns their paths.
 
     Without matplotlib (the ``evals`` extra) the PNG is skipped, and absent from the result:
@@ -671,13 +902,14 @@ def write_report(runs: Sequence[Run], out: Path, context_length: int) -> dict[st
     paths = {"json": out / "compaction_eval.json", "markdown": out / "compaction_eval.md", "plot": out / "compaction_eval.png"}
     document = {
         "context_length": context_length,
+        "summarizer": summarizer,
         "recovery_hits": RECOVERY_HITS,
         "recovery_snippet_chars": RECOVERY_SNIPPET_CHARS,
         "policies": summarize(runs),
         "runs": [run.as_dict() for run in runs],
     }
     paths["json"].write_text(json.dumps(document, indent=2, ensure_ascii=False, default=repr) + "\n", encoding="utf-8")
-    paths["markdown"].write_text(markdown_report(runs, context_length), encoding="utf-8")
+    paths["markdown"].write_text(markdown_report(runs, context_length, summarizer), encoding="utf-8")
     try:
         plot(runs, paths["plot"], context_length)
     except ImportError as error:
@@ -688,6 +920,15 @@ def write_report(runs: Sequence[Run], out: Path, context_length: int) -> dict[st
     return paths
 
 
+def load_inputs(sessions: str, probes: str) -> tuple[dict[str, list[dict]], list[Probe]]:
+    """The sessions, smallest first, and the probes of those sessions."""
+    loaded = load_sessions(sessions)
+    if not loaded:
+        raise ValueError(f"no sessions found in {sessions}")
+    loaded = dict(sorted(loaded.items(), key=lambda item: count_messages(item[1])))
+    return loaded, [probe for probe in load_probes(probes) if probe.session in loaded]
+
+
 def main(
     sessions: str,
     probes: str,
@@ -695,13 +936,16 @@ def main(
     context_length: int,
     out: str,
     progress: TextIO | None = None,
+    summarizer: str = "deterministic",
+    config: str | None = None,
 ) -> tuple[list[Run], dict[str, Path]]:
     """Load, run every policy, write the report: what ``foldgate eval compaction`` does."""
-    loaded = load_sessions(sessions)
-    if not loaded:
-        raise ValueError(f"no sessions found in {sessions}")
-    loaded = dict(sorted(loaded.items(), key=lambda item: count_messages(item[1])))
-    wanted = [probe for probe in load_probes(probes) if probe.session in loaded]
-    built = [make_policy(name, context_length) for name in policies]
-    runs = asyncio.run(run_eval(loaded, wanted, built, progress))
-    return runs, write_report(runs, Path(out), context_length)
+    loaded, wanted = load_inputs(sessions, probes)
+
+    async def measure() -> tuple[list[Run], str]:
+        async with open_summarizer(summarizer, config) as model:
+            built = [make_policy(name, context_length, model) for name in policies]
+            return await run_eval(loaded, wanted, built, progress), summarizer_label(summarizer, model)
+
+    runs, label = asyncio.run(measure())
+    return runs, write_report(runs, Path(out), context_length, label)

@@ -118,19 +118,29 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replay into the configured gateway and keep what it stores (default: a throwaway one)")
 
     evaluate = commands.add_parser("eval", help="measure compaction quality",
-                                   description="Compact every session under every policy and score how many planted "
-                                               "facts survive, closed-book and with one search (see evals/README.md).")
-    evaluate.add_argument("kind", choices=["compaction"], help="what to evaluate: compaction")
+                                   description="compaction: compact every session once under every policy and score "
+                                               "how many planted facts survive — literally, beside their subject "
+                                               "(attributed), and with one search. decay: replay each session through "
+                                               "repeated compactions and report recall by the facts' age "
+                                               "(see evals/README.md).")
+    evaluate.add_argument("kind", choices=["compaction", "decay"], help="what to evaluate: compaction or decay")
     evaluate.add_argument("--sessions", required=True,
                           help="a directory of session JSONL files, one file, or comma-separated files")
     evaluate.add_argument("--probes", required=True, help="probes.jsonl: the planted facts and their questions")
-    evaluate.add_argument("--policies", default="uncompacted,legacy,lean",
+    evaluate.add_argument("--policies", default=None,
                           help="comma-separated: uncompacted, legacy, lean, search-only or a context engine's name "
+                               "(decay: legacy and lean only; default: uncompacted,legacy,lean for compaction, "
+                               "legacy,lean for decay)")
+    evaluate.add_argument("--context-length", type=int, default=None, metavar="TOKENS",
+                          help="the context window the policies compact for (default: 1000000 for compaction, "
+                               "200000 for decay)")
+    evaluate.add_argument("--summarizer", choices=["deterministic", "stand-in", "configured"], default="deterministic",
+                          help="who writes the compressor's notes: deterministic (no model), stand-in (the bundled "
+                               "extractive stand-in) or configured (the summarizer model config.yaml sets up) "
                                "(default: %(default)s)")
-    evaluate.add_argument("--context-length", type=int, default=1_000_000, metavar="TOKENS",
-                          help="the context window the policies compact for (default: %(default)s)")
     evaluate.add_argument("--out", default="evals/out",
-                          help="directory for compaction_eval.json, .md and .png (default: %(default)s)")
+                          help="directory for compaction_eval.json/.md/.png or decay_eval.json/.md "
+                               "(default: %(default)s)")
 
     from evals.cli import benchmarks_help  # reads the bench modules' docstrings, imports none of them
 

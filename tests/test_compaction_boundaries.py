@@ -154,3 +154,21 @@ def test_an_overnight_backlog_of_user_messages_is_compactable():
 def test_nothing_to_compact_in_a_short_session():
     t = long_chat(turns=1)
     assert plan(t.messages, budget=1, last_n=20) is None
+
+
+def test_planning_counts_estimate_the_middle_and_cut_where_exact_counts_would():
+    from agent.compaction.boundaries import planning_counts
+    from tests.fakes.histories import long_session
+
+    for budget, last_n in [(2_000, 4), (10_000, 20), (25_000, 2)]:
+        raw = long_session(120_000, seed=budget).messages
+        for message in raw:
+            message.pop("_tok", None)  # as read from a file
+        counts = planning_counts(raw, tail_budget=budget, protect_last_n=last_n)
+        untouched = [m for m in raw if "_tok" not in m]
+        assert len(untouched) > len(raw) // 2  # the middle was estimated, not tokenized
+        options = dict(protect_first_n=3, tail_budget=budget, protect_last_n=last_n, min_tail_user_messages=2,
+                       max_tail_tokens=60_000)
+        exact = [count_message(m) for m in raw]
+        assert plan_boundaries(raw, counts, **options) == plan_boundaries(raw, exact, **options)
+        assert abs(sum(counts) - sum(exact)) < 0.35 * sum(exact)

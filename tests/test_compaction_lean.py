@@ -19,21 +19,22 @@ def test_stub_names_tool_size_id_and_how_to_fetch():
     assert 'session_fetch(ids=["m-42"])' in stub and '"line one"' in stub
 
 
-def test_old_results_are_stubbed_and_the_current_turns_kept():
+def test_old_results_are_stubbed_and_the_newest_kept_though_a_user_message_followed_them():
     t = Transcript(system=None)
     t.user("first task")
     t.call("read_file", {"path": "a.py"}, "A" * 3000)
     t.call("read_file", {"path": "b.py"}, "tiny")
     t.user("second task")
     t.call("read_file", {"path": "c.py"}, "C" * 3000)
+    t.user("thanks, now explain what c.py does")  # the model is still working with c.py
     tail = t.messages
-    cutoff = old_tool_result_cutoff(tail, 0)
+    cutoff = old_tool_result_cutoff(tail, 0, fresh_tokens=count_message(tail[-2]) + 10)
     out, stubbed = stub_old_tool_results(tail, cutoff)
     assert [original["_id"] for _, original in stubbed] == ["m-3"]
     assert out[2]["content"].startswith("[Old read_file output stubbed")
     assert out[2]["_orig_id"] == "m-3" and "_id" not in out[2]
     assert out[4] is tail[4]  # short result stays
-    assert out[-1] is tail[-1]  # current turn stays verbatim
+    assert out[-2] is tail[-2]  # the file just read stays verbatim for the next turn
 
 
 def test_results_beyond_the_budget_start_are_old_even_in_the_current_turn():

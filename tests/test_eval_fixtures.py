@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from agent.messages import api_problems
+from agent.search import message_search_text
 from agent.tokens import count_message, count_messages
+from evals.compaction_eval import is_attributed
 from evals.fixtures import generate, outputs
-from evals.fixtures.facts import RECIPES, Topic, plant_sha
+from evals.fixtures.facts import PLANTED_COMMIT_VERBS, RECIPES, Topic, plan_facts, plant_job_error, plant_sha
 from evals.fixtures.lexicon import TOPIC_ASPECTS, make_world
 from evals.fixtures.session import dumps_jsonl, generate_session
 
@@ -95,6 +97,68 @@ def test_each_committed_probe_answer_occurs_only_in_its_planted_message(path: Pa
         assert holders == [probe["message_id"]], probe
         assert by_id[probe["message_id"]]["role"] == probe["where"], probe
         assert probe["query"] and probe["question"].endswith("?")
+        # The subject says what the fact is about; it is never the answer, and the planted message has it beside the answer.
+        assert probe["subject"] and all(alternative.lower() != probe["answer"].lower() for alternative in probe["subject"])
+        assert is_attributed(message_search_text(by_id[probe["message_id"]]), probe["answer"], probe["subject"]), probe
+
+
+def _lines_around(text: str, answer: str) -> tuple[str, str, str]:
+    lines = text.splitlines()
+    index = next(number for number, line in enumerate(lines) if answer in line)
+    return lines[index - 1], lines[index], lines[index + 1]
+
+
+def test_a_job_error_code_stands_on_a_bare_exception_line_with_the_job_and_frame_around_it() -> None:
+    rng = random.Random(5)
+    world = make_world(rng)
+    for aspect in ("cutoff", "fan-out", "grace period"):
+        topic = Topic(world.areas[0], aspect)
+        planting = plant_job_error(rng, world, topic, "tool")
+        before, line, after = _lines_around(planting.text, planting.answer)
+        assert planting.where == "tool" and planting.tool == "terminal" and planting.kind == "job_error"
+        assert line.endswith(f"[{planting.answer}]") and line.split(":")[0] in ("KeyError", "TypeError")
+        assert topic.slug not in line and topic.subject not in line  # the exception line alone says nothing of the job
+        assert f"job {topic.subject}_{topic.slug}_" in after  # the log line after the traceback names the job
+        lines = planting.text.splitlines()
+        frame = lines[lines.index(line) - 2]  # the last frame: where it ran, the line it ran, then the exception
+        assert frame.startswith("  File ") and before.startswith("    ")
+        assert f"{topic.subject}/{topic.slug}.py" in frame and frame.endswith(f"_{topic.subject}_{topic.slug}")
+        assert any(f"{topic.words} job {topic.subject}_{topic.slug}_" in text and "crashed" in text for text in lines)
+        assert is_attributed(planting.text, planting.answer, (topic.words,))
+        assert not is_attributed(line, planting.answer, (topic.words,))
+
+
+def test_a_planted_commit_in_a_scoped_git_log_looks_like_every_other_line_of_it() -> None:
+    """``git log -- src/<area>``: the same scope and verbs on every line; only the asked-about aspect differs."""
+    rng = random.Random(9)
+    world = make_world(rng)
+    topics = [Topic(world.areas[1], aspect) for aspect in TOPIC_ASPECTS[:12]]
+    world.fact_topics.update((topic.subject, topic.aspect) for topic in topics)
+    scoped = []
+    for topic in topics:
+        planting = plant_sha(rng, world, topic, "tool")
+        if " -- src/" in planting.arguments["command"]:
+            scoped.append((topic, planting))
+    assert scoped
+    for topic, planting in scoped:
+        lines = planting.text.splitlines()
+        planted = next(line for line in lines if line.startswith(planting.answer + " "))
+        assert topic.words in planted and planting.question.endswith(f"of the {topic.words}?")
+        others = [line for line in lines if line != planted]
+        assert len(others) >= 12
+        for line in lines:
+            assert topic.subject in line.split(" ", 1)[1]
+            assert any(f" {verb} " in line for verb in PLANTED_COMMIT_VERBS), line
+        # Nothing but the aspect sets the planted line apart: no filler line is about a planted topic.
+        assert not any(f"{area} {aspect}" in line for line in others for area, aspect in world.fact_topics)
+
+
+def test_a_long_night_gets_at_most_one_fact_per_topic() -> None:
+    rng = random.Random(2)
+    world = make_world(rng)
+    plantings = plan_facts(rng, world, 1_000)
+    assert len(plantings) == len(world.areas) * len(TOPIC_ASPECTS) == len(world.fact_topics)
+    assert all(planting.subject for planting in plantings)
 
 
 def test_planted_commit_subjects_are_no_rarer_than_filler_commit_subjects() -> None:

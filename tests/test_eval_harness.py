@@ -1,4 +1,4 @@
-"""Smoke runs of ``foldgate eval compaction`` and ``foldgate bench`` on the committed 50K fixtures."""
+"""Smoke runs of ``foldgate eval compaction``/``decay`` and ``foldgate bench`` on the committed 50K fixtures."""
 
 from __future__ import annotations
 
@@ -61,6 +61,8 @@ async def test_smoke_run_on_committed_fixtures_writes_json_markdown_and_plot(tmp
     for session in sessions:
         whole = by_key[(session, "uncompacted")]
         assert whole["closed_book_recall"] == 1.0 and whole["recovery_recall"] == 1.0
+        # Every planted fact stands beside its subject in its own message, so the whole session is fully attributed.
+        assert whole["attributed_recall"] == 1.0 and whole["unattributed"] == []
         assert whole["retained_tokens"] == whole["tokens_before"]
         cut = by_key[(session, "head-tail")]
         assert cut["retained_tokens"] < cut["tokens_before"] / 4
@@ -68,12 +70,18 @@ async def test_smoke_run_on_committed_fixtures_writes_json_markdown_and_plot(tmp
         for name in REAL_POLICIES:
             run = by_key[(session, name)]
             assert run["retained_tokens"] <= run["tokens_before"]
-            assert run["recovery_recall"] >= run["closed_book_recall"]
+            assert run["recovery_recall"] >= run["closed_book_recall"] >= run["attributed_recall"] > 0
+            assert run["attributed_hits"] + len(run["unattributed"]) == run["closed_book_hits"]
             assert run["cpu_seconds"] >= 0 and run["wall_seconds"] >= 0
     assert set(document["policies"]) == {policy.name for policy in policies}
+    assert document["summarizer"] == "deterministic"
+    for row in document["policies"].values():
+        assert row["attributed_hits"] <= row["closed_book_hits"]
+        assert all(attributed <= closed for _, closed, _, attributed in row["by_kind"].values())
 
     markdown = paths["markdown"].read_text(encoding="utf-8")
     assert "| night-50k-s7 | uncompacted |" in markdown and "head-tail" in markdown
+    assert "attributed recall" in markdown and "uncompacted attributed" in markdown
     assert "## Why facts left the context" in markdown
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -103,6 +111,94 @@ def test_cli_eval_compaction_writes_the_report(tmp_path: Path, capsys: pytest.Ca
     search_only = next(run for run in document["runs"] if run["policy"] == "search-only")
     assert search_only["closed_book_recall"] == 0.0 and search_only["recovery_recall"] > 0.8
     assert (out / "compaction_eval.md").is_file() and (out / "compaction_eval.png").is_file()
+
+
+@pytest.mark.skipif(not HAS_COMPRESSOR, reason="agent.context_compressor is not in this tree")
+def test_cli_eval_decay_compacts_a_small_night_twice_and_reports_attributed_recall_by_quarter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 50K session at a 40K window: the replay passes the 20K threshold again and again."""
+    out = tmp_path / "out"
+    code = cli.main(["eval", "decay", "--sessions", str(DATA / "night-50k-s7.jsonl"),
+                     "--probes", str(DATA / "probes.jsonl"), "--context-length", "40000", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "# Decay eval (context window 40,000 tokens)" in printed and "## night-50k-s7 × lean" in printed
+    document = json.loads((out / "decay_eval.json").read_text(encoding="utf-8"))
+    assert [run["policy"] for run in document["runs"]] == ["legacy", "lean"]
+    for run in document["runs"]:
+        assert run["compactions"] >= 2
+        assert run["checkpoints"][0]["tokens_after"] < run["checkpoints"][0]["tokens_before"]
+        for point in run["checkpoints"]:
+            assert len(point["quarters"]) == 4
+            for quarter in point["quarters"]:
+                assert 0 <= quarter["attributed"] <= quarter["literal"] <= quarter["probes"]
+        first = run["checkpoints"][-1]["quarters"][0]
+        assert first["probes"] > 0  # the first quarter's facts are scored after the last compaction
+        replayed = [sum(quarter["probes"] for quarter in point["quarters"]) for point in run["checkpoints"]]
+        assert replayed == sorted(replayed)  # later compactions have seen more of the night
+    markdown = (out / "decay_eval.md").read_text(encoding="utf-8")
+    assert "| compaction | after message |" in markdown and "% of " in markdown
+
+
+def test_the_stand_in_summarizer_writes_every_section_within_budget_and_updates_its_notes() -> None:
+    import asyncio
+
+    from agent.compaction.summarizer import Summarizer
+    from agent.compaction.summary_prompt import build_request, missing_sections
+    from agent.tokens import count_text
+    from evals.stand_in_summarizer import StandInSummarizer
+
+    turns = [
+        "[m1] user: fix the ledger cutoff, and never push directly to main.",
+        "[m2] assistant: I fixed it in src/app/ledger/cutoff.py. Committed it as 9f3c2a1.",
+        "[m3] tool result (terminal): Traceback (most recent call last):\nKeyError: 'customer_ref' [E7139]",
+        "[m4] user: we go with Redis streams instead of Kafka.",
+    ]
+    entries = [type("Entry", (), {"text": text, "tokens": 20})() for text in turns]
+    stand_in = StandInSummarizer()
+    assert isinstance(stand_in, Summarizer)
+    request = build_request(entries, budget_tokens=400, previous_summary=None, focus_topic=None)
+    notes = asyncio.run(stand_in.call_llm(task="compression", messages=request, max_tokens=540))
+    assert missing_sections(notes) == [] and count_text(notes) <= 540
+    assert "[m1] fix the ledger cutoff, and never push directly to main." in notes
+    assert "src/app/ledger/cutoff.py" in notes and "E7139" in notes and "Redis streams instead of Kafka" in notes
+    assert asyncio.run(stand_in.call_llm(task="compression", messages=request, max_tokens=540)) == notes
+    later = build_request(entries[3:], budget_tokens=400, previous_summary=notes, focus_topic=None)
+    updated = asyncio.run(stand_in.call_llm(task="compression", messages=later, max_tokens=540))
+    assert "[m1] fix the ledger cutoff" in updated  # the goal and earlier items carry over
+    tight = asyncio.run(stand_in.call_llm(task="compression", messages=request, max_tokens=120))
+    assert missing_sections(tight) == [] and count_text(tight) <= 120
+
+
+@pytest.mark.skipif(not HAS_COMPRESSOR, reason="agent.context_compressor is not in this tree")
+def test_cli_eval_compaction_with_the_stand_in_summarizer_says_who_wrote_the_notes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main([*EVAL_ARGS, "--policies", "uncompacted,lean", "--context-length", "200000",
+                     "--summarizer", "stand-in", "--out", str(tmp_path)])
+    assert code == 0
+    assert "Summarizer: stand-in." in capsys.readouterr().out
+    document = json.loads((tmp_path / "compaction_eval.json").read_text(encoding="utf-8"))
+    lean = next(run for run in document["runs"] if run["policy"] == "lean")
+    assert document["summarizer"] == "stand-in"
+    assert lean["stats"]["summarizer"] == "stand-in" and lean["summarizer_calls"] >= 1
+
+
+async def test_the_configured_summarizer_is_the_one_the_gateway_builds(tmp_path: Path) -> None:
+    from agent.compaction.summarizer import LLMSummarizer
+    from evals.compaction_eval import open_summarizer, summarizer_label
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"gateway:\n  home: {tmp_path / 'home'}\nmodel:\n  provider: custom\n  name: eval-main\n"
+                      "  base_url: http://127.0.0.1:9/v1\n  api_key: unused\n"
+                      "auxiliary:\n  compression:\n    model: eval-notes\n    context_length: 64000\n")
+    async with open_summarizer("configured", str(config)) as summarizer:  # built and closed, never called
+        assert isinstance(summarizer, LLMSummarizer)
+        assert (summarizer.name, summarizer.context_length) == ("eval-notes", 64_000)
+        assert summarizer_label("configured", summarizer) == "configured (eval-notes)"
+    async with open_summarizer("deterministic") as none:
+        assert none is None and summarizer_label("deterministic", none) == "deterministic"
 
 
 def test_cli_eval_refuses_unknown_policies_and_missing_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -268,13 +364,14 @@ def test_progress_without_a_stream_prints_nothing_and_counts_read_right() -> Non
     assert line.getvalue() == "1/1 session (100%)\n"
 
 
-def _runs(tmp_sessions: dict[str, list[tuple[str, int, int, int]]]) -> list[Run]:
-    """Runs with given (policy, retained tokens, closed-book hits, recovered hits) of 10 probes each."""
+def _runs(tmp_sessions: dict[str, list[tuple[int | str, ...]]]) -> list[Run]:
+    """Runs with given (policy, retained tokens, closed-book hits, recovered hits[, attributed hits]) of 10 probes each."""
     probe = Probe(session="s", question="q", answer="a", query="q")
     made = []
     for session, rows in tmp_sessions.items():
-        for policy, retained, closed, recovered in rows:
-            results = [ProbeResult(probe, n < closed, n < recovered) for n in range(10)]
+        for policy, retained, closed, recovered, *attributed in rows:
+            tied = attributed[0] if attributed else 0
+            results = [ProbeResult(probe, n < closed, n < recovered, attributed=n < tied) for n in range(10)]
             made.append(Run(session, policy, 50_000, 100, retained, 10, 0, results, 0.0, 0.0, 0.0, 0, {}))
     return made
 
@@ -324,11 +421,11 @@ def test_the_png_keeps_its_labels_inside(tmp_path: Path) -> None:
 def test_the_by_kind_table_says_which_number_is_which(monkeypatch: pytest.MonkeyPatch) -> None:
     from evals import compaction_eval
 
-    runs = _runs({"s": [("uncompacted", 50_000, 10, 10), ("lean", 9_000, 7, 10)]})
+    runs = _runs({"s": [("uncompacted", 50_000, 10, 10, 10), ("lean", 9_000, 7, 10, 4)]})
     monkeypatch.setattr(compaction_eval, "RECOVERY_HITS", 1)
     text = markdown_report(runs, 1_000_000)
     header = next(line for line in text.splitlines() if line.startswith("| kind |"))
-    assert "uncompacted closed-book" in header and "uncompacted recovery" in header
-    assert "lean closed-book" in header and "lean recovery" in header
-    assert "| fact | 10 | 100% (10/10) | 100% (10/10) | 70% (7/10) | 100% (10/10) |" in text
+    assert "uncompacted closed-book | uncompacted attributed | uncompacted recovery" in header
+    assert "lean closed-book | lean attributed | lean recovery" in header
+    assert "| fact | 10 | 100% (10/10) | 100% (10/10) | 100% (10/10) | 70% (7/10) | 40% (4/10) | 100% (10/10) |" in text
     assert "top 1 search hit " in text

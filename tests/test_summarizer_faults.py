@@ -122,28 +122,24 @@ async def test_forced_or_critical_compaction_falls_back_to_the_deterministic_sum
     assert set(stats.replaced_ids) == {m["_id"] for m in messages} - {m.get("_id") for m in out}
 
 
-async def test_a_working_summarizer_writes_the_notes_and_lean_adds_the_verbatim_appendix(server, client):
-    compressor = make(client, Clock())
+@pytest.mark.parametrize("tail_mode", ["lean", "legacy"])
+async def test_a_working_summarizer_adds_its_notes_to_the_digest_and_replaces_none_of_it(server, client, tail_mode):
+    compressor = make(client, Clock(), tail_mode=tail_mode)
     out = await compressor.compress(history(), current_tokens=31_000)
     stats = compressor.last_compaction
     assert stats.outcome == "compacted" and stats.summarizer == "aux-model" and stats.calls == 1
     summary = next(m["content"] for m in out if is_summary(m))
-    assert "- noted by the model" in summary
+    assert summary.index("- noted by the model") < summary.index("## Notes Taken Verbatim")
     assert "## User Messages (verbatim, newest first)" in summary and "## Anchor Index" in summary
+    assert "Step 20: check PR #1020 please." in summary  # the person's own words, whatever the model wrote
     assert "IngestError: code E007" in summary  # from tool output, not from the model
+    assert "run_tests ×" in summary  # the deterministic notes are there too
     request = server.requests[0]
     assert request.body["model"] == "aux-model"
     turns = request.messages[1]["content"]
     assert "Step 7: check PR #1007 please." in turns
     assert "[Old tool output cleared to save context space]" in turns  # the summarizer reads the pruned middle
     assert "log line\nlog line" not in turns
-
-
-async def test_legacy_mode_uses_the_model_notes_alone(server, client):
-    compressor = make(client, Clock(), tail_mode="legacy")
-    out = await compressor.compress(history(), current_tokens=31_000)
-    summary = next(m["content"] for m in out if is_summary(m))
-    assert "- noted by the model" in summary and "## Anchor Index" not in summary
 
 
 async def test_second_compaction_asks_the_model_to_update_the_previous_notes(server, client):

@@ -1,7 +1,8 @@
 """Phase 2: where the kept head ends and the kept tail starts (SPEC S5.2).
 
 Everything here works on indices over the message list and the per-message token
-counts, so it is linear and never re-tokenizes. A boundary never separates a tool call
+counts (:func:`planning_counts`: exact where a cut can fall), so it is linear and never
+re-tokenizes. A boundary never separates a tool call
 from its results, and never lands inside a call whose results are still pending (L3):
 the tail always starts at a message that is not a tool result.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.messages import is_real_user_message
+from agent.tokens import count_message, estimate_message_tokens
 
 Message = Mapping[str, Any]
 
@@ -37,6 +39,30 @@ class Boundaries:
     @property
     def middle(self) -> range:
         return range(self.head_end, self.tail_start)
+
+
+#: The newest messages are counted exactly until they cover this multiple of the tail budget.
+EXACT_TAIL_MARGIN = 1.25
+
+
+def planning_counts(messages: Sequence[Message], *, tail_budget: int, protect_last_n: int) -> list[int]:
+    """Per-message tokens to plan a compaction with: exact where a cut can fall, rough elsewhere.
+
+    Every cut is found walking back from the newest message (:func:`plan_boundaries`): by the
+    tail's token budget, or within the last ``protect_last_n`` messages. Those are counted
+    exactly (with a margin), as is any message that already carries its count; the older rest
+    only adds up to the size of the middle, where ±35% (:func:`agent.tokens.estimate_text_tokens_rough`)
+    cannot move a cut — and tokenizing it was most of a cold compaction's time.
+    """
+    counts = [0] * len(messages)
+    covered, exact_until = 0, len(messages)
+    while exact_until > 0 and (covered < tail_budget * EXACT_TAIL_MARGIN or len(messages) - exact_until < protect_last_n + 2):
+        exact_until -= 1
+        counts[exact_until] = count_message(messages[exact_until])
+        covered += counts[exact_until]
+    for index in range(exact_until):
+        counts[index] = estimate_message_tokens(messages[index])
+    return counts
 
 
 def head_end(messages: Sequence[Message], protect_first_n: int) -> int:

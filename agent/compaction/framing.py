@@ -2,9 +2,10 @@
 
 The framing is what keeps a stale "active task" in old notes from hijacking the reply
 (L4): it says the notes are background, never instructions, and that the newest user
-message wins. The appendix (lean tail mode, and every deterministic summary) carries
-continuity verbatim: the user's messages newest first, the telling lines of long tool
-listings, the anchor index, and hints for getting originals back.
+message wins. The appendix (in every summary, whoever wrote the notes) carries continuity
+verbatim: the deterministic notes, the user's messages newest first, the telling lines of
+long tool listings, the anchor index, and hints for getting originals back. A model's notes
+are added in front of it, never in its place.
 """
 
 from __future__ import annotations
@@ -71,37 +72,63 @@ class Notes:
     quoted_ids: frozenset[str]
 
 
+#: Heading of the model's notes when the digest's notes follow them.
+MODEL_NOTES_HEADING = "## Summary (written by the summarizer model)"
+#: Heading of the digest's notes after a model's: what was taken verbatim, whatever the model wrote.
+DIGEST_NOTES_HEADING = "## Notes Taken Verbatim (from the transcript itself; they stand where the summary above is silent)"
+
+
+def fit_model_notes(notes: str, budget_tokens: int) -> str:
+    """A model's notes within ``budget_tokens``: whole lines in order, the cut marked.
+
+    The model is asked for about that much; one that writes far more must not crowd out the
+    quotes and anchors that follow (they are the part no model may lose).
+    """
+    lines = notes.splitlines()
+    kept, _ = take_lines(lines, budget_tokens, stop_at_first_misfit=True)
+    if len(kept) == len(lines):
+        return notes
+    return "\n".join(kept + [f"- … (the summary went on for {len(lines) - len(kept):,} more lines; cut to its budget)"])
+
+
 def compose(
     digest: Digest,
     room: int,
     *,
-    body: str | None,
+    model_notes: str | None,
     render_body: Callable[[int, frozenset[str]], str],
     retained: Callable[[str], bool],
     body_share: float,
     quote_share: float,
     listing_share: float = 0.0,
+    model_share: float = 0.0,
 ) -> Notes:
     """Header, notes and continuity appendix within ``room`` tokens (plus the header).
 
-    Order of claims on the budget: the user's messages verbatim, newest first (strict
-    order, stopping at the first that does not fit) up to ``quote_share``; the notes (the
-    model's ``body`` as given, or ``render_body(budget, quoted_ids)`` for the
-    deterministic notes) up to ``body_share``; the telling lines of tool listings, best
-    first, up to ``listing_share``; then the anchor index takes everything left, skipping
-    anchors that survive verbatim in the kept messages (``retained``), the quotes, the
-    notes or the listing lines; anything still left goes to older quotes.
+    A model's notes never replace the digest; they come first, fitted to ``model_share``.
+    Then the claims on the budget, in order: the user's messages verbatim, newest first
+    (strict order, stopping at the first that does not fit) up to ``quote_share``; the
+    deterministic notes (``render_body(budget, quoted_ids)``) up to ``body_share``; the
+    telling lines of tool listings, best first, up to ``listing_share``; then the anchor
+    index takes everything left, skipping anchors that survive verbatim in the kept messages
+    (``retained``), the quotes, the notes or the listing lines; anything still left goes to
+    older quotes.
     """
     hints = recovery_hints(digest)
     room -= count_text(hints) + 30
+    model_text = ""
+    if model_notes:
+        model_text = f"{MODEL_NOTES_HEADING}\n{fit_model_notes(model_notes, int(room * model_share))}"
+        room -= count_text(model_text)
     all_quotes = quote_lines(digest)
     quotes, quotes_used = take_lines(all_quotes, int(room * quote_share), stop_at_first_misfit=True)
     quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
-    if body is None:
-        body = render_body(int(room * body_share), quoted)
+    body = render_body(int(room * body_share), quoted)
+    if model_text:
+        body = f"{DIGEST_NOTES_HEADING}\n\n{body}"
     body_used = count_text(body)
     listing_text, listing_used = render_listings(digest.listings, int(room * listing_share))
-    present = Shown(body, *quotes, listing_text)
+    present = Shown(model_text, body, *quotes, listing_text)
     index_text, index_used = render_index(
         digest.anchors,
         max(0, room - quotes_used - body_used - listing_used),
@@ -111,7 +138,7 @@ def compose(
     if spare > 50 and len(quotes) < len(all_quotes):
         more, _ = take_lines(all_quotes[len(quotes) :], spare, stop_at_first_misfit=True)
         quotes += more
-    parts = [header(digest), body]
+    parts = [header(digest), model_text, body]
     if quotes:
         parts.append("## User Messages (verbatim, newest first)\n" + "\n\n".join(quotes))
     if listing_text:

@@ -5,11 +5,11 @@ exchange: they are the oldest output of all.)
 
 A stub names the tool, the output's size and the message id, and says how to get the
 original back, so nothing is lost: the original stays in the session archive under its
-id. A tool result is old when a newer real user message follows it (its turn is over),
-when it lies before where the tail's token budget ends (it is only kept because of the
-tail's minimum-count or user-message guarantees), or when the newer tool results after
-it already fill the fresh share of the tail. The current turn's recent results stay
-verbatim.
+id. A tool result is old when it lies before where the tail's token budget ends (it is
+only kept because of the tail's minimum-count or user-message guarantees), or when the
+newer tool results after it already fill the fresh share of the tail. The newest results
+stay verbatim even when a user message followed them: the file the model was just reading
+is what the next turn works with, and a stub there would start it with a ``session_fetch``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.compaction.prune import PRUNE_MIN_CHARS
-from agent.messages import is_real_user_message, tool_names_by_call_id, with_content
+from agent.messages import tool_names_by_call_id, with_content
 from agent.tokens import content_text, count_message
 
 #: Characters of the output's first line a stub shows, so the model knows what it was.
@@ -51,7 +51,6 @@ def old_tool_result_cutoff(tail: Sequence[Mapping[str, Any]], budget_offset: int
     ``budget_offset`` is where the token budget alone would have started the tail;
     ``fresh_tokens`` is how much of the newest tool output stays verbatim.
     """
-    newest_user = max((i for i, m in enumerate(tail) if is_real_user_message(m)), default=0)
     # Results after the last assistant message answer calls the model has not seen answered yet.
     last_assistant = max((i for i, m in enumerate(tail) if m.get("role") == "assistant"), default=len(tail))
     fresh_start = 0
@@ -63,7 +62,7 @@ def old_tool_result_cutoff(tail: Sequence[Mapping[str, Any]], budget_offset: int
                 if used > fresh_tokens:
                     fresh_start = index + 1
                     break
-    return min(max(newest_user, budget_offset, fresh_start), last_assistant)
+    return min(max(budget_offset, fresh_start), last_assistant)
 
 
 def stub_old_tool_results(
