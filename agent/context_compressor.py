@@ -42,7 +42,7 @@ from agent.compaction.budgets import (
     summary_budget,
     threshold_tokens,
 )
-from agent.compaction.digest import Digest, build_digest, call_arguments_text
+from agent.compaction.digest import Digest, build_digest, call_arguments_text, call_labels
 from agent.compaction.fallback_summary import render_body
 from agent.compaction.guard import CompactionGuard
 from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results
@@ -241,6 +241,7 @@ class ContextCompressor(ContextEngine):
             seq_start=seq_start,
             stubbed=stubbed_originals,
             queries=search_queries(messages),
+            calls=call_labels(messages),
         )
         middle_tokens = digest.tokens
         previous_summary = self._previous_summary or _notes_of(earlier_summary)

@@ -127,3 +127,69 @@ def test_stubbed_tail_results_give_anchors_and_listing_lines():
     assert "src/pay/settle.py" in digest.anchors.entries["path"]
     best = digest.listings[0]
     assert best.text == "src/pay/settle.py:40:def settle(batch):" and best.id == "t-2" and best.seq == 5
+
+
+def crash_session():
+    t = Transcript(system=None)
+    t.user("Why does the nightly settle keep failing?")
+    log = (
+        "2025-03-24T23:10:02.000Z ERROR   [celery.task] billing settle job settle_nightly crashed\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/src/billing/worker.py", line 88, in settle\n'
+        '    ref = row.meta["customer_ref"]\n'
+        "KeyError: 'customer_ref' [E7139]\n"
+        "2025-03-24T23:10:03.000Z WARNING [app.http] upstream rejected billing settle request code=EBIL-5169 status=422\n"
+        "FAILED tests/billing/test_settle.py::test_refund - AssertionError: 3 != 4"
+    )
+    t.call("run_tests", {"command": "pytest tests/billing"}, log)
+    t.assistant("We keep ENABLE_FAST_SETTLE off for the billing retry rollout.")
+    return t.messages
+
+
+def test_an_error_line_is_kept_with_its_frame_and_job_or_the_command_that_printed_it():
+    digest, _ = digest_of(crash_session())
+    entry = digest.anchors.described("error", "KeyError: 'customer_ref' [E7139]")
+    assert entry.startswith("KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle; under \"[celery.task] billing")
+    failed = digest.anchors.described("error", "FAILED tests/billing/test_settle.py::test_refund - AssertionError: 3 != 4")
+    assert failed.endswith('— (run_tests "pytest tests/billing")')
+    assert digest.anchors.context("ref", "EBIL-5169") == "app.http upstream rejected billing settle request … status=422"
+    assert digest.anchors.context("identifier", "ENABLE_FAST_SETTLE") == "keep … off billing retry"
+    assert digest.anchors.seen["identifier"]["ENABLE_FAST_SETTLE"][1] == crash_session()[-1]["_id"]
+
+
+def test_a_result_gets_the_label_of_the_latest_call_with_its_id_and_a_stub_gives_no_context():
+    t = Transcript(system=None)
+    t.call("run_tests", {"path": "tests/a.py"}, "FAILED tests/a.py - ValueError: one")
+    t._calls = 0  # a later turn reusing call ids, as some providers do
+    t.call("run_tests", {"path": "tests/b.py"}, "FAILED tests/b.py - ValueError: two")
+    stub = {"role": "tool", "tool_call_id": "call_1", "_id": "s-1", "_stubbed_chars": 900,
+            "content": "[Old terminal output stubbed: 900 chars, 'FAILED x'; the FLAG_ZED was set in the stub]"}
+    digest, _ = digest_of([*t.messages, stub])
+    assert digest.anchors.context("error", "FAILED tests/b.py - ValueError: two") == '(run_tests "tests/b.py")'
+    assert digest.anchors.context("error", "FAILED tests/a.py - ValueError: one") == '(run_tests "tests/a.py")'
+    assert digest.anchors.context("identifier", "FLAG_ZED") == ""
+
+
+def test_contexts_survive_merges_and_state_and_an_old_state_still_loads():
+    first, _ = digest_of(crash_session())
+    later, _ = digest_of([{"role": "user", "content": "and ENABLE_FAST_SETTLE?", "_id": "x-1"}], seq_start=first.seq)
+    merged = later.merge(first)
+    restored = Digest.from_state(json.loads(json.dumps(merged.to_state())))
+    assert restored.anchors.described("identifier", "ENABLE_FAST_SETTLE") == "ENABLE_FAST_SETTLE (keep … off billing retry)"
+    assert restored.anchors.described("error", "KeyError: 'customer_ref' [E7139]") == merged.anchors.described(
+        "error", "KeyError: 'customer_ref' [E7139]"
+    )
+    old_state = merged.to_state()
+    old_state["anchors"] = {kind: [row[:3] for row in rows] for kind, rows in old_state["anchors"].items()}
+    old = Digest.from_state(json.loads(json.dumps(old_state)))
+    assert "ENABLE_FAST_SETTLE" in old.anchors.entries["identifier"] and old.anchors.seen == {}
+
+
+def test_a_stubbed_result_takes_its_origin_from_the_labels_given():
+    middle = Transcript(system=None)
+    middle.user("start")
+    result = {"role": "tool", "tool_call_id": "call_7", "_id": "t-1", "content": "error: failed to push some refs to origin"}
+    digest, _ = build_digest(middle.messages, [1], stubbed=[(3, result)], calls={"call_7": 'terminal "git push"'})
+    assert digest.anchors.described("error", "error: failed to push some refs to origin") == (
+        'error: failed to push some refs to origin — (terminal "git push")'
+    )

@@ -25,7 +25,7 @@ def compose(digest, room=3_000, listing_share=0.0):
     return framing.compose(
         digest,
         room,
-        body=None,
+        model_notes=None,
         render_body=lambda budget, quoted: render_body(digest, budget, quoted_ids=quoted),
         retained=lambda anchor: False,
         body_share=0.35,
@@ -59,8 +59,11 @@ def test_it_carries_quotes_anchors_tool_calls_files_and_errors_verbatim():
 
 
 def test_user_sentences_already_quoted_are_not_repeated():
+    """A quoted message's preference is pointed to by its id in its section, not repeated as a sentence of its own."""
     text = compose(build()).text
-    assert text.count("Never touch the legacy/ directory") == 1
+    assert text.count("Never touch the legacy/ directory") == 2
+    assert "- [m-1, quoted under User Messages] Never touch the legacy/ directory." in text
+    assert "\n- Never touch the legacy/ directory" not in text
 
 
 def test_it_stays_within_its_budget():
@@ -91,3 +94,46 @@ def test_body_alone_lists_files_and_focus():
     body = render_body(digest, 2_000, focus_topic="invoice rounding")
     assert "Focus requested for this compaction: invoice rounding" in body
     assert "billing/invoice.py" in body
+
+
+def quoted_decisions():
+    t = Transcript(system=None)
+    t.user("Decision: for billing we use exponential backoff capped at 55 seconds.")
+    t.user("I prefer Decimal for money, never float.")
+    t.call("run_tests", {"command": "pytest tests/billing"},
+           'Traceback (most recent call last):\n  File "billing/worker.py", line 88, in settle\n    x = row["customer_ref"]\nKeyError: \'customer_ref\' [E7139]')
+    return build_digest(t.messages, [count_message(m) for m in t.messages])[0]
+
+
+def test_decisions_and_preferences_of_quoted_messages_are_listed_by_id_not_none_recorded():
+    text = compose(quoted_decisions()).text
+    decisions = text.split("## Key Decisions")[1].split("\n## ")[0]
+    preferences = text.split("## Constraints & Preferences")[1].split("\n## ")[0]
+    assert "(none recorded)" not in decisions and "(none recorded)" not in preferences
+    assert "- [m-1, quoted under User Messages] Decision: for billing we use exponential backoff capped at 55 seconds." in decisions
+    assert "- [m-2, quoted under User Messages] I prefer Decimal for money, never float." in preferences
+    assert "[m-1] Decision: for billing we use exponential backoff capped at 55 seconds." in text  # the quote itself
+
+
+def test_none_recorded_only_when_there_are_none_and_a_long_sentence_is_pointed_to_briefly():
+    t = Transcript(system=None)
+    t.user("Looks fine to me.")
+    t.user("We decided to move every nightly export " + "to the new queue " * 20 + "because of the outage.")
+    digest = build_digest(t.messages, [count_message(m) for m in t.messages])[0]
+    body = render_body(digest, 2_000, quoted_ids=frozenset({"m-1", "m-2"}))
+    assert body.split("## Constraints & Preferences")[1].split("\n## ")[0].strip() == "- (none recorded)"
+    decision = body.split("## Key Decisions")[1].split("\n## ")[0].strip()
+    assert decision.startswith("- [m-2, quoted under User Messages] We decided to move every nightly export") and decision.endswith("…")
+    assert len(decision) < 150
+
+
+def test_recent_errors_carry_what_produced_them_and_files_the_words_they_were_seen_with():
+    digest = quoted_decisions()
+    t = Transcript(system=None)
+    t.call("read_file", {"path": "svc/ingest/worker.py"}, "def run():\n    pass\n")
+    t.assistant("The retry loop in svc/ingest/worker.py drops the batch id.")
+    digest = build_digest(t.messages, [count_message(m) for m in t.messages])[0].merge(digest)
+    body = render_body(digest, 2_000)
+    assert "- Recent error: KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle (run_tests \"pytest tests/billing\")" in body
+    files = body.split("## Relevant Files")[1].split("\n## ")[0]
+    assert "- svc/ingest/worker.py (retry loop in … drops batch id)" in files

@@ -51,3 +51,14 @@ def test_message_is_split_into_sentences_and_long_ones_are_clipped():
 
 def test_normalised_key_ignores_numbers_and_case():
     assert normalised("Tests are green now (6 passed).") == normalised("tests are green now (31 passed).")
+
+
+def test_lines_of_a_fenced_block_are_not_sentences():
+    text = (
+        "I get this when I trigger the refunds by hand:\n```python\nTraceback (most recent call last):\n"
+        "    return RecordService(batched_record=request, limit=4896)\nRefundError: boom\n```\n"
+        "Also, the refunds timeout is 5209ms in staging."
+    )
+    assert [s.text for s in fact_sentences(text, True)] == ["Also, the refunds timeout is 5209ms in staging."]
+    unclosed = "Here is the config:\n```\nmax_retries: 55 # the limit\n"
+    assert fact_sentences(unclosed, True) == ()

@@ -5,14 +5,21 @@ later exactly as written: PR/issue numbers and ticket keys, commit SHAs and UUID
 file paths, error lines, people and handles, URLs, version numbers, numbers with units,
 code identifiers.
 
+An identifier alone answers nothing: ``EDUN-5169`` is useful next to "upstream rejected the
+dunning throttling request", an error line next to the frame and the job that raised it. So
+each anchor keeps where it was best seen — a few words of its own line and clause, or, for an
+error line, its producer (last traceback frame or location, the log record its traceback came
+under, the tool call whose output held it) — and the index shows it beside the anchor.
+
 Speed matters because compaction may see half a million tokens at once: each pattern
 starts with a literal or a rare character class so the regex engine can skip ahead,
-candidates are widened and checked in Python, and results are memoized per message
-text (:mod:`agent.compaction.memo`).
+candidates are widened and checked in Python, and results (contexts included) are memoized
+per message text (:mod:`agent.compaction.memo`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -286,13 +293,8 @@ def _people(text: str, out: list[tuple[int, str, str]]) -> None:
         out.append((match.start(), "name", match.group()))
 
 
-def scan(text: str, conversation: bool) -> tuple[Anchor, ...]:
-    """Every anchor in ``text``, in order of appearance.
-
-    ``conversation`` is true for what a person or the assistant wrote: numbers with units
-    and code constants are only taken from there, because in tool output (logs, listings)
-    they are mostly noise that would crowd the index.
-    """
+def _positioned(text: str, conversation: bool) -> list[tuple[int, str, str]]:
+    """``(position, kind, anchor)`` of every anchor in ``text``, in order of appearance (see :func:`scan`)."""
     found: list[tuple[int, str, str]] = []
     if "http" in text:
         _urls(text, found)
@@ -315,7 +317,17 @@ def scan(text: str, conversation: bool) -> tuple[Anchor, ...]:
         if "`" in text:
             _backticks(text, found)
     found.sort(key=lambda item: item[0])
-    return tuple((kind, anchor) for _, kind, anchor in found)
+    return found
+
+
+def scan(text: str, conversation: bool) -> tuple[Anchor, ...]:
+    """Every anchor in ``text``, in order of appearance.
+
+    ``conversation`` is true for what a person or the assistant wrote: numbers with units
+    and code constants are only taken from there, because in tool output (logs, listings)
+    they are mostly noise that would crowd the index.
+    """
+    return tuple((kind, anchor) for _, kind, anchor in _positioned(text, conversation))
 
 
 _MEMO: TextMemo[tuple[Anchor, ...]] = TextMemo(scan)  # type: ignore[arg-type]
@@ -333,8 +345,255 @@ def clear_memo() -> None:
     _WEIGHTED.clear()
 
 
-def _weighted(anchors: Sequence[Anchor], conversation: bool) -> tuple[tuple[str, str, int], ...]:
-    """``(kind, anchor, weight)`` per distinct anchor of one message (see :class:`AnchorIndex`)."""
+# --- where an anchor was seen: a few words around it, or what produced an error line --------------
+
+#: Words of an anchor's own line kept as its context: the nearest ones before it, then after it.
+CONTEXT_WORDS_BEFORE = 6
+CONTEXT_WORDS_AFTER = 3
+#: Longest context an entry carries (the index is fitted to a budget: more words, fewer entries).
+MAX_CONTEXT_CHARS = 72
+#: Longest frame or location an error line carries (``pkg/worker.py:88 in settle``).
+MAX_FRAME_CHARS = 80
+#: Longest log record an error line carries (the line its traceback was printed under).
+MAX_RECORD_CHARS = 40
+#: Path segments a frame's file keeps (``/app/src/pkg/mod.py`` → ``pkg/mod.py`` with 2).
+FRAME_PATH_SEGMENTS = 2
+#: Characters read on either side of an anchor for its context (its line, bounded).
+CONTEXT_SCAN_CHARS = 160
+#: Characters read back from an error line for the start of its traceback or its pytest failure.
+TRACEBACK_LOOKBACK = 4_000
+#: Fewest words of its own line that tell enough about an anchor.
+MIN_TELLING_WORDS = 2
+#: Longest context word; longer tokens are data (hashes, blobs), not words.
+MAX_CONTEXT_WORD_CHARS = 40
+
+_CLAUSE_MARKS = frozenset(".!?;")
+_DASHES = frozenset({"—", "–", "-", "--"})
+_CONTEXT_PUNCTUATION = "`'\"()[]{}<>,:;*#|=!?.…/"
+#: A word without a letter (a number, a symbol) or with a date or time in it.
+_NOT_TELLING = re.compile(r"[\W\d_]*$|.*?(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d)")
+#: Words that fill a context's few places without saying what it is about ("on", "off", "not" do say).
+_FILLER = frozenset(
+    "the a an to of for at by as is are was were be been it its this that these those we i you our my your"
+    " they fyi btw also ok okay please so and or then just".split()
+)
+_LOG_LEVELS = frozenset("INFO DEBUG WARN WARNING ERROR ERR CRITICAL FATAL TRACE NOTICE".split())
+_LOG_PREFIX = re.compile(
+    r"^\s*\[?(?:\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)?\]?\s*"
+    r"(?:(?:INFO|DEBUG|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE|NOTICE)\b:?\s*)?"
+)
+_PY_FRAME = re.compile(r'\s*File "([^"]+)", line (\d+), in (\S+)')
+_AT_FRAME = re.compile(r"\s+at (?:([\w.$<>\[\]/-]+) \()?([^\s()]+?:\d+)(?::\d+)?\)?\s*$")
+_ARROW_LOCATION = re.compile(r"\s*--> ([^\s:]+:\d+)")
+_PYTEST_LOCATION = re.compile(r"([^\s:]+\.\w+:\d+): \w")
+_PYTEST_HEADER = re.compile(r"_{3,} (\S+) _{3,}")
+_TRACEBACK_HEADER = "Traceback (most recent call last)"
+#: How a producer names the log record (or sentence) its traceback came under.
+_RECORD_LABEL = 'under "'
+
+
+def _clip_words(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked (a context is a hint, not a quote to fetch)."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@functools.lru_cache(maxsize=65_536)
+def _context_word(token: str) -> str:
+    """``token`` stripped of punctuation, or "" when it says nothing (a timestamp, a log level, a number, filler).
+
+    Memoized: the words of logs and listings repeat from line to line.
+    """
+    word = token.strip(_CONTEXT_PUNCTUATION)
+    if not word or len(word) > MAX_CONTEXT_WORD_CHARS or word in _LOG_LEVELS or word.lower() in _FILLER:
+        return ""
+    if _NOT_TELLING.match(word):
+        return ""
+    return word
+
+
+def _is_compound(word: str) -> bool:
+    """A path, module or identifier (``src/checkout``, ``app.db``, ``fan_out``): one such word tells where on its own."""
+    return "/" in word or "_" in word or "." in word
+
+
+def _words_before(left: str) -> list[str]:
+    """Up to :data:`CONTEXT_WORDS_BEFORE` telling words of ``left``, back to the start of its clause.
+
+    A token glued to the anchor (``code=`` of ``code=E42``, a backtick) is not a word of its own.
+    """
+    tokens = left.split()
+    if tokens and not left[-1].isspace():
+        tokens.pop()
+    words: list[str] = []
+    for token in reversed(tokens):
+        if token in _DASHES or token[-1] in _CLAUSE_MARKS:
+            break
+        word = _context_word(token)
+        if word:
+            words.append(word)
+            if len(words) == CONTEXT_WORDS_BEFORE:
+                break
+    words.reverse()
+    return words
+
+
+def _words_after(right: str) -> list[str]:
+    """Up to :data:`CONTEXT_WORDS_AFTER` telling words of ``right``, up to the end of its clause."""
+    tokens = right.split()
+    if tokens and not right[0].isspace() and tokens.pop(0)[-1] in _CLAUSE_MARKS:
+        return []
+    words: list[str] = []
+    for token in tokens:
+        if token in _DASHES:
+            break
+        word = _context_word(token)
+        if word:
+            words.append(word)
+            if len(words) == CONTEXT_WORDS_AFTER:
+                break
+        if token[-1] in _CLAUSE_MARKS:
+            break
+    return words
+
+
+def context_words(text: str, start: int, end: int) -> str:
+    """A few words of the line and clause ``text[start:end]`` sits in: what it is about, without the anchor.
+
+    Fewer than :data:`MIN_TELLING_WORDS` words tell nothing ("index", "Image") unless one is a path,
+    module or identifier: then "".
+    """
+    low = max(0, start - CONTEXT_SCAN_CHARS)
+    newline = text.rfind("\n", low, start)
+    before = _words_before(text[newline + 1 if newline >= 0 else low : start])
+    high = min(len(text), end + CONTEXT_SCAN_CHARS)
+    newline = text.find("\n", end, high)
+    after = _words_after(text[end : newline if newline >= 0 else high])
+    if len(before) + len(after) < MIN_TELLING_WORDS and not any(map(_is_compound, before + after)):
+        return ""
+    words = " ".join(before)
+    if after:
+        words = f"{words} … {' '.join(after)}" if words else " ".join(after)
+    return _clip_words(words, MAX_CONTEXT_CHARS)
+
+
+def _lines_before(text: str, line_start: int, count: int) -> list[str]:
+    """Up to ``count`` lines before the one starting at ``line_start``, nearest first."""
+    lines = []
+    end = line_start - 1
+    while end > 0 and len(lines) < count:
+        begin = text.rfind("\n", 0, end) + 1
+        lines.append(text[begin:end])
+        end = begin - 1
+    return lines
+
+
+def _lines_after(text: str, line_end: int, count: int) -> list[str]:
+    """Up to ``count`` lines after the one ending at ``line_end``, nearest first."""
+    lines = []
+    begin = line_end + 1
+    while begin < len(text) and len(lines) < count:
+        end = text.find("\n", begin)
+        end = len(text) if end < 0 else end
+        lines.append(text[begin:end])
+        begin = end + 1
+    return lines
+
+
+def _short_path(path: str) -> str:
+    """A frame's path without its installation prefix (``/app/src/pkg/y.py`` → ``pkg/y.py``); the tail is verbatim."""
+    return "/".join(path.split("/")[-FRAME_PATH_SEGMENTS:])
+
+
+def _frame(text: str, line_start: int, line_end: int, error_line: str) -> tuple[str, bool]:
+    """``(where the error was raised, whether a Python traceback holds it)``: its last frame or location line."""
+    for line in _lines_before(text, line_start, 2):
+        match = _PY_FRAME.match(line)
+        if match:
+            path, number, function = match.groups()
+            return f"{_short_path(path)}:{number} in {function}", True
+    for line in _lines_after(text, line_end, 4):
+        at = _AT_FRAME.match(line)
+        if at:
+            return (f"{at.group(2)} in {at.group(1)}" if at.group(1) else at.group(2)), False
+        arrow = _ARROW_LOCATION.match(line)
+        if arrow:
+            return arrow.group(1), False
+        if error_line.startswith("E "):
+            location = _PYTEST_LOCATION.match(line)
+            if location:
+                return location.group(1), False
+    return "", False
+
+
+def _log_record(text: str, line_start: int) -> str:
+    """The line a traceback above ``line_start`` was printed under — a log record (its job or module), cleaned of
+    stamp and level, or the sentence before a pasted traceback's fence."""
+    header = text.rfind(_TRACEBACK_HEADER, max(0, line_start - TRACEBACK_LOOKBACK), line_start)
+    if header < 0:
+        return ""
+    begin = text.rfind("\n", 0, header) + 1
+    for line in _lines_before(text, begin, 2):
+        if line.lstrip().startswith("```"):
+            continue  # a pasted traceback: the line before its fence says what it came from
+        record = _LOG_PREFIX.sub("", line, count=1).strip()
+        if record.startswith((_TRACEBACK_HEADER, "File ")) or not _HAS_LETTER.search(record):
+            return ""
+        return _clip_words(record, MAX_RECORD_CHARS)
+    return ""
+
+
+def _pytest_test(text: str, line_start: int) -> str:
+    """The test whose failure block holds the line at ``line_start`` (pytest's ``____ test_x ____`` header)."""
+    header = text.rfind("____ ", max(0, line_start - TRACEBACK_LOOKBACK), line_start)
+    if header < 0:
+        return ""
+    begin = text.rfind("\n", 0, header) + 1
+    end = text.find("\n", header)
+    match = _PYTEST_HEADER.search(text, begin, end if end >= 0 else len(text))
+    return match.group(1) if match else ""
+
+
+def producer(text: str, line_start: int, error_line: str) -> str:
+    """What produced the error line at ``line_start``: ``from`` its frame or test, and the log record it came under."""
+    line_end = text.find("\n", line_start)
+    line_end = len(text) if line_end < 0 else line_end
+    where, in_traceback = _frame(text, line_start, line_end, error_line)
+    if not in_traceback and (error_line.startswith("E ") or _PYTEST_LOCATION.match(error_line)):
+        test = _pytest_test(text, line_start)
+        if test:
+            where = f"{where} in {test}" if where else f"in {test}"
+    parts = [_clip_words(where if where.startswith("in ") else f"from {where}", MAX_FRAME_CHARS)] if where else []
+    record = _log_record(text, line_start) if in_traceback else ""
+    if record:
+        parts.append(f'{_RECORD_LABEL}{record}"')
+    return "; ".join(parts)
+
+
+def _anchor_end(text: str, start: int, anchor: str) -> tuple[int, int]:
+    """Where ``anchor`` (found at or just after ``start``) begins and ends in ``text``."""
+    begin = text.find(anchor, start, start + len(anchor) + 8)
+    begin = start if begin < 0 else begin
+    return begin, begin + len(anchor)
+
+
+def _contexts(text: str, found: Sequence[tuple[int, str, str]]) -> dict[Anchor, str]:
+    """The context of each distinct anchor's first mention in ``text``: its producer for an error line, else its words."""
+    contexts: dict[Anchor, str] = {}
+    for start, kind, anchor in found:
+        key = (kind, anchor)
+        if key in contexts:
+            continue
+        if kind == "error":
+            contexts[key] = producer(text, start, anchor)
+        else:
+            contexts[key] = context_words(text, *_anchor_end(text, start, anchor))
+    return contexts
+
+
+def _weighted(
+    anchors: Sequence[Anchor], conversation: bool, contexts: Mapping[Anchor, str] | None = None
+) -> tuple[tuple[str, str, int, str], ...]:
+    """``(kind, anchor, weight, context)`` per distinct anchor of one message (see :class:`AnchorIndex`)."""
     if not anchors:
         return ()
     per_kind = Counter(kind for kind, _ in anchors)
@@ -342,12 +601,45 @@ def _weighted(anchors: Sequence[Anchor], conversation: bool) -> tuple[tuple[str,
     weights: dict[Anchor, int] = {}
     for kind, anchor in anchors:
         weights[(kind, anchor)] = weights.get((kind, anchor), 0) + max(1, base // per_kind[kind])
-    return tuple((kind, anchor, weight) for (kind, anchor), weight in weights.items())
+    contexts = contexts or {}
+    return tuple((kind, anchor, weight, contexts.get((kind, anchor), "")) for (kind, anchor), weight in weights.items())
 
 
-_WEIGHTED: TextMemo[tuple[tuple[str, str, int], ...]] = TextMemo(
-    lambda text, conversation: _weighted(anchors_in(text, bool(conversation)), bool(conversation))
+def _weighted_text(text: str, conversation: bool) -> tuple[tuple[str, str, int, str], ...]:
+    """:func:`_weighted` for the anchors of ``text``, with the context of each one's first mention."""
+    found = _positioned(text, conversation)
+    return _weighted([(kind, anchor) for _, kind, anchor in found], conversation, _contexts(text, found))
+
+
+_WEIGHTED: TextMemo[tuple[tuple[str, str, int, str], ...]] = TextMemo(
+    lambda text, conversation: _weighted_text(text, bool(conversation))
 )
+
+#: Longest context kept in (or loaded from) an index's state.
+MAX_SEEN_CHARS = 240
+
+
+#: Where an anchor was best seen: ``(context, message id, weight of that mention)`` — a few words
+#: of context (an error line's producer), the message they came from, how much that mention weighed.
+Seen = tuple[str, str | None, int]
+
+
+def _better(context: str, weight: int, old: Seen) -> bool:
+    """Whether a mention's context replaces the kept one: it weighs more, or as much and says more."""
+    return weight > old[2] or (weight == old[2] and len(context) > len(old[0]))
+
+
+def with_origin(kind: str, context: str, origin: str | None) -> str:
+    """An error line's producer followed by the tool call whose output held it (``(run_tests "pytest …")``).
+
+    Not when the output itself named the job (its traceback's log record): the call that
+    printed a log says less than the record, and every token of an entry is one less entry.
+    Other anchors keep their own words only: a call's name next to each of a listing's
+    hundred identifiers would cost the index more than it tells.
+    """
+    if not origin or kind != "error" or _RECORD_LABEL in context:
+        return context
+    return f"{context} ({origin})" if context else f"({origin})"
 
 
 @dataclass
@@ -359,11 +651,23 @@ class AnchorIndex:
     mention among many of its kind in one message (one SHA of a hundred in a git log)
     counts for its share only — so an identifier that stands out ranks above a listing.
     ``last_seq`` grows with message position across compactions, so recency survives merges.
+
+    ``seen[kind][anchor]`` is where the anchor was best seen (:data:`Seen`, from its heaviest
+    mention): an identifier alone says little, next to the words around it it answers a question.
     """
 
     entries: dict[str, dict[str, list[int]]] = field(default_factory=lambda: {kind: {} for kind in KINDS})
+    seen: dict[str, dict[str, Seen]] = field(default_factory=dict)
 
-    def add(self, kind: str, anchor: str, seq: int, weight: int = MENTION_WEIGHT) -> None:
+    def add(
+        self,
+        kind: str,
+        anchor: str,
+        seq: int,
+        weight: int = MENTION_WEIGHT,
+        context: str = "",
+        message_id: str | None = None,
+    ) -> None:
         bucket = self.entries.setdefault(kind, {})
         entry = bucket.get(anchor)
         if entry is None:
@@ -372,19 +676,43 @@ class AnchorIndex:
             entry[0] += weight
             if seq > entry[1]:
                 entry[1] = seq
+        if context:
+            self._see(kind, anchor, context, message_id, weight)
 
     def add_all(self, anchors: Sequence[Anchor], seq: int, conversation: bool = False) -> None:
         """Add one message's anchors, weighting each by its role and how crowded its kind is there."""
         self._add_weighted(_weighted(anchors, conversation), seq)
 
-    def add_text(self, text: str, seq: int, conversation: bool = False) -> None:
-        """:meth:`add_all` for the anchors of ``text`` (their weights memoized per text)."""
-        if text:
-            self._add_weighted(_WEIGHTED(text, conversation), seq)
+    def add_text(
+        self,
+        text: str,
+        seq: int,
+        conversation: bool = False,
+        *,
+        message_id: str | None = None,
+        origin: str | None = None,
+        with_context: bool = True,
+    ) -> None:
+        """:meth:`add_all` for the anchors of ``text`` (their weights and contexts memoized per text).
 
-    def _add_weighted(self, weighted: Sequence[tuple[str, str, int]], seq: int) -> None:
-        entries = self.entries
-        for kind, anchor, weight in weighted:
+        ``message_id`` is the message ``text`` belongs to; ``origin`` the tool call that produced
+        it (see :func:`with_origin`). ``with_context=False`` takes the anchors without their
+        context: a stub's words are about the stub, not about what it stands for, and the
+        words of a tool call's arguments are its keys.
+        """
+        if text:
+            self._add_weighted(_WEIGHTED(text, conversation), seq, message_id, origin, with_context)
+
+    def _add_weighted(
+        self,
+        weighted: Sequence[tuple[str, str, int, str]],
+        seq: int,
+        message_id: str | None = None,
+        origin: str | None = None,
+        with_context: bool = True,
+    ) -> None:
+        entries, seen_by_kind = self.entries, self.seen
+        for kind, anchor, weight, context in weighted:
             bucket = entries.get(kind)
             if bucket is None:
                 bucket = entries[kind] = {}
@@ -395,9 +723,27 @@ class AnchorIndex:
                 entry[0] += weight
                 if seq > entry[1]:
                     entry[1] = seq
+            if not with_context:
+                continue
+            if origin and kind == "error":
+                context = with_origin(kind, context, origin)
+            if context:  # :meth:`_see`, inlined: this loop runs for every anchor of every message
+                seen = seen_by_kind.get(kind)
+                if seen is None:
+                    seen = seen_by_kind[kind] = {}
+                old = seen.get(anchor)
+                if old is None or _better(context, weight, old):
+                    seen[anchor] = (context, message_id, weight)
+
+    def _see(self, kind: str, anchor: str, context: str, message_id: str | None, weight: int) -> None:
+        """Keep ``context`` for the anchor unless the kept one's mention was better (:func:`_better`)."""
+        seen = self.seen.setdefault(kind, {})
+        old = seen.get(anchor)
+        if old is None or _better(context, weight, old):
+            seen[anchor] = (context[:MAX_SEEN_CHARS], message_id, weight)
 
     def merge(self, older: "AnchorIndex") -> None:
-        """Fold an earlier compaction's index into this one (mentions add up, recency is kept)."""
+        """Fold an earlier compaction's index into this one (mentions add up, recency and the best context are kept)."""
         for kind, bucket in older.entries.items():
             for anchor, (mentions, seq) in bucket.items():
                 entry = self.entries.setdefault(kind, {}).get(anchor)
@@ -406,11 +752,26 @@ class AnchorIndex:
                 else:
                     entry[0] += mentions
                     entry[1] = max(entry[1], seq)
+        for kind, seen in older.seen.items():
+            for anchor, (context, message_id, weight) in seen.items():
+                self._see(kind, anchor, context, message_id, weight)
 
     def ranked(self, kind: str) -> list[str]:
         """Anchors of one kind, highest score first, then most recent."""
         bucket = self.entries.get(kind, {})
         return sorted(bucket, key=lambda anchor: (bucket[anchor][0], bucket[anchor][1]), reverse=True)
+
+    def context(self, kind: str, anchor: str) -> str:
+        """The words the anchor was best seen with (an error line's producer), or ""."""
+        seen = self.seen.get(kind, {}).get(anchor)
+        return seen[0] if seen else ""
+
+    def described(self, kind: str, anchor: str) -> str:
+        """The anchor as an index entry shows it: with its context beside it (an error line: ``— from …``)."""
+        context = self.context(kind, anchor)
+        if not context:
+            return anchor
+        return f"{anchor} — {context}" if kind == "error" else f"{anchor} ({context})"
 
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self.entries.values())
@@ -420,19 +781,34 @@ class AnchorIndex:
         kept = AnchorIndex()
         for kind in self.entries:
             bucket = self.entries[kind]
-            kept.entries[kind] = {anchor: list(bucket[anchor]) for anchor in self.ranked(kind)[:per_kind]}
+            seen = self.seen.get(kind, {})
+            best = self.ranked(kind)[:per_kind]
+            kept.entries[kind] = {anchor: list(bucket[anchor]) for anchor in best}
+            kept.seen[kind] = {anchor: seen[anchor] for anchor in best if anchor in seen}
         return kept
 
     def to_state(self) -> dict[str, list[list[Any]]]:
-        return {kind: [[anchor, *entry] for anchor, entry in bucket.items()] for kind, bucket in self.entries.items() if bucket}
+        """``{kind: [[anchor, score, seq] + ([context, message id, weight] when seen with one)]}`` (JSON-safe)."""
+        state: dict[str, list[list[Any]]] = {}
+        for kind, bucket in self.entries.items():
+            seen = self.seen.get(kind, {})
+            rows = [[anchor, *entry, *seen.get(anchor, ())] for anchor, entry in bucket.items()]
+            if rows:
+                state[kind] = rows
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Sequence[Sequence[Any]]] | None) -> "AnchorIndex":
+        """The index :meth:`to_state` wrote; rows without a context (older states) load as anchors only."""
         index = cls()
         for kind, rows in (state or {}).items():
             for row in rows:
-                if len(row) == 3 and isinstance(row[0], str):
-                    index.entries.setdefault(kind, {})[row[0]] = [int(row[1]), int(row[2])]
+                if len(row) < 3 or not isinstance(row[0], str):
+                    continue
+                index.entries.setdefault(kind, {})[row[0]] = [int(row[1]), int(row[2])]
+                if len(row) >= 6 and isinstance(row[3], str) and row[3]:
+                    message_id = None if row[4] is None else str(row[4])
+                    index.seen.setdefault(kind, {})[row[0]] = (row[3][:MAX_SEEN_CHARS], message_id, int(row[5]))
         return index
 
 
@@ -447,49 +823,113 @@ def render_index(
     of SHAs from a git log — from crowding out the rare ones, like the one error string.
     An anchor contained in one taken earlier, or for which ``skip`` is true (it survives
     verbatim elsewhere), is left out.
+
+    Entries carry their context (:meth:`AnchorIndex.described`), its cost counted. When the
+    budget binds, the best entries carry it up to :data:`CONTEXT_SHARE` of the budget (error
+    lines always) and the tail is listed bare: fewer entries, but the ones that matter told.
+    When every anchor fits bare, contexts take :data:`SPARE_CONTEXT_SHARE` of what is left
+    and the rest stays for what the summary adds after the index (older user messages).
     """
     queues = {kind: index.ranked(kind) for kind in KINDS if index.entries.get(kind)}
-    positions = dict.fromkeys(queues, 0)
-    misfits = dict.fromkeys(queues, 0)
-    chosen: dict[str, list[str]] = {kind: [] for kind in queues}
-    taken = _Taken()
-    used = 0
+    bare = _Fill(index, queues, budget_tokens, skip).run()
+    if bare.complete:
+        allowance = (budget_tokens - bare.used) * SPARE_CONTEXT_SHARE
+        fill = _Fill(index, queues, budget_tokens, skip, lambda kind, used, extra: extra <= allowance).run()
+    else:
+        until = budget_tokens * CONTEXT_SHARE
+        fill = _Fill(index, queues, budget_tokens, skip, lambda kind, used, extra: kind == "error" or used < until).run()
+    lines = [_kind_lines(kind, fill.chosen[kind]) for kind in KINDS if fill.chosen.get(kind)]
+    return "\n".join(lines), fill.used
 
-    def take_next(kind: str) -> bool:
+
+#: ``describe(kind, tokens used so far, context tokens so far with this entry's)``: whether the entry carries its context.
+Describe = Callable[[str, int, int], bool]
+
+
+class _Fill:
+    """One round-robin pass of :func:`render_index` over the ranked anchors, within the budget."""
+
+    def __init__(
+        self,
+        index: AnchorIndex,
+        queues: Mapping[str, Sequence[str]],
+        budget_tokens: int,
+        skip: Callable[[str], bool],
+        describe: Describe | None = None,
+    ) -> None:
+        self.index, self.queues, self.budget, self.skip, self.describe = index, queues, budget_tokens, skip, describe
+        self.positions = dict.fromkeys(queues, 0)
+        self.misfits = dict.fromkeys(queues, 0)
+        self.chosen: dict[str, list[tuple[str, str]]] = {kind: [] for kind in queues}
+        self.taken = _Taken()
+        self.used = 0
+        #: Tokens spent on contexts beyond what the same entries cost bare.
+        self.extra = 0
+
+    def run(self) -> "_Fill":
+        active = [kind for kind in KINDS if kind in self.queues]
+        while active and self.used < self.budget:
+            active = [kind for kind in active if all(self._take_next(kind) for _ in range(ROUND_SHARES.get(kind, 1)))]
+        return self
+
+    @property
+    def complete(self) -> bool:
+        """Whether every anchor not skipped was taken (the budget did not bind)."""
+        return all(self.positions[kind] == len(queue) and not self.misfits[kind] for kind, queue in self.queues.items())
+
+    def _entry(self, kind: str, anchor: str) -> tuple[str, int, int]:
+        """``(entry text, its cost, its context's share of it)`` for the next anchor taken."""
+        cost = count_line(anchor) + (_ENTRY_LINE_TOKENS if kind == "error" else 1)
+        if self.describe is None:
+            return anchor, cost, 0
+        entry = self.index.described(kind, anchor)
+        if entry == anchor:
+            return anchor, cost, 0
+        told = count_line(entry) + _ENTRY_LINE_TOKENS
+        if not self.describe(kind, self.used, self.extra + told - cost):
+            return anchor, cost, 0
+        return entry, told, told - cost
+
+    def _take_next(self, kind: str) -> bool:
         """Take the kind's next anchor that fits; False when the kind has nothing more to give."""
-        nonlocal used
-        queue = queues[kind]
-        while positions[kind] < len(queue) and misfits[kind] < 8:
-            anchor = queue[positions[kind]]
-            positions[kind] += 1
-            if skip(anchor) or anchor in taken:
+        queue = self.queues[kind]
+        while self.positions[kind] < len(queue) and self.misfits[kind] < 8:
+            anchor = queue[self.positions[kind]]
+            self.positions[kind] += 1
+            if self.skip(anchor) or anchor in self.taken:
                 continue
-            cost = count_line(anchor) + 1 + (_KIND_HEADER_TOKENS if not chosen[kind] else 0)
-            if used + cost > budget_tokens:
-                misfits[kind] += 1
+            entry, cost, extra = self._entry(kind, anchor)
+            cost += _KIND_HEADER_TOKENS if not self.chosen[kind] else 0
+            if self.used + cost > self.budget:
+                self.misfits[kind] += 1
                 continue
-            chosen[kind].append(anchor)
-            taken.add(anchor)
-            used += cost
+            self.chosen[kind].append((anchor, entry))
+            self.taken.add(anchor)
+            self.used += cost
+            self.extra += extra
             return True
         return False
 
-    active = [kind for kind in KINDS if kind in queues]
-    while active and used < budget_tokens:
-        active = [kind for kind in active if all(take_next(kind) for _ in range(ROUND_SHARES.get(kind, 1)))]
-    lines = []
-    for kind in KINDS:
-        anchors = chosen.get(kind)
-        if not anchors:
-            continue
-        if kind == "error":
-            lines.append(f"- {LABELS[kind]}:")
-            lines.extend(f"  - {anchor}" for anchor in anchors)
-        else:
-            lines.append(f"- {LABELS[kind]}: " + ", ".join(anchors))
-    return "\n".join(lines), used
+
+def _kind_lines(kind: str, chosen: Sequence[tuple[str, str]]) -> str:
+    """One kind's part of the index: entries with context (and error lines) one a line, bare anchors on one line."""
+    described = [entry for anchor, entry in chosen if entry != anchor or kind == "error"]
+    bare = [anchor for anchor, entry in chosen if entry == anchor and kind != "error"]
+    if not described:
+        return f"- {LABELS[kind]}: " + ", ".join(bare)
+    lines = [f"- {LABELS[kind]}:", *(f"  - {entry}" for entry in described)]
+    if bare:
+        lines.append("  - " + ", ".join(bare))
+    return "\n".join(lines)
 
 
+#: Share of the index budget whose entries carry their context; the long tail after it is listed bare
+#: (still verbatim and searchable), so a budget holds both the entries that matter, told, and many more.
+CONTEXT_SHARE = 0.75
+#: Share of what a bare index leaves unused that contexts may take when every anchor fits.
+SPARE_CONTEXT_SHARE = 0.5
+#: Tokens the line of an entry shown on its own costs besides its text ("\n  - ").
+_ENTRY_LINE_TOKENS = 2
 #: Tokens a kind's line costs before its first anchor ("- Files and paths: ").
 _KIND_HEADER_TOKENS = 8
 

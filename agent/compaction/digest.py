@@ -10,6 +10,7 @@ first folded away, and it is JSON-safe so the engine can persist it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ MAX_SENTENCES = 250
 MAX_FILES = 300
 MAX_ANCHORS_PER_KIND = 250
 MAX_LISTING_LINES_PER_KIND = 200
+#: What marks a tool result replaced by a one-line stub (:mod:`agent.compaction.lean`).
+STUBBED_KEY = "_stubbed_chars"
 #: Listing scores are stored as integers (JSON-safe, comparable across compactions).
 LISTING_SCORE_SCALE = 1000
 
@@ -190,6 +193,51 @@ def _best_per_kind(lines: Sequence[Line], limit: int) -> list[Line]:
     return kept
 
 
+#: Longest argument a tool call's label shows (``terminal "pytest tests/billing"``).
+MAX_CALL_ARGUMENT_CHARS = 30
+#: Arguments that say what a call did, in the order one is picked for its label.
+_LABEL_KEYS = ("command", "cmd", "path", "file_path", "file", "pattern", "query", "url")
+
+
+@functools.lru_cache(maxsize=8_192)
+def _label(name: str, arguments: str) -> str:
+    """:func:`call_label` of a call's name and JSON arguments (memoized: the same calls recur across compactions)."""
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except ValueError:
+        parsed = arguments
+    value: Any = parsed
+    if isinstance(parsed, Mapping):
+        value = next((parsed[key] for key in _LABEL_KEYS if isinstance(parsed.get(key), str)), None)
+        value = value or next((item for item in parsed.values() if isinstance(item, str)), "")
+    if not isinstance(value, str) or not value.strip():
+        return name
+    value = " ".join(value.split()).replace('"', "'")
+    if len(value) > MAX_CALL_ARGUMENT_CHARS:
+        value = value[: MAX_CALL_ARGUMENT_CHARS - 1].rstrip() + "…"
+    return f'{name} "{value}"'
+
+
+def call_label(call: Mapping[str, Any]) -> str:
+    """A tool call as an error line's origin: its name and the argument that says what it did (clipped)."""
+    function = call.get("function") or {}
+    name = str(function.get("name") or "tool")
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False) if arguments else ""
+    return _label(name, arguments)
+
+
+def call_labels(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``tool_call_id -> label`` (:func:`call_label`) for the tool calls among ``messages``."""
+    labels: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                labels[call["id"]] = call_label(call)
+    return labels
+
+
 def call_arguments_text(message: Mapping[str, Any]) -> str:
     """The arguments of an assistant message's tool calls, as one text (where the paths it touched are)."""
     parts = []
@@ -207,6 +255,7 @@ def build_digest(
     seq_start: int = 0,
     stubbed: Sequence[tuple[int, Mapping[str, Any]]] = (),
     queries: Mapping[str, str] | None = None,
+    calls: Mapping[str, str] | None = None,
 ) -> tuple[Digest, str | None]:
     """``(digest of the compacted messages, text of a summary found among them)``.
 
@@ -215,7 +264,10 @@ def build_digest(
     carried (state lost). ``stubbed`` are ``(seq, original)`` tool results that leave the
     kept head or tail as stubs: their text leaves the context just like the middle's, so their
     anchors and listing lines are taken too. ``queries`` maps tool call ids to the search
-    patterns they were made with (found in ``middle`` when not given).
+    patterns they were made with (found in ``middle`` when not given); ``calls`` maps them to
+    the calls' labels (:func:`call_labels`), the origin an error line of their output is kept
+    with — the calls in ``middle`` are labelled as they come, so ``calls`` is only needed for
+    the stubbed results, whose calls stay in the kept head or tail.
     """
     digest = Digest()
     earlier_summary: str | None = None
@@ -224,6 +276,7 @@ def build_digest(
     listings: list[tuple[int, str | None, Sequence[Any]]] = []
     if queries is None:
         queries = search_queries(middle)
+    labels = dict(calls or {})
     for offset, message in enumerate(middle):
         seq = seq_start + offset
         role = message.get("role")
@@ -237,6 +290,7 @@ def build_digest(
         if is_summary(message):
             earlier_summary = text
             continue
+        ident = None if message_id is None else str(message_id)
         if role == "assistant":
             arguments = call_arguments_text(message)
             for kind, anchor in anchors_in(arguments, True):
@@ -245,13 +299,17 @@ def build_digest(
             for call in message.get("tool_calls") or ():
                 name = str(((call or {}).get("function") or {}).get("name") or "tool")
                 digest.tool_calls[name] = digest.tool_calls.get(name, 0) + 1
-            digest.anchors.add_text(arguments, seq, conversation=True)
+            labels.update(call_labels([message]))  # a result answers the latest call with its id
+            digest.anchors.add_text(arguments, seq, conversation=True, with_context=False)
         conversation = role != "tool"
-        digest.anchors.add_text(text, seq, conversation=conversation)
-        ident = None if message_id is None else str(message_id)
+        origin = None if conversation else labels.get(str(message.get("tool_call_id")))
+        by_user = is_real_user_message(message)
+        digest.anchors.add_text(
+            text, seq, conversation=conversation, message_id=ident, origin=origin, with_context=STUBBED_KEY not in message
+        )
         if not conversation:
             listings.append((seq, ident, records_in(text, queries.get(str(message.get("tool_call_id"))))))
-        if is_real_user_message(message):
+        if by_user:
             line = Line(text.strip(), ident, seq)
             quotes.append(line)
             digest.first_request = digest.first_request or line
@@ -261,8 +319,8 @@ def build_digest(
             digest.last_assistant = Line(text.strip(), ident, seq)
     for seq, message in stubbed:
         text = content_text(message.get("content"))
-        digest.anchors.add_text(text, seq)
         ident = None if message.get("_id") is None else str(message["_id"])
+        digest.anchors.add_text(text, seq, message_id=ident, origin=(calls or {}).get(str(message.get("tool_call_id"))))
         listings.append((seq, ident, records_in(text, queries.get(str(message.get("tool_call_id"))))))
     digest.quotes = quotes[::-1]
     digest.sentences = _dedupe_sentences(sentences[::-1])

@@ -25,17 +25,69 @@ SHARES = {
 }
 GOAL_CHARS = 600
 LAST_ASSISTANT_CHARS = 500
+#: Characters of a sentence listed by pointer to its message, quoted whole under User Messages.
+POINTER_CHARS = 100
+#: Most errors the Blocked part lists (newest first, each with what produced it).
+BLOCKED_ERRORS = 3
 
 
-def _bullets(lines: list[str]) -> str:
-    return "\n".join(f"- {line}" for line in lines) if lines else "- (none recorded)"
+def _bullets(lines: list[str], left_out: int = 0) -> str:
+    """The section's bullets; "(none recorded)" only when there were none to list, not when none fitted."""
+    if lines:
+        return "\n".join(f"- {line}" for line in lines)
+    if left_out:
+        return f"- ({left_out:,} recorded, none fit here: see User Messages below, or session_search)"
+    return "- (none recorded)"
 
 
-def _ranked(digest: Digest, kind: str, quoted_ids: frozenset[str]) -> list[str]:
-    """Sentences of one kind, densest first then newest, leaving out those of messages quoted whole."""
-    lines = [line for line in digest.sentences if line.kind == kind and (line.id is None or line.id not in quoted_ids)]
-    lines.sort(key=lambda line: (line.score, line.seq), reverse=True)
-    return [line.text for line in lines]
+def _pointer(ident: str, text: str) -> str:
+    """A sentence of a message quoted whole below, listed briefly by the message's id."""
+    if len(text) > POINTER_CHARS:
+        text = text[: POINTER_CHARS - 1].rstrip() + "…"
+    return f"[{ident}, quoted under User Messages] {text}"
+
+
+def _ranked(digest: Digest, kind: str, quoted_ids: frozenset[str], point: bool = False) -> list[str]:
+    """Sentences of one kind, densest first then newest.
+
+    A sentence of a message quoted whole is left out (it is verbatim below) — or, with
+    ``point``, listed by a short :func:`_pointer`, so a heading never says there are none
+    while the quotes below hold one.
+    """
+    lines = []
+    for line in digest.sentences:
+        quoted = line.id is not None and line.id in quoted_ids
+        if line.kind == kind and (point or not quoted):
+            lines.append((line, quoted))
+    lines.sort(key=lambda item: (item[0].score, item[0].seq), reverse=True)
+    return [_pointer(line.id, line.text) if quoted and line.id else line.text for line, quoted in lines]
+
+
+def _section(lines: list[str], budget_tokens: int) -> str:
+    """:func:`_bullets` of the lines that fit ``budget_tokens``."""
+    taken, _ = take_lines(lines, budget_tokens)
+    return _bullets(taken, len(lines))
+
+
+def _recent_errors(digest: Digest) -> list[str]:
+    """The newest error lines, each with what produced it (frame, log record, tool call)."""
+    errors = digest.anchors.entries.get("error") or {}
+    newest = sorted(errors, key=lambda error: (errors[error][1], errors[error][0]), reverse=True)
+    return [f"Recent error: {digest.anchors.described('error', error)}" for error in newest[:BLOCKED_ERRORS]]
+
+
+def _files(digest: Digest, budget_tokens: int) -> str:
+    """Files touched (newest first), then other paths mentioned; each with the words it was seen with when known."""
+    touched = sorted(digest.files, key=digest.files.__getitem__, reverse=True)
+    mentioned = [path for path in digest.anchors.ranked("path")[:200] if path not in digest.files]
+    told = {path: digest.anchors.described("path", path) for path in [*touched, *mentioned]}
+    taken, _ = take_lines(told.values(), budget_tokens)
+    if not taken:
+        return "- (none recorded)"
+    shown = set(taken)
+    described = [f"- {entry}" for path, entry in told.items() if entry in shown and entry != path]
+    plain = [path for path, entry in told.items() if entry in shown and entry == path]
+    return "\n".join(described + (["- " + ", ".join(plain)] if plain else []))
 
 
 def render_body(
@@ -49,8 +101,11 @@ def render_body(
     """The S5.3 sections for ``digest`` within about ``budget_tokens``.
 
     Sentences from user messages already quoted verbatim elsewhere (``quoted_ids``) are
-    not repeated. ``earlier_summary`` (a model-written summary this one replaces) is
-    carried over, clipped, so a fallback never loses what the model had written.
+    not repeated, but their decisions and preferences are pointed to by message id in their
+    sections, so no heading says "(none recorded)" while the quotes hold one. Errors and
+    files carry what produced them and the words they were seen with. ``earlier_summary``
+    (a model-written summary this one replaces) is carried over, clipped, so a fallback
+    never loses what the model had written.
     """
     share = {name: max(40, int(budget_tokens * ratio)) for name, ratio in SHARES.items()}
 
@@ -66,8 +121,8 @@ def render_body(
     goal_lines.append("The user's own words are quoted verbatim under User Messages below, newest first.")
     goal, _ = take_lines(goal_lines, share["goal"])
 
-    preferences, _ = take_lines(_ranked(digest, "preference", quoted_ids), share["preferences"])
-    decisions, _ = take_lines(_ranked(digest, "decision", quoted_ids), share["decisions"])
+    preferences = _section(_ranked(digest, "preference", quoted_ids, point=True), share["preferences"])
+    decisions = _section(_ranked(digest, "decision", quoted_ids, point=True), share["decisions"])
     facts, _ = take_lines(_ranked(digest, "fact", quoted_ids), share["facts"])
 
     calls = sorted(digest.tool_calls.items(), key=lambda item: item[1], reverse=True)
@@ -83,19 +138,14 @@ def render_body(
             f"At the cut the assistant had last written{ident}: {clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
         )
     in_progress, used_now = take_lines(in_progress, share["progress"] - used)
-    errors = digest.anchors.ranked("error")[:2]
-    blocked, _ = take_lines([f"Recent error: {error}" for error in errors], max(40, share["progress"] - used - used_now))
-
-    touched = sorted(digest.files, key=digest.files.__getitem__, reverse=True)
-    mentioned = [path for path in digest.anchors.ranked("path")[:200] if path not in digest.files]
-    files, _ = take_lines([*touched, *mentioned], share["files"])
+    blocked = _section(_recent_errors(digest), max(40, share["progress"] - used - used_now))
 
     parts = [
         f"{SECTION_HEADINGS[0]}\n{_bullets(goal)}",
-        f"{SECTION_HEADINGS[1]}\n{_bullets(preferences)}",
-        f"{SECTION_HEADINGS[2]}\n### Done\n{_bullets(done)}\n### In Progress\n{_bullets(in_progress)}\n### Blocked\n{_bullets(blocked)}",
-        f"{SECTION_HEADINGS[3]}\n{_bullets(decisions)}",
-        f"{SECTION_HEADINGS[4]}\n" + (("- " + ", ".join(files)) if files else "- (none recorded)"),
+        f"{SECTION_HEADINGS[1]}\n{preferences}",
+        f"{SECTION_HEADINGS[2]}\n### Done\n{_bullets(done)}\n### In Progress\n{_bullets(in_progress)}\n### Blocked\n{blocked}",
+        f"{SECTION_HEADINGS[3]}\n{decisions}",
+        f"{SECTION_HEADINGS[4]}\n{_files(digest, share['files'])}",
         f"{SECTION_HEADINGS[5]}\n- Answer the newest user message that follows these notes.\n"
         "- Look up any detail needed from the compacted turns with session_search / session_fetch before redoing work.",
         f"{SECTION_HEADINGS[6]}\n" + "\n".join(f"- {line}" for line in facts)

@@ -10,7 +10,7 @@ from agent.tokens import count_text
 
 
 #: Lines up to this long are memoized by :func:`count_line` (bounds the memo to a few MB).
-MEMO_LINE_CHARS = 256
+MEMO_LINE_CHARS = 512
 
 _count_short = functools.lru_cache(maxsize=32_768)(count_text)
 

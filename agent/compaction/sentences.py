@@ -42,6 +42,8 @@ _SETTING = re.compile(
 _DIGIT = re.compile(r"\d")
 _IDENTIFIER = re.compile(r"`[^`]+`|\w/\w|#\d|\b[0-9a-f]{7,40}\b")
 _NORMALISE = re.compile(r"\d+")
+#: A fenced block (a pasted traceback, code, a log): its lines are not sentences of the conversation.
+_FENCED = re.compile(r"^[ \t]*```[^`\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
 
 
 class Sentence(NamedTuple):
@@ -81,7 +83,13 @@ def classify(sentence: str, by_user: bool) -> Sentence | None:
 
 @functools.lru_cache(maxsize=16_384)
 def fact_sentences(text: str, by_user: bool) -> tuple[Sentence, ...]:
-    """Every classified sentence of one message, in order."""
+    """Every classified sentence of one message, in order; fenced blocks are left out.
+
+    A line of a pasted traceback or code (``return Service(limit=4896)``) looks dense but says
+    nothing about what it belongs to; the anchor index keeps its identifiers, the quote keeps it whole.
+    """
+    if "```" in text:
+        text = _FENCED.sub("\n", text)
     found = []
     for raw in _SPLIT.split(text):
         sentence = raw.strip(" \t-*>•")
