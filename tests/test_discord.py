@@ -366,7 +366,8 @@ async def test_a_dm_is_answered_and_keyed_by_channel_and_message_id(adapter):
 
 
 @pytest.mark.parametrize("content", [f"<@{BOT_ID}> what broke overnight?", f"<@!{BOT_ID}> what broke overnight?",
-                                     f"what broke overnight? <@{BOT_ID}>", f"<@&{BOT_ROLE_ID}> what broke overnight?"])
+                                     f"what broke overnight? <@{BOT_ID}>", f"<@&{BOT_ROLE_ID}> what broke overnight?"],
+                         ids=["user mention first", "nickname mention", "user mention last", "role mention"])
 async def test_a_mention_in_a_server_is_answered_without_the_mention(adapter, content):
     data = message_payload(ALICE, content, mentions=(mention(BOT),) if "@&" not in content else (),
                            mention_roles=(BOT_ROLE_ID,) if "@&" in content else ())
