@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import socket
 import ssl
 import time
 from collections.abc import Awaitable, Sequence
@@ -41,6 +42,8 @@ from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.startup_errors import StartupError
 
 Arg = str | int | float | bytes
 Command = Sequence[Arg]
@@ -118,6 +121,10 @@ class Address:
     password: str | None = None
     tls: ssl.SSLContext | None = None
     connect_timeout: float = 5.0
+    #: ``socket_timeout``: how long a reply may take before the connection counts as lost (None: the channel's own).
+    reply_timeout: float | None = None
+    client_name: str | None = None
+    keepalive: bool = False
 
     @classmethod
     def of(cls, redis: Redis) -> "Address":
@@ -139,6 +146,9 @@ class Address:
             password=options.get("password"),
             tls=tls,
             connect_timeout=float(options.get("socket_connect_timeout") or 5.0),
+            reply_timeout=float(options["socket_timeout"]) if options.get("socket_timeout") else None,
+            client_name=options.get("client_name") or None,
+            keepalive=bool(options.get("socket_keepalive")),
         )
 
 
@@ -256,8 +266,11 @@ class PipelinedConnection:
 
     @classmethod
     def like(cls, redis: Redis, **options: Any) -> "PipelinedConnection":
-        """A connection to the same server, database and credentials as a redis-py client."""
-        return cls(Address.of(redis), **options)
+        """A connection to the same server, database, credentials and URL options as a redis-py client."""
+        address = Address.of(redis)
+        if address.reply_timeout is not None:
+            options.setdefault("reply_timeout", address.reply_timeout)
+        return cls(address, **options)
 
     async def _connection(self) -> _Resp:
         resp = self._resp
@@ -295,6 +308,12 @@ class PipelinedConnection:
                                  else ("AUTH", address.password))
                 if address.db:
                     setup.append(("SELECT", address.db))
+                if address.client_name:
+                    setup.append(("CLIENT", "SETNAME", address.client_name))
+                if address.keepalive:
+                    sock = transport.get_extra_info("socket")
+                    if sock is not None:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
                 try:
                     for command in setup:
                         await resp.send(pack(command))
@@ -373,12 +392,32 @@ class RedisPyChannel:
 _REDIS_PY_ONLY = ("credential_provider", "ssl_certfile", "ssl_keyfile", "ssl_ca_path", "ssl_ca_data")
 
 
+#: URL options the pipelined connection does not implement, with the value each may keep (its default).
+_NOT_CARRIED = {"health_check_interval": (0, None), "protocol": (2, "2", None)}
+
+
+class UnsupportedRedisOption(StartupError):
+    """A Redis URL option foldgate's connection would otherwise ignore without a word."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, setting="redis.url")
+
+
 def channel_for(redis: Redis) -> RedisChannel:
     """The fastest channel to the server(s) of ``redis``: pipelined for one server, redis-py for a
-    Cluster or for connection options (client certificates, credential providers) only redis-py has."""
+    Cluster or for connection options (client certificates, credential providers) only redis-py has.
+
+    The pipelined connection honours the URL's database, credentials, TLS, ``socket_timeout``,
+    ``socket_connect_timeout``, ``client_name`` and ``socket_keepalive``; a URL asking for what it
+    does not do (a health-check interval, RESP3) is refused rather than silently ignored.
+    """
     if isinstance(redis, RedisCluster):
         return RedisPyChannel(redis)
     options = redis.connection_pool.connection_kwargs
+    for name, defaults in _NOT_CARRIED.items():
+        if options.get(name) not in defaults:
+            raise UnsupportedRedisOption(f"the Redis URL option {name}={options[name]} is not supported by foldgate's "
+                                         "Redis connection — remove it from the URL")
     if any(options.get(name) for name in _REDIS_PY_ONLY) or options.get("ssl_check_hostname") is False \
             or options.get("ssl_cert_reqs") == "optional":
         return RedisPyChannel(redis)

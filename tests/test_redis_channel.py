@@ -14,7 +14,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.redis_channel import Address, PipelinedConnection, RedisPyChannel, Script, channel_for, pack
+from gateway.redis_channel import (
+    Address, PipelinedConnection, RedisPyChannel, Script, UnsupportedRedisOption, channel_for, pack,
+)
 
 
 def test_pack_writes_the_resp_redis_py_would_send():
@@ -179,3 +181,28 @@ def test_a_cluster_client_gets_the_redis_py_route():
     cluster = RedisCluster(host="127.0.0.1", port=7000)  # not connected: only the type matters
     assert isinstance(channel_for(cluster), RedisPyChannel)
     assert isinstance(channel_for(Redis()), PipelinedConnection)
+
+
+async def test_the_urls_client_name_keepalive_and_socket_timeout_are_honoured(redis_url: str):
+    name = f"fgtest-{uuid.uuid4().hex[:8]}"
+    separator = "&" if "?" in redis_url else "?"
+    client = Redis.from_url(f"{redis_url}{separator}client_name={name}&socket_keepalive=true&socket_timeout=0.3")
+    channel = channel_for(client)
+    try:
+        assert isinstance(channel, PipelinedConnection) and channel.reply_timeout == 0.3
+        assert await channel.call("CLIENT", "GETNAME") == name
+        with pytest.raises(RedisTimeoutError, match="no reply"):
+            await asyncio.wait_for(channel.call("BLPOP", f"{name}:never", 3), 2)  # 0.3 s, not the 30 s default
+    finally:
+        await channel.aclose()
+        await client.aclose()
+
+
+@pytest.mark.parametrize("option", ["health_check_interval=10", "protocol=3"])
+def test_a_url_option_the_connection_does_not_implement_is_refused_in_one_line(option: str):
+    from gateway.startup_errors import explain
+
+    with pytest.raises(UnsupportedRedisOption) as refused:
+        channel_for(Redis.from_url(f"redis://cache.internal:6390/0?{option}"))
+    assert explain(refused.value) == (f"redis.url: the Redis URL option {option} is not supported by foldgate's "
+                                      "Redis connection — remove it from the URL")
