@@ -136,6 +136,19 @@ class TurnResult:
     folded: list[Message] = field(default_factory=list)
 
 
+class TurnFailed(Exception):
+    """The provider failed the turn after part of its work was done.
+
+    ``error`` is the provider's error; ``partial`` what the turn did before it (whole tool-call
+    pairs, an in-loop compaction), for the caller to keep: tool results already paid for.
+    """
+
+    def __init__(self, error: ProviderError, partial: TurnResult) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.partial = partial
+
+
 def _give_calls_unique_ids(assistant: Message, history: Sequence[Message]) -> None:
     """Replace missing or reused tool-call ids with fresh ones before the calls enter the history.
 
@@ -173,8 +186,6 @@ class Agent:
         self.max_output_tokens = max_output_tokens
         self.max_iterations = max_iterations
         self.request_hook = request_hook
-        #: Set by every turn: whether the engine compacted this session during it (SPEC S6.4).
-        self._last_compaction_in_place = False
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
@@ -254,8 +265,7 @@ class Agent:
                         continue
                 # What the turn did so far (whole tool-call pairs: a failure falls between requests)
                 # travels with the error, so the gateway keeps tool results that were already paid for.
-                error.partial = self._result(messages, first_new, "", compacted, total, last, calls, folded)  # type: ignore[attr-defined]
-                raise
+                raise TurnFailed(error, self._result(messages, first_new, "", compacted, total, last, calls, folded)) from error
             calls += 1
             iteration += 1
             total = total + completion.usage
@@ -296,6 +306,5 @@ class Agent:
 
     def _result(self, messages: list[Message], first_new: int, reply: str, compacted: bool, total: Usage,
                 last: Usage, calls: int, folded: list[Message]) -> TurnResult:
-        self._last_compaction_in_place = compacted
         new_messages = [] if compacted else messages[first_new:]
         return TurnResult(messages, new_messages, reply, compacted, total, last, calls, folded)

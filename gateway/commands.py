@@ -302,7 +302,7 @@ async def status(turn: "ChatTurn", _arg: str) -> str:
         f"Session {turn.session_id} ({'continues ' + meta.parent_session_id if meta.parent_session_id else 'root'})",
         f"Model {meta.model or runner.agents.default_model}",
         f"Messages {meta.count}, compactions {meta.compaction_count}, pending in inbox {max(0, pending - 1)}",
-        f"Worker {runner.worker_id}, up {uptime // 3600}h{uptime % 3600 // 60:02d}m, chats running here {len(runner._busy)}",
+        f"Worker {runner.worker_id}, up {uptime // 3600}h{uptime % 3600 // 60:02d}m, chats running here {runner.busy_chats}",
     ])
 
 

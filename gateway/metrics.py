@@ -36,7 +36,7 @@ def render(events: EventBus, runner: GatewayRunner) -> str:
         shown = value if isinstance(value, int) else round(value, 6)
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter", f"{metric} {shown}"]
     lines += ["# HELP foldgate_chats_running Chats whose turn runs in this process now",
-              "# TYPE foldgate_chats_running gauge", f"foldgate_chats_running {len(runner._busy)}"]
+              "# TYPE foldgate_chats_running gauge", f"foldgate_chats_running {runner.busy_chats}"]
     return "\n".join(lines) + "\n"
 
 

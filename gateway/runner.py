@@ -27,8 +27,8 @@ from typing import Protocol
 
 from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
-from agent.llm.errors import ProviderError, plain_reason
-from agent.loop import Agent
+from agent.llm.errors import plain_reason
+from agent.loop import Agent, TurnFailed
 from agent.messages import Message
 from agent.pricing import UnknownPrice, cost, savings
 from agent.settings import CompressionSettings
@@ -476,16 +476,15 @@ class GatewayRunner:
                                           until_stopped=watch.until_stopped)
             reply = result.reply
             await self._provider_answered(chat)
-        except ProviderError as error:
+        except TurnFailed as failed:
+            error = failed.error
             if counts_as_down(error):
                 # The provider is away: nothing of the turn is committed, the entry stays at the head of the
                 # inbox and the whole turn is tried again once it is back (``_provider_down``).
                 raise ProviderDown(error, handling_since) from error
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
             # is committed like any turn; the person's message is kept and the reply says what happened.
-            result = getattr(error, "partial", None)
-            if result is None:
-                raise
+            result = failed.partial
             log.warning("chat %s: %s", chat, explain(error) or f"the model call failed: {error}")
             reply = f"⚠️ The model provider {plain_reason(error)}. Your message is saved; please try again."
         if notes and reply:
@@ -506,7 +505,7 @@ class GatewayRunner:
         }
         if engine_state != meta.engine_state:  # unchanged most turns; a summary in it can be kilobytes
             fields["engine_state"] = engine_state
-        if agent._last_compaction_in_place:
+        if result.compacted:
             fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
             before = meta.tokens
             commit = await self.store.commit_compaction(
