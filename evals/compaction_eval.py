@@ -271,7 +271,7 @@ def _named_engine(name: str, context_length: int, summarizer: Any | None = None)
     The gateway falls back to the built-in compressor for an unknown name; an evaluation
     must not, or a typo would be measured as the compressor under another label.
     """
-    from agent.context_engine import resolve_context_engine
+    from agent.engine_registry import resolve_context_engine
     from agent.settings import CompressionSettings
 
     factory, warning = resolve_context_engine(name)

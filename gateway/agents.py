@@ -24,7 +24,8 @@ from typing import Any
 
 from agent.codex import AutoraiseNotice
 from agent.compaction.summarizer import SUMMARIZER_RETRIES, LLMSummarizer, build_summarizer
-from agent.context_engine import ContextEngine, resolve_context_engine
+from agent.context_engine import ContextEngine
+from agent.engine_registry import resolve_context_engine
 from agent.llm.client import ChatClient
 from agent.llm.codex_app_server import CodexAppServer, CodexAppServerChat, CodexThreadEngine
 from agent.llm.local import LocalDemoModel

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.context_engine import resolve_context_engine
+from agent.engine_registry import resolve_context_engine
 from agent.messages import InvalidMessage, validate_message
 from agent.search import SearchError, search_messages
 from agent.tokens import count_messages, count_text

@@ -6,12 +6,8 @@ import sys
 import pytest
 
 from agent.context_compressor import ContextCompressor
-from agent.context_engine import (
-    ContextEngine,
-    register_context_engine,
-    resolve_context_engine,
-    unregister_context_engine,
-)
+from agent.context_engine import ContextEngine
+from agent.engine_registry import register_context_engine, resolve_context_engine, unregister_context_engine
 from agent.llm.usage import Usage
 
 

@@ -248,7 +248,7 @@ def test_bench_compress_reports_medians_and_ratios_side_by_side(tmp_path: Path, 
 
 
 async def test_an_engine_registered_by_name_is_evaluated_like_the_built_in_policies() -> None:
-    from agent.context_engine import register_context_engine, unregister_context_engine
+    from agent.engine_registry import register_context_engine, unregister_context_engine
 
     class LastTwenty:
         """A registered engine that keeps the system prompt and the last 20 messages."""

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agent.compaction.summarizer import SummarizerFailure
 from agent.context_compressor import ContextCompressor
-from agent.context_engine import resolve_context_engine
+from agent.engine_registry import resolve_context_engine
 from agent.messages import SUMMARY_PREFIX, api_problems, is_real_user_message, is_summary
 from agent.settings import CompressionSettings, ContextSettings
 from agent.tokens import count_messages

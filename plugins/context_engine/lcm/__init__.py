@@ -16,7 +16,7 @@ __all__ = ["LcmEngine", "create_engine"]
 
 
 def create_engine(**kwargs: Any) -> LcmEngine:
-    """The factory :func:`agent.context_engine.resolve_context_engine` finds in this package.
+    """The factory :func:`agent.engine_registry.resolve_context_engine` finds in this package.
 
     Takes the built-in compressor's keyword arguments (``model``, ``context_length``,
     ``settings``, ``summarizer``, ``summarizer_context_length``, ``provider``).
