@@ -28,17 +28,17 @@ from gateway import hygiene
 from gateway.events import CompressEvent
 from gateway.session_source import ChatHistory, Conversation, conversations, outline
 from gateway.store import UnknownSession, VersionConflict
+from gateway.turn import ChatTurn
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from agent.context_engine import ContextEngine
-    from gateway.runner import ChatTurn
 
-Command = Callable[["ChatTurn", str], Awaitable[str]]
+Command = Callable[[ChatTurn, str], Awaitable[str]]
 
 
-def _engine(turn: "ChatTurn", model: str) -> "ContextEngine":
+def _engine(turn: ChatTurn, model: str) -> "ContextEngine":
     """The chat's context engine for ``model``, with its saved state and its archive."""
     runner = turn.runner
     return runner.agents.build_engine(model, turn.meta.engine_state, ChatHistory(runner.store, turn.chat, turn.session_id))
@@ -48,7 +48,7 @@ def _percent(tokens: int, window: int) -> str:
     return f"{100 * tokens / window:.1f}%" if window else "?"
 
 
-async def compress(turn: "ChatTurn", focus: str) -> str:
+async def compress(turn: ChatTurn, focus: str) -> str:
     """Compact now, favouring ``focus`` in the summary."""
     runner = turn.runner
     model = turn.meta.model or runner.agents.default_model
@@ -70,7 +70,7 @@ async def compress(turn: "ChatTurn", focus: str) -> str:
     )
 
 
-async def _compress_codex_thread(turn: "ChatTurn", engine: CodexThreadEngine) -> str:
+async def _compress_codex_thread(turn: ChatTurn, engine: CodexThreadEngine) -> str:
     """S7.1: ask the app-server to compact the chat's thread, wait for it, and record the boundary.
 
     The transcript here is never rewritten on this route: the commit keeps every message
@@ -131,7 +131,7 @@ async def _provider_models(agents: object) -> tuple[list[str] | None, str]:
         return None, f"the model list could not be read ({type(error).__name__})"
 
 
-async def model(turn: "ChatTurn", name: str) -> str:
+async def model(turn: ChatTurn, name: str) -> str:
     """Show the model, or switch this chat to another one the provider serves (a cold prompt cache: it costs more at first)."""
     runner = turn.runner
     current = turn.meta.model or runner.agents.default_model
@@ -167,7 +167,7 @@ async def model(turn: "ChatTurn", name: str) -> str:
     return text
 
 
-async def new(turn: "ChatTurn", _arg: str) -> str:
+async def new(turn: ChatTurn, _arg: str) -> str:
     """Start a fresh conversation; the old one stays stored, searchable and listed by /sessions."""
     old = turn.session_id
     sid = await turn.runner.store.new_session(turn.chat, lock=turn.lock)
@@ -181,7 +181,7 @@ async def new(turn: "ChatTurn", _arg: str) -> str:
 MAX_LISTED = 20
 
 
-async def _newest_first(turn: "ChatTurn") -> list[Conversation]:
+async def _newest_first(turn: ChatTurn) -> list[Conversation]:
     return list(reversed(await conversations(turn.runner.store, turn.chat, turn.session_id)))
 
 
@@ -197,7 +197,7 @@ def _ago(seconds: float) -> str:
     return "just now"
 
 
-async def sessions(turn: "ChatTurn", _arg: str) -> str:
+async def sessions(turn: ChatTurn, _arg: str) -> str:
     """List this chat's conversations, newest first, numbered for /resume."""
     store = turn.runner.store
     listed = await _newest_first(turn)
@@ -219,7 +219,7 @@ async def sessions(turn: "ChatTurn", _arg: str) -> str:
     return "\n".join(lines)
 
 
-async def resume(turn: "ChatTurn", which: str) -> str:
+async def resume(turn: ChatTurn, which: str) -> str:
     """Continue conversation N of /sessions; the current one stays kept and listed."""
     listed = await _newest_first(turn)
     which = which.strip()
@@ -268,7 +268,7 @@ def _money_line(runner: object, model: str, totals: dict) -> str:
     return f"Cost: {spent} spent, priced as {pricing.price_key(model)}; caching saved {saved}{share}"
 
 
-async def usage(turn: "ChatTurn", _arg: str) -> str:
+async def usage(turn: ChatTurn, _arg: str) -> str:
     """Context size, compactions, token usage (cache reads and writes), money spent and saved by caching."""
     meta = turn.meta
     runner = turn.runner
@@ -292,7 +292,7 @@ async def usage(turn: "ChatTurn", _arg: str) -> str:
     return "\n".join(lines)
 
 
-async def status(turn: "ChatTurn", _arg: str) -> str:
+async def status(turn: ChatTurn, _arg: str) -> str:
     """Where this chat stands and how the gateway is doing."""
     runner = turn.runner
     meta = turn.meta
@@ -306,7 +306,7 @@ async def status(turn: "ChatTurn", _arg: str) -> str:
     ])
 
 
-async def stop(turn: "ChatTurn", _arg: str) -> str:
+async def stop(turn: ChatTurn, _arg: str) -> str:
     """End the reply being written. The stop itself happens as the message arrives (the running turn
     honours it and clears it); by the time this command's own turn comes, only a leftover is cleared."""
     if await turn.runner.inbox.clear_stop(turn.chat):
@@ -314,7 +314,7 @@ async def stop(turn: "ChatTurn", _arg: str) -> str:
     return "⏹ Stopped. What was written so far is kept; your next message is answered as usual."
 
 
-async def show_help(turn: "ChatTurn", _arg: str) -> str:
+async def show_help(turn: ChatTurn, _arg: str) -> str:
     """List the commands and what each one does."""
     lines = ["Commands:"]
     for command, names in _by_command().items():
@@ -377,7 +377,7 @@ def unknown(name: str) -> str:
     return f"Unknown command /{name} — /help lists the commands."
 
 
-async def handle_command(turn: "ChatTurn") -> str | None:
+async def handle_command(turn: ChatTurn) -> str | None:
     """Run the command in the turn's message; None when the message is not a command.
 
     A message not addressed to the bot (``respond=False``: group chatter, another bot's

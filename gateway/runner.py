@@ -48,7 +48,8 @@ from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.session_source import ChatHistory
 from gateway.startup_errors import explain
-from gateway.store import Lock, SessionMeta, SessionStore, StaleLock
+from gateway.store import Lock, SessionStore, StaleLock
+from gateway.turn import ChatTurn
 
 log = logging.getLogger(__name__)
 
@@ -88,22 +89,6 @@ class Outcome:
     batch: tuple[tuple[str, str], ...] = ()
     #: True for an entry an earlier turn already took in: removed without a reply of its own.
     silent: bool = False
-
-
-@dataclass
-class ChatTurn:
-    """Everything one entry's handling works with; commands receive it too."""
-
-    runner: "GatewayRunner"
-    chat: str
-    message: IncomingMessage
-    lock: Lock
-    session_id: str
-    meta: SessionMeta
-
-    @property
-    def entry_id(self) -> str:
-        return f"{self.message.platform}:{self.message.update_id}"
 
 
 class GatewayRunner:
