@@ -1,13 +1,20 @@
 """The operator's window (B5): ``/metrics`` in Prometheus text format and ``/healthz`` for probes.
 
 Counters come from the event bus (compactions by trigger, tokens folded away, turns, prompt,
-completion and cache tokens); gauges from the runner (chats being worked on here). Served only
-when ``gateway.metrics_port`` is set.
+completion and cache tokens); gauges from the runner (chats being worked on here); the
+process's own metrics from prometheus_client's collectors, which also writes the format.
+Served only when ``gateway.metrics_port`` is set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from gateway.events import EventBus
 from gateway.runner import GatewayRunner
@@ -28,21 +35,36 @@ _HELP = {
 }
 
 
-def render(events: EventBus, runner: GatewayRunner) -> str:
-    lines: list[str] = []
-    for name, help_text in _HELP.items():
-        metric = f"foldgate_{name}_total"
-        value = events.counters.get(name, 0)
-        shown = value if isinstance(value, int) else round(value, 6)
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter", f"{metric} {shown}"]
-    lines += ["# HELP foldgate_chats_running Chats whose turn runs in this process now",
-              "# TYPE foldgate_chats_running gauge", f"foldgate_chats_running {runner.busy_chats}"]
-    return "\n".join(lines) + "\n"
+class GatewayCollector(Collector):
+    """Reads the event bus's counters and the runner's gauges at each scrape (nothing kept twice)."""
+
+    def __init__(self, events: EventBus, runner: GatewayRunner) -> None:
+        self.events = events
+        self.runner = runner
+
+    def collect(self) -> Iterator[Metric]:
+        for name, help_text in _HELP.items():
+            value = self.events.counters.get(name, 0)
+            yield CounterMetricFamily(f"foldgate_{name}", help_text, value=value if isinstance(value, int) else round(value, 6))
+        yield GaugeMetricFamily("foldgate_chats_running", "Chats whose turn runs in this process now",
+                                value=self.runner.busy_chats)
+
+
+def registry_for(events: EventBus, runner: GatewayRunner) -> CollectorRegistry:
+    """foldgate's metrics and the process's own (CPU, memory, open files, garbage collection)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GatewayCollector(events, runner))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
 
 
 def build_app(events: EventBus, runner: GatewayRunner) -> web.Application:
+    registry = registry_for(events, runner)
+
     async def metrics(_request: web.Request) -> web.Response:
-        return web.Response(text=render(events, runner), content_type="text/plain", charset="utf-8")
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_request: web.Request) -> web.Response:
         try:

@@ -23,7 +23,8 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
         port = site.addresses[0][1]
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-                text = (await client.get("/metrics")).text
+                scraped = await client.get("/metrics")
+                text = scraped.text
                 health = await client.get("/healthz")
         finally:
             await site.cleanup()
@@ -32,3 +33,6 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
     assert "foldgate_cache_read_tokens_total 1000" in text
     assert "foldgate_cache_saved_usd_total 0.0027" in text and "foldgate_cost_usd_total 0.0021" in text
     assert health.status_code == 200 and health.json()["ok"] is True
+    assert scraped.headers["content-type"].startswith("text/plain; version=")
+    assert "# TYPE foldgate_chats_running gauge" in text and "foldgate_chats_running 0" in text
+    assert "process_resident_memory_bytes" in text and "python_gc_collections_total" in text  # the process's own
