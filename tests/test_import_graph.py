@@ -78,3 +78,9 @@ def test_no_module_imports_one_that_imports_it_back():
 
 def test_a_circle_is_found():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_agent_side_never_imports_the_chat_side():
+    reaching = {name: sorted(t for t in targets if t.startswith("gateway"))
+                for name, targets in import_graph().items() if name.startswith("agent")}
+    assert {name: targets for name, targets in reaching.items() if targets} == {}
