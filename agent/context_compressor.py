@@ -12,7 +12,7 @@ One compaction, in order:
 5. the notes: the deterministic notes and the verbatim appendix of the digest, always; with
    a summarizer, its notes on the pruned middle (updating its previous notes from the second
    compaction on) are added in front, within their share — a model adds, never replaces.
-   A summarizer that fails while the context is critical leaves the deterministic notes alone;
+   a summarizer that fails while the context is critical leaves just the deterministic notes;
 6. assembly — head (system note on the first compaction only), summary, tail — and
    tool-pair sanitizing.
 

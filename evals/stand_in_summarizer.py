@@ -2,7 +2,7 @@
 
 ``foldgate eval compaction --summarizer stand-in`` (and ``eval decay``) use it to run the
 compressor's model path — notes written piece by piece, carried into the next compaction,
-the lean body share — where no provider is at hand, and to see what notes that only copy
+the model notes' share of the summary — where no provider is at hand, and to see what notes that only copy
 sentences keep. It reads the transcript in the request it is sent and keeps a few
 sentences per section: the first user request (goal), user lines that lay down a rule
 (constraints), assistant lines that report work (done), the last ones of each (in
