@@ -11,7 +11,7 @@ One compaction, in order:
    anything is pruned, merged with what earlier compactions carried;
 5. the notes: the deterministic notes and the verbatim appendix of the digest, always; with
    a summarizer, its notes on the pruned middle (updating its previous notes from the second
-   compaction on) are added in front, within their share — a model adds, never replaces.
+   compaction on) are added in front, within their share — a model adds, never replaces;
    a summarizer that fails while the context is critical leaves just the deterministic notes;
 6. assembly — head (system note on the first compaction only), summary, tail — and
    tool-pair sanitizing.

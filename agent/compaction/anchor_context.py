@@ -54,8 +54,7 @@ _ARROW_LOCATION = re.compile(r"\s*--> ([^\s:]+:\d+)")
 _PYTEST_LOCATION = re.compile(r"([^\s:]+\.\w+:\d+): \w")
 _PYTEST_HEADER = re.compile(r"_{3,} (\S+) _{3,}")
 _TRACEBACK_HEADER = "Traceback (most recent call last)"
-#: How a producer names the log record (or sentence) its traceback came under.
-#: How a log record a traceback came under is introduced in a producer (``under "…"``).
+#: How a producer names the log record (or sentence) its traceback came under (``under "…"``).
 RECORD_LABEL = 'under "'
 _HAS_LETTER = re.compile(r"[A-Za-z]")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.compaction.anchors import AnchorIndex, anchors_in
+from agent.compaction.lean import STUBBED_KEY
 from agent.compaction.listings import rank, records_in, search_queries
 from agent.compaction.sentences import fact_sentences, normalised
 from agent.messages import is_real_user_message, is_summary
@@ -29,8 +30,6 @@ MAX_SENTENCES = 250
 MAX_FILES = 300
 MAX_ANCHORS_PER_KIND = 250
 MAX_LISTING_LINES_PER_KIND = 200
-#: What marks a tool result replaced by a one-line stub (:mod:`agent.compaction.lean`).
-STUBBED_KEY = "_stubbed_chars"
 #: Listing scores are stored as integers (JSON-safe, comparable across compactions).
 LISTING_SCORE_SCALE = 1000
 

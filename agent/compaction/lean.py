@@ -21,6 +21,8 @@ from agent.compaction.prune import PRUNE_MIN_CHARS
 from agent.messages import tool_names_by_call_id, with_content
 from agent.tokens import content_text, count_message
 
+#: The field a stubbed tool result carries: the size of the original it stands in for.
+STUBBED_KEY = "_stubbed_chars"
 #: Characters of the output's first line a stub shows, so the model knows what it was.
 PREVIEW_CHARS = 48
 #: Share of the lean tail budget the newest tool results may fill verbatim.
@@ -84,7 +86,7 @@ def stub_old_tool_results(
             if len(text) > min_chars:
                 name = names.get(str(message.get("tool_call_id")), "tool")
                 stub = stub_text(name, text, message.get("_id"))
-                out.append(with_content(message, stub, _stubbed_chars=len(text)))
+                out.append(with_content(message, stub, **{STUBBED_KEY: len(text)}))
                 stubbed.append((index, message))
                 continue
         out.append(message)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.compaction.lean import STUBBED_KEY
 from agent.messages import SYNTHETIC_KEY, is_summary
 from agent.tools import MessageSource
 
@@ -30,7 +31,7 @@ def is_derived(message: Mapping[str, Any]) -> bool:
         is_summary(message)
         or bool(message.get(SYNTHETIC_KEY))
         or "_orig_id" in message
-        or "_stubbed_chars" in message
+        or STUBBED_KEY in message
     )
 
 
