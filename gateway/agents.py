@@ -68,7 +68,7 @@ def _accepts_keyword(factory: Callable[..., Any], name: str) -> bool:
 
 
 class AgentBuilder:
-    """``gateway.runner.AgentFactory`` over a :class:`gateway.config.Settings`.
+    """``gateway.chat_turn.AgentFactory`` over a :class:`gateway.config.Settings`.
 
     ``notice`` receives one-time operator notices (the Codex autoraise); by default they
     are logged as warnings.

@@ -28,7 +28,7 @@ from gateway import hygiene
 from gateway.events import CompressEvent
 from gateway.session_source import ChatHistory, Conversation, conversations, outline
 from gateway.store import UnknownSession, VersionConflict
-from gateway.turn import ChatTurn
+from gateway.chat_turn import ChatTurn
 
 log = logging.getLogger(__name__)
 

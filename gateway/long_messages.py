@@ -10,7 +10,16 @@ too, in the reply, what the bot saw.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
+from agent.messages import Message
 from agent.tokens import count_text
+from gateway.chat_turn import ChatTurn, entry_id
+from gateway.platforms.base import IncomingMessage
+from gateway.store import SessionStore
+
+log = logging.getLogger(__name__)
 
 #: At most this share of the model's window goes to one message, whatever is configured.
 WINDOW_SHARE = 4
@@ -59,3 +68,41 @@ def notice(tokens: int, limit: int) -> str:
         f"ℹ️ Your message was very long (about {tokens:,} tokens; I read at most {limit:,} at once), so I saw "
         "only its beginning and its end. It is saved in full, and I can look up any part of it if you ask."
     )
+
+
+def user_message(message: IncomingMessage) -> Message:
+    """The person's message as a session message, whole."""
+    return {"role": "user", "content": message.text, "_ts": message.ts}
+
+
+class MessageBound:
+    """Applies the bound to the messages a turn stores (``gateway.max_message_tokens``, capped by the window)."""
+
+    def __init__(self, store: SessionStore, configured: int, context_length: Callable[[str], int]) -> None:
+        self.store = store
+        self.configured = configured
+        self.context_length = context_length
+
+    def limit(self, model: str) -> int:
+        """The longest message, in tokens, ``model`` gets whole in this gateway."""
+        return token_limit(self.configured, self.context_length(model))
+
+    async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str]) -> Message:
+        """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt
+        naming the original, which is stored whole in the archive first (nothing is lost, and a message
+        over the window never reaches the provider). What the person is told goes to ``notes``."""
+        whole = user_message(message)
+        tokens = tokens_over(message.text, limit)
+        if tokens is None:
+            return whole
+        original_id = await self.store.archive_original(
+            turn.chat, turn.session_id, whole, lock=turn.lock, entry_id=entry_id(message))
+        log.info("%s: update %s is %d tokens, over the bound of %d: archived whole as message %s; the model gets "
+                 "its head and tail", turn.chat, message.update_id, tokens, limit, original_id)
+        notes.append(notice(tokens, limit))
+        return {**whole, "content": excerpt(message.text, tokens, limit, original_id), "_orig_id": original_id}
+
+    async def stored_form(self, turn: ChatTurn, model: str, messages: list[IncomingMessage]) -> list[Message]:
+        """The messages as a turn that stores them unanswered keeps them: bounded like any turn's."""
+        limit = self.limit(model)
+        return [await self.bounded(turn, message, limit, []) for message in messages]

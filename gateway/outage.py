@@ -15,6 +15,7 @@ hides the failure that is not.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -190,6 +191,35 @@ class Health:
         self.down_since, self._waiting = None, set()
         log.info("%s is back after %.1fs; %d %s waited", self.name, seconds, count,
                  "message(s)" if waited is None else "chat(s)")
+
+
+class ProviderWatch:
+    """The provider as this process sees it: its health for the log, and the chats whose outage record
+    is cleared once they are answered."""
+
+    def __init__(self, outages: ChatOutages) -> None:
+        self.outages = outages
+        self.health = Health("the model provider")
+        self._waiting: set[str] = set()
+
+    async def answered(self, chat: str) -> None:
+        """A turn of ``chat`` got its answer: an outage this process saw ends, for the log and for the chat."""
+        self.health.answered()
+        if chat in self._waiting:
+            self._waiting.discard(chat)
+            with contextlib.suppress(Exception):  # the record expires by itself; a new outage is recognised anyway
+                await self.outages.ended(chat)
+
+    async def failed(self, chat: str, entry: str, down: ProviderDown) -> Failure:
+        """``entry`` of ``chat`` failed because the provider is away: what that means for the chat."""
+        self.health.failed(down.cause, f"{chat}|{entry}")
+        self._waiting.add(chat)
+        return await self.outages.failed(chat, down.cause, down.started)
+
+    async def stopped_waiting(self, chat: str) -> None:
+        """The chat's waiting messages were stored unanswered: its next failure is a new outage."""
+        self._waiting.discard(chat)
+        await self.outages.ended(chat)
 
 
 class Backoff:

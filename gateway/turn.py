@@ -1,53 +1,326 @@
-"""One inbox entry's handling, as the runner and the chat commands share it.
+"""One inbox entry, handled as named steps.
 
-:class:`ChatTurn` is what a command receives; :class:`Gateway` is the part of the runner a
-command may use (its store, inbox, agent builder, events, and compaction). Commands depend on
-this small interface, not on the runner, so neither module imports the other's internals.
+The runner claims a chat and hands its entries here one by one; each ends in an
+:class:`~gateway.chat_turn.Outcome` the runner delivers and finishes. In order:
+
+1. :meth:`Turn.snapshot` — the chat's session pointer, meta and (for a model turn) live transcript;
+2. :meth:`Turn.already_handled` — an entry committed before a crash only has its reply resent;
+3. :meth:`Turn.command` — a chat command answers itself;
+4. :meth:`Turn.prepare` — the backlog it takes in, the engine, idle compaction and hygiene, the bounded messages;
+5. :meth:`Turn.run_agent` — the agent's turn, streamed, stoppable with ``/stop``;
+6. :meth:`Turn.commit` — the new messages (or the in-loop compaction) committed with the reply, fenced;
+7. :meth:`Turn.report` — the turn's event, with its cost and what caching saved.
+
+Failures end in :meth:`Turn.give_up` (a message that keeps failing is stored and answered with a
+notice) or :meth:`Turn.provider_down` (the provider is away: wait for it, within a bound).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from agent.context_engine import ContextEngine
+from agent.llm.errors import plain_reason
+from agent.loop import TurnFailed, TurnResult
 from agent.messages import Message
-from gateway.agents import AgentBuilder
-from gateway.events import EventBus
-from gateway.inbox import Inbox
-from gateway.platforms.base import IncomingMessage
-from gateway.store import Lock, SessionMeta, SessionStore
+from agent.pricing import UnknownPrice, cost, savings
+from agent.tokens import count_message
+from agent.tools import ToolRegistry, recovery_tools
+from agent.transcript_repair import repair_for_turn
+from gateway.backlog import is_command, take_backlog
+from gateway.chat_turn import AgentFactory, ChatTurn, Gateway, Outcome, entry_id
+from gateway.commands import handle_command
+from gateway.compactions import Compactions
+from gateway.delivery.replies import Replies
+from gateway.delivery.stream import ReplyStream, TurnWatch
+from gateway.events import TurnEvent
+from gateway.long_messages import MessageBound
+from gateway.outage import (ProviderDown, ProviderWatch, RetryLater, counts_as_down, final_notice, is_redis_outage,
+                            waiting_notice)
+from gateway.platforms.base import IncomingMessage, PlatformAdapter
+from gateway.session_source import ChatHistory
+from gateway.startup_errors import explain
+from gateway.store import Lock, StaleLock
+
+log = logging.getLogger(__name__)
+
+Batch = list[tuple[str, IncomingMessage]]
 
 
-class Gateway(Protocol):
-    """What a chat command may use of the gateway that runs it."""
+@dataclass(frozen=True)
+class TurnOptions:
+    """The gateway settings a turn follows."""
 
-    store: SessionStore
-    inbox: Inbox
-    agents: AgentBuilder
-    events: EventBus
-    worker_id: str
-    started_at: float
+    stream_replies: bool = True
+    #: Messages already waiting when a turn starts join it (``gateway.coalesce_backlog``).
+    coalesce_backlog: bool = False
+    coalesce_max_messages: int = 500
+    coalesce_max_tokens: int = 20_000
+    cache_ttl: str = "5m"
 
-    @property
-    def busy_chats(self) -> int: ...
 
-    async def compact(self, turn: "ChatTurn", engine: ContextEngine, *, trigger: str, force: bool,
-                      focus: str | None = None, tokens: int | None = None,
-                      messages: list[Message] | None = None) -> list[Message] | None: ...
+@dataclass(frozen=True)
+class TurnParts:
+    """What every turn of this process shares."""
+
+    gateway: Gateway
+    adapters: Mapping[str, PlatformAdapter]
+    replies: Replies
+    bound: MessageBound
+    compactions: Compactions
+    provider: ProviderWatch
+    #: Whether a ``/stop`` arrived for the chat since the given time (honouring it clears it).
+    stop_requested: Callable[[str, float], Awaitable[bool]]
+    options: TurnOptions = field(default_factory=TurnOptions)
 
 
 @dataclass
-class ChatTurn:
-    """Everything one entry's handling works with; commands receive it too."""
+class Prepared:
+    """A model turn ready to run: what the agent gets and what its commit records."""
 
-    runner: Gateway
-    chat: str
-    message: IncomingMessage
-    lock: Lock
-    session_id: str
-    meta: SessionMeta
+    model: str
+    engine: ContextEngine
+    history: list[Message]
+    #: Messages of a coalesced backlog before the last one, bounded, stored ahead of it.
+    earlier: list[Message]
+    user_message: Message
+    batch: Batch
+    #: What the person is told above the reply (a message too long to read whole).
+    notes: list[str]
 
-    @property
-    def entry_id(self) -> str:
-        return f"{self.message.platform}:{self.message.update_id}"
+
+class Turn:
+    """One inbox entry's handling (see the module docstring for the steps)."""
+
+    def __init__(self, parts: TurnParts, chat: str, lock: Lock, message: IncomingMessage) -> None:
+        self.parts = parts
+        self.store = parts.gateway.store
+        self.agents: AgentFactory = parts.gateway.agents
+        self.chat, self.lock, self.message = chat, lock, message
+        self.started = time.perf_counter()
+        self.since = time.time()  # a /stop from now on is this turn's, even one sent during a compaction first
+
+    async def run(self) -> Outcome:
+        """The entry handled; raises :class:`ProviderDown` when the provider is away."""
+        turn, history = await self.snapshot()
+        outcome = self.already_handled(turn) or await self.command(turn)
+        if outcome is not None:
+            return outcome
+        if not self.message.respond:
+            return await self.store_unanswered(turn)
+        prepared = await self.prepare(turn, history)
+        result, reply, stream = await self.run_agent(turn, prepared)
+        reply = await self.commit(turn, prepared, result, reply)
+        await self.report(turn, prepared.model, result)
+        return Outcome(turn.session_id, reply, committed=True, stream=stream,
+                       batch=tuple((raw, entry_id(m)) for raw, m in prepared.batch))
+
+    async def snapshot(self) -> tuple[ChatTurn, list[Message]]:
+        wants_model = self.message.respond and not is_command(self.message)
+        sid, meta, history = await self.store.snapshot(self.chat, messages=wants_model)
+        return ChatTurn(self.parts.gateway, self.chat, self.message, self.lock, sid, meta), history
+
+    def already_handled(self, turn: ChatTurn) -> Outcome | None:
+        """An entry committed before a crash: only its reply may be missing, sent through the reply's journal
+        so what the crashed attempt delivered is not sent again."""
+        meta = turn.meta
+        if meta.last_entry_id == turn.entry_id:
+            missing = meta.replied_entry_id != turn.entry_id and meta.last_reply
+            stream = self.parts.replies.stream(self.message, self.lock, previews=False) if missing else None
+            return Outcome(turn.session_id, meta.last_reply if missing else None, committed=True, stream=stream)
+        if turn.entry_id in (meta.batch_entry_ids or "").split("\n"):  # taken into a turn before a crash
+            return Outcome(turn.session_id, None, committed=True, silent=True)
+        return None
+
+    async def command(self, turn: ChatTurn) -> Outcome | None:
+        reply = await handle_command(turn)
+        if reply is None:
+            return None
+        # Recorded like a turn's reply: a retry after a crash resends it instead of running the command again.
+        await self.store.update_meta(self.chat, turn.session_id, lock=self.lock, last_entry_id=turn.entry_id,
+                                     last_reply=reply)
+        return Outcome(turn.session_id, reply, committed=True)
+
+    async def store_unanswered(self, turn: ChatTurn) -> Outcome:
+        """A message that asks for no reply (a group message not addressed to the bot) joins the session."""
+        bound = self.parts.bound
+        stored = await bound.bounded(turn, self.message, bound.limit(self._model(turn)), [])
+        await self.store.append(self.chat, turn.session_id, [stored], lock=self.lock,
+                                meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
+        return Outcome(turn.session_id, None, committed=False)
+
+    async def prepare(self, turn: ChatTurn, history: list[Message]) -> Prepared:
+        options, bound = self.parts.options, self.parts.bound
+        batch = (await take_backlog(self.parts.gateway.inbox, self.message, max_messages=options.coalesce_max_messages,
+                                    max_tokens=options.coalesce_max_tokens) if options.coalesce_backlog else [])
+        model = self._model(turn)
+        archive = ChatHistory(self.store, self.chat, turn.session_id)
+        engine = self.agents.build_engine(model, turn.meta.engine_state, archive)
+        # Checked as the provider will check it: one broken pair must not fail this and every later turn.
+        history = await repair_for_turn(self.store, self.chat, turn.session_id, turn.meta.version, history)
+        compacted = await self.parts.compactions.before_turn(turn, engine, self.agents.context_length(model), history)
+        history = compacted or history
+        archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
+        # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
+        limit, notes = bound.limit(model), []
+        heads = [self.message, *(m for _, m in batch[:-1])] if batch else []
+        earlier = [await bound.bounded(turn, m, limit, notes) for m in heads]
+        user_message = await bound.bounded(turn, batch[-1][1] if batch else self.message, limit, notes)
+        return Prepared(model, engine, history, earlier, user_message, batch, notes)
+
+    async def run_agent(self, turn: ChatTurn, prepared: Prepared) -> tuple[TurnResult, str, ReplyStream | None]:
+        """The agent's turn; a provider that is away raises :class:`ProviderDown` (nothing is committed),
+        any other failure keeps what the turn did before it and says what happened."""
+        tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
+        for tool in recovery_tools(ChatHistory(self.store, self.chat, turn.session_id, every_session=True)):
+            tools.add(tool)
+        agent = self.agents.build_agent(prepared.engine, prepared.model, tools)
+        adapter = self.parts.adapters.get(self.message.platform)
+        if adapter:
+            with contextlib.suppress(Exception):
+                await adapter.typing(self.message.chat_id)
+        last = prepared.batch[-1][1] if prepared.batch else self.message
+        stream = self.parts.replies.stream(last, self.lock, previews=self.parts.options.stream_replies)
+        watch = TurnWatch(stream, functools.partial(self.parts.stop_requested, self.chat, self.since))
+        try:
+            # A stop ends the turn even while the provider sends nothing: the watch asks on its own meanwhile.
+            result = await agent.run_turn(prepared.history + prepared.earlier, prepared.user_message,
+                                          on_event=watch, until_stopped=watch.until_stopped)
+            reply = result.reply
+            await self.parts.provider.answered(self.chat)
+        except TurnFailed as failed:
+            if counts_as_down(failed.error):
+                # The entry stays at the head of the inbox; the whole turn is tried again once the provider is back.
+                raise ProviderDown(failed.error, self.since) from failed.error
+            # What the turn did before the failure (tool results already paid for, an in-loop compaction)
+            # is committed like any turn; the person's message is kept and the reply says what happened.
+            result = failed.partial
+            log.warning("chat %s: %s", self.chat, explain(failed.error) or f"the model call failed: {failed.error}")
+            reply = f"⚠️ The model provider {plain_reason(failed.error)}. Your message is saved; please try again."
+        if prepared.notes and reply:
+            reply = "\n\n".join([*prepared.notes, reply])
+        return result, reply, stream
+
+    async def commit(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str) -> str:
+        """Commit the turn with its reply, fenced by the chat's lock; the reply to send (an earlier call's,
+        when that call already committed this turn)."""
+        fields = self._commit_fields(turn, prepared, result, reply)
+        if not result.compacted:
+            new_messages = prepared.earlier + result.new_messages
+            fields["tokens_at_report"] = turn.meta.tokens + sum(count_message(m) for m in new_messages)
+            await self.store.append(self.chat, turn.session_id, new_messages, lock=self.lock, meta=fields)
+            return reply
+        fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
+        commit = await self.store.commit_compaction(
+            self.chat, turn.session_id, result.messages, lock=self.lock,
+            in_place=self.parts.compactions.compression.in_place,
+            compaction_id=f"{turn.entry_id}:turn", meta=fields, archive_new=result.folded,
+        )  # a lost lock raises StaleLock here, as the append does: nothing is delivered then
+        before, turn.session_id = turn.meta.tokens, commit.session_id
+        if commit.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
+            return (await self.store.meta(self.chat, commit.session_id)).last_reply or reply
+        await self.parts.compactions.announce(turn, prepared.engine, commit.old_session_id, "in_loop", before,
+                                              fields["tokens_at_report"])
+        return reply
+
+    def _commit_fields(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str) -> dict[str, object]:
+        meta = turn.meta
+        totals = dict(meta.usage_totals)
+        for name, value in result.usage.as_dict().items():
+            totals[name] = int(totals.get(name, 0)) + value
+        totals["turns"] = int(totals.get("turns", 0)) + 1
+        batch_ids = [turn.entry_id, *(entry_id(m) for _, m in prepared.batch)]
+        fields: dict[str, object] = {
+            "last_entry_id": batch_ids[-1],
+            "batch_entry_ids": "\n".join(batch_ids) if prepared.batch else None,
+            "last_reply": reply,
+            "usage_totals": totals,
+            "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
+        }
+        engine_state = prepared.engine.export_state()
+        if engine_state != meta.engine_state:  # unchanged most turns; a summary in it can be kilobytes
+            fields["engine_state"] = engine_state
+        return fields
+
+    async def report(self, turn: ChatTurn, model: str, result: TurnResult) -> None:
+        usage, ttl = result.usage, self.parts.options.cache_ttl
+        try:
+            spent, saved = float(cost(usage, model, ttl)), float(savings(usage, model, ttl))
+        except UnknownPrice:
+            spent = saved = 0.0
+        await self.parts.gateway.events.emit(TurnEvent(
+            platform=self.message.platform, chat=self.chat, session_id=turn.session_id,
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+            latency_ms=(time.perf_counter() - self.started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
+        ))
+
+    # ----------------------------------------------------------------- failures
+
+    async def give_up(self, error: Exception) -> Outcome:
+        """After repeated failures: keep the person's message in the session and tell them.
+
+        If even that fails (the session cannot be read, the message cannot be stored), the entry is
+        let go with the error logged, so one poisoned entry never blocks the chat behind it. Only a
+        lost lock propagates: the chat is another worker's then.
+        """
+        message = self.message
+        reply = (f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; "
+                 "please try again.")
+        sid = ""
+        try:
+            sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
+            if meta.last_entry_id != entry_id(message):
+                turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
+                stored = await self.parts.bound.stored_form(turn, self._model(turn), [message])
+                await self.store.append(self.chat, sid, stored, lock=self.lock,
+                                        meta={"last_entry_id": entry_id(message), "last_reply": reply})
+        except StaleLock:
+            raise
+        except Exception:
+            log.exception("%s: update %s could not be stored either; letting it go", self.chat, message.update_id)
+            if not sid:  # the snapshot itself failed: the entry still leaves through the chat's pointer
+                with contextlib.suppress(Exception):
+                    sid = await self.store.stored_session(self.chat) or ""
+            return Outcome(sid, None, committed=False)
+        return Outcome(sid, reply, committed=True)
+
+    async def provider_down(self, down: ProviderDown) -> Outcome:
+        """The entry failed because the provider is away: tell the chat once, and have the chat handed out
+        again after a backoff (raises :class:`RetryLater`), so order is kept and no slot is held while
+        waiting. When the provider stayed away for the whole bound, the waiting messages are stored and
+        answered with one final notice."""
+        message, error = self.message, down.cause
+        failure = await self.parts.provider.failed(self.chat, str(message.update_id), down)
+        if not failure.expired:
+            if failure.first:
+                await self.parts.replies.deliver(message, waiting_notice(error))
+            raise RetryLater(failure.delay)
+        log.warning("%s: the model provider stayed away for %.0fs; the waiting messages are stored unanswered",
+                    self.chat, failure.waited)
+        sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
+        options = self.parts.options
+        batch = await take_backlog(self.parts.gateway.inbox, message, max_messages=options.coalesce_max_messages,
+                                   max_tokens=options.coalesce_max_tokens)  # what waited behind the head leaves with it
+        entries = [message, *(m for _, m in batch)]
+        ids = [entry_id(m) for m in entries]
+        reply = final_notice(error, failure.waited)
+        if meta.last_entry_id != ids[-1]:
+            turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
+            stored = await self.parts.bound.stored_form(turn, self._model(turn), entries)
+            await self.store.append(self.chat, sid, stored, lock=self.lock,
+                                    meta={"last_entry_id": ids[-1], "last_reply": reply,
+                                          "batch_entry_ids": "\n".join(ids) if batch else None})
+        await self.parts.provider.stopped_waiting(self.chat)
+        # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
+        return Outcome(sid, reply, committed=True,
+                       stream=self.parts.replies.stream(entries[-1], self.lock, previews=False),
+                       batch=tuple((raw, entry_id(m)) for raw, m in batch))
+
+    def _model(self, turn: ChatTurn) -> str:
+        return turn.meta.model or self.agents.default_model

@@ -1,0 +1,92 @@
+"""What one inbox entry's handling works with and how it ends, as the turn's steps and the chat commands share it.
+
+:class:`ChatTurn` is what a command receives; :class:`Gateway` is the part of the runner a
+command may use (its store, inbox, agent builder, events, and compaction); :class:`Outcome` is
+what every way of handling an entry hands back to the runner. Commands depend on this small
+interface, not on the runner, so neither module imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.context_engine import ContextEngine
+from agent.loop import Agent
+from agent.messages import Message
+from agent.tools import ToolRegistry
+from gateway.agents import AgentBuilder
+from gateway.delivery.stream import ReplyStream
+from gateway.events import EventBus
+from gateway.inbox import Inbox
+from gateway.platforms.base import IncomingMessage
+from gateway.session_source import ChatHistory
+from gateway.store import Lock, SessionMeta, SessionStore
+
+
+class AgentFactory(Protocol):
+    """Builds what a turn needs for a chat's session (``gateway.agents.AgentBuilder``)."""
+
+    default_model: str
+
+    def context_length(self, model: str) -> int: ...
+
+    def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory) -> ContextEngine: ...
+
+    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent: ...
+
+
+class Gateway(Protocol):
+    """What a chat command may use of the gateway that runs it."""
+
+    store: SessionStore
+    inbox: Inbox
+    agents: AgentBuilder
+    events: EventBus
+    worker_id: str
+    started_at: float
+
+    @property
+    def busy_chats(self) -> int: ...
+
+    async def compact(self, turn: "ChatTurn", engine: ContextEngine, *, trigger: str, force: bool,
+                      focus: str | None = None, tokens: int | None = None,
+                      messages: list[Message] | None = None) -> list[Message] | None: ...
+
+
+@dataclass
+class ChatTurn:
+    """Everything one entry's handling works with; commands receive it too."""
+
+    runner: Gateway
+    chat: str
+    message: IncomingMessage
+    lock: Lock
+    session_id: str
+    meta: SessionMeta
+
+    @property
+    def entry_id(self) -> str:
+        return entry_id(self.message)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an entry ended: the session it ended in, the reply to send (if any), and whether that
+    reply belongs to a committed turn (so sending it is recorded in the session meta)."""
+
+    session_id: str
+    reply: str | None
+    committed: bool
+    #: Where the reply streamed while the turn ran; it delivers the final text too.
+    stream: ReplyStream | None = None
+    #: Entries after this one that the turn took in too (a coalesced backlog): ``(raw, entry id)``, in order.
+    batch: tuple[tuple[str, str], ...] = ()
+    #: True for an entry an earlier turn already took in: removed without a reply of its own.
+    silent: bool = False
+
+
+def entry_id(message: IncomingMessage) -> str:
+    """The id a message's inbox entry is recorded under in the session meta."""
+    return f"{message.platform}:{message.update_id}"

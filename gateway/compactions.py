@@ -1,0 +1,90 @@
+"""Compaction outside the agent's loop: idle (S5.9), hygiene at 85% (S2.1) and ``/compress``, each committed and announced.
+
+The agent compacts inside its own loop at 50%; these run before it sees a message, so a
+session that grew past the window while nobody answered (an overnight backlog, a model
+switched to a smaller window) never reaches the provider too long. Every compaction is
+committed fenced by the chat's lock and announced as a ``session:compress`` event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from agent.context_engine import ContextEngine
+from agent.messages import Message
+from agent.settings import CompressionSettings
+from agent.tokens import count_message
+from gateway import hygiene
+from gateway.chat_turn import ChatTurn
+from gateway.events import CompressEvent, EventBus
+from gateway.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+
+class Compactions:
+    """Runs and commits the gateway's own compactions."""
+
+    def __init__(self, store: SessionStore, events: EventBus, compression: CompressionSettings) -> None:
+        self.store = store
+        self.events = events
+        self.compression = compression
+
+    async def before_turn(self, turn: ChatTurn, engine: ContextEngine, context_length: int,
+                          history: list[Message]) -> list[Message] | None:
+        """Idle compaction, then hygiene, before the agent sees the message; the compacted transcript when
+        either ran, else None."""
+        meta = turn.meta
+        idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
+        tokens = hygiene.estimate_session_tokens(meta)[0]
+        if meta.count >= hygiene.MIN_MESSAGES and engine.should_idle_compact(idle, tokens):
+            compacted = await self.compact(turn, engine, trigger="idle", force=False, messages=history)
+            if compacted is not None:
+                return compacted
+        decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled)
+        if not decision.fire:
+            return None
+        log.info("%s: hygiene: %s", turn.chat, decision.reason)
+        compacted = await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens,
+                                       messages=history)
+        if compacted is None:
+            log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
+        return compacted
+
+    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: str, force: bool,
+                      focus: str | None = None, tokens: int | None = None,
+                      messages: list[Message] | None = None) -> list[Message] | None:
+        """Compact the chat's session now and commit it; the new live transcript, or None when unchanged.
+
+        ``messages`` is the live transcript when the caller has just read it (saves reading it again).
+        """
+        if messages is None:
+            messages = await self.store.active(turn.chat, turn.session_id)
+        compacted = await engine.compress(messages, current_tokens=tokens, focus_topic=focus, force=force)
+        if len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages)):
+            return None
+        after = sum(count_message(m) for m in compacted)
+        commit = await self.store.commit_compaction(
+            turn.chat, turn.session_id, compacted, lock=turn.lock, in_place=self.compression.in_place,
+            compaction_id=f"{turn.entry_id}:{trigger}", meta={"engine_state": engine.export_state()},
+        )
+        turn.session_id = commit.session_id
+        if commit.replayed:  # applied by an earlier call: the session as stored is that call's result
+            turn.meta = await self.store.meta(turn.chat, commit.session_id)
+            return await self.store.active(turn.chat, commit.session_id)
+        await self.announce(turn, engine, commit.old_session_id, trigger, turn.meta.tokens, after)
+        turn.meta = await self.store.meta(turn.chat, commit.session_id)
+        return compacted  # the store gave its new messages their ids: it is the session as stored
+
+    async def announce(self, turn: ChatTurn, engine: ContextEngine, old_sid: str, trigger: str,
+                       before: int, after: int) -> None:
+        """The ``session:compress`` event of a compaction committed into ``turn.session_id``."""
+        stats = engine.last_compaction or {}
+        summarizer = stats.get("summarizer") if isinstance(stats, Mapping) else getattr(stats, "summarizer", "")
+        await self.events.emit(CompressEvent(
+            platform=turn.message.platform, chat=turn.chat, session_id=turn.session_id, old_session_id=old_sid,
+            in_place=not old_sid, compression_count=engine.compression_count, trigger=trigger,  # type: ignore[arg-type]
+            tokens_before=before, tokens_after=after, summarizer=str(summarizer or ""),
+        ))
