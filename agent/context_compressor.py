@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agent.codex import route_threshold
@@ -191,17 +192,10 @@ class ContextCompressor(ContextEngine):
     ) -> list[dict[str, Any]]:
         messages = list(messages)
         self._follow_conversation(messages)
-        counts = self._planning_counts(messages)
-        tokens_before = REQUEST_OVERHEAD + sum(counts)
-        critical_level = CRITICAL_RATIO * self.context_length
-        if current_tokens is None and not force and critical_level / ROUGH_ERROR <= tokens_before <= critical_level * ROUGH_ERROR:
-            counts = [count_message(m) for m in messages]  # an estimate this near the critical level could be on either side
-            tokens_before = REQUEST_OVERHEAD + sum(counts)
+        counts, tokens_before = self._measure(messages, current_tokens, force)
         pressure = current_tokens if current_tokens is not None else tokens_before
-        critical = force or pressure >= critical_level
-        lean = self.settings.tail_mode == "lean"
+        critical = force or pressure >= CRITICAL_RATIO * self.context_length
         base = dict(tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force)
-
         if not self.settings.enabled and not force:
             return self._unchanged(messages, "skipped", "compression disabled", base)
         plan = plan_boundaries(
@@ -215,73 +209,98 @@ class ContextCompressor(ContextEngine):
         )
         if plan is None:
             return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
+        cut = self._cut(messages, counts, plan)
+        digest, earlier_summary = build_digest(
+            cut.middle, cut.middle_counts, seq_start=cut.seq_start, stubbed=cut.stubbed,
+            queries=search_queries(messages), calls=call_labels(messages),
+        )
+        budget = summary_budget(digest.tokens, self.context_length)
+        previous = _Previous(self._previous_summary or _notes_of(earlier_summary),
+                             self._previous_summary_source or ("model" if earlier_summary else None))
+        digest = digest.merge(self._digest)
+        room = max(budget - count_text(framing.header(digest)), 500)
+        model = await self._model_notes(cut, room, previous.notes, focus_topic, critical)
+        if model.abort is not None:
+            return self._unchanged(messages, "aborted", model.abort, base, error=model.error, calls=model.calls)
+        text = self._summary_text(digest, room, cut, model.body, previous, focus_topic)
+        summary = summary_message(text, plan.summary_role)
+        compacted = assemble(cut.head, summary, cut.tail, first_compaction=self.compression_count == 0)
+        self._remember(digest, model.body if model.body is not None else text.partition("\n\n")[2], model.source)
+        tokens_after = count_messages(compacted)
+        self.last_prompt_tokens = tokens_after  # the last report described the context before this rewrite
+        kept_ids = {m.get("_id") for m in compacted if m.get("_id") is not None}
+        self.last_compaction = CompactionStats(
+            outcome="compacted",
+            reason="forced" if force else "threshold",
+            tokens_after=tokens_after,
+            messages_after=len(compacted),
+            summary_tokens=count_message(summary),
+            summarizer=model.source,
+            calls=model.calls,
+            compacted_messages=len(cut.middle),
+            stubbed_messages=len(cut.stubbed),
+            replaced_ids=tuple(str(m["_id"]) for m in messages if m.get("_id") is not None and m["_id"] not in kept_ids),
+            error=model.error,
+            **base,
+        )
+        return compacted
 
+    def _measure(self, messages: Sequence[Mapping[str, Any]], current_tokens: int | None,
+                 force: bool) -> tuple[list[int], int]:
+        """Per-message tokens for planning and the transcript's total (exact when the total decides)."""
+        counts = self._planning_counts(messages)
+        tokens = REQUEST_OVERHEAD + sum(counts)
+        critical_level = CRITICAL_RATIO * self.context_length
+        if current_tokens is None and not force and critical_level / ROUGH_ERROR <= tokens <= critical_level * ROUGH_ERROR:
+            counts = [count_message(m) for m in messages]  # an estimate this near the critical level could be on either side
+            tokens = REQUEST_OVERHEAD + sum(counts)
+        return counts, tokens
+
+    def _cut(self, messages: list[dict[str, Any]], counts: list[int], plan: Any) -> "_Cut":
+        """Head, middle and tail at the plan's boundaries; in lean mode with old tool results stubbed."""
         head = messages[: plan.head_end]
-        middle = messages[plan.head_end : plan.tail_start]
-        middle_counts = counts[plan.head_end : plan.tail_start]
         tail = messages[plan.tail_start :]
-
         seq_start = self._digest.seq if self._digest else 0
-        stubbed_originals: list[tuple[int, Mapping[str, Any]]] = []
-        if lean:
+        middle = messages[plan.head_end : plan.tail_start]
+        stubbed: list[tuple[int, Mapping[str, Any]]] = []
+        if self.settings.tail_mode == "lean":
             # The first exchange's tool results are as old as anything compacted: the head
             # keeps the exchange, not a file read that may be bigger than the whole lean tail.
             head, head_originals = stub_old_tool_results(head, len(head))
-            fresh = max(int(self.effective_tail_budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, self.effective_tail_budget))
-            cutoff = old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh)
-            tail, tail_originals = stub_old_tool_results(tail, cutoff)
+            budget = self.effective_tail_budget
+            fresh = max(int(budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, budget))
+            tail, tail_originals = stub_old_tool_results(tail, old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh))
             tail_seq = seq_start + len(middle)
-            stubbed_originals = [(seq_start, message) for _, message in head_originals]
-            stubbed_originals += [(tail_seq + index, message) for index, message in tail_originals]
-        stubbed = len(stubbed_originals)
+            stubbed = [(seq_start, message) for _, message in head_originals]
+            stubbed += [(tail_seq + index, message) for index, message in tail_originals]
+        return _Cut(head, middle, counts[plan.head_end : plan.tail_start], tail, seq_start, stubbed)
 
-        digest, earlier_summary = build_digest(
-            middle,
-            middle_counts,
-            seq_start=seq_start,
-            stubbed=stubbed_originals,
-            queries=search_queries(messages),
-            calls=call_labels(messages),
-        )
-        middle_tokens = digest.tokens
-        previous_summary = self._previous_summary or _notes_of(earlier_summary)
-        previous_source = self._previous_summary_source or ("model" if earlier_summary else None)
-        digest = digest.merge(self._digest)
-
-        budget = summary_budget(middle_tokens, self.context_length)
-        head_text = framing.header(digest)
-        room = max(budget - count_text(head_text), 500)
-
+    async def _model_notes(self, cut: "_Cut", room: int, previous_summary: str | None, focus_topic: str | None,
+                           critical: bool) -> "_ModelNotes":
+        """The summarizer's notes on the middle; below the critical level a summarizer that cannot run
+        aborts the compaction (nothing is dropped without its notes), at it the digest's notes go alone."""
         now = self.clock()
-        calls = 0
-        error: str | None = None
-        body: str | None = None
         if self.summarizer is None:
-            source = "deterministic"
-        elif not self.guard.summarizer_allowed(now):
+            return _ModelNotes(source="deterministic")
+        if not self.guard.summarizer_allowed(now):
             reason = self.guard.blocked_reason(now) or "summarizer cooling down"
             if not critical:
-                return self._unchanged(messages, "aborted", reason, base)
-            source, error = "fallback", reason
-        else:
-            body_budget = min(int(room * MODEL_NOTES_SHARE), self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
-            try:
-                outcome = await self._summarize(middle, middle_counts, body_budget, previous_summary, focus_topic)
-            except SummarizerFailure as failure:
-                calls = failure.calls
-                self.guard.on_summarizer_failure(now, failure.reason, failure.retry_after)
-                if not critical:
-                    return self._unchanged(
-                        messages, "aborted", f"summarizer failed: {failure.reason}", base, error=failure.reason, calls=calls
-                    )
-                source, error = "fallback", failure.reason
-            else:
-                self.guard.on_summarizer_success()
-                body, calls, source = outcome.text, outcome.calls, self.summarizer.name
+                return _ModelNotes(source="fallback", abort=reason)
+            return _ModelNotes(source="fallback", error=reason)
+        body_budget = min(int(room * MODEL_NOTES_SHARE), self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
+        try:
+            outcome = await self._summarize(cut.middle, cut.middle_counts, body_budget, previous_summary, focus_topic)
+        except SummarizerFailure as failure:
+            self.guard.on_summarizer_failure(now, failure.reason, failure.retry_after)
+            abort = None if critical else f"summarizer failed: {failure.reason}"
+            return _ModelNotes(source="fallback", calls=failure.calls, error=failure.reason, abort=abort)
+        self.guard.on_summarizer_success()
+        return _ModelNotes(source=self.summarizer.name, body=outcome.text, calls=outcome.calls)
 
-        notes_for_next = body
-        retained = _retained_anchors([*head, *tail])
-        carried = previous_summary if body is None and previous_source == "model" else None
+    def _summary_text(self, digest: Digest, room: int, cut: "_Cut", body: str | None, previous: "_Previous",
+                      focus_topic: str | None) -> str:
+        """The summary's text: the model's notes (if any) first, then the digest's, within ``room``."""
+        carried = previous.notes if body is None and previous.source == "model" else None
         notes = framing.compose(
             digest,
             room,
@@ -289,44 +308,21 @@ class ContextCompressor(ContextEngine):
             render_body=lambda budget, quoted: render_body(
                 digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried
             ),
-            retained=retained.__contains__,
+            retained=_retained_anchors([*cut.head, *cut.tail]).__contains__,
             body_share=DETERMINISTIC_BODY_SHARE,
             quote_share=QUOTE_SHARE,
             listing_share=LISTING_SHARE,
             model_share=MODEL_NOTES_SHARE,
         )
-        text = notes.text
-        if body is None:
-            notes_for_next = text.partition("\n\n")[2]
-        summary = summary_message(text, plan.summary_role)
-        summary_tokens = count_message(summary)
+        return notes.text
 
-        compacted = assemble(head, summary, tail, first_compaction=self.compression_count == 0)
-        tokens_after = count_messages(compacted)
-        kept_ids = {m.get("_id") for m in compacted if m.get("_id") is not None}
-        replaced = tuple(str(m["_id"]) for m in messages if m.get("_id") is not None and m["_id"] not in kept_ids)
-
-        self._previous_summary = notes_for_next
+    def _remember(self, digest: Digest, notes: str, source: str) -> None:
+        """What the next compaction builds on (S5.8), and the guard's count."""
+        self._previous_summary = notes
         self._previous_summary_source = "model" if source not in ("deterministic", "fallback") else source
         self._digest = digest
         self.compression_count += 1
-        self.last_prompt_tokens = tokens_after  # the last report described the context before this rewrite
         self.guard.on_compacted()
-        self.last_compaction = CompactionStats(
-            outcome="compacted",
-            reason="forced" if force else "threshold",
-            tokens_after=tokens_after,
-            messages_after=len(compacted),
-            summary_tokens=summary_tokens,
-            summarizer=source,
-            calls=calls,
-            compacted_messages=len(middle),
-            stubbed_messages=stubbed,
-            replaced_ids=replaced,
-            error=error,
-            **base,
-        )
-        return compacted
 
     def _planning_counts(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Per-message tokens for this compaction: exact near the cuts, estimated in the middle.
@@ -436,6 +432,40 @@ class ContextCompressor(ContextEngine):
         self._digest = Digest.from_state(state.get("digest"))
         self.guard = CompactionGuard.from_state(state.get("guard"))
         self._conversation = state.get("conversation")
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """One compaction's pieces: what stays before the summary, what it folds, what stays after it."""
+
+    head: list[dict[str, Any]]
+    middle: list[dict[str, Any]]
+    middle_counts: list[int]
+    tail: list[dict[str, Any]]
+    #: The digest's sequence number of the middle's first message.
+    seq_start: int
+    #: Tool results of the head and tail that became stubs, with their sequence numbers.
+    stubbed: list[tuple[int, Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class _Previous:
+    """The notes the previous compaction left, and who wrote them ("model", "deterministic", "fallback")."""
+
+    notes: str | None
+    source: str | None
+
+
+@dataclass(frozen=True)
+class _ModelNotes:
+    """What the summarizer step gave: its notes (None without them), calls made, and whether to abort."""
+
+    source: str
+    body: str | None = None
+    calls: int = 0
+    error: str | None = None
+    #: Why the compaction is called off (a summarizer that cannot run below the critical level).
+    abort: str | None = None
 
 
 def _conversation_key(messages: Sequence[Mapping[str, Any]]) -> str | None:

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.compaction.anchor_context import MAX_CONTEXT_CHARS, context_words, producer
-from agent.compaction.anchors import MAX_SEEN_CHARS, AnchorIndex, anchors_in, render_index, scan
+from agent.compaction.anchor_index import MAX_SEEN_CHARS, AnchorIndex, render_index
+from agent.compaction.anchors import anchors_in, scan
 from agent.tokens import count_text
 
 SAMPLE = """Fixed in PR #4821 (see issue #77); also JIRA-1234 and MR-12.

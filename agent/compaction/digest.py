@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.compaction.anchors import AnchorIndex, anchors_in
+from agent.compaction.anchor_index import AnchorIndex
+from agent.compaction.anchors import anchors_in
 from agent.compaction.lean import STUBBED_KEY
 from agent.compaction.listings import rank, records_in, search_queries
 from agent.compaction.sentences import fact_sentences, normalised

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.compaction.anchors import render_index
+from agent.compaction.anchor_index import render_index
 from agent.compaction.digest import Digest
 from agent.compaction.fitting import Shown, clip, take_lines
 from agent.compaction.listings import render_listings

@@ -20,7 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.compaction.anchors import AnchorIndex, anchors_in
+from agent.compaction.anchor_index import AnchorIndex
+from agent.compaction.anchors import anchors_in
 from agent.context_compressor import ContextCompressor
 from agent.messages import with_content
 from agent.search import SearchError, message_search_text
