@@ -304,18 +304,44 @@ def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, sni
     if regex is not None:
         return _regex_search(messages, regex, limit, snippet_chars)
     parsed = _parse_query(query)
-    terms, phrase = parsed.terms, parsed.phrase
+    terms = parsed.terms
     if not terms:
         return []
 
-    texts: list[str | None] = [None] * len(messages)
-    lowered: list[str | None] = [None] * len(messages)
-    counts: list[list[int] | None] = [None] * len(messages)
-    document_frequency = [0] * len(terms)
-    total_chars = 0
+    matched = _match_terms(messages, terms)
+    if not any(matched.document_frequency):
+        return []
+    size = len(messages)
+    idf = [math.log(1.0 + (size - df + 0.5) / (df + 0.5)) for df in matched.document_frequency]
+    term_weights = [term.weight * value for term, value in zip(terms, idf)]
+    candidates = _bm25(matched, term_weights, max(1.0, matched.total_chars / max(1, size) / _CHARS_PER_WORD))
+    ranked = _rerank(candidates[: max(_MIN_CANDIDATES, limit * 10)], matched, parsed, term_weights,
+                     window=max(40, int(snippet_chars * 0.85)))
+    texts = matched.texts
+    tools = tool_names_by_call_id(messages)
+    return [
+        _hit(messages[index], score, _snippet(texts[index], centre, snippet_chars), tools, index)  # type: ignore[arg-type]
+        for score, index, centre in ranked[:limit]
+    ]
+
+
+@dataclass
+class _Matched:
+    """Per message (None where no term occurs): its search text, lowered, and each term's hit count."""
+
+    texts: list[str | None]
+    lowered: list[str | None]
+    counts: list[list[int] | None]
+    document_frequency: list[int]
+    total_chars: int
+
+
+def _match_terms(messages: Sequence[dict], terms: Sequence[_Term]) -> _Matched:
+    size = len(messages)
+    matched = _Matched([None] * size, [None] * size, [None] * size, [0] * len(terms), 0)
     for index, message in enumerate(messages):
         text = message_search_text(message)
-        total_chars += len(text)
+        matched.total_chars += len(text)
         if not text:
             continue
         low = _lower_same_length(text)
@@ -328,33 +354,35 @@ def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, sni
                 if found is None:
                     found = [0] * len(terms)
                 found[term_index] = hits
-                document_frequency[term_index] += 1
+                matched.document_frequency[term_index] += 1
         if found is not None:
-            texts[index], lowered[index], counts[index] = text, low, found
-    if not any(document_frequency):
-        return []
+            matched.texts[index], matched.lowered[index], matched.counts[index] = text, low, found
+    return matched
 
-    size = len(messages)
-    average_length = max(1.0, total_chars / max(1, size) / _CHARS_PER_WORD)
-    idf = [math.log(1.0 + (size - df + 0.5) / (df + 0.5)) for df in document_frequency]
-    term_weights = [term.weight * value for term, value in zip(terms, idf)]
-    query_weight = sum(term_weights)
 
+def _bm25(matched: _Matched, term_weights: Sequence[float], average_length: float) -> list[tuple[float, int]]:
+    """``(BM25 score, index)`` of every matching message, best (then newest) first."""
     candidates: list[tuple[float, int]] = []
-    for index, found in enumerate(counts):
+    for index, found in enumerate(matched.counts):
         if found is None:
             continue
-        length = len(texts[index]) / _CHARS_PER_WORD  # type: ignore[arg-type]
+        length = len(matched.texts[index]) / _CHARS_PER_WORD  # type: ignore[arg-type]
         norm = _K1 * (1.0 - _B + _B * length / average_length)
         score = sum(weight * tf * (_K1 + 1.0) / (tf + norm) for weight, tf in zip(term_weights, found) if tf)
         candidates.append((score, index))
     candidates.sort(key=lambda item: (-item[0], -item[1]))
-    candidates = candidates[: max(_MIN_CANDIDATES, limit * 10)]
+    return candidates
 
-    window = max(40, int(snippet_chars * 0.85))
+
+def _rerank(candidates: Sequence[tuple[float, int]], matched: _Matched, parsed: _Query, term_weights: Sequence[float],
+            *, window: int) -> list[tuple[float, int, int]]:
+    """``(score, index, snippet centre)``: BM25 plus how many terms one snippet window covers, pairs that
+    occur together and the whole quoted phrase; best first."""
+    terms, phrase = parsed.terms, parsed.phrase
+    query_weight = sum(term_weights)
     ranked: list[tuple[float, int, int]] = []
     for base, index in candidates:
-        low = lowered[index]
+        low = matched.lowered[index]
         assert low is not None
         positions: list[list[int]] = []
         for term in terms:
@@ -377,8 +405,4 @@ def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, sni
                 centre = spot + len(phrase) // 2
         ranked.append((score, index, centre))
     ranked.sort(key=lambda item: (-item[0], -item[1]))
-    tools = tool_names_by_call_id(messages)
-    return [
-        _hit(messages[index], score, _snippet(texts[index], centre, snippet_chars), tools, index)  # type: ignore[arg-type]
-        for score, index, centre in ranked[:limit]
-    ]
+    return ranked

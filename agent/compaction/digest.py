@@ -269,65 +269,91 @@ def build_digest(
     with — the calls in ``middle`` are labelled as they come, so ``calls`` is only needed for
     the stubbed results, whose calls stay in the kept head or tail.
     """
-    digest = Digest()
-    earlier_summary: str | None = None
-    quotes: list[Line] = []
-    sentences: list[Line] = []
-    listings: list[tuple[int, str | None, Sequence[Any]]] = []
-    if queries is None:
-        queries = search_queries(middle)
-    labels = dict(calls or {})
+    builder = _DigestBuilder(search_queries(middle) if queries is None else queries, calls or {})
     for offset, message in enumerate(middle):
-        seq = seq_start + offset
-        role = message.get("role")
-        message_id = message.get("_id")
+        builder.add(message, seq_start + offset, counts[offset] if offset < len(counts) else 0)
+    for seq, message in stubbed:
+        builder.add_stubbed(message, seq)
+    return builder.finish(seq_start + len(middle)), builder.earlier_summary
+
+
+class _DigestBuilder:
+    """Collects one compaction's digest message by message (see :func:`build_digest`)."""
+
+    def __init__(self, queries: Mapping[str, str], calls: Mapping[str, str]) -> None:
+        self.digest = Digest()
+        self.earlier_summary: str | None = None
+        self.queries = queries
+        self.stub_calls = calls
+        #: Labels of the calls seen so far, so a result is kept with the latest call of its id.
+        self.labels = dict(calls)
+        self.quotes: list[Line] = []
+        self.sentences: list[Line] = []
+        self.listings: list[tuple[int, str | None, Sequence[Any]]] = []
+
+    def add(self, message: Mapping[str, Any], seq: int, tokens: int) -> None:
+        digest = self.digest
+        role, message_id = message.get("role"), message.get("_id")
         text = content_text(message.get("content"))
         digest.messages += 1
-        digest.tokens += counts[offset] if offset < len(counts) else 0
+        digest.tokens += tokens
         if message_id is not None:
             digest.first_id = digest.first_id or str(message_id)
             digest.last_id = str(message_id)
         if is_summary(message):
-            earlier_summary = text
-            continue
+            self.earlier_summary = text
+            return
         ident = None if message_id is None else str(message_id)
         if role == "assistant":
-            arguments = call_arguments_text(message)
-            for kind, anchor in anchors_in(arguments, True):
-                if kind == "path":
-                    digest.files[anchor] = seq
-            for call in message.get("tool_calls") or ():
-                name = str(((call or {}).get("function") or {}).get("name") or "tool")
-                digest.tool_calls[name] = digest.tool_calls.get(name, 0) + 1
-            labels.update(call_labels([message]))  # a result answers the latest call with its id
-            digest.anchors.add_text(arguments, seq, conversation=True, with_context=False)
+            self._calls(message, seq)
         conversation = role != "tool"
-        origin = None if conversation else labels.get(str(message.get("tool_call_id")))
-        by_user = is_real_user_message(message)
+        origin = None if conversation else self.labels.get(str(message.get("tool_call_id")))
         digest.anchors.add_text(
             text, seq, conversation=conversation, message_id=ident, origin=origin, with_context=STUBBED_KEY not in message
         )
         if not conversation:
-            listings.append((seq, ident, records_in(text, queries.get(str(message.get("tool_call_id"))))))
-        if by_user:
+            self._listing(message, text, seq, ident)
+        elif is_real_user_message(message):
             line = Line(text.strip(), ident, seq)
-            quotes.append(line)
+            self.quotes.append(line)
             digest.first_request = digest.first_request or line
-            sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, True)]
+            self.sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, True)]
         elif role == "assistant" and text.strip():
-            sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
+            self.sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
             digest.last_assistant = Line(text.strip(), ident, seq)
-    for seq, message in stubbed:
+
+    def _calls(self, message: Mapping[str, Any], seq: int) -> None:
+        """An assistant message's tool calls: the files they touched, their count by tool, their anchors."""
+        digest = self.digest
+        arguments = call_arguments_text(message)
+        for kind, anchor in anchors_in(arguments, True):
+            if kind == "path":
+                digest.files[anchor] = seq
+        for call in message.get("tool_calls") or ():
+            name = str(((call or {}).get("function") or {}).get("name") or "tool")
+            digest.tool_calls[name] = digest.tool_calls.get(name, 0) + 1
+        self.labels.update(call_labels([message]))  # a result answers the latest call with its id
+        digest.anchors.add_text(arguments, seq, conversation=True, with_context=False)
+
+    def _listing(self, message: Mapping[str, Any], text: str, seq: int, ident: str | None) -> None:
+        self.listings.append((seq, ident, records_in(text, self.queries.get(str(message.get("tool_call_id"))))))
+
+    def add_stubbed(self, message: Mapping[str, Any], seq: int) -> None:
+        """A tool result that stays in the head or tail as a stub: its text leaves the context like the middle's."""
         text = content_text(message.get("content"))
         ident = None if message.get("_id") is None else str(message["_id"])
-        digest.anchors.add_text(text, seq, message_id=ident, origin=(calls or {}).get(str(message.get("tool_call_id"))))
-        listings.append((seq, ident, records_in(text, queries.get(str(message.get("tool_call_id"))))))
-    digest.quotes = quotes[::-1]
-    digest.sentences = _dedupe_sentences(sentences[::-1])
-    scored = [
-        Line(item.record.text, item.message_id, item.seq, item.record.kind, round(item.score * LISTING_SCORE_SCALE))
-        for item in rank(listings)
-    ]
-    digest.listings = _best_per_kind(scored, MAX_LISTING_LINES_PER_KIND)
-    digest.seq = seq_start + len(middle)
-    return digest, earlier_summary
+        origin = self.stub_calls.get(str(message.get("tool_call_id")))
+        self.digest.anchors.add_text(text, seq, message_id=ident, origin=origin)
+        self._listing(message, text, seq, ident)
+
+    def finish(self, next_seq: int) -> Digest:
+        digest = self.digest
+        digest.quotes = self.quotes[::-1]
+        digest.sentences = _dedupe_sentences(self.sentences[::-1])
+        scored = [
+            Line(item.record.text, item.message_id, item.seq, item.record.kind, round(item.score * LISTING_SCORE_SCALE))
+            for item in rank(self.listings)
+        ]
+        digest.listings = _best_per_kind(scored, MAX_LISTING_LINES_PER_KIND)
+        digest.seq = next_seq
+        return digest
