@@ -50,7 +50,6 @@ import functools
 import hmac
 import logging
 import math
-import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal, Optional, TypeVar
 
@@ -59,7 +58,6 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import (
     TelegramAPIError,
-    TelegramBadRequest,
     TelegramConflictError,
     TelegramEntityTooLarge,
     TelegramMigrateToChat,
@@ -68,23 +66,20 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import Message, MessageEntity, Update, User
+from aiogram.types import Update, User
 from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import (
-    UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, PlatformRateLimited, SendGate, Surface,
-    valid_text,
-)
+from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.split import split_message
+from gateway.platforms.telegram_replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger, chat_ref
+from gateway.platforms.telegram_updates import incoming_message
 from gateway.startup_errors import StartupError
 
 log = logging.getLogger(__name__)
 
-#: Longest message Telegram accepts, in UTF-16 code units.
-TELEGRAM_MESSAGE_LIMIT = 4096
 #: Header in which Telegram sends back the secret given to ``setWebhook``.
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 #: Only new messages are asked for: edits, reactions, member changes are not conversation.
@@ -343,7 +338,7 @@ class TelegramAdapter(PlatformAdapter):
                 await self._poller
             self._poller = None
         for chat_id in list(self._typing):
-            self._stop_typing(chat_id)
+            self.stop_typing(chat_id)
         if self._web is not None:
             await self._web.cleanup()
             self._web = None
@@ -478,71 +473,8 @@ class TelegramAdapter(PlatformAdapter):
 
     def incoming(self, update: Update) -> Optional[IncomingMessage]:
         """The gateway's view of an update, or None when it is not recorded (see the module docstring)."""
-        message = update.message
-        if message is None or message.chat.type == "channel":
-            return None
-        raw = message.text if message.text is not None else message.caption
-        if not raw:
-            return None
-        raw = valid_text(raw)  # before the entity slices below, which encode it as UTF-16
-        sender = message.from_user
-        if not self._allowed(sender, message.chat.id):
-            log.info("telegram: ignored a message from user %s in chat %s (not in the allowlists)",
-                     sender.id if sender else "?", message.chat.id)
-            return None
-        media = "" if message.text is not None else f"[{_media_kind(message)}] "
-        speaker = sender.first_name if sender else "someone"
-        if message.chat.type == "private":
-            text, respond = media + raw, True
-        elif self._is_my_command(message, raw):
-            text, respond = media + raw, True
-        elif self._mentions_me(message, raw) or self._replies_to_me(message):
-            text, respond = f"{speaker}: {media}{self._without_leading_mention(raw)}", True
-        else:
-            text, respond = f"{speaker}: {media}{raw}", False
-        return IncomingMessage(
-            platform=self.platform, chat_id=str(message.chat.id), user_id=str(sender.id) if sender else "",
-            user_name=_display_name(sender), update_id=str(update.update_id), text=text, ts=message.date.timestamp(), respond=respond,
-        )
-
-    def _allowed(self, sender: Optional[User], chat_id: int) -> bool:
-        if self.allowed_chat_ids and chat_id not in self.allowed_chat_ids:
-            return False
-        if self.allowed_user_ids and (sender is None or sender.id not in self.allowed_user_ids):
-            return False
-        return True
-
-    def _username(self) -> str:
-        return (self.me.username or "").lower() if self.me else ""
-
-    def _is_my_command(self, message: Message, raw: str) -> bool:
-        """A /command at the start of the message, for every bot or for this one by name."""
-        for entity in _entities(message):
-            if entity.type == "bot_command" and entity.offset == 0:
-                _, _, target = _utf16_slice(raw, entity.offset, entity.length).partition("@")
-                return not target or target.lower() == self._username()
-        return False
-
-    def _mentions_me(self, message: Message, raw: str) -> bool:
-        me = self._username()
-        for entity in _entities(message):
-            if entity.type == "mention" and me and _utf16_slice(raw, entity.offset, entity.length).lower() == "@" + me:
-                return True
-            if entity.type == "text_mention" and entity.user and self.me and entity.user.id == self.me.id:
-                return True
-        return False
-
-    def _replies_to_me(self, message: Message) -> bool:
-        replied = message.reply_to_message
-        return bool(replied and replied.from_user and self.me and replied.from_user.id == self.me.id)
-
-    def _without_leading_mention(self, raw: str) -> str:
-        handle = "@" + self._username()
-        if len(handle) > 1 and raw.lower().startswith(handle):
-            rest = raw[len(handle):].lstrip(" \t\n,:;")
-            if rest:
-                return rest
-        return raw
+        return incoming_message(update, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
+                                allowed_chat_ids=self.allowed_chat_ids)
 
     # ------------------------------------------------------------------ sending
 
@@ -551,12 +483,12 @@ class TelegramAdapter(PlatformAdapter):
 
         ``reply_to`` is the gateway's update id, not a Telegram message id, so replies are not threaded.
         """
-        self._stop_typing(chat_id)
+        self.stop_typing(chat_id)
         chunks = split_message(text, self.max_message_length, units="utf16")
         if not chunks:
             log.warning("telegram: an empty reply to chat %s was not sent", chat_id)
             return
-        target = _chat_ref(chat_id)
+        target = chat_ref(chat_id)
         for chunk in chunks:
             while True:
                 try:
@@ -572,7 +504,7 @@ class TelegramAdapter(PlatformAdapter):
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Surface:
         """A private chat streams into a draft (``sendMessageDraft``), any other chat into messages edited in place."""
-        ref = _chat_ref(chat_id)
+        ref = chat_ref(chat_id)
         if isinstance(ref, int) and ref > 0:  # private chats have positive ids, groups negative ones
             return DraftReply(self, chat_id, gate, journal)
         return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
@@ -604,7 +536,7 @@ class TelegramAdapter(PlatformAdapter):
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" now and keep it shown until the reply is sent (or ``typing_timeout``)."""
         await self._send_typing(chat_id)
-        self._stop_typing(chat_id)
+        self.stop_typing(chat_id)
         if self.typing_interval > 0:
             self._typing[chat_id] = asyncio.create_task(self._keep_typing(chat_id), name=f"telegram-typing-{chat_id}")
 
@@ -615,14 +547,14 @@ class TelegramAdapter(PlatformAdapter):
             await asyncio.sleep(self.typing_interval)
             await self._send_typing(chat_id)
 
-    def _stop_typing(self, chat_id: str) -> None:
+    def stop_typing(self, chat_id: str) -> None:
         task = self._typing.pop(chat_id, None)
         if task is not None:
             task.cancel()
 
     async def _send_typing(self, chat_id: str) -> None:
         try:
-            await self.bot.send_chat_action(chat_id=_chat_ref(chat_id), action="typing")
+            await self.bot.send_chat_action(chat_id=chat_ref(chat_id), action="typing")
         except asyncio.CancelledError:
             raise
         except Exception as error:  # an indicator is never worth failing a turn
@@ -631,109 +563,3 @@ class TelegramAdapter(PlatformAdapter):
 
 def _backoff(failures: int) -> float:
     return min(30.0, 0.5 * 2 ** (failures - 1))
-
-
-def _chat_ref(chat_id: str) -> int | str:
-    """Telegram chat ids are integers; ``@channelname`` stays a string."""
-    try:
-        return int(chat_id)
-    except ValueError:
-        return chat_id
-
-
-def _display_name(user: Optional[User]) -> str:
-    if user is None:
-        return "someone"
-    return " ".join(part for part in (user.first_name, user.last_name) if part) or (user.username or str(user.id))
-
-
-def _media_kind(message: Message) -> str:
-    kind = message.content_type
-    return str(getattr(kind, "value", kind))
-
-
-def _entities(message: Message) -> list[MessageEntity]:
-    return list(message.entities or message.caption_entities or [])
-
-
-def _utf16_slice(text: str, offset: int, length: int) -> str:
-    """``text[offset:offset+length]`` in UTF-16 code units, as Telegram's entity offsets count."""
-    encoded = text.encode("utf-16-le")
-    return encoded[2 * offset: 2 * (offset + length)].decode("utf-16-le", errors="replace")
-
-
-class DraftReply:
-    """A reply in a private chat: drafts while it streams, then the final text as real messages.
-
-    A draft is Telegram's ephemeral preview (``sendMessageDraft``); the final ``sendMessage``
-    replaces it. Past 4096 units the draft shows the part still being written. Each final chunk
-    delivered is recorded in the journal, so an attempt after a crash sends only the rest.
-    """
-
-    def __init__(self, adapter: TelegramAdapter, chat_id: str, gate: SendGate, journal: Optional[Journal]) -> None:
-        self.adapter = adapter
-        self.chat_id = chat_id
-        self.gate = gate
-        self.journal = journal
-        self.interval = adapter.preview_interval
-        self.draft_id = secrets.randbelow(2**31 - 1) + 1  # any non-zero id; one per reply
-        #: Final chunks already sent: a retried finish sends only the rest.
-        self.posted = 0
-
-    async def preview(self, text: str) -> bool:
-        if not await self.gate.allow_preview():
-            return False
-        tail = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")[-1]
-        try:
-            await self.adapter.bot.send_message_draft(chat_id=_chat_ref(self.chat_id), draft_id=self.draft_id,
-                                                      text=tail, parse_mode=None)
-        except TelegramRetryAfter as error:
-            await self.gate.rate_limited(error.retry_after)
-            return False
-        return True
-
-    async def finish(self, text: str) -> None:
-        messenger = TelegramMessenger(self.adapter, self.chat_id)
-        chunks = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")
-        if self.journal is not None and not self.posted:  # an attempt before a crash may have delivered some
-            self.posted = int((await self.journal.load()).get("finals", 0))
-        while self.posted < len(chunks):
-            await self.gate.await_final()
-            try:
-                await messenger.post(chunks[self.posted])
-            except PlatformRateLimited as limited:
-                await self.gate.rate_limited(limited.retry_after)
-                continue
-            self.posted += 1
-            if self.journal is not None:
-                await self.journal.record({"finals": str(self.posted)})
-
-
-class TelegramMessenger:
-    """One Telegram chat's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
-
-    def __init__(self, adapter: TelegramAdapter, chat_id: str) -> None:
-        self.adapter = adapter
-        self.chat_id = chat_id
-
-    async def post(self, text: str, *, index: int = 0) -> str:
-        self.adapter._stop_typing(self.chat_id)
-        try:
-            message = await self.adapter.bot.send_message(_chat_ref(self.chat_id), text, parse_mode=None)
-        except TelegramRetryAfter as error:
-            raise PlatformRateLimited(error.retry_after, f"sendMessage to {self.chat_id}") from error
-        return str(message.message_id)
-
-    async def edit(self, message_id: str, text: str) -> None:
-        try:
-            await self.adapter.bot.edit_message_text(text=text, chat_id=_chat_ref(self.chat_id),
-                                                     message_id=int(message_id), parse_mode=None)
-        except TelegramRetryAfter as error:
-            raise PlatformRateLimited(error.retry_after, f"editMessageText in {self.chat_id}") from error
-        except TelegramBadRequest as error:
-            if "message is not modified" not in error.message:
-                raise
-
-    async def delete(self, message_id: str) -> None:
-        with contextlib.suppress(TelegramBadRequest):
-            await self.adapter.bot.delete_message(chat_id=_chat_ref(self.chat_id), message_id=int(message_id))
