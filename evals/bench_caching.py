@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
-import sys
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from agent.settings import CompressionSettings
 from agent.tokens import count_text
 from agent.tools import Tool, ToolRegistry
 from evals.fixtures.session import generate_session, session_name
-from evals.report import progress, publish, reach_test_fakes
+from evals.report import progress, publish
 
 MODEL = "claude-sonnet-4"
 CONTEXT_LENGTH = 100_000
@@ -316,12 +315,6 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def main(out: str | Path, turns: int = TURNS, ttls: Sequence[str] = TTLS, seed: int = SEED) -> int:
-    reach_test_fakes()
-    try:
-        import tests.fakes.anthropic_cache  # noqa: F401
-    except ImportError as error:
-        print(f"foldgate bench caching: needs the repository's tests/fakes ({error})", file=sys.stderr)
-        return 2
     rows = [summarise(asyncio.run(play(ttl, turns, seed))) for ttl in ttls]
     lines = [f"{turns} turns of a generated coding session, {MODEL} with a {CONTEXT_LENGTH:,}-token window, input prices"
              f" from agent.pricing; 'ratio' = the conversation's input cost with caching / without.", table(rows)]

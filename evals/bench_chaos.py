@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from evals.report import progress, publish, reach_test_fakes
+from evals.report import progress, publish
 
 KILLS = 150
 DEFAULT_TTL_KILLS = 5
@@ -264,7 +264,6 @@ def markdown(result: dict[str, Any]) -> str:
 def main(out_dir: str | Path, **options: Any) -> int:
     from gateway.app import run_gateway_loop
 
-    reach_test_fakes()
     result = run_gateway_loop(measure(**options))
     publish(out_dir, "bench_chaos", result, markdown(result))
     phases = result["phases"].values()

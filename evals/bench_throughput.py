@@ -865,8 +865,9 @@ def run_baseline(commit: str, options: Mapping[str, Any]) -> dict[str, Any]:
                        check=True, capture_output=True)
         try:
             passed = {k: v for k, v in options.items() if k not in ("transport", "stream", "settle")}
-            code = (f"import sys; sys.path.insert(0, {str(tree)!r}); from evals import bench_throughput as b; "
-                    f"sys.exit(b.main({str(out)!r}, **{passed!r}))")
+            # The old tree's packages, not this checkout's, for this child and the workers it starts: its cwd
+            # (first on sys.path under -c) and PYTHONPATH are the tree, ahead of the entries that point here.
+            code = f"import sys; from evals import bench_throughput as b; sys.exit(b.main({str(out)!r}, **{passed!r}))"
             environment = {**os.environ, "PYTHONPATH": str(tree)}
             subprocess.run([sys.executable, "-c", code], cwd=tree, env=environment, check=True,
                            stdout=subprocess.DEVNULL)

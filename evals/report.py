@@ -29,9 +29,3 @@ def progress(total: int, unit: str, label: str) -> Progress:
     """A benchmark's progress on stderr: stdout carries its table, so the two can be redirected apart."""
     return Progress(total, unit, sys.stderr, label=label)
 
-
-def reach_test_fakes() -> None:
-    """The fake servers live with the tests in the repository; make them importable from the console script too."""
-    root = Path(__file__).resolve().parents[1]
-    if (root / "tests" / "fakes").is_dir() and str(root) not in sys.path:
-        sys.path.append(str(root))

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 #: subcommand -> "module:function"; each function takes the parsed namespace and returns an exit code.
@@ -26,6 +28,9 @@ HANDLERS: dict[str, str] = {
     "eval": "evals.cli:eval_command",
     "bench": "evals.cli:bench_command",
 }
+
+#: The subcommands whose code is the checkout's evals/, which the wheel does not ship.
+CHECKOUT_ONLY = {"eval": "./dev eval KIND --sessions … --probes …", "bench": "./dev bench NAME"}
 
 
 DESCRIPTION = "foldgate: an LLM chat gateway. Run it, compact or search transcripts offline, evaluate, configure."
@@ -63,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND",
                                      parser_class=SubcommandParser)
 
+    _service_commands(commands)
+    _config_command(commands)
+    _offline_commands(commands)
+    _checkout_commands(commands)
+    return parser
+
+
+Commands = "argparse._SubParsersAction[SubcommandParser]"
+
+
+def _service_commands(commands: Commands) -> None:
+    """run, doctor, init: the gateway itself, its checks, a config file of one's own."""
     run = commands.add_parser("run", help="run the gateway (embedded Redis when redis.url is empty)",
                               description="Run the gateway: the enabled platforms (the terminal chat by default), "
                                           "sessions in Redis (an embedded server under gateway.home when redis.url "
@@ -80,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "~/.foldgate), or where --config says. foldgate finds it from any directory.")
     init.add_argument("--force", action="store_true", help="overwrite the file if it exists")
 
+
+def _config_command(commands: Commands) -> None:
     config = commands.add_parser("config", help="check, show or change config.yaml")
     config_actions = config.add_subparsers(dest="action", required=True)
     config_actions.add_parser("check", help="validate the file and the environment (foldgate doctor reaches the services)")
@@ -92,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     config_set.add_argument("key", help="the dotted key, e.g. model.name or platforms.telegram.enabled")
     config_set.add_argument("value", help="the value as YAML reads it, e.g. gpt-4.1, 0.6, true, [1, 2] or null")
 
+
+def _offline_commands(commands: Commands) -> None:
+    """compact, search, replay: working with stored or recorded conversations."""
     compact = commands.add_parser("compact", help="compact a transcript file offline and print JSON stats",
                                   description="Compact a transcript file with the configured context engine, "
                                               "no gateway and no Redis, and print what it did as JSON.")
@@ -117,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--keep", action="store_true",
                         help="replay into the configured gateway and keep what it stores (default: a throwaway one)")
 
+
+def _checkout_commands(commands: Commands) -> None:
+    """eval and bench, which run from a development checkout only."""
     evaluate = commands.add_parser("eval", help="measure compaction quality",
                                    description="compaction: compact every session once under every policy and score "
                                                "how many planted facts survive — literally, beside their subject "
@@ -142,17 +167,38 @@ def build_parser() -> argparse.ArgumentParser:
                           help="directory for compaction_eval.json/.md/.png or decay_eval.json/.md "
                                "(default: %(default)s)")
 
-    from evals.cli import benchmarks_help  # reads the bench modules' docstrings, imports none of them
+    if from_checkout():
+        from evals.cli import benchmarks_help  # reads the bench modules' docstrings, imports none of them
 
+        listing = benchmarks_help()
+    else:
+        listing = checkout_only("bench")
     bench = commands.add_parser("bench", help="run a benchmark from evals/",
                                 description="Run one benchmark: it prints a Markdown table and writes NAME.json\n"
                                             "and NAME.md to the --out directory.",
-                                epilog=benchmarks_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=listing, formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("name", metavar="NAME", help="the benchmark to run, one of those listed below")
     bench.add_argument("--out", default="evals/out", help="directory for the results (default: %(default)s)")
     bench.add_argument("--baseline", metavar="COMMIT",
                        help="throughput only: also run the benchmark of this older commit, side by side")
-    return parser
+
+
+def from_checkout() -> bool:
+    """Whether this ``gateway`` runs from a development checkout whose ``evals`` it can import.
+
+    The wheel ships agent, gateway and plugins only; evals/ and tests/ are found in a checkout alone
+    (./dev's .venv has it on its path through a .pth file; pytest and ``python -m`` run from it). The
+    spec is looked up, not imported, and must be this checkout's, not another distribution's ``evals``.
+    """
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.find_spec("evals")
+    return ((root / "pyproject.toml").is_file() and spec is not None and spec.origin is not None
+            and Path(spec.origin).resolve() == root / "evals" / "__init__.py")
+
+
+def checkout_only(command: str) -> str:
+    return (f"foldgate {command} runs from a development checkout of foldgate (it is not in the installed "
+            f"package): {CHECKOUT_ONLY[command]}")
 
 
 def resolve(spec: str) -> Callable[[argparse.Namespace], int]:
@@ -162,6 +208,9 @@ def resolve(spec: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in CHECKOUT_ONLY and not from_checkout():
+        print(checkout_only(args.command), file=sys.stderr)
+        return 2
     handler = resolve(HANDLERS[args.command])
     try:
         return int(handler(args) or 0)
