@@ -277,21 +277,29 @@ class Agent:
             if not completion.tool_calls:
                 reply = completion.text
                 break
-            for position, call in enumerate(assistant["tool_calls"]):
-                function = call.get("function") or {}
-                name, arguments = str(function.get("name")), function.get("arguments") or "{}"
-                if on_event is not None:
-                    try:
-                        await on_event(ToolRunning(name, arguments))
-                    except TurnStopped as stop:
-                        pending = assistant["tool_calls"][position:]
-                        return self._stopped(messages, pending, stop, first_new, compacted, total, last, calls, folded)
-                result = await self._run_tool(name, arguments)
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            stopped = await self._run_calls(assistant, messages, on_event)
+            if stopped is not None:
+                pending, stop = stopped
+                return self._stopped(messages, pending, stop, first_new, compacted, total, last, calls, folded)
         else:
             reply = "I stopped after too many tool calls in one turn; ask me to continue."
             messages.append({"role": "assistant", "content": reply})
         return self._result(messages, first_new, reply, compacted, total, last, calls, folded)
+
+    async def _run_calls(self, assistant: Message, messages: list[Message],
+                         on_event: TurnSink | None) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
+        """Run the assistant's tool calls in order, appending each result; on a stop, the calls not run yet."""
+        for position, call in enumerate(assistant["tool_calls"]):
+            function = call.get("function") or {}
+            name, arguments = str(function.get("name")), function.get("arguments") or "{}"
+            if on_event is not None:
+                try:
+                    await on_event(ToolRunning(name, arguments))
+                except TurnStopped as stop:
+                    return assistant["tool_calls"][position:], stop
+            result = await self._run_tool(name, arguments)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        return None
 
     def _stopped(self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped,
                  first_new: int, compacted: bool, total: Usage, last: Usage, calls: int,
