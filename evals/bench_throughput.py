@@ -407,13 +407,14 @@ async def _paced(bench: Bench, rate: float, seconds: float, rng: random.Random) 
     return bench.phase("paced", sent_all, started, time.process_time() - cpu, rate)
 
 
-def _script_names(*owners: Any) -> dict[str, str]:
-    """SHA1 -> name of every script the store and the inbox run (attribute or module constant)."""
+def _script_names() -> dict[str, str]:
+    """SHA1 -> name of every script the store and the inbox run (their modules' constants)."""
     from gateway import inbox
     from gateway.redis_channel import Script
+    from gateway.store import scripts
 
     names: dict[str, str] = {}
-    for owner in (*owners, inbox):
+    for owner in (scripts, inbox):
         for attribute, value in vars(owner).items():
             if isinstance(value, Script):
                 names[value.sha] = attribute.lstrip("_").lower()
@@ -430,7 +431,7 @@ async def _round_trips(bench: Bench, count: int, rate: float) -> dict[str, Any]:
     one event-loop iteration, by any chat: the round trips the gateway really pays.
     """
     channel = bench.gateway.store.channel
-    scripts = _script_names(bench.gateway.store)
+    scripts = _script_names()
     seen: Counter = Counter()
     call, call_in_order = channel.call, channel.call_in_order
     me = asyncio.current_task()

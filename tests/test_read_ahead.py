@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from gateway import store as store_module
+from gateway.store import caches as store_caches
 from gateway.redis_channel import PipelinedConnection
 from gateway.store import SessionStore
 
@@ -166,7 +166,7 @@ async def test_a_chat_without_a_session_gets_one(worker: SessionStore, redis: Re
 async def test_a_worker_that_stalled_past_its_lock_reads_afresh(worker: SessionStore, reader: SessionStore,
                                                                redis: Redis, channel: PipelinedConnection,
                                                                monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(store_module, "READ_AHEAD_SECONDS", 0.05)
+    monkeypatch.setattr(store_caches, "READ_AHEAD_SECONDS", 0.05)
     sid = await history(worker, 2)
     await queue(redis, worker, "entry-1")
     lock, _ = await worker.claim(CHAT, 0.1)

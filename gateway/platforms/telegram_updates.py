@@ -15,7 +15,7 @@ from aiogram.types import Message, MessageEntity, Update, User
 
 from gateway.platforms.base import IncomingMessage, valid_text
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
 
 
 def incoming_message(update: Update, me: Optional[User], *, platform: str, allowed_user_ids: Collection[int],

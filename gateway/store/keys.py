@@ -1,0 +1,114 @@
+"""Names of a chat's Redis keys.
+
+Every key of one chat carries the chat as its Redis Cluster hash tag, so every multi-key step of
+the store is one Lua script on one slot::
+
+    {prefix}:{<chat>}:session              current session id of the chat (string)
+    {prefix}:{<chat>}:sessions             sorted set: the chat's conversations by start time (sid -> created_at)
+    {prefix}:{<chat>}:s:<sid>:meta         session meta hash (counters, summary, guard state)
+    {prefix}:{<chat>}:s:<sid>:msg          hash  message id -> JSON body, every version ever stored
+    {prefix}:{<chat>}:s:<sid>:active       list of message ids: the live transcript, in order
+    {prefix}:{<chat>}:s:<sid>:archive      list of message ids folded away by compactions, in order
+    {prefix}:{<chat>}:s:<sid>:original:<entry id>  id of a long message archived whole for that entry (EX 7 days)
+    {prefix}:{<chat>}:lock                 chat lock (random token, PX expiry)
+    {prefix}:{<chat>}:fence                fencing counter, +1 per lock acquisition
+    {prefix}:{<chat>}:quarantine           list of JSON records of unreadable stored messages
+    {prefix}:{<chat>}:seen:<update_id>     platform update dedupe marker (EX >= 24 h)
+    {prefix}:{<chat>}:inbox                list of incoming messages not yet answered (gateway.inbox)
+    {prefix}:{<chat>}:stop                 when a ``/stop`` arrived, until a running turn honours it (EX 10 min)
+    {prefix}:{<chat>}:outage               the chat's outage record: since when, how many tries (gateway.outage)
+    {prefix}:{<chat>}:reply:<entry id>     the messages a streamed reply posted (gateway.delivery.journal)
+    {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
+
+Message bodies are written once and never rewritten: the active and archive lists hold
+ids only, so a compaction moves ids between lists and stores just the messages it
+creates (the summary, stubs, edited copies) — it never re-inserts the transcript.
+
+What grows, by design: the ``msg`` hash and the ``archive`` list of a session grow with
+everything ever said in it and are never trimmed (B1: every original stays retrievable
+by id). Everything else is bounded: ``active`` by the context window (compaction keeps
+it there), ``meta`` by the summary cap, ``quarantine`` by the number of corrupted
+entries, and the lock, ``seen`` and ``compaction`` keys expire.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def check_key_part(name: str, value: Any) -> str:
+    """Braces would move or break the hash tag that keeps a chat on one cluster slot."""
+    if not isinstance(value, str) or not value or "{" in value or "}" in value:
+        raise ValueError(f"{name} must be a non-empty string without braces, got {value!r}")
+    return value
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(6)
+
+
+@dataclass(frozen=True)
+class ChatKeys:
+    """Names of one chat's keys; all share the hash tag ``{<chat>}``."""
+
+    prefix: str
+    chat: str
+    base: str = field(init=False, repr=False, compare=False)  # every key starts with it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base", f"{self.prefix}:{{{self.chat}}}")
+
+    @property
+    def session(self) -> str:
+        return f"{self.base}:session"
+
+    @property
+    def sessions(self) -> str:
+        return f"{self.base}:sessions"
+
+    @property
+    def lock(self) -> str:
+        return f"{self.base}:lock"
+
+    @property
+    def fence(self) -> str:
+        return f"{self.base}:fence"
+
+    @property
+    def quarantine(self) -> str:
+        return f"{self.base}:quarantine"
+
+    def seen(self, update_id: str | int) -> str:
+        return f"{self.base}:seen:{update_id}"
+
+    @property
+    def inbox(self) -> str:
+        return f"{self.base}:inbox"
+
+    @property
+    def stop(self) -> str:
+        return f"{self.base}:stop"
+
+    @property
+    def outage(self) -> str:
+        return f"{self.base}:outage"
+
+    def compaction(self, compaction_id: str) -> str:
+        return f"{self.base}:compaction:{compaction_id}"
+
+    def meta(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:meta"
+
+    def msg(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:msg"
+
+    def active(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:active"
+
+    def archive(self, sid: str) -> str:
+        return f"{self.base}:s:{sid}:archive"
+
+    def original(self, sid: str, entry_id: str) -> str:
+        return f"{self.base}:s:{sid}:original:{entry_id}"

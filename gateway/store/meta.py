@@ -1,0 +1,159 @@
+"""A session's meta hash: the fields, who may set which, and their encoding as hash strings.
+
+The meta is bounded (counters, the summary, guard state), so reading it whole is one cheap
+HGETALL that answers the per-message questions (token total, version, last entry) without
+touching the transcript.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent import json_codec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    """One session's counters and state, read in one HGETALL of a bounded hash."""
+
+    session_id: str
+    tokens: int = 0
+    count: int = 0
+    last_prompt_tokens: int | None = None
+    tokens_at_report: int | None = None  # meta ``tokens`` when last_prompt_tokens was reported
+    compaction_count: int = 0
+    previous_summary: str | None = None
+    engine_state: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    parent_session_id: str | None = None
+    successor_session_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    model: str | None = None
+    last_activity_at: float | None = None
+    next_id: int = 0
+    fence: int = 0
+    last_entry_id: str | None = None  # the inbox entry whose turn was committed last
+    last_reply: str | None = None  # that turn's reply, resent if the process died before sending it
+    replied_entry_id: str | None = None  # the entry whose reply was sent last
+    #: Every entry the last committed turn took together (a coalesced backlog), one per line.
+    batch_entry_ids: str | None = None
+    usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
+
+
+#: Meta fields callers may set (``None`` clears one); every other field is the store's own.
+INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
+FLOAT_FIELDS = frozenset({"last_activity_at"})
+STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id",
+                        "batch_entry_ids"})
+JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
+SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS
+#: A compaction sets its own compaction_count.
+COMMIT_META_FIELDS = SETTABLE_META_FIELDS - {"compaction_count"}
+
+
+def _encode_value(name: str, value: Any) -> str:
+    if name in INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"meta field {name!r} must be a non-negative int, got {value!r}")
+        return str(value)
+    if name in FLOAT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"meta field {name!r} must be a unix time, got {value!r}")
+        return repr(float(value))
+    if name in STR_FIELDS:
+        if not isinstance(value, str):
+            raise ValueError(f"meta field {name!r} must be a string, got {type(value).__name__}")
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"meta field {name!r} must be a dict, got {type(value).__name__}")
+    try:
+        return json_codec.dumps_state(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"meta field {name!r} must be JSON-serialisable: {error}") from error
+
+
+def encode_meta_fields(fields: Mapping[str, Any], allowed: frozenset[str]) -> tuple[list[str], list[str]]:
+    """Meta values as hash strings: (flat field/value pairs to set, fields to delete for ``None``)."""
+    sets: list[str] = []
+    deletes: list[str] = []
+    for name, value in fields.items():
+        if name not in allowed:
+            raise ValueError(f"meta field {name!r} cannot be set here; settable: {sorted(allowed)}")
+        if value is None:
+            deletes.append(name)
+        else:
+            sets += [name, _encode_value(name, value)]
+    return sets, deletes
+
+
+def meta_change_args(sets: list[str], deletes: list[str]) -> list[Any]:
+    """Meta changes as script arguments: n pairs, the pairs, n fields to delete, the fields
+    (what ``read_meta_changes`` in ``helpers.lua`` reads)."""
+    return [len(sets) // 2, *sets, len(deletes), *deletes]
+
+
+def _int(raw: Mapping[str, str], name: str, default: int | None = 0) -> int | None:
+    value = raw.get(name)  # several fields are often absent: no exception for those
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        return default
+
+
+def _float(raw: Mapping[str, str], name: str, default: float | None = 0.0) -> float | None:
+    value = raw.get(name)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        return default
+
+
+def _json_dict(sid: str, raw: Mapping[str, str], name: str) -> dict[str, Any]:
+    """A JSON meta field as a dict; unreadable state is logged and starts empty rather than failing the chat."""
+    if not raw.get(name):
+        return {}
+    try:
+        decoded = json_codec.loads(raw[name])
+    except ValueError:
+        log.warning("session %s: meta %s is not JSON; starting from empty", sid, name)
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
+    """The meta hash as read; a field that does not parse takes its default rather than failing the chat."""
+    engine_state = _json_dict(sid, raw, "engine_state")
+    return SessionMeta(
+        session_id=sid,
+        tokens=_int(raw, "tokens") or 0,
+        count=_int(raw, "count") or 0,
+        last_prompt_tokens=_int(raw, "last_prompt_tokens", None),
+        tokens_at_report=_int(raw, "tokens_at_report", None),
+        compaction_count=_int(raw, "compaction_count") or 0,
+        previous_summary=raw.get("previous_summary"),
+        engine_state=engine_state,
+        version=_int(raw, "version") or 0,
+        parent_session_id=raw.get("parent_session_id") or None,
+        successor_session_id=raw.get("successor_session_id") or None,
+        created_at=_float(raw, "created_at") or 0.0,
+        updated_at=_float(raw, "updated_at") or 0.0,
+        model=raw.get("model") or None,
+        last_activity_at=_float(raw, "last_activity_at", None),
+        next_id=_int(raw, "next_id") or 0,
+        fence=_int(raw, "fence") or 0,
+        last_entry_id=raw.get("last_entry_id") or None,
+        last_reply=raw.get("last_reply"),
+        replied_entry_id=raw.get("replied_entry_id") or None,
+        batch_entry_ids=raw.get("batch_entry_ids") or None,
+        usage_totals=_json_dict(sid, raw, "usage_totals"),
+    )

@@ -1,0 +1,47 @@
+"""The store's Lua scripts, one ``.lua`` file each, loaded once as :class:`Script` constants.
+
+Every multi-key step of the store is one script on the chat's hash-tag slot, so it is atomic on a
+single server and on Redis Cluster alike. ``helpers.lua`` (the checks that raise before any write,
+the id counter, the snapshot read) is put in front of each script that uses it: Redis has no
+shared library between EVAL calls. Each file's header says its KEYS, ARGV, checks and writes.
+
+The constant names are the names the store's scripts are reported by (``evals/bench_throughput``
+labels each EVALSHA it counts with one, lower-cased).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from gateway.redis_channel import Script
+
+
+def source(name: str) -> str:
+    """The text of ``<name>.lua`` in this package (read as package data, so it works from a wheel)."""
+    return resources.files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+HELPERS = source("helpers")
+
+
+def load(name: str, *, helpers: bool = True) -> Script:
+    """``<name>.lua`` as a script, with the helpers in front unless it needs none."""
+    return Script.of(HELPERS + source(name) if helpers else source(name))
+
+
+CREATE_SESSION = load("create_session")
+REPLACE_MISSING = load("replace_missing_session")
+POINT_AT = load("point_at_session")
+OUTLINE = load("session_outline", helpers=False)
+ACQUIRE = load("acquire_lock")
+EXTEND = load("extend_lock", helpers=False)
+RELEASE = load("release_lock", helpers=False)
+FINISH_ENTRY = load("finish_entry")
+SNAPSHOT = load("snapshot")
+APPEND = load("append")
+ARCHIVE_ORIGINAL = load("archive_original")
+READ_ACTIVE = load("read_active")
+READ_ARCHIVE = load("read_archive")
+QUARANTINE = load("quarantine")
+UPDATE_META = load("update_meta")
+COMMIT = load("commit_compaction")
