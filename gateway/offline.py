@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from agent import json_codec
 from agent.engine_registry import resolve_context_engine
 from agent.messages import InvalidMessage, validate_message
 from agent.search import SearchError, search_messages
@@ -35,7 +35,7 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json_codec.loads(line)
         except ValueError as error:
             raise TranscriptError(f"{path}:{number}: {error}") from error
         if isinstance(record, dict) and "kind" in record and "role" not in record:
@@ -75,7 +75,7 @@ async def compact_file(settings: Settings, args: argparse.Namespace) -> dict[str
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
             for message in compacted:
-                out.write(json.dumps(message, ensure_ascii=False) + "\n")
+                out.write(json_codec.dumps_text(message) + "\n")
     return {
         "input": str(args.input),
         "messages_before": len(messages),
@@ -137,7 +137,7 @@ def compact_command(args: argparse.Namespace) -> int:
     except (ConfigError, TranscriptError, OSError) as error:
         print(f"foldgate compact: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2))
+    print(json_codec.dumps_text(result, indent=True))
     return 0
 
 

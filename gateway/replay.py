@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from collections import deque
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent import json_codec
 from agent.llm.stream import EventSink, TextDelta
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
@@ -59,7 +59,7 @@ def load_fixture(path: str | Path) -> Fixture:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json_codec.loads(line)
             kind = record["kind"]
         except (ValueError, KeyError, TypeError) as error:
             raise FixtureError(f"{path}:{number}: not a fixture record ({error})") from error
@@ -88,12 +88,12 @@ class ReplayModel:
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, model: str, max_tokens: int,
                        tools: Sequence[Mapping[str, Any]] | None = None, temperature: float | None = None,
                        on_event: EventSink | None = None) -> Completion:
-        prompt = count_messages([dict(m) for m in messages]) + count_text(json.dumps(list(tools or ())))
+        prompt = count_messages([dict(m) for m in messages]) + count_text(json_codec.dumps_text(list(tools or ())))
         self.prompts.append(prompt)
         record = self.replies.popleft() if self.replies else {"text": "(the recording has no more answers)"}
         text = str(record.get("text") or "")
         calls = [dict(call) for call in record.get("tool_calls") or ()]
-        completion = count_text(text) + sum(count_text(json.dumps(c)) for c in calls)
+        completion = count_text(text) + sum(count_text(json_codec.dumps_text(c)) for c in calls)
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
         if on_event is not None and text:
             await on_event(TextDelta(text))
@@ -183,7 +183,7 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
 
 def _recorded(results: deque[str]) -> Any:
     async def serve(_args: dict[str, Any]) -> str:
-        return results.popleft() if results else json.dumps({"error": "the recording has no more tool results"})
+        return results.popleft() if results else json_codec.dumps_text({"error": "the recording has no more tool results"})
 
     return serve
 

@@ -11,11 +11,11 @@ first folded away, and it is JSON-safe so the engine can persist it.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent import json_codec
 from agent.compaction.anchor_index import AnchorIndex
 from agent.compaction.anchors import anchors_in
 from agent.compaction.lean import STUBBED_KEY
@@ -203,7 +203,7 @@ _LABEL_KEYS = ("command", "cmd", "path", "file_path", "file", "pattern", "query"
 def _label(name: str, arguments: str) -> str:
     """:func:`call_label` of a call's name and JSON arguments (memoized: the same calls recur across compactions)."""
     try:
-        parsed = json.loads(arguments) if arguments else {}
+        parsed = json_codec.loads(arguments) if arguments else {}
     except ValueError:
         parsed = arguments
     value: Any = parsed
@@ -224,7 +224,7 @@ def call_label(call: Mapping[str, Any]) -> str:
     name = str(function.get("name") or "tool")
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False) if arguments else ""
+        arguments = json_codec.dumps_text(arguments) if arguments else ""
     return _label(name, arguments)
 
 
@@ -244,7 +244,7 @@ def call_arguments_text(message: Mapping[str, Any]) -> str:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             arguments = (call.get("function") or {}).get("arguments")
-            parts.append(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))
+            parts.append(arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments))
     return "\n".join(parts)
 
 

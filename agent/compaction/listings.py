@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
 import re
 import shlex
@@ -34,6 +33,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from agent import json_codec
 from agent.compaction.fitting import count_line
 from agent.compaction.memo import TextMemo
 
@@ -138,7 +138,7 @@ def search_query(arguments: Any) -> str | None:
     """The pattern a search tool call was made with: a ``pattern``-like argument, or a grep/rg command's pattern."""
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = json_codec.loads(arguments)
         except ValueError:
             return None
     if not isinstance(arguments, Mapping):

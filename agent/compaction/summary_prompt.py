@@ -7,12 +7,12 @@ previous summary is passed back and the model is asked to UPDATE it (S5.8).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent import json_codec
 from agent.compaction.prune import PRUNED_TOOL_OUTPUT
 from agent.messages import SUMMARY_PREFIX, is_summary
 from agent.tokens import content_text
@@ -95,7 +95,7 @@ def render_message(message: Mapping[str, Any], tool_names: Mapping[str, str], ma
         function = (call or {}).get("function") or {}
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
+            arguments = json_codec.dumps_text(arguments)
         if len(arguments) > MAX_ARGUMENT_CHARS:
             arguments = arguments[:MAX_ARGUMENT_CHARS] + "…"
         lines.append(f"  -> calls {function.get('name')}({arguments})")

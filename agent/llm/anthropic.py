@@ -16,10 +16,10 @@ input) / ``content_block_stop``, ``message_delta`` (stop reason, output usage) a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
@@ -87,7 +87,7 @@ def _tool_use_block(call: Mapping[str, Any]) -> dict[str, Any]:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+            parsed = json_codec.loads(arguments) if arguments.strip() else {}
         except ValueError:
             parsed = {"arguments": arguments}
     else:
@@ -214,7 +214,7 @@ def parse_response(data: Any) -> Completion:
                     "type": "function",
                     "function": {
                         "name": str(block.get("name") or ""),
-                        "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False),
+                        "arguments": json_codec.dumps_text(block.get("input") or {}),
                     },
                 }
             )
@@ -303,7 +303,7 @@ class MessagesStream:
                 content.append({"type": "text", "text": (block.get("text") or "") + joined})
             elif block.get("type") == "tool_use":
                 try:
-                    tool_input = json.loads(joined) if joined.strip() else (block.get("input") or {})
+                    tool_input = json_codec.loads(joined) if joined.strip() else (block.get("input") or {})
                 except ValueError as error:
                     raise BadResponse(f"tool input of {block.get('name')!r} is not JSON: {joined[:200]!r}") from error
                 content.append({"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": tool_input})

@@ -9,11 +9,11 @@ compressor and hygiene see real numbers.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent import json_codec
 from agent.llm.stream import EventSink, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
@@ -75,13 +75,13 @@ class LocalDemoModel:
                 call = {
                     "id": f"local_{self.requests}",
                     "type": "function",
-                    "function": {"name": "session_search", "arguments": json.dumps({"query": _keywords(question)})},
+                    "function": {"name": "session_search", "arguments": json_codec.dumps_text({"query": _keywords(question)})},
                 }
                 completion = Completion(text="", tool_calls=[call], finish_reason="tool_calls")
             else:
                 words = len(question.split())
                 completion = Completion(text=f"Noted ({words} words). Ask me about anything from earlier — I can search the whole conversation.")
-        prompt = count_messages([dict(m) for m in messages]) + count_text(json.dumps(list(tools or ())))
+        prompt = count_messages([dict(m) for m in messages]) + count_text(json_codec.dumps_text(list(tools or ())))
         out = count_text(completion.text) + sum(count_text(c["function"]["arguments"]) for c in completion.tool_calls)
         usage = Usage(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out)
         if on_event is not None:  # streamed a word at a time, as a provider streams tokens
@@ -94,7 +94,7 @@ class LocalDemoModel:
     @staticmethod
     def _answer_from_search(messages: Sequence[Mapping[str, Any]]) -> Completion:
         try:
-            result = json.loads(text_of(messages[-1]))
+            result = json_codec.loads(text_of(messages[-1]))
         except ValueError:
             result = {}
         question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")

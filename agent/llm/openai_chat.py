@@ -10,10 +10,10 @@ chunk without choices carries the usage. OpenRouter sends SSE comments while it 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
@@ -71,7 +71,7 @@ def _normalise_call(call: Any) -> dict[str, Any]:
     function = call["function"]
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
-        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+        arguments = json_codec.dumps_text(arguments if arguments is not None else {})
     return {
         "id": str(call.get("id") or ""),
         "type": "function",

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent import json_codec
 from agent.compaction.anchor_index import AnchorIndex
 from agent.compaction.anchors import anchors_in
 from agent.context_compressor import ContextCompressor
@@ -159,11 +159,11 @@ class LcmEngine(ContextCompressor):
     # -- tools ----------------------------------------------------------------------------
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return [json.loads(json.dumps(schema)) for schema in tools.SCHEMAS]
+        return [json_codec.loads(json_codec.dumps(schema)) for schema in tools.SCHEMAS]
 
     async def handle_tool_call(self, name: str, args: dict[str, Any]) -> str:
         if not isinstance(args, Mapping):
-            return json.dumps({"error": f"arguments for {name} must be a JSON object"})
+            return json_codec.dumps_text({"error": f"arguments for {name} must be a JSON object"})
         try:
             if name == tools.GREP:
                 result = tools.grep(await self.view.all_messages(), self.ledger.ranges_by_id(), args)
@@ -174,11 +174,11 @@ class LcmEngine(ContextCompressor):
             else:
                 return await super().handle_tool_call(name, args)
         except (tools.ToolArgumentError, RangeError, SearchError) as error:
-            return json.dumps({"error": str(error)}, ensure_ascii=False)
+            return json_codec.dumps_text({"error": str(error)})
         except Exception as error:  # the archive being unreachable must not end the turn
             log.exception("%s failed", name)
-            return json.dumps({"error": f"{name} failed: {type(error).__name__}: {error}"}, ensure_ascii=False)
-        return json.dumps(result, ensure_ascii=False, default=str)
+            return json_codec.dumps_text({"error": f"{name} failed: {type(error).__name__}: {error}"})
+        return json_codec.dumps_text(result, default=str)
 
     async def _expand(self, args: Mapping[str, Any]) -> dict[str, Any]:
         max_chars = tools.bounded_int(args, "max_chars", MAX_FETCH_CHARS, tools.MIN_PIECE_CHARS, MAX_FETCH_CHARS)
