@@ -110,15 +110,51 @@ class MessageSource(Protocol):
         """The stored messages with these ids, in the order asked, missing ones left out."""
 
 
+SEARCH_DESCRIPTION = (
+    "Search this chat's full history, including everything compacted out of the context and "
+    "earlier conversations (before a /new), by keywords or an exact identifier (commit SHA, PR "
+    "number, path, error text). Returns ranked snippets with message ids and their session; "
+    "ids from an earlier conversation look like '<session>:<id>'."
+)
+SEARCH_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "keywords, an identifier, or /regex/"},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+    },
+    "required": ["query"],
+}
+FETCH_DESCRIPTION = "Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits)."
+FETCH_PARAMETERS = {
+    "type": "object",
+    "properties": {"ids": {"type": "array", "items": {"type": "string"}, "maxItems": 20}},
+    "required": ["ids"],
+}
+
+
 def recovery_tools(source: MessageSource) -> list[Tool]:
     """``session_search`` and ``session_fetch`` over one chat's messages (never another chat's)."""
+    recovery = _Recovery(source)
+    return [
+        Tool(name="session_search", description=SEARCH_DESCRIPTION, parameters=SEARCH_PARAMETERS,
+             handler=recovery.search),
+        Tool(name="session_fetch", description=FETCH_DESCRIPTION, parameters=FETCH_PARAMETERS,
+             handler=recovery.fetch),
+    ]
 
-    async def session_search(args: dict[str, Any]) -> str:
+
+class _Recovery:
+    """The recovery tools' handlers over one message source."""
+
+    def __init__(self, source: MessageSource) -> None:
+        self.source = source
+
+    async def search(self, args: dict[str, Any]) -> str:
         query = str(args.get("query") or "").strip()
         if not query:
             return json_codec.dumps_text({"error": "query is required"})
         limit = max(1, min(int(args.get("limit") or 4), 10))
-        messages = searchable(await source.all_messages())
+        messages = searchable(await self.source.all_messages())
         try:
             hits = search_messages(messages, query, limit=limit)
         except SearchError as error:
@@ -133,17 +169,17 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
             records.append(record)
         return json_codec.dumps_text({"query": query, "hits": records}, default=str)
 
-    async def session_fetch(args: dict[str, Any]) -> str:
+    async def fetch(self, args: dict[str, Any]) -> str:
         ids = args.get("ids") or ([args["id"]] if "id" in args else [])
         ids = [str(i) for i in ids][:20]
         if not ids:
             return json_codec.dumps_text({"error": "ids is required"})
-        found = await source.messages_by_id(ids)
+        found = await self.source.messages_by_id(ids)
         budget = MAX_FETCH_CHARS
         out = []
         for message in found:
-            text = message.get("content") if isinstance(message.get("content"), str) else json_codec.dumps_text(message.get("content"))
-            text = text or ""
+            content = message.get("content")
+            text = (content if isinstance(content, str) else json_codec.dumps_text(content)) or ""
             shown, budget = text[: max(0, budget)], budget - len(text)
             record = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
             if len(shown) < len(text):
@@ -153,34 +189,3 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
             out.append(record)
         missing = sorted(set(ids) - {str(m.get("_id")) for m in found})
         return json_codec.dumps_text({"messages": out, "missing": missing})
-
-    return [
-        Tool(
-            name="session_search",
-            description=(
-                "Search this chat's full history, including everything compacted out of the context and "
-                "earlier conversations (before a /new), by keywords or an exact identifier (commit SHA, PR "
-                "number, path, error text). Returns ranked snippets with message ids and their session; "
-                "ids from an earlier conversation look like '<session>:<id>'."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "keywords, an identifier, or /regex/"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 10},
-                },
-                "required": ["query"],
-            },
-            handler=session_search,
-        ),
-        Tool(
-            name="session_fetch",
-            description="Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits).",
-            parameters={
-                "type": "object",
-                "properties": {"ids": {"type": "array", "items": {"type": "string"}, "maxItems": 20}},
-                "required": ["ids"],
-            },
-            handler=session_fetch,
-        ),
-    ]

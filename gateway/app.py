@@ -10,7 +10,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -304,28 +304,12 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
         raise
     settle_process()
     gateway.events.subscribe(_print_compactions(out))
-    if gateway.embedded is None:
-        where = "Redis at " + without_credentials(settings.redis.url)
-    else:
-        where = f"{'embedded' if gateway.embedded.owns_server else 'shared embedded'} Redis at {gateway.embedded.url}"
-    out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
-              f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
-    out.write(gateway.agents.caching_status + "\n")
+    _announce(settings, gateway, adapters, out)
     signals = ShutdownSignals()
-    stop = signals.stop
     signals.install(asyncio.get_running_loop())
     metrics = None
     try:  # from here on a failure still closes the gateway: no embedded server or connection outlives it
-        if settings.gateway.metrics_port:
-            from gateway.metrics import serve_metrics
-
-            try:
-                metrics = await serve_metrics(gateway.events, gateway.runner, settings.gateway.metrics_host,
-                                              settings.gateway.metrics_port)
-            except OSError as error:
-                raise StartupError(f"cannot serve metrics on port {settings.gateway.metrics_port} "
-                                   f"({error.strerror or error}) — pick a free port, or 0 to serve none",
-                                   setting="gateway.metrics_port") from error
+        metrics = await _serve_metrics(settings, gateway)
         terminal = adapters.get("local")
         if terminal is not None and settings.model.provider == "local":
             await open_terminal_chat(gateway, out)
@@ -333,35 +317,68 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
             return 0
         for adapter in adapters.values():
             await adapter.start(gateway.runner.intake)
-        waiters = [asyncio.create_task(stop.wait())]
-        if isinstance(terminal, TerminalAdapter) and len(adapters) == 1:
-            waiters.append(asyncio.create_task(terminal.closed.wait()))
-        failures = {  # an adapter that stops on its own (e.g. a second poller on one token) ends the process
-            asyncio.create_task(adapter.failed()): name  # type: ignore[attr-defined]
-            for name, adapter in adapters.items() if callable(getattr(adapter, "failed", None))
-        }
-        done, _ = await asyncio.wait([*waiters, *failures], return_when=asyncio.FIRST_COMPLETED)
-        for waiter in [*waiters, *failures]:
-            waiter.cancel()
-        failed = [failures[task] for task in done if task in failures]
-        if failed:
-            failure = adapters[failed[0]].failure  # type: ignore[attr-defined]
-            print(f"foldgate: {explain(failure, settings) or failure}", file=sys.stderr)
-            return 1
-        if not stop.is_set():  # the terminal chat ended: answer what it sent, unless a signal comes first
-            idle = asyncio.create_task(gateway.runner.wait_idle(timeout=60))
-            interrupted = asyncio.create_task(stop.wait())
-            await asyncio.wait((idle, interrupted), return_when=asyncio.FIRST_COMPLETED)
-            interrupted.cancel()
-            if idle.done():
-                idle.result()
-            else:
-                idle.cancel()
-        return 0
+        return await _until_done(settings, gateway, adapters, signals.stop)
     finally:
         if metrics is not None:
             await metrics.cleanup()
         await shut_down(gateway, signals, out)
+
+
+def _announce(settings: Settings, gateway: Gateway, adapters: Mapping[str, PlatformAdapter], out: TextIO) -> None:
+    """The one line saying what runs where, and what prompt caching will do."""
+    if gateway.embedded is None:
+        where = "Redis at " + without_credentials(settings.redis.url)
+    else:
+        where = f"{'embedded' if gateway.embedded.owns_server else 'shared embedded'} Redis at {gateway.embedded.url}"
+    out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
+              f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
+    out.write(gateway.agents.caching_status + "\n")
+
+
+async def _serve_metrics(settings: Settings, gateway: Gateway) -> Any:
+    """The /metrics server when ``gateway.metrics_port`` asks for one (its aiohttp runner), else None."""
+    if not settings.gateway.metrics_port:
+        return None
+    from gateway.metrics import serve_metrics
+
+    try:
+        return await serve_metrics(gateway.events, gateway.runner, settings.gateway.metrics_host,
+                                   settings.gateway.metrics_port)
+    except OSError as error:
+        raise StartupError(f"cannot serve metrics on port {settings.gateway.metrics_port} "
+                           f"({error.strerror or error}) — pick a free port, or 0 to serve none",
+                           setting="gateway.metrics_port") from error
+
+
+async def _until_done(settings: Settings, gateway: Gateway, adapters: Mapping[str, PlatformAdapter],
+                      stop: asyncio.Event) -> int:
+    """Run until a signal, the terminal chat's end, or an adapter that stops on its own; the exit code."""
+    terminal = adapters.get("local")
+    waiters = [asyncio.create_task(stop.wait())]
+    if isinstance(terminal, TerminalAdapter) and len(adapters) == 1:
+        waiters.append(asyncio.create_task(terminal.closed.wait()))
+    failures = {  # an adapter that stops on its own (e.g. a second poller on one token) ends the process
+        asyncio.create_task(adapter.failed()): name  # type: ignore[attr-defined]
+        for name, adapter in adapters.items() if callable(getattr(adapter, "failed", None))
+    }
+    done, _ = await asyncio.wait([*waiters, *failures], return_when=asyncio.FIRST_COMPLETED)
+    for waiter in [*waiters, *failures]:
+        waiter.cancel()
+    failed = [failures[task] for task in done if task in failures]
+    if failed:
+        failure = adapters[failed[0]].failure  # type: ignore[attr-defined]
+        print(f"foldgate: {explain(failure, settings) or failure}", file=sys.stderr)
+        return 1
+    if not stop.is_set():  # the terminal chat ended: answer what it sent, unless a signal comes first
+        idle = asyncio.create_task(gateway.runner.wait_idle(timeout=60))
+        interrupted = asyncio.create_task(stop.wait())
+        await asyncio.wait((idle, interrupted), return_when=asyncio.FIRST_COMPLETED)
+        interrupted.cancel()
+        if idle.done():
+            idle.result()
+        else:
+            idle.cancel()
+    return 0
 
 
 def run_gateway_loop(main: Coroutine[Any, Any, T]) -> T:
