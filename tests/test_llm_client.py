@@ -87,7 +87,7 @@ async def test_anthropic_request_is_converted_and_the_answer_converted_back(serv
     assert body["tools"][0] == {"name": "read_file", "description": "Read a file", "input_schema": TOOLS[0]["function"]["parameters"]}
     assert completion.finish_reason == "tool_calls"
     assert completion.tool_calls == [
-        {"id": "toolu_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "c.py"}'}}
+        {"id": "toolu_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"c.py"}'}}
     ]
 
 

@@ -90,6 +90,41 @@ def _files(digest: Digest, budget_tokens: int) -> str:
     return "\n".join(described + (["- " + ", ".join(plain)] if plain else []))
 
 
+def _goal_lines(digest: Digest, quoted_ids: frozenset[str], focus_topic: str | None) -> list[str]:
+    """Goal: the requested focus, then the earliest compacted request (pointed to when it is quoted)."""
+    goal_lines = []
+    if focus_topic:
+        goal_lines.append(f"Focus requested for this compaction: {focus_topic}")
+    first = digest.first_request
+    if first is not None and first.id is not None and first.id in quoted_ids:
+        goal_lines.append(f"Earliest compacted request: [{first.id}] under User Messages.")
+    elif first is not None:
+        ident = f" ({first.id})" if first.id else ""
+        goal_lines.append(f"Earliest compacted request{ident}: {clip(first.text, GOAL_CHARS)}")
+    goal_lines.append("The user's own words are quoted verbatim under User Messages below, newest first.")
+    return goal_lines
+
+
+def _progress(digest: Digest, quoted_ids: frozenset[str], budget: int) -> tuple[list[str], list[str], str]:
+    """Progress as Done (tool calls, progress sentences), In Progress (the assistant's last words at
+    the cut) and Blocked (the newest errors), within ``budget`` tokens."""
+    calls = sorted(digest.tool_calls.items(), key=lambda item: item[1], reverse=True)
+    done_lines = []
+    if calls:
+        done_lines.append("Tool calls made: " + ", ".join(f"{name} ×{count}" for name, count in calls[:30]))
+    done_lines += _ranked(digest, "progress", quoted_ids)
+    done, used = take_lines(done_lines, int(budget * 0.6))
+    in_progress = []
+    if digest.last_assistant is not None:
+        ident = f" ({digest.last_assistant.id})" if digest.last_assistant.id else ""
+        in_progress.append(
+            f"At the cut the assistant had last written{ident}: {clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
+        )
+    in_progress, used_now = take_lines(in_progress, budget - used)
+    blocked = _section(_recent_errors(digest), max(40, budget - used - used_now))
+    return done, in_progress, blocked
+
+
 def render_body(
     digest: Digest,
     budget_tokens: int,
@@ -109,36 +144,13 @@ def render_body(
     """
     share = {name: max(40, int(budget_tokens * ratio)) for name, ratio in SHARES.items()}
 
-    goal_lines = []
-    if focus_topic:
-        goal_lines.append(f"Focus requested for this compaction: {focus_topic}")
-    first = digest.first_request
-    if first is not None and first.id is not None and first.id in quoted_ids:
-        goal_lines.append(f"Earliest compacted request: [{first.id}] under User Messages.")
-    elif first is not None:
-        ident = f" ({first.id})" if first.id else ""
-        goal_lines.append(f"Earliest compacted request{ident}: {clip(first.text, GOAL_CHARS)}")
-    goal_lines.append("The user's own words are quoted verbatim under User Messages below, newest first.")
-    goal, _ = take_lines(goal_lines, share["goal"])
+    goal, _ = take_lines(_goal_lines(digest, quoted_ids, focus_topic), share["goal"])
 
     preferences = _section(_ranked(digest, "preference", quoted_ids, point=True), share["preferences"])
     decisions = _section(_ranked(digest, "decision", quoted_ids, point=True), share["decisions"])
     facts, _ = take_lines(_ranked(digest, "fact", quoted_ids), share["facts"])
 
-    calls = sorted(digest.tool_calls.items(), key=lambda item: item[1], reverse=True)
-    done_lines = []
-    if calls:
-        done_lines.append("Tool calls made: " + ", ".join(f"{name} ×{count}" for name, count in calls[:30]))
-    done_lines += _ranked(digest, "progress", quoted_ids)
-    done, used = take_lines(done_lines, int(share["progress"] * 0.6))
-    in_progress = []
-    if digest.last_assistant is not None:
-        ident = f" ({digest.last_assistant.id})" if digest.last_assistant.id else ""
-        in_progress.append(
-            f"At the cut the assistant had last written{ident}: {clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
-        )
-    in_progress, used_now = take_lines(in_progress, share["progress"] - used)
-    blocked = _section(_recent_errors(digest), max(40, share["progress"] - used - used_now))
+    done, in_progress, blocked = _progress(digest, quoted_ids, share["progress"])
 
     parts = [
         f"{SECTION_HEADINGS[0]}\n{_bullets(goal)}",

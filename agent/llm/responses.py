@@ -20,316 +20,78 @@ without it. Opaque items are tagged with their issuer (route, endpoint, key fing
 never replayed to another: encrypted content only decrypts where it was made. A session
 switched to a model without native compaction gets neither the field nor the compaction
 items, but the full transcript, which the store never stopped keeping.
+
+This module is the client: gating per session, the retry without the field, and the
+per-conversation view. The gates are :mod:`agent.llm.responses_routes`; bodies and answers
+are :mod:`agent.llm.responses_wire`. Their names are importable from here as before.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-from urllib.parse import urlparse
+from typing import Any
 
 import httpx
 
-from agent.llm.client import Endpoint, PooledClient
-from agent.llm.errors import BadResponse, InvalidRequest, ProviderError, StreamInterrupted, classify_failure, empty_answer
+from agent import json_codec
+from agent.llm.endpoint import Endpoint
+from agent.llm.errors import InvalidRequest
 from agent.llm.http import HttpOptions
+from agent.llm.pooled import PooledClient
+from agent.llm.responses_routes import (
+    NATIVE_COMPACTION_ROUTES,
+    SERVER_THRESHOLD_MARGIN,
+    RouteKind,
+    classify_route,
+    native_compaction_model,
+    server_compact_threshold,
+)
+from agent.llm.responses_wire import (
+    OPAQUE_ITEM_TYPES,
+    PATH,
+    REPLAY_KEY,
+    ResponsesCompletion,
+    ResponsesStream,
+    convert_messages,
+    convert_tools,
+    is_compaction_rejection,
+    parse_response,
+)
 from agent.llm.retry import RetryPolicy
-from agent.llm.stream import event_object, EventSink, StreamEvent, TextDelta, ToolCallStarted
+from agent.llm.stream import EventSink
 from agent.llm.types import Completion
-from agent.llm.usage import Usage
 from agent.messages import api_problems
-from agent.models import bare_model_id, request_rules
-from agent.tokens import content_text
+from agent.models import request_rules
+
+__all__ = [
+    "MAX_REMEMBERED_SESSIONS",
+    "NATIVE_COMPACTION_ROUTES",
+    "OPAQUE_ITEM_TYPES",
+    "PATH",
+    "REPLAY_KEY",
+    "SERVER_THRESHOLD_MARGIN",
+    "ResponsesClient",
+    "ResponsesCompletion",
+    "ResponsesSession",
+    "ResponsesStream",
+    "RouteKind",
+    "classify_route",
+    "convert_messages",
+    "convert_tools",
+    "is_compaction_rejection",
+    "native_compaction_model",
+    "parse_response",
+    "server_compact_threshold",
+]
 
 log = logging.getLogger(__name__)
 
-PATH = "/responses"
-#: Assistant-message key holding the opaque output items to replay (``{"issuer", "items"}``).
-REPLAY_KEY = "_responses_items"
-#: Output item types that are opaque state to carry forward (only with their encrypted content).
-OPAQUE_ITEM_TYPES = frozenset({"compaction", "reasoning"})
-#: The server's compaction threshold sits this far below the local trigger.
-SERVER_THRESHOLD_MARGIN = 8_000
 #: Sessions whose native-compaction refusal is remembered (oldest forgotten first).
 MAX_REMEMBERED_SESSIONS = 10_000
-
-#: Where the route goes: the direct OpenAI API, the ChatGPT Codex backend, or anything else.
-RouteKind = Literal["openai", "openai-codex", "other"]
-NATIVE_COMPACTION_ROUTES = frozenset({"openai", "openai-codex"})
-_OPENAI_HOST = "api.openai.com"
-_CODEX_HOST = "chatgpt.com"
-_GPT56 = re.compile(r"gpt-5\.6(?:-[a-z0-9.]+)*")
-
-
-def classify_route(provider: str, base_url: str) -> RouteKind:
-    """``openai`` / ``openai-codex`` only for those providers at their own hosts; a relay or local server is ``other``."""
-    host = (urlparse(base_url).hostname or "").lower()
-    if provider == "openai" and host == _OPENAI_HOST:
-        return "openai"
-    if provider == "openai-codex" and host == _CODEX_HOST:
-        return "openai-codex"
-    return "other"
-
-
-def native_compaction_model(model: str) -> bool:
-    """gpt-5.6 and its named variants (``gpt-5.6-sol`` …), with or without a provider prefix or ``-900k``."""
-    return bool(_GPT56.fullmatch(bare_model_id(model)))
-
-
-def server_compact_threshold(configured: int, local_trigger_tokens: int | None) -> int:
-    """The ``compact_threshold`` to send: the configured one, kept ≈8K below the local trigger."""
-    if local_trigger_tokens is None:
-        return configured
-    return max(1, min(configured, local_trigger_tokens - SERVER_THRESHOLD_MARGIN))
-
-
-# --------------------------------------------------------------------------- request body
-
-
-def _user_content(content: Any) -> str | list[dict[str, Any]]:
-    if isinstance(content, str) or content is None:
-        return content or ""
-    parts: list[dict[str, Any]] = []
-    for part in content:
-        if isinstance(part, str):
-            parts.append({"type": "input_text", "text": part})
-        elif isinstance(part, Mapping) and part.get("type") == "image_url":
-            image = part.get("image_url") or {}
-            parts.append({"type": "input_image", "image_url": str(image.get("url") or ""),
-                          "detail": str(image.get("detail") or "auto")})
-        elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-            parts.append({"type": "input_text", "text": part["text"]})
-    return parts
-
-
-def _replayable(message: Mapping[str, Any], issuer: str, model: str | None) -> list[dict[str, Any]]:
-    """The opaque items stored on an assistant message that may go to ``model`` at this issuer.
-
-    Encrypted content only decrypts where it was made, so another issuer's items are never
-    sent. A compaction item goes only to a model that compacts natively (a model without it
-    gets the full transcript instead, which the local store still has); a reasoning item
-    only to the model that produced it.
-    """
-    stored = message.get(REPLAY_KEY)
-    if not isinstance(stored, Mapping) or stored.get("issuer") != issuer:
-        return []
-    items = []
-    for item in stored.get("items") or ():
-        if not isinstance(item, Mapping):
-            continue
-        if model is not None and item.get("type") == "compaction" and not native_compaction_model(model):
-            continue
-        if model is not None and item.get("type") == "reasoning" and stored.get("model") not in (None, model):
-            continue
-        items.append(dict(item))
-    return items
-
-
-def convert_messages(
-    messages: Sequence[Mapping[str, Any]], issuer: str, model: str | None = None
-) -> tuple[str, list[dict[str, Any]]]:
-    """``(instructions, input items)`` for OpenAI chat messages (``_`` keys still present, for replay)."""
-    instructions: list[str] = []
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        role = message.get("role")
-        if role == "system":
-            text = content_text(message.get("content"))
-            if text:
-                instructions.append(text)
-        elif role == "user":
-            items.append({"type": "message", "role": "user", "content": _user_content(message.get("content"))})
-        elif role == "assistant":
-            items += _replayable(message, issuer, model)
-            text = content_text(message.get("content"))
-            if text:  # an earlier answer goes back as a plain assistant message (stateless: no output item ids)
-                items.append({"type": "message", "role": "assistant", "content": text})
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") or {}
-                arguments = function.get("arguments")
-                items.append({
-                    "type": "function_call",
-                    "call_id": call["id"],
-                    "name": function.get("name") or "",
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
-                })
-        elif role == "tool":
-            items.append({
-                "type": "function_call_output",
-                "call_id": message["tool_call_id"],
-                "output": content_text(message.get("content")),
-            })
-    latest = max((i for i, item in enumerate(items) if item.get("type") == "compaction"), default=None)
-    if latest is not None:
-        items = items[latest:]  # the newest compaction item carries everything before it
-    return "\n\n".join(instructions), items
-
-
-def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat-completions function tools as Responses function tools (the function's fields one level up).
-
-    ``strict`` is sent as false: left out, the Responses API treats a tool as strict and then
-    requires every property and ``additionalProperties: false``, which optional arguments break.
-    """
-    converted = []
-    for tool in tools:
-        function = tool.get("function") if tool.get("type") == "function" else tool
-        function = function or {}
-        converted.append({
-            "type": "function",
-            "name": function.get("name"),
-            "description": function.get("description") or "",
-            "parameters": function.get("parameters") or {"type": "object", "properties": {}},
-            "strict": False,
-        })
-    return converted
-
-
-# --------------------------------------------------------------------------- response
-
-
-@dataclass(frozen=True)
-class ResponsesCompletion(Completion):
-    """A completion that also carries the opaque items to replay with the assistant message."""
-
-    replay: dict[str, Any] | None = None
-    compacted: bool = False
-
-    def as_message(self) -> dict[str, Any]:
-        message = super().as_message()
-        if self.replay and self.replay.get("items"):
-            message[REPLAY_KEY] = self.replay
-        return message
-
-
-def _usage(data: Any) -> Usage:
-    if not isinstance(data, Mapping):
-        return Usage()
-    details = data.get("input_tokens_details") or {}
-    output_details = data.get("output_tokens_details") or {}
-    return Usage.from_mapping({
-        "prompt_tokens": data.get("input_tokens"),
-        "completion_tokens": data.get("output_tokens"),
-        "total_tokens": data.get("total_tokens"),
-        "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens") if isinstance(details, Mapping) else 0},
-        "completion_tokens_details": {
-            "reasoning_tokens": output_details.get("reasoning_tokens") if isinstance(output_details, Mapping) else 0
-        },
-    })
-
-
-def parse_response(data: Any, issuer: str, model: str | None = None) -> ResponsesCompletion:
-    """A completion from a Responses body; opaque items with encrypted content are kept for replay."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
-        raise BadResponse("response has no output list")
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    opaque: list[dict[str, Any]] = []
-    for item in data["output"]:
-        if not isinstance(item, Mapping):
-            raise BadResponse("output item is not an object")
-        kind = item.get("type")
-        if kind == "message":
-            for part in item.get("content") or ():
-                if isinstance(part, Mapping) and part.get("type") in ("output_text", "text"):
-                    texts.append(str(part.get("text") or ""))
-        elif kind == "function_call":
-            arguments = item.get("arguments")
-            calls.append({
-                "id": str(item.get("call_id") or item.get("id") or ""),
-                "type": "function",
-                "function": {
-                    "name": str(item.get("name") or ""),
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
-                },
-            })
-        elif kind in OPAQUE_ITEM_TYPES and item.get("encrypted_content"):
-            opaque.append(dict(item))
-    text = "".join(texts)
-    incomplete = (data.get("incomplete_details") or {}) if data.get("status") == "incomplete" else {}
-    finish = "length" if incomplete.get("reason") == "max_output_tokens" else ("tool_calls" if calls else "stop")
-    if incomplete.get("reason") == "content_filter":
-        finish = "content_filter"
-    if not text.strip() and not calls:
-        raise empty_answer(finish)
-    return ResponsesCompletion(
-        text=text,
-        tool_calls=calls,
-        finish_reason=finish,
-        usage=_usage(data.get("usage")),
-        raw=dict(data),
-        replay={"issuer": issuer, "model": model or data.get("model"), "items": opaque} if opaque else None,
-        compacted=any(item.get("type") == "compaction" for item in opaque),
-    )
-
-
-def is_compaction_rejection(status: int, body: Any) -> bool:
-    """A structured refusal of ``context_management`` (a 4xx naming the field), not a crash."""
-    if status not in (400, 404, 422) or not isinstance(body, Mapping):
-        return False
-    error = body.get("error")
-    if not isinstance(error, Mapping):
-        return False
-    if error.get("param") == "context_management":
-        return True
-    text = f"{error.get('code') or ''} {error.get('message') or ''}".lower()
-    return "context_management" in text or ("compaction" in text and "unsupported" in text)
-
-
-# --------------------------------------------------------------------------- stream
-
-
-def _stream_failure(event: Mapping[str, Any]) -> ProviderError:
-    """The typed error for ``response.failed`` / ``error``: by the error's code (a context-length one included)."""
-    error = (event.get("response") or {}).get("error") or event.get("error") or event
-    if not isinstance(error, Mapping):
-        error = {"message": str(error)}
-    detail = str(error.get("message") or json.dumps(error)[:300])
-    kind = str(error.get("code") or error.get("type") or "")
-    return classify_failure(f"the response failed mid-stream: {kind} {detail}"[:500], status=None, detail=detail, kind=kind)
-
-
-class ResponsesStream:
-    """Assembles a streamed response: text deltas on the way, the final ``response`` object at the end."""
-
-    def __init__(self, issuer: str, model: str | None) -> None:
-        self.done = False
-        self._issuer = issuer
-        self._model = model
-        self._final: Any = None
-
-    def feed(self, event: str, data: str) -> list[StreamEvent]:
-        if data == "[DONE]":
-            return []
-        payload = event_object(data)
-        kind = payload.get("type") or event
-        if kind == "response.output_text.delta":
-            text = payload.get("delta")
-            return [TextDelta(text)] if isinstance(text, str) and text else []
-        if kind == "response.output_item.added":
-            item = payload.get("item") or {}
-            if isinstance(item, Mapping) and item.get("type") == "function_call":
-                return [ToolCallStarted(str(item.get("name") or ""))]
-        elif kind in ("response.completed", "response.incomplete"):
-            self._final = payload.get("response")
-            self.done = True
-        elif kind in ("response.failed", "error"):
-            raise _stream_failure(payload)
-        return []
-
-    def result(self) -> Completion:
-        if not self.done:
-            raise StreamInterrupted("the stream ended before the response completed")
-        return parse_response(self._final, self._issuer, self._model)
-
-
-# --------------------------------------------------------------------------- client
 
 
 class _Rejected(Exception):
@@ -375,7 +137,7 @@ class ResponsesClient(PooledClient):
         #: Who made the opaque items this client receives; items from anyone else are not replayed.
         self.issuer = f"{route}|{self.base_url}|{fingerprint}"
         self._rejected_sessions: OrderedDict[str, None] = OrderedDict()
-        self.endpoint = Endpoint(self.url, auth, http=self._http, retry=retry or RetryPolicy(),
+        self.endpoint = Endpoint(self.url, auth, http=self.http, retry=retry or RetryPolicy(),
                                  timeout_seconds=self.options.timeout_seconds, config_key=config_key)
 
     @property
@@ -470,7 +232,7 @@ class ResponsesClient(PooledClient):
 
         def refusal(status: int, data: Any) -> Exception | None:
             if native and is_compaction_rejection(status, data):
-                return _Rejected(f"HTTP {status}: {json.dumps(data)[:300]}")
+                return _Rejected(f"HTTP {status}: {json_codec.dumps_text(data)[:300]}")
             return None
 
         return await self.endpoint.send(
