@@ -36,24 +36,20 @@ Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
 import logging
-import re
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Optional
 
 import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import (
-    UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, PlatformRateLimited, SendGate, Surface,
-)
+from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.discord_events import Allowlist, incoming_message
+from gateway.platforms.discord_replies import NO_PINGS, DiscordMessenger, chunk_nonce
+from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
 
@@ -68,26 +64,11 @@ DISCORD_MESSAGE_LIMIT = 2000
 TRANSIENT_SEND_ERRORS: tuple[type[BaseException], ...] = (
     discord.DiscordServerError, aiohttp.ClientError, asyncio.TimeoutError, OSError,
 )
-#: Messages that are people talking; the others (joins, pins, boosts, thread notices) are ignored.
-CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
-#: Replies may quote names but must never notify anyone.
-NO_PINGS = discord.AllowedMentions.none()
-
-_MENTION = re.compile(r"<@!?(?P<user>\d+)>|<@&(?P<role>\d+)>|<#(?P<channel>\d+)>")
-#: stands in for the bot's own mention while the text is rendered, then removed with its blanks
-_OWN_MENTION = "\x00"
-_OWN_MENTION_AT_EDGE = re.compile(r"(?m)^[ \t]*\x00[ \t]*|[ \t]*\x00[ \t]*$")
-_OWN_MENTION_INSIDE = re.compile(r"[ \t]*\x00[ \t]*")
 #: Seconds the login at start (and in ``foldgate doctor``) may take, every attempt included, before
 #: Discord counts as unreachable: a firewalled network fails in seconds.
 LOGIN_TIMEOUT = 8.0
 #: Login attempts at start when the API cannot be reached (the network may still be coming up).
 LOGIN_ATTEMPTS = 3
-#: One part of a bot token: base64url without padding.
-_TOKEN_PART = re.compile(r"[A-Za-z0-9_-]+")
-#: Where to get a bot token, for messages about a wrong one.
-TOKEN_HINT = ("copy the token from the Discord developer portal (your application → Bot → Reset Token) into "
-              "platforms.discord.token or DISCORD_BOT_TOKEN")
 
 
 class DiscordAdapterError(StartupError):
@@ -104,43 +85,6 @@ class DiscordTokenRejected(DiscordAdapterError, discord.LoginFailure):
 
 class DiscordTokenMalformed(DiscordAdapterError, discord.LoginFailure):
     """The token is not shaped like a bot token, so it was not sent; a ``LoginFailure`` like a rejected one."""
-
-
-def token_problem(token: str) -> Optional[str]:
-    """Why ``token`` cannot be a bot token as pasted (it could not even be sent), or None when it may be one."""
-    token = token.strip()
-    if token.lower().startswith("bot "):
-        return "it starts with 'Bot '; give the token alone"
-    if any(char.isspace() for char in token):
-        return "it contains a space or a line break"
-    if not (token.isascii() and token.isprintable()):
-        return "it contains characters a token never has"
-    return None
-
-
-def token_shape_problem(token: str) -> Optional[str]:
-    """Why ``token`` is not shaped like a bot token, or None when it may be one.
-
-    A bot token is three base64url parts joined by dots: the bot's user id, a timestamp and an
-    HMAC. Only that shape is checked (never lengths or content beyond it), so a plausible token is
-    never refused here; what Discord thinks of it is the login's business. The point is a clear
-    sentence for a pasted client secret, application id or placeholder, instead of a 401 or a
-    network error.
-    """
-    parts = token.strip().split(".")
-    if len(parts) != 3:
-        return f"a bot token is three parts joined by dots, this one has {len(parts)}"
-    if not all(parts):
-        return "a bot token is three parts joined by dots, and one of these is empty"
-    if not all(_TOKEN_PART.fullmatch(part) for part in parts):
-        return "it has characters other than letters, digits, '-' and '_' between the dots"
-    try:
-        user_id = base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)).decode("ascii")
-    except (binascii.Error, ValueError):
-        user_id = ""
-    if not user_id.isdigit():
-        return "its first part is not a user id in base64, as a bot token's is"
-    return None
 
 
 def api_base() -> str:
@@ -168,48 +112,6 @@ def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Opti
     return discord.AutoShardedClient(
         shard_ids=list(shard_ids) if shard_ids is not None else None, shard_count=shard_count, **options
     )
-
-
-@dataclass(frozen=True)
-class Allowlist:
-    """Who and where the bot serves; an empty set allows all, every non-empty set must match."""
-
-    users: frozenset[int] = frozenset()
-    guilds: frozenset[int] = frozenset()
-    channels: frozenset[int] = frozenset()
-
-    @classmethod
-    def of(cls, users: Iterable[int] = (), guilds: Iterable[int] = (), channels: Iterable[int] = ()) -> "Allowlist":
-        return cls(frozenset(users), frozenset(guilds), frozenset(channels))
-
-    def permits(self, message: discord.Message) -> bool:
-        if self.users and message.author.id not in self.users:
-            return False
-        if self.guilds and guild_id_of(message) not in self.guilds:
-            return False
-        if self.channels:
-            channel = message.channel
-            parent = getattr(channel, "parent_id", None)
-            if channel.id not in self.channels and parent not in self.channels:
-                return False
-        return True
-
-
-def guild_id_of(message: discord.Message) -> Optional[int]:
-    """The server a message was posted in, also when that server is not cached; None for DMs."""
-    if message.guild is not None:
-        return message.guild.id
-    return getattr(message.channel, "guild_id", None)
-
-
-def is_direct(message: discord.Message) -> bool:
-    return isinstance(message.channel, discord.abc.PrivateChannel)
-
-
-def chunk_nonce(anchor: str, index: int, chunk: str) -> str:
-    """Discord's message nonce (≤ 25 characters) for one chunk: the same chunk of the same reply
-    always gets the same nonce, so with ``enforce_nonce`` a repeated send is not posted twice."""
-    return hashlib.sha256(f"{anchor}\x00{index}\x00{chunk}".encode()).hexdigest()[:25]
 
 
 class DiscordAdapter(PlatformAdapter):
@@ -394,71 +296,8 @@ class DiscordAdapter(PlatformAdapter):
         return None  # unreachable: the last attempt returns or raises
 
     def to_incoming(self, message: discord.Message) -> Optional[IncomingMessage]:
-        """The gateway's view of a Discord message, or None when the bot ignores it."""
-        me = self.client.user
-        author = message.author
-        if me is None or author.bot or author.id == me.id or message.webhook_id is not None:
-            return None
-        if message.type not in CONVERSATION_TYPES or not self.allowlist.permits(message):
-            return None
-        text = self.readable_text(message, me.id)
-        if not text:
-            return None
-        respond = is_direct(message) or self.addresses_bot(message, me.id)
-        name = author.display_name
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=str(message.channel.id),
-            user_id=str(author.id),
-            user_name=name,
-            update_id=str(message.id),
-            text=text if respond else f"{name}: {text}",
-            ts=message.created_at.timestamp(),
-            respond=respond,
-        )
-
-    @staticmethod
-    def addresses_bot(message: discord.Message, bot_id: int) -> bool:
-        """Mentioned by user or by the bot's managed role, or a reply to one of the bot's messages."""
-        if any(user.id == bot_id for user in message.mentions):
-            return True
-        if any(role.tags is not None and role.tags.bot_id == bot_id for role in message.role_mentions):
-            return True
-        reference = message.reference
-        if reference is None:
-            return False
-        replied = reference.resolved if isinstance(reference.resolved, discord.Message) else reference.cached_message
-        return replied is not None and replied.author.id == bot_id
-
-    @staticmethod
-    def readable_text(message: discord.Message, bot_id: int) -> str:
-        """The content as a person reads it: the bot's own mention removed, other mentions as names,
-        attachments listed by name and link."""
-        users = {user.id: user for user in message.mentions}
-        roles = {role.id: role for role in message.role_mentions}
-        guild = message.guild
-
-        def render(match: re.Match[str]) -> str:
-            if match["user"]:
-                user_id = int(match["user"])
-                if user_id == bot_id:
-                    return _OWN_MENTION
-                user = users.get(user_id)
-                return f"@{user.display_name}" if user else match[0]
-            if match["role"]:
-                role = roles.get(int(match["role"]))
-                if role is not None and role.tags is not None and role.tags.bot_id == bot_id:
-                    return _OWN_MENTION
-                return f"@{role.name}" if role else match[0]
-            channel = guild.get_channel_or_thread(int(match["channel"])) if guild else None
-            return f"#{channel.name}" if channel else match[0]
-
-        text = _MENTION.sub(render, message.content)
-        # the bot's mention goes with the blanks around it: none left at a line's edge, one between words
-        text = _OWN_MENTION_AT_EDGE.sub("", text)
-        text = _OWN_MENTION_INSIDE.sub(" ", text).strip()
-        attachments = [f"[attachment: {item.filename} {item.url}]" for item in message.attachments]
-        return "\n".join(part for part in (text, *attachments) if part)
+        """The gateway's view of a Discord message, or None when the bot ignores it (see the module docstring)."""
+        return incoming_message(message, self.client.user, platform=self.platform, allowlist=self.allowlist)
 
     # ----------------------------------------------------------------- sending
 
@@ -510,47 +349,3 @@ class DiscordAdapter(PlatformAdapter):
         with contextlib.suppress(Exception):
             await self._channel(chat_id).typing()
 
-
-class DiscordMessenger:
-    """One channel's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
-
-    def __init__(self, channel: discord.abc.Messageable, anchor: str,
-                 reference: Optional[discord.MessageReference]) -> None:
-        self.channel = channel
-        self.anchor = anchor
-        self.reference = reference
-        self._sent: dict[str, discord.Message] = {}
-
-    async def post(self, text: str, *, index: int) -> str:
-        try:
-            message = await self.channel.send(text, nonce=chunk_nonce(self.anchor, index, "reply"),
-                                              reference=self.reference if index == 0 else None,
-                                              allowed_mentions=NO_PINGS)
-        except discord.HTTPException as error:
-            raise _rate_limited(error) or error
-        self._sent[str(message.id)] = message
-        return str(message.id)
-
-    async def edit(self, message_id: str, text: str) -> None:
-        # A message an earlier attempt posted (known only by its id) is edited through a partial message.
-        target = self._sent.get(message_id) or self.channel.get_partial_message(int(message_id))  # type: ignore[attr-defined]
-        try:
-            self._sent[message_id] = await target.edit(content=text, allowed_mentions=NO_PINGS)
-        except discord.HTTPException as error:
-            raise _rate_limited(error) or error
-
-    async def delete(self, message_id: str) -> None:
-        # A message an earlier attempt posted is known only by its id: it is deleted through a partial message.
-        message = self._sent.pop(message_id, None) or self.channel.get_partial_message(int(message_id))  # type: ignore[attr-defined]
-        with contextlib.suppress(discord.HTTPException):
-            await message.delete()
-
-
-def _rate_limited(error: discord.HTTPException) -> PlatformRateLimited | None:
-    """A 429 discord.py did not wait out itself, as the budget's pause; None for any other failure."""
-    if error.status != 429:
-        return None
-    retry_after = getattr(error, "retry_after", None)
-    if retry_after is None and error.response is not None:
-        retry_after = float(error.response.headers.get("Retry-After", 1) or 1)
-    return PlatformRateLimited(float(retry_after or 1.0), "Discord")
