@@ -1,0 +1,22 @@
+"""The one exception a configuration problem raises, however many problems there are."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class ConfigError(Exception):
+    """Everything wrong with a configuration, reported together (SPEC S3.1)."""
+
+    def __init__(self, problems: Sequence[str], *, source: str | Path | None = None) -> None:
+        self.problems = list(dict.fromkeys(problems))
+        self.source = str(source) if source is not None else None
+        super().__init__("\n".join(self.problems))
+
+    def __str__(self) -> str:
+        return "\n".join(self.problems)
+
+
+class ConfigFileError(ConfigError):
+    """The config file itself cannot be read (``foldgate config`` exits 2, not 1)."""

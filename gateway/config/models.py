@@ -1,0 +1,306 @@
+"""The sections of ``config.yaml`` as models: every key, its default and what it accepts.
+
+Where a value comes from, highest priority first:
+
+1. keyword arguments to ``Settings(...)``;
+2. ``FOLDGATE_<SECTION>__<KEY>`` variables (``__`` nests, names are case-insensitive), e.g.
+   ``FOLDGATE_COMPRESSION__THRESHOLD=0.6`` or ``FOLDGATE_PLATFORMS__TELEGRAM__TOKEN=...``. Lists and
+   maps take JSON (lists also ``1,2,3``), a whole section takes a JSON object, ``null`` means null;
+3. the conventional variables a user expects to work: ``TELEGRAM_BOT_TOKEN``, ``DISCORD_BOT_TOKEN``,
+   ``FOLDGATE_HOME`` (``gateway.home``), and for ``model.api_key`` / ``auxiliary.compression.api_key``
+   the usual key variable of the provider configured there (``OPENAI_API_KEY``,
+   ``ANTHROPIC_API_KEY``, ``OPENROUTER_API_KEY``);
+4. the YAML file: the explicit path, else ``$FOLDGATE_CONFIG``, else the user's own
+   ``~/.foldgate/config.yaml`` (in ``$FOLDGATE_HOME``; ``foldgate init`` writes it), else ``./config.yaml``;
+5. the defaults of the models below, which ``config.yaml`` documents key by key.
+
+Every section forbids unknown keys.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from agent.models import UnknownAlias, split_large_alias
+from agent.settings import (
+    AuxiliarySettings,
+    ConnectionSettings,
+    CompressionSettings,
+    ContextSettings,
+    PromptCachingSettings,
+    StrictModel,
+)
+from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
+from gateway.config.sources import PROVIDER_KEY_ENV, layered_sources
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+PositiveId = Annotated[int, Field(ge=1)]
+
+
+
+def _require(missing: list[tuple[str, str]]) -> None:
+    """Report every unmet cross-key requirement of one section at once.
+
+    Each entry is (key relative to the section, reason); the formatter turns it into a problem
+    naming the full dotted key, because a model validator cannot point at a key by itself.
+    """
+    if missing:
+        raise PydanticCustomError(
+            "config_requirement",
+            "{summary}",
+            {"summary": "; ".join(f"{key}: {reason}" for key, reason in missing), "problems": missing},
+        )
+
+
+def _http_url(value: Optional[str], *, https_only: bool = False) -> Optional[str]:
+    if value is None:
+        return value
+    schemes = ("https://",) if https_only else ("http://", "https://")
+    if not value.startswith(schemes) or len(value) <= len(schemes[-1]):
+        raise ValueError(f"must be null or a URL starting with {' or '.join(schemes)}")
+    return value
+
+
+class RedisSettings(StrictModel):
+    """``redis:`` — where sessions live; an empty url starts the embedded server under home."""
+
+    url: str = ""
+    key_prefix: str = Field("fg", pattern=r"^[A-Za-z0-9_.-]+$")
+    cluster: bool = False
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> "RedisSettings":
+        if self.cluster and not self.url:
+            _require([("url", "required when cluster is true (the embedded server is a single node)")])
+        return self
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be empty (embedded server) or a redis://, rediss:// or unix:// URL")
+        return value
+
+
+class ModelSettings(ConnectionSettings):
+    """``model:`` — the chat model. ``local`` is an offline demo model, so a fresh machine runs."""
+
+    name: str = Field("foldgate-local", min_length=1)
+    provider: Literal["local", "openai", "anthropic", "openrouter", "openai-codex", "custom"] = "local"
+    base_url: Optional[str] = None
+    api_key: Optional[SecretStr] = None
+    context_length: Optional[int] = Field(None, ge=1024)
+    max_output_tokens: int = Field(4096, ge=1)
+    api_mode: Literal["auto", "chat", "responses", "codex_app_server"] = "auto"
+    app_server_command: str = Field("codex app-server", min_length=1)
+    stream: bool = True
+    max_retries: int = Field(2, ge=0, le=10)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
+        return _http_url(value)
+
+    @field_validator("name")
+    @classmethod
+    def _large_alias_exists(cls, value: str) -> str:
+        """``-900k`` is a local alias of a few models only; refuse it at load time, not at the first request."""
+        try:
+            split_large_alias(value)
+        except UnknownAlias as error:
+            raise ValueError(str(error)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _route_is_usable(self) -> "ModelSettings":
+        missing: list[tuple[str, str]] = []
+        if self.provider == "custom" and not self.base_url:
+            missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
+        if self.provider in PROVIDER_KEY_ENV and not (self.api_key and self.api_key.get_secret_value()):
+            variable = PROVIDER_KEY_ENV[self.provider]
+            missing.append(("api_key", f"required when provider is {self.provider} (or set {variable})"))
+        _require(missing)
+        return self
+
+
+class TelegramSettings(StrictModel):
+    """``platforms.telegram:`` — a Telegram bot through aiogram, by polling or a webhook."""
+
+    enabled: bool = False
+    token: Optional[SecretStr] = None
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: Optional[str] = None
+    webhook_path: str = Field("/telegram/webhook", pattern=r"^/")
+    webhook_secret: Optional[SecretStr] = None
+    listen_host: str = Field("127.0.0.1", min_length=1)
+    listen_port: Port = 8443
+    api_server: Optional[str] = None
+    allowed_user_ids: list[PositiveId] = Field(default_factory=list)
+    allowed_chat_ids: list[int] = Field(default_factory=list)
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url_is_https(cls, value: Optional[str]) -> Optional[str]:
+        """Telegram delivers webhooks over HTTPS only."""
+        return _http_url(value, https_only=True)
+
+    @field_validator("api_server")
+    @classmethod
+    def _api_server_is_http(cls, value: Optional[str]) -> Optional[str]:
+        return _http_url(value)
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _telegram_secret_alphabet(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        """Telegram accepts 1-256 characters of A-Z a-z 0-9 _ - and rejects the webhook otherwise."""
+        if value is None:
+            return value
+        secret = value.get_secret_value()
+        if not 1 <= len(secret) <= 256 or any(not (c.isascii() and (c.isalnum() or c in "_-")) for c in secret):
+            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
+        return value
+
+    @model_validator(mode="after")
+    def _usable_when_enabled(self) -> "TelegramSettings":
+        missing: list[tuple[str, str]] = []
+        if self.enabled and not (self.token and self.token.get_secret_value()):
+            missing.append(("token", "required when enabled is true (or set TELEGRAM_BOT_TOKEN)"))
+        if self.enabled and self.mode == "webhook" and not self.webhook_url:
+            missing.append(("webhook_url", "required when mode is webhook"))
+        if self.enabled and self.mode == "webhook" and not (self.webhook_secret and self.webhook_secret.get_secret_value()):
+            missing.append(("webhook_secret", "required when mode is webhook: Telegram sends it with every update, so"
+                            " forged updates are refused (or set FOLDGATE_PLATFORMS__TELEGRAM__WEBHOOK_SECRET)"))
+        _require(missing)
+        return self
+
+
+class DiscordSettings(StrictModel):
+    """``platforms.discord:`` — a Discord bot through discord.py, optionally sharded."""
+
+    enabled: bool = False
+    token: Optional[SecretStr] = None
+    allowed_user_ids: list[PositiveId] = Field(default_factory=list)
+    allowed_guild_ids: list[PositiveId] = Field(default_factory=list)
+    allowed_channel_ids: list[PositiveId] = Field(default_factory=list)
+    shard_ids: Optional[list[Annotated[int, Field(ge=0)]]] = None
+    shard_count: Optional[int] = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _usable_when_enabled(self) -> "DiscordSettings":
+        missing: list[tuple[str, str]] = []
+        if self.enabled and not (self.token and self.token.get_secret_value()):
+            missing.append(("token", "required when enabled is true (or set DISCORD_BOT_TOKEN)"))
+        if self.shard_ids is not None and self.shard_count is None:
+            missing.append(("shard_count", "required when shard_ids is set"))
+        if self.shard_ids and self.shard_count is not None and max(self.shard_ids) >= self.shard_count:
+            missing.append(("shard_ids", f"every id must be below shard_count ({self.shard_count})"))
+        _require(missing)
+        return self
+
+
+class LocalPlatformSettings(StrictModel):
+    """``platforms.local:`` — a chat on this machine (terminal or a small web page), no account needed."""
+
+    enabled: bool = True
+    web: bool = False
+    host: str = Field("127.0.0.1", min_length=1)
+    port: Port = 8765
+
+
+class PlatformsSettings(StrictModel):
+    """``platforms:`` — which chat platforms the gateway serves."""
+
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    local: LocalPlatformSettings = Field(default_factory=LocalPlatformSettings)
+
+    @model_validator(mode="after")
+    def _something_to_serve(self) -> "PlatformsSettings":
+        if not (self.telegram.enabled or self.discord.enabled or self.local.enabled):
+            _require([("", "enable at least one of telegram, discord, local")])
+        return self
+
+
+class TelegramSendLimits(StrictModel):
+    """``delivery.telegram:`` — what Telegram allows a bot, shared by every gateway process."""
+
+    per_chat_per_second: float = Field(1.0, gt=0)
+    per_group_per_minute: float = Field(20.0, ge=4)
+    per_bot_per_second: float = Field(30.0, ge=12)
+
+
+class DiscordSendLimits(StrictModel):
+    """``delivery.discord:`` — Discord's per-channel and global limits, shared by every gateway process."""
+
+    per_channel_per_5_seconds: float = Field(5.0, ge=4)
+    per_bot_per_second: float = Field(50.0, ge=10)
+
+
+class DeliverySettings(StrictModel):
+    """``delivery:`` — replies shown as they are written, and the send budget (SPEC B9, B10)."""
+
+    stream_replies: bool = True
+    telegram: TelegramSendLimits = Field(default_factory=TelegramSendLimits)
+    discord: DiscordSendLimits = Field(default_factory=DiscordSendLimits)
+
+
+class GatewaySettings(StrictModel):
+    """``gateway:`` — the process: state directory, locks, dedupe, concurrency, metrics."""
+
+    home: str = Field(DEFAULT_HOME, min_length=1)
+    lock_ttl_seconds: int = Field(15, ge=1)
+    dedupe_ttl_seconds: int = Field(86_400, ge=86_400)
+    max_concurrent_chats: int = Field(32, ge=1)
+    transcript_cache_tokens: int = Field(2_000_000, ge=0)
+    metrics_port: Port = 0
+    metrics_host: str = Field("127.0.0.1", min_length=1)
+    coalesce_backlog: bool = True
+    coalesce_max_messages: int = Field(500, ge=2)
+    coalesce_max_tokens: int = Field(20_000, ge=100)
+    max_message_tokens: int = Field(16_000, ge=1_000)
+    #: How long a message that failed because the provider is away is retried before the chat is told to give up.
+    outage_retry_seconds: float = Field(900, ge=0)
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Build it with :func:`gateway.config.load_settings` to get readable errors;
+    built directly, it reads the same layers (keyword arguments first)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_NESTING, env_parse_none_str="null",
+        case_sensitive=True,  # the file's keys; the FOLDGATE_ variables are read case-insensitively
+        extra="forbid", validate_assignment=True,
+    )
+
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
+    auxiliary: AuxiliarySettings = Field(default_factory=AuxiliarySettings)
+    prompt_caching: PromptCachingSettings = Field(default_factory=PromptCachingSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    platforms: PlatformsSettings = Field(default_factory=PlatformsSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+
+    @property
+    def home_path(self) -> Path:
+        """``gateway.home`` with ``~`` expanded: where the embedded Redis and notice markers live."""
+        return Path(self.gateway.home).expanduser()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        file_data = read_config(resolve_config_path(None, os.environ))
+        return (init_settings, *layered_sources(settings_cls, os.environ, file_data))
