@@ -157,10 +157,47 @@ def reads_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(out_dir: str) -> int:
+#: Runs of the older commit with ``--baseline``, each between two runs of this checkout (noise and the
+#: order of runs then fall on both sides alike).
+BASELINE_ROUNDS = 3
+
+
+def _medians(runs: list[dict]) -> list[tuple[str, float]]:
+    """``(measurement, median p50 over the runs)`` for every measurement of :func:`measure`."""
+    first = runs[0]
+    out = [(f"hygiene decision, {row['session_tokens']:,} tokens, µs",
+            statistics.median(run["rows"][i]["p50_us"] for run in runs)) for i, row in enumerate(first["rows"])]
+    for i, row in enumerate(first["turn_reads"]):
+        for key, label in (("cache_off_p50_ms", "cache off"), ("cache_on_p50_ms", "cache on")):
+            out.append((f"transcript read, {row['session_tokens']:,} tokens, {label}, ms",
+                        statistics.median(run["turn_reads"][i][key] for run in runs)))
+    return out
+
+
+def baseline_table(current: list[dict], older: list[dict], commit: str) -> str:
+    """The median p50 of this checkout's runs beside that of ``commit``'s, measured alternately."""
+    lines = [f"| measurement | this checkout ({len(current)} runs) | {commit} ({len(older)} runs) | × |",
+             "|---|---:|---:|---:|"]
+    for (label, now), (_, then) in zip(_medians(current), _medians(older)):
+        lines.append(f"| {label} | {now:.2f} | {then:.2f} | {now / then:.2f} |")
+    return "\n".join(lines)
+
+
+def main(out_dir: str, *, baseline: str | None = None) -> int:
+    """The measurement; with ``baseline``, that commit's code measured alternately with this checkout's."""
     result = asyncio.run(measure())
     report = ("Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n\n" + table(result["rows"])
               + "\n\nA turn's transcript read (snapshot after a turn appended two messages), "
               "transcript cache off and on, interleaved:\n\n" + reads_table(result["turn_reads"]))
+    if baseline:
+        from evals.baseline import run_at
+
+        current, older = [result], []
+        for _ in range(BASELINE_ROUNDS):
+            older.append(run_at(baseline, "bench_hygiene"))
+            current.append(asyncio.run(measure()))
+        result["baseline"] = {"commit": baseline, "runs": older, "current_runs": current[1:]}
+        report += (f"\n\nMedian p50s of this checkout and of {baseline}, run alternately in this command:\n\n"
+                   + baseline_table(current, older, baseline))
     publish(out_dir, "bench_hygiene", {**result, "measured_at": time.strftime("%Y-%m-%d")}, report)
     return 0

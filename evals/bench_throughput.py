@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from evals.baseline import run_at
 from evals.report import progress, publish
 
 CHATS = 1_000
@@ -855,26 +856,8 @@ def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_baseline(commit: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The same benchmark at an older commit, in a temporary git worktree, in a child process.
-
-    Only the measurement parameters the old code's ``measure`` also takes are passed on.
-    """
-    root = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory(prefix="fg-baseline-") as scratch:
-        tree, out = Path(scratch) / "tree", Path(scratch) / "out"
-        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), commit],
-                       check=True, capture_output=True)
-        try:
-            passed = {k: v for k, v in options.items() if k not in ("transport", "stream", "settle")}
-            # The old tree's packages, not this checkout's, for this child and the workers it starts: its cwd
-            # (first on sys.path under -c) and PYTHONPATH are the tree, ahead of the entries that point here.
-            code = f"import sys; from evals import bench_throughput as b; sys.exit(b.main({str(out)!r}, **{passed!r}))"
-            environment = {**os.environ, "PYTHONPATH": str(tree)}
-            subprocess.run([sys.executable, "-c", code], cwd=tree, env=environment, check=True,
-                           stdout=subprocess.DEVNULL)
-            return json.loads((out / "bench_throughput.json").read_text())
-        finally:
-            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    """The same benchmark at an older commit; only the parameters the old code's ``measure`` also takes are passed on."""
+    return run_at(commit, "bench_throughput", **{k: v for k, v in options.items() if k not in ("transport", "stream", "settle")})
 
 
 def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -897,7 +880,8 @@ def main(out_dir: str | Path, *, variants: Sequence[tuple[str, bool]] = VARIANTS
     results = [run_gateway_loop(measure(transport=transport, stream=stream, **options)) for transport, stream in variants]
     rows = [variant_summary(result) for result in results]
     if baseline:
-        rows.append({**variant_summary(run_baseline(baseline, options)), "transport": f"foldgate's own HTTP/1.1 at {baseline}"})
+        row = variant_summary(run_baseline(baseline, options))
+        rows.append({**row, "transport": f"{row['transport']} at {baseline}"})
     result = {**results[0], "comparison": rows}
     publish(out_dir, "bench_throughput", result, markdown(result) + comparison_markdown(rows))
     return 0

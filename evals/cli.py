@@ -91,6 +91,10 @@ def eval_command(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Benchmarks that can also run an older commit's code side by side (``--baseline COMMIT``).
+BASELINE_BENCHMARKS = ("throughput", "hygiene")
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """``foldgate bench NAME [--out …]``: runs ``evals.bench_NAME.main(out)``."""
     names = available_benchmarks()
@@ -99,7 +103,7 @@ def bench_command(args: argparse.Namespace) -> int:
         return 2
     module = importlib.import_module(f"evals.bench_{args.name}")
     baseline = getattr(args, "baseline", None)
-    if baseline and args.name != "throughput":
-        print("--baseline is for the throughput benchmark only", file=sys.stderr)
+    if baseline and args.name not in BASELINE_BENCHMARKS:
+        print(f"--baseline is for the {' and '.join(BASELINE_BENCHMARKS)} benchmarks only", file=sys.stderr)
         return 2
     return int((module.main(args.out, baseline=baseline) if baseline else module.main(args.out)) or 0)

@@ -172,3 +172,20 @@ def test_delivery_measures_the_first_preview_and_the_calls_a_reply_costs(tmp_pat
         assert 0 < row["first_shown_ms"]["p50"] <= row["first_shown_ms"]["p99"] < 10_000
     assert result["long_reply"]["platform_calls"] >= 1
     assert "first preview" in (tmp_path / "bench_delivery.md").read_text()
+
+
+@pytest.mark.timeout(180)
+def test_hygiene_runs_an_older_commits_code_beside_this_checkouts(tmp_path):
+    import subprocess
+
+    from evals import bench_hygiene
+    from evals.baseline import ROOT, run_at
+
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "HEAD"], capture_output=True).returncode:
+        pytest.skip("not a git checkout: no commit to run beside this one")
+    old = run_at("HEAD", "bench_hygiene")  # the committed tree, in its own worktree and process
+    assert [row["iterations"] for row in old["rows"]] == [3000, 3000]
+    table = bench_hygiene.baseline_table([old], [old, old], "HEAD")
+    assert table.count("| 1.00 |") == 6  # two decisions and four transcript reads, each against itself
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    assert "fg-baseline-" not in worktrees  # the temporary worktree is removed again

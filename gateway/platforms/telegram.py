@@ -137,6 +137,34 @@ def conflict_explanation(description: str) -> str:
     )
 
 
+def _check_webhook(mode: str, secret: Optional[str], set_webhook: bool, url: Optional[str]) -> None:
+    """Webhook mode needs its secret (anyone who finds the URL could post updates) and, to register, its URL."""
+    if mode == "webhook" and not secret:
+        raise TelegramAdapterError(
+            "webhook mode needs platforms.telegram.webhook_secret: without it anyone who finds the URL "
+            "could post fake updates", setting="platforms.telegram.webhook_secret"
+        )
+    if mode == "webhook" and set_webhook and not url:
+        raise TelegramAdapterError("webhook mode needs platforms.telegram.webhook_url to register the webhook",
+                                   setting="platforms.telegram.webhook_url")
+
+
+def _bot(token: str, api_server: Optional[str]) -> Bot:
+    """The aiogram bot for ``token``, refused with the setting named when the token is not one."""
+    problem = token_problem(token)
+    if problem:
+        raise TelegramAdapterError(
+            f"not a Telegram bot token ({problem}) — copy the whole token @BotFather gave you into "
+            "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
+    session = AiohttpSession(api=TelegramAPIServer.from_base(api_server)) if api_server else AiohttpSession()
+    try:
+        return Bot(token, session=session)
+    except TokenValidationError as error:  # aiogram's own check, should it ever be stricter than ours
+        raise TelegramAdapterError(f"not a Telegram bot token ({error}) — copy the whole token @BotFather gave "
+                                   "you into platforms.telegram.token or TELEGRAM_BOT_TOKEN",
+                                   setting="platforms.telegram.token") from None
+
+
 class TelegramAdapter(PlatformAdapter):
     """One Telegram bot: polling or webhook intake, split and retried sends, a typing indicator."""
 
@@ -165,26 +193,8 @@ class TelegramAdapter(PlatformAdapter):
         retry_sleep: Sleep = asyncio.sleep,
         preview_interval: float = 1.0,
     ) -> None:
-        if mode == "webhook" and not webhook_secret:
-            raise TelegramAdapterError(
-                "webhook mode needs platforms.telegram.webhook_secret: without it anyone who finds the URL "
-                "could post fake updates", setting="platforms.telegram.webhook_secret"
-            )
-        if mode == "webhook" and set_webhook and not webhook_url:
-            raise TelegramAdapterError("webhook mode needs platforms.telegram.webhook_url to register the webhook",
-                                       setting="platforms.telegram.webhook_url")
-        problem = token_problem(token)
-        if problem:
-            raise TelegramAdapterError(
-                f"not a Telegram bot token ({problem}) — copy the whole token @BotFather gave you into "
-                "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
-        session = AiohttpSession(api=TelegramAPIServer.from_base(api_server)) if api_server else AiohttpSession()
-        try:
-            self.bot = Bot(token, session=session)
-        except TokenValidationError as error:  # aiogram's own check, should it ever be stricter than ours
-            raise TelegramAdapterError(f"not a Telegram bot token ({error}) — copy the whole token @BotFather gave "
-                                       "you into platforms.telegram.token or TELEGRAM_BOT_TOKEN",
-                                       setting="platforms.telegram.token") from None
+        _check_webhook(mode, webhook_secret, set_webhook, webhook_url)
+        self.bot = _bot(token, api_server)
         self.api_server = api_server
         self.mode = mode
         self.webhook_url = webhook_url
