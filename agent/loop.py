@@ -134,6 +134,8 @@ class TurnResult:
     #: Messages created during the turn (never stored, so without ``_id``) that an in-loop
     #: compaction folded away: the gateway archives them with the commit.
     folded: list[Message] = field(default_factory=list)
+    #: Compactions the provider made of the conversation during the turn (a codex thread, Responses).
+    native_compactions: int = 0
 
 
 class TurnFailed(Exception):
@@ -233,12 +235,7 @@ class Agent:
         ends a wait on the provider when the person stops the turn, even with no event arriving.
         """
         messages: list[Message] = list(history) + [user_message]
-        first_new = len(messages) - 1
-        compacted = False
-        folded: list[Message] = []
-        total = Usage()
-        last = Usage()
-        calls = 0
+        done = _SoFar(first_new=len(messages) - 1)
         tools = self._tool_schemas()
         reply = ""
         context_retry_used = False
@@ -247,29 +244,27 @@ class Agent:
             # The size to judge: the provider's report for the previous request of this turn; before
             # the first request, the engine's last report (from the previous turn, or the size its last
             # compaction left); a count only where no report exists.
-            tokens = last.prompt_tokens or (None if iteration else self.engine.last_prompt_tokens) or count_messages(messages)
+            tokens = done.last.prompt_tokens or (None if iteration else self.engine.last_prompt_tokens) or count_messages(messages)
             if self.engine.should_compress(tokens):
-                new = await self._compact(messages, tokens, force=False, folded=folded)
+                new = await self._compact(messages, tokens, force=False, folded=done.folded)
                 if new is not None:
-                    messages, compacted = new, True
+                    messages, done.compacted = new, True
             try:
                 completion = await self._complete(messages, tools, on_event, until_stopped)
             except TurnStopped as stop:
-                return self._stopped(messages, [], stop, first_new, compacted, total, last, calls, folded)
+                return self._stopped(messages, [], stop, done)
             except ProviderError as error:
                 if isinstance(error, ContextTooLong) and not context_retry_used:
                     context_retry_used = True
-                    new = await self._compact(messages, None, force=True, folded=folded)
+                    new = await self._compact(messages, None, force=True, folded=done.folded)
                     if new is not None:
-                        messages, compacted = new, True
+                        messages, done.compacted = new, True
                         continue
                 # What the turn did so far (whole tool-call pairs: a failure falls between requests)
                 # travels with the error, so the gateway keeps tool results that were already paid for.
-                raise TurnFailed(error, self._result(messages, first_new, "", compacted, total, last, calls, folded)) from error
-            calls += 1
+                raise TurnFailed(error, self._result(messages, "", done)) from error
             iteration += 1
-            total = total + completion.usage
-            last = completion.usage
+            done.answered(completion)
             self.engine.update_from_response(completion.usage)
             assistant = completion.as_message()
             _give_calls_unique_ids(assistant, messages)
@@ -280,11 +275,11 @@ class Agent:
             stopped = await self._run_calls(assistant, messages, on_event)
             if stopped is not None:
                 pending, stop = stopped
-                return self._stopped(messages, pending, stop, first_new, compacted, total, last, calls, folded)
+                return self._stopped(messages, pending, stop, done)
         else:
             reply = "I stopped after too many tool calls in one turn; ask me to continue."
             messages.append({"role": "assistant", "content": reply})
-        return self._result(messages, first_new, reply, compacted, total, last, calls, folded)
+        return self._result(messages, reply, done)
 
     async def _run_calls(self, assistant: Message, messages: list[Message],
                          on_event: TurnSink | None) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
@@ -302,17 +297,36 @@ class Agent:
         return None
 
     def _stopped(self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped,
-                 first_new: int, compacted: bool, total: Usage, last: Usage, calls: int,
-                 folded: list[Message]) -> TurnResult:
+                 done: "_SoFar") -> TurnResult:
         """End a stopped turn: calls not yet run get a stand-in result (pairs stay whole), and what the
         person saw of the reply is kept as the reply."""
         for call in pending:
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": STOPPED_TOOL_RESULT})
         reply = stop.text.strip() or STOPPED_REPLY
         messages.append({"role": "assistant", "content": reply})
-        return self._result(messages, first_new, reply, compacted, total, last, calls, folded)
+        return self._result(messages, reply, done)
 
-    def _result(self, messages: list[Message], first_new: int, reply: str, compacted: bool, total: Usage,
-                last: Usage, calls: int, folded: list[Message]) -> TurnResult:
-        new_messages = [] if compacted else messages[first_new:]
-        return TurnResult(messages, new_messages, reply, compacted, total, last, calls, folded)
+    @staticmethod
+    def _result(messages: list[Message], reply: str, done: "_SoFar") -> TurnResult:
+        new_messages = [] if done.compacted else messages[done.first_new:]
+        return TurnResult(messages, new_messages, reply, done.compacted, done.total, done.last, done.calls,
+                          done.folded, done.native_compactions)
+
+
+@dataclass
+class _SoFar:
+    """What a turn has done so far: what its result reports, however the turn ends."""
+
+    first_new: int  # where the turn's own messages begin
+    compacted: bool = False
+    total: Usage = field(default_factory=Usage)
+    last: Usage = field(default_factory=Usage)
+    calls: int = 0
+    native_compactions: int = 0
+    folded: list[Message] = field(default_factory=list)
+
+    def answered(self, completion: Completion) -> None:
+        self.calls += 1
+        self.total = self.total + completion.usage
+        self.last = completion.usage
+        self.native_compactions += completion.native_compactions

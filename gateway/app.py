@@ -13,17 +13,18 @@ import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from redis.exceptions import RedisError
 
 from agent.tokens import encoding
+from gateway.activity import ActivityLog
 from gateway.agents import AgentBuilder
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.events import CompressEvent, Event, EventBus
 from gateway.inbox import Inbox
 from gateway.delivery.budget import SendBudget
-from gateway.delivery.gate import gates
+from gateway.delivery.gate import ChatBuckets, gates
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
 from gateway.redis_channel import channel_for
@@ -33,6 +34,9 @@ from gateway.runner import GatewayRunner
 from gateway.startup_errors import REDIS_CONNECT_SECONDS, StartupError, exit_code_of, explain, redis_failure
 from gateway.scratch import describe_gateway, throwaway_gateway, without_credentials
 from gateway.store import SessionStore
+
+if TYPE_CHECKING:
+    from gateway.web.server import WebServers
 
 log = logging.getLogger("foldgate")
 T = TypeVar("T")
@@ -49,6 +53,9 @@ class Gateway:
     agents: AgentBuilder
     redis: Any
     embedded: EmbeddedRedis | None
+    #: Every chat's turns, compactions and errors, recorded for the operator view.
+    activity: ActivityLog
+    budget: SendBudget
 
     async def close(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
         """Stop everything; running turns get ``grace_seconds`` (until ``cut_short`` is set) to finish.
@@ -107,6 +114,8 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
         except (OSError, TimeoutError, RedisError) as error:
             raise redis_failure(error, settings) from error
         events = EventBus()
+        activity = ActivityLog(redis, store.channel, settings.redis.key_prefix)
+        events.subscribe(activity.record)  # whichever process serves the operator view reads them
         agents = AgentBuilder(settings, **builder_options)
         budget = SendBudget(store.channel, settings.redis.key_prefix)
         runner = GatewayRunner(
@@ -124,7 +133,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     except BaseException:
         await _release(runner, agents, store, redis, embedded)
         raise
-    return Gateway(settings, runner, store, events, agents, redis, embedded)
+    return Gateway(settings, runner, store, events, agents, redis, embedded, activity, budget)
 
 
 async def _release(runner: GatewayRunner | None, agents: AgentBuilder | None, store: SessionStore | None,
@@ -224,7 +233,11 @@ async def _stop_all(adapters: dict[str, PlatformAdapter]) -> None:
 
 def _adapters(settings: Settings, out: TextIO) -> dict[str, PlatformAdapter]:
     adapters: dict[str, PlatformAdapter] = {}
-    if settings.platforms.local.enabled:
+    if settings.platforms.local.enabled and settings.platforms.local.web:
+        from gateway.web.chat_platform import WebChatAdapter
+
+        adapters["web"] = WebChatAdapter()
+    elif settings.platforms.local.enabled:
         adapters["local"] = TerminalAdapter(stdout=out)
     if settings.platforms.telegram.enabled:
         from gateway.platforms.telegram import TelegramAdapter
@@ -307,9 +320,9 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
     _announce(settings, gateway, adapters, out)
     signals = ShutdownSignals()
     signals.install(asyncio.get_running_loop())
-    metrics = None
+    servers = None
     try:  # from here on a failure still closes the gateway: no embedded server or connection outlives it
-        metrics = await _serve_metrics(settings, gateway)
+        servers = await serve_web(settings, gateway, adapters, out)
         terminal = adapters.get("local")
         if terminal is not None and settings.model.provider == "local":
             await open_terminal_chat(gateway, out)
@@ -319,8 +332,8 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> 
             await adapter.start(gateway.runner.intake)
         return await _until_done(settings, gateway, adapters, signals.stop)
     finally:
-        if metrics is not None:
-            await metrics.cleanup()
+        if servers is not None:
+            await servers.close()
         await shut_down(gateway, signals, out)
 
 
@@ -335,19 +348,38 @@ def _announce(settings: Settings, gateway: Gateway, adapters: Mapping[str, Platf
     out.write(gateway.agents.caching_status + "\n")
 
 
-async def _serve_metrics(settings: Settings, gateway: Gateway) -> Any:
-    """The /metrics server when ``gateway.metrics_port`` asks for one (its aiohttp runner), else None."""
-    if not settings.gateway.metrics_port:
-        return None
-    from gateway.metrics import serve_metrics
+async def serve_web(settings: Settings, gateway: Gateway, adapters: Mapping[str, PlatformAdapter],
+                     out: TextIO) -> "WebServers":
+    """The operator's server (metrics, health, operator view) when ``gateway.metrics_port`` is set, and the
+    web chat when ``platforms.local.web`` is; says where each one is."""
+    from gateway.metrics import GatewayWatch
+    from gateway.web.chat_pages import WebChat
+    from gateway.web.chat_platform import WebChatAdapter
+    from gateway.web.live import LiveHub
+    from gateway.web.server import WebServers
 
+    servers = WebServers()
     try:
-        return await serve_metrics(gateway.events, gateway.runner, settings.gateway.metrics_host,
-                                   settings.gateway.metrics_port)
-    except OSError as error:
-        raise StartupError(f"cannot serve metrics on port {settings.gateway.metrics_port} "
-                           f"({error.strerror or error}) — pick a free port, or 0 to serve none",
-                           setting="gateway.metrics_port") from error
+        if settings.gateway.metrics_port:
+            watch = GatewayWatch(gateway.events, gateway.runner, gateway.budget,
+                                 ChatBuckets(settings.delivery).bot_wide(adapters))
+            token = settings.gateway.admin_token.get_secret_value() if settings.gateway.admin_token else None
+            await servers.serve_operator(watch, gateway.activity, token,
+                                         lambda model: gateway.agents.context_length(model or gateway.agents.default_model),
+                                         settings.gateway.metrics_host, settings.gateway.metrics_port)
+        web_adapter = adapters.get("web")
+        if isinstance(web_adapter, WebChatAdapter):
+            hub = LiveHub(gateway.redis, gateway.store.channel, settings.redis.key_prefix)
+            web_adapter.attach(hub)
+            local = settings.platforms.local
+            await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, hub),
+                                     local.host, local.port)
+    except BaseException:
+        await servers.close()
+        raise
+    for what, url in servers.addresses.items():
+        out.write(f"foldgate: {what} at {url}\n")
+    return servers
 
 
 async def _until_done(settings: Settings, gateway: Gateway, adapters: Mapping[str, PlatformAdapter],

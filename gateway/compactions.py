@@ -13,13 +13,13 @@ import time
 from collections.abc import Mapping
 
 from agent.context_engine import ContextEngine
-from agent.messages import Message
+from agent.messages import Message, is_summary
 from agent.settings import CompressionSettings
 from agent.tokens import count_message
 from gateway import hygiene
 from gateway.chat_turn import ChatTurn
 from gateway.events import CompressEvent, EventBus
-from gateway.store import SessionStore
+from gateway.store import CompactionCommit, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +74,21 @@ class Compactions:
         if commit.replayed:  # applied by an earlier call: the session as stored is that call's result
             turn.meta = await self.store.meta(turn.chat, commit.session_id)
             return await self.store.active(turn.chat, commit.session_id)
-        await self.announce(turn, engine, commit.old_session_id, trigger, turn.meta.tokens, after)
+        before = hygiene.estimate_session_tokens(turn.meta)[0]
+        await self.announce(turn, engine, commit, compacted, trigger, before, after)
         turn.meta = await self.store.meta(turn.chat, commit.session_id)
         return compacted  # the store gave its new messages their ids: it is the session as stored
 
-    async def announce(self, turn: ChatTurn, engine: ContextEngine, old_sid: str, trigger: str,
-                       before: int, after: int) -> None:
-        """The ``session:compress`` event of a compaction committed into ``turn.session_id``."""
+    async def announce(self, turn: ChatTurn, engine: ContextEngine, commit: CompactionCommit,
+                       compacted: list[Message], trigger: str, before: int, after: int) -> None:
+        """The ``session:compress`` event of ``commit`` (into ``turn.session_id``), whose new live list is ``compacted``."""
         stats = engine.last_compaction or {}
         summarizer = stats.get("summarizer") if isinstance(stats, Mapping) else getattr(stats, "summarizer", "")
+        summary = next((m for m in reversed(compacted) if is_summary(m)), None)
         await self.events.emit(CompressEvent(
-            platform=turn.message.platform, chat=turn.chat, session_id=turn.session_id, old_session_id=old_sid,
-            in_place=not old_sid, compression_count=engine.compression_count, trigger=trigger,  # type: ignore[arg-type]
+            platform=turn.message.platform, chat=turn.chat, session_id=turn.session_id,
+            old_session_id=commit.old_session_id, in_place=not commit.old_session_id,
+            compression_count=engine.compression_count, trigger=trigger,  # type: ignore[arg-type]
             tokens_before=before, tokens_after=after, summarizer=str(summarizer or ""),
+            summary_id=str(summary.get("_id", "")) if summary else "", archived_ids=list(commit.archived_ids),
         ))

@@ -8,13 +8,19 @@ one that does is logged and skipped so an observer can never break a turn.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, TypeAdapter
 
 log = logging.getLogger(__name__)
+
+
+#: Who started a compaction: the gateway's 85% pass, the agent's in-loop compressor, an idle gap,
+#: ``/compress``, or the provider itself (a codex thread, the Responses API's native compaction).
+Trigger = Literal["hygiene", "in_loop", "manual", "idle", "native"]
 
 
 class CompressEvent(BaseModel):
@@ -27,10 +33,15 @@ class CompressEvent(BaseModel):
     old_session_id: str  # "" when compacted in place
     in_place: bool
     compression_count: int
-    trigger: Literal["hygiene", "in_loop", "manual", "idle"]
+    trigger: Trigger
     tokens_before: int
     tokens_after: int
     summarizer: str
+    ts: float = Field(default_factory=time.time)
+    #: The summary message the compaction put into the live transcript ("" when it wrote none).
+    summary_id: str = ""
+    #: Ids of the messages it moved to the archive, in order.
+    archived_ids: list[str] = Field(default_factory=list)
 
 
 class TurnEvent(BaseModel):
@@ -48,9 +59,31 @@ class TurnEvent(BaseModel):
     model: str = ""
     cost_usd: float = 0.0  # what the turn's tokens cost (0 for an unpriced model)
     saved_usd: float = 0.0  # what prompt caching saved against no caching
+    ts: float = Field(default_factory=time.time)
+    #: The context's size once the turn was committed (the provider's last report, else the stored
+    #: count: what hygiene judges), and the model's window.
+    context_tokens: int = 0
+    context_window: int = 0
+    #: Plain words when the provider failed the turn part-way ("" for a turn that went well).
+    error: str = ""
 
 
-Event = Union[CompressEvent, TurnEvent]
+class TurnErrorEvent(BaseModel):
+    """``turn:error`` — a message could not be answered now: the provider is away, or handling it kept failing."""
+
+    name: Literal["turn:error"] = "turn:error"
+    platform: str
+    chat: str
+    session_id: str
+    kind: Literal["provider_away", "provider_gave_up", "failed"]
+    #: Plain words for the operator: never the provider's own text (it may echo a key).
+    error: str
+    ts: float = Field(default_factory=time.time)
+
+
+Event = Union[CompressEvent, TurnEvent, TurnErrorEvent]
+#: Reads an event back from its JSON (the activity log stores them so).
+EVENT_JSON: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="name")])
 Subscriber = Callable[[Event], Union[None, Awaitable[None]]]
 
 
@@ -78,7 +111,10 @@ class EventBus:
         if isinstance(event, CompressEvent):
             self.counters[f"compactions_{event.trigger}"] += 1
             self.counters["tokens_folded"] += max(0, event.tokens_before - event.tokens_after)
+        elif isinstance(event, TurnErrorEvent):
+            self.counters["provider_errors" if event.kind != "failed" else "turns_failed"] += 1
         else:
+            self.counters["provider_errors"] += bool(event.error)
             self.counters["turns"] += 1
             self.counters["prompt_tokens"] += event.prompt_tokens
             self.counters["completion_tokens"] += event.completion_tokens

@@ -25,7 +25,7 @@ from redis.exceptions import ResponseError
 
 from gateway.platforms.base import IncomingMessage
 from gateway.redis_channel import RedisChannel, RedisPyChannel, Script, is_noscript
-from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, WrongKeyType
+from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, WrongKeyType, chat_index_key
 
 #: KEYS: seen marker, inbox. ARGV: ttl seconds, entry JSON. 1 = queued, 0 = duplicate.
 #: Both keys' types are checked before the marker is set: a marker set for a push that then
@@ -64,6 +64,7 @@ class Inbox:
         self.channel: RedisChannel = channel or RedisPyChannel(redis)
         self.prefix = prefix
         self.ready_key = f"{prefix}:ready"
+        self.chats_key = chat_index_key(prefix)
         self.dedupe_ttl_seconds = dedupe_ttl_seconds
 
     def _keys(self, chat: str) -> ChatKeys:
@@ -74,21 +75,23 @@ class Inbox:
 
         The chat is marked ready before the push (so a crash right after the push cannot leave
         an entry in an unmarked chat) and again after it (so a worker that unmarked the chat in
-        between sees it marked anew).
+        between sees it marked anew). The same round trip records the chat in the index of chats.
         """
         keys = self._keys(message.chat)
         intake_keys = [keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox]
         intake_args = [self.dedupe_ttl_seconds, message.model_dump_json()]
-        mark = ("ZADD", self.ready_key, "NX", time.time(), message.chat)
+        now = time.time()
+        mark = ("ZADD", self.ready_key, "NX", now, message.chat)
         evalsha = ("EVALSHA", _INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
+        indexed = ("ZADD", self.chats_key, "GT", now, message.chat)
         try:
-            try:
-                _, queued, _ = await self.channel.call_in_order(mark, evalsha, mark)  # one round trip when pipelined
+            try:  # one round trip when pipelined
+                _, queued, _, _ = await self.channel.call_in_order(mark, evalsha, mark, indexed)
             except ResponseError as error:
                 if not is_noscript(error):
                     raise
                 queued = await _INTAKE.run(self.channel, intake_keys, intake_args)  # the server lost its scripts
-                await self.mark(message.chat)
+                await self.channel.call_in_order(mark, indexed)
         except ResponseError as error:
             if str(error).startswith("FG_WRONG_TYPE"):
                 raise WrongKeyType(str(error)) from error

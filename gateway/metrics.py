@@ -1,25 +1,32 @@
-"""The operator's window (B5): ``/metrics`` in Prometheus text format and ``/healthz`` for probes.
+"""The operator's numbers (B5): ``/metrics`` in Prometheus text format, ``/healthz`` for probes, and the
+same figures for the operator's gateway page.
 
-Counters come from the event bus (compactions by trigger, tokens folded away, turns, prompt,
-completion and cache tokens); gauges from the runner (chats being worked on here); the
-process's own metrics from prometheus_client's collectors, which also writes the format.
-Served only when ``gateway.metrics_port`` is set.
+Counters come from the event bus (turns, compactions by trigger, tokens folded away, prompt,
+completion and cache tokens, dollars, provider errors); gauges from the runner (chats being worked
+on here), from Redis (its memory) and from the shared send budget (each bot-wide bucket's tokens
+and pause); the process's own metrics from prometheus_client's collectors, which also write the
+format. :class:`GatewayWatch` takes one sample of all of it, so a scrape and a page agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from redis.exceptions import RedisError
 
-from gateway.events import EventBus
+from gateway.delivery.budget import Bucket, BucketState, SendBudget
+from gateway.events import Event, EventBus, TurnEvent
 from gateway.runner import GatewayRunner
 
-_HELP = {
+COUNTER_HELP = {
     "turns": "Messages answered by this process",
     "prompt_tokens": "Prompt tokens reported by the provider",
     "completion_tokens": "Completion tokens reported by the provider",
@@ -32,38 +39,141 @@ _HELP = {
     "compactions_in_loop": "Compactions inside the agent's tool loop",
     "compactions_manual": "Compactions requested with /compress",
     "compactions_idle": "Compactions after an idle gap",
+    "compactions_native": "Compactions the provider made of a conversation itself",
+    "provider_errors": "Turns the model provider failed, and outages it began",
+    "turns_failed": "Messages whose handling kept failing and was given up",
 }
+
+#: Seconds over which the turn rate is averaged.
+RATE_WINDOW_SECONDS = 60
+
+
+class TurnRate:
+    """Turns answered per second over the last minute, counted in one-second buckets (subscribe :meth:`observe`)."""
+
+    def __init__(self, window_seconds: int = RATE_WINDOW_SECONDS) -> None:
+        self.window = window_seconds
+        self.started = time.monotonic()
+        self._buckets: deque[list[int]] = deque()  # [second, turns], oldest first
+
+    def observe(self, event: Event) -> None:
+        if not isinstance(event, TurnEvent):
+            return
+        second = int(time.monotonic())
+        if self._buckets and self._buckets[-1][0] == second:
+            self._buckets[-1][1] += 1
+        else:
+            self._buckets.append([second, 1])
+        self._forget(second)
+
+    def _forget(self, now: int) -> None:
+        while self._buckets and self._buckets[0][0] <= now - self.window:
+            self._buckets.popleft()
+
+    def per_second(self) -> float:
+        now = time.monotonic()
+        self._forget(int(now))
+        span = min(float(self.window), max(1.0, now - self.started))
+        return sum(turns for _, turns in self._buckets) / span
+
+
+@dataclass(frozen=True)
+class GatewayFigures:
+    """One sample of everything the operator sees of this process and the shared parts."""
+
+    worker_id: str
+    uptime_seconds: float
+    counters: dict[str, float]
+    turns_per_second: float
+    chats_running: int
+    #: Bytes Redis uses (None when it could not be asked).
+    redis_used_memory: int | None
+    budgets: list[BucketState] = field(default_factory=list)
+
+
+class GatewayWatch:
+    """Takes :class:`GatewayFigures` samples; the Prometheus collector reads the latest one."""
+
+    def __init__(self, events: EventBus, runner: GatewayRunner, budget: SendBudget | None = None,
+                 buckets: Sequence[Bucket] = ()) -> None:
+        self.events = events
+        self.runner = runner
+        self.budget = budget
+        self.buckets = list(buckets)
+        self.rate = TurnRate()
+        events.subscribe(self.rate.observe)
+        self.latest: GatewayFigures | None = None
+
+    async def sample(self) -> GatewayFigures:
+        try:
+            memory: int | None = int((await self.runner.store.redis.info("memory"))["used_memory"])
+        except (RedisError, OSError, KeyError, ValueError):
+            memory = None
+        budgets: list[BucketState] = []
+        if self.budget is not None:
+            for bucket in self.buckets:
+                try:
+                    budgets.append(await self.budget.peek(bucket))
+                except (RedisError, OSError):
+                    continue
+        self.latest = GatewayFigures(
+            worker_id=self.runner.worker_id, uptime_seconds=time.time() - self.runner.started_at,
+            counters={name: float(self.events.counters.get(name, 0)) for name in COUNTER_HELP},
+            turns_per_second=self.rate.per_second(), chats_running=self.runner.busy_chats,
+            redis_used_memory=memory, budgets=budgets,
+        )
+        return self.latest
 
 
 class GatewayCollector(Collector):
-    """Reads the event bus's counters and the runner's gauges at each scrape (nothing kept twice)."""
+    """Yields the latest sample's figures (nothing kept twice)."""
 
-    def __init__(self, events: EventBus, runner: GatewayRunner) -> None:
-        self.events = events
-        self.runner = runner
+    def __init__(self, watch: GatewayWatch) -> None:
+        self.watch = watch
 
     def collect(self) -> Iterator[Metric]:
-        for name, help_text in _HELP.items():
-            value = self.events.counters.get(name, 0)
-            yield CounterMetricFamily(f"foldgate_{name}", help_text, value=value if isinstance(value, int) else round(value, 6))
+        figures = self.watch.latest
+        if figures is None:
+            return
+        for name, help_text in COUNTER_HELP.items():
+            value = figures.counters.get(name, 0.0)
+            yield CounterMetricFamily(f"foldgate_{name}", help_text, value=int(value) if value.is_integer() else round(value, 6))
         yield GaugeMetricFamily("foldgate_chats_running", "Chats whose turn runs in this process now",
-                                value=self.runner.busy_chats)
+                                value=figures.chats_running)
+        yield GaugeMetricFamily("foldgate_turns_per_second", f"Turns answered per second over the last {RATE_WINDOW_SECONDS} s",
+                                value=round(figures.turns_per_second, 3))
+        if figures.redis_used_memory is not None:
+            yield GaugeMetricFamily("foldgate_redis_used_memory_bytes", "Memory the Redis server uses",
+                                    value=figures.redis_used_memory)
+        tokens = GaugeMetricFamily("foldgate_send_budget_tokens", "Sends a bot-wide bucket would grant at once",
+                                   labels=["bucket"])
+        paused = GaugeMetricFamily("foldgate_send_budget_paused_seconds", "Seconds a platform's 429 still pauses a bucket",
+                                   labels=["bucket"])
+        for state in figures.budgets:
+            name = f"{state.bucket.key_tag}:{state.bucket.name}"
+            tokens.add_metric([name], round(state.tokens, 3))
+            paused.add_metric([name], round(state.paused_seconds, 3))
+        yield tokens
+        yield paused
 
 
-def registry_for(events: EventBus, runner: GatewayRunner) -> CollectorRegistry:
+def registry_for(watch: GatewayWatch) -> CollectorRegistry:
     """foldgate's metrics and the process's own (CPU, memory, open files, garbage collection)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(GatewayCollector(events, runner))
+    registry.register(GatewayCollector(watch))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
 
 
-def build_app(events: EventBus, runner: GatewayRunner) -> web.Application:
-    registry = registry_for(events, runner)
+def add_metrics_routes(app: web.Application, watch: GatewayWatch) -> None:
+    """``/metrics`` (a fresh sample each scrape) and ``/healthz`` (Redis answers)."""
+    registry = registry_for(watch)
+    runner = watch.runner
 
     async def metrics(_request: web.Request) -> web.Response:
+        await watch.sample()
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_request: web.Request) -> web.Response:
@@ -73,15 +183,5 @@ def build_app(events: EventBus, runner: GatewayRunner) -> web.Application:
             return web.json_response({"ok": False, "redis": str(error)}, status=503)
         return web.json_response({"ok": True, "worker": runner.worker_id})
 
-    app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
-    return app
-
-
-async def serve_metrics(events: EventBus, runner: GatewayRunner, host: str, port: int) -> web.AppRunner:
-    """Start the endpoint; the caller cleans it up with ``await app_runner.cleanup()``."""
-    app_runner = web.AppRunner(build_app(events, runner))
-    await app_runner.setup()
-    await web.TCPSite(app_runner, host, port).start()
-    return app_runner

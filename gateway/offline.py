@@ -17,9 +17,8 @@ from typing import Any
 from agent import json_codec
 from agent.engine_registry import resolve_context_engine
 from agent.messages import InvalidMessage, validate_message
-from agent.search import SearchError, search_messages
+from agent.search import SearchError
 from agent.tokens import count_messages, count_text
-from agent.tools import searchable
 from gateway.config import ConfigError, ModelSettings, Settings, load_settings
 from gateway.startup_errors import exit_code_of
 
@@ -147,7 +146,7 @@ class UnknownChat(LookupError):
 
 async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> list[dict[str, Any]]:
     from gateway.redis_server import connect_or_embed
-    from gateway.session_source import ChatHistory
+    from gateway.session_source import ID_SEPARATOR, search_conversations
     from gateway.store import SessionStore
 
     redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
@@ -157,13 +156,11 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
         if sid is None:  # a search never creates a chat, and a mistyped key should not read as "no matches"
             raise UnknownChat(f"nothing is stored for chat {chat!r} (under key prefix {settings.redis.key_prefix!r});"
                               " chat keys look like local:terminal, tg:<chat id>, dc:<channel id>")
-        # Every conversation of the chat (``/new`` keeps the old ones), never another chat's.
-        history = ChatHistory(store, chat, sid, every_session=True)
-        messages = searchable(await history.all_messages())
-        sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
-        hits = search_messages(messages, query, limit=limit)
-        return [{"id": h.message_id, "session": sessions.get(str(h.message_id), ""), "role": h.role,
-                 "score": round(h.score, 2), "snippet": h.snippet} for h in hits]
+        hits = await search_conversations(store, chat, sid, query, limit)
+        # The id as session_fetch takes it: plain in the current session, "<session>:<id>" in others.
+        return [{"id": h.message_id if h.session_id == sid else f"{h.session_id}{ID_SEPARATOR}{h.message_id}",
+                 "session": h.session_id, "role": h.role, "score": round(h.score, 2), "snippet": h.snippet}
+                for h in hits]
     finally:
         await redis.aclose()
         if embedded:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.messages import is_real_user_message, text_of
+from agent.search import search_messages
+from agent.tools import searchable
 from gateway.store import SessionStore, UnknownSession
 
 #: Sessions followed at most along one chain (a bound against a corrupted, cyclic chain).
@@ -182,6 +184,37 @@ class ChatHistory:
                     if local in hits:
                         found[asked] = {**hits[local], "_id": asked, "_session": head}
         return [found[i] for i in wanted if i in found]
+
+
+async def conversation_messages(store: SessionStore, chat: str, session_id: str) -> list[dict[str, Any]]:
+    """Every stored message of the conversation ``session_id`` belongs to (in this chat), in the order
+    they were written; empty when it is none of the chat's."""
+    for conversation in await conversations(store, chat, await store.stored_session(chat)):
+        if session_id in conversation.sessions:
+            messages = await _messages_of(store, chat, conversation.sessions)
+            return sorted(messages, key=lambda m: (float(m.get("_ts") or 0), _numeric(str(m.get("_id")))))
+    return []
+
+
+@dataclass(frozen=True)
+class ChatHit:
+    """One search hit in a chat: the conversation (session) and the message's own id there."""
+
+    session_id: str
+    message_id: str
+    role: str
+    score: float
+    snippet: str
+
+
+async def search_conversations(store: SessionStore, chat: str, session_id: str, query: str, limit: int) -> list[ChatHit]:
+    """Search every conversation of the chat (``/new`` keeps the old ones), never another chat's;
+    raises :class:`agent.search.SearchError` for a query that cannot run."""
+    messages = searchable(await ChatHistory(store, chat, session_id, every_session=True).all_messages())
+    sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
+    return [ChatHit(sessions.get(str(hit.message_id), ""), str(hit.message_id).rpartition(ID_SEPARATOR)[2], hit.role,
+                    hit.score, hit.snippet)
+            for hit in search_messages(messages, query, limit=limit)]
 
 
 @dataclass(frozen=True)

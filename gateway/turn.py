@@ -38,7 +38,8 @@ from gateway.commands import handle_command
 from gateway.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
-from gateway.events import TurnEvent
+from gateway.events import CompressEvent, TurnErrorEvent, TurnEvent
+from gateway.hygiene import estimate_session_tokens
 from gateway.long_messages import MessageBound
 from gateway.outage import (ProviderDown, ProviderWatch, RetryLater, counts_as_down, final_notice, is_redis_outage,
                             waiting_notice)
@@ -104,6 +105,9 @@ class Turn:
         self.chat, self.lock, self.message = chat, lock, message
         self.started = time.perf_counter()
         self.since = time.time()  # a /stop from now on is this turn's, even one sent during a compaction first
+        #: The context's size once committed (as hygiene will judge it), and what went wrong with the model call.
+        self.committed_tokens = 0
+        self.failure = ""
 
     async def run(self) -> Outcome:
         """The entry handled; raises :class:`ProviderDown` when the provider is away."""
@@ -116,7 +120,7 @@ class Turn:
         prepared = await self.prepare(turn, history)
         result, reply, stream = await self.run_agent(turn, prepared)
         reply = await self.commit(turn, prepared, result, reply)
-        await self.report(turn, prepared.model, result)
+        await self.report(turn, prepared, result)
         return Outcome(turn.session_id, reply, committed=True, stream=stream,
                        batch=tuple((raw, entry_id(m)) for raw, m in prepared.batch))
 
@@ -201,6 +205,7 @@ class Turn:
             # is committed like any turn; the person's message is kept and the reply says what happened.
             result = failed.partial
             log.warning("chat %s: %s", self.chat, explain(failed.error) or f"the model call failed: {failed.error}")
+            self.failure = f"the model provider {plain_reason(failed.error)}"
             reply = f"⚠️ The model provider {plain_reason(failed.error)}. Your message is saved; please try again."
         if prepared.notes and reply:
             reply = "\n\n".join([*prepared.notes, reply])
@@ -214,17 +219,21 @@ class Turn:
             new_messages = prepared.earlier + result.new_messages
             fields["tokens_at_report"] = turn.meta.tokens + sum(count_message(m) for m in new_messages)
             await self.store.append(self.chat, turn.session_id, new_messages, lock=self.lock, meta=fields)
+            self.committed_tokens = int(fields["last_prompt_tokens"] or fields["tokens_at_report"])
             return reply
         fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
+        self.committed_tokens = int(fields["last_prompt_tokens"] or fields["tokens_at_report"])
         commit = await self.store.commit_compaction(
             self.chat, turn.session_id, result.messages, lock=self.lock,
             in_place=self.parts.compactions.compression.in_place,
             compaction_id=f"{turn.entry_id}:turn", meta=fields, archive_new=result.folded,
         )  # a lost lock raises StaleLock here, as the append does: nothing is delivered then
-        before, turn.session_id = turn.meta.tokens, commit.session_id
+        # the size the agent compacted at (its count; the session's estimate where the engine gives none)
+        before = getattr(prepared.engine.last_compaction, "tokens_before", 0) or estimate_session_tokens(turn.meta)[0]
+        turn.session_id = commit.session_id
         if commit.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
             return (await self.store.meta(self.chat, commit.session_id)).last_reply or reply
-        await self.parts.compactions.announce(turn, prepared.engine, commit.old_session_id, "in_loop", before,
+        await self.parts.compactions.announce(turn, prepared.engine, commit, result.messages, "in_loop", before,
                                               fields["tokens_at_report"])
         return reply
 
@@ -247,17 +256,34 @@ class Turn:
             fields["engine_state"] = engine_state
         return fields
 
-    async def report(self, turn: ChatTurn, model: str, result: TurnResult) -> None:
-        usage, ttl = result.usage, self.parts.options.cache_ttl
+    async def report(self, turn: ChatTurn, prepared: Prepared, result: TurnResult) -> None:
+        """The turn's event (with its cost and what caching saved), after the compactions the provider made
+        of the conversation during it, if any."""
+        usage, ttl, model, events = result.usage, self.parts.options.cache_ttl, prepared.model, self.parts.gateway.events
         try:
             spent, saved = float(cost(usage, model, ttl)), float(savings(usage, model, ttl))
         except UnknownPrice:
             spent = saved = 0.0
-        await self.parts.gateway.events.emit(TurnEvent(
+        if result.native_compactions:
+            await events.emit(CompressEvent(
+                platform=self.message.platform, chat=self.chat, session_id=turn.session_id, old_session_id="",
+                in_place=True, compression_count=prepared.engine.compression_count, trigger="native",
+                tokens_before=turn.meta.last_prompt_tokens or turn.meta.tokens,
+                tokens_after=result.last_usage.prompt_tokens, summarizer="the provider",
+            ))
+        await events.emit(TurnEvent(
             platform=self.message.platform, chat=self.chat, session_id=turn.session_id,
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
             latency_ms=(time.perf_counter() - self.started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
+            context_tokens=self.committed_tokens, context_window=self.agents.context_length(model),
+            error=self.failure,
+        ))
+
+    async def _report_failure(self, session_id: str, kind: str, error: str) -> None:
+        await self.parts.gateway.events.emit(TurnErrorEvent(
+            platform=self.message.platform, chat=self.chat, session_id=session_id, kind=kind,  # type: ignore[arg-type]
+            error=error,
         ))
 
     # ----------------------------------------------------------------- failures
@@ -287,7 +313,9 @@ class Turn:
             if not sid:  # the snapshot itself failed: the entry still leaves through the chat's pointer
                 with contextlib.suppress(Exception):
                     sid = await self.store.stored_session(self.chat) or ""
+            await self._report_failure(sid, "failed", f"the message could not be handled or stored ({type(error).__name__})")
             return Outcome(sid, None, committed=False)
+        await self._report_failure(sid, "failed", f"handling the message kept failing ({type(error).__name__})")
         return Outcome(sid, reply, committed=True)
 
     async def provider_down(self, down: ProviderDown) -> Outcome:
@@ -299,6 +327,8 @@ class Turn:
         failure = await self.parts.provider.failed(self.chat, str(message.update_id), down)
         if not failure.expired:
             if failure.first:
+                await self._report_failure(await self.store.stored_session(self.chat) or "", "provider_away",
+                                           f"the model provider {plain_reason(error)}")
                 await self.parts.replies.deliver(message, waiting_notice(error))
             raise RetryLater(failure.delay)
         log.warning("%s: the model provider stayed away for %.0fs; the waiting messages are stored unanswered",
@@ -317,6 +347,8 @@ class Turn:
                                     meta={"last_entry_id": ids[-1], "last_reply": reply,
                                           "batch_entry_ids": "\n".join(ids) if batch else None})
         await self.parts.provider.stopped_waiting(self.chat)
+        await self._report_failure(sid, "provider_gave_up",
+                                   f"the model provider {plain_reason(error)} for {failure.waited:.0f} s; messages stored unanswered")
         # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
         return Outcome(sid, reply, committed=True,
                        stream=self.parts.replies.stream(entries[-1], self.lock, previews=False),

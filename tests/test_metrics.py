@@ -5,7 +5,10 @@ from __future__ import annotations
 import httpx
 
 from gateway.events import CompressEvent, EventBus, TurnEvent
-from gateway.metrics import serve_metrics
+from aiohttp import web
+
+from gateway.metrics import GatewayWatch, add_metrics_routes
+from gateway.web.server import start_site
 from tests.fakes.gateway import make_settings, running_gateway
 
 
@@ -19,7 +22,9 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
         await bus.emit(TurnEvent(platform="local", chat="local:a", session_id="s", prompt_tokens=1200,
                                  completion_tokens=30, cache_read_tokens=1000, cache_write_tokens=150, latency_ms=5,
                                  model="claude-sonnet-4", cost_usd=0.0021, saved_usd=0.0027))
-        site = await serve_metrics(bus, runner, "127.0.0.1", 0)
+        app = web.Application()
+        add_metrics_routes(app, GatewayWatch(bus, runner))
+        site = await start_site(app, "127.0.0.1", 0, setting="gateway.metrics_port")
         port = site.addresses[0][1]
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:

@@ -58,6 +58,11 @@ class AppServerCompletion(Completion):
 
     thread: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def native_compactions(self) -> int:
+        """The app-server's compactions of the thread during the turn, on its own or at foldgate's threshold."""
+        return sum(int(count) for count in (self.thread.get("compactions") or {}).values())
+
     def as_message(self) -> dict[str, Any]:
         message = super().as_message()
         message[THREAD_KEY] = dict(self.thread)

@@ -145,6 +145,10 @@ class ResponsesCompletion(Completion):
     replay: dict[str, Any] | None = None
     compacted: bool = False
 
+    @property
+    def native_compactions(self) -> int:
+        return int(self.compacted)
+
     def as_message(self) -> dict[str, Any]:
         message = super().as_message()
         if self.replay and self.replay.get("items"):

@@ -28,6 +28,12 @@ class Completion:
         """The model stopped because it ran out of ``max_tokens``."""
         return self.finish_reason == "length"
 
+    @property
+    def native_compactions(self) -> int:
+        """How often the provider compacted the conversation itself while answering (SPEC S7); only
+        routes whose server keeps the context (a codex thread, Responses native compaction) do."""
+        return 0
+
     def as_message(self) -> dict[str, Any]:
         """The answer as an assistant message to append to the history."""
         message: dict[str, Any] = {"role": "assistant", "content": self.text}

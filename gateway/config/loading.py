@@ -24,7 +24,7 @@ from gateway.config.schema import Schema, bounds, dotted, kind, schema_at, unkno
 from gateway.config.sources import Origins, layered_sources, origins_of
 
 #: keys whose values are credentials: redacted by ``config show`` and in error messages
-SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret"})
+SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret", "admin_token"})
 #: what a redacted secret (or the password part of a URL) is shown as
 REDACTED = "***"
 _RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})

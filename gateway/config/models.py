@@ -266,6 +266,23 @@ class GatewaySettings(StrictModel):
     max_message_tokens: int = Field(16_000, ge=1_000)
     #: How long a message that failed because the provider is away is retried before the chat is told to give up.
     outage_retry_seconds: float = Field(900, ge=0)
+    #: The operator view's password (``/admin`` on the metrics port); without it the view is refused.
+    admin_token: Optional[SecretStr] = None
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_is_strong(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        """It guards every chat's transcript: a short one is refused rather than guessed."""
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be null or at least 16 characters (e.g. the output of"
+                             " `python3 -c 'import secrets; print(secrets.token_urlsafe(24))'`)")
+        return value
+
+    @model_validator(mode="after")
+    def _admin_view_has_a_port(self) -> "GatewaySettings":
+        if self.admin_token is not None and not self.metrics_port:
+            _require([("admin_token", "the operator view is served on gateway.metrics_port, which is 0 (off): set a port")])
+        return self
 
 
 class Settings(BaseSettings):

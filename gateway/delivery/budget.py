@@ -242,9 +242,29 @@ for _, s in ipairs(paused) do save(s[1], s[2], s[3], now, s[4], s[5], ends) end
 return 0
 """
 
+#: KEYS: one bucket hash. ARGV: capacity, per_second. Reads only: the tokens it holds now (as a
+#: string, Lua numbers leave as integers) and the microseconds until a pause on it ends (0: none).
+_PEEK = r"""
+local now = clock()
+local tokens, ts, blocked = load(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]) / 1000000, now)
+if ts > now then tokens = 0 end
+return {string.format('%.17g', tokens), math.max(0, math.ceil(blocked - now))}
+"""
+
 _take_script = Script.of(_LUA_HELPERS + _TAKE)
+_peek_script = Script.of(_LUA_HELPERS + _PEEK)
 _refund_script = Script.of(_LUA_HELPERS + _REFUND)
 _pause_script = Script.of(_LUA_HELPERS + _PAUSE)
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """A bucket as every process sees it now: the sends it would grant at once, and how long a
+    platform's 429 still pauses it."""
+
+    bucket: Bucket
+    tokens: float
+    paused_seconds: float
 
 
 def _number(value: float) -> str:
@@ -332,6 +352,11 @@ class SendBudget:
                               [EXPIRY_MARGIN_MS, pause_us, *self._shape_args(group)])
             for group in self._by_tag(buckets)
         ))
+
+    async def peek(self, bucket: Bucket) -> BucketState:
+        """The bucket's state now, on its server's clock (writes nothing)."""
+        tokens, paused_us = await _peek_script.run(self.channel, [self.key(bucket)], self._shape_args([bucket]))
+        return BucketState(bucket, float(tokens), int(paused_us) / 1_000_000)
 
     async def _refund(self, groups: list[list[Bucket]]) -> None:
         if groups:

@@ -8,7 +8,7 @@ any window of its length, so the platform's own accounting never sees it broken.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gateway.config import DeliverySettings
 from gateway.delivery.budget import Bucket, Limit, SendBudget
@@ -35,6 +35,11 @@ class ChatBuckets:
         self.discord_channel = window_limit(discord.per_channel_per_5_seconds, 5, 0.6,
                                             "delivery.discord.per_channel_per_5_seconds")
         self.discord_bot = window_limit(discord.per_bot_per_second, 1, 0.2, "delivery.discord.per_bot_per_second")
+
+    def bot_wide(self, platforms: Iterable[str]) -> list[Bucket]:
+        """The bucket every reply of a platform's bot draws from, for each of ``platforms`` that has one."""
+        buckets = {"tg": Bucket("tg:bot", self.telegram_bot, "bot"), "dc": Bucket("dc:bot", self.discord_bot, "bot")}
+        return [buckets[platform] for platform in platforms if platform in buckets]
 
     def for_message(self, message: IncomingMessage) -> list[Bucket]:
         """The buckets a reply to ``message`` takes a token from, for every message it sends or edits."""

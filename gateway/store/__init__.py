@@ -16,6 +16,7 @@
 - :mod:`~gateway.store.snapshots` — a chat's session in one round trip
 - :mod:`~gateway.store.transcript` — appends, the live list, the archive, the quarantine
 - :mod:`~gateway.store.compaction` — the atomic, fenced, idempotent compaction commit
+- :mod:`~gateway.store.figures` — many chats' current conversations in numbers, in two round trips
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from gateway.store.caches import READ_AHEAD_SECONDS, TranscriptCache
 from gateway.store.compaction import COMMIT_RECORD_TTL_SECONDS, CompactionCommit
 from gateway.store.entries import MIN_SEEN_TTL_SECONDS
 from gateway.store.errors import StaleLock, StoreError, UnknownSession, VersionConflict, WrongKeyType
-from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.figures import ChatFigures
+from gateway.store.keys import ChatKeys, chat_index_key, check_key_part
 from gateway.store.locks import Lock
 from gateway.store.meta import COMMIT_META_FIELDS, SETTABLE_META_FIELDS, SessionMeta
 from gateway.store.session_store import SessionStore
@@ -38,6 +40,7 @@ __all__ = [
     "ORIGINAL_MARKER_TTL_SECONDS",
     "READ_AHEAD_SECONDS",
     "SETTABLE_META_FIELDS",
+    "ChatFigures",
     "ChatKeys",
     "CompactionCommit",
     "Lock",
@@ -50,5 +53,6 @@ __all__ = [
     "UnknownSession",
     "VersionConflict",
     "WrongKeyType",
+    "chat_index_key",
     "check_key_part",
 ]

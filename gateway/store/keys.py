@@ -19,6 +19,9 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:outage               the chat's outage record: since when, how many tries (gateway.outage)
     {prefix}:{<chat>}:reply:<entry id>     the messages a streamed reply posted (gateway.delivery.journal)
     {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
+    {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000 (gateway.activity)
+    {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded (gateway.activity)
+    {prefix}:{<chat>}:live                 pub/sub channel of a web chat's streamed replies (gateway.web.live)
 
 Message bodies are written once and never rewritten: the active and archive lists hold
 ids only, so a compaction moves ids between lists and stores just the messages it
@@ -26,7 +29,7 @@ creates (the summary, stubs, edited copies) — it never re-inserts the transcri
 
 What grows, by design: the ``msg`` hash and the ``archive`` list of a session grow with
 everything ever said in it and are never trimmed (B1: every original stays retrievable
-by id). Everything else is bounded: ``active`` by the context window (compaction keeps
+by id). Everything else is bounded: ``activity`` by its length, ``active`` by the context window (compaction keeps
 it there), ``meta`` by the summary cap, ``quarantine`` by the number of corrupted
 entries, and the lock, ``seen`` and ``compaction`` keys expire.
 """
@@ -43,6 +46,12 @@ def check_key_part(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value or "{" in value or "}" in value:
         raise ValueError(f"{name} must be a non-empty string without braces, got {value!r}")
     return value
+
+
+def chat_index_key(prefix: str) -> str:
+    """``{prefix}:chats``: every chat that ever sent a message, scored by when its latest one arrived
+    (the one key that lists chats; written by the intake, read by the operator view)."""
+    return f"{prefix}:chats"
 
 
 def new_session_id() -> str:
@@ -94,6 +103,18 @@ class ChatKeys:
     @property
     def outage(self) -> str:
         return f"{self.base}:outage"
+
+    @property
+    def activity(self) -> str:
+        return f"{self.base}:activity"
+
+    @property
+    def totals(self) -> str:
+        return f"{self.base}:totals"
+
+    @property
+    def live(self) -> str:
+        return f"{self.base}:live"
 
     def compaction(self, compaction_id: str) -> str:
         return f"{self.base}:compaction:{compaction_id}"

@@ -16,11 +16,12 @@ from redis.asyncio import Redis
 
 from agent.messages import Message
 from gateway.redis_channel import RedisChannel
-from gateway.store import compaction, entries, locks, sessions, snapshots, transcript
+from gateway.store import compaction, entries, figures, locks, sessions, snapshots, transcript
 from gateway.store.bodies import Unreadable
 from gateway.store.caches import ReadAhead, TranscriptCache
 from gateway.store.compaction import COMMIT_RECORD_TTL_SECONDS, CompactionCommit
 from gateway.store.entries import MIN_SEEN_TTL_SECONDS
+from gateway.store.figures import ChatFigures
 from gateway.store.keys import ChatKeys, check_key_part
 from gateway.store.locks import Lock
 from gateway.store.meta import SessionMeta
@@ -104,6 +105,10 @@ class SessionStore(Routes):
         self._read_ahead.drop(chat)
         keys = self.keys(chat)
         return await sessions.point_at(self, keys, check_key_part("session id", sid), lock)
+
+    async def figures(self, chats: Sequence[str]) -> list[ChatFigures | None]:
+        """Each chat's current conversation in numbers (None where nothing is stored), in two round trips."""
+        return await figures.figures(self, [self.keys(chat) for chat in chats])
 
     async def session_outline(self, chat: str, sid: str) -> SessionOutline:
         """The session's message ids (live and archived) and their stored sizes, without reading bodies."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import gateway.metrics
+import gateway.web.server
 from gateway.app import serve
 from gateway.cli import main
 from gateway.config import CONVENTIONAL_ENV, PROVIDER_KEY_ENV, Settings, load_settings, url_password_hidden
@@ -89,13 +89,13 @@ def test_metrics_host_defaults_to_loopback():
 @pytest.mark.parametrize("host", [None, "::1"])
 async def test_the_metrics_endpoint_binds_the_configured_address(tmp_path, redis_url, key_prefix, monkeypatch, host):
     bound: list[tuple[str, int]] = []
-    real = gateway.metrics.serve_metrics
+    real = gateway.web.server.start_site
 
-    async def recording(events, runner, address, port):
+    async def recording(app, address, port, *, setting):
         bound.append((address, port))
-        return await real(events, runner, "127.0.0.1", 0)  # a free port: only the address asked for matters here
+        return await real(app, "127.0.0.1", 0, setting=setting)  # a free port: only the address asked for matters here
 
-    monkeypatch.setattr(gateway.metrics, "serve_metrics", recording)
+    monkeypatch.setattr(gateway.web.server, "start_site", recording)
     async with FakeLLMServer(handler=lambda request: Reply.answer("ok")) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000,
                                  gateway={"home": str(tmp_path), "metrics_port": 9464,

@@ -1,0 +1,72 @@
+"""The web chat as a platform: what the runner sends to a browser chat goes out as live events.
+
+Messages come in through the web chat's own page (:mod:`gateway.web.chat_pages`), which hands
+them to the gateway's intake like any platform does. Replies go out through
+:class:`~gateway.web.live.LiveHub`, so the page that asked sees them stream in whichever process
+runs the turn. Each event names the message it answers (``reply_to``): a preview replaces the
+last one, the final text replaces the preview.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate
+from gateway.web.live import LiveHub
+
+#: The platform's prefix in chat keys: ``web:<id>``, one chat per browser.
+PLATFORM = "web"
+
+
+class WebChatAdapter(PlatformAdapter):
+    """Sends a web chat's replies as live events; receives nothing by itself (the page posts to the intake)."""
+
+    platform = PLATFORM
+    max_message_length = 1_000_000
+
+    def __init__(self) -> None:
+        self.hub: LiveHub | None = None
+
+    def attach(self, hub: LiveHub) -> None:
+        """Where events go; the hub needs the gateway's Redis, which is opened after the platforms."""
+        self.hub = hub
+
+    async def start(self, intake: Intake) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def publish(self, chat_id: str, event: dict[str, object]) -> None:
+        if self.hub is None:
+            raise RuntimeError("the web chat's live hub is not attached")
+        await self.hub.publish(f"{PLATFORM}:{chat_id}", event)
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})
+
+    async def typing(self, chat_id: str) -> None:
+        await self.publish(chat_id, {"type": "working"})
+
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> "WebReply":
+        return WebReply(self, chat_id, reply_to)
+
+
+class WebReply:
+    """One streamed reply in the browser: each preview and the final text replace what the page shows
+    for ``reply_to``, so a reply retried after a crash shows once."""
+
+    interval = 0.05
+
+    def __init__(self, adapter: WebChatAdapter, chat_id: str, reply_to: Optional[str]) -> None:
+        self.adapter = adapter
+        self.chat_id = chat_id
+        self.reply_to = reply_to
+
+    async def preview(self, text: str) -> bool:
+        await self.adapter.publish(self.chat_id, {"type": "preview", "reply_to": self.reply_to, "text": text})
+        return True
+
+    async def finish(self, text: str) -> None:
+        await self.adapter.send(self.chat_id, text, reply_to=self.reply_to)

@@ -1,0 +1,191 @@
+"""The operator view (``/admin`` on the metrics port, ``gateway.admin_token`` required): every chat, one
+chat over time, and the whole gateway.
+
+- ``/admin`` — every chat with its context against the window, messages live and archived,
+  compactions, tokens, dollars spent and saved by caching, last activity; sortable, paged.
+- ``/admin/chats/<chat>`` — the chat's context size over time with each compaction marked by
+  kind, each compaction's summary as the model saw it and what it archived (each message by id),
+  prompt-cache reads and writes per turn, and the turn log with its errors.
+- ``/admin/gateway`` — turns per second, turns in flight, the send budget, provider errors and
+  Redis memory: one sample of the figures ``/metrics`` shows.
+
+Without the token (as ``Authorization: Bearer`` or the login form's cookie) every page is
+refused; with no token configured the view is off. Pages holding live figures refresh their
+figures every few seconds with a little JavaScript; without it, a reload shows the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from agent.messages import text_of
+from gateway.activity import ActivityLog
+from gateway.events import CompressEvent, Event, TurnEvent
+from gateway.hygiene import estimate_session_tokens
+from gateway.metrics import COUNTER_HELP, GatewayWatch
+from gateway.session_source import conversation_messages
+from gateway.store import SessionStore, UnknownSession
+from gateway.web import transcript
+from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
+from gateway.web.chat_table import PER_PAGE, SORTS, chat_page
+from gateway.web.pages import render
+from gateway.web.security import ADMIN_COOKIE, AdminToken, Handler
+
+#: Turns, compactions and errors listed on a chat's page, newest first.
+LOG_ROWS = 200
+#: Messages shown on each side of an archived message.
+CONTEXT_RADIUS = 6
+
+
+def chat_link(chat: str) -> str:
+    return "/admin/chats/" + quote(chat, safe="")
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """A compaction as the chat page lists it: the event, its summary as stored, what it archived."""
+
+    event: CompressEvent
+    summary: str
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    token: AdminToken
+    store: SessionStore
+    activity: ActivityLog
+    watch: GatewayWatch
+    #: The context window of a chat's model (None: the default model).
+    window_of: Callable[[str | None], int]
+
+    def add_routes(self, app: web.Application) -> None:
+        app.middlewares.append(self.gate)
+        app.router.add_get("/admin", self.chats)
+        app.router.add_get("/admin/login", self.login_form)
+        app.router.add_post("/admin/login", self.login)
+        app.router.add_post("/admin/logout", self.logout)
+        app.router.add_get("/admin/gateway", self.gateway)
+        app.router.add_get("/admin/gateway/figures", self.gateway_figures)
+        app.router.add_get("/admin/chats/{chat}", self.chat)
+        app.router.add_get("/admin/chats/{chat}/charts", self.chat_charts)
+        app.router.add_get("/admin/chats/{chat}/m/{session}/{message}", self.message)
+
+    @web.middleware
+    async def gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every operator page needs the token; the login form is the one way in."""
+        if not request.path.startswith("/admin") or request.path == "/admin/login":
+            return await handler(request)
+        if not self.token.configured:
+            return render("refused.html", status=403, reason="The operator view is off: set gateway.admin_token"
+                          " (and gateway.metrics_port) to turn it on.")
+        if not self.token.admits(request):
+            return render("login.html", status=401, next=request.path_qs, problem="")
+        return await handler(request)
+
+    async def login_form(self, request: web.Request) -> web.Response:
+        return render("login.html", next=_local_next(request.query.get("next", "")), problem="")
+
+    async def login(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        target = _local_next(str(form.get("next") or ""))
+        if not self.token.matches(str(form.get("token") or "")):
+            return render("login.html", status=401, next=target, problem="That is not the operator token.")
+        response = web.HTTPSeeOther(target)
+        self.token.set_cookie(response, request)
+        raise response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        response = web.HTTPSeeOther("/admin/login")
+        response.del_cookie(ADMIN_COOKIE, path="/admin")
+        raise response
+
+    async def chats(self, request: web.Request) -> web.Response:
+        sort = request.query.get("sort", "activity")
+        descending = request.query.get("order", "desc") != "asc"
+        try:
+            page_number = int(request.query.get("page", "1"))
+        except ValueError:
+            page_number = 1
+        page = await chat_page(self.activity, self.store, self.window_of, sort=sort, descending=descending,
+                               page=page_number, per_page=PER_PAGE)
+        return render("operator_chats.html", page=page, sorts=list(SORTS), chat_link=chat_link)
+
+    async def gateway(self, request: web.Request) -> web.Response:
+        return render("operator_gateway.html", figures=await self.watch.sample(), help=COUNTER_HELP)
+
+    async def gateway_figures(self, request: web.Request) -> web.Response:
+        return render("operator_gateway_figures.html", figures=await self.watch.sample(), help=COUNTER_HELP)
+
+    async def chat(self, request: web.Request) -> web.Response:
+        chat = request.match_info["chat"]
+        sid = await self.store.stored_session(chat)
+        if sid is None:
+            return render("not_found.html", status=404, what=f"chat {chat}", back="/admin")
+        events = await self.activity.history(chat)
+        meta = await self.store.meta(chat, sid)
+        totals = (await self.activity.totals([chat]))[0]
+        compactions = await self._compactions(chat, events)
+        log = [event for event in reversed(events)][:LOG_ROWS]
+        return render("operator_chat.html", chat=chat, session_id=sid, meta=meta, totals=totals,
+                      context=estimate_session_tokens(meta)[0],
+                      window=self._window(meta.model, events), compactions=compactions, log=log,
+                      charts=self._charts(events, self._window(meta.model, events)), chat_link=chat_link)
+
+    async def chat_charts(self, request: web.Request) -> web.Response:
+        chat = request.match_info["chat"]
+        sid = await self.store.stored_session(chat)
+        if sid is None:
+            raise web.HTTPNotFound(text=f"no chat {chat}\n")
+        events = await self.activity.history(chat)
+        meta = await self.store.meta(chat, sid)
+        return render("operator_charts.html", charts=self._charts(events, self._window(meta.model, events)))
+
+    async def message(self, request: web.Request) -> web.Response:
+        chat, session_id = request.match_info["chat"], request.match_info["session"]
+        message_id = request.match_info["message"]
+        found = transcript.around(await conversation_messages(self.store, chat, session_id), message_id, CONTEXT_RADIUS)
+        if found is None:
+            return render("not_found.html", status=404, what=f"message {message_id}", back=chat_link(chat))
+        shown, position = found
+        return render("message.html", bubbles=shown, position=position, session_id=session_id,
+                      message_id=message_id, back=chat_link(chat), title=f"{chat} — message {message_id}")
+
+    def _window(self, model: str | None, events: list[Event]) -> int:
+        reported = [e.context_window for e in events if isinstance(e, TurnEvent) and e.context_window]
+        return reported[-1] if reported else self.window_of(model)
+
+    @staticmethod
+    def _charts(events: list[Event], window: int) -> dict[str, Any]:
+        turns = [e for e in events if isinstance(e, TurnEvent)]
+        samples = [ContextSample(e.ts, e.context_tokens) for e in turns if e.context_tokens]
+        marks = [CompactionMark(e.ts, e.tokens_before, e.tokens_after, e.trigger)
+                 for e in events if isinstance(e, CompressEvent)]
+        cache = [CacheTurn(e.ts, e.cache_read_tokens, e.cache_write_tokens,
+                           max(0, e.prompt_tokens - e.cache_read_tokens - e.cache_write_tokens)) for e in turns]
+        return {"context": context_chart(samples, marks, window=window), "cache": cache_chart(cache)}
+
+    async def _compactions(self, chat: str, events: list[Event]) -> list[Compaction]:
+        """The chat's compactions, newest first, each with its summary as the store kept it."""
+        found = [e for e in reversed(events) if isinstance(e, CompressEvent)]
+        wanted: dict[str, list[str]] = {}
+        for event in found:
+            if event.summary_id:
+                wanted.setdefault(event.session_id, []).append(event.summary_id)
+        bodies: dict[tuple[str, str], str] = {}
+        for sid, ids in wanted.items():
+            try:
+                for message in await self.store.get_messages(chat, sid, ids):
+                    bodies[(sid, str(message.get("_id")))] = text_of(message)
+            except UnknownSession:
+                continue
+        return [Compaction(e, bodies.get((e.session_id, e.summary_id), "")) for e in found]
+
+
+def _local_next(target: str) -> str:
+    """Where to go after logging in: an operator page of this server, never another site."""
+    return target if target.startswith("/admin") and not target.startswith("//") else "/admin"

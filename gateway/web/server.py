@@ -1,0 +1,90 @@
+"""The gateway's HTTP servers for people and probes, started by ``foldgate run``.
+
+- the operator's server at ``gateway.metrics_host:metrics_port``: ``/metrics``, ``/healthz`` and the
+  operator view under ``/admin`` (refused without ``gateway.admin_token``);
+- the web chat at ``platforms.local.host:port`` when ``platforms.local.web`` is true.
+
+Both bind 127.0.0.1 unless configured otherwise, and every response goes through
+:func:`gateway.web.security.guard`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from gateway.activity import ActivityLog
+from gateway.metrics import GatewayWatch, add_metrics_routes
+from gateway.startup_errors import StartupError
+from gateway.web.chat_pages import MAX_TEXT_CHARS, WebChat
+from gateway.web.live import LiveHub
+from gateway.web.operator_pages import OperatorView
+from gateway.web.pages import add_static
+from gateway.web.security import AdminToken, guard
+
+
+async def start_site(app: web.Application, host: str, port: int, *, setting: str) -> web.AppRunner:
+    """Serve ``app`` on ``host:port``; a port that cannot be bound stops the start in one line naming ``setting``."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as error:
+        await runner.cleanup()
+        raise StartupError(f"cannot serve on {host}:{port} ({error.strerror or error}) — pick a free port, or 0 for none",
+                           setting=setting) from error
+    return runner
+
+
+def operator_app(watch: GatewayWatch, view: OperatorView) -> web.Application:
+    app = web.Application(middlewares=[guard])
+    add_metrics_routes(app, watch)
+    view.add_routes(app)
+    add_static(app)
+    return app
+
+
+def chat_app(chat: WebChat) -> web.Application:
+    app = web.Application(middlewares=[guard], client_max_size=4 * MAX_TEXT_CHARS + 65_536)  # UTF-8, form-encoded
+    chat.add_routes(app)
+    add_static(app)
+    return app
+
+
+@dataclass
+class WebServers:
+    """The servers a running gateway holds, closed together."""
+
+    runners: list[web.AppRunner] = field(default_factory=list)
+    hub: LiveHub | None = None
+    #: Where each server listens, as a person would open it ("web chat", "operator view").
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    async def serve_operator(self, watch: GatewayWatch, activity: ActivityLog, token: str | None,
+                             window_of: Callable[[str | None], int], host: str, port: int) -> None:
+        view = OperatorView(AdminToken(token), watch.runner.store, activity, watch, window_of)
+        runner = await start_site(operator_app(watch, view), host, port, setting="gateway.metrics_port")
+        self.runners.append(runner)
+        self.addresses["operator view"] = _url(runner, "/admin")
+
+    async def serve_chat(self, chat: WebChat, host: str, port: int) -> None:
+        self.hub = chat.hub
+        runner = await start_site(chat_app(chat), host, port, setting="platforms.local.port")
+        self.runners.append(runner)
+        self.addresses["web chat"] = _url(runner, "/")
+
+    async def close(self) -> None:
+        for runner in self.runners:
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+        if self.hub is not None:
+            await self.hub.aclose()
+
+
+def _url(runner: web.AppRunner, path: str) -> str:
+    host, port = runner.addresses[0][:2]
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}{path}"

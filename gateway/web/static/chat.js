@@ -1,0 +1,116 @@
+// The web chat's live part: send without a reload, and show replies as they stream in.
+// Without this script the page still works: forms post, and a reload shows the conversation.
+"use strict";
+
+(() => {
+  const transcript = document.getElementById("transcript");
+  const composer = document.getElementById("composer");
+  if (!transcript || !composer) return;
+  const textarea = composer.elements.text;
+  const nonce = composer.elements.nonce;
+  const replies = new Map(); // id of the message answered -> its reply's element
+  let order = 0;
+
+  function bubble(role, text, label) {
+    const article = document.createElement("article");
+    article.className = `msg role-${role}`;
+    const who = document.createElement("header");
+    who.className = "who";
+    const speaker = document.createElement("span");
+    speaker.className = "speaker";
+    speaker.textContent = label;
+    who.append(speaker);
+    const body = document.createElement("div");
+    body.className = "text";
+    body.textContent = text;
+    article.append(who, body);
+    article.dataset.order = String(order++);
+    document.getElementById("empty")?.remove();
+    transcript.append(article);
+    return article;
+  }
+
+  function reply(id) {
+    let element = replies.get(id);
+    if (!element) {
+      element = bubble("assistant", "", "foldgate");
+      element.classList.add("working");
+      replies.set(id, element);
+    }
+    return element;
+  }
+
+  function scrollDown() {
+    window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  async function send(text) {
+    const body = new URLSearchParams({ text, nonce: nonce.value });
+    const mine = bubble("user", text, "you");
+    scrollDown();
+    let response;
+    try {
+      response = await fetch("/send", { method: "POST", body, headers: { Accept: "application/json" }, credentials: "same-origin" });
+    } catch (error) {
+      mine.classList.add("failed");
+      bubble("assistant", "⚠️ The message could not be sent (the gateway is not reachable). Send it again.", "foldgate");
+      return;
+    }
+    if (!response.ok) {
+      bubble("assistant", `⚠️ ${(await response.text()).trim()}`, "foldgate");
+      return;
+    }
+    const answer = await response.json();
+    nonce.value = answer.nonce;
+    reply(answer.update_id);
+    scrollDown();
+  }
+
+  function shown(event) {
+    if (event.type === "working") return;
+    const element = reply(event.reply_to || "");
+    element.querySelector(".text").textContent = event.text;
+    element.classList.remove("working");
+    element.classList.toggle("streaming", event.type === "preview");
+    if (event.type === "final") {
+      element.dataset.done = "1";
+      // Messages sent while an earlier turn ran are answered together: their placeholders go.
+      for (const [id, other] of replies) {
+        if (other !== element && !other.dataset.done && Number(other.dataset.order) < Number(element.dataset.order)) {
+          other.remove();
+          replies.delete(id);
+        }
+      }
+    }
+    scrollDown();
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(`${scheme}${location.host}/live`);
+    socket.addEventListener("message", (message) => shown(JSON.parse(message.data)));
+    socket.addEventListener("close", () => setTimeout(connect, 1000));
+  }
+
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = textarea.value.trim();
+    if (!text) return;
+    textarea.value = "";
+    send(text);
+  });
+  textarea.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+  for (const form of document.querySelectorAll("form.command")) {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      send(form.elements.text.value);
+    });
+  }
+  connect();
+  scrollDown();
+})();

@@ -1,0 +1,91 @@
+"""Stored messages as the pages show them: who said it, the text, the tool calls, and where it sits.
+
+The pages never show a system prompt or foldgate's private fields; a compaction summary is shown
+as such (foldgate's own flag, never its text, says what one is), a tool's output under its tool.
+Long texts are cut on the page with a link to the whole message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent import json_codec
+from agent.messages import is_summary, text_of, tool_names_by_call_id
+from gateway.platforms.base import IncomingMessage
+
+#: Characters of one message shown inline; the message's own page shows all of it.
+INLINE_CHARS = 4_000
+#: Characters of a tool call's arguments shown beside its name.
+ARGUMENT_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Bubble:
+    """One message on a page."""
+
+    message_id: str
+    #: ``user``, ``assistant``, ``tool``, ``summary`` or ``waiting`` (sent, not answered yet).
+    role: str
+    text: str
+    ts: float = 0.0
+    tool_calls: list[str] = field(default_factory=list)
+    tool_name: str = ""
+    cut: bool = False  # the text is longer than the page shows
+
+
+def _call_line(call: Mapping[str, Any]) -> str:
+    function = call.get("function") or {}
+    arguments = str(function.get("arguments") or "")
+    try:
+        arguments = json_codec.dumps_text(json_codec.loads(arguments)) if arguments else ""
+    except ValueError:
+        pass
+    if len(arguments) > ARGUMENT_CHARS:
+        arguments = arguments[:ARGUMENT_CHARS] + "…"
+    return f"{function.get('name') or '?'}({arguments})"
+
+
+def bubble(message: Mapping[str, Any], tool_names: Mapping[str, str], *, inline_chars: int = INLINE_CHARS) -> Bubble | None:
+    """The message as shown, or None for what the pages never show (system prompts)."""
+    role = str(message.get("role"))
+    if role == "system":
+        return None
+    text = text_of(message)
+    cut = len(text) > inline_chars
+    shown_role = "summary" if is_summary(message) else role
+    return Bubble(
+        message_id=str(message.get("_id", "")), role=shown_role, text=text[:inline_chars] + ("…" if cut else ""),
+        ts=float(message.get("_ts") or 0.0), tool_calls=[_call_line(c) for c in message.get("tool_calls") or ()],
+        tool_name=tool_names.get(str(message.get("tool_call_id")), "") if role == "tool" else "", cut=cut,
+    )
+
+
+def bubbles(messages: Sequence[Mapping[str, Any]], *, inline_chars: int = INLINE_CHARS) -> list[Bubble]:
+    names = tool_names_by_call_id(messages)
+    shown = (bubble(message, names, inline_chars=inline_chars) for message in messages)
+    return [b for b in shown if b is not None]
+
+
+def waiting(entries: Iterable[str]) -> list[Bubble]:
+    """Inbox entries (raw JSON) not answered yet, as the person's messages waiting for their turn."""
+    shown = []
+    for raw in entries:
+        try:
+            message = IncomingMessage.model_validate_json(raw)
+        except ValueError:
+            continue
+        shown.append(Bubble(message_id=message.update_id, role="waiting", text=message.text, ts=message.ts))
+    return shown
+
+
+def around(messages: Sequence[Mapping[str, Any]], message_id: str, radius: int) -> tuple[list[Bubble], int] | None:
+    """The message ``message_id`` with up to ``radius`` shown messages before and after it, and its
+    position in that list; None when the conversation has no such message."""
+    shown = bubbles(messages, inline_chars=1_000_000)
+    position = next((i for i, b in enumerate(shown) if b.message_id == message_id), None)
+    if position is None:
+        return None
+    start = max(0, position - radius)
+    return shown[start:position + radius + 1], position - start

@@ -1,0 +1,70 @@
+"""A gateway serving its web pages for tests: real Redis, the web chat and the operator view on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.app import Gateway, open_gateway, serve_web
+from gateway.config import Settings
+from gateway.web.chat_platform import WebChatAdapter
+from gateway.web.server import WebServers
+
+#: The operator token the test gateways use.
+ADMIN_TOKEN = "operator-token-for-tests-0123456789"
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the operator's server needs a number: 0 means "off" there)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def web_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int = 32_000,
+                 admin_token: str | None = ADMIN_TOKEN, **sections: Any) -> Settings:
+    """Settings for a custom OpenAI-compatible model at ``base_url``, the web chat and the operator view."""
+    gateway = {"metrics_port": free_port(), "admin_token": admin_token, "lock_ttl_seconds": 5,
+               **sections.pop("gateway", {})}
+    if admin_token is None:
+        gateway.pop("admin_token")
+    return Settings(
+        redis={"url": redis_url, "key_prefix": prefix},
+        model={"name": "test-model", "provider": "custom", "base_url": base_url, "context_length": context_length},
+        platforms={"local": {"enabled": True, "web": True, "port": 0}},
+        gateway=gateway,
+        **sections,
+    )
+
+
+@dataclass
+class WebGateway:
+    gateway: Gateway
+    servers: WebServers
+
+    @property
+    def chat_url(self) -> str:
+        return self.servers.addresses["web chat"].rstrip("/")
+
+    @property
+    def operator_url(self) -> str:
+        return self.servers.addresses["operator view"].removesuffix("/admin")
+
+
+@contextlib.asynccontextmanager
+async def web_gateway(settings: Settings) -> AsyncIterator[WebGateway]:
+    """A started gateway with its web servers, as ``foldgate run`` starts them."""
+    adapters = {"web": WebChatAdapter()}
+    gateway = await open_gateway(settings, adapters)
+    try:
+        servers = await serve_web(settings, gateway, adapters, io.StringIO())
+        try:
+            yield WebGateway(gateway, servers)
+        finally:
+            await servers.close()
+    finally:
+        await gateway.close(grace_seconds=0)
