@@ -5,7 +5,7 @@ shows every chat, whichever process answered it::
 
     {prefix}:{<chat>}:activity   stream: the chat's turns, compactions and errors, the newest ~1,000
     {prefix}:{<chat>}:totals     hash: what the chat has spent since it was first recorded
-    {prefix}:chats               sorted set: every chat that sent a message, by its latest activity
+    {prefix}:chats               sorted set: every chat that sent a message, by its latest message (the intake's)
 
 Recording observes a commit; it is not part of it. It happens right after the commit it
 describes, so a process that dies in between leaves that one event out of the log (the
@@ -145,10 +145,9 @@ class ActivityLog:
     async def record(self, event: Event) -> None:
         """Append the event to its chat's stream and add it to the chat's totals, in one round trip."""
         keys = self._keys(event.chat)
-        commands: list[tuple[Any, ...]] = [
+        commands: list[tuple[Any, ...]] = [  # the chat's place in the index is the intake's to keep
             ("XADD", keys.activity, "MAXLEN", "~", self.max_entries, "*", "e", _stored(event)),
             *((command, keys.totals, name, amount) for command, name, amount in _increments(event)),
-            ("ZADD", self.index_key, "GT", event.ts, event.chat),
         ]
         try:
             await self.channel.call_in_order(*commands)

@@ -196,3 +196,22 @@ async def test_through_the_gateway_compress_waits_and_the_transcript_is_untouche
     assert replies[5] == "echo: still there?"
     assert [e.trigger for e in events if isinstance(e, CompressEvent)] == ["manual"]
     assert received(log).count("thread/start") == 1  # one thread for the chat, across turns and /compress
+
+
+async def test_through_the_gateway_the_app_servers_own_compactions_are_marked_as_native(tmp_path, redis, redis_url,
+                                                                                        key_prefix):
+    log = tmp_path / "log.jsonl"
+    command = " ".join([*FAKE, "--log", str(log), "--auto-compact-at", "120"])
+    settings = Settings(
+        redis={"url": redis_url, "key_prefix": key_prefix},
+        model={"name": "gpt-5.5", "provider": "openai-codex", "api_mode": "codex_app_server",
+               "app_server_command": command},
+        platforms={"local": {"enabled": True}}, gateway={"home": str(tmp_path)},
+    )
+    async with running_gateway(settings, redis) as (runner, _adapter, events):
+        for index in range(8):
+            await runner.intake(message("c1", f"u{index}", f"message {index} " + "word " * 30))
+            await runner.wait_idle()
+    native = [e for e in events if isinstance(e, CompressEvent) and e.trigger == "native"]
+    assert len(native) >= 2 and all(e.summarizer == "the provider" and e.in_place for e in native)
+    assert "thread/compact/start" not in received(log)  # the app-server's own, never one foldgate started

@@ -124,6 +124,7 @@ INVALID = [
     ("redis: {key_prefix: 'a:b'}", "redis.key_prefix = 'a:b'", "matching"),
     ("platforms: {telegram: {mode: push}}", "platforms.telegram.mode = 'push'", "one of polling, webhook"),
     ("platforms: {discord: {allowed_guild_ids: [5, -1]}}", "platforms.discord.allowed_guild_ids[1] = -1", "at least 1"),
+    ("gateway: {admin_token: short, metrics_port: 9100}", "gateway.admin_token = ***", "at least 16 characters"),
 ]
 
 
@@ -133,6 +134,15 @@ def test_invalid_value_is_refused_naming_key_value_and_range(write, text, key_an
     assert len(problems) == 1, problems
     assert problems[0].startswith(key_and_value + ": "), problems[0]
     assert allowed in problems[0]
+
+
+def test_the_operator_token_needs_the_port_it_is_served_on(write):
+    assert problems_of(write("gateway: {admin_token: a-long-enough-operator-token}")) == [
+        "gateway.admin_token: the operator view is served on gateway.metrics_port, which is 0 (off): set a port"
+    ]
+    settings = load_settings(write("gateway: {metrics_port: 9100}"),
+                             env={"FOLDGATE_GATEWAY__ADMIN_TOKEN": "a-long-enough-operator-token"})
+    assert settings.gateway.admin_token.get_secret_value() == "a-long-enough-operator-token"
 
 
 def test_foldgate_is_accepted_as_the_gateway_threshold_mode(write):

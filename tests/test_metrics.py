@@ -41,3 +41,30 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
     assert scraped.headers["content-type"].startswith("text/plain; version=")
     assert "# TYPE foldgate_chats_running gauge" in text and "foldgate_chats_running 0" in text
     assert "process_resident_memory_bytes" in text and "python_gc_collections_total" in text  # the process's own
+
+
+async def test_the_send_budget_pause_every_process_sees_is_a_figure(redis, redis_url, key_prefix):
+    from prometheus_client import generate_latest
+
+    from gateway.delivery.budget import SendBudget
+    from gateway.delivery.gate import ChatBuckets
+    from gateway.metrics import registry_for
+    from gateway.web.pages import ENVIRONMENT
+
+    settings = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=16_000)
+    async with running_gateway(settings, redis) as (runner, _adapter, _events):
+        budget = SendBudget(runner.store.channel, key_prefix)
+        buckets = ChatBuckets(settings.delivery).bot_wide(["tg", "local", "dc"])
+        assert [bucket.key_tag for bucket in buckets] == ["tg:bot", "dc:bot"]
+        watch = GatewayWatch(runner.events, runner, budget, buckets)
+        await budget.pause([buckets[0]], 20)  # a 429 from Telegram, seen by another process
+        figures = await watch.sample()
+        telegram, discord = figures.budgets
+        assert 19 < telegram.paused_seconds <= 20 and telegram.tokens == 0
+        assert discord.paused_seconds == 0 and discord.tokens == discord.bucket.limit.capacity
+        assert figures.redis_used_memory and figures.redis_used_memory > 0
+        page = ENVIRONMENT.get_template("operator_gateway_figures.html").render(figures=figures, help={})
+        assert "tg:bot bot" in page and " s more" in page
+        scraped = generate_latest(registry_for(watch)).decode()
+    assert 'foldgate_send_budget_paused_seconds{bucket="tg:bot:bot"} 19.' in scraped
+    assert 'foldgate_send_budget_paused_seconds{bucket="dc:bot:bot"} 0.0' in scraped

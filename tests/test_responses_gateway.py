@@ -61,12 +61,15 @@ async def test_the_store_keeps_the_compaction_item_and_later_turns_replay_it(sto
         lock = await store.acquire_lock(chat, 30)
         first_user = {"role": "user", "content": "a long opening message " * 40}
         async with client:
-            answer = (await session.complete([first_user], model="gpt-5.6", max_tokens=20)).as_message()
+            completion = await session.complete([first_user], model="gpt-5.6", max_tokens=20)
+            assert completion.native_compactions == 1  # the server folded the context: the operator view marks it
+            answer = completion.as_message()
             await store.append(chat, sid, [first_user, answer], lock=lock)
             history = await store.active(chat, sid)
             assert history[1][REPLAY_KEY] == answer[REPLAY_KEY]  # persisted like any "_" key
-            await session.complete([*history, {"role": "user", "content": "next"}], model="gpt-5.6", max_tokens=20)
+            later = await session.complete([*history, {"role": "user", "content": "next"}], model="gpt-5.6", max_tokens=20)
         await store.release_lock(lock)
+    assert later.native_compactions == 0  # the item is replayed, not made again
     second = server.requests[1].body["input"]
     assert second[0]["type"] == "compaction" and second[0]["encrypted_content"].startswith("enc::direct::")
     assert "a long opening message" not in server.requests[1].text

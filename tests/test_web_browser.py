@@ -67,6 +67,9 @@ async def say(page: "playwright.Page", text: str) -> None:
 
 async def test_a_reply_streams_into_the_chat_and_ends_as_the_models_text(browser, web):
     page = await browser.new_page()
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.on("websocket", lambda socket: fetched.append(socket.url))
     await page.goto(web.chat_url + "/")
     # Record every text the reply shows while it grows.
     await page.evaluate("""() => {
@@ -86,6 +89,24 @@ async def test_a_reply_streams_into_the_chat_and_ends_as_the_models_text(browser
     await shot(page, "web-chat")
     await page.reload()  # and it is the conversation as stored
     assert await page.locator(".role-assistant .text").last.text_content() == ANSWER
+    own = web.chat_url.split("://", 1)[1]
+    assert fetched and all(url.split("://", 1)[1].startswith(own + "/") for url in fetched), fetched  # no CDN, nothing else
+
+
+async def test_without_javascript_the_chat_and_its_search_still_work(browser, web):
+    context = await browser.new_context(java_script_enabled=False)
+    page = await context.new_page()
+    await page.goto(web.chat_url + "/")
+    await page.fill("#composer textarea", "Which PR holds the login timeout fix?")
+    await page.click("#composer button[type=submit]")
+    # The form posts; the page shows the message waiting and reloads itself until the reply is stored.
+    await page.locator(".role-assistant .text", has_text="PR 4711").wait_for(timeout=20_000)
+    assert await page.locator(".role-assistant .text").last.text_content() == ANSWER
+    await page.fill('form.search input[name="q"]', "login timeout")
+    await page.press('form.search input[name="q"]', "Enter")
+    await page.locator("li.hit a").first.click()
+    assert "login timeout" in (await page.locator("article.msg.target").text_content()).lower()
+    await context.close()
 
 
 async def test_a_compress_in_the_chat_appears_on_the_operator_chart(browser, web):
