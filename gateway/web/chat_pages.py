@@ -2,9 +2,10 @@
 
 Each browser is its own chat (``web:<id>``), named by an HttpOnly cookie holding a random id: a
 page reads only its own chat's sessions and archive, and that id is never shown to another
-chat. Everything works without JavaScript — a message is a form post, the page shows the
-conversation as stored — except the live part: with it, a sent message and its streamed reply
-appear without a reload, over a WebSocket fed by :class:`~gateway.web.live.LiveHub`.
+chat. Everything works without JavaScript — a message is a form post whose answer is the page
+with the reply (the post waits for it, up to a minute), the page shows the conversation as
+stored — except the live part: with it, a sent message and its streamed reply appear without a
+reload, over a WebSocket fed by :class:`~gateway.web.live.LiveHub`.
 
 The chat commands are messages like any other (``/compress``, ``/new``, ``/sessions``,
 ``/resume N``, ``/usage``): the runner answers them in the chat's turn.
@@ -39,6 +40,11 @@ _CHAT_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _NONCE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 #: Newest live messages the chat page shows (older ones: search, or the message pages).
 SHOWN_MESSAGES = 200
+#: Sent messages not answered yet that the page shows.
+WAITING_SHOWN = 50
+#: How long a form post (no JavaScript) waits for its reply before showing the page anyway; and how often it looks.
+FORM_WAIT_SECONDS = 60.0
+FORM_POLL_SECONDS = 0.2
 #: Messages shown on each side of a search hit.
 CONTEXT_RADIUS = 6
 #: Longest message the page takes, in characters (a longer one is refused, not cut).
@@ -75,7 +81,7 @@ class WebChat:
         sid = await self.store.stored_session(chat)
         messages = await self.store.active(chat, sid) if sid else []
         shown = transcript.bubbles(messages)
-        waiting = transcript.waiting(await self.inbox.waiting(chat, 50))
+        waiting = transcript.waiting(await self.inbox.waiting(chat, WAITING_SHOWN))
         response = render("chat.html", session_id=sid or "", bubbles=shown[-SHOWN_MESSAGES:],
                           earlier=max(0, len(shown) - SHOWN_MESSAGES), waiting=waiting, nonce=new_nonce(),
                           query="")
@@ -103,7 +109,17 @@ class WebChat:
                                                   " please send it again in a moment\n") from error
         if "application/json" in request.headers.get("Accept", ""):
             return web.json_response({"update_id": nonce, "queued": queued, "nonce": new_nonce()})
+        await self._until_answered(f"{PLATFORM}:{chat_id}", nonce)  # without JavaScript, the reply comes with the page
         raise web.HTTPSeeOther("/#end")
+
+    async def _until_answered(self, chat: str, update_id: str) -> None:
+        """Wait (at most :data:`FORM_WAIT_SECONDS`) until the message has left the inbox: answered."""
+        deadline = asyncio.get_running_loop().time() + FORM_WAIT_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            waiting = transcript.waiting(await self.inbox.waiting(chat, WAITING_SHOWN))
+            if all(bubble.message_id != update_id for bubble in waiting):
+                return
+            await asyncio.sleep(FORM_POLL_SECONDS)
 
     async def live(self, request: web.Request) -> web.WebSocketResponse:
         chat_id = _known_chat_id(request)
