@@ -189,3 +189,14 @@ def test_hygiene_runs_an_older_commits_code_beside_this_checkouts(tmp_path):
     assert table.count("| 1.00 |") == 6  # two decisions and four transcript reads, each against itself
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
     assert "fg-baseline-" not in worktrees  # the temporary worktree is removed again
+
+
+def test_the_operator_benchmark_lists_every_chat_it_filled(tmp_path, redis_url):
+    from evals import bench_operator
+
+    assert bench_operator.main(tmp_path, redis_url=redis_url, chats=60) == 0
+    result = json.loads((tmp_path / "bench_operator.json").read_text())
+    assert [page["path"] for page in result["pages"]][:2] == ["/admin", "/admin?sort=cost&order=desc"]
+    assert all(page["median_s"] > 0 and page["bytes"] > 1000 for page in result["pages"])
+    assert result["recording"]["gateway_us_per_turn"] > 0
+    assert "| `/admin?page=2` |" in (tmp_path / "bench_operator.md").read_text()  # 60 chats: two pages
