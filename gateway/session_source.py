@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.messages import is_real_user_message, text_of
+from agent.messages import is_real_user_message, is_summary, text_of
 from agent.search import search_messages
 from agent.tools import searchable
 from gateway.store import SessionStore, UnknownSession
@@ -208,9 +208,11 @@ class ChatHit:
 
 
 async def search_conversations(store: SessionStore, chat: str, session_id: str, query: str, limit: int) -> list[ChatHit]:
-    """Search every conversation of the chat (``/new`` keeps the old ones), never another chat's;
-    raises :class:`agent.search.SearchError` for a query that cannot run."""
-    messages = searchable(await ChatHistory(store, chat, session_id, every_session=True).all_messages())
+    """Search the original messages of every conversation of the chat (``/new`` keeps the old ones),
+    never another chat's; compaction summaries only repeat them. Raises
+    :class:`agent.search.SearchError` for a query that cannot run."""
+    everything = await ChatHistory(store, chat, session_id, every_session=True).all_messages()
+    messages = searchable([message for message in everything if not is_summary(message)])
     sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
     return [ChatHit(sessions.get(str(hit.message_id), ""), str(hit.message_id).rpartition(ID_SEPARATOR)[2], hit.role,
                     hit.score, hit.snippet)

@@ -185,6 +185,7 @@ async def test_a_search_hit_leads_to_the_original_message_in_context(browser, we
     target = page.locator("article.msg.target")
     await target.wait_for()
     assert "ops/deploy-1" in await target.text_content()
+    assert "role-user" in await target.get_attribute("class")  # the person's own message, not a summary of it
     assert await page.locator("article.msg").count() > 1  # with what came before and after it
     await shot(page, "web-message")
 
