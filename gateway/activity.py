@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent import json_codec
-from gateway.events import EVENT_JSON, CompressEvent, Event, TurnErrorEvent, TurnEvent
+from gateway.events import EVENT_JSON, CompressEvent, Event, TurnEvent
 from gateway.redis_channel import RedisChannel
 from gateway.store import ChatKeys, SessionStore, chat_index_key
 
@@ -95,7 +95,8 @@ def _increments(event: Event) -> list[tuple[str, str, int | float]]:
         ]
         return steps + ([("HINCRBY", "errors", 1)] if event.error else [])
     if isinstance(event, CompressEvent):
-        return [("HINCRBY", "compactions", 1), ("HINCRBY", f"compactions_{event.trigger}", 1)]
+        return [("HINCRBY", "compactions", 1), ("HINCRBY", f"compactions_{event.trigger}", 1),
+                ("HINCRBY", "archived", len(event.archived_ids))]
     return [("HINCRBY", "errors", 1)]
 
 
@@ -111,6 +112,8 @@ class ChatTotals:
     cost_usd: float = 0.0
     saved_usd: float = 0.0
     compactions: int = 0
+    #: Messages its compactions archived, in any of its conversations.
+    archived: int = 0
     errors: int = 0
     by_trigger: dict[str, int] = field(default_factory=dict)
 
@@ -125,7 +128,7 @@ class ChatTotals:
         triggers = {name.removeprefix("compactions_"): number(name) for name in raw if name.startswith("compactions_")}
         return cls(number("turns"), number("prompt_tokens"), number("completion_tokens"), number("cache_read_tokens"),
                    number("cache_write_tokens"), number("cost_usd", float), number("saved_usd", float),
-                   number("compactions"), number("errors"), triggers)
+                   number("compactions"), number("archived"), number("errors"), triggers)
 
 
 class ActivityLog:

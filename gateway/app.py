@@ -31,9 +31,12 @@ from gateway.redis_channel import channel_for
 from gateway.redis_server import EmbeddedRedis, connect_or_embed
 from gateway.progress import is_terminal, plural
 from gateway.runner import GatewayRunner
-from gateway.startup_errors import REDIS_CONNECT_SECONDS, StartupError, exit_code_of, explain, redis_failure
+from gateway.startup_errors import REDIS_CONNECT_SECONDS, exit_code_of, explain, redis_failure
 from gateway.scratch import describe_gateway, throwaway_gateway, without_credentials
 from gateway.store import SessionStore
+from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
+from gateway.web.chat_platform import WebChatAdapter
+from gateway.web.live import LiveHub
 
 if TYPE_CHECKING:
     from gateway.web.server import WebServers
@@ -56,6 +59,8 @@ class Gateway:
     #: Every chat's turns, compactions and errors, recorded for the operator view.
     activity: ActivityLog
     budget: SendBudget
+    #: Web chat replies on their way to the browsers of any process.
+    live: LiveHub
 
     async def close(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
         """Stop everything; running turns get ``grace_seconds`` (until ``cut_short`` is set) to finish.
@@ -67,6 +72,7 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await adapter.stop()
         await self.agents.aclose()
+        await self.live.aclose()
         await self.store.channel.aclose()
         await self.redis.aclose()
         if self.embedded:
@@ -118,8 +124,11 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
         events.subscribe(activity.record)  # whichever process serves the operator view reads them
         agents = AgentBuilder(settings, **builder_options)
         budget = SendBudget(store.channel, settings.redis.key_prefix)
+        live = LiveHub(redis, store.channel, settings.redis.key_prefix)
+        # Any process may run a web chat's turn, served here or not: each one can send its replies.
+        platforms = {**adapters, WEB_PLATFORM: WebChatAdapter(live)}
         runner = GatewayRunner(
-            store, inbox, agents, adapters=adapters, compression=settings.compression, events=events,
+            store, inbox, agents, adapters=platforms, compression=settings.compression, events=events,
             lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
             cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
             gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
@@ -133,7 +142,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     except BaseException:
         await _release(runner, agents, store, redis, embedded)
         raise
-    return Gateway(settings, runner, store, events, agents, redis, embedded, activity, budget)
+    return Gateway(settings, runner, store, events, agents, redis, embedded, activity, budget, live)
 
 
 async def _release(runner: GatewayRunner | None, agents: AgentBuilder | None, store: SessionStore | None,
@@ -233,11 +242,7 @@ async def _stop_all(adapters: dict[str, PlatformAdapter]) -> None:
 
 def _adapters(settings: Settings, out: TextIO) -> dict[str, PlatformAdapter]:
     adapters: dict[str, PlatformAdapter] = {}
-    if settings.platforms.local.enabled and settings.platforms.local.web:
-        from gateway.web.chat_platform import WebChatAdapter
-
-        adapters["web"] = WebChatAdapter()
-    elif settings.platforms.local.enabled:
+    if settings.platforms.local.enabled and not settings.platforms.local.web:  # the web chat is a page (serve_web)
         adapters["local"] = TerminalAdapter(stdout=out)
     if settings.platforms.telegram.enabled:
         from gateway.platforms.telegram import TelegramAdapter
@@ -343,22 +348,21 @@ def _announce(settings: Settings, gateway: Gateway, adapters: Mapping[str, Platf
         where = "Redis at " + without_credentials(settings.redis.url)
     else:
         where = f"{'embedded' if gateway.embedded.owns_server else 'shared embedded'} Redis at {gateway.embedded.url}"
-    out.write(f"foldgate: {', '.join(adapters) or 'no platform'} on {where}; model {settings.model.name}"
+    served = [*adapters, *([WEB_PLATFORM] if settings.platforms.local.enabled and settings.platforms.local.web else [])]
+    out.write(f"foldgate: {', '.join(served) or 'no platform'} on {where}; model {settings.model.name}"
               f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
     out.write(gateway.agents.caching_status + "\n")
 
 
 async def serve_web(settings: Settings, gateway: Gateway, adapters: Mapping[str, PlatformAdapter],
-                     out: TextIO) -> "WebServers":
+                    out: TextIO) -> "WebServers":
     """The operator's server (metrics, health, operator view) when ``gateway.metrics_port`` is set, and the
     web chat when ``platforms.local.web`` is; says where each one is."""
     from gateway.metrics import GatewayWatch
     from gateway.web.chat_pages import WebChat
-    from gateway.web.chat_platform import WebChatAdapter
-    from gateway.web.live import LiveHub
     from gateway.web.server import WebServers
 
-    servers = WebServers()
+    servers = WebServers(settings.gateway.allowed_hosts)
     try:
         if settings.gateway.metrics_port:
             watch = GatewayWatch(gateway.events, gateway.runner, gateway.budget,
@@ -367,12 +371,9 @@ async def serve_web(settings: Settings, gateway: Gateway, adapters: Mapping[str,
             await servers.serve_operator(watch, gateway.activity, token,
                                          lambda model: gateway.agents.context_length(model or gateway.agents.default_model),
                                          settings.gateway.metrics_host, settings.gateway.metrics_port)
-        web_adapter = adapters.get("web")
-        if isinstance(web_adapter, WebChatAdapter):
-            hub = LiveHub(gateway.redis, gateway.store.channel, settings.redis.key_prefix)
-            web_adapter.attach(hub)
-            local = settings.platforms.local
-            await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, hub),
+        local = settings.platforms.local
+        if local.enabled and local.web:
+            await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live),
                                      local.host, local.port)
     except BaseException:
         await servers.close()

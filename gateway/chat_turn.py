@@ -18,7 +18,7 @@ from agent.messages import Message
 from agent.tools import ToolRegistry
 from gateway.agents import AgentBuilder
 from gateway.delivery.stream import ReplyStream
-from gateway.events import EventBus
+from gateway.events import EventBus, Trigger
 from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory
@@ -50,7 +50,7 @@ class Gateway(Protocol):
     @property
     def busy_chats(self) -> int: ...
 
-    async def compact(self, turn: "ChatTurn", engine: ContextEngine, *, trigger: str, force: bool,
+    async def compact(self, turn: "ChatTurn", engine: ContextEngine, *, trigger: Trigger, force: bool,
                       focus: str | None = None, tokens: int | None = None,
                       messages: list[Message] | None = None) -> list[Message] | None: ...
 

@@ -18,7 +18,7 @@ from agent.settings import CompressionSettings
 from agent.tokens import count_message
 from gateway import hygiene
 from gateway.chat_turn import ChatTurn
-from gateway.events import CompressEvent, EventBus
+from gateway.events import CompressEvent, EventBus, Trigger
 from gateway.store import CompactionCommit, SessionStore
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class Compactions:
             log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
         return compacted
 
-    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: str, force: bool,
+    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: Trigger, force: bool,
                       focus: str | None = None, tokens: int | None = None,
                       messages: list[Message] | None = None) -> list[Message] | None:
         """Compact the chat's session now and commit it; the new live transcript, or None when unchanged.
@@ -80,7 +80,7 @@ class Compactions:
         return compacted  # the store gave its new messages their ids: it is the session as stored
 
     async def announce(self, turn: ChatTurn, engine: ContextEngine, commit: CompactionCommit,
-                       compacted: list[Message], trigger: str, before: int, after: int) -> None:
+                       compacted: list[Message], trigger: Trigger, before: int, after: int) -> None:
         """The ``session:compress`` event of ``commit`` (into ``turn.session_id``), whose new live list is ``compacted``."""
         stats = engine.last_compaction or {}
         summarizer = stats.get("summarizer") if isinstance(stats, Mapping) else getattr(stats, "summarizer", "")
@@ -88,7 +88,7 @@ class Compactions:
         await self.events.emit(CompressEvent(
             platform=turn.message.platform, chat=turn.chat, session_id=turn.session_id,
             old_session_id=commit.old_session_id, in_place=not commit.old_session_id,
-            compression_count=engine.compression_count, trigger=trigger,  # type: ignore[arg-type]
+            compression_count=engine.compression_count, trigger=trigger,
             tokens_before=before, tokens_after=after, summarizer=str(summarizer or ""),
             summary_id=str(summary.get("_id", "")) if summary else "", archived_ids=list(commit.archived_ids),
         ))

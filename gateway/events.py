@@ -68,14 +68,19 @@ class TurnEvent(BaseModel):
     error: str = ""
 
 
+#: Why a message could not be answered now: the provider went away (its outage began), stayed away
+#: past ``gateway.outage_retry_seconds`` (the message is stored unanswered), or handling it kept failing.
+FailureKind = Literal["provider_away", "provider_gave_up", "failed"]
+
+
 class TurnErrorEvent(BaseModel):
-    """``turn:error`` — a message could not be answered now: the provider is away, or handling it kept failing."""
+    """``turn:error`` — a message could not be answered now (see :data:`FailureKind`)."""
 
     name: Literal["turn:error"] = "turn:error"
     platform: str
     chat: str
     session_id: str
-    kind: Literal["provider_away", "provider_gave_up", "failed"]
+    kind: FailureKind
     #: Plain words for the operator: never the provider's own text (it may echo a key).
     error: str
     ts: float = Field(default_factory=time.time)
@@ -111,8 +116,8 @@ class EventBus:
         if isinstance(event, CompressEvent):
             self.counters[f"compactions_{event.trigger}"] += 1
             self.counters["tokens_folded"] += max(0, event.tokens_before - event.tokens_after)
-        elif isinstance(event, TurnErrorEvent):
-            self.counters["provider_errors" if event.kind != "failed" else "turns_failed"] += 1
+        elif isinstance(event, TurnErrorEvent):  # an outage counts once, when it begins
+            self.counters["provider_errors" if event.kind == "provider_away" else "turns_failed"] += 1
         else:
             self.counters["provider_errors"] += bool(event.error)
             self.counters["turns"] += 1

@@ -83,7 +83,7 @@ class Inbox:
         now = time.time()
         mark = ("ZADD", self.ready_key, "NX", now, message.chat)
         evalsha = ("EVALSHA", _INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
-        indexed = ("ZADD", self.chats_key, "GT", now, message.chat)
+        indexed = ("ZADD", self.chats_key, now, message.chat)
         try:
             try:  # one round trip when pipelined
                 _, queued, _, _ = await self.channel.call_in_order(mark, evalsha, mark, indexed)

@@ -40,8 +40,8 @@ COUNTER_HELP = {
     "compactions_manual": "Compactions requested with /compress",
     "compactions_idle": "Compactions after an idle gap",
     "compactions_native": "Compactions the provider made of a conversation itself",
-    "provider_errors": "Turns the model provider failed, and outages it began",
-    "turns_failed": "Messages whose handling kept failing and was given up",
+    "provider_errors": "Turns the model provider failed part-way, and outages of the provider as they began",
+    "turns_failed": "Messages given up: their handling kept failing, or the provider stayed away too long",
 }
 
 #: Seconds over which the turn rate is averaged.

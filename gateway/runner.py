@@ -30,7 +30,7 @@ from gateway.chat_turn import AgentFactory, ChatTurn, entry_id
 from gateway.commands import parse as parse_command
 from gateway.compactions import Compactions
 from gateway.delivery.replies import Replies
-from gateway.events import EventBus
+from gateway.events import EventBus, Trigger
 from gateway.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
 from gateway.long_messages import MessageBound
@@ -312,7 +312,7 @@ class GatewayRunner:
 
     # ----------------------------------------------------------------- what commands use
 
-    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: str, force: bool,
+    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: Trigger, force: bool,
                       focus: str | None = None, tokens: int | None = None,
                       messages: list[Message] | None = None) -> list[Message] | None:
         """Compact the chat's session now and commit it (``/compress``); see :meth:`Compactions.compact`."""

@@ -38,7 +38,7 @@ from gateway.commands import handle_command
 from gateway.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
-from gateway.events import CompressEvent, TurnErrorEvent, TurnEvent
+from gateway.events import CompressEvent, FailureKind, TurnErrorEvent, TurnEvent
 from gateway.hygiene import estimate_session_tokens
 from gateway.long_messages import MessageBound
 from gateway.outage import (ProviderDown, ProviderWatch, RetryLater, counts_as_down, final_notice, is_redis_outage,
@@ -229,7 +229,8 @@ class Turn:
             compaction_id=f"{turn.entry_id}:turn", meta=fields, archive_new=result.folded,
         )  # a lost lock raises StaleLock here, as the append does: nothing is delivered then
         # the size the agent compacted at (its count; the session's estimate where the engine gives none)
-        before = getattr(prepared.engine.last_compaction, "tokens_before", 0) or estimate_session_tokens(turn.meta)[0]
+        stats = prepared.engine.last_compaction
+        before = (stats.tokens_before if stats is not None else 0) or estimate_session_tokens(turn.meta)[0]
         turn.session_id = commit.session_id
         if commit.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
             return (await self.store.meta(self.chat, commit.session_id)).last_reply or reply
@@ -264,7 +265,7 @@ class Turn:
             spent, saved = float(cost(usage, model, ttl)), float(savings(usage, model, ttl))
         except UnknownPrice:
             spent = saved = 0.0
-        if result.native_compactions:
+        for _ in range(result.native_compactions):  # sizes known only for the turn as a whole
             await events.emit(CompressEvent(
                 platform=self.message.platform, chat=self.chat, session_id=turn.session_id, old_session_id="",
                 in_place=True, compression_count=prepared.engine.compression_count, trigger="native",
@@ -280,10 +281,9 @@ class Turn:
             error=self.failure,
         ))
 
-    async def _report_failure(self, session_id: str, kind: str, error: str) -> None:
+    async def _report_failure(self, session_id: str, kind: FailureKind, error: str) -> None:
         await self.parts.gateway.events.emit(TurnErrorEvent(
-            platform=self.message.platform, chat=self.chat, session_id=session_id, kind=kind,  # type: ignore[arg-type]
-            error=error,
+            platform=self.message.platform, chat=self.chat, session_id=session_id, kind=kind, error=error,
         ))
 
     # ----------------------------------------------------------------- failures

@@ -145,6 +145,14 @@ def test_the_operator_token_needs_the_port_it_is_served_on(write):
     assert settings.gateway.admin_token.get_secret_value() == "a-long-enough-operator-token"
 
 
+def test_the_web_chat_binds_this_machine_only(write):
+    (problem,) = problems_of(write("platforms: {local: {web: true, host: 0.0.0.0}}"))
+    assert problem.startswith("platforms.local.host: the web chat has no login, so it binds a loopback address only")
+    for host in ("127.0.0.1", "::1", "localhost"):
+        assert load_settings(write(f"platforms: {{local: {{web: true, host: '{host}'}}}}"), env={}).platforms.local.web
+    assert load_settings(write("platforms: {local: {web: false, host: 0.0.0.0}}"), env={})  # the terminal binds nothing
+
+
 def test_foldgate_is_accepted_as_the_gateway_threshold_mode(write):
     settings = load_settings(write("compression: {codex_app_server_auto: foldgate}"), env={})
     assert settings.compression.codex_app_server_auto == "hermes"

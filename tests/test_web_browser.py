@@ -1,7 +1,8 @@
 """The web pages in a real browser: Debian's headless Chromium, driven by Playwright (no browser download).
 
-Each test also writes a screenshot of the page it looked at into ``docs/screenshots/``
-(``FOLDGATE_SCREENSHOTS`` names another folder); the README shows them.
+Each test also writes a screenshot of the page it looked at into ``screenshots/`` at the top of the
+checkout (not tracked; ``FOLDGATE_SCREENSHOTS`` names another folder). The README shows the ones in
+``docs/screenshots/``, written by ``FOLDGATE_SCREENSHOTS=docs/screenshots ./dev test tests/test_web_browser.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings
 from playwright import async_api as playwright
 
 CHROMIUM = os.environ.get("FOLDGATE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = Path(os.environ.get("FOLDGATE_SCREENSHOTS") or Path(__file__).resolve().parents[1] / "docs" / "screenshots")
+SHOTS = Path(os.environ.get("FOLDGATE_SCREENSHOTS") or Path(__file__).resolve().parents[1] / "screenshots")
 #: What the machine's closed network needs: no background fetches, no sandbox as root.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -91,6 +92,18 @@ async def test_a_reply_streams_into_the_chat_and_ends_as_the_models_text(browser
     assert await page.locator(".role-assistant .text").last.text_content() == ANSWER
     own = web.chat_url.split("://", 1)[1]
     assert fetched and all(url.split("://", 1)[1].startswith(own + "/") for url in fetched), fetched  # no CDN, nothing else
+
+
+async def test_messages_sent_in_quick_succession_are_all_taken_in(browser, web):
+    page = await browser.new_page()
+    await page.goto(web.chat_url + "/")
+    for text in ("first question", "second question", "third question"):
+        await page.fill("#composer textarea", text)
+        await page.press("#composer textarea", "Enter")  # before the previous post has been answered
+    await web.gateway.runner.wait_idle(timeout=30)
+    await page.reload()
+    assert await page.locator(".role-user .text").all_text_contents() == ["first question", "second question",
+                                                                          "third question"]
 
 
 async def test_without_javascript_the_chat_and_its_search_still_work(browser, web):

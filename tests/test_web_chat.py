@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 
 import aiohttp
@@ -133,7 +134,7 @@ async def test_the_chat_cookie_is_http_only_and_posting_needs_it(redis_url, key_
             async with httpx.AsyncClient(base_url=web.chat_url) as client:
                 page = await client.get("/")
                 cookie = page.headers["set-cookie"]
-                assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+                assert "HttpOnly" in cookie and "SameSite=Lax" in cookie  # a link from elsewhere still finds the chat
                 assert "default-src 'none'" in page.headers["content-security-policy"]
                 assert "script-src 'self'" in page.headers["content-security-policy"]
             async with httpx.AsyncClient(base_url=web.chat_url) as stranger:
@@ -155,3 +156,71 @@ async def test_a_reply_written_by_another_process_reaches_this_ones_page(redis, 
         await listening.aclose()
         await here.aclose()
         await there.aclose()
+
+
+async def test_a_page_whose_dns_was_pointed_here_is_refused(redis_url, key_prefix):
+    """DNS rebinding: the attacker's page names its own host, and its Origin agrees with it."""
+    async with FakeLLMServer(default=Reply.answer("ok")) as provider:
+        settings = web_settings(redis_url, key_prefix, provider.openai_base_url, gateway={"allowed_hosts": ["chat.example.org"]})
+        async with web_gateway(settings) as web:
+            port = web.chat_url.rsplit(":", 1)[1]
+            async with httpx.AsyncClient(base_url=web.chat_url) as client:
+                nonce = await open_chat(client)
+                forged = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+                assert (await client.get("/", headers=forged)).status_code == 421
+                refused = await client.post("/send", data={"text": "spend their tokens", "nonce": nonce}, headers=forged)
+                assert refused.status_code == 421
+                named = {"Host": f"chat.example.org:{port}", "Origin": f"http://chat.example.org:{port}"}
+                assert (await client.get("/", headers=named)).status_code == 200  # a name it was given
+                assert (await client.get("/", headers={"Host": f"localhost:{port}"})).status_code == 200
+            async with httpx.AsyncClient(base_url=web.operator_url) as scraper:
+                assert (await scraper.get("/metrics", headers={"Host": "foldgate-0.foldgate:9100"})).status_code == 200
+            assert provider.requests == []
+
+
+async def test_a_process_that_serves_no_page_still_sends_a_web_chats_replies(redis, redis_url, key_prefix):
+    """Any process may take a web chat's turn; the page connected to another one still gets the reply."""
+    from gateway.app import open_gateway
+
+    async with FakeLLMServer(default=Reply.answer(ANSWER)) as provider:
+        settings = web_settings(redis_url, key_prefix, provider.openai_base_url)
+        async with web_gateway(settings) as web:
+            other = await open_gateway(settings, {})  # a second process: no web chat of its own
+            try:
+                await web.gateway.runner.stop(grace_seconds=0)  # only the other one answers now
+                async with httpx.AsyncClient(base_url=web.chat_url) as client:
+                    await open_chat(client)
+                    async with aiohttp.ClientSession(cookies={"fg_chat": client.cookies["fg_chat"]}) as session:
+                        async with session.ws_connect(web.chat_url + "/live", origin=web.chat_url) as socket:
+                            for number in range(3):
+                                nonce = f"message-{number}-0123456789"
+                                await client.post("/send", data={"text": f"question {number}", "nonce": nonce},
+                                                  headers={"Accept": "application/json"})
+                                event = {}
+                                while event.get("type") != "final":
+                                    event = await asyncio.wait_for(socket.receive_json(), 10)
+                                assert event == {"type": "final", "reply_to": nonce, "text": ANSWER}
+            finally:
+                await other.close(grace_seconds=0)
+
+
+async def test_pages_opening_together_on_a_fresh_connection_all_get_their_events(redis_url, key_prefix):
+    from redis.asyncio import Redis
+
+    fresh = Redis.from_url(redis_url, decode_responses=True)  # no pooled connection yet
+    channel = PipelinedConnection.like(fresh)
+    hub = LiveHub(fresh, channel, key_prefix)
+    chats = [f"web:together-{number}-0123456789" for number in range(5)]
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            queues = await asyncio.gather(*(stack.enter_async_context(hub.listen(chat)) for chat in chats))
+            for chat in chats:
+                await hub.publish(chat, {"type": "final", "reply_to": chat, "text": "hi"})
+            received = [await asyncio.wait_for(queue.get(), 5) for queue in queues]
+            assert [event["reply_to"] for event in received] == chats
+        clients = await fresh.client_list()
+        assert sum(1 for client in clients if int(client.get("sub", 0)) > 0) <= 1  # one subscription connection
+    finally:
+        await hub.aclose()
+        await channel.aclose()
+        await fresh.aclose()

@@ -3,7 +3,6 @@ and turns, the gateway's figures — and no secret or other chat's data where it
 
 from __future__ import annotations
 
-import asyncio
 import re
 from urllib.parse import quote
 
@@ -16,7 +15,7 @@ from gateway.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
-from tests.test_web_chat import open_chat, wait_for
+from tests.test_web_chat import open_chat
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 API_KEY = "sk-live-never-on-a-page-5e4d3c2b1a"
@@ -171,4 +170,21 @@ async def test_an_unknown_chat_or_message_is_not_found(redis_url, key_prefix, pa
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
             async with httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator:
                 assert (await operator.get(path)).status_code == 404
-            await asyncio.sleep(0)
+
+
+
+async def test_archived_messages_count_across_rotated_sessions(redis_url, key_prefix):
+    """With ``in_place: false`` each compaction continues in a new session; the list still counts what it archived."""
+    from gateway.web.chat_table import chat_page
+
+    async with FakeLLMServer(default=Reply.answer("noted.")) as provider:
+        settings = web_settings(redis_url, key_prefix, provider.openai_base_url,
+                                compression={**COMPACTING["compression"], "in_place": False})
+        async with web_gateway(settings) as web:
+            async with httpx.AsyncClient(base_url=web.chat_url) as chat_client:
+                chat = await chat_with_a_compaction(web, chat_client)
+            history = await web.gateway.activity.history(chat)
+            archived = sum(len(e.archived_ids) for e in history if e.name == "session:compress")
+            page = await chat_page(web.gateway.activity, web.gateway.store, lambda model: 32_000)
+            (row,) = [row for row in page.rows if row.chat == chat]
+            assert archived > 0 and row.archived == archived and row.compactions == 1

@@ -19,6 +19,7 @@ Every section forbids unknown keys.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -204,6 +205,16 @@ class DiscordSettings(StrictModel):
         return self
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class LocalPlatformSettings(StrictModel):
     """``platforms.local:`` — a chat on this machine (terminal or a small web page), no account needed."""
 
@@ -211,6 +222,14 @@ class LocalPlatformSettings(StrictModel):
     web: bool = False
     host: str = Field("127.0.0.1", min_length=1)
     port: Port = 8765
+
+    @model_validator(mode="after")
+    def _web_chat_stays_on_this_machine(self) -> "LocalPlatformSettings":
+        """The web chat has no login, and anyone who reaches it spends the owner's tokens."""
+        if self.enabled and self.web and not is_loopback(self.host):
+            _require([("host", "the web chat has no login, so it binds a loopback address only (127.0.0.1, ::1,"
+                               " localhost); to share it, put a reverse proxy with authentication in front")])
+        return self
 
 
 class PlatformsSettings(StrictModel):
@@ -268,6 +287,8 @@ class GatewaySettings(StrictModel):
     outage_retry_seconds: float = Field(900, ge=0)
     #: The operator view's password (``/admin`` on the metrics port); without it the view is refused.
     admin_token: Optional[SecretStr] = None
+    #: Host names the web pages answer to besides IP addresses and localhost (a reverse proxy's public name).
+    allowed_hosts: list[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("admin_token")
     @classmethod

@@ -42,9 +42,8 @@ _NONCE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 SHOWN_MESSAGES = 200
 #: Sent messages not answered yet that the page shows.
 WAITING_SHOWN = 50
-#: How long a form post (no JavaScript) waits for its reply before showing the page anyway; and how often it looks.
+#: How long a form post (no JavaScript) waits for its reply before showing the page anyway.
 FORM_WAIT_SECONDS = 60.0
-FORM_POLL_SECONDS = 0.2
 #: Messages shown on each side of a search hit.
 CONTEXT_RADIUS = 6
 #: Longest message the page takes, in characters (a longer one is refused, not cut).
@@ -85,8 +84,8 @@ class WebChat:
         response = render("chat.html", session_id=sid or "", bubbles=shown[-SHOWN_MESSAGES:],
                           earlier=max(0, len(shown) - SHOWN_MESSAGES), waiting=waiting, nonce=new_nonce(),
                           query="")
-        if fresh:
-            response.set_cookie(CHAT_COOKIE, chat_id, httponly=True, samesite="Strict", secure=request.secure,
+        if fresh:  # Lax: a link from elsewhere must find the chat (cross-site writes are refused anyway)
+            response.set_cookie(CHAT_COOKIE, chat_id, httponly=True, samesite="Lax", secure=request.secure,
                                 max_age=10 * 365 * 86_400)
         return response
 
@@ -102,31 +101,32 @@ class WebChat:
             raise web.HTTPBadRequest(text="the form is out of date: reload the page\n")
         message = IncomingMessage(platform=PLATFORM, chat_id=chat_id, user_id="web", user_name="you",
                                   update_id=nonce, text=text)
+        if "application/json" in request.headers.get("Accept", ""):
+            return web.json_response({"update_id": nonce, "queued": await self._take_in(message)})
+        # Without JavaScript the reply comes with the page: the post waits for it (listening before the
+        # message is taken in, so a quick reply is not missed).
+        async with self.hub.listen(message.chat) as events:
+            if await self._take_in(message):
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(FORM_WAIT_SECONDS):
+                        while (await events.get()).get("type") != "final":
+                            pass
+        raise web.HTTPSeeOther("/#end")
+
+    async def _take_in(self, message: IncomingMessage) -> bool:
+        """Hand the message to the intake; False for one taken in before (the same form sent twice)."""
         try:
-            queued = await self.intake(message)
+            return await self.intake(message)
         except (RedisError, OSError) as error:  # nothing was taken in: the person can send it again
             raise web.HTTPServiceUnavailable(text=f"the message could not be stored ({type(error).__name__});"
                                                   " please send it again in a moment\n") from error
-        if "application/json" in request.headers.get("Accept", ""):
-            return web.json_response({"update_id": nonce, "queued": queued, "nonce": new_nonce()})
-        await self._until_answered(f"{PLATFORM}:{chat_id}", nonce)  # without JavaScript, the reply comes with the page
-        raise web.HTTPSeeOther("/#end")
-
-    async def _until_answered(self, chat: str, update_id: str) -> None:
-        """Wait (at most :data:`FORM_WAIT_SECONDS`) until the message has left the inbox: answered."""
-        deadline = asyncio.get_running_loop().time() + FORM_WAIT_SECONDS
-        while asyncio.get_running_loop().time() < deadline:
-            waiting = transcript.waiting(await self.inbox.waiting(chat, WAITING_SHOWN))
-            if all(bubble.message_id != update_id for bubble in waiting):
-                return
-            await asyncio.sleep(FORM_POLL_SECONDS)
 
     async def live(self, request: web.Request) -> web.WebSocketResponse:
         chat_id = _known_chat_id(request)
         socket = web.WebSocketResponse(heartbeat=30)
         await socket.prepare(request)
-        self.sockets.add(socket)
         async with self.hub.listen(f"{PLATFORM}:{chat_id}") as events:
+            self.sockets.add(socket)
             closed = asyncio.create_task(_until_closed(socket))
             try:
                 while not closed.done():

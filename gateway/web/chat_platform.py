@@ -3,7 +3,8 @@
 Messages come in through the web chat's own page (:mod:`gateway.web.chat_pages`), which hands
 them to the gateway's intake like any platform does. Replies go out through
 :class:`~gateway.web.live.LiveHub`, so the page that asked sees them stream in whichever process
-runs the turn. Each event names the message it answers (``reply_to``): a preview replaces the
+runs the turn: every gateway process has this adapter (it needs only Redis), whether or not it
+serves the page. Each event names the message it answers (``reply_to``): a preview replaces the
 last one, the final text replaces the preview.
 """
 
@@ -24,11 +25,7 @@ class WebChatAdapter(PlatformAdapter):
     platform = PLATFORM
     max_message_length = 1_000_000
 
-    def __init__(self) -> None:
-        self.hub: LiveHub | None = None
-
-    def attach(self, hub: LiveHub) -> None:
-        """Where events go; the hub needs the gateway's Redis, which is opened after the platforms."""
+    def __init__(self, hub: LiveHub) -> None:
         self.hub = hub
 
     async def start(self, intake: Intake) -> None:
@@ -38,15 +35,10 @@ class WebChatAdapter(PlatformAdapter):
         return None
 
     async def publish(self, chat_id: str, event: dict[str, object]) -> None:
-        if self.hub is None:
-            raise RuntimeError("the web chat's live hub is not attached")
         await self.hub.publish(f"{PLATFORM}:{chat_id}", event)
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})
-
-    async def typing(self, chat_id: str) -> None:
-        await self.publish(chat_id, {"type": "working"})
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> "WebReply":

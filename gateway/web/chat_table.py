@@ -25,7 +25,8 @@ BATCH = 1_000
 
 @dataclass(frozen=True)
 class ChatRow:
-    """One chat: its current conversation's context and messages, and what it spent since it was recorded."""
+    """One chat: its current conversation's context and live messages, and what it archived and spent since
+    it was recorded."""
 
     chat: str
     session_id: str
@@ -65,7 +66,7 @@ SORTS: dict[str, Callable[[ChatRow], Any]] = {
 }
 #: What sorting by a column reads for every chat: (the chats' totals, their sessions' figures).
 SORT_READS: dict[str, tuple[bool, bool]] = {
-    "chat": (False, False), "context": (False, True), "messages": (False, True), "archived": (False, True),
+    "chat": (False, False), "context": (False, True), "messages": (False, True), "archived": (True, True),
     "compactions": (True, True), "tokens": (True, False), "cost": (True, False), "saved": (True, False),
     "errors": (True, False),
 }
@@ -94,8 +95,8 @@ async def _rows(activity: ActivityLog, store: SessionStore, window_of: Callable[
             chat=chat, session_id=meta.session_id if meta else "",
             context_tokens=estimate_session_tokens(meta)[0] if meta else 0,
             window=window_of(meta.model if meta else None), live=meta.count if meta else 0,
-            archived=found.archived if found else 0,
             # a chat older than the activity log had compactions the log never saw: its session counted them
+            archived=max(spent.archived, found.archived if found else 0),
             compactions=max(spent.compactions, meta.compaction_count if meta else 0), turns=spent.turns,
             tokens=spent.prompt_tokens + spent.completion_tokens, cost_usd=spent.cost_usd, saved_usd=spent.saved_usd,
             errors=spent.errors, last_activity=last,
@@ -113,7 +114,6 @@ async def chat_page(activity: ActivityLog, store: SessionStore, window_of: Calla
     """
     if sort not in SORTS:
         sort = "activity"
-    await activity.index_stored_chats(store)
     total = await activity.chat_count()
     pages = max(1, math.ceil(total / per_page))
     page = min(max(1, page), pages)

@@ -44,6 +44,8 @@ class LiveHub:
         self._listeners: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
+        #: One change to the subscription at a time: two pages opening at once must not each connect one.
+        self._subscribing = asyncio.Lock()
 
     def _channel_name(self, chat: str) -> str:
         return ChatKeys(self.prefix, chat).live
@@ -56,21 +58,27 @@ class LiveHub:
     async def listen(self, chat: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
         """A queue of ``chat``'s events while the context is open."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_LIMIT)
-        listeners = self._listeners.setdefault(chat, set())
-        listeners.add(queue)
+        async with self._subscribing:
+            listeners = self._listeners.setdefault(chat, set())
+            if not listeners:
+                try:
+                    await self._subscribe(chat)
+                except BaseException:
+                    del self._listeners[chat]
+                    raise
+            listeners.add(queue)
         try:
-            if len(listeners) == 1:
-                await self._subscribe(chat)
             yield queue
         finally:
-            listeners.discard(queue)
-            if not listeners:
-                del self._listeners[chat]
-                with contextlib.suppress(RedisError, OSError):
-                    if self._pubsub is not None:
+            async with self._subscribing:
+                listeners.discard(queue)
+                if not listeners and self._listeners.get(chat) is listeners:
+                    del self._listeners[chat]
+                    with contextlib.suppress(RedisError, OSError):
                         await self._pubsub.unsubscribe(self._channel_name(chat))
 
     async def _subscribe(self, chat: str) -> None:
+        """Subscribe to ``chat``'s channel (the caller holds the lock), and make sure someone reads."""
         if self._pubsub is None:
             self._pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
         await self._pubsub.subscribe(self._channel_name(chat))

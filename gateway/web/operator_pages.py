@@ -32,7 +32,7 @@ from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
-from gateway.web.chat_table import PER_PAGE, SORTS, chat_page
+from gateway.web.chat_table import PER_PAGE, chat_page
 from gateway.web.pages import render
 from gateway.web.security import ADMIN_COOKIE, AdminToken, Handler
 
@@ -113,7 +113,7 @@ class OperatorView:
             page_number = 1
         page = await chat_page(self.activity, self.store, self.window_of, sort=sort, descending=descending,
                                page=page_number, per_page=PER_PAGE)
-        return render("operator_chats.html", page=page, sorts=list(SORTS), chat_link=chat_link)
+        return render("operator_chats.html", page=page, chat_link=chat_link)
 
     async def gateway(self, request: web.Request) -> web.Response:
         return render("operator_gateway.html", figures=await self.watch.sample(), help=COUNTER_HELP)
@@ -129,21 +129,22 @@ class OperatorView:
         events = await self.activity.history(chat)
         meta = await self.store.meta(chat, sid)
         totals = (await self.activity.totals([chat]))[0]
-        compactions = await self._compactions(chat, events)
-        log = [event for event in reversed(events)][:LOG_ROWS]
-        return render("operator_chat.html", chat=chat, session_id=sid, meta=meta, totals=totals,
+        window = self.window_of(meta.model)
+        return render("operator_chat.html", chat=chat, session_id=sid, meta=meta, totals=totals, window=window,
                       context=estimate_session_tokens(meta)[0],
-                      window=self._window(meta.model, events), compactions=compactions, log=log,
-                      charts=self._charts(events, self._window(meta.model, events)), chat_link=chat_link)
+                      # a chat older than the activity log had compactions the log never saw: its session counted them
+                      compaction_count=max(totals.compactions, meta.compaction_count),
+                      compactions=await self._compactions(chat, events), log=list(reversed(events))[:LOG_ROWS],
+                      charts=_charts(events, window), chat_link=chat_link)
 
     async def chat_charts(self, request: web.Request) -> web.Response:
         chat = request.match_info["chat"]
         sid = await self.store.stored_session(chat)
         if sid is None:
-            raise web.HTTPNotFound(text=f"no chat {chat}\n")
-        events = await self.activity.history(chat)
+            return render("not_found.html", status=404, what=f"chat {chat}", back="/admin")
         meta = await self.store.meta(chat, sid)
-        return render("operator_charts.html", charts=self._charts(events, self._window(meta.model, events)))
+        events = await self.activity.history(chat)
+        return render("operator_charts.html", charts=_charts(events, self.window_of(meta.model)))
 
     async def message(self, request: web.Request) -> web.Response:
         chat, session_id = request.match_info["chat"], request.match_info["session"]
@@ -154,20 +155,6 @@ class OperatorView:
         shown, position = found
         return render("message.html", bubbles=shown, position=position, session_id=session_id,
                       message_id=message_id, back=chat_link(chat), title=f"{chat} — message {message_id}")
-
-    def _window(self, model: str | None, events: list[Event]) -> int:
-        reported = [e.context_window for e in events if isinstance(e, TurnEvent) and e.context_window]
-        return reported[-1] if reported else self.window_of(model)
-
-    @staticmethod
-    def _charts(events: list[Event], window: int) -> dict[str, Any]:
-        turns = [e for e in events if isinstance(e, TurnEvent)]
-        samples = [ContextSample(e.ts, e.context_tokens) for e in turns if e.context_tokens]
-        marks = [CompactionMark(e.ts, e.tokens_before, e.tokens_after, e.trigger)
-                 for e in events if isinstance(e, CompressEvent)]
-        cache = [CacheTurn(e.ts, e.cache_read_tokens, e.cache_write_tokens,
-                           max(0, e.prompt_tokens - e.cache_read_tokens - e.cache_write_tokens)) for e in turns]
-        return {"context": context_chart(samples, marks, window=window), "cache": cache_chart(cache)}
 
     async def _compactions(self, chat: str, events: list[Event]) -> list[Compaction]:
         """The chat's compactions, newest first, each with its summary as the store kept it."""
@@ -184,6 +171,17 @@ class OperatorView:
             except UnknownSession:
                 continue
         return [Compaction(e, bodies.get((e.session_id, e.summary_id), "")) for e in found]
+
+
+def _charts(events: list[Event], window: int) -> dict[str, Any]:
+    """The chat's context over time with its compactions, and its prompt cache per turn."""
+    turns = [e for e in events if isinstance(e, TurnEvent)]
+    samples = [ContextSample(e.ts, e.context_tokens) for e in turns if e.context_tokens]
+    marks = [CompactionMark(e.ts, e.tokens_before, e.tokens_after, e.trigger)
+             for e in events if isinstance(e, CompressEvent)]
+    cache = [CacheTurn(e.ts, e.cache_read_tokens, e.cache_write_tokens,
+                       max(0, e.prompt_tokens - e.cache_read_tokens - e.cache_write_tokens)) for e in turns]
+    return {"context": context_chart(samples, marks, window=window), "cache": cache_chart(cache)}
 
 
 def _local_next(target: str) -> str:

@@ -1,5 +1,8 @@
 """What keeps the pages safe: strict headers, no cross-site writes, and the operator's token.
 
+- A request must name this server in its ``Host``: an IP address, ``localhost``, or one of
+  ``gateway.allowed_hosts``. Any other name is a page elsewhere whose DNS now points here (DNS
+  rebinding), and is refused before anything else is looked at.
 - Every response carries a Content-Security-Policy that allows only this origin's scripts and
   styles (no inline script can run, even if a value escaped the templates), and is never framed.
 - A state-changing request (a chat message, ``/compress``, ``/new``, a login) and a WebSocket
@@ -14,12 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
+import ipaddress
+from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import urlsplit
 
 from aiohttp import hdrs, web
+from redis.exceptions import RedisError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -36,6 +42,20 @@ HEADERS = {
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: The operator's cookie.
 ADMIN_COOKIE = "fg_admin"
+#: Paths a scraper or a probe reaches by whatever name it knows the server by.
+PROBE_PATHS = frozenset({"/metrics", "/healthz"})
+
+
+def names_this_server(host_header: str, allowed: Iterable[str]) -> bool:
+    """Whether a ``Host`` header names this server: an IP address, ``localhost``, or an allowed name."""
+    name = urlsplit("//" + host_header).hostname or ""
+    if name == "localhost" or name in {host.lower() for host in allowed}:
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def same_origin(request: web.Request) -> bool:
@@ -55,50 +75,58 @@ def is_state_changing(request: web.Request) -> bool:
     return request.method not in SAFE_METHODS or upgrade
 
 
-@web.middleware
-async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Refuse cross-site writes; give every answer the security headers."""
-    if is_state_changing(request) and not same_origin(request):
-        response: web.StreamResponse = web.Response(status=403, text="cross-site request refused\n")
-    else:
-        try:
-            response = await handler(request)
-        except web.HTTPException as error:  # redirects and refusals get the headers too
-            error.headers.update(HEADERS)
-            raise
-    if not response.prepared:  # a WebSocket already sent its headers
-        response.headers.update(HEADERS)
-    return response
+def guard(allowed_hosts: Iterable[str] = ()) -> Middleware:
+    """The middleware every page goes through: refuse other hosts' names and cross-site writes, answer
+    a Redis that does not answer with a 503, give every answer the security headers."""
+    allowed = tuple(allowed_hosts)
+
+    @web.middleware
+    async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in PROBE_PATHS and not names_this_server(request.host, allowed):
+            response: web.StreamResponse = web.Response(status=421, text="this server does not answer to that name"
+                                                        " (gateway.allowed_hosts lists the names it does)\n")
+        elif is_state_changing(request) and not same_origin(request):
+            response = web.Response(status=403, text="cross-site request refused\n")
+        else:
+            try:
+                response = await handler(request)
+            except web.HTTPException as error:  # redirects and refusals get the headers too
+                error.headers.update(HEADERS)
+                raise
+            except (RedisError, OSError):
+                response = web.Response(status=503, text="Redis is not answering; try again in a moment\n")
+        if not response.prepared:  # a WebSocket already sent its headers
+            response.headers.update(HEADERS)
+        return response
+
+    return guarded
 
 
 class AdminToken:
     """The operator's token; None refuses every operator request."""
 
     def __init__(self, token: str | None) -> None:
-        self._token = token.encode() if token else None
+        self._token = token.encode() if token else b""
+        #: What the login cookie holds: a keyed hash of the token (the token itself never sits in a browser).
+        self._cookie = hmac.new(self._token, b"foldgate operator view", hashlib.sha256).hexdigest().encode()
 
     @property
     def configured(self) -> bool:
-        return self._token is not None
-
-    def cookie_value(self) -> str:
-        """What the login cookie holds: a keyed hash of the token (the token itself never sits in a browser)."""
-        assert self._token is not None
-        return hmac.new(self._token, b"foldgate operator view", hashlib.sha256).hexdigest()
+        return bool(self._token)
 
     def matches(self, candidate: str) -> bool:
-        return self._token is not None and hmac.compare_digest(candidate.encode(), self._token)
+        return self.configured and hmac.compare_digest(candidate.encode(), self._token)
 
     def admits(self, request: web.Request) -> bool:
         """Whether the request carries the token (header) or the login cookie."""
-        if self._token is None:
+        if not self.configured:
             return False
         scheme, _, value = request.headers.get(hdrs.AUTHORIZATION, "").partition(" ")
         if scheme.lower() == "bearer" and self.matches(value.strip()):
             return True
         cookie = request.cookies.get(ADMIN_COOKIE, "")
-        return bool(cookie) and hmac.compare_digest(cookie.encode(), self.cookie_value().encode())
+        return bool(cookie) and hmac.compare_digest(cookie.encode(), self._cookie)
 
     def set_cookie(self, response: web.StreamResponse, request: web.Request) -> None:
-        response.set_cookie(ADMIN_COOKIE, self.cookie_value(), httponly=True, samesite="Strict", path="/admin",
+        response.set_cookie(ADMIN_COOKIE, self._cookie.decode(), httponly=True, samesite="Strict", path="/admin",
                             secure=request.secure)

@@ -10,20 +10,27 @@ Both bind 127.0.0.1 unless configured otherwise, and every response goes through
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from redis.exceptions import RedisError
+
+from agent.cancelling import cancel_and_wait
 
 from gateway.activity import ActivityLog
 from gateway.metrics import GatewayWatch, add_metrics_routes
 from gateway.startup_errors import StartupError
+from gateway.store import SessionStore
 from gateway.web.chat_pages import MAX_TEXT_CHARS, WebChat
-from gateway.web.live import LiveHub
 from gateway.web.operator_pages import OperatorView
 from gateway.web.pages import add_static
 from gateway.web.security import AdminToken, guard
+
+log = logging.getLogger(__name__)
 
 
 async def start_site(app: web.Application, host: str, port: int, *, setting: str) -> web.AppRunner:
@@ -39,16 +46,17 @@ async def start_site(app: web.Application, host: str, port: int, *, setting: str
     return runner
 
 
-def operator_app(watch: GatewayWatch, view: OperatorView) -> web.Application:
-    app = web.Application(middlewares=[guard])
+def operator_app(watch: GatewayWatch, view: OperatorView, allowed_hosts: Sequence[str] = ()) -> web.Application:
+    app = web.Application(middlewares=[guard(allowed_hosts)])
     add_metrics_routes(app, watch)
     view.add_routes(app)
     add_static(app)
     return app
 
 
-def chat_app(chat: WebChat) -> web.Application:
-    app = web.Application(middlewares=[guard], client_max_size=4 * MAX_TEXT_CHARS + 65_536)  # UTF-8, form-encoded
+def chat_app(chat: WebChat, allowed_hosts: Sequence[str] = ()) -> web.Application:
+    app = web.Application(middlewares=[guard(allowed_hosts)],
+                          client_max_size=4 * MAX_TEXT_CHARS + 65_536)  # UTF-8, form-encoded
     chat.add_routes(app)
     add_static(app)
     return app
@@ -58,30 +66,46 @@ def chat_app(chat: WebChat) -> web.Application:
 class WebServers:
     """The servers a running gateway holds, closed together."""
 
+    #: Host names the pages answer to besides IP addresses and localhost (``gateway.allowed_hosts``).
+    allowed_hosts: Sequence[str] = ()
     runners: list[web.AppRunner] = field(default_factory=list)
-    hub: LiveHub | None = None
     #: Where each server listens, as a person would open it ("web chat", "operator view").
     addresses: dict[str, str] = field(default_factory=dict)
+    #: Chats stored before the index of chats existed are added to it once, in the background.
+    indexing: asyncio.Task[int] | None = None
 
     async def serve_operator(self, watch: GatewayWatch, activity: ActivityLog, token: str | None,
                              window_of: Callable[[str | None], int], host: str, port: int) -> None:
-        view = OperatorView(AdminToken(token), watch.runner.store, activity, watch, window_of)
-        runner = await start_site(operator_app(watch, view), host, port, setting="gateway.metrics_port")
+        store = watch.runner.store
+        view = OperatorView(AdminToken(token), store, activity, watch, window_of)
+        runner = await start_site(operator_app(watch, view, self.allowed_hosts), host, port,
+                                  setting="gateway.metrics_port")
         self.runners.append(runner)
         self.addresses["operator view"] = _url(runner, "/admin")
+        self.indexing = asyncio.create_task(_index_stored_chats(activity, store), name="index-stored-chats")
 
     async def serve_chat(self, chat: WebChat, host: str, port: int) -> None:
-        self.hub = chat.hub
-        runner = await start_site(chat_app(chat), host, port, setting="platforms.local.port")
+        runner = await start_site(chat_app(chat, self.allowed_hosts), host, port, setting="platforms.local.port")
         self.runners.append(runner)
         self.addresses["web chat"] = _url(runner, "/")
 
     async def close(self) -> None:
+        if self.indexing is not None:
+            await cancel_and_wait(self.indexing)
         for runner in self.runners:
             with contextlib.suppress(Exception):
                 await runner.cleanup()
-        if self.hub is not None:
-            await self.hub.aclose()
+
+
+async def _index_stored_chats(activity: ActivityLog, store: SessionStore) -> None:
+    """Add the chats a foldgate without the index of chats stored (a SCAN, once per Redis)."""
+    try:
+        added = await activity.index_stored_chats(store)
+    except (RedisError, OSError) as error:  # the list then shows the chats that wrote since; the next start tries again
+        log.warning("the operator view could not index the chats stored earlier: %s", error)
+        return
+    if added:
+        log.info("the operator view indexed %d chats stored before its index existed", added)
 
 
 def _url(runner: web.AppRunner, path: str) -> str:

@@ -76,7 +76,9 @@ def waiting(entries: Iterable[str]) -> list[Bubble]:
             message = IncomingMessage.model_validate_json(raw)
         except ValueError:
             continue
-        shown.append(Bubble(message_id=message.update_id, role="waiting", text=message.text, ts=message.ts))
+        cut = len(message.text) > INLINE_CHARS
+        shown.append(Bubble(message_id=message.update_id, role="waiting", text=message.text[:INLINE_CHARS] + ("…" if cut else ""),
+                            ts=message.ts, cut=cut))
     return shown
 
 

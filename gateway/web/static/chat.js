@@ -7,9 +7,15 @@
   const composer = document.getElementById("composer");
   if (!transcript || !composer) return;
   const textarea = composer.elements.text;
-  const nonce = composer.elements.nonce;
   const replies = new Map(); // id of the message answered -> its reply's element
   let order = 0;
+  let retryMs = 1000;
+
+  // Each message gets its own id, made here: the gateway takes an id in once, so a message can never
+  // be dropped as a repeat of the one before (crypto.randomUUID needs https; this works on plain http).
+  function newId() {
+    return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  }
 
   function bubble(role, text, label) {
     const article = document.createElement("article");
@@ -45,7 +51,7 @@
   }
 
   async function send(text) {
-    const body = new URLSearchParams({ text, nonce: nonce.value });
+    const body = new URLSearchParams({ text, nonce: newId() });
     const mine = bubble("user", text, "you");
     scrollDown();
     let response;
@@ -61,13 +67,15 @@
       return;
     }
     const answer = await response.json();
-    nonce.value = answer.nonce;
+    if (!answer.queued) {
+      bubble("assistant", "⚠️ This message was taken in already; it is not sent twice.", "foldgate");
+      return;
+    }
     reply(answer.update_id);
     scrollDown();
   }
 
   function shown(event) {
-    if (event.type === "working") return;
     const element = reply(event.reply_to || "");
     element.querySelector(".text").textContent = event.text;
     element.classList.remove("working");
@@ -85,11 +93,19 @@
     scrollDown();
   }
 
-  function connect() {
+  function connect(again) {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(`${scheme}${location.host}/live`);
+    socket.addEventListener("open", () => {
+      retryMs = 1000;
+      // Replies written while the page was not listening are in the conversation as stored.
+      if (again && [...replies.values()].some((element) => !element.dataset.done)) location.reload();
+    });
     socket.addEventListener("message", (message) => shown(JSON.parse(message.data)));
-    socket.addEventListener("close", () => setTimeout(connect, 1000));
+    socket.addEventListener("close", () => {
+      setTimeout(() => connect(true), retryMs);
+      retryMs = Math.min(retryMs * 2, 30000);
+    });
   }
 
   composer.addEventListener("submit", (event) => {
@@ -111,6 +127,6 @@
       send(form.elements.text.value);
     });
   }
-  connect();
+  connect(false);
   scrollDown();
 })();
