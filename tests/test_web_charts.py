@@ -265,7 +265,9 @@ def test_the_cache_chart_renders_as_svg_without_inline_styles():
     rects = [el for el in svg.iter() if local(el.tag) == "rect"]
     assert len(rects) == 15
     assert {r.get("class") for r in rects} == {"cache-read", "cache-write", "cache-none"}
-    assert all(local(r[0].tag) == "title" and "read from cache" in r[0].text for r in rects)
+    bars = [el for el in svg.iter() if local(el.tag) == "g" and el.get("class") == "cache-bar"]
+    assert [local(bar[0].tag) for bar in bars] == ["title"] * 5  # one hover text per turn
+    assert all("read from cache" in bar[0].text for bar in bars)
 
 
 def test_markup_in_a_kind_or_label_comes_out_escaped():

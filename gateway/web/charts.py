@@ -154,7 +154,6 @@ class Segment:
     y: float
     height: float
     css_class: str
-    title: str
 
 
 @dataclass(frozen=True)
@@ -365,7 +364,7 @@ def _bar(turn: CacheTurn, left: float, slot: float, scale: _Scale, fmt: str) -> 
                              (turn.uncached, "cache-none")):
         if value > 0:
             top = scale.y(below + value)
-            segments.append(Segment(top, round(scale.y(below) - top, 1), css_class, title))
+            segments.append(Segment(top, round(scale.y(below) - top, 1), css_class))
             below += value
     width = min(slot * 0.8, MAX_BAR_WIDTH)
     return Bar(round(left + (slot - width) / 2, 1), round(width, 1), tuple(segments), title)
