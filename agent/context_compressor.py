@@ -9,7 +9,9 @@ One compaction, in order:
 4. the digest of the ORIGINAL middle and of the stubbed results — anchors, verbatim user
    messages, tool calls, decisions, the telling lines of long tool listings — before
    anything is pruned, merged with what earlier compactions carried;
-5. the notes: the deterministic notes and the verbatim appendix of the digest, always; with
+5. the notes, within a budget on everything the summary stands for (this middle and what the
+   carried digest covered, so a compaction that folds little does not shrink the notes it
+   carries): the deterministic notes and the verbatim appendix of the digest, always; with
    a summarizer, its notes on the pruned middle (updating its previous notes from the second
    compaction on) are added in front, within their share — a model adds, never replaces;
    a summarizer that fails while the context is critical leaves just the deterministic notes;
@@ -68,8 +70,9 @@ __all__ = ["ContextCompressor", "resolve_model_threshold"]
 #: Share of the summary budget (after the header) a model's notes may take; the digest's notes,
 #: quotes, listing lines and anchor index share the rest, so a model adds to them, never replaces them.
 MODEL_NOTES_SHARE = 0.3
-#: Share of the summary budget the deterministic notes may use (the anchor index takes what they leave).
-DETERMINISTIC_BODY_SHARE = 0.35
+#: Share of the summary budget the deterministic notes may use (the anchor index takes what they leave):
+#: what the conversation stated comes before identifiers taken from tool output.
+DETERMINISTIC_BODY_SHARE = 0.5
 #: Share of the summary budget the verbatim user messages may use before the notes and the index.
 QUOTE_SHARE = 0.2
 #: Share of the summary budget the telling lines of long tool listings may use before the index.
@@ -214,10 +217,10 @@ class ContextCompressor(ContextEngine):
             cut.middle, cut.middle_counts, seq_start=cut.seq_start, stubbed=cut.stubbed,
             queries=search_queries(messages), calls=call_labels(messages),
         )
-        budget = summary_budget(digest.tokens, self.context_length)
         previous = _Previous(self._previous_summary or _notes_of(earlier_summary),
                              self._previous_summary_source or ("model" if earlier_summary else None))
         digest = digest.merge(self._digest)
+        budget = summary_budget(digest.tokens, self.context_length)
         room = max(budget - count_text(framing.header(digest)), 500)
         model = await self._model_notes(cut, room, previous.notes, focus_topic, critical)
         if model.abort is not None:

@@ -137,3 +137,40 @@ def test_recent_errors_carry_what_produced_them_and_files_the_words_they_were_se
     assert "- Recent error: KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle (run_tests \"pytest tests/billing\")" in body
     files = body.split("## Relevant Files")[1].split("\n## ")[0]
     assert "- svc/ingest/worker.py (retry loop in … drops batch id)" in files
+
+
+def word(i):
+    """A made-up word per number (sentences that differ only in digits are one sentence to the digest)."""
+    return "".join("aeioubdfgk"[int(digit)] for digit in str(i + 100))
+
+
+def section(body, heading):
+    return body.split(heading)[1].split("\n## ")[0]
+
+
+def test_stated_sentences_share_one_pool_so_a_quiet_section_leaves_room_to_a_busy_one():
+    """Thirty reported commits all fit while the decisions leave their room unused; a fixed share per section cut them."""
+    t = Transcript(system=None)
+    t.user("We decided to keep Postgres because the team knows it.")
+    for i in range(30):
+        t.assistant(f'Committed it as `{0xa000000 + i:07x}` on `main`: "fix(ledger): rework the ledger {word(i)} export".')
+    digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
+    body = render_body(digest, 2_000)
+    done = section(body, "### Done").split("### In Progress")[0]
+    assert all(f'`{0xa000000 + i:07x}` on `main`: "fix(ledger): rework the ledger {word(i)} export"' in done for i in range(30))
+    assert "We decided to keep Postgres because the team knows it." in section(body, "## Key Decisions")
+
+
+def test_a_flood_of_one_kind_does_not_crowd_out_the_others():
+    t = Transcript(system=None)
+    for i in range(200):
+        t.user(f"wait, don't touch src/pkg/{word(i)}.py yet.")
+    t.user("Ana Silva owns the ledger export, ping her before changing it.")
+    t.user("We decided to keep Postgres because the team knows it.")
+    digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
+    body = render_body(digest, 1_200)
+    assert "Ana Silva owns the ledger export" in section(body, "## Critical Context")
+    assert "We decided to keep Postgres" in section(body, "## Key Decisions")
+    preferences = section(body, "## Constraints & Preferences")
+    assert 10 < preferences.count("don't touch") < 200
+    assert count_text(body) <= 1_200

@@ -62,3 +62,27 @@ def test_lines_of_a_fenced_block_are_not_sentences():
     assert [s.text for s in fact_sentences(text, True)] == ["Also, the refunds timeout is 5209ms in staging."]
     unclosed = "Here is the config:\n```\nmax_retries: 55 # the limit\n"
     assert fact_sentences(unclosed, True) == ()
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kind"),
+    [
+        ("btw, house rule: keep functions under 35 lines, split anything longer.", "preference"),
+        ("Remember: deploys to prod only after the 10:00 UTC freeze lifts.", "preference"),
+        ("fyi the refund warmup code moved to src/app/refund/warmup.py last sprint, ignore the old module", "fact"),
+        ("heads up: the billing cron lives in deploy/cron/billing.yaml now", "fact"),
+    ],
+)
+def test_standing_rules_and_stated_facts_are_kept(sentence, kind):
+    classified = classify(sentence, True)
+    assert classified is not None and classified.kind == kind
+
+
+def test_a_sentence_made_only_of_cue_words_is_not_a_fact():
+    assert classify("please remember that", True) is None
+    assert classify("ok, keep in mind", True) is None
+
+
+def test_work_the_assistant_reports_is_progress():
+    assert classify("I opened PR #4692 with the ledger warmup change.", False).kind == "progress"
+    assert classify("Committed it as `83273e4` on `main`: \"fix(ledger): rework the ledger cutoff\".", False).kind == "progress"

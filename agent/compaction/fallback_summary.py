@@ -9,24 +9,35 @@ files touched, errors seen, and what the assistant was doing at the cut.
 
 from __future__ import annotations
 
-from agent.compaction.digest import Digest
-from agent.compaction.fitting import clip, take_lines
-from agent.compaction.summary_prompt import SECTION_HEADINGS
+import functools
 
-#: Share of the body budget each section may use (what a section leaves unused is not reassigned).
+from agent.compaction.digest import Digest
+from agent.compaction.fitting import clip, count_line, take_lines
+from agent.compaction.summary_prompt import SECTION_HEADINGS
+from agent.tokens import count_text
+
+#: Share of the body budget each fixed part may use (what a part leaves unused goes to the stated sentences).
 SHARES = {
-    "goal": 0.05,
-    "preferences": 0.14,
-    "progress": 0.10,
-    "decisions": 0.24,
-    "files": 0.08,
-    "facts": 0.31,
-    "earlier": 0.08,
+    "goal": 0.035,
+    "progress": 0.07,
+    "files": 0.055,
+    "earlier": 0.055,
 }
+#: Kinds of sentence the conversation stated, in the order a round of :func:`_stated` takes them.
+STATED_KINDS = ("preference", "decision", "progress", "fact")
+#: Sentences that may not fit before a kind stops being tried (a long one is skipped, shorter ones still fit).
+MAX_MISFITS = 8
+#: Tokens a bullet costs beside its text ("- " and the line break).
+BULLET_TOKENS = 2
 GOAL_CHARS = 600
 LAST_ASSISTANT_CHARS = 500
 #: Characters of a sentence listed by pointer to its message, quoted whole under User Messages.
 POINTER_CHARS = 100
+_NEXT_STEPS = (
+    "- Answer the newest user message that follows these notes.\n"
+    "- Look up any detail needed from the compacted turns with session_search / session_fetch before redoing work."
+)
+_INDEX_POINTER = "- Verbatim identifiers from the compacted turns are listed in the Anchor Index below."
 #: Most errors the Blocked part lists (newest first, each with what produced it).
 BLOCKED_ERRORS = 3
 
@@ -63,12 +74,6 @@ def _ranked(digest: Digest, kind: str, quoted_ids: frozenset[str], point: bool =
     return [_pointer(line.id, line.text) if quoted and line.id else line.text for line, quoted in lines]
 
 
-def _section(lines: list[str], budget_tokens: int) -> str:
-    """:func:`_bullets` of the lines that fit ``budget_tokens``."""
-    taken, _ = take_lines(lines, budget_tokens)
-    return _bullets(taken, len(lines))
-
-
 def _recent_errors(digest: Digest) -> list[str]:
     """The newest error lines, each with what produced it (frame, log record, tool call)."""
     errors = digest.anchors.entries.get("error") or {}
@@ -76,18 +81,25 @@ def _recent_errors(digest: Digest) -> list[str]:
     return [f"Recent error: {digest.anchors.described('error', error)}" for error in newest[:BLOCKED_ERRORS]]
 
 
-def _files(digest: Digest, budget_tokens: int) -> str:
-    """Files touched (newest first), then other paths mentioned; each with the words it was seen with when known."""
+def _files(digest: Digest, budget_tokens: int) -> tuple[str, int]:
+    """Files touched (newest first), then other paths mentioned; each with the words it was seen with when known;
+    and the tokens they used."""
     touched = sorted(digest.files, key=digest.files.__getitem__, reverse=True)
     mentioned = [path for path in digest.anchors.ranked("path")[:200] if path not in digest.files]
     told = {path: digest.anchors.described("path", path) for path in [*touched, *mentioned]}
-    taken, _ = take_lines(told.values(), budget_tokens)
+    taken, used = take_lines(told.values(), budget_tokens)
     if not taken:
-        return "- (none recorded)"
+        return "- (none recorded)", used
     shown = set(taken)
     described = [f"- {entry}" for path, entry in told.items() if entry in shown and entry != path]
     plain = [path for path, entry in told.items() if entry in shown and entry == path]
-    return "\n".join(described + (["- " + ", ".join(plain)] if plain else []))
+    return "\n".join(described + (["- " + ", ".join(plain)] if plain else [])), used
+
+
+@functools.cache
+def _skeleton_tokens() -> int:
+    """Tokens of the body's fixed text: headings, subheadings and the standing lines."""
+    return count_text("\n\n".join(SECTION_HEADINGS)) + count_text(_NEXT_STEPS + _INDEX_POINTER) + 20
 
 
 def _goal_lines(digest: Digest, quoted_ids: frozenset[str], focus_topic: str | None) -> list[str]:
@@ -105,14 +117,14 @@ def _goal_lines(digest: Digest, quoted_ids: frozenset[str], focus_topic: str | N
     return goal_lines
 
 
-def _progress(digest: Digest, quoted_ids: frozenset[str], budget: int) -> tuple[list[str], list[str], str]:
-    """Progress as Done (tool calls, progress sentences), In Progress (the assistant's last words at
-    the cut) and Blocked (the newest errors), within ``budget`` tokens."""
+def _progress(digest: Digest, budget: int) -> tuple[list[str], list[str], str, int]:
+    """Progress as Done (the tool calls made), In Progress (the assistant's last words at the cut) and
+    Blocked (the newest errors), within ``budget`` tokens, and the tokens used; the work the
+    conversation reported joins Done from :func:`_stated`."""
     calls = sorted(digest.tool_calls.items(), key=lambda item: item[1], reverse=True)
     done_lines = []
     if calls:
         done_lines.append("Tool calls made: " + ", ".join(f"{name} ×{count}" for name, count in calls[:30]))
-    done_lines += _ranked(digest, "progress", quoted_ids)
     done, used = take_lines(done_lines, int(budget * 0.6))
     in_progress = []
     if digest.last_assistant is not None:
@@ -121,8 +133,39 @@ def _progress(digest: Digest, quoted_ids: frozenset[str], budget: int) -> tuple[
             f"At the cut the assistant had last written{ident}: {clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
         )
     in_progress, used_now = take_lines(in_progress, budget - used)
-    blocked = _section(_recent_errors(digest), max(40, budget - used - used_now))
-    return done, in_progress, blocked
+    errors = _recent_errors(digest)
+    shown, used_errors = take_lines(errors, max(40, budget - used - used_now))
+    return done, in_progress, _bullets(shown, len(errors)), used + used_now + used_errors
+
+
+def _stated(ranked: dict[str, list[str]], budget_tokens: int) -> tuple[dict[str, list[str]], int]:
+    """``(lines taken per kind, tokens used)``: the conversation's sentences, round-robin across kinds within one budget.
+
+    One pool instead of a share per section: a section with few sentences leaves its room to
+    the others (the assistant's reported commits are not cut while the decisions' share stands
+    half empty), and round-robin keeps one kind's flood from crowding out the rest.
+    """
+    taken: dict[str, list[str]] = {kind: [] for kind in ranked}
+    positions = dict.fromkeys(ranked, 0)
+    misfits = dict.fromkeys(ranked, 0)
+    used = 0
+    active = [kind for kind in STATED_KINDS if ranked.get(kind)]
+    while active:
+        still = []
+        for kind in active:
+            lines = ranked[kind]
+            while positions[kind] < len(lines) and misfits[kind] < MAX_MISFITS:
+                line = lines[positions[kind]]
+                positions[kind] += 1
+                cost = count_line(line) + BULLET_TOKENS
+                if used + cost <= budget_tokens:
+                    taken[kind].append(line)
+                    used += cost
+                    still.append(kind)
+                    break
+                misfits[kind] += 1
+        active = still
+    return taken, used
 
 
 def render_body(
@@ -144,27 +187,36 @@ def render_body(
     """
     share = {name: max(40, int(budget_tokens * ratio)) for name, ratio in SHARES.items()}
 
-    goal, _ = take_lines(_goal_lines(digest, quoted_ids, focus_topic), share["goal"])
+    goal, used = take_lines(_goal_lines(digest, quoted_ids, focus_topic), share["goal"])
+    done, in_progress, blocked, used_progress = _progress(digest, share["progress"])
+    files, used_files = _files(digest, share["files"])
+    carried: list[str] = []
+    if earlier_summary:
+        carried, used_earlier = take_lines([clip(earlier_summary, share["earlier"] * 4)], share["earlier"])
+        used += used_earlier
+    used += used_progress + used_files + _skeleton_tokens()
 
-    preferences = _section(_ranked(digest, "preference", quoted_ids, point=True), share["preferences"])
-    decisions = _section(_ranked(digest, "decision", quoted_ids, point=True), share["decisions"])
-    facts, _ = take_lines(_ranked(digest, "fact", quoted_ids), share["facts"])
-
-    done, in_progress, blocked = _progress(digest, quoted_ids, share["progress"])
+    ranked = {
+        "preference": _ranked(digest, "preference", quoted_ids, point=True),
+        "decision": _ranked(digest, "decision", quoted_ids, point=True),
+        "progress": _ranked(digest, "progress", quoted_ids),
+        "fact": _ranked(digest, "fact", quoted_ids),
+    }
+    stated, _ = _stated(ranked, budget_tokens - used)
+    preferences = _bullets(stated["preference"], len(ranked["preference"]))
+    decisions = _bullets(stated["decision"], len(ranked["decision"]))
+    done += stated["progress"]
+    facts = stated["fact"]
 
     parts = [
         f"{SECTION_HEADINGS[0]}\n{_bullets(goal)}",
         f"{SECTION_HEADINGS[1]}\n{preferences}",
         f"{SECTION_HEADINGS[2]}\n### Done\n{_bullets(done)}\n### In Progress\n{_bullets(in_progress)}\n### Blocked\n{blocked}",
         f"{SECTION_HEADINGS[3]}\n{decisions}",
-        f"{SECTION_HEADINGS[4]}\n{_files(digest, share['files'])}",
-        f"{SECTION_HEADINGS[5]}\n- Answer the newest user message that follows these notes.\n"
-        "- Look up any detail needed from the compacted turns with session_search / session_fetch before redoing work.",
-        f"{SECTION_HEADINGS[6]}\n" + "\n".join(f"- {line}" for line in facts)
-        + ("\n" if facts else "") + "- Verbatim identifiers from the compacted turns are listed in the Anchor Index below.",
+        f"{SECTION_HEADINGS[4]}\n{files}",
+        f"{SECTION_HEADINGS[5]}\n{_NEXT_STEPS}",
+        f"{SECTION_HEADINGS[6]}\n" + "\n".join(f"- {line}" for line in facts) + ("\n" if facts else "") + _INDEX_POINTER,
     ]
-    if earlier_summary:
-        carried, _ = take_lines([clip(earlier_summary, share["earlier"] * 4)], share["earlier"])
-        if carried:
-            parts.append("### Earlier summary (carried over)\n" + carried[0])
+    if carried:
+        parts.append("### Earlier summary (carried over)\n" + carried[0])
     return "\n\n".join(parts)

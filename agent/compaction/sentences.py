@@ -2,7 +2,8 @@
 
 A long session's conversation holds the facts people ask about later — who owns what,
 which port or limit was set, what was decided and why, what the user wants always or
-never — in single sentences between a great deal of routine narration ("Checking the
+never, the house rules they lay down, where code moved, what the assistant committed or
+opened — in single sentences between a great deal of routine narration ("Checking the
 logs."). Each sentence is classified (preference, decision, progress, fact) and scored
 by the signals it carries, so a small budget takes the dense ones first. Results are
 memoized per message text.
@@ -29,9 +30,19 @@ _DECISION = re.compile(
     r"|we will|we'll|switch(?:ed)?|approved|confirmed|rather than|instead of|because|the reason|so that"
     r"|since(?! (?:the last|last|yesterday|this|then|\d)))\b"
 )
+#: Standing rules a person lays down ("house rule: …", "please remember …").
+_RULE = re.compile(r"(?i)\b(?:house rules?|ground rules?|rule of thumb|remember|keep in mind|don'?t forget)\b")
+#: A fact stated for the record: where something is now, what was renamed, a heads-up.
+_STATED = re.compile(
+    r"(?i)\b(?:fyi|heads[- ]up|for the record|note that|moved (?:to|into)|lives (?:in|at|under)|renamed (?:to|as)"
+    r"|now lives)\b"
+)
+#: Words that say nothing alone: a sentence made only of them ("please remember that") is a cue, not a fact.
+_HOLLOW = frozenset("please remember that this it ok okay thanks sure yes fine also and so btw fyi keep in mind".split())
+_WORDS = re.compile(r"[\w'-]+")
 _PROGRESS = re.compile(
     r"(?i)\b(?:done|fixed|added|created|implemented|updated|merged|passed|passing|resolved|completed"
-    r"|deployed|released|refactored|removed|renamed|migrated|committed|pushed)\b"
+    r"|deployed|released|refactored|removed|renamed|migrated|committed|pushed|opened|filed|reverted|rebased|tagged)\b"
 )
 _PEOPLE = re.compile(r"(?i)\b(?:owns?|owner|maintain(?:s|er)|on[- ]call|ask|ping|assigned|reviewer?s?)\b|@[a-z]")
 _PERSON = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
@@ -59,12 +70,16 @@ def normalised(text: str) -> str:
 
 def classify(sentence: str, by_user: bool) -> Sentence | None:
     """The sentence's kind and score, or None when it carries nothing worth keeping."""
+    if all(word in _HOLLOW for word in _WORDS.findall(sentence.lower())):
+        return None
     score = 0
     kind = None
     if _DECISION.search(sentence):
         kind, score = "decision", score + 3
-    if by_user and _PREFERENCE.search(sentence):
+    if by_user and (_PREFERENCE.search(sentence) or _RULE.search(sentence)):
         kind, score = "preference", score + 3
+    if _STATED.search(sentence):
+        kind, score = kind or "fact", score + 2
     digits = bool(_DIGIT.search(sentence))
     if _PEOPLE.search(sentence) or _PERSON.search(sentence[1:]):
         kind, score = kind or "fact", score + 2
