@@ -104,6 +104,10 @@ class RedisRestart:
     every_chat_back_after: Optional[float] = None
     #: The same for the private chats only (a group's next message may wait for Telegram's per-group limit).
     private_back_after: Optional[float] = None
+    #: The longest ``retry_after`` Telegram imposed on a chat between the server being back and that
+    #: chat's first accepted call: a wait the platform asked for, not the gateway's own delay (a budget
+    #: write lost with a SIGKILL before it reached the append-only file can cost one such 429).
+    longest_flood_wait: float = 0.0
 
 
 @dataclass
@@ -450,6 +454,10 @@ class KillLoad:
                 restart.every_chat_back_after = max(back.values()) - restart.up_at  # type: ignore[type-var]
                 restart.private_back_after = max(moment for chat, moment in back.items()  # type: ignore[type-var]
                                                  if not chat.startswith("-")) - restart.up_at
+                restart.longest_flood_wait = max(
+                    (float(limited.retry_after) for limited in api.rate_limited
+                     if limited.chat_id in back and restart.up_at <= limited.at <= back[limited.chat_id]),  # type: ignore[operator]
+                    default=0.0)
 
     def _kill_offset(self, accepted: float) -> Optional[float]:
         offsets = [kill.at - accepted for kill in self.kills]
@@ -524,7 +532,9 @@ def summary_lines(report: KillReport) -> list[str]:
                  f"{report.logs.count('Traceback')} tracebacks")
     lines += [f"Redis {'SIGKILL' if restart.hard else 'restart'}: down {restart.up_at - restart.down_at:.2f} s; "
               f"private chats answered again within {_seconds(restart.private_back_after)}, all chats within "
-              f"{_seconds(restart.every_chat_back_after)}" for restart in report.redis_restarts]
+              f"{_seconds(restart.every_chat_back_after)}"
+              + (f" (Telegram asked a chat to wait {restart.longest_flood_wait:.0f} s)" if restart.longest_flood_wait else "")
+              for restart in report.redis_restarts]
     return lines
 
 

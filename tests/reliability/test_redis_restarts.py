@@ -34,7 +34,10 @@ async def test_redis_stopped_and_killed_under_load_loses_nothing_and_every_chat_
     assert report.lost == [] and report.extras == []
     assert report.broken_sessions == []
     for restart in report.redis_restarts:
-        assert restart.every_chat_back_after is not None and restart.every_chat_back_after < 15
+        assert restart.private_back_after is not None and restart.private_back_after < 15
+        # a group may also wait out a 429 Telegram sent it; beyond that, back within the same bound
+        assert restart.every_chat_back_after is not None
+        assert restart.every_chat_back_after < 15 + restart.longest_flood_wait
     logs = report.logs
     assert "Redis is back" in logs
     assert "Traceback" not in logs
