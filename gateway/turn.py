@@ -219,10 +219,10 @@ class Turn:
             new_messages = prepared.earlier + result.new_messages
             fields["tokens_at_report"] = turn.meta.tokens + sum(count_message(m) for m in new_messages)
             await self.store.append(self.chat, turn.session_id, new_messages, lock=self.lock, meta=fields)
-            self.committed_tokens = int(fields["last_prompt_tokens"] or fields["tokens_at_report"])
+            self.committed_tokens = _context_after(fields)
             return reply
         fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
-        self.committed_tokens = int(fields["last_prompt_tokens"] or fields["tokens_at_report"])
+        self.committed_tokens = _context_after(fields)
         commit = await self.store.commit_compaction(
             self.chat, turn.session_id, result.messages, lock=self.lock,
             in_place=self.parts.compactions.compression.in_place,
@@ -269,7 +269,7 @@ class Turn:
             await events.emit(CompressEvent(
                 platform=self.message.platform, chat=self.chat, session_id=turn.session_id, old_session_id="",
                 in_place=True, compression_count=prepared.engine.compression_count, trigger="native",
-                tokens_before=turn.meta.last_prompt_tokens or turn.meta.tokens,
+                tokens_before=estimate_session_tokens(turn.meta)[0],
                 tokens_after=result.last_usage.prompt_tokens, summarizer="the provider",
             ))
         await events.emit(TurnEvent(
@@ -356,3 +356,9 @@ class Turn:
 
     def _model(self, turn: ChatTurn) -> str:
         return turn.meta.model or self.agents.default_model
+
+
+def _context_after(fields: dict[str, object]) -> int:
+    """The context's size as a commit's meta fields leave it: what hygiene will judge (the provider's
+    report, else the stored count)."""
+    return int(fields["last_prompt_tokens"] or fields["tokens_at_report"])  # type: ignore[call-overload]

@@ -29,7 +29,7 @@ from gateway.platforms.base import IncomingMessage, Intake
 from gateway.session_source import conversation_messages, search_conversations
 from gateway.store import SessionStore
 from gateway.web import transcript
-from gateway.web.chat_platform import PLATFORM
+from gateway.web.chat_platform import PLATFORM, chat_key
 from gateway.web.live import LiveHub
 from gateway.web.pages import render
 
@@ -76,7 +76,7 @@ class WebChat:
 
     async def page(self, request: web.Request) -> web.Response:
         chat_id, fresh = _chat_id(request)
-        chat = f"{PLATFORM}:{chat_id}"
+        chat = chat_key(chat_id)
         sid = await self.store.stored_session(chat)
         messages = await self.store.active(chat, sid) if sid else []
         shown = transcript.bubbles(messages)
@@ -125,7 +125,7 @@ class WebChat:
         chat_id = _known_chat_id(request)
         socket = web.WebSocketResponse(heartbeat=30)
         await socket.prepare(request)
-        async with self.hub.listen(f"{PLATFORM}:{chat_id}") as events:
+        async with self.hub.listen(chat_key(chat_id)) as events:
             self.sockets.add(socket)
             closed = asyncio.create_task(_until_closed(socket))
             try:
@@ -151,7 +151,7 @@ class WebChat:
 
     async def search(self, request: web.Request) -> web.Response:
         chat_id, _fresh = _chat_id(request)
-        chat = f"{PLATFORM}:{chat_id}"
+        chat = chat_key(chat_id)
         query = request.query.get("q", "").strip()
         hits, problem = [], ""
         sid = await self.store.stored_session(chat)
@@ -164,7 +164,7 @@ class WebChat:
 
     async def message(self, request: web.Request) -> web.Response:
         chat_id = _known_chat_id(request)
-        chat = f"{PLATFORM}:{chat_id}"
+        chat = chat_key(chat_id)
         session_id, message_id = request.match_info["session"], request.match_info["message"]
         found = transcript.around(await conversation_messages(self.store, chat, session_id), message_id,
                                   CONTEXT_RADIUS)

@@ -19,6 +19,11 @@ from gateway.web.live import LiveHub
 PLATFORM = "web"
 
 
+def chat_key(chat_id: str) -> str:
+    """The store's key of the browser chat ``chat_id``."""
+    return f"{PLATFORM}:{chat_id}"
+
+
 class WebChatAdapter(PlatformAdapter):
     """Sends a web chat's replies as live events; receives nothing by itself (the page posts to the intake)."""
 
@@ -35,7 +40,7 @@ class WebChatAdapter(PlatformAdapter):
         return None
 
     async def publish(self, chat_id: str, event: dict[str, object]) -> None:
-        await self.hub.publish(f"{PLATFORM}:{chat_id}", event)
+        await self.hub.publish(chat_key(chat_id), event)
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})

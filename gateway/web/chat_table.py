@@ -51,6 +51,12 @@ class ChatRow:
         return self.context_tokens / self.window if self.window else 0.0
 
 
+def at_least_recorded(logged: int, in_session: int) -> int:
+    """A count from the activity log, or the session's own where larger: a chat older than the log had
+    compactions (and archived messages) the log never saw, which its session counted."""
+    return max(logged, in_session)
+
+
 #: Column -> the value rows are sorted by.
 SORTS: dict[str, Callable[[ChatRow], Any]] = {
     "activity": lambda row: row.last_activity,
@@ -95,9 +101,8 @@ async def _rows(activity: ActivityLog, store: SessionStore, window_of: Callable[
             chat=chat, session_id=meta.session_id if meta else "",
             context_tokens=estimate_session_tokens(meta)[0] if meta else 0,
             window=window_of(meta.model if meta else None), live=meta.count if meta else 0,
-            # a chat older than the activity log had compactions the log never saw: its session counted them
-            archived=max(spent.archived, found.archived if found else 0),
-            compactions=max(spent.compactions, meta.compaction_count if meta else 0), turns=spent.turns,
+            archived=at_least_recorded(spent.archived, found.archived if found else 0),
+            compactions=at_least_recorded(spent.compactions, meta.compaction_count if meta else 0), turns=spent.turns,
             tokens=spent.prompt_tokens + spent.completion_tokens, cost_usd=spent.cost_usd, saved_usd=spent.saved_usd,
             errors=spent.errors, last_activity=last,
         ))

@@ -41,6 +41,7 @@ class LiveHub:
         self.redis = redis
         self.channel = channel
         self.prefix = prefix
+        #: Queues of this process's pages, by the channel they listen to.
         self._listeners: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -58,13 +59,14 @@ class LiveHub:
     async def listen(self, chat: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
         """A queue of ``chat``'s events while the context is open."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_LIMIT)
+        name = self._channel_name(chat)
         async with self._subscribing:
-            listeners = self._listeners.setdefault(chat, set())
+            listeners = self._listeners.setdefault(name, set())
             if not listeners:
                 try:
-                    await self._subscribe(chat)
+                    await self._subscribe(name)
                 except BaseException:
-                    del self._listeners[chat]
+                    del self._listeners[name]
                     raise
             listeners.add(queue)
         try:
@@ -72,22 +74,21 @@ class LiveHub:
         finally:
             async with self._subscribing:
                 listeners.discard(queue)
-                if not listeners and self._listeners.get(chat) is listeners:
-                    del self._listeners[chat]
+                if not listeners and self._listeners.get(name) is listeners:
+                    del self._listeners[name]
                     with contextlib.suppress(RedisError, OSError):
-                        await self._pubsub.unsubscribe(self._channel_name(chat))
+                        await self._pubsub.unsubscribe(name)
 
-    async def _subscribe(self, chat: str) -> None:
-        """Subscribe to ``chat``'s channel (the caller holds the lock), and make sure someone reads."""
+    async def _subscribe(self, name: str) -> None:
+        """Subscribe to the channel ``name`` (the caller holds the lock), and make sure someone reads."""
         if self._pubsub is None:
             self._pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(self._channel_name(chat))
+        await self._pubsub.subscribe(name)
         if self._reader is None or self._reader.done():
             self._reader = asyncio.create_task(self._read(), name="web-live")
 
     async def _read(self) -> None:
         """Forward published events to the listeners' queues while anyone listens."""
-        head, tail = f"{self.prefix}:{{", "}:live"
         while self._listeners:
             try:
                 message = await self._pubsub.get_message(timeout=1.0)
@@ -97,12 +98,11 @@ class LiveHub:
                 continue
             if not message or message.get("type") != "message":
                 continue
-            chat = str(message["channel"]).removeprefix(head).removesuffix(tail)
             try:
                 event = json_codec.loads(message["data"])
             except ValueError:
                 continue
-            for queue in self._listeners.get(chat, ()):
+            for queue in self._listeners.get(str(message["channel"]), ()):
                 if queue.full():
                     queue.get_nowait()
                 queue.put_nowait(event)

@@ -32,7 +32,7 @@ from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
-from gateway.web.chat_table import PER_PAGE, chat_page
+from gateway.web.chat_table import PER_PAGE, at_least_recorded, chat_page
 from gateway.web.pages import render
 from gateway.web.security import ADMIN_COOKIE, AdminToken, Handler
 
@@ -132,8 +132,7 @@ class OperatorView:
         window = self.window_of(meta.model)
         return render("operator_chat.html", chat=chat, session_id=sid, meta=meta, totals=totals, window=window,
                       context=estimate_session_tokens(meta)[0],
-                      # a chat older than the activity log had compactions the log never saw: its session counted them
-                      compaction_count=max(totals.compactions, meta.compaction_count),
+                      compaction_count=at_least_recorded(totals.compactions, meta.compaction_count),
                       compactions=await self._compactions(chat, events), log=list(reversed(events))[:LOG_ROWS],
                       charts=_charts(events, window), chat_link=chat_link)
 

@@ -72,7 +72,7 @@ class WebServers:
     #: Where each server listens, as a person would open it ("web chat", "operator view").
     addresses: dict[str, str] = field(default_factory=dict)
     #: Chats stored before the index of chats existed are added to it once, in the background.
-    indexing: asyncio.Task[int] | None = None
+    indexing: asyncio.Task[None] | None = None
 
     async def serve_operator(self, watch: GatewayWatch, activity: ActivityLog, token: str | None,
                              window_of: Callable[[str | None], int], host: str, port: int) -> None:
