@@ -224,3 +224,11 @@ async def test_pages_opening_together_on_a_fresh_connection_all_get_their_events
         await hub.aclose()
         await channel.aclose()
         await fresh.aclose()
+
+
+async def test_the_web_chat_binds_the_configured_loopback_address(redis_url, key_prefix):
+    async with FakeLLMServer(default=Reply.answer("ok")) as provider:
+        async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url, chat_host="::1")) as web:
+            assert web.chat_url.startswith("http://[::1]:")
+            async with httpx.AsyncClient(base_url=web.chat_url) as client:
+                assert (await client.get("/")).status_code == 200

@@ -25,7 +25,7 @@ def free_port() -> int:
 
 
 def web_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int = 32_000,
-                 admin_token: str | None = ADMIN_TOKEN, **sections: Any) -> Settings:
+                 admin_token: str | None = ADMIN_TOKEN, chat_host: str = "127.0.0.1", **sections: Any) -> Settings:
     """Settings for a custom OpenAI-compatible model at ``base_url``, the web chat and the operator view."""
     gateway = {"metrics_port": free_port(), "admin_token": admin_token, "lock_ttl_seconds": 5,
                **sections.pop("gateway", {})}
@@ -34,7 +34,7 @@ def web_settings(redis_url: str, prefix: str, base_url: str, *, context_length: 
     return Settings(
         redis={"url": redis_url, "key_prefix": prefix},
         model={"name": "test-model", "provider": "custom", "base_url": base_url, "context_length": context_length},
-        platforms={"local": {"enabled": True, "web": True, "port": 0}},
+        platforms={"local": {"enabled": True, "web": True, "host": chat_host, "port": 0}},
         gateway=gateway,
         **sections,
     )
