@@ -308,8 +308,8 @@ class ContextCompressor(ContextEngine):
             digest,
             room,
             model_notes=body,
-            render_body=lambda budget, quoted: render_body(
-                digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried
+            render_body=lambda budget, quoted, said: render_body(
+                digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried, said=said
             ),
             retained=_retained_anchors([*cut.head, *cut.tail]).__contains__,
             body_share=DETERMINISTIC_BODY_SHARE,

@@ -26,7 +26,7 @@ def compose(digest, room=3_000, listing_share=0.0):
         digest,
         room,
         model_notes=None,
-        render_body=lambda budget, quoted: render_body(digest, budget, quoted_ids=quoted),
+        render_body=lambda budget, quoted, said: render_body(digest, budget, quoted_ids=quoted, said=said),
         retained=lambda anchor: False,
         body_share=0.35,
         quote_share=0.3,
@@ -174,3 +174,24 @@ def test_a_flood_of_one_kind_does_not_crowd_out_the_others():
     preferences = section(body, "## Constraints & Preferences")
     assert 10 < preferences.count("don't touch") < 200
     assert count_text(body) <= 1_200
+
+
+def test_what_the_models_notes_hold_word_for_word_is_not_written_twice():
+    """The digest's notes skip a sentence the model already copied; their heading says where it is, never "none"."""
+    digest = build()
+    decision = "We decided to use Decimal for money."
+    notes = framing.compose(
+        digest,
+        3_000,
+        model_notes=f"## Key Decisions\n- [m-4] {decision}",
+        render_body=lambda budget, quoted, said: render_body(digest, budget, quoted_ids=quoted, said=said),
+        retained=lambda anchor: False,
+        body_share=0.35,
+        quote_share=0.3,
+        model_share=0.3,
+    ).text
+    verbatim = notes[notes.index(framing.DIGEST_NOTES_HEADING) :]
+    decisions = verbatim[verbatim.index("## Key Decisions") :].split("\n## ")[0]
+    assert decision not in decisions
+    assert "(1 recorded, all in the summary above)" in decisions
+    assert "none recorded" not in decisions

@@ -126,12 +126,18 @@ def _words_after(right: str) -> list[str]:
 def context_words(text: str, start: int, end: int) -> str:
     """A few words of the line and clause ``text[start:end]`` sits in: what it is about, without the anchor.
 
+    An indented ``key: value`` line of a config file starts with the key of the section it is in
+    (``checkout_backoff monthly_cost_usd …``): ``monthly_cost_usd`` alone does not say whose cost.
     Fewer than :data:`MIN_TELLING_WORDS` words tell nothing ("index", "Image") unless one is a path,
     module or identifier: then "".
     """
     low = max(0, start - CONTEXT_SCAN_CHARS)
     newline = text.rfind("\n", low, start)
-    before = _words_before(text[newline + 1 if newline >= 0 else low : start])
+    line_start = newline + 1 if newline >= 0 else low
+    before = _words_before(text[line_start:start])
+    section = _section_key(text, line_start) if newline >= 0 or low == 0 else ""
+    if section:
+        before = [section, *before[1 - CONTEXT_WORDS_BEFORE :]]
     high = min(len(text), end + CONTEXT_SCAN_CHARS)
     newline = text.find("\n", end, high)
     after = _words_after(text[end : newline if newline >= 0 else high])
@@ -141,6 +147,30 @@ def context_words(text: str, start: int, end: int) -> str:
     if after:
         words = f"{words} … {' '.join(after)}" if words else " ".join(after)
     return _clip_words(words, MAX_CONTEXT_CHARS)
+
+
+#: An indented mapping entry (``  monthly_cost_usd: 6976``) and the key line of a section (``checkout_backoff:``).
+_MAPPING_ENTRY = re.compile(r"( +)[\w.-]+:(?: |$)")
+_SECTION_KEY = re.compile(r"( *)([\w.-]+):\s*(?:#.*)?$")
+#: Lines read back from an indented entry for the key of its section.
+SECTION_LOOKBACK_LINES = 24
+
+
+def _section_key(text: str, line_start: int) -> str:
+    """The key of the config section holding the indented ``key: value`` line at ``line_start``, or ""."""
+    entry = _MAPPING_ENTRY.match(text, line_start)
+    if not entry:
+        return ""
+    indent = len(entry.group(1))
+    for line in _lines_before(text, line_start, SECTION_LOOKBACK_LINES):
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip(" "))
+        if depth >= indent:
+            continue
+        section = _SECTION_KEY.match(line)
+        return section.group(2) if section and len(section.group(2)) <= MAX_CONTEXT_WORD_CHARS else ""
+    return ""
 
 
 def _lines_before(text: str, line_start: int, count: int) -> list[str]:

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.compaction.anchor_context import RECORD_LABEL
-from agent.compaction.anchors import KINDS, LABELS, MENTION_WEIGHT, ROUND_SHARES, Anchor, weigh, weighed_text
+from agent.compaction.anchors import (
+    KINDS,
+    LABELS,
+    MENTION_WEIGHT,
+    ROUND_SHARES,
+    Anchor,
+    error_signature,
+    weigh,
+    weighed_text,
+)
 from agent.compaction.fitting import count_line
 
 #: Longest context kept in (or loaded from) an index's state.
@@ -157,8 +166,10 @@ class AnchorIndex:
                 self._see(kind, anchor, context, message_id, weight)
 
     def ranked(self, kind: str) -> list[str]:
-        """Anchors of one kind, highest score first, then most recent."""
+        """Anchors of one kind, highest score first, then most recent; errors by :func:`error_ranking`."""
         bucket = self.entries.get(kind, {})
+        if kind == "error":
+            return error_ranking(bucket)
         return sorted(bucket, key=lambda anchor: (bucket[anchor][0], bucket[anchor][1]), reverse=True)
 
     def context(self, kind: str, anchor: str) -> str:
@@ -210,6 +221,26 @@ class AnchorIndex:
                     message_id = None if row[4] is None else str(row[4])
                     index.seen.setdefault(kind, {})[row[0]] = (row[3][:MAX_SEEN_CHARS], message_id, int(row[5]))
         return index
+
+
+def error_ranking(bucket: Mapping[str, Sequence[int]]) -> list[str]:
+    """Error lines ranked by their score divided among the lines of their kind of failure.
+
+    Lines are grouped by :func:`error_signature`: a log's hundred ``TimeoutError`` lines,
+    each with its own id, are one failure told a hundred times, and share one line's worth
+    of score; the one ``PayoutDedupError`` or ``[E6706]`` among them keeps all of its own, so
+    it is not buried under them, in one compaction or over many. Within a kind the order
+    stays: score, then recency.
+    """
+    sizes: dict[str, int] = {}
+    signatures = {anchor: error_signature(anchor) for anchor in bucket}
+    for signature in signatures.values():
+        sizes[signature] = sizes.get(signature, 0) + 1
+    return sorted(
+        bucket,
+        key=lambda anchor: (bucket[anchor][0] / sizes[signatures[anchor]], bucket[anchor][1]),
+        reverse=True,
+    )
 
 
 def render_index(

@@ -161,6 +161,8 @@ def _shas(text: str, out: list[tuple[int, str, str]]) -> None:
                 continue
         if end < len(text) and text[end] in _WORDISH:
             continue
+        if start > 1 and text[start - 1] == ":" and text[start - 2] in _WORDISH:
+            continue  # the id half of a ``user:f2a1d9bd3404`` cache key: a log's bookkeeping, not a commit
         token = match.group()
         if not _DIGITS.isdisjoint(token) and not _HEX_LETTERS.isdisjoint(token):
             out.append((start, "commit", token))
@@ -360,6 +362,27 @@ def _contexts(text: str, found: Sequence[tuple[int, str, str]]) -> dict[Anchor, 
         else:
             contexts[key] = context_words(text, *_anchor_end(text, start, anchor))
     return contexts
+
+
+_ERROR_CODE = re.compile(r"\[[A-Z]{1,5}-?\d{3,6}\]|\b[A-Z]{1,5}-\d{3,6}\b")
+_EXCEPTION_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b")
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+
+
+def error_signature(line: str) -> str:
+    """What kind of failure an error line reports: its error code, else its exception class, else its first word.
+
+    Lines of one signature are one failure seen many times (a hundred ``TimeoutError``\\s in
+    a log, each with its own id); a signature seen once is news.
+    """
+    code = _ERROR_CODE.search(line)
+    if code:
+        return code.group().strip("[]")
+    classes = _EXCEPTION_CLASS.findall(line)
+    if classes:
+        return classes[-1]
+    word = _FIRST_WORD.search(line)
+    return word.group().lower() if word else line
 
 
 def weigh(

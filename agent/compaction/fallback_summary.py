@@ -10,6 +10,7 @@ files touched, errors seen, and what the assistant was doing at the cut.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from agent.compaction.digest import Digest
 from agent.compaction.fitting import clip, count_line, take_lines
@@ -25,6 +26,8 @@ SHARES = {
 }
 #: Kinds of sentence the conversation stated, in the order a round of :func:`_stated` takes them.
 STATED_KINDS = ("preference", "decision", "progress", "fact")
+#: Kinds whose sentences of a quoted message are still listed, by pointer: their sections must never look empty.
+POINTED_KINDS = frozenset({"preference", "decision"})
 #: Sentences that may not fit before a kind stops being tried (a long one is skipped, shorter ones still fit).
 MAX_MISFITS = 8
 #: Tokens a bullet costs beside its text ("- " and the line break).
@@ -42,10 +45,13 @@ _INDEX_POINTER = "- Verbatim identifiers from the compacted turns are listed in 
 BLOCKED_ERRORS = 3
 
 
-def _bullets(lines: list[str], left_out: int = 0) -> str:
-    """The section's bullets; "(none recorded)" only when there were none to list, not when none fitted."""
+def _bullets(lines: list[str], left_out: int = 0, above: int = 0) -> str:
+    """The section's bullets; "(none recorded)" only when there were none to list, not when none fitted
+    nor when the model's notes above hold them (``above``)."""
     if lines:
         return "\n".join(f"- {line}" for line in lines)
+    if above:
+        return f"- ({above:,} recorded, all in the summary above)"
     if left_out:
         return f"- ({left_out:,} recorded, none fit here: see User Messages below, or session_search)"
     return "- (none recorded)"
@@ -58,20 +64,29 @@ def _pointer(ident: str, text: str) -> str:
     return f"[{ident}, quoted under User Messages] {text}"
 
 
-def _ranked(digest: Digest, kind: str, quoted_ids: frozenset[str], point: bool = False) -> list[str]:
-    """Sentences of one kind, densest first then newest.
+def _ranked(
+    digest: Digest, kind: str, quoted_ids: frozenset[str], said: Callable[[str], bool], point: bool = False
+) -> tuple[list[str], int]:
+    """``(sentences of one kind, densest first then newest; how many the model's notes hold)``.
 
-    A sentence of a message quoted whole is left out (it is verbatim below) — or, with
-    ``point``, listed by a short :func:`_pointer`, so a heading never says there are none
-    while the quotes below hold one.
+    A sentence the model's notes above already hold word for word (``said``) is left out:
+    its room goes to the anchors. So is a sentence of a message quoted whole (it is verbatim
+    below) — or, with ``point``, it is listed by a short :func:`_pointer`, so a heading never
+    says there are none while the quotes below hold one.
     """
     lines = []
+    above = 0
     for line in digest.sentences:
+        if line.kind != kind:
+            continue
+        if said(line.text):
+            above += 1
+            continue
         quoted = line.id is not None and line.id in quoted_ids
-        if line.kind == kind and (point or not quoted):
+        if point or not quoted:
             lines.append((line, quoted))
     lines.sort(key=lambda item: (item[0].score, item[0].seq), reverse=True)
-    return [_pointer(line.id, line.text) if quoted and line.id else line.text for line, quoted in lines]
+    return [_pointer(line.id, line.text) if quoted and line.id else line.text for line, quoted in lines], above
 
 
 def _recent_errors(digest: Digest) -> list[str]:
@@ -175,6 +190,7 @@ def render_body(
     quoted_ids: frozenset[str] = frozenset(),
     focus_topic: str | None = None,
     earlier_summary: str | None = None,
+    said: Callable[[str], bool] = lambda text: False,
 ) -> str:
     """The S5.3 sections for ``digest`` within about ``budget_tokens``.
 
@@ -183,7 +199,8 @@ def render_body(
     sections, so no heading says "(none recorded)" while the quotes hold one. Errors and
     files carry what produced them and the words they were seen with. ``earlier_summary``
     (a model-written summary this one replaces) is carried over, clipped, so a fallback
-    never loses what the model had written.
+    never loses what the model had written. Sentences a model's notes hold word for word
+    (``said``) are not written twice.
     """
     share = {name: max(40, int(budget_tokens * ratio)) for name, ratio in SHARES.items()}
 
@@ -196,15 +213,12 @@ def render_body(
         used += used_earlier
     used += used_progress + used_files + _skeleton_tokens()
 
-    ranked = {
-        "preference": _ranked(digest, "preference", quoted_ids, point=True),
-        "decision": _ranked(digest, "decision", quoted_ids, point=True),
-        "progress": _ranked(digest, "progress", quoted_ids),
-        "fact": _ranked(digest, "fact", quoted_ids),
-    }
+    ranked, above = {}, {}
+    for kind in STATED_KINDS:
+        ranked[kind], above[kind] = _ranked(digest, kind, quoted_ids, said, point=kind in POINTED_KINDS)
     stated, _ = _stated(ranked, budget_tokens - used)
-    preferences = _bullets(stated["preference"], len(ranked["preference"]))
-    decisions = _bullets(stated["decision"], len(ranked["decision"]))
+    preferences = _bullets(stated["preference"], len(ranked["preference"]), above["preference"])
+    decisions = _bullets(stated["decision"], len(ranked["decision"]), above["decision"])
     done += stated["progress"]
     facts = stated["fact"]
 

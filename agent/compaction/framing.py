@@ -96,7 +96,7 @@ def compose(
     room: int,
     *,
     model_notes: str | None,
-    render_body: Callable[[int, frozenset[str]], str],
+    render_body: Callable[[int, frozenset[str], Callable[[str], bool]], str],
     retained: Callable[[str], bool],
     body_share: float,
     quote_share: float,
@@ -108,7 +108,8 @@ def compose(
     A model's notes never replace the digest; they come first, fitted to ``model_share``.
     Then the claims on the budget, in order: the user's messages verbatim, newest first
     (strict order, stopping at the first that does not fit) up to ``quote_share``; the
-    deterministic notes (``render_body(budget, quoted_ids)``) up to ``body_share``; the
+    deterministic notes (``render_body(budget, quoted_ids, said)``, ``said`` telling what the
+    model's notes hold word for word) up to ``body_share``; the
     telling lines of tool listings, best first, up to ``listing_share``; then the anchor
     index takes everything left, skipping anchors that survive verbatim in the kept messages
     (``retained``), the quotes, the notes or the listing lines; anything still left goes to
@@ -123,7 +124,7 @@ def compose(
     all_quotes = quote_lines(digest)
     quotes, quotes_used = take_lines(all_quotes, int(room * quote_share), stop_at_first_misfit=True)
     quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
-    body = render_body(int(room * body_share), quoted)
+    body = render_body(int(room * body_share), quoted, model_text.__contains__)
     if model_text:
         body = f"{DIGEST_NOTES_HEADING}\n\n{body}"
     body_used = count_text(body)

@@ -1,0 +1,118 @@
+"""Facts that live only in tool output keep what they are about, however much the night repeats itself.
+
+A worker log prints a hundred generic errors for every one that names what crashed
+(``SettlementLagError``, ``[E4711]``); a config file says whose cost a number is only in the
+section it stands under. The compressor must keep the telling line, with its subject, through
+twenty compactions of floods that look just like the rest of the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from agent.compaction.anchor_context import context_words
+from agent.compaction.anchor_index import error_ranking
+from agent.compaction.anchors import anchors_in, error_signature
+from agent.context_compressor import ContextCompressor
+from agent.settings import CompressionSettings
+from agent.tokens import content_text, count_messages
+from tests.fakes.histories import Transcript
+from tests.test_compaction_stated import attributed
+
+GENERIC = ("ValueError", "TimeoutError", "KeyError", "RuntimeError", "ConnectionResetError")
+
+
+def traceback(rng: random.Random, job: str, module: str, function: str, error: str) -> list[str]:
+    """A job's crash as a worker log prints it: the log record, the frames, the exception line."""
+    return [
+        f"2025-03-24T21:{rng.randrange(60):02d}:00.000Z ERROR   [app.worker] {job} job crashed",
+        "Traceback (most recent call last):",
+        f'  File "/app/src/shop/{module}/tasks.py", line {rng.randrange(10, 900)}, in {function}',
+        "    result = step(batch)",
+        error,
+    ]
+
+
+def noisy_log(rng: random.Random, planted: list[str] | None = None) -> str:
+    """Routine log lines around one generic crash (and the planted lines, when given)."""
+    lines = [f"2025-03-24T21:00:{k:02d}.000Z INFO    [app.http] GET /v1/rows/{rng.randrange(99_999)} 200" for k in range(30)]
+    kind = rng.choice(GENERIC)
+    lines[12:12] = traceback(rng, "row sweep", "rows", "sweep_rows", f"{kind}: row {rng.randrange(10**6)} was rejected")
+    if planted:
+        lines[20:20] = planted
+    return "\n".join(lines)
+
+
+def replay(tail_mode: str) -> str:
+    """Two app-specific crashes in the first hour, then log after log of generic ones, compacted twenty times."""
+    rng = random.Random(8)
+    engine = ContextCompressor("test-model", 60_000, CompressionSettings(tail_mode=tail_mode, protect_last_n=6))
+    t = Transcript(system="You are a coding assistant.")
+    t.exchange("Let's look at the shop workers tonight.", "Sure.")
+    planted = traceback(
+        rng, "settlement lag", "settlement", "run_settlement_lag", "SettlementLagError: settlement lag gave up for batch_91x"
+    ) + traceback(rng, "ledger export", "ledger", "export_ledger", "KeyError: 'ledger_ref' [E4711]")
+    t.user("check the worker log")
+    t.call("terminal", {"command": "tail -n 200 worker.log"}, noisy_log(rng, planted))
+    t.assistant("The log has a few crashes; looking further.")
+    working = list(t.messages)
+    compactions = 0
+    while compactions < 20:
+        start = len(t.messages)
+        t.user("and the next log?")
+        for _ in range(6):
+            t.call("terminal", {"command": "tail -n 200 worker.log"}, noisy_log(rng))
+        t.assistant("More of the same.")
+        working += t.messages[start:]
+        if engine.should_compress(count_messages(working)):
+            working = asyncio.run(engine.compress(working))
+            assert engine.last_compaction.outcome == "compacted"
+            compactions += 1
+    return "\n".join(content_text(m.get("content")) for m in working)
+
+
+@pytest.mark.parametrize("tail_mode", ["lean", "legacy"])
+def test_an_apps_own_crash_outlasts_a_flood_of_generic_ones(tail_mode):
+    context = replay(tail_mode)
+    assert attributed(context, "SettlementLagError: settlement lag gave up for batch_91x", "settlement/tasks.py")
+    assert attributed(context, "KeyError: 'ledger_ref' [E4711]", "ledger export")
+
+
+def test_errors_are_grouped_by_the_failure_they_report():
+    assert error_signature("KeyError: 'ledger_ref' [E4711]") == "E4711"
+    assert error_signature("upstream rejected the request code=EPAY-4135") == "EPAY-4135"
+    assert error_signature("E       AssertionError: assert 1 == 2") == "AssertionError"
+    assert error_signature("FAILED tests/test_x.py::test_y - KeyError: 'a'") == "KeyError"
+    assert error_signature("fatal: not a git repository") == "fatal"
+
+
+def test_a_failure_seen_once_ranks_above_one_seen_a_hundred_times():
+    bucket = {f"TimeoutError: lease {k} closed": [1000, 500 + k] for k in range(100)}
+    bucket["SettlementLagError: settlement lag gave up"] = [300, 1]
+    bucket["TimeoutError: the one said in conversation"] = [3000, 2]
+    ranked = error_ranking(bucket)
+    assert ranked[0] == "SettlementLagError: settlement lag gave up"
+    timeouts = [anchor for anchor in ranked if anchor.startswith("TimeoutError")]
+    assert timeouts[0] == "TimeoutError: the one said in conversation"  # within a kind: score, then recency
+    assert timeouts[1:3] == ["TimeoutError: lease 99 closed", "TimeoutError: lease 98 closed"]
+
+
+def test_a_config_value_keeps_the_section_it_stands_under():
+    text = (
+        "report:\n  stale: false\ncheckout_backoff:\n  enabled: true\n\n"
+        "  monthly_cost_usd: 6976  # $6,976 per month\n  environment: qa\n"
+    )
+    start = text.index("$6,976")
+    assert context_words(text, start, start + len("$6,976")) == "checkout_backoff monthly_cost_usd … per month"
+    flat = "monthly_cost_usd: 6976  # $6,976 per month"
+    start = flat.index("$6,976")
+    assert context_words(flat, start, start + len("$6,976")) == "monthly_cost_usd … per month"
+
+
+def test_a_cache_keys_hex_half_is_not_taken_for_a_commit():
+    log = "INFO [app.db] cache miss key=user:f2a1d9bd3404 ttl=300\nmerged 3f8a4b2 into main (see also 9c1d2e3f)"
+    commits = [anchor for kind, anchor in anchors_in(log, False) if kind == "commit"]
+    assert commits == ["3f8a4b2", "9c1d2e3f"]
