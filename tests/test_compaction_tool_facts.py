@@ -116,3 +116,14 @@ def test_a_cache_keys_hex_half_is_not_taken_for_a_commit():
     log = "INFO [app.db] cache miss key=user:f2a1d9bd3404 ttl=300\nmerged 3f8a4b2 into main (see also 9c1d2e3f)"
     commits = [anchor for kind, anchor in anchors_in(log, False) if kind == "commit"]
     assert commits == ["3f8a4b2", "9c1d2e3f"]
+
+
+def test_a_warning_that_carries_an_error_code_is_an_error_line():
+    log = (
+        "2025-03-13T22:14:02.111Z WARNING [app.http] upstream rejected voucher rate limiter request code=EVOU-5238 status=429\n"
+        "2025-03-13T22:14:03.000Z INFO    [app.http] picked up PAY-342 from the queue\n"
+        "2025-03-13T22:14:04.000Z ERROR   [app.db] cache evict key=user:f2a1d9bd3404"
+    )
+    errors = [anchor for kind, anchor in anchors_in(log, False) if kind == "error"]
+    assert errors == ["[app.http] upstream rejected voucher rate limiter request code=EVOU-5238 status=429"]
+    assert error_signature(errors[0]) == "EVOU-5238"

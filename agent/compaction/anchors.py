@@ -28,8 +28,10 @@ from agent.compaction.memo import TextMemo
 #: Anchor kinds in the order the index lists them.
 KINDS = ("ref", "commit", "path", "error", "name", "url", "version", "quantity", "identifier")
 #: How many anchors of each kind one round of the index takes: the identifiers people quote back
-#: (SHAs, paths, PRs, error lines) before the ones that are mostly noise in tool output.
-ROUND_SHARES = {"ref": 2, "commit": 3, "path": 3, "error": 2, "name": 2, "url": 1, "version": 1, "quantity": 1, "identifier": 1}
+#: (SHAs, paths, PRs, error lines) before the ones that are mostly noise in tool output. Error lines
+#: most of all: one with what produced it answers "what did the export crash with?" on its own, where a
+#: SHA or a path from a listing needs the line it stood on.
+ROUND_SHARES = {"ref": 2, "commit": 3, "path": 3, "error": 4, "name": 2, "url": 1, "version": 1, "quantity": 1, "identifier": 1}
 LABELS = {
     "name": "People and handles",
     "ref": "PRs, issues, tickets",
@@ -63,6 +65,13 @@ _ERROR = re.compile(
     r"|Segmentation fault"
 )
 _ERROR_KEYWORD = re.compile(r"(?:Error|Exception|FAILED|FATAL|fatal|panic|error|ERR|Errno|exit code|exit status|fault)(?:[:!\]\s]|$)")
+#: An error code (``[E4711]``, ``EPAY-4135``, ``ORA-00942``).
+_ERROR_CODE = re.compile(r"\[[A-Z]{1,5}-?\d{3,6}\]|\b[A-Z]{1,5}-\d{3,6}\b")
+#: A log line's severity at warning or above, and the stamp and level that lead such a line.
+_WARNING_LEVEL = re.compile(r"\b(?:WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE)\b")
+_STAMP_AND_LEVEL = re.compile(
+    r"\[?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s+(?:WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE)\s+"
+)
 _CODE_LINE = re.compile(r"\s*(?:raise |except\b|catch\b|throw |class |def |import |from |#|//|\*|if |elif |return |assert |with )")
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|: |\| )")
 _DOTTED_NUMBER = re.compile(r"\.\d+\.\d+")
@@ -219,6 +228,33 @@ def _errors(text: str, out: list[tuple[int, str, str]]) -> None:
             begin = max(0, offset - 80)
             stripped = stripped[begin : begin + MAX_ANCHOR_CHARS].strip()
         out.append((line_start, "error", stripped))
+    _coded_log_lines(text, out)
+
+
+def _coded_log_lines(text: str, out: list[tuple[int, str, str]]) -> None:
+    """Log lines at warning or above that carry an error code (``upstream rejected … code=EPAY-4135``): errors too.
+
+    Such a line names no exception, yet it is the failure someone asks about; its words
+    (the request rejected, the job that failed) say what it is about. The stamp and level
+    in front are left out, the rest is verbatim.
+    """
+    codes = list(_ERROR_CODE.finditer(text))
+    if not codes:
+        return
+    taken = {start for start, kind, _ in out if kind == "error"}
+    for match in codes:
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if line_start in taken:
+            continue
+        taken.add(line_start)
+        line_end = text.find("\n", match.end())
+        line = text[line_start : len(text) if line_end < 0 else line_end]
+        if not _WARNING_LEVEL.search(line, 0, 80):
+            continue
+        stamp = _STAMP_AND_LEVEL.match(line.lstrip())
+        entry = line.lstrip()[stamp.end() if stamp else 0 :].strip()
+        if entry and len(entry) <= MAX_ANCHOR_CHARS:
+            out.append((line_start, "error", entry))
 
 
 def _versions(text: str, out: list[tuple[int, str, str]]) -> None:
@@ -364,7 +400,6 @@ def _contexts(text: str, found: Sequence[tuple[int, str, str]]) -> dict[Anchor, 
     return contexts
 
 
-_ERROR_CODE = re.compile(r"\[[A-Z]{1,5}-?\d{3,6}\]|\b[A-Z]{1,5}-\d{3,6}\b")
 _EXCEPTION_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b")
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
 
