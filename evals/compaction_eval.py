@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from agent.compaction.budgets import max_summary_tokens
 from agent.messages import InvalidMessage, validate_message
 from agent.search import message_search_text, search_messages
 from agent.tokens import count_messages
+from evals.listing_load import ListingLoad, expected_recall, is_listed, listing_load
 from gateway.progress import Progress, plural
 
 RECOVERY_HITS = 4
@@ -505,6 +507,8 @@ class Run:
     search_seconds: float
     summarizer_calls: int | None
     stats: dict[str, Any]
+    #: The listing lines among the removed messages (:mod:`evals.listing_load`).
+    listing: ListingLoad = field(default_factory=ListingLoad)
 
     @property
     def closed_book(self) -> int:
@@ -541,6 +545,8 @@ class Run:
             "search_seconds": round(self.search_seconds, 4),
             "summarizer_calls": self.summarizer_calls,
             "stats": self.stats,
+            "listing_lines_removed": self.listing.lines,
+            "listing_tokens_removed": self.listing.tokens,
             "misses": [
                 {
                     "question": r.probe.question,
@@ -589,6 +595,7 @@ async def evaluate(session: str, messages: Sequence[dict], probes: Sequence[Prob
         search_seconds=time.perf_counter() - started,
         summarizer_calls=compaction.summarizer_calls,
         stats=compaction.stats,
+        listing=listing_load(removed),
     )
 
 
@@ -712,6 +719,7 @@ def markdown_report(runs: Sequence[Run], context_length: int, summarizer: str = 
             cells += [_percent(closed, total), _percent(attributed, total), _percent(recovered, total)]
         lines.append(f"| {kind} | {facts} | " + " | ".join(cells) + " |")
     lines += _unattributed_examples(runs)
+    lines += _listing_section(runs, context_length)
     reasons: dict[tuple[str, str, str], int] = {}
     for run in runs:
         for result in run.results:
@@ -745,6 +753,37 @@ def markdown_report(runs: Sequence[Run], context_length: int, summarizer: str = 
                 f"{probe.query} | {result.reason or ''} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _listing_section(runs: Sequence[Run], context_length: int) -> list[str]:
+    """How many listing lines each compaction folded against the summary cap, and the recall that allows."""
+    rows = [run for run in runs if run.listing.lines]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Facts on the lines of long listings",
+        "",
+        "A commit or a PR row that nothing in its listing singles out stays closed-book only if its line does. "
+        "A summary holding nothing but the listing lines this compaction folded (commits, issue and PR rows) could "
+        f"keep the share shown (the summary cap at this window is {max_summary_tokens(context_length):,} tokens); "
+        "expected = every other fact kept and the listed ones at that share, what a compressor that cannot tell "
+        "the listed facts' lines from their neighbours can expect.",
+        "",
+        "| session | policy | listing lines folded | their tokens | share a summary could hold | listed facts attributed "
+        "| attributed recall | expected attributed recall |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in rows:
+        share = run.listing.share(context_length)
+        listed = [result for result in run.results if is_listed(result.probe.kind, result.probe.where)]
+        expected = expected_recall([(result.probe.kind, result.probe.where) for result in run.results], share)
+        lines.append(
+            f"| {run.session} | {run.policy} | {run.listing.lines:,} | {run.listing.tokens:,} | {100 * share:.0f}% | "
+            f"{_percent(sum(result.attributed for result in listed), len(listed))} | "
+            f"{_percent(run.attributed, len(run.results))} | {100 * expected:.0f}% |"
+        )
+    return lines
 
 
 def _unattributed_examples(runs: Sequence[Run], per_kind: int = 2) -> list[str]:

@@ -35,6 +35,7 @@ from evals.compaction_eval import (
     open_summarizer,
     summarizer_label,
 )
+from evals.listing_load import ListingLoad, expected_recall, listing_load
 from gateway.progress import Progress
 
 DEFAULT_CONTEXT_LENGTH = 200_000
@@ -78,6 +79,9 @@ class DecayRun:
     checkpoints: list[Checkpoint]
     wall_seconds: float
     cpu_seconds: float
+    #: The listing lines of the whole night's tool output, and the first quarter's facts as ``(kind, where)``.
+    listing: ListingLoad = field(default_factory=ListingLoad)
+    first_facts: list[tuple[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "compactions": len(self.checkpoints)}
@@ -157,6 +161,8 @@ async def replay(
         score_checkpoint(checkpoint, context_text(working), placed, len(messages))
         checkpoints.append(checkpoint)
         tokens = checkpoint.tokens_after
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    first_end = next((spot for spot in range(len(messages)) if quarter_of(spot, len(messages)) > 0), len(messages))
     return DecayRun(
         session=session,
         policy=policy,
@@ -165,8 +171,10 @@ async def replay(
         probes=len(placed),
         threshold_tokens=compressor.threshold_tokens,
         checkpoints=checkpoints,
-        wall_seconds=time.perf_counter() - wall,
-        cpu_seconds=time.process_time() - cpu,
+        wall_seconds=wall,
+        cpu_seconds=cpu,
+        listing=listing_load(messages),
+        first_facts=[(probe.kind, probe.where) for probe, position in placed if position < first_end],
     )
 
 
@@ -252,9 +260,34 @@ def markdown_report(runs: Sequence[DecayRun], context_length: int, summarizer: s
         lines.append(
             f"| {run.session} | {run.policy} | {len(run.checkpoints)} | " + " | ".join(_cell(score) for score in last) + " |"
         )
+    lines += _first_quarter_listings(runs, context_length)
     for run in runs:
         lines += ["", *run_table(run)]
     return "\n".join(lines) + "\n"
+
+
+def _first_quarter_listings(runs: Sequence[DecayRun], context_length: int) -> list[str]:
+    """The night's listing lines against the summary cap, and the first-quarter recall that allows."""
+    rows = [run for run in runs if run.listing.lines]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "The night's commit and issue/PR listing lines against the summary cap. A fact on a line nothing in its "
+        "listing singles out stays only if its line does; a summary holding nothing but listing lines, and favouring "
+        "no hour of the night over another, could keep the share shown. Expected = every other first-quarter fact "
+        "kept and the listed ones at that share, what a compressor that cannot tell their lines apart can expect.",
+        "",
+        "| session | policy | listing lines | their tokens | share a summary could hold | expected first-quarter recall |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for run in rows:
+        share = run.listing.share(context_length)
+        lines.append(
+            f"| {run.session} | {run.policy} | {run.listing.lines:,} | {run.listing.tokens:,} | "
+            f"{100 * share:.0f}% | {100 * expected_recall(run.first_facts, share):.0f}% |"
+        )
+    return lines
 
 
 def write_report(runs: Sequence[DecayRun], out: Path, context_length: int, summarizer: str) -> dict[str, Path]:
