@@ -42,7 +42,7 @@ from agent.compaction.budgets import max_summary_tokens
 from agent.messages import InvalidMessage, validate_message
 from agent.search import message_search_text, search_messages
 from agent.tokens import count_messages
-from evals.listing_load import ListingLoad, expected_recall, is_listed, listing_load
+from evals.listing_load import LOAD_HEADER, ListingLoad, is_listed, listing_load, load_cells
 from gateway.progress import Progress, plural
 
 RECOVERY_HITS = 4
@@ -767,21 +767,19 @@ def _listing_section(runs: Sequence[Run], context_length: int) -> list[str]:
         "A commit or a PR row that nothing in its listing singles out stays closed-book only if its line does. "
         "A summary holding nothing but the listing lines this compaction folded (commits, issue and PR rows) could "
         f"keep the share shown (the summary cap at this window is {max_summary_tokens(context_length):,} tokens); "
-        "expected = every other fact kept and the listed ones at that share, what a compressor that cannot tell "
+        "expected recall = every other fact kept and the listed ones at that share, what a compressor that cannot tell "
         "the listed facts' lines from their neighbours can expect.",
         "",
-        "| session | policy | listing lines folded | their tokens | share a summary could hold | listed facts attributed "
-        "| attributed recall | expected attributed recall |",
+        f"| session | policy | {LOAD_HEADER} | listed facts attributed | attributed recall |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for run in rows:
-        share = run.listing.share(context_length)
+        facts = [(result.probe.kind, result.probe.where) for result in run.results]
         listed = [result for result in run.results if is_listed(result.probe.kind, result.probe.where)]
-        expected = expected_recall([(result.probe.kind, result.probe.where) for result in run.results], share)
         lines.append(
-            f"| {run.session} | {run.policy} | {run.listing.lines:,} | {run.listing.tokens:,} | {100 * share:.0f}% | "
+            f"| {run.session} | {run.policy} | {load_cells(run.listing, context_length, facts)} | "
             f"{_percent(sum(result.attributed for result in listed), len(listed))} | "
-            f"{_percent(run.attributed, len(run.results))} | {100 * expected:.0f}% |"
+            f"{_percent(run.attributed, len(run.results))} |"
         )
     return lines
 

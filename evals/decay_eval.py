@@ -35,7 +35,7 @@ from evals.compaction_eval import (
     open_summarizer,
     summarizer_label,
 )
-from evals.listing_load import ListingLoad, expected_recall, listing_load
+from evals.listing_load import LOAD_HEADER, ListingLoad, listing_load, load_cells
 from gateway.progress import Progress
 
 DEFAULT_CONTEXT_LENGTH = 200_000
@@ -162,7 +162,6 @@ async def replay(
         checkpoints.append(checkpoint)
         tokens = checkpoint.tokens_after
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    first_end = next((spot for spot in range(len(messages)) if quarter_of(spot, len(messages)) > 0), len(messages))
     return DecayRun(
         session=session,
         policy=policy,
@@ -174,7 +173,7 @@ async def replay(
         wall_seconds=wall,
         cpu_seconds=cpu,
         listing=listing_load(messages),
-        first_facts=[(probe.kind, probe.where) for probe, position in placed if position < first_end],
+        first_facts=[(probe.kind, probe.where) for probe, position in placed if quarter_of(position, len(messages)) == 0],
     )
 
 
@@ -267,7 +266,7 @@ def markdown_report(runs: Sequence[DecayRun], context_length: int, summarizer: s
 
 
 def _first_quarter_listings(runs: Sequence[DecayRun], context_length: int) -> list[str]:
-    """The night's listing lines against the summary cap, and the first-quarter recall that allows."""
+    """The night's listing lines against the summary cap, and the first-quarter recall to expect from that."""
     rows = [run for run in runs if run.listing.lines]
     if not rows:
         return []
@@ -275,18 +274,14 @@ def _first_quarter_listings(runs: Sequence[DecayRun], context_length: int) -> li
         "",
         "The night's commit and issue/PR listing lines against the summary cap. A fact on a line nothing in its "
         "listing singles out stays only if its line does; a summary holding nothing but listing lines, and favouring "
-        "no hour of the night over another, could keep the share shown. Expected = every other first-quarter fact "
+        "no hour of the night over another, could keep the share shown. Expected recall = every other first-quarter fact "
         "kept and the listed ones at that share, what a compressor that cannot tell their lines apart can expect.",
         "",
-        "| session | policy | listing lines | their tokens | share a summary could hold | expected first-quarter recall |",
+        f"| session | policy | {LOAD_HEADER} (first quarter) |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for run in rows:
-        share = run.listing.share(context_length)
-        lines.append(
-            f"| {run.session} | {run.policy} | {run.listing.lines:,} | {run.listing.tokens:,} | "
-            f"{100 * share:.0f}% | {100 * expected_recall(run.first_facts, share):.0f}% |"
-        )
+        lines.append(f"| {run.session} | {run.policy} | {load_cells(run.listing, context_length, run.first_facts)} |")
     return lines
 
 

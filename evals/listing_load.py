@@ -59,3 +59,13 @@ def expected_recall(facts: Sequence[tuple[str, str]], share: float) -> float:
         return 1.0
     listed = sum(is_listed(kind, where) for kind, where in facts)
     return (len(facts) - listed + listed * share) / len(facts)
+
+
+#: Header cells of :func:`load_cells`, for the evals' tables.
+LOAD_HEADER = "listing lines | their tokens | share a summary could hold | expected recall"
+
+
+def load_cells(load: ListingLoad, context_length: int, facts: Sequence[tuple[str, str]]) -> str:
+    """The cells both evals show for a listing load: lines, tokens, the share a summary could hold, the recall to expect."""
+    share = load.share(context_length)
+    return f"{load.lines:,} | {load.tokens:,} | {100 * share:.0f}% | {100 * expected_recall(facts, share):.0f}%"

@@ -21,17 +21,24 @@ def build():
     return digest
 
 
-def compose(digest, room=3_000, listing_share=0.0):
+def compose(digest, room=3_000, listing_share=0.0, model_notes=None):
     return framing.compose(
         digest,
         room,
-        model_notes=None,
+        model_notes=model_notes,
         render_body=lambda budget, quoted, said: render_body(digest, budget, quoted_ids=quoted, said=said),
         retained=lambda anchor: False,
         body_share=0.35,
         quote_share=0.3,
         listing_share=listing_share,
+        model_share=0.3,
     )
+
+
+def verbatim_decisions(notes: str) -> str:
+    """The Key Decisions section of the digest's notes that follow a model's."""
+    verbatim = notes[notes.index(framing.DIGEST_NOTES_HEADING) :]
+    return verbatim[verbatim.index("## Key Decisions") :].split("\n## ")[0]
 
 
 def test_deterministic_summary_has_every_section_and_the_framing():
@@ -180,18 +187,32 @@ def test_what_the_models_notes_hold_word_for_word_is_not_written_twice():
     """The digest's notes skip a sentence the model already copied; their heading says where it is, never "none"."""
     digest = build()
     decision = "We decided to use Decimal for money."
-    notes = framing.compose(
-        digest,
-        3_000,
-        model_notes=f"## Key Decisions\n- [m-4] {decision}",
-        render_body=lambda budget, quoted, said: render_body(digest, budget, quoted_ids=quoted, said=said),
-        retained=lambda anchor: False,
-        body_share=0.35,
-        quote_share=0.3,
-        model_share=0.3,
-    ).text
-    verbatim = notes[notes.index(framing.DIGEST_NOTES_HEADING) :]
-    decisions = verbatim[verbatim.index("## Key Decisions") :].split("\n## ")[0]
+    decisions = verbatim_decisions(compose(digest, model_notes=f"## Key Decisions\n- [m-4] {decision}").text)
     assert decision not in decisions
     assert "(1 recorded, all in the summary above)" in decisions
     assert "none recorded" not in decisions
+
+
+def test_a_model_that_misquotes_a_decision_does_not_stand_in_for_it():
+    t = Transcript(system=None)
+    t.user("Which numpy do we pin?")
+    t.assistant("Agreed with ops. We'll pin numpy to 1.26. Rebuilding now.")
+    t.user("ok, go on")
+    t.assistant("Rebuilt the image.")
+    digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
+    decision = "We'll pin numpy to 1.26."
+    assert decision in [line.text for line in digest.sentences]
+    notes = compose(digest, model_notes="## Key Decisions\n- We'll pin numpy to 1.26.4 for the API image.").text
+    assert decision in verbatim_decisions(notes)
+
+
+def test_a_heading_says_both_what_did_not_fit_and_what_the_model_holds():
+    t = Transcript(system=None)
+    t.user("Let's settle the exports.")
+    short = "We decided to use Decimal for money."
+    longer = [f"We decided to use {word} queues for the {word} export, since cron lost rows twice last month." for word in ("amber", "cobalt")]
+    t.assistant(" ".join([short, *longer]))
+    digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
+    body = render_body(digest, 60, said=lambda sentence: sentence == short)
+    decisions = body[body.index("## Key Decisions") :].split("\n## ")[0]
+    assert "(2 recorded, none fit here" in decisions and "1 more in the summary above" in decisions

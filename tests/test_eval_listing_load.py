@@ -3,7 +3,7 @@
 import pytest
 
 from agent.compaction.budgets import max_summary_tokens
-from evals.listing_load import ListingLoad, expected_recall, is_listed, listing_load
+from evals.listing_load import ListingLoad, expected_recall, is_listed, listing_load, load_cells
 
 
 def git_log(count: int) -> str:
@@ -33,3 +33,8 @@ def test_expected_recall_keeps_every_fact_off_a_listing_and_the_listed_at_the_sh
     assert is_listed("sha", "tool") and not is_listed("sha", "assistant") and not is_listed("error", "tool")
     assert expected_recall(facts, 0.5) == pytest.approx((2 + 2 * 0.5) / 4)
     assert expected_recall([], 0.1) == 1.0
+
+
+def test_both_evals_show_the_same_cells():
+    cells = load_cells(ListingLoad(3_913, 83_740), 200_000, [("sha", "tool"), ("decision", "user")])
+    assert cells == "3,913 | 83,740 | 12% | 56%"

@@ -152,8 +152,9 @@ def context_words(text: str, start: int, end: int) -> str:
 #: An indented mapping entry (``  monthly_cost_usd: 6976``) and the key line of a section (``checkout_backoff:``).
 _MAPPING_ENTRY = re.compile(r"( +)[\w.-]+:(?: |$)")
 _SECTION_KEY = re.compile(r"( *)([\w.-]+):\s*(?:#.*)?$")
-#: Lines read back from an indented entry for the key of its section.
+#: Lines, and characters, read back from an indented entry for the key of its section.
 SECTION_LOOKBACK_LINES = 24
+SECTION_LOOKBACK_CHARS = 2_000
 
 
 def _section_key(text: str, line_start: int) -> str:
@@ -162,7 +163,11 @@ def _section_key(text: str, line_start: int) -> str:
     if not entry:
         return ""
     indent = len(entry.group(1))
-    for line in _lines_before(text, line_start, SECTION_LOOKBACK_LINES):
+    low = max(0, line_start - SECTION_LOOKBACK_CHARS)
+    above = text[low : max(low, line_start - 1)].split("\n")
+    if low > 0:
+        above = above[1:]  # the window cut into this line: its indentation is unknown
+    for line in reversed(above[-SECTION_LOOKBACK_LINES:]):
         if not line.strip():
             continue
         depth = len(line) - len(line.lstrip(" "))
@@ -222,6 +227,11 @@ def _frame(text: str, line_start: int, line_end: int, error_line: str) -> tuple[
     return "", False
 
 
+def without_log_prefix(line: str) -> str:
+    """``line`` without the stamp and level a log record starts with (``2025-03-24T21:06:09Z ERROR   ``)."""
+    return _LOG_PREFIX.sub("", line, count=1)
+
+
 def _log_record(text: str, line_start: int) -> str:
     """The line a traceback above ``line_start`` was printed under — a log record (its job or module), cleaned of
     stamp and level, or the sentence before a pasted traceback's fence."""
@@ -232,7 +242,7 @@ def _log_record(text: str, line_start: int) -> str:
     for line in _lines_before(text, begin, 2):
         if line.lstrip().startswith("```"):
             continue  # a pasted traceback: the line before its fence says what it came from
-        record = _LOG_PREFIX.sub("", line, count=1).strip()
+        record = without_log_prefix(line).strip()
         if record.startswith((_TRACEBACK_HEADER, "File ")) or not _HAS_LETTER.search(record):
             return ""
         return _clip_words(record, MAX_RECORD_CHARS)

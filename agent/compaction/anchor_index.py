@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.compaction.anchor_context import RECORD_LABEL
+from agent.compaction.error_lines import error_signature
 from agent.compaction.anchors import (
     KINDS,
     LABELS,
     MENTION_WEIGHT,
     ROUND_SHARES,
     Anchor,
-    error_signature,
     weigh,
     weighed_text,
 )

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from agent.compaction.anchor_context import context_words, producer
+from agent.compaction.error_lines import find_error_lines
 from agent.compaction.memo import TextMemo
 
 #: Anchor kinds in the order the index lists them.
@@ -51,7 +52,8 @@ _URL = re.compile(r"https?://[^\s<>\"'`)\]}]+")
 _HASH_REF = re.compile(r"#\d{1,6}\b")
 _REF_PREFIX = re.compile(r"(?:PR|MR|[Pp]ull [Rr]equest|[Ii]ssue|[Tt]icket|[Bb]ug) ?$")
 _WORD_REF = re.compile(r"(?:PR|MR)[ -]?\d+\b")
-_UPPER_ID = re.compile(r"[A-Z][A-Z0-9]*+(?:_[A-Z0-9_]+|-\d+(?:-\d+)*)")
+#: Starts only where a word starts: inside a run of capitals every later start would rescan the run.
+_UPPER_ID = re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9]*+(?:_[A-Z0-9_]+|-\d+(?:-\d+)*)")
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 _UUID_TAIL = re.compile(r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]*)*")
@@ -60,20 +62,6 @@ _FILE = re.compile(
     r"|md|rst|txt|json|jsonl|ya?ml|toml|ini|cfg|conf|env|lock|sql|html|css|scss|vue|svelte|proto|tf"
     r"|gradle|xml|csv|log|ipynb)\b"
 )
-_ERROR = re.compile(
-    r"Error|Exception|Traceback|FAILED|FATAL|fatal:|panic:|error:|error\[|ERR!|Errno|exit code|exit status"
-    r"|Segmentation fault"
-)
-_ERROR_KEYWORD = re.compile(r"(?:Error|Exception|FAILED|FATAL|fatal|panic|error|ERR|Errno|exit code|exit status|fault)(?:[:!\]\s]|$)")
-#: An error code (``[E4711]``, ``EPAY-4135``, ``ORA-00942``).
-_ERROR_CODE = re.compile(r"\[[A-Z]{1,5}-?\d{3,6}\]|\b[A-Z]{1,5}-\d{3,6}\b")
-#: A log line's severity at warning or above, and the stamp and level that lead such a line.
-_WARNING_LEVEL = re.compile(r"\b(?:WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE)\b")
-_STAMP_AND_LEVEL = re.compile(
-    r"\[?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s+(?:WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE)\s+"
-)
-_CODE_LINE = re.compile(r"\s*(?:raise |except\b|catch\b|throw |class |def |import |from |#|//|\*|if |elif |return |assert |with )")
-_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|: |\| )")
 _DOTTED_NUMBER = re.compile(r"\.\d+\.\d+")
 _V_VERSION = re.compile(r"v\d+\.\d+(?:\.\d+)*")
 _VERSION_SUFFIX = re.compile(r"(?:-(?:rc|alpha|beta|dev|post|pre)?\.?\d*[0-9A-Za-z.]*|\+[0-9A-Za-z.]+|(?:a|b|rc)\d+)?")
@@ -156,11 +144,20 @@ def _upper_ids(text: str, out: list[tuple[int, str, str]], conversation: bool) -
             out.append((match.start(), "ref", token))
 
 
+#: A log field holding a namespaced key (``key=user:``), whose id half is bookkeeping, not a commit.
+_KEYED_ID = re.compile(r"=[A-Za-z_][\w.-]{0,40}:$")
+
+
+def _is_keyed_id(text: str, start: int) -> bool:
+    """Whether the hex at ``start`` is the id half of a ``key=user:f2a1d9bd3404`` field (an image's ``name:tag`` is not)."""
+    return start > 0 and text[start - 1] == ":" and _KEYED_ID.search(text, max(0, start - 44), start) is not None
+
+
 def _shas(text: str, out: list[tuple[int, str, str]]) -> None:
     taken = -1
     for match in _SHA.finditer(text):
         start, end = match.span()
-        if start < taken or _word_before(text, start):
+        if start < taken or _word_before(text, start) or _is_keyed_id(text, start):
             continue
         if end - start == 8 and text.startswith("-", end):
             tail = _UUID_TAIL.match(text, end)
@@ -170,8 +167,6 @@ def _shas(text: str, out: list[tuple[int, str, str]]) -> None:
                 continue
         if end < len(text) and text[end] in _WORDISH:
             continue
-        if start > 1 and text[start - 1] == ":" and text[start - 2] in _WORDISH:
-            continue  # the id half of a ``user:f2a1d9bd3404`` cache key: a log's bookkeeping, not a commit
         token = match.group()
         if not _DIGITS.isdisjoint(token) and not _HEX_LETTERS.isdisjoint(token):
             out.append((start, "commit", token))
@@ -207,54 +202,8 @@ def _paths(text: str, out: list[tuple[int, str, str]]) -> None:
 
 
 def _errors(text: str, out: list[tuple[int, str, str]]) -> None:
-    seen_line = -1
-    for match in _ERROR.finditer(text):
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        if line_start == seen_line:
-            continue
-        seen_line = line_start
-        line_end = text.find("\n", match.start())
-        if line_end < 0:
-            line_end = len(text)
-        line = text[line_start:line_end]
-        stripped = line.strip()
-        code = _LINE_NUMBER.sub("", line.lstrip("+-"), count=1)  # a diff's or a numbered listing's code is still code
-        if not stripped or stripped.startswith("Traceback (most recent call last)") or _CODE_LINE.match(code):
-            continue
-        if not _ERROR_KEYWORD.search(stripped):
-            continue
-        if len(stripped) > MAX_ANCHOR_CHARS:
-            offset = match.start() - line_start - (len(line) - len(line.lstrip()))
-            begin = max(0, offset - 80)
-            stripped = stripped[begin : begin + MAX_ANCHOR_CHARS].strip()
-        out.append((line_start, "error", stripped))
-    _coded_log_lines(text, out)
-
-
-def _coded_log_lines(text: str, out: list[tuple[int, str, str]]) -> None:
-    """Log lines at warning or above that carry an error code (``upstream rejected … code=EPAY-4135``): errors too.
-
-    Such a line names no exception, yet it is the failure someone asks about; its words
-    (the request rejected, the job that failed) say what it is about. The stamp and level
-    in front are left out, the rest is verbatim.
-    """
-    codes = list(_ERROR_CODE.finditer(text))
-    if not codes:
-        return
-    taken = {start for start, kind, _ in out if kind == "error"}
-    for match in codes:
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        if line_start in taken:
-            continue
-        taken.add(line_start)
-        line_end = text.find("\n", match.end())
-        line = text[line_start : len(text) if line_end < 0 else line_end]
-        if not _WARNING_LEVEL.search(line, 0, 80):
-            continue
-        stamp = _STAMP_AND_LEVEL.match(line.lstrip())
-        entry = line.lstrip()[stamp.end() if stamp else 0 :].strip()
-        if entry and len(entry) <= MAX_ANCHOR_CHARS:
-            out.append((line_start, "error", entry))
+    for line_start, line in find_error_lines(text, MAX_ANCHOR_CHARS):
+        out.append((line_start, "error", line))
 
 
 def _versions(text: str, out: list[tuple[int, str, str]]) -> None:
@@ -398,26 +347,6 @@ def _contexts(text: str, found: Sequence[tuple[int, str, str]]) -> dict[Anchor, 
         else:
             contexts[key] = context_words(text, *_anchor_end(text, start, anchor))
     return contexts
-
-
-_EXCEPTION_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b")
-_FIRST_WORD = re.compile(r"[A-Za-z]+")
-
-
-def error_signature(line: str) -> str:
-    """What kind of failure an error line reports: its error code, else its exception class, else its first word.
-
-    Lines of one signature are one failure seen many times (a hundred ``TimeoutError``\\s in
-    a log, each with its own id); a signature seen once is news.
-    """
-    code = _ERROR_CODE.search(line)
-    if code:
-        return code.group().strip("[]")
-    classes = _EXCEPTION_CLASS.findall(line)
-    if classes:
-        return classes[-1]
-    word = _FIRST_WORD.search(line)
-    return word.group().lower() if word else line
 
 
 def weigh(

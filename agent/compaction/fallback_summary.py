@@ -50,6 +50,11 @@ def _bullets(lines: list[str], left_out: int = 0, above: int = 0) -> str:
     nor when the model's notes above hold them (``above``)."""
     if lines:
         return "\n".join(f"- {line}" for line in lines)
+    if above and left_out:
+        return (
+            f"- ({left_out:,} recorded, none fit here: see User Messages below, or session_search;"
+            f" {above:,} more in the summary above)"
+        )
     if above:
         return f"- ({above:,} recorded, all in the summary above)"
     if left_out:
@@ -213,7 +218,8 @@ def render_body(
         used += used_earlier
     used += used_progress + used_files + _skeleton_tokens()
 
-    ranked, above = {}, {}
+    ranked: dict[str, list[str]] = {}
+    above: dict[str, int] = {}
     for kind in STATED_KINDS:
         ranked[kind], above[kind] = _ranked(digest, kind, quoted_ids, said, point=kind in POINTED_KINDS)
     stated, _ = _stated(ranked, budget_tokens - used)

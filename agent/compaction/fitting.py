@@ -86,3 +86,24 @@ class Shown:
         if anchor in self._words:
             return True
         return _DELIMITERS.search(anchor) is not None and anchor in self._text
+
+
+#: Characters that may stand right before or after a sentence another text holds whole (a bullet, an id, quotes).
+_SENTENCE_EDGES = frozenset(" \t\n\r\"'`()[]*-–—:")
+
+
+def holds_sentence(text: str, sentence: str) -> bool:
+    """Whether ``text`` holds ``sentence`` whole, not as the start of a longer one.
+
+    "We'll pin numpy to 1.26." is not held by "We'll pin numpy to 1.26.4 for the API": a
+    summary that misquotes a decision must not stand in for it.
+    """
+    if not sentence:
+        return False
+    start = text.find(sentence)
+    while start >= 0:
+        end = start + len(sentence)
+        if (start == 0 or text[start - 1] in _SENTENCE_EDGES) and (end == len(text) or text[end] in _SENTENCE_EDGES):
+            return True
+        start = text.find(sentence, start + 1)
+    return False

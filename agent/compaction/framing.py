@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from agent.compaction.anchor_index import render_index
 from agent.compaction.digest import Digest
-from agent.compaction.fitting import Shown, clip, take_lines
+from agent.compaction.fitting import Shown, clip, holds_sentence, take_lines
 from agent.compaction.listings import render_listings
 from agent.messages import SUMMARY_PREFIX
 from agent.tokens import count_text
@@ -124,7 +124,7 @@ def compose(
     all_quotes = quote_lines(digest)
     quotes, quotes_used = take_lines(all_quotes, int(room * quote_share), stop_at_first_misfit=True)
     quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
-    body = render_body(int(room * body_share), quoted, model_text.__contains__)
+    body = render_body(int(room * body_share), quoted, lambda sentence: holds_sentence(model_text, sentence))
     if model_text:
         body = f"{DIGEST_NOTES_HEADING}\n\n{body}"
     body_used = count_text(body)
