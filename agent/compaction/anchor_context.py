@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import re
 
+from agent.compaction.config_sections import section_above
+
 #: Words of an anchor's own line kept as its context: the nearest ones before it, then after it.
 CONTEXT_WORDS_BEFORE = 6
 CONTEXT_WORDS_AFTER = 3
@@ -149,12 +151,8 @@ def context_words(text: str, start: int, end: int) -> str:
     return _clip_words(words, MAX_CONTEXT_CHARS)
 
 
-#: An indented mapping entry (``  monthly_cost_usd: 6976``) and the key line of a section (``checkout_backoff:``).
+#: An indented mapping entry (``  monthly_cost_usd: 6976``), whose section says whose value it is.
 _MAPPING_ENTRY = re.compile(r"( +)[\w.-]+:(?: |$)")
-_SECTION_KEY = re.compile(r"( *)([\w.-]+):\s*(?:#.*)?$")
-#: Lines, and characters, read back from an indented entry for the key of its section.
-SECTION_LOOKBACK_LINES = 24
-SECTION_LOOKBACK_CHARS = 2_000
 
 
 def _section_key(text: str, line_start: int) -> str:
@@ -162,20 +160,8 @@ def _section_key(text: str, line_start: int) -> str:
     entry = _MAPPING_ENTRY.match(text, line_start)
     if not entry:
         return ""
-    indent = len(entry.group(1))
-    low = max(0, line_start - SECTION_LOOKBACK_CHARS)
-    above = text[low : max(low, line_start - 1)].split("\n")
-    if low > 0:
-        above = above[1:]  # the window cut into this line: its indentation is unknown
-    for line in reversed(above[-SECTION_LOOKBACK_LINES:]):
-        if not line.strip():
-            continue
-        depth = len(line) - len(line.lstrip(" "))
-        if depth >= indent:
-            continue
-        section = _SECTION_KEY.match(line)
-        return section.group(2) if section and len(section.group(2)) <= MAX_CONTEXT_WORD_CHARS else ""
-    return ""
+    section = section_above(text, line_start, len(entry.group(1)))
+    return section if section and len(section) <= MAX_CONTEXT_WORD_CHARS else ""
 
 
 def _lines_before(text: str, line_start: int, count: int) -> list[str]:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from agent import json_codec
+from agent.compaction.config_sections import section_above
 from agent.compaction.fitting import count_line
 from agent.compaction.memo import TextMemo
 
@@ -47,8 +48,6 @@ ROUND_SHARES = {"commit": 2, "hit": 1, "ref": 1, "setting": 1}
 MAX_LINE_CHARS = 120
 #: A setting's value longer than this is not a setting but data.
 MAX_VALUE_CHARS = 40
-#: Lines read backwards to find the section a setting belongs to.
-SECTION_LOOKBACK = 80
 #: Lines of one listing that are scored at all (the k-th best counts 1/k, so later ones never make the cut).
 LINES_PER_LISTING = 8
 #: Score added to a search hit that matches its search's pattern.
@@ -74,7 +73,6 @@ _SETTING = re.compile(
     r"[ \t]*[\"']?([^\s\"',#;]+)[\"']?[ \t]*,?[ \t]*(?:#.*)?$",  # one value, maybe quoted, maybe a comment
     re.M,
 )
-_SECTION = re.compile(r"^([ \t]*)[\"']?([A-Za-z_][\w.-]*)[\"']?[ \t]*:[ \t]*$|^\[([^\]\n]+)\][ \t]*$")
 _KEY_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _WORD = re.compile(r"[a-z]{3,}")
 _DIGIT = re.compile(r"\d")
@@ -199,31 +197,12 @@ def _is_setting_key(key: str) -> bool:
     return any(part.lower() in SETTING_WORDS for part in _KEY_PARTS.findall(key))
 
 
-def _section(text: str, start: int, indent: int) -> str | None:
-    """The YAML parent key (less indented ``name:`` line) or INI ``[section]`` above ``start``."""
-    end = start
-    for _ in range(SECTION_LOOKBACK):
-        if end <= 0:
-            return None
-        begin = text.rfind("\n", 0, end - 1) + 1
-        line = text[begin : end - 1] if end - 1 > begin else text[begin:end]
-        end = begin
-        match = _SECTION.match(line)
-        if match is None:
-            continue
-        if match.group(3):
-            return match.group(3).strip()
-        if len(match.group(1).expandtabs()) < indent:
-            return match.group(2)
-    return None
-
-
 def _settings(text: str, out: list[Record]) -> None:
     for match in _SETTING.finditer(text):
         indent, key, value = match.groups()
         if len(value) > MAX_VALUE_CHARS or not _DIGIT.search(value) or not _is_setting_key(key):
             continue
-        section = _section(text, match.start(), len(indent.expandtabs()))
+        section = section_above(text, match.start(), len(indent.expandtabs()))
         name = f"{section}.{key}" if section and "." not in key else key
         out.append(Record("setting", _clip(f"{name}: {value}"), _words(name.replace("_", " "))))
 
