@@ -12,16 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.compaction.anchor_context import RECORD_LABEL
+from agent.compaction.anchors import KINDS, LABELS, MENTION_WEIGHT, ROUND_SHARES, Anchor, weigh, weighed_text
 from agent.compaction.error_lines import error_signature
-from agent.compaction.anchors import (
-    KINDS,
-    LABELS,
-    MENTION_WEIGHT,
-    ROUND_SHARES,
-    Anchor,
-    weigh,
-    weighed_text,
-)
 from agent.compaction.fitting import count_line
 
 #: Longest context kept in (or loaded from) an index's state.

@@ -6,9 +6,9 @@ carries an error code (``WARNING [app.http] upstream rejected … code=EPAY-4135
 code that merely mention an error (``raise PayoutError(…)``) are not.
 
 Its *signature* is the kind of failure: its error code, else its exception class, else its
-error keyword (``error``, ``FAILED``, ``fatal``). A log's
-hundred ``TimeoutError`` lines share one; the one ``PayoutDedupError`` among them has its
-own, which is how the anchor index tells news from repetition.
+error keyword (``error``, ``FAILED``, ``fatal``). A log's hundred ``TimeoutError`` lines share
+one; the one ``PayoutDedupError`` among them has its own, which is how the anchor index tells
+news from repetition.
 """
 
 from __future__ import annotations
