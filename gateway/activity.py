@@ -28,6 +28,8 @@ from agent import json_codec
 from gateway.events import EVENT_JSON, CompressEvent, Event, TurnEvent
 from gateway.redis_channel import RedisChannel
 from gateway.store import ChatKeys, SessionStore, chat_index_key
+from gateway.store.keys import chat_of_session_key, session_keys_pattern
+from gateway.store.meta import hash_float, hash_int
 
 log = logging.getLogger(__name__)
 
@@ -119,16 +121,16 @@ class ChatTotals:
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> "ChatTotals":
-        def number(name: str, kind: type = int) -> Any:
-            try:
-                return kind(raw.get(name) or 0)
-            except ValueError:
-                return kind(0)
+        def count(name: str) -> int:
+            return hash_int(raw, name) or 0
 
-        triggers = {name.removeprefix("compactions_"): number(name) for name in raw if name.startswith("compactions_")}
-        return cls(number("turns"), number("prompt_tokens"), number("completion_tokens"), number("cache_read_tokens"),
-                   number("cache_write_tokens"), number("cost_usd", float), number("saved_usd", float),
-                   number("compactions"), number("archived"), number("errors"), triggers)
+        def dollars(name: str) -> float:
+            return hash_float(raw, name) or 0.0
+
+        triggers = {name.removeprefix("compactions_"): count(name) for name in raw if name.startswith("compactions_")}
+        return cls(count("turns"), count("prompt_tokens"), count("completion_tokens"), count("cache_read_tokens"),
+                   count("cache_write_tokens"), dollars("cost_usd"), dollars("saved_usd"),
+                   count("compactions"), count("archived"), count("errors"), triggers)
 
 
 class ActivityLog:
@@ -191,8 +193,11 @@ class ActivityLog:
         marker = f"{self.prefix}:{_BACKFILLED}"
         if await self.redis.exists(marker):
             return 0
-        head, tail = f"{self.prefix}:{{", "}:session"
-        found = [key[len(head):-len(tail)] async for key in self.redis.scan_iter(match=f"{head}*{tail}", count=1000)]
+        found = [
+            chat
+            async for key in self.redis.scan_iter(match=session_keys_pattern(self.prefix), count=1000)
+            if (chat := chat_of_session_key(self.prefix, str(key))) is not None
+        ]
         added = 0
         for start in range(0, len(found), 500):
             batch = found[start:start + 500]

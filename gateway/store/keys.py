@@ -36,6 +36,7 @@ entries, and the lock, ``seen`` and ``compaction`` keys expire.
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,28 @@ def chat_index_key(prefix: str) -> str:
     """``{prefix}:chats``: every chat that ever sent a message, scored by when its latest one arrived
     (the one key that lists chats; written by the intake, read by the operator view)."""
     return f"{prefix}:chats"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis SCAN ``MATCH`` pattern."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+#: Around the chat in every chat's ``session`` key (see :class:`ChatKeys`).
+_SESSION_HEAD, _SESSION_TAIL = ":{", "}:session"
+
+
+def session_keys_pattern(prefix: str) -> str:
+    """A SCAN ``MATCH`` pattern for every chat's ``session`` key under ``prefix``."""
+    return glob_escape(prefix + _SESSION_HEAD) + "*" + glob_escape(_SESSION_TAIL)
+
+
+def chat_of_session_key(prefix: str, key: str) -> str | None:
+    """The chat whose ``session`` key ``key`` is, or None for another key."""
+    head = prefix + _SESSION_HEAD
+    if len(key) > len(head) + len(_SESSION_TAIL) and key.startswith(head) and key.endswith(_SESSION_TAIL):
+        return key[len(head) : -len(_SESSION_TAIL)]
+    return None
 
 
 def new_session_id() -> str:

@@ -98,7 +98,8 @@ def meta_change_args(sets: list[str], deletes: list[str]) -> list[Any]:
     return [len(sets) // 2, *sets, len(deletes), *deletes]
 
 
-def _int(raw: Mapping[str, str], name: str, default: int | None = 0) -> int | None:
+def hash_int(raw: Mapping[str, str], name: str, default: int | None = 0) -> int | None:
+    """A Redis hash field as an int; absent or unreadable reads as ``default``."""
     value = raw.get(name)  # several fields are often absent: no exception for those
     if value is None:
         return default
@@ -108,7 +109,8 @@ def _int(raw: Mapping[str, str], name: str, default: int | None = 0) -> int | No
         return default
 
 
-def _float(raw: Mapping[str, str], name: str, default: float | None = 0.0) -> float | None:
+def hash_float(raw: Mapping[str, str], name: str, default: float | None = 0.0) -> float | None:
+    """A Redis hash field as a float; absent or unreadable reads as ``default``."""
     value = raw.get(name)
     if value is None:
         return default
@@ -135,22 +137,22 @@ def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
     engine_state = _json_dict(sid, raw, "engine_state")
     return SessionMeta(
         session_id=sid,
-        tokens=_int(raw, "tokens") or 0,
-        count=_int(raw, "count") or 0,
-        last_prompt_tokens=_int(raw, "last_prompt_tokens", None),
-        tokens_at_report=_int(raw, "tokens_at_report", None),
-        compaction_count=_int(raw, "compaction_count") or 0,
+        tokens=hash_int(raw, "tokens") or 0,
+        count=hash_int(raw, "count") or 0,
+        last_prompt_tokens=hash_int(raw, "last_prompt_tokens", None),
+        tokens_at_report=hash_int(raw, "tokens_at_report", None),
+        compaction_count=hash_int(raw, "compaction_count") or 0,
         previous_summary=raw.get("previous_summary"),
         engine_state=engine_state,
-        version=_int(raw, "version") or 0,
+        version=hash_int(raw, "version") or 0,
         parent_session_id=raw.get("parent_session_id") or None,
         successor_session_id=raw.get("successor_session_id") or None,
-        created_at=_float(raw, "created_at") or 0.0,
-        updated_at=_float(raw, "updated_at") or 0.0,
+        created_at=hash_float(raw, "created_at") or 0.0,
+        updated_at=hash_float(raw, "updated_at") or 0.0,
         model=raw.get("model") or None,
-        last_activity_at=_float(raw, "last_activity_at", None),
-        next_id=_int(raw, "next_id") or 0,
-        fence=_int(raw, "fence") or 0,
+        last_activity_at=hash_float(raw, "last_activity_at", None),
+        next_id=hash_int(raw, "next_id") or 0,
+        fence=hash_int(raw, "fence") or 0,
         last_entry_id=raw.get("last_entry_id") or None,
         last_reply=raw.get("last_reply"),
         replied_entry_id=raw.get("replied_entry_id") or None,

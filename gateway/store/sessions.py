@@ -4,7 +4,6 @@ conversations, a session's meta and outline."""
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from gateway.store import scripts
 from gateway.store.errors import UnknownSession
-from gateway.store.keys import ChatKeys, check_key_part, new_session_id
+from gateway.store.keys import ChatKeys, check_key_part, glob_escape, new_session_id
 from gateway.store.locks import Lock, lock_key
 from gateway.store.meta import SETTABLE_META_FIELDS, SessionMeta, encode_meta_fields, meta_change_args, parse_meta
 from gateway.store.routes import Routes
@@ -130,7 +129,7 @@ async def _stored_session_ids(routes: Routes, keys: ChatKeys) -> list[str]:
     On a cluster only the node owning the chat's hash tag is scanned: all its keys live there.
     """
     head = f"{keys.base}:s:"
-    pattern = re.sub(r"([*?\[\]\\])", r"\\\1", head) + "*:meta"
+    pattern = glob_escape(head) + "*:meta"
     options: dict[str, Any] = {}
     if isinstance(routes.redis, RedisCluster):
         options["target_nodes"] = routes.redis.get_node_from_key(keys.session)
