@@ -63,6 +63,9 @@ class ContextEngine(ABC):
 
     #: Engine name as configured in ``context.engine``.
     name: str = "engine"
+    #: Whether the messages the agent sends are the whole prompt, so that compacting them shrinks it. An engine
+    #: whose provider keeps the conversation itself (a codex thread) says False: the agent's window check skips it.
+    rewrites_transcript: bool = True
 
     def __init__(self, model: str, context_length: int) -> None:
         self.model = model

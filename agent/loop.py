@@ -27,12 +27,12 @@ from typing import Any, Protocol, TypeVar, Union
 from agent import json_codec
 from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
-from agent.llm.errors import ContextTooLong, ProviderError
+from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion
 from agent.llm.usage import Usage
 from agent.messages import Message, tool_call_ids
-from agent.tokens import count_messages
+from agent.tokens import count_messages, count_request
 from agent.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,12 @@ TurnSink = Callable[[TurnEvent], Awaitable[None]]
 
 #: Stands in for the result of a tool call the person stopped before it ran.
 STOPPED_TOOL_RESULT = '{"error": "stopped by the person before this tool ran"}'
+#: Stands in for the result of a tool call the person stopped while it ran.
+INTERRUPTED_TOOL_RESULT = '{"error": "stopped by the person while this tool ran"}'
 #: The reply of a turn stopped before the model wrote anything.
 STOPPED_REPLY = "⏹ Stopped."
+#: Share of the window at most that a request keeps free for the answer (the hygiene pass leaves 15%).
+ANSWER_ROOM_SHARE = 0.15
 
 
 class TurnStopped(Exception):
@@ -192,6 +196,34 @@ class Agent:
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
 
+    @property
+    def request_limit(self) -> int:
+        """The largest prompt a request may carry: the window less the room kept for the answer."""
+        window = self.engine.context_length
+        return window - min(self.max_output_tokens, int(window * ANSWER_ROOM_SHARE))
+
+    async def _within_window(self, messages: list[Message], tools: list[dict[str, Any]], done: "_SoFar",
+                             until_stopped: StopWaiter | None) -> list[Message]:
+        """The last check before a request: a prompt over :attr:`request_limit` is compacted first, and one
+        that still does not fit raises :class:`WindowExceeded` — it is never sent (a provider that truncates
+        in silence would drop the conversation's start; one that refuses would fail the turn)."""
+        if not self.engine.rewrites_transcript:
+            return messages
+        limit = self.request_limit
+        tokens = count_request(messages, tools)
+        if tokens <= limit:
+            return messages
+        log.info("the request would be %d tokens, over the %d the window leaves: compacting before sending it",
+                 tokens, limit)
+        new = await self._compact(messages, tokens, force=True, folded=done.folded, until_stopped=until_stopped)
+        if new is not None:
+            messages, done.compacted = new, True
+            tokens = count_request(messages, tools)
+        if tokens > limit:
+            raise WindowExceeded(f"the request would be {tokens:,} tokens, over the {limit:,} the model's window "
+                                 "leaves, even after compaction; it was not sent")
+        return messages
+
     async def _run_tool(self, name: str, arguments: str) -> str:
         engine_tools = {schema["function"]["name"] for schema in self.engine.get_tool_schemas()}
         if name in engine_tools:
@@ -203,13 +235,16 @@ class Agent:
         return await self.tools.call(name, arguments)
 
     async def _compact(
-        self, messages: list[Message], tokens: int | None, *, force: bool, folded: list[Message]
+        self, messages: list[Message], tokens: int | None, *, force: bool, folded: list[Message],
+        until_stopped: StopWaiter | None = None,
     ) -> list[Message] | None:
         """The engine's compaction of ``messages``, or None when it kept them as they were.
 
-        Unstored messages it replaced are added to ``folded`` for the archive.
+        Unstored messages it replaced are added to ``folded`` for the archive. A stop during it (a summarizer
+        call can take a minute) raises :class:`TurnStopped` and leaves ``messages`` as they were.
         """
-        compacted = await self.engine.compress(messages, current_tokens=tokens, force=force)
+        work = self.engine.compress(messages, current_tokens=tokens, force=force)
+        compacted = await (work if until_stopped is None else unless_stopped(work, until_stopped))
         unchanged = len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages))
         if unchanged:
             return None
@@ -245,16 +280,18 @@ class Agent:
             # the first request, the engine's last report (from the previous turn, or the size its last
             # compaction left); a count only where no report exists.
             tokens = done.last.prompt_tokens or (None if iteration else self.engine.last_prompt_tokens) or count_messages(messages)
-            if self.engine.should_compress(tokens):
-                new = await self._compact(messages, tokens, force=False, folded=done.folded)
-                if new is not None:
-                    messages, done.compacted = new, True
             try:
+                if self.engine.should_compress(tokens):
+                    new = await self._compact(messages, tokens, force=False, folded=done.folded,
+                                              until_stopped=until_stopped)
+                    if new is not None:
+                        messages, done.compacted = new, True
+                messages = await self._within_window(messages, tools, done, until_stopped)
                 completion = await self._complete(messages, tools, on_event, until_stopped)
             except TurnStopped as stop:
                 return self._stopped(messages, [], stop, done)
             except ProviderError as error:
-                if isinstance(error, ContextTooLong) and not context_retry_used:
+                if isinstance(error, ContextTooLong) and not isinstance(error, WindowExceeded) and not context_retry_used:
                     context_retry_used = True
                     new = await self._compact(messages, None, force=True, folded=done.folded)
                     if new is not None:
@@ -272,7 +309,7 @@ class Agent:
             if not completion.tool_calls:
                 reply = completion.text
                 break
-            stopped = await self._run_calls(assistant, messages, on_event)
+            stopped = await self._run_calls(assistant, messages, on_event, until_stopped)
             if stopped is not None:
                 pending, stop = stopped
                 return self._stopped(messages, pending, stop, done)
@@ -281,18 +318,25 @@ class Agent:
             messages.append({"role": "assistant", "content": reply})
         return self._result(messages, reply, done)
 
-    async def _run_calls(self, assistant: Message, messages: list[Message],
-                         on_event: TurnSink | None) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
-        """Run the assistant's tool calls in order, appending each result; on a stop, the calls not run yet."""
+    async def _run_calls(self, assistant: Message, messages: list[Message], on_event: TurnSink | None,
+                         until_stopped: StopWaiter | None = None,
+                         ) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
+        """Run the assistant's tool calls in order, appending each result; on a stop, the calls not run yet
+        (a call the stop cut short gets a result saying so, and is not among them)."""
         for position, call in enumerate(assistant["tool_calls"]):
             function = call.get("function") or {}
             name, arguments = str(function.get("name")), function.get("arguments") or "{}"
-            if on_event is not None:
-                try:
+            try:
+                if on_event is not None:
                     await on_event(ToolRunning(name, arguments))
-                except TurnStopped as stop:
-                    return assistant["tool_calls"][position:], stop
-            result = await self._run_tool(name, arguments)
+            except TurnStopped as stop:
+                return assistant["tool_calls"][position:], stop
+            work = self._run_tool(name, arguments)
+            try:
+                result = await (work if until_stopped is None else unless_stopped(work, until_stopped))
+            except TurnStopped as stop:
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
+                return assistant["tool_calls"][position + 1:], stop
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         return None
 

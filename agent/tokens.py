@@ -14,6 +14,7 @@ build a new dict without ``_tok`` (see :func:`agent.messages.with_content`).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -153,3 +154,19 @@ def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int
         texts, overhead = _message_parts(message)
         total += overhead + sum(estimate_text_tokens_rough(text) for text in texts)
     return total
+
+
+@functools.lru_cache(maxsize=256)
+def _count_schema_json(text: str) -> int:
+    return count_text(text)
+
+
+def count_tools(tools: Iterable[Mapping[str, Any]] | None) -> int:
+    """Tokens the tool schemas of a request cost: providers bill them as prompt. Weighed as spaced JSON, the
+    larger of the usual renderings, so the count errs high; memoized, as a process's schemas rarely change."""
+    return sum(_count_schema_json(json.dumps(tool, default=str)) for tool in tools or ())
+
+
+def count_request(messages: Iterable[Mapping[str, Any]], tools: Iterable[Mapping[str, Any]] | None = None) -> int:
+    """A whole request's prompt as the provider will weigh it: its messages and its tool schemas."""
+    return count_messages(messages) + count_tools(tools)

@@ -33,9 +33,10 @@ class Compactions:
         self.compression = compression
 
     async def before_turn(self, turn: ChatTurn, engine: ContextEngine, context_length: int,
-                          history: list[Message]) -> list[Message] | None:
+                          history: list[Message], *, pending_tokens: int = 0) -> list[Message] | None:
         """Idle compaction, then hygiene, before the agent sees the message; the compacted transcript when
-        either ran, else None."""
+        either ran, else None. ``pending_tokens`` is what the turn's request adds to the session (its
+        messages and tool schemas): hygiene weighs the request as a whole."""
         meta = turn.meta
         idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
         tokens = hygiene.estimate_session_tokens(meta)[0]
@@ -43,7 +44,7 @@ class Compactions:
             compacted = await self.compact(turn, engine, trigger="idle", force=False, messages=history)
             if compacted is not None:
                 return compacted
-        decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled)
+        decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled, pending_tokens=pending_tokens)
         if not decision.fire:
             return None
         log.info("%s: hygiene: %s", turn.chat, decision.reason)

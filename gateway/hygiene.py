@@ -54,14 +54,20 @@ def estimate_session_tokens(meta: SessionCounters) -> tuple[int, Literal["report
     return meta.tokens, "counted"
 
 
-def decide(meta: SessionCounters, context_length: int, *, enabled: bool) -> HygieneDecision:
-    """Whether hygiene must compact this session before the next turn."""
+def decide(meta: SessionCounters, context_length: int, *, enabled: bool, pending_tokens: int = 0) -> HygieneDecision:
+    """Whether hygiene must compact this session before the next turn.
+
+    ``pending_tokens`` is what the turn's request adds to the session: the messages it carries (the
+    newest of a coalesced backlog) and the tool schemas. The request as a whole is what must fit.
+    """
     threshold_tokens = int(context_length * HYGIENE_THRESHOLD)
     if not enabled:
         return HygieneDecision(False, 0, threshold_tokens, "skipped", "compression disabled")
     if meta.count < MIN_MESSAGES:
         return HygieneDecision(False, 0, threshold_tokens, "skipped", f"fewer than {MIN_MESSAGES} messages")
-    tokens, source = estimate_session_tokens(meta)
+    session, source = estimate_session_tokens(meta)
+    tokens = session + pending_tokens
     fire = tokens >= threshold_tokens
-    reason = f"{tokens} tokens {'≥' if fire else '<'} {threshold_tokens} (85% of {context_length})"
+    weighed = f"{tokens} tokens ({session} stored + {pending_tokens} this request adds)" if pending_tokens else f"{tokens} tokens"
+    reason = f"{weighed} {'≥' if fire else '<'} {threshold_tokens} (85% of {context_length})"
     return HygieneDecision(fire, tokens, threshold_tokens, source, reason)

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from agent.messages import Message
-from agent.tokens import count_text
+from agent.tokens import MESSAGE_OVERHEAD, count_message, count_text
 from gateway.chat_turn import ChatTurn, entry_id
 from gateway.platforms.base import IncomingMessage
 from gateway.store import SessionStore
@@ -86,6 +86,11 @@ class MessageBound:
     def limit(self, model: str) -> int:
         """The longest message, in tokens, ``model`` gets whole in this gateway."""
         return token_limit(self.configured, self.context_length(model))
+
+    @staticmethod
+    def size(message: IncomingMessage, limit: int) -> int:
+        """Tokens ``message`` costs in a request once bounded to ``limit`` (nothing is stored to know it)."""
+        return limit + MESSAGE_OVERHEAD if tokens_over(message.text, limit) is not None else count_message(user_message(message))
 
     async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str]) -> Message:
         """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt

@@ -68,7 +68,7 @@ class GatewayRunner:
         stream_replies: bool = True,
         gates: Callable[[IncomingMessage], SendGate] | None = None,
         coalesce_backlog: bool = False,
-        coalesce_max_messages: int = 500,
+        coalesce_max_messages: int = 5_000,
         coalesce_max_tokens: int = 20_000,
         max_message_tokens: int = 16_000,
         outage_retry_seconds: float = 900.0,

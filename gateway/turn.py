@@ -29,9 +29,10 @@ from agent.llm.errors import plain_reason
 from agent.loop import TurnFailed, TurnResult
 from agent.messages import Message
 from agent.pricing import UnknownPrice, cost, savings
-from agent.tokens import count_message
+from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.transcript_repair import repair_for_turn
+from gateway.admission import verbatim_limit, verbatim_start
 from gateway.backlog import is_command, take_backlog
 from gateway.chat_turn import AgentFactory, ChatTurn, Gateway, Outcome, entry_id
 from gateway.commands import handle_command
@@ -60,7 +61,7 @@ class TurnOptions:
     stream_replies: bool = True
     #: Messages already waiting when a turn starts join it (``gateway.coalesce_backlog``).
     coalesce_backlog: bool = False
-    coalesce_max_messages: int = 500
+    coalesce_max_messages: int = 5_000
     coalesce_max_tokens: int = 20_000
     cache_ttl: str = "5m"
 
@@ -86,8 +87,9 @@ class Prepared:
 
     model: str
     engine: ContextEngine
+    tools: ToolRegistry
     history: list[Message]
-    #: Messages of a coalesced backlog before the last one, bounded, stored ahead of it.
+    #: Messages of a coalesced backlog before the last one that the request carries, bounded, stored with the turn.
     earlier: list[Message]
     user_message: Message
     batch: Batch
@@ -137,7 +139,7 @@ class Turn:
             missing = meta.replied_entry_id != turn.entry_id and meta.last_reply
             stream = self.parts.replies.stream(self.message, self.lock, previews=False) if missing else None
             return Outcome(turn.session_id, meta.last_reply if missing else None, committed=True, stream=stream)
-        if turn.entry_id in (meta.batch_entry_ids or "").split("\n"):  # taken into a turn before a crash
+        if meta.took(turn.entry_id):  # taken into a turn before a crash
             return Outcome(turn.session_id, None, committed=True, silent=True)
         return None
 
@@ -159,31 +161,58 @@ class Turn:
         return Outcome(turn.session_id, None, committed=False)
 
     async def prepare(self, turn: ChatTurn, history: list[Message]) -> Prepared:
+        """The backlog the turn takes in, the engine and its tools, idle compaction and hygiene over the session
+        and the request together, and the bounded messages: a request whose estimate would pass the hygiene
+        threshold is never handed to the agent."""
         options, bound = self.parts.options, self.parts.bound
-        batch = (await take_backlog(self.parts.gateway.inbox, self.message, max_messages=options.coalesce_max_messages,
-                                    max_tokens=options.coalesce_max_tokens) if options.coalesce_backlog else [])
+        batch = (await take_backlog(self.parts.gateway.inbox, self.message, max_messages=options.coalesce_max_messages)
+                 if options.coalesce_backlog else [])
         model = self._model(turn)
+        window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)
         engine = self.agents.build_engine(model, turn.meta.engine_state, archive)
+        tools = self._tools(turn)
         # Checked as the provider will check it: one broken pair must not fail this and every later turn.
         history = await repair_for_turn(self.store, self.chat, turn.session_id, turn.meta.version, history)
-        compacted = await self.parts.compactions.before_turn(turn, engine, self.agents.context_length(model), history)
+        limit, notes = bound.limit(model), []
+        incoming = [self.message, *(m for _, m in batch)]
+        sizes = [bound.size(m, limit) for m in incoming]
+        start = verbatim_start(sizes, verbatim_limit(options.coalesce_max_tokens, window))
+        if start:
+            history = await self._store_ahead(turn, history, incoming[:start], limit, notes)
+        pending = sum(sizes[start:]) + count_tools([*tools.schemas(), *engine.get_tool_schemas()])
+        compacted = await self.parts.compactions.before_turn(turn, engine, window, history, pending_tokens=pending)
         history = compacted or history
         archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
         # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
-        limit, notes = bound.limit(model), []
-        heads = [self.message, *(m for _, m in batch[:-1])] if batch else []
-        earlier = [await bound.bounded(turn, m, limit, notes) for m in heads]
-        user_message = await bound.bounded(turn, batch[-1][1] if batch else self.message, limit, notes)
-        return Prepared(model, engine, history, earlier, user_message, batch, notes)
+        rest = incoming[start:]
+        earlier = [await bound.bounded(turn, m, limit, notes) for m in rest[:-1]]
+        user_message = await bound.bounded(turn, rest[-1], limit, notes)
+        return Prepared(model, engine, tools, history, earlier, user_message, batch, notes)
+
+    async def _store_ahead(self, turn: ChatTurn, history: list[Message], messages: list[IncomingMessage], limit: int,
+                           notes: list[str]) -> list[Message]:
+        """Store the older part of a backlog too large for the request in the session before hygiene weighs it;
+        the history with them. Recorded as taken in, so a turn retried after a crash skips them, not repeats them."""
+        stored = [await self.parts.bound.bounded(turn, m, limit, notes) for m in messages]
+        ids = [entry_id(m) for m in messages]
+        await self.store.append(self.chat, turn.session_id, stored, lock=self.lock,
+                                meta={"last_entry_id": ids[-1], "replied_entry_id": ids[-1],
+                                      "batch_entry_ids": "\n".join(ids)})
+        log.info("%s: %d messages of the backlog stored ahead of the turn's request", self.chat, len(messages))
+        turn.meta = await self.store.meta(self.chat, turn.session_id)
+        return [*history, *stored]
+
+    def _tools(self, turn: ChatTurn) -> ToolRegistry:
+        tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
+        for tool in recovery_tools(ChatHistory(self.store, self.chat, turn.session_id, every_session=True)):
+            tools.add(tool)
+        return tools
 
     async def run_agent(self, turn: ChatTurn, prepared: Prepared) -> tuple[TurnResult, str, ReplyStream | None]:
         """The agent's turn; a provider that is away raises :class:`ProviderDown` (nothing is committed),
         any other failure keeps what the turn did before it and says what happened."""
-        tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
-        for tool in recovery_tools(ChatHistory(self.store, self.chat, turn.session_id, every_session=True)):
-            tools.add(tool)
-        agent = self.agents.build_agent(prepared.engine, prepared.model, tools)
+        agent = self.agents.build_agent(prepared.engine, prepared.model, prepared.tools)
         adapter = self.parts.adapters.get(self.message.platform)
         if adapter:
             with contextlib.suppress(Exception):
@@ -301,7 +330,7 @@ class Turn:
         sid = ""
         try:
             sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
-            if meta.last_entry_id != entry_id(message):
+            if not meta.took(entry_id(message)):
                 turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
                 stored = await self.parts.bound.stored_form(turn, self._model(turn), [message])
                 await self.store.append(self.chat, sid, stored, lock=self.lock,
@@ -335,8 +364,8 @@ class Turn:
                     self.chat, failure.waited)
         sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
         options = self.parts.options
-        batch = await take_backlog(self.parts.gateway.inbox, message, max_messages=options.coalesce_max_messages,
-                                   max_tokens=options.coalesce_max_tokens)  # what waited behind the head leaves with it
+        batch = await take_backlog(self.parts.gateway.inbox, message,
+                                   max_messages=options.coalesce_max_messages)  # what waited behind the head leaves with it
         entries = [message, *(m for _, m in batch)]
         ids = [entry_id(m) for m in entries]
         reply = final_notice(error, failure.waited)

@@ -7,7 +7,6 @@ import time
 import pytest
 
 from agent.llm.errors import ProviderError, ProviderTimeout
-from agent.tokens import count_text
 from gateway.agents import AgentBuilder
 from gateway.app import message_path
 from gateway.config import DeliverySettings, Settings
@@ -87,23 +86,36 @@ async def test_model_and_summarizer_proxy(tmp_path):
     assert len(proxy.targets) == 2 and all(str(server.port) in target for target in proxy.targets)
 
 
-@pytest.mark.parametrize("limits", [{"coalesce_max_messages": 5}, {"coalesce_max_tokens": 100}])
-async def test_gateway_coalesce_limits(redis, redis_url, key_prefix, limits):
+async def test_gateway_coalesce_max_messages_bounds_what_one_turn_takes_in(redis, redis_url, key_prefix):
     async with FakeLLMServer(default=Reply.answer("noted")) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=64_000,
-                                 gateway=limits)
+                                 gateway={"coalesce_max_messages": 5})
         _, inbox = message_path(redis, settings)
+        for number in range(12):
+            await inbox.put(message("c1", str(number), f"{number}: note"))
+        async with running_gateway(settings, redis, coalesce_backlog=True) as (runner, adapter, _):
+            await runner.wait_idle()
+    assert [text for _, text in adapter.sent] == ["noted"] * 3  # 5 + 5 + 2
+    assert len(server.requests) == 3
+
+
+async def test_gateway_coalesce_max_tokens_bounds_what_the_request_carries_verbatim(redis, redis_url, key_prefix):
+    """Past the bound the older messages are stored ahead of the turn: still one turn, one reply, all in order."""
+    async with FakeLLMServer(default=Reply.answer("noted")) as server:
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=64_000,
+                                 gateway={"coalesce_max_tokens": 100})
+        store, inbox = message_path(redis, settings)
         words = " ".join(f"word{k}" for k in range(8))
         texts = [f"{number}: {words}" for number in range(12)]
         for number, text in enumerate(texts):
             await inbox.put(message("c1", str(number), text))
-        per_turn = limits.get("coalesce_max_messages") or limits["coalesce_max_tokens"] // count_text(texts[0])
-        answered = -(-12 // per_turn)
-        assert 1 < answered < 12
         async with running_gateway(settings, redis, coalesce_backlog=True) as (runner, adapter, _):
             await runner.wait_idle()
-    assert [text for _, text in adapter.sent] == ["noted"] * answered
-    assert len(server.requests) == answered
+        sid = await store.current_session("local:c1")
+        stored = [m["content"] for m in await store.active("local:c1", sid) if m["role"] == "user"]
+    assert [text for _, text in adapter.sent] == ["noted"]
+    assert stored == texts
+    assert [m["content"] for m in server.requests[0].messages if m["role"] == "user"] == texts
 
 
 @pytest.mark.parametrize("coalesce", [True, False])

@@ -180,11 +180,17 @@ async def summarize_transcript(
     calls = 0
     for piece in split_entries(entries, capacity):
         request = build_request(piece, budget_tokens=budget_tokens, previous_summary=notes, focus_topic=focus_topic)
+        answer_tokens = int(budget_tokens * ANSWER_SLACK)
+        prompt_tokens = count_messages(request)
+        if prompt_tokens + answer_tokens > summarizer_context:  # planned from estimates: the exact count decides
+            raise SummarizerFailure(
+                f"a summary request of {prompt_tokens:,} tokens and a {answer_tokens:,}-token answer would not fit "
+                f"the summarizer's window of {summarizer_context:,}; it was not sent",
+                calls=calls,
+            )
         calls += 1
         try:
-            answer = await summarizer.call_llm(
-                task="compression", messages=request, max_tokens=int(budget_tokens * ANSWER_SLACK)
-            )
+            answer = await summarizer.call_llm(task="compression", messages=request, max_tokens=answer_tokens)
         except SummarizerFailure as failure:
             failure.calls = calls
             raise

@@ -32,6 +32,7 @@ class CodexThreadEngine(ContextEngine):
     """
 
     name = "codex_app_server"
+    rewrites_transcript = False
 
     def __init__(
         self,

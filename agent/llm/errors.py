@@ -60,6 +60,10 @@ class ContextTooLong(ProviderError):
     """The request does not fit the model's window (a 400/413 that says so)."""
 
 
+class WindowExceeded(ContextTooLong):
+    """A request that would not fit the model's window even after compaction: refused here, never sent."""
+
+
 class BadResponse(ProviderError):
     """A 2xx answer that cannot be used: malformed JSON, an unexpected shape, or no content at all.
 
@@ -89,6 +93,8 @@ def plain_reason(error: ProviderError) -> str:
         return "could not be reached"
     if isinstance(error, (RateLimited, RetryWaitTooLong)):
         return "is limiting how often it may be asked"
+    if isinstance(error, WindowExceeded):
+        return "was not asked: the conversation would not fit its window even compacted"
     if isinstance(error, ContextTooLong):
         return "found the conversation too long"
     if isinstance(error, BadResponse):

@@ -280,7 +280,7 @@ class GatewaySettings(StrictModel):
     metrics_port: Port = 0
     metrics_host: str = Field("127.0.0.1", min_length=1)
     coalesce_backlog: bool = True
-    coalesce_max_messages: int = Field(500, ge=2)
+    coalesce_max_messages: int = Field(5_000, ge=2)
     coalesce_max_tokens: int = Field(20_000, ge=100)
     max_message_tokens: int = Field(16_000, ge=1_000)
     #: How long a message that failed because the provider is away is retried before the chat is told to give up.

@@ -45,6 +45,10 @@ class SessionMeta:
     batch_entry_ids: str | None = None
     usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
 
+    def took(self, entry: str) -> bool:
+        """Whether the inbox entry is stored in the session already: committed last, or taken into a turn's batch."""
+        return entry == self.last_entry_id or entry in (self.batch_entry_ids or "").split("\n")
+
 
 #: Meta fields callers may set (``None`` clears one); every other field is the store's own.
 INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
