@@ -146,7 +146,8 @@ class AgentBuilder:
             # The main route speaks the Responses API only; the summarizer shares it, without native compaction.
             name = auxiliary.model or model.name
             client = self._responses_client(native=False, summarizer=True)
-            summarizer = LLMSummarizer(client, name, auxiliary.context_length or context_length_for(name))  # type: ignore[arg-type]
+            window = auxiliary.context_length or context_length_for(name, self._configured_windows())
+            summarizer = LLMSummarizer(client, name, window)  # type: ignore[arg-type]
         else:
             summarizer = build_summarizer(
                 auxiliary,
@@ -156,11 +157,19 @@ class AgentBuilder:
                 main_dialect=self.dialect,
                 main_route=model.provider,
                 stream=model.stream,
+                context_overrides=self._configured_windows(),
             )
         if summarizer is not None:
             # A -900k alias keeps its large window for planning but is sent as its base id (S4.5).
             summarizer.model = api_model_id(summarizer.model)
         return summarizer
+
+    def _configured_windows(self) -> dict[str, int]:
+        """``model.context_length`` for the chat model, so a summarizer that is the same model on the same
+        route plans its requests for the window the operator set, not the catalog's."""
+        model, auxiliary = self.settings.model, self.settings.auxiliary.compression
+        same_model = not auxiliary.base_url and auxiliary.model in (None, model.name)
+        return {model.name: model.context_length} if model.context_length and same_model else {}
 
     # -- per model -------------------------------------------------------------------------
 

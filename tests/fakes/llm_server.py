@@ -38,7 +38,11 @@ previously seen message prefix of at least ``min_cache_tokens``, in 128-token st
 Anthropic-style explicit breakpoints (``cache_control`` markers: a prefix seen before at a
 breakpoint is a cache read, a new one a cache write; also for Claude models behind the
 ``openrouter`` flavor, which passes Anthropic's cache through). ``context_limit`` makes
-the server refuse, like a real one, any prompt larger than the window.
+the server refuse, like a real one, any prompt larger than the window; with
+``overflow="truncate"`` it behaves instead like the many OpenAI-compatible local servers that
+drop the start of a prompt too long for them and answer as if nothing happened (the oldest
+non-system messages go first; the handler sees what is left). Every request that arrived
+larger than the window, refused or truncated, is in :attr:`FakeLLMServer.overflowed`.
 
 Subclasses (the Responses API, the faithful Anthropic cache) reuse the plumbing: they
 override :meth:`FakeLLMServer._respond` (route one request to a ``web.StreamResponse``)
@@ -369,6 +373,11 @@ def _segments(request: RecordedRequest, breakpoints: bool | None = None) -> list
     return units
 
 
+def prompt_tokens(request: RecordedRequest) -> int:
+    """The request's prompt tokens as the server counts them (tools, system and messages)."""
+    return sum(tokens for _, tokens, _ in _segments(request))
+
+
 def _cache_usage(request: RecordedRequest, cache: _PromptCache, min_tokens: int, *, breakpoints: bool | None = None) -> Usage:
     """The request's prompt tokens and cache read/write, updating the simulated cache.
 
@@ -585,10 +594,14 @@ class FakeLLMServer:
         models: Sequence[str] | None = None,
         processing_comments: int = 2,
         processing_interval: float = 0.02,
+        overflow: Literal["refuse", "truncate"] = "refuse",
     ) -> None:
         self.handler = handler
         self.default = default or Reply()
         self.context_limit = context_limit
+        self.overflow = overflow
+        #: ``(request, prompt tokens as it arrived)`` for every request larger than ``context_limit``.
+        self.overflowed: list[tuple[RecordedRequest, int]] = []
         self.min_cache_tokens = min_cache_tokens
         self.host = host
         self.port = port
@@ -710,6 +723,7 @@ class FakeLLMServer:
         refusal = self._refusal(request)
         if refusal is not None:
             return await self._send_json(http, request, 400, refusal)
+        self._check_window(request)
         reply = await self._next_reply(request)
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -731,6 +745,25 @@ class FakeLLMServer:
             return await self._send_stream(http, request, reply, events, failure)
         return await self._send_json(http, request, 200, self._body(request, reply, usage), reply.headers,
                                      delay=reply.first_byte_delay)
+
+    def _check_window(self, request: RecordedRequest) -> None:
+        """Record a prompt over ``context_limit``; in ``truncate`` mode cut its oldest messages until it fits."""
+        if self.context_limit is None:
+            return
+        arrived = prompt_tokens(request)
+        if arrived <= self.context_limit:
+            return
+        self.overflowed.append((request, arrived))
+        if self.overflow != "truncate":
+            return  # refused once its usage is computed, with the provider's own error
+        messages = list(request.body.get("messages") or [])
+        keep_system = [m for m in messages if m.get("role") == "system"]
+        rest = [m for m in messages if m.get("role") != "system"]
+        while len(rest) > 1:
+            rest.pop(0)
+            request.body = {**request.body, "messages": keep_system + rest}
+            if prompt_tokens(request) <= self.context_limit:
+                break
 
     def _refusal(self, request: RecordedRequest) -> dict[str, Any] | None:
         """The provider's 400 body for a request it will not take, checked before any reply is used."""

@@ -1,0 +1,91 @@
+"""An overnight backlog never carries a request past the model's window (SPEC S2.1, B12).
+
+Three chats wait when the gateway starts — 50, 400 and 2,000 messages, every one addressed to the
+bot, the last a morning question about something decided early in the night — against a provider
+whose window is 8K, 16K, 32K or 128K tokens. The provider either refuses a prompt over its window
+(as OpenAI and Anthropic do) or silently drops the prompt's start (as many OpenAI-compatible local
+servers do). Either way: no request over the window ever reaches it, every message is stored once,
+each chat gets one reply, and that reply answers the morning question from the night.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections import Counter
+
+import pytest
+
+from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
+from agent.messages import is_summary
+from gateway.app import message_path
+from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
+
+BACKLOGS = {"quiet": 50, "busy": 400, "flood": 2_000}
+DECISION = "decision for the record: the login timeout fix ships in PR #4821 (commit 9f3c2ab71d), owner Emeka"
+QUESTION = "Good morning! Which PR holds the login timeout fix?"
+NOTES = "\n".join(f"{heading}\n- the night's chatter" for heading in SECTION_HEADINGS)
+SERVICES = ("billing-api", "auth-gateway", "search-indexer", "notifier", "ledger")
+
+
+def night(rng: random.Random, count: int) -> list[str]:
+    """``count`` messages: the decision third, chatter around it, the morning question last."""
+    texts = [f"{index}: {rng.choice(SERVICES)} p99 {rng.randint(20, 900)}ms in "
+             f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}, queue depth {rng.randint(2, 9000)}, "
+             f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%" for index in range(count - 1)]
+    texts.insert(2, DECISION)
+    texts[-1] = QUESTION
+    return texts
+
+
+def model(request: RecordedRequest) -> Reply:
+    """A model that answers from what it was sent, and looks the night up when that is not enough."""
+    if SYSTEM_PROMPT[:40] in request.system:
+        return Reply.answer(NOTES)
+    conversation = "\n".join(str(m.get("content")) for m in request.messages)
+    found = re.search(r"PR #(\d+)[^\n\"]{0,40}login timeout|login timeout fix ships in PR #(\d+)", conversation)
+    if found:
+        return Reply.answer(f"The login timeout fix is in PR #{found.group(1) or found.group(2)}.")
+    if request.messages and request.messages[-1].get("role") == "tool":
+        return Reply.answer("I could not find it in our conversation.")
+    return Reply.tool_call("session_search", {"query": "login timeout fix PR"})
+
+
+async def overnight(redis, redis_url: str, key_prefix: str, window: int, overflow: str) -> None:
+    rng = random.Random(window)
+    backlogs = {chat: night(rng, count) for chat, count in BACKLOGS.items()}
+    async with FakeLLMServer(handler=model, context_limit=window, overflow=overflow) as server:  # type: ignore[arg-type]
+        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
+        store, inbox = message_path(redis, settings)
+        for chat, texts in backlogs.items():
+            for index, text in enumerate(texts):
+                await inbox.put(message(chat, f"{chat}-{index}", text))
+        async with running_gateway(settings, redis, coalesce_backlog=True) as (runner, adapter, _):
+            await asyncio.wait_for(runner.wait_idle(), 240)
+        stored: dict[str, list[str]] = {}
+        for chat in backlogs:
+            sid = await store.current_session(f"local:{chat}")
+            kept = await store.active(f"local:{chat}", sid) + await store.archive(f"local:{chat}", sid)
+            stored[chat] = [str(m["content"]) for m in kept if m.get("role") == "user" and not is_summary(m)]
+    over = [(tokens, request.path) for request, tokens in server.overflowed]
+    assert over == [], f"{len(over)} requests over the {window:,}-token window reached the provider"
+    replies = Counter(chat for chat, _ in adapter.sent)
+    assert replies == {chat: 1 for chat in backlogs}
+    for chat, text in adapter.sent:
+        assert "PR #4821" in text, (chat, text)
+    for chat, texts in backlogs.items():
+        assert sorted(stored[chat]) == sorted(texts), f"{chat}: a message lost or stored twice"
+    largest = max(prompt_tokens(request) for request in server.requests)
+    assert largest <= window
+
+
+@pytest.mark.parametrize("window", [8_000, 16_000, 32_000, 128_000])
+async def test_backlogs_never_reach_a_refusing_provider_over_its_window(redis, redis_url, key_prefix, window):
+    await overnight(redis, redis_url, key_prefix, window, "refuse")
+
+
+@pytest.mark.parametrize("window", [8_000, 16_000, 32_000, 128_000])
+async def test_backlogs_never_reach_a_truncating_provider_over_its_window(redis, redis_url, key_prefix, window):
+    await overnight(redis, redis_url, key_prefix, window, "truncate")
