@@ -35,7 +35,7 @@ from agent.codex import route_threshold
 from agent.compaction import framing
 from agent.compaction.anchors import anchors_in
 from agent.compaction.assemble import assemble, summary_message
-from agent.compaction.boundaries import plan_boundaries, planning_counts
+from agent.compaction.boundaries import head_end, plan_boundaries, planning_counts
 from agent.compaction.budgets import (
     CRITICAL_RATIO,
     lean_tail_budget,
@@ -211,6 +211,8 @@ class ContextCompressor(ContextEngine):
             max_tail_tokens=self.threshold_tokens,
         )
         if plan is None:
+            if force:  # nothing to summarize, but the request must still fit: the turn's older tool results go
+                return self._stub_only(messages, base)
             return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
         cut = self._cut(messages, counts, plan)
         digest, earlier_summary = build_digest(
@@ -377,6 +379,27 @@ class ContextCompressor(ContextEngine):
             focus_topic=focus_topic,
             summarizer_context=self.summarizer_window,
         )
+
+    def _stub_only(self, messages: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
+        """A forced compaction with no middle (one turn's own tool results fill the window): the tool results
+        the model has already answered, but the newest share, become one-line stubs with their recovery
+        hint; the originals go to the archive with the commit. Nothing is summarized."""
+        head = head_end(messages, self.settings.protect_first_n)
+        rest = messages[head:]
+        budget = self.effective_tail_budget
+        fresh = max(int(budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, budget))
+        stubbed_rest, stubbed = stub_old_tool_results(rest, old_tool_result_cutoff(rest, 0, fresh))
+        if not stubbed:
+            return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
+        compacted = messages[:head] + stubbed_rest
+        tokens_after = count_messages(compacted)
+        self.last_prompt_tokens = tokens_after
+        self.last_compaction = CompactionStats(
+            outcome="stubbed", reason="forced", tokens_after=tokens_after, messages_after=len(compacted),
+            stubbed_messages=len(stubbed), summarizer="none",
+            replaced_ids=tuple(str(m["_id"]) for _, m in stubbed if m.get("_id") is not None), **base,
+        )
+        return compacted
 
     def _unchanged(
         self,

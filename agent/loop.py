@@ -262,15 +262,17 @@ class Agent:
         )
         return await (request if until_stopped is None else unless_stopped(request, until_stopped))
 
-    async def run_turn(self, history: Sequence[Message], user_message: Message, *,
+    async def run_turn(self, history: Sequence[Message], user_message: Message | None, *,
                        on_event: TurnSink | None = None, until_stopped: StopWaiter | None = None) -> TurnResult:
         """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so.
 
+        Without a ``user_message`` the turn continues one that ``history`` already holds (its message and
+        the tool results it had when the provider went away), so those tools are not run again.
         ``on_event`` watches the turn as it happens (see the module docstring); ``until_stopped``
         ends a wait on the provider when the person stops the turn, even with no event arriving.
         """
-        messages: list[Message] = list(history) + [user_message]
-        done = _SoFar(first_new=len(messages) - 1)
+        messages: list[Message] = list(history) + ([user_message] if user_message is not None else [])
+        done = _SoFar(first_new=len(messages) - (user_message is not None))
         tools = self._tool_schemas()
         reply = ""
         context_retry_used = False

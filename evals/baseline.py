@@ -19,13 +19,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_at(commit: str, bench: str, **options: Any) -> dict[str, Any]:
-    """``evals.<bench>.main(out, **options)`` at ``commit``; the JSON it wrote."""
+def run_at(commit: str, bench: str, *, overlay: tuple[str, ...] = (), **options: Any) -> dict[str, Any]:
+    """``evals.<bench>.main(out, **options)`` at ``commit``; the JSON it wrote.
+
+    ``overlay`` names files of this checkout laid over the old tree first: the measurement itself (a
+    benchmark newer than the commit, the fakes it drives), so that only the code under test is the old one.
+    """
     with tempfile.TemporaryDirectory(prefix="fg-baseline-") as scratch:
         tree, out = Path(scratch) / "tree", Path(scratch) / "out"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
                        check=True, capture_output=True)
         try:
+            for name in overlay:
+                (tree / name).write_bytes((ROOT / name).read_bytes())
             # The old tree's packages, not this checkout's, for this child and the workers it starts: its cwd
             # (first on sys.path under -c) and PYTHONPATH are the tree, ahead of the entries that point here.
             code = f"import sys; from evals import {bench} as b; sys.exit(b.main({str(out)!r}, **{options!r}))"

@@ -92,7 +92,7 @@ def eval_command(args: argparse.Namespace) -> int:
 
 
 #: Benchmarks that can also run an older commit's code side by side (``--baseline COMMIT``).
-BASELINE_BENCHMARKS = ("throughput", "hygiene")
+BASELINE_BENCHMARKS = ("throughput", "hygiene", "backlog")
 
 
 def bench_command(args: argparse.Namespace) -> int:

@@ -303,9 +303,12 @@ class GatewayRunner:
             # The batch's last entry carries the reply: it is marked first, then the others leave silently
             # (a crash in between leaves them to be removed as already taken in).
             last_raw, last_id = outcome.batch[-1]
-            head = await self.store.finish_entry(lock, outcome.session_id, last_raw, replied_entry_id=last_id)
-            for other in (raw, *(entry for entry, _ in outcome.batch[:-1])):
-                head = await self.store.finish_entry(lock, outcome.session_id, other)
+            others = [raw, *(entry for entry, _ in outcome.batch[:-1])]
+            head = await self.store.finish_entry(lock, outcome.session_id, last_raw, ahead_for_next=False,
+                                                 replied_entry_id=last_id)
+            for position, other in enumerate(others):  # only the last finish reads ahead for what follows
+                head = await self.store.finish_entry(lock, outcome.session_id, other,
+                                                     ahead_for_next=position == len(others) - 1)
             return head
         marker = {"replied_entry_id": entry_id(message)} if outcome.committed and not outcome.silent else {}
         return await self.store.finish_entry(lock, outcome.session_id, raw, **marker)

@@ -47,7 +47,7 @@ from gateway.outage import (ProviderDown, ProviderWatch, RetryLater, counts_as_d
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory
 from gateway.startup_errors import explain
-from gateway.store import Lock, StaleLock
+from gateway.store import CompactionCommit, Lock, StaleLock
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ class Prepared:
     history: list[Message]
     #: Messages of a coalesced backlog before the last one that the request carries, bounded, stored with the turn.
     earlier: list[Message]
-    user_message: Message
+    #: None when the turn continues one whose message and tool results are stored (:attr:`SessionMeta.partial_entry_id`).
+    user_message: Message | None
     batch: Batch
     #: What the person is told above the reply (a message too long to read whole).
     notes: list[str]
@@ -165,8 +166,9 @@ class Turn:
         and the request together, and the bounded messages: a request whose estimate would pass the hygiene
         threshold is never handed to the agent."""
         options, bound = self.parts.options, self.parts.bound
+        continues = turn.meta.partial_entry_id == turn.entry_id  # its message and tool results are stored already
         batch = (await take_backlog(self.parts.gateway.inbox, self.message, max_messages=options.coalesce_max_messages)
-                 if options.coalesce_backlog else [])
+                 if options.coalesce_backlog and not continues else [])
         model = self._model(turn)
         window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)
@@ -175,7 +177,7 @@ class Turn:
         # Checked as the provider will check it: one broken pair must not fail this and every later turn.
         history = await repair_for_turn(self.store, self.chat, turn.session_id, turn.meta.version, history)
         limit, notes = bound.limit(model), []
-        incoming = [self.message, *(m for _, m in batch)]
+        incoming = [] if continues else [self.message, *(m for _, m in batch)]
         sizes = [bound.size(m, limit) for m in incoming]
         start = verbatim_start(sizes, verbatim_limit(options.coalesce_max_tokens, window))
         if start:
@@ -187,7 +189,7 @@ class Turn:
         # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
         rest = incoming[start:]
         earlier = [await bound.bounded(turn, m, limit, notes) for m in rest[:-1]]
-        user_message = await bound.bounded(turn, rest[-1], limit, notes)
+        user_message = await bound.bounded(turn, rest[-1], limit, notes) if rest else None
         return Prepared(model, engine, tools, history, earlier, user_message, batch, notes)
 
     async def _store_ahead(self, turn: ChatTurn, history: list[Message], messages: list[IncomingMessage], limit: int,
@@ -228,7 +230,9 @@ class Turn:
             await self.parts.provider.answered(self.chat)
         except TurnFailed as failed:
             if counts_as_down(failed.error):
-                # The entry stays at the head of the inbox; the whole turn is tried again once the provider is back.
+                # The entry stays at the head of the inbox and the turn is tried again once the provider is back,
+                # from the tool results it had: those were paid for, and a tool may not be safe to run twice.
+                await self.keep_partial(turn, prepared, failed.partial)
                 raise ProviderDown(failed.error, self.since) from failed.error
             # What the turn did before the failure (tool results already paid for, an in-loop compaction)
             # is committed like any turn; the person's message is kept and the reply says what happened.
@@ -244,19 +248,12 @@ class Turn:
         """Commit the turn with its reply, fenced by the chat's lock; the reply to send (an earlier call's,
         when that call already committed this turn)."""
         fields = self._commit_fields(turn, prepared, result, reply)
-        if not result.compacted:
-            new_messages = prepared.earlier + result.new_messages
-            fields["tokens_at_report"] = turn.meta.tokens + sum(count_message(m) for m in new_messages)
-            await self.store.append(self.chat, turn.session_id, new_messages, lock=self.lock, meta=fields)
-            self.committed_tokens = _context_after(fields)
-            return reply
-        fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
+        if turn.meta.partial_entry_id:
+            fields["partial_entry_id"] = None
+        commit = await self._store(turn, prepared, result, fields, compaction_id=f"{turn.entry_id}:turn")
         self.committed_tokens = _context_after(fields)
-        commit = await self.store.commit_compaction(
-            self.chat, turn.session_id, result.messages, lock=self.lock,
-            in_place=self.parts.compactions.compression.in_place,
-            compaction_id=f"{turn.entry_id}:turn", meta=fields, archive_new=result.folded,
-        )  # a lost lock raises StaleLock here, as the append does: nothing is delivered then
+        if commit is None:
+            return reply
         # the size the agent compacted at (its count; the session's estimate where the engine gives none)
         stats = prepared.engine.last_compaction
         before = (stats.tokens_before if stats is not None else 0) or estimate_session_tokens(turn.meta)[0]
@@ -266,6 +263,37 @@ class Turn:
         await self.parts.compactions.announce(turn, prepared.engine, commit, result.messages, "in_loop", before,
                                               fields["tokens_at_report"])
         return reply
+
+    async def keep_partial(self, turn: ChatTurn, prepared: Prepared, partial: TurnResult) -> None:
+        """Store what a turn the provider failed had done — its messages, tool calls and results, an in-loop
+        compaction — without a reply, marked so that its retry continues from there (:meth:`prepare`).
+        A turn that ran no tool keeps nothing: its retry is the same turn again."""
+        if not partial.compacted and not any(m.get("role") == "tool" for m in partial.new_messages):
+            return
+        fields = self._commit_fields(turn, prepared, partial, "")
+        ids = [turn.entry_id, *(entry_id(m) for _, m in prepared.batch)]
+        del fields["last_entry_id"], fields["last_reply"]
+        fields["partial_entry_id"] = ids[-1]
+        fields["batch_entry_ids"] = "\n".join(ids[:-1]) or None  # a retry lets these go silently, as taken in
+        await self._store(turn, prepared, partial, fields, compaction_id=f"{turn.entry_id}:partial")
+        log.info("%s: the provider went away mid-turn; its %d tool results are kept for the retry", self.chat,
+                 sum(m.get("role") == "tool" for m in partial.messages[len(prepared.history):]))
+
+    async def _store(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, fields: dict[str, object], *,
+                     compaction_id: str) -> CompactionCommit | None:
+        """Write the turn's messages with ``fields``, fenced: appended, or the whole live list when the agent
+        compacted (then the commit, else None). A lost lock raises StaleLock, and nothing is delivered then."""
+        if not result.compacted:
+            new_messages = prepared.earlier + result.new_messages
+            fields["tokens_at_report"] = turn.meta.tokens + sum(count_message(m) for m in new_messages)
+            await self.store.append(self.chat, turn.session_id, new_messages, lock=self.lock, meta=fields)
+            return None
+        fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
+        return await self.store.commit_compaction(
+            self.chat, turn.session_id, result.messages, lock=self.lock,
+            in_place=self.parts.compactions.compression.in_place,
+            compaction_id=compaction_id, meta=fields, archive_new=result.folded,
+        )
 
     def _commit_fields(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str) -> dict[str, object]:
         meta = turn.meta
@@ -330,7 +358,7 @@ class Turn:
         sid = ""
         try:
             sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
-            if not meta.took(entry_id(message)):
+            if not meta.holds(entry_id(message)):
                 turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
                 stored = await self.parts.bound.stored_form(turn, self._model(turn), [message])
                 await self.store.append(self.chat, sid, stored, lock=self.lock,
@@ -371,9 +399,10 @@ class Turn:
         reply = final_notice(error, failure.waited)
         if meta.last_entry_id != ids[-1]:
             turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
-            stored = await self.parts.bound.stored_form(turn, self._model(turn), entries)
+            unstored = [m for m in entries if not meta.holds(entry_id(m))]  # a kept partial turn holds its message
+            stored = await self.parts.bound.stored_form(turn, self._model(turn), unstored)
             await self.store.append(self.chat, sid, stored, lock=self.lock,
-                                    meta={"last_entry_id": ids[-1], "last_reply": reply,
+                                    meta={"last_entry_id": ids[-1], "last_reply": reply, "partial_entry_id": None,
                                           "batch_entry_ids": "\n".join(ids) if batch else None})
         await self.parts.provider.stopped_waiting(self.chat)
         await self._report_failure(sid, "provider_gave_up",

@@ -23,16 +23,18 @@ MIN_SEEN_TTL_SECONDS = 86_400
 
 
 async def finish(routes: Routes, keys: ChatKeys, read_ahead: ReadAhead, lock: Lock, sid: str, entry: str,
-                 meta: Mapping[str, Any]) -> str | None:
+                 meta: Mapping[str, Any], *, ahead_for_next: bool = True) -> str | None:
     """Set ``meta``, remove ``entry`` from the inbox and return the next entry, keeping the session
-    read for that one in ``read_ahead`` (its snapshot then costs no round trip)."""
+    read for that one in ``read_ahead`` (its snapshot then costs no round trip). Without
+    ``ahead_for_next`` nothing is read ahead: the caller finishes the next entry too (a batch)."""
     sets, deletes = encode_meta_fields(meta, SETTABLE_META_FIELDS)
     held = read_ahead.transcripts.get(keys.chat)
     sent = time.monotonic()
+    base, held_sid_and_next = (keys.base, held_args(held)) if ahead_for_next else ("", ("", 0))
     head, ahead = await routes.script(
         scripts.FINISH_ENTRY,
         [lock_key(keys, lock), keys.meta(check_key_part("session id", sid)), keys.inbox, keys.session],
-        [lock.token, lock.fence, entry, *meta_change_args(sets, deletes), keys.base, *held_args(held)],
+        [lock.token, lock.fence, entry, *meta_change_args(sets, deletes), base, *held_sid_and_next],
     )
     read_ahead.keep(keys.chat, ahead, held, sent=sent)
     return head or None

@@ -43,18 +43,25 @@ class SessionMeta:
     replied_entry_id: str | None = None  # the entry whose reply was sent last
     #: Every entry the last committed turn took together (a coalesced backlog), one per line.
     batch_entry_ids: str | None = None
+    #: The entry whose turn stored its messages and tool results but not yet its reply (the provider went
+    #: away mid-turn): its retry continues from them instead of running the tools again.
+    partial_entry_id: str | None = None
     usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
 
     def took(self, entry: str) -> bool:
-        """Whether the inbox entry is stored in the session already: committed last, or taken into a turn's batch."""
+        """Whether the inbox entry's turn is done with it: committed last, or taken into a turn's batch."""
         return entry == self.last_entry_id or entry in (self.batch_entry_ids or "").split("\n")
+
+    def holds(self, entry: str) -> bool:
+        """Whether the inbox entry's message is stored in the session: taken, or kept by a turn still to finish."""
+        return self.took(entry) or entry == self.partial_entry_id
 
 
 #: Meta fields callers may set (``None`` clears one); every other field is the store's own.
 INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
 FLOAT_FIELDS = frozenset({"last_activity_at"})
 STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id",
-                        "batch_entry_ids"})
+                        "batch_entry_ids", "partial_entry_id"})
 JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
 SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS
 #: A compaction sets its own compaction_count.
@@ -161,5 +168,6 @@ def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
         last_reply=raw.get("last_reply"),
         replied_entry_id=raw.get("replied_entry_id") or None,
         batch_entry_ids=raw.get("batch_entry_ids") or None,
+        partial_entry_id=raw.get("partial_entry_id") or None,
         usage_totals=_json_dict(sid, raw, "usage_totals"),
     )

@@ -167,13 +167,15 @@ class SessionStore(Routes):
 
     # ----------------------------------------------------------------- inbox entries
 
-    async def finish_entry(self, lock: Lock, sid: str, entry: str, **meta: Any) -> str | None:
+    async def finish_entry(self, lock: Lock, sid: str, entry: str, *, ahead_for_next: bool = True,
+                           **meta: Any) -> str | None:
         """Set ``meta`` fields, remove the handled ``entry`` from the inbox, return the next entry (fenced).
 
         The same step reads the session ahead for that next entry, so its :meth:`snapshot` costs no
-        round trip.
+        round trip — unless ``ahead_for_next`` is False, for a batch whose next entry is finished too.
         """
-        return await entries.finish(self, self.keys(lock.chat), self._read_ahead, lock, sid, entry, meta)
+        return await entries.finish(self, self.keys(lock.chat), self._read_ahead, lock, sid, entry, meta,
+                                    ahead_for_next=ahead_for_next)
 
     async def seen(self, chat: str, update_id: str | int, ttl_seconds: int = MIN_SEEN_TTL_SECONDS) -> bool:
         """True the first time a platform update id is offered for the chat, False for a redelivery."""
