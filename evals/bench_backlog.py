@@ -40,8 +40,10 @@ OVERLAY = ("evals/bench_backlog.py", "tests/fakes/llm_server.py")
 
 def night(count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
-    texts = [f"{index}: {rng.choice(('billing-api', 'auth-gateway', 'ledger'))} p99 {rng.randint(20, 900)}ms, "
-             f"queue depth {rng.randint(2, 9000)}, restarted {rng.randint(1, 40)} pods" for index in range(count - 1)]
+    texts = [f"{index}: {rng.choice(('billing-api', 'auth-gateway', 'search-indexer', 'ledger'))} p99 "
+             f"{rng.randint(20, 900)}ms in {rng.choice(('eu-west', 'us-east', 'ap-south'))}, queue depth "
+             f"{rng.randint(2, 9000)}, restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
+             for index in range(count - 1)]
     texts.insert(2, DECISION)
     texts[-1] = QUESTION
     return texts

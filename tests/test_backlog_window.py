@@ -19,6 +19,7 @@ import pytest
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.messages import is_summary
+from gateway.admission import verbatim_limit, verbatim_start
 from gateway.app import message_path
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
@@ -89,3 +90,11 @@ async def test_backlogs_never_reach_a_refusing_provider_over_its_window(redis, r
 @pytest.mark.parametrize("window", [8_000, 16_000, 32_000, 128_000])
 async def test_backlogs_never_reach_a_truncating_provider_over_its_window(redis, redis_url, key_prefix, window):
     await overnight(redis, redis_url, key_prefix, window, "truncate")
+
+
+def test_the_verbatim_part_is_clamped_to_a_quarter_of_the_window_and_always_holds_the_newest_message():
+    assert verbatim_limit(20_000, 16_000) == 4_000  # gateway.coalesce_max_tokens above the window's share
+    assert verbatim_limit(20_000, 1_000_000) == 20_000
+    assert verbatim_start([10, 10, 10, 10], 25) == 2  # the newest two fit
+    assert verbatim_start([10, 10, 10, 10], 100) == 0  # all of it
+    assert verbatim_start([10, 10, 10, 500], 25) == 3  # the newest alone, however long (it is bounded on its own)
