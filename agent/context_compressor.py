@@ -211,8 +211,8 @@ class ContextCompressor(ContextEngine):
             max_tail_tokens=self.threshold_tokens,
         )
         if plan is None:
-            if force:  # nothing to summarize, but the request must still fit: the turn's older tool results go
-                return self._stub_only(messages, base)
+            if force and pressure >= min(self.threshold_tokens, CRITICAL_RATIO * self.context_length):
+                return self._stub_only(messages, base)  # nothing to summarize, yet the request must fit
             return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
         cut = self._cut(messages, counts, plan)
         digest, earlier_summary = build_digest(

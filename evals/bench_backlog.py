@@ -17,15 +17,14 @@ import re
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
+from evals.bench_redis import bench_redis
 from evals.report import publish
 from gateway.app import message_path
-from gateway.redis_server import EmbeddedRedis
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
 
@@ -39,6 +38,7 @@ OVERLAY = ("evals/bench_backlog.py", "tests/fakes/llm_server.py")
 
 
 def night(count: int, seed: int = 7) -> list[str]:
+    """``count`` messages: a decision third, chatter around it, the morning question last."""
     rng = random.Random(seed)
     texts = [f"{index}: {rng.choice(('billing-api', 'auth-gateway', 'search-indexer', 'ledger'))} p99 "
              f"{rng.randint(20, 900)}ms in {rng.choice(('eu-west', 'us-east', 'ap-south'))}, queue depth "
@@ -92,26 +92,16 @@ async def one_window(redis: Redis, redis_url: str, window: int) -> dict[str, Any
 
 
 async def measure() -> dict[str, Any]:
-    embedded, redis_url = None, "redis://127.0.0.1:6379/0"
-    probe = Redis.from_url(redis_url)
-    try:
-        await probe.ping()
-    except Exception:
-        embedded = EmbeddedRedis(Path("/tmp") / f"fg-bench-{uuid.uuid4().hex[:8]}")
-        redis_url = await embedded.start()
-    finally:
-        await probe.aclose()
-    redis = Redis.from_url(redis_url, decode_responses=True)
-    try:
-        rows = []
-        for window in WINDOWS:
-            print(f"backlog: {MESSAGES:,} messages into a {window:,}-token window …", file=sys.stderr)
-            rows.append(await one_window(redis, redis_url, window))
-        return {"rows": rows}
-    finally:
-        await redis.aclose()
-        if embedded is not None:
-            await embedded.stop()
+    async with bench_redis() as redis_url:
+        redis = Redis.from_url(redis_url, decode_responses=True)
+        try:
+            rows = []
+            for window in WINDOWS:
+                print(f"backlog: {MESSAGES:,} messages into a {window:,}-token window …", file=sys.stderr)
+                rows.append(await one_window(redis, redis_url, window))
+            return {"rows": rows}
+        finally:
+            await redis.aclose()
 
 
 def table(rows: list[dict[str, Any]], label: str) -> list[str]:

@@ -38,6 +38,7 @@ FIXTURE_WINDOW = 16_000
 GENERATED_TOKENS = 200_000
 GENERATED_WINDOW = 64_000
 SEED = 7
+UNBOUNDED_WINDOW = 10_000_000
 #: Where the overnight backlog goes in the generated conversation (fraction of its turns).
 BACKLOG_AT = 0.6
 #: Size of that backlog as a fraction of the window: above hygiene's 85% on its own.
@@ -163,7 +164,9 @@ async def measure_conversation(conversation: Conversation, redis_url: str) -> di
     started = time.perf_counter()
     report = await replay_once(conversation.path, conversation.window, redis_url, compression=True)
     seconds = time.perf_counter() - started
-    uncompacted = await replay_once(conversation.path, conversation.window, redis_url, compression=False)
+    # The counterfactual: nothing compacts and nothing bounds a request by the window, so the model is
+    # given a window no prompt reaches (a real one would make the agent's last check compact anyway).
+    uncompacted = await replay_once(conversation.path, UNBOUNDED_WINDOW, redis_url, compression=False)
     window = conversation.window
     prompts = report.prompt_tokens
     result: dict[str, Any] = {

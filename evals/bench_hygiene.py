@@ -17,14 +17,13 @@ import asyncio
 import statistics
 import time
 import uuid
-from pathlib import Path
 
 from redis.asyncio import Redis
 
 from gateway import hygiene
 from gateway.redis_channel import PipelinedConnection
-from gateway.redis_server import EmbeddedRedis
 from gateway.store import SessionStore
+from evals.bench_redis import bench_redis
 from evals.report import progress, publish
 
 SIZES = (1_000, 500_000)
@@ -95,17 +94,11 @@ async def _turn_reads(redis: Redis, prefix: str, sessions: list[tuple[int, str, 
 
 
 async def measure(redis_url: str | None = None, iterations: int = ITERATIONS) -> dict[str, list[dict]]:
-    embedded = None
-    if redis_url is None:
-        probe = Redis.from_url("redis://127.0.0.1:6379/0")
-        try:
-            await probe.ping()
-            redis_url = "redis://127.0.0.1:6379/0"
-        except Exception:
-            embedded = EmbeddedRedis(Path("/tmp") / f"fg-bench-{uuid.uuid4().hex[:8]}")
-            redis_url = await embedded.start()
-        finally:
-            await probe.aclose()
+    async with bench_redis(redis_url) as url:
+        return await _measure(url, iterations)
+
+
+async def _measure(redis_url: str, iterations: int) -> dict[str, list[dict]]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     store = SessionStore(redis, prefix)
@@ -138,8 +131,6 @@ async def measure(redis_url: str | None = None, iterations: int = ITERATIONS) ->
         async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
             await redis.delete(key)
         await redis.aclose()
-        if embedded:
-            await embedded.stop()
 
 
 def table(rows: list[dict]) -> str:

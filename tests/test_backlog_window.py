@@ -11,52 +11,22 @@ each chat gets one reply, and that reply answers the morning question from the n
 from __future__ import annotations
 
 import asyncio
-import random
-import re
 from collections import Counter
 
 import pytest
 
-from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.messages import is_summary
+from evals.bench_backlog import model, night
 from gateway.admission import verbatim_limit, verbatim_start
 from gateway.app import message_path
 from tests.fakes.gateway import make_settings, message, running_gateway
-from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
+from tests.fakes.llm_server import FakeLLMServer, prompt_tokens
 
 BACKLOGS = {"quiet": 50, "busy": 400, "flood": 2_000}
-DECISION = "decision for the record: the login timeout fix ships in PR #4821 (commit 9f3c2ab71d), owner Emeka"
-QUESTION = "Good morning! Which PR holds the login timeout fix?"
-NOTES = "\n".join(f"{heading}\n- the night's chatter" for heading in SECTION_HEADINGS)
-SERVICES = ("billing-api", "auth-gateway", "search-indexer", "notifier", "ledger")
-
-
-def night(rng: random.Random, count: int) -> list[str]:
-    """``count`` messages: the decision third, chatter around it, the morning question last."""
-    texts = [f"{index}: {rng.choice(SERVICES)} p99 {rng.randint(20, 900)}ms in "
-             f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}, queue depth {rng.randint(2, 9000)}, "
-             f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%" for index in range(count - 1)]
-    texts.insert(2, DECISION)
-    texts[-1] = QUESTION
-    return texts
-
-
-def model(request: RecordedRequest) -> Reply:
-    """A model that answers from what it was sent, and looks the night up when that is not enough."""
-    if SYSTEM_PROMPT[:40] in request.system:
-        return Reply.answer(NOTES)
-    conversation = "\n".join(str(m.get("content")) for m in request.messages)
-    found = re.search(r"PR #(\d+)[^\n\"]{0,40}login timeout|login timeout fix ships in PR #(\d+)", conversation)
-    if found:
-        return Reply.answer(f"The login timeout fix is in PR #{found.group(1) or found.group(2)}.")
-    if request.messages and request.messages[-1].get("role") == "tool":
-        return Reply.answer("I could not find it in our conversation.")
-    return Reply.tool_call("session_search", {"query": "login timeout fix PR"})
 
 
 async def overnight(redis, redis_url: str, key_prefix: str, window: int, overflow: str) -> None:
-    rng = random.Random(window)
-    backlogs = {chat: night(rng, count) for chat, count in BACKLOGS.items()}
+    backlogs = {chat: night(count, seed=window + count) for chat, count in BACKLOGS.items()}
     async with FakeLLMServer(handler=model, context_limit=window, overflow=overflow) as server:  # type: ignore[arg-type]
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
         store, inbox = message_path(redis, settings)
