@@ -10,7 +10,8 @@ whose result never got stored) would make every later request of the chat fail w
 - a tool result that answers no pending call is taken out (the caller moves it to the chat's
   quarantine: it stays retrievable, never deleted);
 - a tool call still unanswered when the next non-tool message (or the end) comes gets a
-  synthetic "result missing" tool message; the stored call itself is left as it is;
+  synthetic "result missing" tool message; the stored call itself is left as it is, and the
+  caller stores the stand-in right after it, so later reads find the pair whole;
 - a tool call id used a second time is dropped from the copy sent (its result then reads as an
   orphan), since providers refuse reused ids.
 
@@ -45,6 +46,8 @@ class Repair:
     unanswered: list[str] = field(default_factory=list)
     #: ids of tool calls dropped from the copy because the id was used before
     reused: list[str] = field(default_factory=list)
+    #: each stand-in result with the index, in the messages repaired, of the kept message it follows
+    placed: list[tuple[int, Message]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -64,7 +67,7 @@ class Repair:
 
 
 def missing_result(call_id: str) -> Message:
-    """The stand-in for a call's result that was never stored (not stored itself: rebuilt each read)."""
+    """The stand-in for a call's result that was never stored."""
     return {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT, SYNTHETIC_KEY: True}
 
 
@@ -78,19 +81,23 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
     repair = Repair(out)
     pending: list[str] = []
     used: set[str] = set()
+    last_kept = -1  # index of the last message read that the repaired list keeps
 
     def close_pending() -> None:
         for call_id in pending:
-            out.append(missing_result(call_id))
+            stand_in = missing_result(call_id)
+            out.append(stand_in)
             repair.unanswered.append(call_id)
+            repair.placed.append((last_kept, stand_in))
         pending.clear()
 
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
             if isinstance(call_id, str) and call_id in pending:
                 pending.remove(call_id)
                 out.append(message)  # type: ignore[arg-type]
+                last_kept = index
             else:
                 repair.orphans.append(message)  # type: ignore[arg-type]
             continue
@@ -112,33 +119,79 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
                 if not kept:
                     message.pop("tool_calls")
         out.append(message)  # type: ignore[arg-type]
+        last_kept = index
     close_pending()
     return repair
 
 
-class QuarantineStore(Protocol):
+#: Stand-ins to store after one stored message: its id, the id read right after it (None when it was
+#: the last) and the stand-ins in order.
+Placement = tuple[str, str | None, Sequence[Message]]
+
+
+class RepairStore(Protocol):
     """What :func:`repair_for_turn` needs of ``gateway.store.SessionStore``."""
 
-    async def quarantine_messages(
-        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str
+    async def store_repair(
+        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str,
+        placements: Sequence[Placement],
     ) -> bool: ...
 
 
-async def repair_for_turn(store: QuarantineStore, chat: str, sid: str, version: int,
-                          history: list[Message]) -> list[Message]:
-    """The history a turn sends, repaired; stored orphans are moved to the chat's quarantine.
+def placements(history: Sequence[Message], repair: Repair) -> list[Placement]:
+    """The repair's stand-ins grouped by the stored message each goes right after.
 
-    A move that loses a race with another write is left for the next turn's read: this turn's copy
-    is repaired either way, so no turn fails on a broken transcript.
+    A stand-in whose neighbours are not both stored (a message added to the turn's copy only) has
+    no place in the stored list to name, and stays in the turn's copy alone.
+    """
+    groups: dict[int, list[Message]] = {}
+    for index, stand_in in repair.placed:
+        groups.setdefault(index, []).append(stand_in)
+    found: list[Placement] = []
+    for index, stand_ins in groups.items():
+        after = history[index].get("_id") if index >= 0 else None
+        following = history[index + 1] if index + 1 < len(history) else None
+        before = following.get("_id") if following is not None else None
+        if after is None or (following is not None and before is None):
+            continue
+        for stand_in in stand_ins:  # dated with the call, so listings by time show it there
+            if isinstance(history[index].get("_ts"), (int, float)):
+                stand_in["_ts"] = history[index]["_ts"]
+        found.append((str(after), None if before is None else str(before), stand_ins))
+    return found
+
+
+async def repair_for_turn(store: RepairStore, chat: str, sid: str, version: int,
+                          history: list[Message]) -> list[Message]:
+    """The history a turn sends, repaired; what can be stored of the repair is stored once.
+
+    Stand-ins for unanswered calls are written into the stored transcript at their places and
+    stored orphans are moved to the chat's quarantine, in one step fenced by ``version``, so the
+    next turn reads a whole transcript and repairs (and logs) nothing. A step that loses a race
+    with another write is left for the next turn's read: this turn's copy is repaired either way,
+    so no turn fails on a broken transcript.
     """
     repair = repair_transcript(history)
     if not repair.changed:
         return history
     stored = [message for message in repair.orphans if "_id" in message]
-    moved = False
-    if stored:
+    placed = placements(history, repair)
+    applied = False
+    if stored or placed:
         keep = [message for message in history if not any(message is orphan for orphan in stored)]
-        moved = await store.quarantine_messages(chat, sid, version, keep, stored, ORPHAN_REASON)
-    log.warning("%s/%s: repaired the transcript for this turn: %s%s", chat, sid, repair.describe(),
-                "" if moved or not stored else " (the move to quarantine waits for the next turn)")
+        applied = await store.store_repair(chat, sid, version, keep, stored, ORPHAN_REASON, placed)
+    log.warning("%s/%s: %s: %s", chat, sid, _outcome(repair, stored, placed, applied), repair.describe())
     return repair.messages
+
+
+def _outcome(repair: Repair, stored: Sequence[Message], placed: Sequence[Placement], applied: bool) -> str:
+    """What became of the repair, for the log line: an operator sees whether it will come back."""
+    if not (stored or placed):
+        return "repaired the transcript for this turn only"
+    if not applied:
+        return "repaired the transcript for this turn (storing the repair waits for the next turn)"
+    whole = (len(stored) == len(repair.orphans) and not repair.reused
+             and sum(len(stand_ins) for _after, _before, stand_ins in placed) == len(repair.unanswered))
+    if whole:
+        return "stored the transcript's repair"
+    return "stored part of the transcript's repair (the rest is for this turn only)"

@@ -14,7 +14,8 @@
 - :mod:`~gateway.store.entries` — finishing inbox entries, the dedupe window
 - :mod:`~gateway.store.sessions` — the session pointer, creation, /resume, the index, meta
 - :mod:`~gateway.store.snapshots` — a chat's session in one round trip
-- :mod:`~gateway.store.transcript` — appends, the live list, the archive, the quarantine
+- :mod:`~gateway.store.transcript` — appends, the live list, the archive, the quarantine,
+  stored repairs of the live list
 - :mod:`~gateway.store.compaction` — the atomic, fenced, idempotent compaction commit
 - :mod:`~gateway.store.figures` — many chats' current conversations in numbers, in two round trips
 """

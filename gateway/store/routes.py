@@ -4,8 +4,8 @@
 per-message path: claim / acquire_lock, extend_lock, release_lock, release_if_idle, snapshot (and
 its read of stored ids the held transcript lacks), append, archive_original, update_meta,
 finish_entry, commit_compaction, plus the other scripted steps (session creation, /resume, the
-replacement of a missing session, session_outline, active, archive, quarantines). The gateway
-passes :func:`gateway.redis_channel.channel_for`: one auto-pipelined connection on a single
+replacement of a missing session, session_outline, active, archive, quarantines, stored repairs).
+The gateway passes :func:`gateway.redis_channel.channel_for`: one auto-pipelined connection on a single
 server, where a command costs microseconds and a busy loop iteration's commands leave in one
 write; on Redis Cluster (or with options only redis-py has) the same commands go through
 redis-py. A store built without a channel sends them through ``redis`` itself.

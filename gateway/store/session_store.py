@@ -15,6 +15,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agent.messages import Message
+from agent.transcript_repair import Placement
 from gateway.redis_channel import RedisChannel
 from gateway.store import compaction, entries, figures, locks, sessions, snapshots, transcript
 from gateway.store.bodies import Unreadable
@@ -275,17 +276,25 @@ class SessionStore(Routes):
         self._read_ahead.drop(chat)
         return await transcript.quarantine(self, self.keys(chat), sid, version, good, bad)
 
-    async def quarantine_messages(
-        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str
+    async def store_repair(
+        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str,
+        placements: Sequence[Placement],
     ) -> bool:
-        """Move stored, well-formed messages that break the transcript (an orphan tool result) out of the
-        live list into the quarantine; their bodies stay, so they remain retrievable by id.
+        """Store a turn's repair of the live transcript in one atomic step, so later reads need none:
+        stand-ins (for tool results never stored) go in at their places, ``moved`` (stored, well-formed
+        messages that break the transcript, as an orphan tool result) go to the quarantine, their bodies
+        kept so they stay retrievable by id.
 
-        Applies only if the session is still at ``version`` (False otherwise); ``keep`` is the rest.
+        Applies only if the session is still at ``version`` and each placement's message is still
+        followed by the one read after it (False otherwise, nothing written); ``keep`` is the rest of
+        the live transcript. On success the stand-ins receive their ``_id``, ``_ts`` and ``_tok``.
         """
-        self.transcripts.drop(chat)  # the held copy still lists the moved messages
+        self._read_ahead.drop(chat)
+        self.transcripts.drop(chat)  # the held copy lists neither the stand-ins nor the moves
+        keys = self.keys(chat)
         bad = transcript.quarantine_records(moved, reason)
-        return await self._quarantine_entries(chat, sid, str(version), list(keep), bad)
+        return await transcript.store_repair(self, keys, check_key_part("session id", sid), str(version), list(keep),
+                                             bad, placements)
 
     async def quarantined(self, chat: str) -> list[dict[str, Any]]:
         """Records of entries taken out of active transcripts: session_id, id, raw, reason, ts."""

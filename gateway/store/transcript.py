@@ -11,6 +11,7 @@ from typing import Any
 from agent import json_codec
 from agent.messages import InvalidMessage, Message
 from agent.tokens import count_message
+from agent.transcript_repair import Placement
 from gateway.store import scripts
 from gateway.store.bodies import Unreadable, decode_entries, decode_stored, prepare_new
 from gateway.store.errors import UnknownSession
@@ -82,15 +83,58 @@ async def quarantine(routes: Routes, keys: ChatKeys, sid: str, version: str, goo
                      bad: Sequence[Unreadable]) -> bool:
     """Move ``bad`` out of the live list if the session is still at ``version``; ``good`` is the rest."""
     now = time.time()
-    args: list[Any] = [version, sum(count_message(m) for m in good), repr(now)]
+    args: list[Any] = [version, sum(count_message(m) for m in good), repr(now), *_quarantine_args(sid, bad, now)]
+    applied = await routes.script(scripts.QUARANTINE, [keys.meta(sid), keys.active(sid), keys.quarantine], args)
+    if applied:
+        _log_quarantined(keys, sid, bad)
+    return bool(applied)
+
+
+def _quarantine_args(sid: str, bad: Sequence[Unreadable], now: float) -> list[Any]:
+    """(id, record) per entry, as the scripts that quarantine take them."""
+    args: list[Any] = []
     for message_id, raw, reason in bad:
         record = {"session_id": sid, "id": message_id, "raw": raw, "reason": reason, "ts": now}
         args += [message_id, json_codec.dumps(record)]
-    applied = await routes.script(scripts.QUARANTINE, [keys.meta(sid), keys.active(sid), keys.quarantine], args)
-    if applied:
-        for message_id, _raw, reason in bad:
-            log.warning("%s/%s: quarantined message %s: %s", keys.chat, sid, message_id, reason)
-    return bool(applied)
+    return args
+
+
+def _log_quarantined(keys: ChatKeys, sid: str, bad: Sequence[Unreadable]) -> None:
+    for message_id, _raw, reason in bad:
+        log.warning("%s/%s: quarantined message %s: %s", keys.chat, sid, message_id, reason)
+
+
+async def store_repair(routes: Routes, keys: ChatKeys, sid: str, version: str, keep: Sequence[Message],
+                       moved: Sequence[Unreadable], placements: Sequence[Placement]) -> bool:
+    """Insert each placement's stand-ins and quarantine ``moved`` if the session is still at ``version``.
+
+    ``keep`` is the rest of the live transcript (for its token total). On success the stand-in
+    dicts receive their ``_id``, ``_ts`` and ``_tok``, as :func:`append` gives them.
+    """
+    now = time.time()
+    stand_ins: list[Message] = []
+    bodies: list[Message] = []
+    tail_args: list[Any] = []
+    for after, before, messages in placements:
+        tail_args += [after, before or "", len(messages)]
+        for message in messages:
+            if "_id" in message:
+                raise InvalidMessage(f"stand-in is already stored as id {message['_id']!r}")
+            body, tail = prepare_new(message, len(stand_ins), now)
+            stand_ins.append(message)
+            bodies.append(body)
+            tail_args.append(tail)
+    tokens = sum(count_message(m) for m in keep) + sum(body["_tok"] for body in bodies)
+    reply = await routes.script(
+        scripts.STORE_REPAIR, [keys.meta(sid), keys.msg(sid), keys.active(sid), keys.quarantine],
+        [version, tokens, repr(now), len(moved), *_quarantine_args(sid, moved, now), *tail_args],
+    )
+    if reply is None:
+        return False
+    for message, body, message_id in zip(stand_ins, bodies, reply):
+        message.update(_id=str(message_id), _ts=body["_ts"], _tok=body["_tok"])
+    _log_quarantined(keys, sid, moved)
+    return True
 
 
 def quarantine_records(moved: Sequence[Message], reason: str) -> list[Unreadable]:

@@ -103,6 +103,6 @@ async def test_a_broken_pair_in_the_live_transcript_does_not_break_the_chat(redi
     if name == "orphan":  # moved out of the live transcript once, into the quarantine with a reason
         assert planted_id not in active_ids
         assert [r["id"] for r in quarantined] == [planted_id] and "no preceding tool call" in quarantined[0]["reason"]
-    else:  # the stored call stays; each request carries a stand-in result for it
+    else:  # the stored call stays; its stand-in result, stored by the first repair, is in each request
         assert planted_id in active_ids
         assert all(MISSING_RESULT in str(r.messages) for r in server.requests[1:])
