@@ -59,8 +59,9 @@ class RestartableRedis:
         self.url = await self.server.start()
         return self.url
 
-    async def restart(self, hard: bool) -> None:
-        """Stop the server (SIGKILL when ``hard``: nothing flushed on the way out) and start it again."""
+    async def restart(self, hard: bool) -> float:
+        """Stop the server (SIGTERM, or SIGKILL when ``hard``: nothing flushed on the way out) and start it
+        again on its append-only file; returns ``time.monotonic()`` when the new server was being started."""
         from redis.asyncio import Redis
 
         if hard:
@@ -71,8 +72,10 @@ class RestartableRedis:
                 await probe.aclose()
             os.kill(pid, signal.SIGKILL)
         await self.server.stop()  # waits until the server (killed or stopped) is gone
+        started = time.monotonic()
         url = await self.server.start()
         assert url == self.url, f"the server came back at {url}, not {self.url}"
+        return started
 
     async def stop(self) -> None:
         await self.server.stop()

@@ -1,4 +1,4 @@
-"""The fake Bot API's drafts, edits, deletions and flood control, driven by the real aiogram client.
+"""The fake Bot API's drafts, edits, deletions, flood control and webhook delivery, driven by the real aiogram client.
 
 Most flood tests give the fake a clock they move by hand, so windows of Telegram's real length
 (1 s, 60 s) are checked exactly without waiting; one test runs on the real clock with a 0.2 s window.
@@ -9,18 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Optional
+from typing import Any, Optional
 
 import aiohttp
 import pytest
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import TelegramBadRequest, TelegramRetryAfter
+from aiogram.exceptions import TelegramBadRequest, TelegramConflictError, TelegramRetryAfter
+from aiohttp import web
 
 from tests.fakes.bot_api import (
     CANT_EDIT, DELETE_NOT_FOUND, DRAFT_PEER_INVALID, EDIT_NOT_FOUND, NOT_MODIFIED, TEXT_EMPTY, TOO_LONG,
-    FakeBotAPI, FloodLimits, most_in_window,
+    FakeBotAPI, FloodLimits, WebhookRetry, most_in_window,
 )
 
 PRIVATE, OTHER, GROUP = 42, 43, -100123
@@ -327,3 +328,100 @@ def test_most_in_window_counts_half_open_windows() -> None:
     assert most_in_window([0.0, 1.0, 2.0], 1.0) == 1  # (t - 1, t] leaves out the call 1 s before
     assert most_in_window([0.0, 0.999, 2.0], 1.0) == 2
     assert most_in_window([0.0, 0.1, 0.2, 5.0, 5.0, 5.0, 5.0], 1.0) == 4
+
+
+# ---------------------------------------------------------------------- webhook delivery
+
+class Receiver:
+    """A webhook endpoint on loopback that answers each POST with the next scripted status (200 when none is left)."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.statuses = list(statuses)
+        self.received: list[tuple[int, str, dict[str, Any]]] = []
+        #: Update ids whose answer waits until the test sets their event.
+        self.held: dict[int, asyncio.Event] = {}
+        self._runner: Optional[web.AppRunner] = None
+        self.url = ""
+
+    async def __aenter__(self) -> "Receiver":
+        app = web.Application()
+        app.router.add_post("/hook", self._on_post)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/hook"
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        for event in self.held.values():
+            event.set()
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+    async def _on_post(self, request: web.Request) -> web.Response:
+        update = await request.json()
+        self.received.append((int(update["update_id"]), request.headers.get("X-Telegram-Bot-Api-Secret-Token", ""), update))
+        if update["update_id"] in self.held:
+            await self.held[update["update_id"]].wait()
+        return web.Response(status=self.statuses.pop(0) if self.statuses else 200, text="ok")
+
+
+FAST_RETRY = WebhookRetry(first=0.05, longest=0.2, timeout=5.0)
+
+
+async def test_a_webhook_gets_every_update_with_its_secret_and_getupdates_is_refused_meanwhile() -> None:
+    async with FakeBotAPI(webhook_retry=FAST_RETRY) as api, Receiver() as hook:
+        bot = Bot(api.token, session=AiohttpSession(api=TelegramAPIServer.from_base(api.base_url)))
+        try:
+            old = api.private_message(PRIVATE, "sent before the webhook was set")
+            api.push(old)
+            assert await bot.set_webhook(hook.url, secret_token="s3cret-token_1", allowed_updates=["message"])
+            new = api.private_message(OTHER, "sent after")
+            api.push(new)
+            await api.wait_until(lambda: api.pending_updates == 0, timeout=10)
+            with pytest.raises(TelegramConflictError):
+                await bot.get_updates(timeout=0)
+            info = await bot.get_webhook_info()
+        finally:
+            await bot.session.close()
+    assert sorted(update_id for update_id, _, _ in hook.received) == [old["update_id"], new["update_id"]]
+    assert {secret for _, secret, _ in hook.received} == {"s3cret-token_1"}
+    assert [body for _, _, body in hook.received if body["update_id"] == new["update_id"]] == [new]
+    assert info.url == hook.url and info.pending_update_count == 0 and info.last_error_message is None
+
+
+async def test_an_update_the_webhook_refuses_or_cannot_take_is_posted_again_until_a_2xx() -> None:
+    async with FakeBotAPI(webhook_retry=FAST_RETRY) as api:
+        async with Receiver(500, 302) as hook:
+            async with aiohttp.ClientSession() as client:
+                await client.post(f"{api.base_url}/bot{api.token}/setWebhook", json={"url": hook.url})
+            update = api.private_message(PRIVATE, "keep trying")
+            api.push(update)
+            await api.wait_until(lambda: api.pending_updates == 0, timeout=10)
+        statuses = [delivery.status for delivery in api.webhook_deliveries]
+        assert statuses == [500, 302, 200]  # a redirect is a failure, not followed
+        assert [update_id for update_id, _, _ in hook.received] == [update["update_id"]] * 3
+        # nobody listens any more: refused, kept, reported in Telegram's words
+        later = api.private_message(PRIVATE, "while the endpoint is down")
+        api.push(later)
+        await api.wait_until(lambda: len(api.webhook_deliveries) >= 5, timeout=10)
+        async with aiohttp.ClientSession() as client:
+            info = await (await client.get(f"{api.base_url}/bot{api.token}/getWebhookInfo")).json()
+    refused = api.webhook_deliveries[3:]
+    assert all(d.status is None and d.error == "Connection refused" and not d.delivered for d in refused)
+    assert info["result"]["pending_update_count"] == 1 and info["result"]["last_error_message"] == "Connection refused"
+
+
+async def test_one_chats_updates_are_posted_in_order_while_other_chats_go_on() -> None:
+    async with FakeBotAPI(webhook_retry=FAST_RETRY) as api, Receiver() as hook:
+        first, second = api.private_message(PRIVATE, "first"), api.private_message(PRIVATE, "second")
+        elsewhere = api.private_message(OTHER, "another chat")
+        hook.held[first["update_id"]] = asyncio.Event()
+        async with aiohttp.ClientSession() as client:
+            await client.post(f"{api.base_url}/bot{api.token}/setWebhook", json={"url": hook.url})
+        api.push(first, second, elsewhere)
+        await api.wait_until(lambda: len(hook.received) == 2, timeout=10)
+        assert [update_id for update_id, _, _ in hook.received] == [first["update_id"], elsewhere["update_id"]]
+        hook.held[first["update_id"]].set()
+        await api.wait_until(lambda: api.pending_updates == 0, timeout=10)
+    assert [update_id for update_id, _, _ in hook.received][2:] == [second["update_id"]]

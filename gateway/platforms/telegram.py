@@ -72,6 +72,7 @@ from aiohttp import web
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
+from gateway.outage import is_redis_outage
 from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram_replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger, chat_ref
@@ -433,8 +434,8 @@ class TelegramAdapter(PlatformAdapter):
             log.error("telegram: skipped update %s in chat %s: the message cannot be stored (%s: %.200s)",
                       update.update_id, message.chat_id, type(error).__name__, error)
             return True
-        except Exception:
-            log.exception("telegram: could not store update %s; it will be fetched again", update.update_id)
+        except Exception as error:
+            _log_not_stored(update.update_id, error, "it will be fetched again")
             await self._retry_sleep(1.0)
             return False
         return True
@@ -473,9 +474,8 @@ class TelegramAdapter(PlatformAdapter):
             log.error("telegram: skipped update %s in chat %s: the message cannot be stored (%s: %.200s)",
                       update.update_id, message.chat_id, type(error).__name__, error)
             return web.Response(text="skipped")
-        except Exception:
-            log.exception("telegram: could not store update %s; answering 500 so Telegram delivers it again",
-                          update.update_id)
+        except Exception as error:
+            _log_not_stored(update.update_id, error, "answering 500 so Telegram delivers it again")
             return web.Response(status=500, text="not stored")
         return web.Response(text="stored" if queued else "duplicate")
 
@@ -569,6 +569,14 @@ class TelegramAdapter(PlatformAdapter):
             raise
         except Exception as error:  # an indicator is never worth failing a turn
             log.debug("telegram: typing indicator for %s failed: %s", chat_id, error)
+
+
+def _log_not_stored(update_id: int, error: Exception, then: str) -> None:
+    """An update the intake could not store this time: one line while Redis restarts, the traceback otherwise."""
+    if is_redis_outage(error):
+        log.warning("telegram: could not store update %s, Redis does not answer (%s); %s", update_id, error, then)
+    else:
+        log.exception("telegram: could not store update %s; %s", update_id, then)
 
 
 def _backoff(failures: int) -> float:

@@ -22,9 +22,23 @@ younger than 30 s and not followed by a sendMessage to the chat); editMessageTex
 message_id of a message the bot sent; refuses an unknown or deleted message, a message the bot
 did not send, empty or over-long text, and an edit that changes nothing with Telegram's
 "message is not modified" 400; answers the edited Message; history in ``edits``);
-deleteMessage (→ True, logged in ``deleted``); sendChatAction; setWebhook / deleteWebhook.
-Update builders produce the JSON Telegram sends, entities included (offsets in UTF-16 units),
-and take their message_ids from the same per-chat counter as the bot's messages.
+deleteMessage (→ True, logged in ``deleted``); sendChatAction; setWebhook / deleteWebhook /
+getWebhookInfo. Update builders produce the JSON Telegram sends, entities included (offsets in
+UTF-16 units), and take their message_ids from the same per-chat counter as the bot's messages.
+
+Webhook delivery. While a webhook is set (``setWebhook`` with a ``url``), getUpdates answers 409
+and every update pushed — and any still unconfirmed when the webhook was set, unless
+``drop_pending_updates`` — is POSTed to that URL as JSON, with the ``secret_token`` in the
+``X-Telegram-Bot-Api-Secret-Token`` header. Only a 2xx answer delivers an update; any other
+status (a redirect included: it is not followed), a refused or reset connection, or no answer
+within :attr:`WebhookRetry.timeout` leaves it pending, to be posted again after a wait that
+doubles from :attr:`WebhookRetry.first` up to :attr:`WebhookRetry.longest` (Telegram does not
+publish its schedule), for as long as the webhook is set; ``getWebhookInfo`` shows the pending
+count and the last error in Telegram's words. Up to ``max_connections`` (Telegram's default 40)
+updates are in flight at once, but one chat's updates go in order: the next waits until the
+one before it was delivered. Like a local Bot API server (``telegram-bot-api --local``, which is
+what ``platforms.telegram.api_server`` points at), it takes ``http://`` URLs on any port.
+Every POST is logged in ``webhook_deliveries``.
 
 Flood control (off unless ``limits=FloodLimits(...)`` is given; the accounting runs always).
 Counted calls are the *accepted* sendMessage, editMessageText and sendMessageDraft calls (the
@@ -59,6 +73,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
 import math
 import re
@@ -67,6 +82,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import aiohttp
 from aiohttp import web
 
 MESSAGE_LIMIT = 4096
@@ -89,6 +105,11 @@ DRAFT_ID_INVALID = "Bad Request: draft_id must be non-zero"
 DRAFT_LIFETIME = 30.0
 #: The fields of a message edit that Telegram compares to decide "message is not modified".
 _CONTENT_FIELDS = ("text", "parse_mode", "entities", "reply_markup")
+
+
+def _true(value: Optional[str]) -> bool:
+    """A Bot API boolean parameter as aiogram sends it (form field or JSON)."""
+    return str(value).lower() in ("true", "1")
 
 
 def utf16_len(text: str) -> int:
@@ -275,6 +296,46 @@ def most_in_window(times: list[float], window: float) -> int:
     return most
 
 
+@dataclass(frozen=True)
+class WebhookRetry:
+    """When the fake posts an update to the webhook again after a failed delivery, and how long one may take."""
+
+    #: Seconds before the first retry of an update; each further failure doubles the wait.
+    first: float = 1.0
+    #: The longest wait between two tries of one update.
+    longest: float = 60.0
+    #: Seconds a delivery may take to be answered before it counts as failed ("Read timeout expired").
+    timeout: float = 30.0
+
+    def wait(self, failures: int) -> float:
+        """Seconds until the next try of an update that failed ``failures`` times in a row."""
+        return min(self.longest, self.first * 2 ** (failures - 1))
+
+
+@dataclass
+class WebhookDelivery:
+    """One POST of an update to the webhook and how it ended."""
+
+    update_id: int
+    chat_id: str
+    at: float
+    #: The HTTP status of the answer; None when there was none (refused, reset, timed out).
+    status: Optional[int]
+    error: str = ""
+
+    @property
+    def delivered(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+def update_chat(update: dict[str, Any]) -> str:
+    """The chat an update belongs to (its message's chat), or "" for one without a chat."""
+    for value in update.values():
+        if isinstance(value, dict) and isinstance(value.get("chat"), dict):
+            return str(value["chat"].get("id", ""))
+    return ""
+
+
 @dataclass
 class GetUpdatesCall:
     offset: Optional[int]
@@ -287,7 +348,7 @@ class FakeBotAPI:
 
     def __init__(self, token: str = "123456789:fake-token-for-tests", *, username: str = "foldgate_bot",
                  first_name: str = "Foldgate", limits: Optional[FloodLimits] = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, webhook_retry: WebhookRetry = WebhookRetry()) -> None:
         self.token = token
         #: Flood control to enforce; ``None`` accepts every call (the accounting still runs).
         self.limits = limits
@@ -297,7 +358,11 @@ class FakeBotAPI:
         self.username = username
         self.first_name = first_name
         self.conflict: Optional[str] = None
+        #: The parameters of the last setWebhook (None: no webhook, updates wait for getUpdates).
         self.webhook: Optional[dict[str, str]] = None
+        self.webhook_retry = webhook_retry
+        #: Every POST of an update to the webhook, in the order they ended.
+        self.webhook_deliveries: list[WebhookDelivery] = []
         self.sent: list[SentMessage] = []
         self.send_attempts: list[SendAttempt] = []
         self.chat_actions: list[tuple[str, str]] = []
@@ -328,6 +393,13 @@ class FakeBotAPI:
         self._runner: Optional[web.AppRunner] = None
         self._closing = False
         self.port = 0
+        self._poster: Optional[asyncio.Task[None]] = None
+        self._posting: dict[int, asyncio.Task[None]] = {}
+        #: update id -> (failed deliveries in a row, loop time before which it is not posted again).
+        self._retry_at: dict[int, tuple[int, float]] = {}
+        self._last_webhook_error: Optional[tuple[int, str]] = None
+        self._webhook_wake: Optional[asyncio.Event] = None
+        self._client: Optional[aiohttp.ClientSession] = None
 
     # ------------------------------------------------------------------ server
 
@@ -345,6 +417,12 @@ class FakeBotAPI:
     async def stop(self) -> None:
         self._closing = True
         self._notify()
+        tasks = [task for task in (self._poster, *self._posting.values()) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -361,6 +439,8 @@ class FakeBotAPI:
     def _notify(self) -> None:
         if self._changed is not None:
             self._changed.set()
+        if self._webhook_wake is not None:
+            self._webhook_wake.set()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         """Wait until ``predicate()`` holds (checked whenever the fake is called or fed)."""
@@ -380,13 +460,13 @@ class FakeBotAPI:
     # ------------------------------------------------------------------ scripting
 
     def push(self, *updates: dict[str, Any]) -> None:
-        """Make updates available to getUpdates."""
+        """Make updates available to getUpdates, or post them to the webhook while one is set."""
         self._pending.extend(updates)
         self._notify()
 
     @property
     def pending_updates(self) -> int:
-        """Updates not yet confirmed by a getUpdates offset."""
+        """Updates not yet confirmed by a getUpdates offset or delivered to the webhook."""
         return len(self._pending)
 
     def rate_limit_sends(self, count: int = 1, *, retry_after: int = 2) -> None:
@@ -660,12 +740,106 @@ class FakeBotAPI:
         return self._answer(True)
 
     async def _method_setwebhook(self, params: dict[str, str]) -> web.Response:
-        self.webhook = dict(params)
+        url = params.get("url", "")
+        if url and not url.startswith(("http://", "https://")):  # the wording is the fake's own
+            return self._error(400, "Bad Request: bad webhook: the URL must be http:// or https://")
+        if _true(params.get("drop_pending_updates")):
+            self._pending.clear()
+        self.webhook = dict(params) if url else None  # an empty url removes the webhook, as deleteWebhook
+        self._retry_at.clear()
+        self._last_webhook_error = None
+        if self.webhook is not None:
+            self._start_posting()
         return self._answer(True)
 
     async def _method_deletewebhook(self, params: dict[str, str]) -> web.Response:
         self.webhook = None
+        if _true(params.get("drop_pending_updates")):
+            self._pending.clear()
         return self._answer(True)
+
+    async def _method_getwebhookinfo(self, params: dict[str, str]) -> web.Response:
+        info: dict[str, Any] = {"url": "", "has_custom_certificate": False, "pending_update_count": len(self._pending)}
+        if self.webhook is not None:
+            info.update(url=self.webhook["url"], max_connections=self._max_connections())
+            if self.webhook.get("allowed_updates"):
+                info["allowed_updates"] = json.loads(self.webhook["allowed_updates"])
+            if self._last_webhook_error is not None:
+                info.update(last_error_date=self._last_webhook_error[0], last_error_message=self._last_webhook_error[1])
+        return self._answer(info)
+
+    # ------------------------------------------------------------------ webhook delivery
+
+    def _max_connections(self) -> int:
+        assert self.webhook is not None
+        return min(max(int(self.webhook.get("max_connections") or 40), 1), 100)
+
+    def _start_posting(self) -> None:
+        if self._poster is None or self._poster.done():
+            self._webhook_wake = asyncio.Event()
+            self._poster = asyncio.create_task(self._post_updates(), name="fake-bot-api-webhook")
+
+    async def _post_updates(self) -> None:
+        """Post pending updates to the webhook while one is set (the rules are in the module docstring)."""
+        assert self._webhook_wake is not None
+        loop = asyncio.get_running_loop()
+        while self.webhook is not None and not self._closing:
+            self._webhook_wake.clear()
+            now = loop.time()
+            for update in self._due_updates(now):
+                update_id = int(update["update_id"])
+                self._posting[update_id] = asyncio.create_task(self._post(update, self.webhook))
+            waits = [at - now for _, at in self._retry_at.values() if at > now]
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._webhook_wake.wait(), timeout=min(waits, default=None))
+
+    def _due_updates(self, now: float) -> list[dict[str, Any]]:
+        """The pending updates to post now: each chat's oldest, unless in flight or waiting for its retry."""
+        room = self._max_connections() - len(self._posting)
+        due: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for update in self._pending:
+            if len(due) >= room:
+                break
+            chat, update_id = update_chat(update), int(update["update_id"])
+            earlier = chat in seen
+            seen.add(chat)
+            if earlier or update_id in self._posting or self._retry_at.get(update_id, (0, 0.0))[1] > now:
+                continue
+            due.append(update)
+        return due
+
+    async def _post(self, update: dict[str, Any], webhook: dict[str, str]) -> None:
+        """One delivery of ``update``: confirmed by a 2xx, otherwise scheduled to be posted again."""
+        update_id, chat = int(update["update_id"]), update_chat(update)
+        headers = {"X-Telegram-Bot-Api-Secret-Token": webhook["secret_token"]} if webhook.get("secret_token") else {}
+        status: Optional[int] = None
+        try:
+            if self._client is None:
+                self._client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
+            timeout = aiohttp.ClientTimeout(total=self.webhook_retry.timeout)
+            async with self._client.post(webhook["url"], json=update, headers=headers, timeout=timeout,
+                                         allow_redirects=False) as response:
+                status = response.status
+                await response.read()
+                error = "" if 200 <= status < 300 else f"Wrong response from the webhook: {status} {response.reason}"
+        except asyncio.TimeoutError:
+            error = "Read timeout expired"
+        except (aiohttp.ClientConnectorError, ConnectionRefusedError):
+            error = "Connection refused"
+        except (aiohttp.ClientError, OSError) as failure:
+            error = f"Connection reset by peer ({type(failure).__name__})"
+        finally:
+            self._posting.pop(update_id, None)
+            self._notify()
+        self.webhook_deliveries.append(WebhookDelivery(update_id, chat, self._now(), status, error))
+        if not error:
+            self._pending = [pending for pending in self._pending if pending["update_id"] != update_id]
+            self._retry_at.pop(update_id, None)
+            return
+        failures = self._retry_at.get(update_id, (0, 0.0))[0] + 1
+        self._retry_at[update_id] = (failures, asyncio.get_running_loop().time() + self.webhook_retry.wait(failures))
+        self._last_webhook_error = (int(time.time()), error)
 
     # ------------------------------------------------------------------ messages, drafts, flood control
 

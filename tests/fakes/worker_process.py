@@ -6,6 +6,13 @@ what every process delivered, in order, and can kill a process at any moment. Wi
 ``--telegram-api`` it delivers to that (fake) Bot API instead, streaming replies through the
 send budget every process shares, as ``foldgate run`` does; the test puts the messages in
 the Redis inbox itself (one bot token cannot be polled by two processes).
+
+With ``--bots`` (a JSON list of ``{"token", "api", "chats", "intake", "port", "secret"}``) it
+talks to several bots: a chat's replies go out as the bot that chat talks to, and the one bot
+whose ``intake`` is ``"polling"`` or ``"webhook"`` (on ``127.0.0.1:<port>``, registered with
+setWebhook) has its updates taken in by this process through the real Telegram adapter. A
+token has either a webhook or getUpdates, never both, so a polling process and a webhook
+process sharing one Redis serve a bot each, and both answer either bot's chats.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import json
 import logging
 import os
 import signal
-from typing import Optional
+from typing import Any, Optional
 
 from redis.asyncio import Redis
 
@@ -24,10 +31,67 @@ from gateway.agents import AgentBuilder
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
 from gateway.platforms.telegram import TelegramAdapter
-from gateway.platforms.base import Intake, PlatformAdapter
+from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.telegram_replies import TELEGRAM_MESSAGE_LIMIT
 from gateway.runner import GatewayRunner
 from gateway.app import message_path
 from tests.fakes.gateway import make_settings
+
+
+class ChatRouter(PlatformAdapter):
+    """Telegram with several bots in one process: each call goes to the adapter of the bot the chat talks to."""
+
+    platform = "tg"
+    max_message_length = TELEGRAM_MESSAGE_LIMIT
+
+    def __init__(self, bots: list[TelegramAdapter], chats: dict[str, int], intake: Optional[TelegramAdapter]) -> None:
+        self.bots = bots
+        self.chats = chats
+        self.intake = intake
+
+    def of(self, chat_id: str) -> TelegramAdapter:
+        return self.bots[self.chats[chat_id]]
+
+    async def start(self, intake: Intake) -> None:
+        if self.intake is not None:
+            await self.intake.start(intake)
+
+    async def stop(self) -> None:
+        for bot in self.bots:
+            await bot.stop()
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        await self.of(chat_id).send(chat_id, text, reply_to=reply_to)
+
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> Surface:
+        return self.of(chat_id).reply_surface(chat_id, gate, reply_to=reply_to, journal=journal)
+
+    async def typing(self, chat_id: str) -> None:
+        await self.of(chat_id).typing(chat_id)
+
+
+#: Where a webhook process serves Telegram's POSTs.
+WEBHOOK_PATH = "/telegram/webhook"
+
+
+def telegram_bots(spec: str) -> ChatRouter:
+    """The bots ``--bots`` describes, the intake among them built in its mode (see the module docstring)."""
+    bots: list[TelegramAdapter] = []
+    chats: dict[str, int] = {}
+    intake: Optional[TelegramAdapter] = None
+    for index, bot in enumerate(json.loads(spec)):
+        options: dict[str, Any] = {}
+        if bot.get("intake") == "webhook":
+            options = {"mode": "webhook", "listen_port": int(bot["port"]), "webhook_secret": bot["secret"],
+                       "webhook_path": WEBHOOK_PATH, "webhook_url": f"http://127.0.0.1:{bot['port']}{WEBHOOK_PATH}"}
+        adapter = TelegramAdapter(bot["token"], api_server=bot["api"], typing_interval=0, preview_interval=0.5,
+                                  poll_timeout=10, **options)
+        if bot.get("intake") in ("polling", "webhook"):
+            intake = adapter
+        bots.append(adapter)
+        chats.update((str(chat), index) for chat in bot["chats"])
+    return ChatRouter(bots, chats, intake)
 
 
 class RedisReplyLog(PlatformAdapter):
@@ -61,6 +125,8 @@ async def main(args: argparse.Namespace) -> None:
     if args.telegram_api:
         adapters["tg"] = TelegramAdapter(args.telegram_token, api_server=args.telegram_api, typing_interval=0,
                                          preview_interval=0.5)
+    if args.bots:
+        adapters["tg"] = telegram_bots(args.bots)
     runner = GatewayRunner(
         store, inbox, builder,
         adapters=adapters, compression=settings.compression,
@@ -71,6 +137,8 @@ async def main(args: argparse.Namespace) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, log_tasks)
     await runner.start()
+    if args.bots:  # the one adapter that takes updates in (polling or the webhook), as ``foldgate run`` starts it
+        await adapters["tg"].start(runner.intake)
     await redis.rpush(f"{args.prefix}:workers", str(os.getpid()))
     await stop.wait()
     await runner.stop()
@@ -109,6 +177,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-chats", type=int, default=64)
     parser.add_argument("--telegram-api", default="")
     parser.add_argument("--telegram-token", default="")
+    parser.add_argument("--bots", default="", help="JSON: the Telegram bots to answer as, one taken in here")
     parser.add_argument("--log-file", default="", help="where the process logs (INFO and up); default: stderr")
     return parser.parse_args(argv)
 
