@@ -22,7 +22,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
-from evals.bench_redis import bench_redis
+from evals.redis_target import bench_redis
 from evals.report import publish
 from gateway.app import message_path
 from tests.fakes.gateway import make_settings, message, running_gateway

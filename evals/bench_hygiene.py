@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from gateway import hygiene
 from gateway.redis_channel import PipelinedConnection
 from gateway.store import SessionStore
-from evals.bench_redis import bench_redis
+from evals.redis_target import bench_redis
 from evals.report import progress, publish
 
 SIZES = (1_000, 500_000)

@@ -26,7 +26,7 @@ may be restarted under the same load (cleanly and with SIGKILL in turn) through 
 the end each chat's visible messages are compared with what each of its user messages should
 have got, and its stored session is checked.
 
-Used by ``tests/reliability/test_kill_anywhere.py`` (28 kills) and ``foldgate bench chaos`` (the
+Used by ``tests/reliability/test_kill_anywhere.py`` (30 kills) and ``foldgate bench chaos`` (the
 longer soak).
 """
 

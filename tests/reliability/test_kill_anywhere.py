@@ -1,8 +1,8 @@
-"""kill -9 at every kind of moment a turn has, 28 times, while two gateway processes answer twelve chats.
+"""kill -9 at every kind of moment a turn has, 30 times, while two gateway processes answer twelve chats.
 
 The two processes are the real Telegram intakes of two bots on the fake Bot API, one polling
 getUpdates and one serving its bot's webhook; the users write through the Bot API and count
-what they see. The kills land, four of each, in a model call, in a streamed answer, while the
+what they see. The kills land, four or five of each, in a model call, in a streamed answer, while the
 tool the model called runs, in an in-loop compaction (its summary request in flight or just
 answered), around the model's last byte (the turn's commit), between the two Telegram messages
 of a long reply, and just after Telegram accepted a reply's last message; the killed process is
@@ -27,13 +27,14 @@ from tests.fakes.kill_load import KINDS, KillLoad, summary_lines
 WINDOW_SECONDS = 0.2
 
 
-async def test_28_kills_at_every_kind_of_moment_lose_nothing_and_duplicate_only_inside_the_window(
+async def test_30_kills_at_every_kind_of_moment_lose_nothing_and_duplicate_only_inside_the_window(
         redis, redis_url, key_prefix) -> None:
-    report = await KillLoad(redis, redis_url, key_prefix, kills=4 * len(KINDS)).run()
+    report = await KillLoad(redis, redis_url, key_prefix, kills=30).run()
     print("\n" + "\n".join(summary_lines(report)))
-    assert report.kinds == {kind: 4 for kind in KINDS}
+    assert set(report.kinds) == set(KINDS) and sum(report.kinds.values()) == 30
+    assert min(report.kinds.values()) >= 30 // len(KINDS)  # each kind of moment four times or more
     assert report.intakes == {"polling": 6, "webhook": 6}
-    assert report.summaries > 0  # compactions ran, and four were interrupted
+    assert report.summaries > 0  # compactions ran, and four or more were interrupted
     assert report.lost == []
     assert report.broken_sessions == []  # every update confirmed, every session what its user sent
     outside = [extra for extra in report.extras if extra.kill_offset is None or abs(extra.kill_offset) > WINDOW_SECONDS]
