@@ -102,10 +102,20 @@ async def unless_stopped(work: Awaitable[T], until_stopped: StopWaiter) -> T:
 
     A provider that accepts a request and sends nothing gives the turn's watcher no event to end
     it on; this ends the wait itself. Cancelling an HTTP request closes its connection, so the
-    client's pool stays usable.
+    client's pool stays usable. A stop the watcher already knows wins before ``work`` begins, so a turn
+    stopped before its first request sends none.
     """
-    job = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(until_stopped())
+    try:
+        await asyncio.sleep(0)
+    except BaseException:
+        _close(work)
+        await cancel_and_wait(watcher)
+        raise
+    if watcher.done() and not watcher.cancelled() and watcher.exception() is None:
+        _close(work)
+        raise watcher.result()
+    job = asyncio.ensure_future(work)
     try:
         await asyncio.wait((job, watcher), return_when=asyncio.FIRST_COMPLETED)
     except BaseException:  # cancelled from outside (the gateway shuts down): take both along
@@ -118,6 +128,12 @@ async def unless_stopped(work: Awaitable[T], until_stopped: StopWaiter) -> T:
         log.warning("watching for a stop failed; the turn goes on without it: %r", watcher.exception())
     await cancel_and_wait(watcher)  # a watcher that lost the request (mid Redis command) is asked again
     return await job
+
+
+def _close(work: Awaitable[Any]) -> None:
+    """Let go of work that never started (a coroutine left unawaited would be reported as a leak)."""
+    if asyncio.iscoroutine(work):
+        work.close()
 
 
 #: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 
 from agent.context_engine import ContextEngine
+from agent.loop import StopWaiter, unless_stopped
 from agent.messages import Message, is_summary
 from agent.settings import CompressionSettings
 from agent.tokens import count_message
@@ -33,15 +34,18 @@ class Compactions:
         self.compression = compression
 
     async def before_turn(self, turn: ChatTurn, engine: ContextEngine, context_length: int,
-                          history: list[Message], *, pending_tokens: int = 0) -> list[Message] | None:
+                          history: list[Message], *, pending_tokens: int = 0,
+                          until_stopped: StopWaiter | None = None) -> list[Message] | None:
         """Idle compaction, then hygiene, before the agent sees the message; the compacted transcript when
         either ran, else None. ``pending_tokens`` is what the turn's request adds to the session (its
-        messages and tool schemas): hygiene weighs the request as a whole."""
+        messages and tool schemas): hygiene weighs the request as a whole. A ``/stop`` while a summary is
+        being written (``until_stopped``) raises :class:`~agent.loop.TurnStopped` and commits nothing."""
         meta = turn.meta
         idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
         tokens = hygiene.estimate_session_tokens(meta)[0]
         if meta.count >= hygiene.MIN_MESSAGES and engine.should_idle_compact(idle, tokens):
-            compacted = await self.compact(turn, engine, trigger="idle", force=False, messages=history)
+            compacted = await self.compact(turn, engine, trigger="idle", force=False, messages=history,
+                                           until_stopped=until_stopped)
             if compacted is not None:
                 return compacted
         decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled, pending_tokens=pending_tokens)
@@ -49,21 +53,24 @@ class Compactions:
             return None
         log.info("%s: hygiene: %s", turn.chat, decision.reason)
         compacted = await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens,
-                                       messages=history)
+                                       messages=history, until_stopped=until_stopped)
         if compacted is None:
             log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
         return compacted
 
     async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: Trigger, force: bool,
                       focus: str | None = None, tokens: int | None = None,
-                      messages: list[Message] | None = None) -> list[Message] | None:
+                      messages: list[Message] | None = None,
+                      until_stopped: StopWaiter | None = None) -> list[Message] | None:
         """Compact the chat's session now and commit it; the new live transcript, or None when unchanged.
 
-        ``messages`` is the live transcript when the caller has just read it (saves reading it again).
+        ``messages`` is the live transcript when the caller has just read it (saves reading it again). A stop
+        found by ``until_stopped`` ends the compaction before its commit (never during it) with TurnStopped.
         """
         if messages is None:
             messages = await self.store.active(turn.chat, turn.session_id)
-        compacted = await engine.compress(messages, current_tokens=tokens, focus_topic=focus, force=force)
+        work = engine.compress(messages, current_tokens=tokens, focus_topic=focus, force=force)
+        compacted = await (work if until_stopped is None else unless_stopped(work, until_stopped))
         if len(compacted) == len(messages) and all(a is b for a, b in zip(compacted, messages)):
             return None
         after = sum(count_message(m) for m in compacted)

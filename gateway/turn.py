@@ -18,7 +18,6 @@ notice) or :meth:`Turn.provider_down` (the provider is away: wait for it, within
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 
 from agent.context_engine import ContextEngine
 from agent.llm.errors import plain_reason
-from agent.loop import TurnFailed, TurnResult
+from agent.loop import TurnFailed, TurnResult, TurnStopped
 from agent.messages import Message
 from agent.pricing import UnknownPrice, cost, savings
 from agent.tokens import count_message, count_tools
@@ -96,6 +95,8 @@ class Prepared:
     batch: Batch
     #: What the person is told above the reply (a message too long to read whole).
     notes: list[str]
+    #: A ``/stop`` that came while hygiene wrote its summary: the agent ends the turn before any request.
+    stopped: TurnStopped | None = None
 
 
 class Turn:
@@ -183,14 +184,21 @@ class Turn:
         if start:
             history = await self._store_ahead(turn, history, incoming[:start], limit, notes)
         pending = sum(sizes[start:]) + count_tools([*tools.schemas(), *engine.get_tool_schemas()])
-        compacted = await self.parts.compactions.before_turn(turn, engine, window, history, pending_tokens=pending)
+        stopped = None
+        try:
+            compacted = await self.parts.compactions.before_turn(
+                turn, engine, window, history, pending_tokens=pending,
+                until_stopped=TurnWatch(None, self._stop_requested).until_stopped)
+        except TurnStopped as stop:  # a summary can take a minute; the session stays as it was
+            log.info("%s: /stop while the session was being compacted before the turn; nothing compacted", self.chat)
+            compacted, stopped = None, stop
         history = compacted or history
         archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
         # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
         rest = incoming[start:]
         earlier = [await bound.bounded(turn, m, limit, notes) for m in rest[:-1]]
         user_message = await bound.bounded(turn, rest[-1], limit, notes) if rest else None
-        return Prepared(model, engine, tools, history, earlier, user_message, batch, notes)
+        return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped)
 
     async def _store_ahead(self, turn: ChatTurn, history: list[Message], messages: list[IncomingMessage], limit: int,
                            notes: list[str]) -> list[Message]:
@@ -204,6 +212,9 @@ class Turn:
         log.info("%s: %d messages of the backlog stored ahead of the turn's request", self.chat, len(messages))
         turn.meta = await self.store.meta(self.chat, turn.session_id)
         return [*history, *stored]
+
+    async def _stop_requested(self) -> bool:
+        return await self.parts.stop_requested(self.chat, self.since)
 
     def _tools(self, turn: ChatTurn) -> ToolRegistry:
         tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
@@ -221,7 +232,7 @@ class Turn:
                 await adapter.typing(self.message.chat_id)
         last = prepared.batch[-1][1] if prepared.batch else self.message
         stream = self.parts.replies.stream(last, self.lock, previews=self.parts.options.stream_replies)
-        watch = TurnWatch(stream, functools.partial(self.parts.stop_requested, self.chat, self.since))
+        watch = TurnWatch(stream, self._stop_requested, stopped=prepared.stopped)
         try:
             # A stop ends the turn even while the provider sends nothing: the watch asks on its own meanwhile.
             result = await agent.run_turn(prepared.history + prepared.earlier, prepared.user_message,

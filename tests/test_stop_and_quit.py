@@ -20,14 +20,18 @@ from typing import Any
 
 import pytest
 
+from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.loop import STOPPED_REPLY, TurnStopped, unless_stopped
+from agent.messages import is_summary
+from gateway.events import CompressEvent
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 32_000
 NOTHING_TO_STOP = "Nothing was being written"
+NOTES = "\n".join(f"{heading}\n- the night's figures" for heading in SECTION_HEADINGS)
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
@@ -74,6 +78,50 @@ async def test_stop_ends_a_turn_whose_provider_never_answers_and_the_next_messag
     assert len(llm.requests) == 2 and llm.requests[1].last_user_text == "and now?"
     assert [m["content"] for m in transcript if m["role"] == "user"] == ["hello", "and now?"]
     assert [m["content"] for m in transcript if m["role"] == "assistant"] == [STOPPED_REPLY, "fresh answer"]
+
+
+async def test_stop_while_hygiene_writes_its_summary_ends_the_turn_without_a_request_or_a_compaction(
+        redis, redis_url, key_prefix):
+    """The pass before the agent can wait a minute on its summary; a /stop ends that wait too: nothing is
+    compacted, no chat request goes out, the message is kept, and the next turn compacts as usual."""
+    window = 16_000
+    summaries_hang = True
+
+    def model(request: RecordedRequest) -> Reply:
+        if SYSTEM_PROMPT[:40] in request.system:
+            return Reply.hang() if summaries_hang else Reply.answer(NOTES)
+        return Reply.answer(f"echo: {request.last_user_text}")
+
+    async with FakeLLMServer(handler=model) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=window)
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            for index in range(360):  # the night: stored, not answered, past the hygiene threshold
+                await runner.intake(message("ops", f"n-{index}", f"{index}: ledger p99 went from {index * 7 % 900}ms to "
+                                            f"{index * 13 % 900}ms in eu-west; queue depth {index * 31 % 9000}, restarted "
+                                            f"{index % 40} pods, canary at {index % 50}% and holding", respond=False))
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            sid = await store.current_session("local:ops")
+            assert (await store.meta("local:ops", sid)).tokens > 0.85 * window
+            await runner.intake(message("ops", "morning", "good morning"))
+            await wait_for(lambda: len(llm.requests) == 1, timeout=10)  # the hygiene summary, hanging
+            asked = time.monotonic()
+            await runner.intake(message("ops", "stop", "/stop"))
+            await wait_for(lambda: len(adapter.sent) >= 1, timeout=10)
+            took = time.monotonic() - asked
+            await wait_for(lambda: len(adapter.sent) >= 2, timeout=10)
+            stopped = await store.active("local:ops", sid)
+            summaries_hang = False
+            await runner.intake(message("ops", "again", "and now?"))
+            await wait_for(lambda: len(adapter.sent) >= 3, timeout=20)
+            await runner.wait_idle()
+    replies = [text for _, text in adapter.sent]
+    assert took < 2, f"the stop took {took:.1f}s"
+    assert replies[0] == STOPPED_REPLY and replies[1].startswith("⏹ Stopped")
+    assert [r for r in llm.requests if SYSTEM_PROMPT[:40] not in r.system][0].last_user_text == "and now?"
+    assert not any(is_summary(m) for m in stopped) and "good morning" in [m["content"] for m in stopped]
+    assert replies[2] == "echo: and now?"
+    assert [e.trigger for e in events if isinstance(e, CompressEvent)] == ["hygiene"]  # the next turn's
 
 
 async def test_waiting_for_a_stop_never_outlives_the_work_it_watches():

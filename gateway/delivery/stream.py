@@ -150,17 +150,22 @@ class TurnWatch:
     """
 
     def __init__(self, stream: ReplyStream | None, stop_requested: Callable[[], Awaitable[bool]], *,
-                 every: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+                 every: float = 0.5, clock: Callable[[], float] = time.monotonic,
+                 stopped: TurnStopped | None = None) -> None:
         self.stream = stream
         self.stop_requested = stop_requested
         self.every = every
         self.clock = clock
         self._checked = clock()
+        #: A stop already seen before the turn reached the agent: honoured at its first wait, nothing asked.
+        self.seen = stopped
 
     def _stopped(self) -> TurnStopped:
         return TurnStopped(self.stream.streamed if self.stream is not None else "")
 
     async def __call__(self, event: TurnEvent) -> None:
+        if self.seen is not None:
+            raise self.seen
         if self.stream is not None:
             await self.stream(event)
         now = self.clock()
@@ -174,6 +179,8 @@ class TurnWatch:
 
         A failed read is logged and asked again next time: watching for a stop never fails the turn.
         """
+        if self.seen is not None:
+            return self.seen
         while True:
             wait = self._checked + self.every - self.clock()
             if wait > 0:  # asked lately (by an event, or by this loop)
