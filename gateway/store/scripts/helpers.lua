@@ -78,6 +78,22 @@ local function require_open(meta_key)
   end
 end
 
+-- Move ids out of the live list into the chat's quarantine: ARGV[from], ARGV[from + 2], … up to
+-- ``to``, each followed by its quarantine record; an id no longer listed is skipped.
+local function quarantine_ids(active_key, quarantine_key, from, to)
+  for j = from, to, 2 do
+    if redis.call('LREM', active_key, 0, ARGV[j]) > 0 then
+      redis.call('RPUSH', quarantine_key, ARGV[j + 1])
+    end
+  end
+end
+
+-- The live list was rewritten in place: its token total, count and time, and a new version.
+local function mark_rewritten(meta_key, active_key, tokens, now)
+  redis.call('HSET', meta_key, 'tokens', tokens, 'count', redis.call('LLEN', active_key), 'updated_at', now)
+  redis.call('HINCRBY', meta_key, 'version', 1)
+end
+
 -- HMGET in chunks: unpack() of a long list fails past Lua's stack limit (8000 values).
 local function hmget_all(key, ids)
   local out = {}

@@ -13,11 +13,6 @@ require_type(KEYS[2], 'list', 'none')
 require_type(KEYS[3], 'list', 'none')
 require_counters(KEYS[1], 'version')
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
-for i = 4, #ARGV, 2 do
-  if redis.call('LREM', KEYS[2], 0, ARGV[i]) > 0 then
-    redis.call('RPUSH', KEYS[3], ARGV[i + 1])
-  end
-end
-redis.call('HSET', KEYS[1], 'tokens', ARGV[2], 'count', redis.call('LLEN', KEYS[2]), 'updated_at', ARGV[3])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
+quarantine_ids(KEYS[2], KEYS[3], 4, #ARGV)
+mark_rewritten(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 return 1

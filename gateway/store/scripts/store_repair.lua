@@ -53,12 +53,7 @@ while i <= #ARGV do
 end
 
 -- 3. The orphans out of the live list, into the quarantine.
-for j = moved_from, placements_from - 1, 2 do
-  if redis.call('LREM', KEYS[3], 0, ARGV[j]) > 0 then
-    redis.call('RPUSH', KEYS[4], ARGV[j + 1])
-  end
-end
+quarantine_ids(KEYS[3], KEYS[4], moved_from, placements_from - 1)
 
-redis.call('HSET', KEYS[1], 'tokens', ARGV[2], 'count', redis.call('LLEN', KEYS[3]), 'updated_at', ARGV[3])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
+mark_rewritten(KEYS[1], KEYS[3], ARGV[2], ARGV[3])
 return ids
