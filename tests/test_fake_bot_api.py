@@ -16,11 +16,12 @@ import pytest
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import TelegramBadRequest, TelegramConflictError, TelegramRetryAfter
+from aiogram.exceptions import TelegramBadRequest, TelegramConflictError, TelegramMigrateToChat, TelegramRetryAfter
+from aiogram.types import Update
 from aiohttp import web
 
 from tests.fakes.bot_api import (
-    CANT_EDIT, DELETE_NOT_FOUND, DRAFT_PEER_INVALID, EDIT_NOT_FOUND, NOT_MODIFIED, TEXT_EMPTY, TOO_LONG,
+    CANT_EDIT, DELETE_NOT_FOUND, DRAFT_PEER_INVALID, EDIT_NOT_FOUND, NOT_MODIFIED, TEXT_EMPTY, TOO_LONG, UPGRADED,
     FakeBotAPI, FloodLimits, WebhookRetry, most_in_window,
 )
 
@@ -173,6 +174,59 @@ async def test_a_deleted_message_leaves_the_chat_and_can_be_neither_edited_nor_d
     assert [(d.chat_id, d.message_id) for d in api.deleted] == [("42", drop.message_id)]
     assert api.message(PRIVATE, drop.message_id).deleted_at is not None
     assert again.value.message == DELETE_NOT_FOUND and edit.value.message == EDIT_NOT_FOUND
+
+
+# ---------------------------------------------------------------------- a group upgraded to a supergroup
+
+OLD_GROUP, SUPERGROUP = -4518810793, -1002471352452
+
+
+async def test_an_upgraded_group_refuses_every_call_with_telegrams_400_naming_the_supergroup() -> None:
+    async with serving() as (api, bot):
+        before = await bot.send_message(OLD_GROUP, "before the upgrade")
+        api.migrate_to_supergroup(OLD_GROUP, SUPERGROUP, after_sends=1)
+        kept = await bot.send_message(OLD_GROUP, "the last one the group takes")
+        assert api.migrated_to(OLD_GROUP) == SUPERGROUP and api.migrated_to(SUPERGROUP) is None
+        refused = []
+        for call in (bot.send_message(OLD_GROUP, "after"),
+                     bot.edit_message_text("edited", chat_id=OLD_GROUP, message_id=before.message_id),
+                     bot.delete_message(OLD_GROUP, before.message_id),
+                     bot.send_chat_action(OLD_GROUP, "typing")):
+            with pytest.raises(TelegramMigrateToChat) as moved:
+                await call
+            refused.append(moved.value.migrate_to_chat_id)
+        async with aiohttp.ClientSession() as client:
+            raw = await client.post(f"{api.base_url}/bot{api.token}/sendMessage",
+                                    json={"chat_id": OLD_GROUP, "text": "raw"})
+            body = await raw.json()
+        there = await bot.send_message(SUPERGROUP, "in the supergroup")
+        with pytest.raises(TelegramBadRequest):  # a supergroup numbers its messages afresh
+            await bot.edit_message_text("edited", chat_id=SUPERGROUP, message_id=kept.message_id)
+    assert refused == [SUPERGROUP] * 4
+    assert raw.status == 400 and body == {"ok": False, "error_code": 400, "description": UPGRADED,
+                                          "parameters": {"migrate_to_chat_id": SUPERGROUP}}
+    assert UPGRADED == "Bad Request: group chat was upgraded to a supergroup chat"
+    assert [m.text for m in api.messages(OLD_GROUP)] == ["before the upgrade", "the last one the group takes"]
+    assert [m.text for m in api.messages(SUPERGROUP)] == ["in the supergroup"] and there.chat.id == SUPERGROUP
+    assert [(a.text, a.status) for a in api.send_attempts if a.chat_id == str(OLD_GROUP)] == [
+        ("before the upgrade", 200), ("the last one the group takes", 200), ("after", 400), ("raw", 400)]
+    assert [(a.method, a.status) for a in api.attempts if a.description == UPGRADED] == [
+        ("sendMessage", 400), ("editMessageText", 400), ("deleteMessage", 400), ("sendChatAction", 400),
+        ("sendMessage", 400)]
+    assert api.chat_actions == [] and api.deleted == []
+
+
+def test_the_upgrades_two_service_messages_read_as_telegram_sends_them() -> None:
+    api = FakeBotAPI()
+    to = Update.model_validate(api.group_migrated_to(OLD_GROUP, SUPERGROUP, user_id=7))
+    since = Update.model_validate(api.supergroup_migrated_from(SUPERGROUP, OLD_GROUP))
+    assert to.message is not None and since.message is not None
+    assert (to.message.chat.id, to.message.chat.type, to.message.migrate_to_chat_id) == (OLD_GROUP, "group", SUPERGROUP)
+    assert to.message.from_user is not None and to.message.from_user.id == 7 and to.message.text is None
+    assert (since.message.chat.id, since.message.chat.type, since.message.migrate_from_chat_id) == (
+        SUPERGROUP, "supergroup", OLD_GROUP)
+    assert since.message.sender_chat is not None and since.message.sender_chat.id == SUPERGROUP
+    assert since.message.message_id == 1 and since.message.text is None
 
 
 # ---------------------------------------------------------------------- flood control

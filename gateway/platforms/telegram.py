@@ -28,7 +28,9 @@ What is recorded
   ``@mention`` of the bot; commands are kept verbatim so they run.
 - Media with a caption is recorded as ``"[photo] <caption>"`` (the media itself is not);
   edits, media without a caption, service messages (joins, pins, ...) and channel posts are
-  ignored.
+  ignored. The two service messages of a group's upgrade to a supergroup (``migrate_to_chat_id``
+  in the old group, ``migrate_from_chat_id`` in the new one) are not recorded either, but they
+  teach the adapter where the group's replies go now (see Sending).
 - With ``allowed_user_ids`` / ``allowed_chat_ids`` set, messages from anyone else are ignored
   (not recorded) and logged at info.
 
@@ -40,6 +42,16 @@ is answered by waiting exactly its ``retry_after`` and sending the same chunk ag
 as Telegram asks: the reply always arrives. Network and 5xx errors are retried a few times
 with backoff. :meth:`TelegramAdapter.typing` keeps the indicator alive (Telegram shows it for
 5 s) until the reply is sent, or ``typing_timeout`` passes if a turn ends without one.
+
+A group upgraded to a supergroup gets a new chat id, and Telegram answers every call to the old
+one with a 400 naming it (``migrate_to_chat_id``). Every call addressed to a chat goes through
+:meth:`TelegramAdapter.in_chat`: it remembers the new id and makes the same call there, so the
+refused chunk is sent once, at the new id, and every later call from this process (whole
+replies, streamed ones, typing) goes straight there. A streamed message posted in the old group
+before the upgrade can no longer be edited: its text continues in a new message in the
+supergroup. The move is remembered per process, not in Redis: each process pays one 400 at most,
+unless the upgrade's service message reached it first. Messages written in the supergroup arrive
+under its new id: a chat, and a session, of its own.
 """
 
 from __future__ import annotations
@@ -66,7 +78,7 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import Update, User
+from aiogram.types import Message, Update, User
 from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 
@@ -76,7 +88,7 @@ from gateway.outage import is_redis_outage
 from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram_replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger, chat_ref
-from gateway.platforms.telegram_updates import incoming_message
+from gateway.platforms.telegram_updates import incoming_message, migration
 from gateway.startup_errors import StartupError
 
 log = logging.getLogger(__name__)
@@ -92,6 +104,8 @@ START_ATTEMPTS = 3
 #: Seconds getMe at start (and in ``foldgate doctor``) may take, every attempt included: a wrong or
 #: firewalled address fails in seconds, not after minutes of backoff.
 START_SECONDS = 8.0
+#: Upgrades one call follows before it gives up: a group moves once; a loop of moves is a broken server.
+MAX_MOVES = 2
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -222,6 +236,8 @@ class TelegramAdapter(PlatformAdapter):
         self._poller: Optional[asyncio.Task[None]] = None
         self._web: Optional[web.AppRunner] = None
         self._typing: dict[str, asyncio.Task[None]] = {}
+        #: Chat id -> the supergroup that group became: its calls go there without a 400 first.
+        self._moved: dict[str, int] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "TelegramAdapter":
@@ -483,8 +499,20 @@ class TelegramAdapter(PlatformAdapter):
 
     def incoming(self, update: Update) -> Optional[IncomingMessage]:
         """The gateway's view of an update, or None when it is not recorded (see the module docstring)."""
+        moved = migration(update)
+        if moved is not None:
+            self._upgraded(*moved)
+            return None
         return incoming_message(update, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
                                 allowed_chat_ids=self.allowed_chat_ids)
+
+    def _upgraded(self, old_chat_id: int, new_chat_id: int) -> None:
+        """An upgrade's service message: replies still owed to the old group go straight to the supergroup."""
+        if not self.chat_moved(str(old_chat_id), new_chat_id):
+            return
+        if self.allowed_chat_ids and old_chat_id in self.allowed_chat_ids and new_chat_id not in self.allowed_chat_ids:
+            log.warning("telegram: allowed chat %s is now the supergroup %s, whose messages the allowlist ignores — "
+                        "add %s to platforms.telegram.allowed_chat_ids", old_chat_id, new_chat_id, new_chat_id)
 
     # ------------------------------------------------------------------ sending
 
@@ -498,16 +526,38 @@ class TelegramAdapter(PlatformAdapter):
         if not chunks:
             log.warning("telegram: an empty reply to chat %s was not sent", chat_id)
             return
-        target = chat_ref(chat_id)
         for chunk in chunks:
-            while True:
-                try:
-                    await self._call(functools.partial(self.bot.send_message, target, chunk, parse_mode=None),
-                                     f"sendMessage to {chat_id}")
-                    break
-                except TelegramMigrateToChat as moved:  # a group became a supergroup: same chat, new id
-                    log.info("telegram: chat %s moved to %s; sending there", target, moved.migrate_to_chat_id)
-                    target = moved.migrate_to_chat_id
+            await self.in_chat(chat_id, functools.partial(self._send_text, chunk, what=f"sendMessage to {chat_id}"))
+
+    async def _send_text(self, text: str, target: int | str, *, what: str) -> Message:
+        return await self._call(functools.partial(self.bot.send_message, target, text, parse_mode=None), what)
+
+    # ------------------------------------------------------------------ groups upgraded to supergroups
+
+    def chat_target(self, chat_id: str) -> int | str:
+        """Where calls for ``chat_id`` go now: the supergroup's id once the group was upgraded."""
+        return self._moved.get(chat_id, chat_ref(chat_id))
+
+    def chat_moved(self, chat_id: str, new_chat_id: int) -> bool:
+        """Remember that the group ``chat_id`` became the supergroup ``new_chat_id``; False when already known."""
+        if self._moved.get(chat_id) == new_chat_id:
+            return False
+        log.info("telegram: chat %s was upgraded to the supergroup %s; its replies go there", chat_id, new_chat_id)
+        self._moved[chat_id] = new_chat_id
+        return True
+
+    async def in_chat(self, chat_id: str, request: Callable[[int | str], Awaitable[T]]) -> T:
+        """Run ``request`` at ``chat_id``'s current id, following the group to its supergroup.
+
+        Telegram refused the call at the old id, so making it again at the new one sends nothing
+        twice; the move is remembered, so later calls do not hit the 400 again.
+        """
+        for _ in range(MAX_MOVES):
+            try:
+                return await request(self.chat_target(chat_id))
+            except TelegramMigrateToChat as moved:
+                self.chat_moved(chat_id, moved.migrate_to_chat_id)
+        return await request(self.chat_target(chat_id))
 
     # ------------------------------------------------------------------ streamed replies
 
@@ -564,7 +614,7 @@ class TelegramAdapter(PlatformAdapter):
 
     async def _send_typing(self, chat_id: str) -> None:
         try:
-            await self.bot.send_chat_action(chat_id=chat_ref(chat_id), action="typing")
+            await self.in_chat(chat_id, lambda target: self.bot.send_chat_action(chat_id=target, action="typing"))
         except asyncio.CancelledError:
             raise
         except Exception as error:  # an indicator is never worth failing a turn

@@ -3,16 +3,24 @@
 Every final chunk delivered is recorded in the reply's journal, so an attempt after a crash
 sends only the rest. Sent as plain text (no parse mode), so nothing a user or the model
 writes can break the formatting.
+
+A group upgraded to a supergroup keeps its messages under the old chat id, and a supergroup
+numbers its messages afresh, so a message is always edited in the chat it was posted in: its
+key names that chat when it is not the reply's own (``"<chat id>:<message id>"``). A message
+left in the old group can no longer be edited; its next text is posted in the supergroup.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
-from typing import Optional, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Optional, Protocol, TypeVar
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramBadRequest, TelegramRetryAfter
+from aiogram.exceptions import TelegramBadRequest, TelegramMigrateToChat, TelegramRetryAfter
+from aiogram.types import Message
 
 from gateway.platforms.base import Journal, PlatformRateLimited, SendGate
 from gateway.platforms.split import split_message
@@ -20,14 +28,23 @@ from gateway.platforms.split import split_message
 #: Longest message Telegram accepts, in UTF-16 code units.
 TELEGRAM_MESSAGE_LIMIT = 4096
 
+T = TypeVar("T")
+
 
 class BotHolder(Protocol):
-    """What a reply needs of the adapter: its bot, its preview pace, and its typing indicator."""
+    """What a reply needs of the adapter: its bot, its preview pace, its typing indicator, and where
+    a group that became a supergroup went."""
 
     bot: Bot
     preview_interval: float
 
     def stop_typing(self, chat_id: str) -> None: ...
+
+    def chat_target(self, chat_id: str) -> int | str: ...
+
+    def chat_moved(self, chat_id: str, new_chat_id: int) -> bool: ...
+
+    async def in_chat(self, chat_id: str, request: Callable[[int | str], Awaitable[T]]) -> T: ...
 
 
 def chat_ref(chat_id: str) -> int | str:
@@ -91,25 +108,49 @@ class TelegramMessenger:
     def __init__(self, adapter: BotHolder, chat_id: str) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
+        #: Key of a message left in an upgraded group -> key of the one that carries its text on.
+        self._reposted: dict[str, str] = {}
 
     async def post(self, text: str, *, index: int = 0) -> str:
         self.adapter.stop_typing(self.chat_id)
         try:
-            message = await self.adapter.bot.send_message(chat_ref(self.chat_id), text, parse_mode=None)
+            message = await self.adapter.in_chat(self.chat_id, functools.partial(self._send, text))
         except TelegramRetryAfter as error:
             raise PlatformRateLimited(error.retry_after, f"sendMessage to {self.chat_id}") from error
-        return str(message.message_id)
+        return self._key(message)
+
+    async def _send(self, text: str, target: int | str) -> Message:
+        return await self.adapter.bot.send_message(target, text, parse_mode=None)
 
     async def edit(self, message_id: str, text: str) -> None:
-        try:
-            await self.adapter.bot.edit_message_text(text=text, chat_id=chat_ref(self.chat_id),
-                                                     message_id=int(message_id), parse_mode=None)
-        except TelegramRetryAfter as error:
-            raise PlatformRateLimited(error.retry_after, f"editMessageText in {self.chat_id}") from error
-        except TelegramBadRequest as error:
-            if "message is not modified" not in error.message:
-                raise
+        key = self._reposted.get(message_id, message_id)
+        chat, number = self._locate(key)
+        if self.adapter.chat_target(chat) == chat_ref(chat):  # the chat takes edits (as far as is known)
+            try:
+                await self.adapter.bot.edit_message_text(text=text, chat_id=chat_ref(chat), message_id=number,
+                                                         parse_mode=None)
+                return
+            except TelegramRetryAfter as error:
+                raise PlatformRateLimited(error.retry_after, f"editMessageText in {self.chat_id}") from error
+            except TelegramMigrateToChat as moved:
+                self.adapter.chat_moved(chat, moved.migrate_to_chat_id)
+            except TelegramBadRequest as error:
+                if "message is not modified" not in error.message:
+                    raise
+                return
+        self._reposted[message_id] = await self.post(text)  # its old group is read-only now
 
     async def delete(self, message_id: str) -> None:
-        with contextlib.suppress(TelegramBadRequest):
-            await self.adapter.bot.delete_message(chat_id=chat_ref(self.chat_id), message_id=int(message_id))
+        chat, number = self._locate(self._reposted.pop(message_id, message_id))
+        with contextlib.suppress(TelegramBadRequest, TelegramMigrateToChat):  # gone, or left in an upgraded group
+            await self.adapter.bot.delete_message(chat_id=chat_ref(chat), message_id=number)
+
+    def _key(self, message: Message) -> str:
+        """The message's key: its id in the reply's chat, ``"<chat id>:<id>"`` in the supergroup it moved to."""
+        chat = str(message.chat.id)
+        return str(message.message_id) if chat == self.chat_id else f"{chat}:{message.message_id}"
+
+    def _locate(self, key: str) -> tuple[str, int]:
+        """The chat a message key was posted in, and its id there."""
+        chat, _, number = key.rpartition(":")
+        return chat or self.chat_id, int(number)

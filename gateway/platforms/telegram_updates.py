@@ -50,6 +50,22 @@ def incoming_message(update: Update, me: Optional[User], *, platform: str, allow
     )
 
 
+def migration(update: Update) -> Optional[tuple[int, int]]:
+    """``(old group id, supergroup id)`` when ``update`` is a service message of a group's upgrade, else None.
+
+    Telegram sends two: ``migrate_to_chat_id`` in the old group and ``migrate_from_chat_id`` in the
+    new supergroup. Either one tells where the group's replies go from now on.
+    """
+    message = update.message
+    if message is None:
+        return None
+    if message.migrate_to_chat_id:
+        return message.chat.id, message.migrate_to_chat_id
+    if message.migrate_from_chat_id:
+        return message.migrate_from_chat_id, message.chat.id
+    return None
+
+
 def _allowed(sender: Optional[User], chat_id: int, user_ids: Collection[int], chat_ids: Collection[int]) -> bool:
     if chat_ids and chat_id not in chat_ids:
         return False

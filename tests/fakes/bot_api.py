@@ -26,6 +26,18 @@ deleteMessage (→ True, logged in ``deleted``); sendChatAction; setWebhook / de
 getWebhookInfo. Update builders produce the JSON Telegram sends, entities included (offsets in
 UTF-16 units), and take their message_ids from the same per-chat counter as the bot's messages.
 
+A group upgraded to a supergroup. ``migrate_to_supergroup(old, new)`` (optionally ``after_sends=N``:
+once N more sendMessage calls to ``old`` were accepted) makes every method addressed to ``old``
+answer what Telegram answers from then on — HTTP 400 ``{"ok": false, "error_code": 400,
+"description": "Bad Request: group chat was upgraded to a supergroup chat", "parameters":
+{"migrate_to_chat_id": new}}`` —, sendChatAction and sendMessageDraft included; messages already
+in ``old`` stay there (a supergroup's message ids start afresh: an edit or a delete of one of them
+at ``new`` is refused as not found). A refused sendMessage is in ``send_attempts``, every other
+refusal in ``attempts``; ``chat_actions`` keeps the accepted actions only. The two service
+messages Telegram sends come from ``group_migrated_to`` (in the old group, ``migrate_to_chat_id``)
+and ``supergroup_migrated_from`` (in the new supergroup, ``migrate_from_chat_id``); push them when a
+test wants the bot to see the upgrade.
+
 Webhook delivery. While a webhook is set (``setWebhook`` with a ``url``), getUpdates answers 409
 and every update pushed — and any still unconfirmed when the webhook was set, unless
 ``drop_pending_updates`` — is POSTed to that URL as JSON, with the ``secret_token`` in the
@@ -65,8 +77,9 @@ for the bot, the most counted calls seen in any window of that scope's length.
 Views for tests: ``messages(chat)`` (the bot's messages still in the chat, with their current
 text), ``message(chat, id)``, ``edits(chat, id)``, ``drafts`` / ``drafts_in(chat)`` /
 ``current_draft(chat)``, ``deleted``, ``attempts`` (every send, draft, edit and delete with its
-status), ``counted``, ``rate_limited``, ``accounting()``; ``sent`` and ``send_attempts`` as
-before. ``clock`` (default ``time.monotonic``) can be a function the test advances by hand.
+status, and every call refused because its group was upgraded), ``migrated_to(chat)``,
+``counted``, ``rate_limited``, ``accounting()``; ``sent`` and ``send_attempts`` as before.
+``clock`` (default ``time.monotonic``) can be a function the test advances by hand.
 """
 
 from __future__ import annotations
@@ -74,6 +87,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import json
 import math
 import re
@@ -98,6 +112,10 @@ CANT_EDIT = "Bad Request: message can't be edited"
 TOO_LONG = "Bad Request: message is too long"
 TEXT_EMPTY = "Bad Request: message text is empty"
 DRAFT_PEER_INVALID = "Bad Request: TEXTDRAFT_PEER_INVALID"
+#: Telegram's answer to any method addressed to a group that became a supergroup (with ``migrate_to_chat_id``).
+UPGRADED = "Bad Request: group chat was upgraded to a supergroup chat"
+#: The sender the Bot API names for a message the supergroup itself sent (its ``migrate_from_chat_id``).
+GROUP_ANONYMOUS_BOT = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
 #: Telegram's exact wording for draft_id 0 is not published; the Bot API server passes the value on
 #: unchecked and Telegram refuses it with a 400. This text is the fake's own.
 DRAFT_ID_INVALID = "Bad Request: draft_id must be non-zero"
@@ -150,7 +168,8 @@ class SentMessage:
 
 @dataclass
 class Attempt:
-    """One sendMessage, sendMessageDraft, editMessageText or deleteMessage request and its answer."""
+    """One sendMessage, sendMessageDraft, editMessageText or deleteMessage request and its answer (or any
+    call refused because its group became a supergroup)."""
 
     method: str
     chat_id: str
@@ -387,6 +406,8 @@ class FakeBotAPI:
         self._send_script: list[tuple[int, dict[str, Any]]] = []
         #: chat id -> (sendMessages to accept first, retry_after of the one 429 that follows).
         self._send_after: dict[str, tuple[int, int]] = {}
+        #: old group id -> (its supergroup's id, accepted sendMessages to the group after which it moved).
+        self._migrations: dict[str, tuple[int, int]] = {}
         self._update_ids = iter(range(500_000_001, 10**10))
         self._changed: Optional[asyncio.Event] = None
         self._waiting_poll: Optional[asyncio.Event] = None
@@ -480,6 +501,23 @@ class FakeBotAPI:
         (so a test can refuse a given chunk of a long reply whatever the timing)."""
         self._send_after[str(chat_id)] = (accepted, retry_after)
 
+    def migrate_to_supergroup(self, old_chat_id: int | str, new_chat_id: int, *, after_sends: int = 0) -> None:
+        """Upgrade the group ``old_chat_id`` to the supergroup ``new_chat_id``: from now on (or once
+        ``after_sends`` more sendMessage calls to it were accepted) every method addressed to the group
+        is answered with Telegram's 400 naming the new id."""
+        old = str(old_chat_id)
+        self._migrations[old] = (new_chat_id, self._accepted_sends(old) + after_sends)
+
+    def migrated_to(self, chat_id: int | str) -> Optional[int]:
+        """The supergroup ``chat_id`` became, once its upgrade took effect; None for a chat that did not move."""
+        migration = self._migrations.get(str(chat_id))
+        if migration is None or self._accepted_sends(str(chat_id)) < migration[1]:
+            return None
+        return migration[0]
+
+    def _accepted_sends(self, chat_id: str) -> int:
+        return sum(1 for sent in self.sent if sent.chat_id == chat_id)
+
     def fail_sends(self, count: int = 1, *, status: int = 502) -> None:
         """Answer the next ``count`` sendMessage calls with a server error."""
         body = {"ok": False, "error_code": status, "description": "Bad Gateway" if status == 502 else "Internal Server Error"}
@@ -538,6 +576,17 @@ class FakeBotAPI:
             extra["caption"] = caption
         return self._update("message", self._message(chat, self.user(user_id), None, **extra))
 
+    def group_migrated_to(self, old_chat_id: int, new_chat_id: int, user_id: int = 1) -> dict[str, Any]:
+        """The service message in the old group when ``user_id`` upgraded it: ``migrate_to_chat_id``, no text."""
+        chat = {"id": old_chat_id, "type": "group", "title": "Ops room", "all_members_are_administrators": False}
+        return self._update("message", self._message(chat, self.user(user_id), None, migrate_to_chat_id=new_chat_id))
+
+    def supergroup_migrated_from(self, new_chat_id: int, old_chat_id: int) -> dict[str, Any]:
+        """The service message that opens the new supergroup: ``migrate_from_chat_id``, sent by the chat itself."""
+        chat = {"id": new_chat_id, "type": "supergroup", "title": "Ops room"}
+        return self._update("message", self._message(chat, GROUP_ANONYMOUS_BOT, None, sender_chat=chat,
+                                                     migrate_from_chat_id=old_chat_id))
+
     def edited_message(self, user_id: int, text: str) -> dict[str, Any]:
         chat = {"id": user_id, "type": "private", "first_name": "Ann"}
         return self._update("edited_message", self._message(chat, self.user(user_id), text, edit_date=int(time.time())))
@@ -575,6 +624,8 @@ class FakeBotAPI:
             params = {key: str(value) for key, value in (await request.post()).items()}
         self.calls.append(method)
         handler = getattr(self, f"_method_{method}", None)
+        if handler is not None and self.migrated_to(params.get("chat_id", "")) is not None:
+            handler = functools.partial(self._upgraded, request.match_info["method"])
         try:
             if handler is None:
                 return self._error(404, "Not Found: method not found")
@@ -584,6 +635,14 @@ class FakeBotAPI:
             return response
         finally:
             self._notify()
+
+    async def _upgraded(self, method: str, params: dict[str, str]) -> web.Response:
+        """Telegram's answer to a call addressed to a group that became a supergroup: 400 with the new id."""
+        chat_id, now = params.get("chat_id", ""), self._now()
+        if method.lower() == "sendmessage":
+            self.send_attempts.append(SendAttempt(chat_id, params.get("text", ""), 400, now, params))
+        self._attempt(method, chat_id, 400, now, UPGRADED, params)
+        return self._error(400, UPGRADED, parameters={"migrate_to_chat_id": self.migrated_to(chat_id)})
 
     async def _method_getme(self, params: dict[str, str]) -> web.Response:
         return self._answer({**self.bot_user(), "can_join_groups": True, "can_read_all_group_messages": False,
