@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.llm.http import HttpOptions
+from agent.llm.http import HttpOptions, proxy_problem
 
 
 class StrictModel(BaseModel):
@@ -29,10 +29,12 @@ class ConnectionSettings(StrictModel):
 
     @field_validator("proxy")
     @classmethod
-    def _proxy_is_http(cls, value: Optional[str]) -> Optional[str]:
-        """HTTP(S) proxies only: the transport under httpx (aiohttp) speaks no SOCKS."""
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be null or a proxy URL starting with http:// or https://")
+    def _proxy_is_usable(cls, value: Optional[str]) -> Optional[str]:
+        """HTTP(S) proxies (aiohttp's own) or SOCKS 4/5 ones (aiohttp-socks): any other scheme would
+        fail only at the first model call, so ``config check`` refuses it."""
+        problem = None if value is None else proxy_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value or None
 
     def http_options(self) -> HttpOptions:

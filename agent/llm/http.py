@@ -7,7 +7,10 @@ transport (``foldgate bench throughput`` prints both). What a real network needs
 from these libraries, not from foldgate:
 
 - proxies: ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY`` from the
-  environment (httpx routes each URL), or one explicit ``proxy``; HTTP(S) proxies only;
+  environment (httpx's matching picks each URL's route), or one explicit ``proxy``. aiohttp
+  speaks HTTP(S) proxies itself; a SOCKS route (``socks5``, ``socks5h``, ``socks4``,
+  ``socks4a``) gets an aiohttp-socks connector under the same transport. A proxy URL of any
+  other scheme stops the client from being built: a request never goes direct instead;
 - trust: ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, certifi's bundle otherwise;
 - Happy Eyeballs across a host's addresses (aiohttp tries the next address 0.25 s after
   the first, so a broken IPv6 route costs a quarter second, not the connect timeout);
@@ -21,18 +24,27 @@ retrying, a refused or dropped connection may.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from importlib import metadata
-from typing import Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
+import aiohttp_socks
 import httpx
-from httpx_aiohttp import HttpxAiohttpClient
+import python_socks
+from httpx._utils import get_environment_proxies  # httpx's own reading of *_PROXY and NO_PROXY
+from httpx_aiohttp import AiohttpTransport
 
 from agent.llm.errors import ProviderError, ProviderTimeout, ProviderUnavailable, ProviderUnreachable
+
+log = logging.getLogger(__name__)
 
 #: Which transport runs under httpx: aiohttp's (the default) or httpx's own (httpcore), for comparison.
 TransportName = Literal["aiohttp", "httpx"]
@@ -68,27 +80,133 @@ class HttpOptions:
         return httpx.Timeout(self.timeout_seconds, connect=self.connect_timeout_seconds, pool=None)
 
 
-def open_http_client(options: HttpOptions = HttpOptions(), *, transport: TransportName = "aiohttp") -> httpx.AsyncClient:
-    """A pooled client for provider calls; close it with ``aclose()``."""
-    kind = HttpxAiohttpClient if transport == "aiohttp" else httpx.AsyncClient
-    return kind(
-        timeout=options.timeout(),
-        proxy=options.proxy or None,
-        trust_env=True,
-        limits=LIMITS,
-        headers={"user-agent": USER_AGENT},
-        follow_redirects=False,
+#: SOCKS schemes: the protocol aiohttp-socks speaks and whether the proxy resolves the host name (the h / a forms).
+_SOCKS: dict[str, tuple[aiohttp_socks.ProxyType, bool]] = {
+    "socks5": (aiohttp_socks.ProxyType.SOCKS5, False),
+    "socks5h": (aiohttp_socks.ProxyType.SOCKS5, True),
+    "socks4": (aiohttp_socks.ProxyType.SOCKS4, False),
+    "socks4a": (aiohttp_socks.ProxyType.SOCKS4, True),
+}
+PROXY_SCHEMES = ("http", "https", *_SOCKS)
+#: The port a SOCKS URL without one means (curl's default too).
+SOCKS_PORT = 1080
+#: Which variable each of httpx's environment routes comes from, to name it in a message.
+_ROUTE_VARIABLES = {"http://": "HTTP_PROXY", "https://": "HTTPS_PROXY", "all://": "ALL_PROXY"}
+
+
+def proxy_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a proxy, or None: shared by ``config check`` and the client's start."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in PROXY_SCHEMES:
+        *others, last = (f"{scheme}://" for scheme in PROXY_SCHEMES)
+        return f"must be a proxy URL starting with {', '.join(others)} or {last}"
+    try:
+        parts.port
+    except ValueError:
+        return "must have a numeric port"
+    return None if parts.hostname else "must name the proxy's host"
+
+
+def proxy_routes(explicit: str | None) -> dict[str, str | None]:
+    """URL pattern → proxy URL (None: straight to the host): ``explicit`` for every URL, else the
+    environment's, with NO_PROXY's exceptions, matched as httpx matches them."""
+    return {"all://": explicit} if explicit else get_environment_proxies()
+
+
+def _shown(url: str) -> str:
+    """A proxy URL fit for a log line: its credentials left out."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def _check_routes(routes: Mapping[str, str | None], explicit: bool) -> None:
+    """Refuse a route that no transport here can take: failing at start beats connecting directly."""
+    for pattern, url in routes.items():
+        problem = None if url is None else proxy_problem(url)
+        if url is not None and problem is not None:
+            where = "the proxy" if explicit else _ROUTE_VARIABLES.get(pattern, "a *_PROXY variable")
+            raise ProviderUnreachable(f"{where} is {_shown(url)!r}: it {problem}; check model.proxy, "
+                                      "HTTPS_PROXY, HTTP_PROXY and ALL_PROXY")
+
+
+_announced: set[str] = set()
+
+
+def _announce(routes: Mapping[str, str | None]) -> None:
+    """Once a process, for proxies from the environment: which provider requests they carry, and that the chat
+    platforms' clients (aiogram, discord.py) read no proxy variable and connect directly."""
+    proxied = [f"{pattern} through {_shown(url)} ({_ROUTE_VARIABLES.get(pattern, pattern)})"
+               for pattern, url in routes.items() if url is not None]
+    if not proxied:
+        return
+    bypassed = [pattern.removeprefix("all://") for pattern, url in routes.items() if url is None]
+    line = (f"model requests go through proxies from the environment: {', '.join(proxied)}"
+            + (f"; NO_PROXY skips {', '.join(bypassed)}" if bypassed else "")
+            + "; Telegram and Discord read no proxy variable and connect directly")
+    if line not in _announced:
+        _announced.add(line)
+        log.warning(line)
+
+
+def _socks_session(url: str, ssl_context: ssl.SSLContext) -> aiohttp.ClientSession:
+    """An aiohttp session whose every connection is opened by the SOCKS proxy at ``url``."""
+    parts = urlsplit(url)
+    kind, remote_dns = _SOCKS[parts.scheme.lower()]
+    connector = aiohttp_socks.ProxyConnector(
+        proxy_type=kind, host=parts.hostname or "", port=parts.port or SOCKS_PORT,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        rdns=remote_dns, ssl=ssl_context, limit=LIMITS.max_connections or 0,
+        keepalive_timeout=LIMITS.keepalive_expiry,
     )
+    return aiohttp.ClientSession(connector=connector)
+
+
+def _transport(proxy: str | None, ssl_context: ssl.SSLContext) -> AiohttpTransport:
+    """The aiohttp transport for one route: direct, through an HTTP(S) proxy, or through a SOCKS proxy."""
+    if proxy is None:
+        return AiohttpTransport(verify=ssl_context, limits=LIMITS)
+    if urlsplit(proxy).scheme.lower() in _SOCKS:
+        return AiohttpTransport(verify=ssl_context, limits=LIMITS, client=partial(_socks_session, proxy, ssl_context))
+    return AiohttpTransport(verify=ssl_context, limits=LIMITS, proxy=httpx.Proxy(proxy))
+
+
+def open_http_client(options: HttpOptions = HttpOptions(), *, transport: TransportName = "aiohttp") -> httpx.AsyncClient:
+    """A pooled client for provider calls; close it with ``aclose()``.
+
+    On aiohttp the routes are built here, not by httpx, whose proxy setup gives this transport no
+    SOCKS (and knows no socks4 at all). ``transport="httpx"`` is the benchmark's baseline.
+    """
+    if transport == "httpx":
+        return _client(options, proxy=options.proxy or None, limits=LIMITS)
+    routes = proxy_routes(options.proxy)
+    _check_routes(routes, explicit=bool(options.proxy))
+    if not options.proxy:
+        _announce(routes)
+    ssl_context = httpx.create_ssl_context(trust_env=True)  # SSL_CERT_FILE / SSL_CERT_DIR, else certifi
+    mounts = {pattern: None if url is None else _transport(url, ssl_context) for pattern, url in routes.items()}
+    return _client(options, transport=_transport(None, ssl_context), mounts=mounts)
+
+
+def _client(options: HttpOptions, **routing: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=options.timeout(), trust_env=True, headers={"user-agent": USER_AGENT},
+                             follow_redirects=False, **routing)
 
 
 #: What a failed exchange may raise below the provider client (httpx-aiohttp lets some aiohttp errors through).
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, aiohttp.ClientError, OSError)
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    httpx.TransportError, aiohttp.ClientError, OSError,
+    asyncio.IncompleteReadError,  # a SOCKS proxy that hangs up mid-handshake
+    aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyTimeoutError,
+)
 
 #: Resolver answers that mean the name does not exist (others, like EAI_AGAIN, are passing).
 _NO_SUCH_NAME = frozenset(code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
                           if code is not None)
 #: Proxy answers that are the proxy's own refusal (others, like 502, are the target's trouble).
 _PROXY_REFUSALS = frozenset({403, 407})
+#: SOCKS replies that refuse us (SOCKS5: ruleset, command, address type; SOCKS4: identd); the others are passing.
+_SOCKS_REFUSALS = frozenset({2, 7, 8, 0x5C, 0x5D})
 
 
 def _causes(error: BaseException) -> list[BaseException]:
@@ -112,6 +230,21 @@ def _proxy_status(cause: BaseException) -> int | None:
     return int(text[:3]) if isinstance(cause, httpx.ProxyError) and text[:3].isdigit() else None
 
 
+def _socks_failure(cause: BaseException, host: str, detail: str, config_key: str) -> ProviderError | None:
+    """A SOCKS proxy that cannot be reached or refuses us (to be fixed), or that cannot reach ``host`` (may pass)."""
+    check = f"check {config_key}.proxy, ALL_PROXY, HTTPS_PROXY and NO_PROXY"
+    if isinstance(cause, python_socks.ProxyConnectionError):
+        return ProviderUnreachable(f"the SOCKS proxy for {host} cannot be reached ({cause}): {check}")
+    if isinstance(cause, asyncio.IncompleteReadError):  # some proxies hang up on a wrong login instead of answering
+        return ProviderUnreachable(f"the SOCKS proxy for {host} refused the connection: it hung up during the "
+                                   f"handshake (are the credentials right?): {check}")
+    if isinstance(cause, python_socks.ProxyError):
+        if cause.error_code is None or cause.error_code in _SOCKS_REFUSALS:  # no code: a failed login, not SOCKS
+            return ProviderUnreachable(f"the SOCKS proxy for {host} refused the connection ({detail}): {check}")
+        return ProviderUnavailable(f"the proxy could not reach {host} ({detail})")
+    return None
+
+
 def transport_failure(error: BaseException, url: str, *, config_key: str = "model") -> ProviderError:
     """The typed error for a request to ``url`` that got no usable HTTP answer.
 
@@ -126,6 +259,9 @@ def transport_failure(error: BaseException, url: str, *, config_key: str = "mode
     detail = f"{type(root).__name__}: {root}"
     connecting = any(isinstance(cause, (aiohttp.ClientConnectorError, httpx.ConnectError)) for cause in chain)
     for cause in chain:
+        socks = _socks_failure(cause, host, detail, config_key)
+        if socks is not None:
+            return socks
         if isinstance(cause, httpx.UnsupportedProtocol):
             return ProviderUnreachable(f"cannot send to {url} ({detail}): check {config_key}.base_url")
         if isinstance(cause, socket.gaierror):

@@ -60,7 +60,7 @@ def test_config_show_hides_the_password_of_every_url_valued_key(clean_env, capsy
 
 @pytest.mark.parametrize("text", [
     f"redis:\n  url: http://:{PASSWORD}@db.internal:6379\n",  # wrong scheme: the error shows the value
-    f"model:\n  proxy: socks5://me:{PASSWORD}@proxy.internal:1080\n",
+    f"model:\n  proxy: ftp://me:{PASSWORD}@proxy.internal:2121\n",  # no proxy scheme: the error shows the value
     f"model:\n  base_url: [\"https://u:{PASSWORD}@llm.internal\"]\n",  # nested junk is shown too
 ])
 def test_config_errors_hide_a_urls_password(clean_env, capsys, text):
