@@ -7,11 +7,14 @@ boundary is chosen within its first ``limit`` units only. The final text edits w
 differs, sends what is missing and deletes messages a longer preview needed but the final
 reply does not. Every message sent or edited takes a token of the send budget (previews
 only while the budget keeps its reserve for finals); a platform's 429 pauses the budget
-for every process.
+for every process. A message whose post cannot be recorded in the reply's journal (Redis
+away) is taken down again, since the attempt that follows could not find it to edit; one
+recorded but gone from the platform (deleted by a person) is posted anew by the messenger.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Protocol
 
 from gateway.platforms.base import Journal, PlatformRateLimited, SendGate
@@ -106,5 +109,13 @@ class EditedReply:
             message_id = await self.messenger.post(chunk, index=index)
             self.messages.append((message_id, chunk))
             facts[str(index)] = message_id  # before the reply goes on: a retry edits it instead of posting again
-        if self.journal is not None:
+        if self.journal is None:
+            return
+        try:
             await self.journal.record(facts)
+        except Exception:
+            if str(index) in facts:  # posted, but a retry cannot find it (Redis away): not left beside the retry's
+                del self.messages[index]
+                with contextlib.suppress(Exception):
+                    await self.messenger.delete(message_id)
+            raise

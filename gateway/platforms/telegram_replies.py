@@ -135,10 +135,12 @@ class TelegramMessenger:
             except TelegramMigrateToChat as moved:
                 self.adapter.chat_moved(chat, moved.migrate_to_chat_id)
             except TelegramBadRequest as error:
-                if "message is not modified" not in error.message:
+                if "message is not modified" in error.message:
+                    return
+                if "message to edit not found" not in error.message:
                     raise
-                return
-        self._reposted[message_id] = await self.post(text)  # its old group is read-only now
+        # its old group is read-only now, or the message is gone (deleted by a person or taken down)
+        self._reposted[message_id] = await self.post(text)
 
     async def delete(self, message_id: str) -> None:
         chat, number = self._locate(self._reposted.pop(message_id, message_id))

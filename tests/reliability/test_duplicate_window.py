@@ -136,3 +136,41 @@ async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(s
     assert [m.message_id for m in bot_api.messages(room)][:len(before)] == before
     edits = [a for a in bot_api.attempts if a.method == "editMessageText"][edits_before:]
     assert edits == []  # both messages already showed their final chunks: neither is touched again
+
+
+async def test_a_preview_whose_record_fails_is_taken_down_and_a_message_deleted_by_a_person_is_posted_anew(
+        store, bot_api) -> None:
+    """Redis away as a preview is posted: the journal cannot say where it is, so the attempt after the
+    failed turn would post beside it. The preview is taken down instead, and a message the journal
+    does name but a person deleted is posted again rather than failing the reply."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from gateway.delivery.journal import ReplyJournal
+    from gateway.platforms.base import OpenGate
+    from gateway.platforms.telegram import TelegramAdapter
+
+    class RedisAway(ReplyJournal):
+        async def record(self, facts):
+            raise RedisConnectionError("connection to Redis lost")
+
+    room = "-1007104"
+    adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, typing_interval=0)
+    lock = await store.acquire_lock(f"tg:{room}", 30)
+    assert lock is not None
+    try:
+        away = adapter.reply_surface(room, OpenGate(), reply_to="91004",
+                                     journal=RedisAway(store.channel, store.prefix, lock, "tg:91004"))
+        with pytest.raises(RedisConnectionError):
+            await away.preview("the replica is catching")
+        assert bot_api.messages(room) == []  # taken down again
+
+        journal = ReplyJournal(store.channel, store.prefix, lock, "tg:91004")
+        retry = adapter.reply_surface(room, OpenGate(), reply_to="91004", journal=journal)
+        assert await retry.preview("the replica is catching up")
+        (shown,) = bot_api.messages(room)
+        await adapter.bot.delete_message(chat_id=int(room), message_id=shown.message_id)  # a person removes it
+        after_crash = adapter.reply_surface(room, OpenGate(), reply_to="91004", journal=journal)
+        await after_crash.finish("the replica caught up")
+    finally:
+        await adapter.stop()
+    assert [m.text for m in bot_api.messages(room)] == ["the replica caught up"]
