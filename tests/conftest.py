@@ -26,6 +26,7 @@ from gateway.store import SessionStore
 
 if TYPE_CHECKING:
     from tests.fakes.bot_api import FakeBotAPI
+    from tests.fakes.tls import TestPKI
     from tests.test_discord import FakeDiscordAPI
 
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -110,6 +111,14 @@ async def channel(redis: Redis) -> AsyncIterator[PipelinedConnection]:
 async def store(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> SessionStore:
     """A SessionStore under the test's own prefix, on the pipelined channel (as the gateway builds it)."""
     return SessionStore(redis, prefix=key_prefix, channel=channel)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> "TestPKI":
+    """A throwaway CA and a server certificate for localhost, shared by every TLS test of the run."""
+    from tests.fakes.tls import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest_asyncio.fixture

@@ -25,17 +25,12 @@ from tests.fakes.connect_proxy import ConnectProxy  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Reply, StreamError  # noqa: E402
 from tests.fakes.network import BlackHole, connect_hangs, resolve  # noqa: E402
 from tests.fakes.responses_server import FakeResponsesServer  # noqa: E402
-from tests.fakes.tls import OTHER_HOST, TestPKI, make_pki  # noqa: E402
+from tests.fakes.tls import OTHER_HOST, TestPKI  # noqa: E402
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 ARGUMENTS = {"city": "Paris", "units": "celsius", "days": [1, 2, 3]}
 SYSTEM_BLOCK = {"type": "text", "text": "You answer questions about the weather. " * 20, "cache_control": {"type": "ephemeral"}}
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture

@@ -24,19 +24,12 @@ from agent.llm.retry import RetryPolicy
 from agent.settings import AuxiliaryModelSettings
 from tests.fakes.connect_proxy import ConnectProxy
 from tests.fakes.llm_server import FakeLLMServer, Reply
-from tests.fakes.network import BlackHole, connect_hangs, resolve
+from tests.fakes.network import PROXY_VARIABLES, BlackHole, connect_hangs, resolve
 from tests.fakes.responses_server import FakeResponsesServer
-from tests.fakes.tls import TestPKI, make_pki
+from tests.fakes.tls import TestPKI
 
 HI = [{"role": "user", "content": "hi"}]
 ONCE = RetryPolicy(max_retries=0)
-PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy",
-                   "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(autouse=True)

@@ -27,12 +27,11 @@ from gateway.agents import AgentBuilder
 from gateway.cli import main
 from gateway.config import Settings
 from tests.fakes.llm_server import FakeLLMServer
-from tests.fakes.tls import TestPKI, make_pki
+from tests.fakes.network import PROXY_VARIABLES
+from tests.fakes.tls import TestPKI
 
 HI = [{"role": "user", "content": "hi"}]
 ONCE = RetryPolicy(max_retries=0)
-PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy",
-                   "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 class SocksProxy:
@@ -63,11 +62,6 @@ class SocksProxy:
     async def __aexit__(self, *exc_info: object) -> None:
         self._server.close()
         await self._server.wait_closed()
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(autouse=True)

@@ -176,3 +176,8 @@ async def connect_hangs(address: Address, timeout: float = 0.2) -> bool:
         return True
     writer.close()
     return False
+
+
+#: The environment variables that route or trust a client's connections, cleared by the network tests.
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy",
+                   "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
