@@ -149,13 +149,19 @@ def environment(home: Path) -> dict[str, str]:
     return env
 
 
+def _as_a_terminal_job() -> None:
+    """A hang-up ends a terminal's job even when the suite itself runs under nohup (which ignores SIGHUP)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def start_run(home: Path, processes: Processes) -> subprocess.Popen[bytes]:
     """``foldgate run`` with the terminal chat open (stdin kept open), in its own session like a terminal's job."""
     home.mkdir(parents=True, exist_ok=True)
     out, err = home.parent / "run.out", home.parent / "run.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=home.parent, env=environment(home),
-                                   stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, start_new_session=True)
+                                   stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, start_new_session=True,
+                                   preexec_fn=_as_a_terminal_job)
     processes.popens.append(process)
     return process
 
