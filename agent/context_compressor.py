@@ -60,7 +60,7 @@ from agent.compaction.summarizer import (
 )
 from agent.compaction.summary_prompt import transcript_entries
 from agent.context_engine import CompactionStats, ContextEngine
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.messages import SUMMARY_PREFIX, tool_names_by_call_id
 from agent.settings import CompressionSettings
 from agent.tokens import REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text

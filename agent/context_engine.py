@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent import json_codec
-from agent.llm.usage import Usage
+from agent.usage import Usage
 
 #: Builds an engine; called with keyword arguments ``model``, ``context_length`` and, when
 #: available, ``settings`` (CompressionSettings), ``summarizer`` and ``summarizer_context_length``.

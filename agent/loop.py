@@ -30,7 +30,7 @@ from agent.context_engine import ContextEngine
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.messages import Message, tool_call_ids
 from agent.tokens import count_messages, count_request
 from agent.tools import ToolRegistry

@@ -8,7 +8,7 @@ model's cached-input price. Names match like the model catalog: the longest tabl
 contained in the model name wins, so provider prefixes and dated snapshots resolve.
 
 A ``-900k`` alias is billed as its base model (SPEC S4.5). Usage is read in foldgate's
-own terms (:class:`agent.llm.usage.Usage`): ``prompt_tokens`` is the whole prompt, the
+own terms (:class:`agent.usage.Usage`): ``prompt_tokens`` is the whole prompt, the
 cache reads and writes included, so the uncached part is what is left over.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.models import api_model_id, longest_key_match
 
 PER_MILLION = Decimal(1_000_000)

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.llm.http import HttpOptions, proxy_problem
+from agent.http_options import HttpOptions, proxy_problem
 
 
 class StrictModel(BaseModel):

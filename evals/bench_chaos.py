@@ -54,7 +54,7 @@ class RestartableRedis:
     """The embedded server, restarted in place on the same socket: cleanly, or after a SIGKILL."""
 
     def __init__(self, home: Path) -> None:
-        from gateway.redis_server import EmbeddedRedis
+        from gateway.server.lifecycle import EmbeddedRedis
 
         self.server = EmbeddedRedis(home, share=False)
         self.url = ""
@@ -139,7 +139,7 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
     answer is read, taken by two workers; every answer checked, and the workers' memory."""
     from redis.asyncio import Redis
 
-    from gateway.inbox import Inbox
+    from gateway.store.inbox import Inbox
     from tests.fakes.gateway import message
     from tests.fakes.kill_load import rss_mb, start_worker
     from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

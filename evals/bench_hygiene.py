@@ -21,7 +21,7 @@ import uuid
 from redis.asyncio import Redis
 
 from gateway import hygiene
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
 from evals.redis_target import bench_redis
 from evals.report import progress, publish

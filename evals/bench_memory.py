@@ -142,7 +142,7 @@ async def measure(sizes: Sequence[int] = SIZES, seed: int = SEED, context_length
                   redis_url: str | None = None) -> dict[str, Any]:
     """``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server."""
     from evals.bench_throughput import local_redis_url
-    from gateway.redis_server import connect_or_embed
+    from gateway.server.lifecycle import connect_or_embed
 
     url = await local_redis_url() if redis_url is None else redis_url
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:

@@ -410,8 +410,8 @@ async def _paced(bench: Bench, rate: float, seconds: float, rng: random.Random) 
 
 def _script_names() -> dict[str, str]:
     """SHA1 -> name of every script the store and the inbox run (their modules' constants)."""
-    from gateway import inbox
-    from gateway.redis_channel import Script
+    from gateway.store import inbox
+    from gateway.store.channel import Script
     from gateway.store import scripts
 
     names: dict[str, str] = {}
@@ -483,7 +483,7 @@ async def unit_costs(redis: Any, channel: Any, base_url: str, repeats: int = UNI
     """CPU microseconds of this process per building block, one at a time: what each round trip costs.
 
     ``redis_*`` go through redis-py, ``channel_evalsha`` through the gateway's pipelined channel
-    (:mod:`gateway.redis_channel`) that the message path uses.
+    (:mod:`gateway.store.channel`) that the message path uses.
 
     ``chat_client_request`` is foldgate's :class:`agent.llm.client.ChatClient` (httpx) against the
     benchmark's model server; ``aiohttp_request`` is a bare aiohttp POST of the same body, for scale.
@@ -503,7 +503,7 @@ async def unit_costs(redis: Any, channel: Any, base_url: str, repeats: int = UNI
     key = f"fgbench-unit-{uuid.uuid4().hex[:8]}"
     await redis.set(key, "x" * 64)
     script = redis.register_script("return redis.call('GET', KEYS[1])")
-    from gateway.redis_channel import Script
+    from gateway.store.channel import Script
 
     same_script = Script.of("return redis.call('GET', KEYS[1])")
     messages = [{"role": "user", "content": user_text(1, 1)}]
@@ -532,7 +532,7 @@ async def unit_costs(redis: Any, channel: Any, base_url: str, repeats: int = UNI
 #: Module path fragments -> component, for grouping the profile's self time (first match wins).
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("/redis/", "redis client (redis-py)"),
-    ("gateway/redis_channel.py", "Redis channel (foldgate's pipelined RESP)"),
+    ("gateway/store/channel.py", "Redis channel (foldgate's pipelined RESP)"),
     ("/hiredis", "Redis channel (foldgate's pipelined RESP)"),
     ("/httpx/", "HTTP client (httpx/httpcore/h11)"),
     ("/httpcore/", "HTTP client (httpx/httpcore/h11)"),
@@ -570,8 +570,8 @@ def component_of(filename: str, function: str) -> str:
 #: They never call one another, so the shares do not overlap; the rest is the event loop and foldgate's own logic.
 ENTRY_POINTS: tuple[tuple[str, str, str], ...] = (
     ("Redis commands (redis-py)", "redis/asyncio/client.py", "execute_command"),
-    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/redis_channel.py", "call"),
-    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/redis_channel.py", "call_in_order"),
+    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/store/channel.py", "call"),
+    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/store/channel.py", "call_in_order"),
     ("model requests (ChatClient over httpx)", "agent/llm/client.py", "complete"),
     ("token counting (tiktoken)", "agent/tokens.py", "count_text"),
     ("IncomingMessage JSON (pydantic, inbox)", "pydantic/main.py", "model_validate_json"),

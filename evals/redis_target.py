@@ -9,7 +9,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from gateway.redis_server import EmbeddedRedis
+from gateway.server.lifecycle import EmbeddedRedis
 
 LOCAL_URL = "redis://127.0.0.1:6379/0"
 

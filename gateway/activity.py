@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from agent import json_codec
 from gateway.events import EVENT_JSON, CompressEvent, Event, TurnEvent
-from gateway.redis_channel import RedisChannel
+from gateway.store.channel import RedisChannel
 from gateway.store import ChatKeys, SessionStore, chat_index_key
 from gateway.store.keys import chat_of_session_key, session_keys_pattern
 from gateway.store.meta import hash_float, hash_int

@@ -22,13 +22,13 @@ from gateway.activity import ActivityLog
 from gateway.agents import AgentBuilder
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.events import CompressEvent, Event, EventBus
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import ChatBuckets, gates
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
-from gateway.redis_channel import channel_for
-from gateway.redis_server import EmbeddedRedis, connect_or_embed
+from gateway.store.channel import channel_for
+from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
 from gateway.progress import is_terminal, plural
 from gateway.runner import GatewayRunner
 from gateway.startup_errors import REDIS_CONNECT_SECONDS, exit_code_of, explain, redis_failure

@@ -11,7 +11,7 @@ what it takes in the request carries word for word is :mod:`gateway.admission`'s
 from __future__ import annotations
 
 from gateway.commands import parse as parse_command
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 
 

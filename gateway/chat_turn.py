@@ -19,7 +19,7 @@ from agent.tools import ToolRegistry
 from gateway.agents import AgentBuilder
 from gateway.delivery.stream import ReplyStream
 from gateway.events import EventBus, Trigger
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta, SessionStore

@@ -65,7 +65,7 @@ def check_config(path: Optional[str]) -> tuple[Check, Optional[Settings]]:
 
 async def check_redis(settings: Settings) -> Check:
     """PING the configured Redis; without a URL, the embedded server (started briefly, or the running one shared)."""
-    from gateway.redis_server import connect_or_embed
+    from gateway.server.lifecycle import connect_or_embed
 
     url = settings.redis.url.strip()
     timeout = REDIS_TIMEOUT if url else None  # the embedded server has its own start deadline; cancelling
@@ -78,7 +78,7 @@ async def check_redis(settings: Settings) -> Check:
         failure = redis_failure(error, settings, timeout=REDIS_TIMEOUT)
         return Check("redis", "FAIL", _failed(failure, settings, "redis.url"))
     try:
-        from gateway.redis_channel import channel_for
+        from gateway.store.channel import channel_for
 
         channel = channel_for(client)  # the gateway's message path logs in on a connection of its own
         try:

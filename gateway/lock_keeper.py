@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from agent.cancelling import cancel_and_wait
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.outage import Health, is_redis_outage
 from gateway.store import Lock, SessionStore, StaleLock
 

@@ -145,7 +145,7 @@ class UnknownChat(LookupError):
 
 
 async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> list[dict[str, Any]]:
-    from gateway.redis_server import connect_or_embed
+    from gateway.server.lifecycle import connect_or_embed
     from gateway.session_source import ID_SEPARATOR, search_conversations
     from gateway.store import SessionStore
 

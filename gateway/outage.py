@@ -33,7 +33,7 @@ from agent.llm.errors import (
     RetryWaitTooLong,
     plain_reason,
 )
-from gateway.redis_channel import RedisChannel, Script
+from gateway.store.channel import RedisChannel, Script
 from gateway.startup_errors import one_line
 from gateway.store import ChatKeys
 

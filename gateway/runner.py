@@ -31,7 +31,7 @@ from gateway.commands import parse as parse_command
 from gateway.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.events import EventBus, Trigger
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
 from gateway.long_messages import MessageBound
 from gateway.outage import Backoff, ChatOutages, Health, ProviderDown, ProviderWatch, RetryLater, is_redis_outage

@@ -88,7 +88,7 @@ def redis_address(url: str) -> str:
 def redis_failure(error: BaseException, settings: "Settings", *, timeout: float = REDIS_CONNECT_SECONDS) -> StartupError:
     """The one-line error for a failure to reach the Redis ``settings`` name (or to start the embedded one);
     ``timeout`` is the deadline the caller gave it."""
-    from gateway.redis_server import EmbeddedRedisError, EmbeddedRedisInUse
+    from gateway.server.lifecycle import EmbeddedRedisError, EmbeddedRedisInUse
 
     url = settings.redis.url.strip()
     if not url:

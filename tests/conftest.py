@@ -20,8 +20,8 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from gateway.redis_channel import PipelinedConnection
-from gateway.redis_server import EmbeddedRedis
+from gateway.store.channel import PipelinedConnection
+from gateway.server.lifecycle import EmbeddedRedis
 from gateway.store import SessionStore
 
 if TYPE_CHECKING:

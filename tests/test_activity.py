@@ -8,7 +8,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.activity import ActivityLog, expand_ranges, id_ranges
 from gateway.events import CompressEvent, TurnErrorEvent, TurnEvent
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply

@@ -8,7 +8,7 @@ import pytest
 from agent.context_compressor import ContextCompressor
 from agent.context_engine import ContextEngine
 from agent.engine_registry import register_context_engine, resolve_context_engine, unregister_context_engine
-from agent.llm.usage import Usage
+from agent.usage import Usage
 
 
 class KeepEverything(ContextEngine):

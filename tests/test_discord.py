@@ -23,7 +23,7 @@ from aiohttp import web
 
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
 from gateway.runner import GatewayRunner
 from gateway.store import SessionStore

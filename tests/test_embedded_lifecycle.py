@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.redis_server import EmbeddedRedis, connect_or_embed
+from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 180  # a loaded two-core machine can take long to import and start everything
@@ -30,7 +30,7 @@ PLANT = r"""
 import json, os, subprocess, sys, time
 from pathlib import Path
 import redis
-from gateway.redis_server import EmbeddedRedis, _start_time
+from gateway.server.lifecycle import EmbeddedRedis, _start_time
 server = EmbeddedRedis(Path(sys.argv[1]))
 server.data_dir.mkdir(parents=True, exist_ok=True)
 os.chmod(server.data_dir, 0o700)
@@ -286,7 +286,7 @@ async def test_a_second_foldgate_shares_the_running_server_and_only_the_owner_st
 async def test_a_killed_owner_leaves_nothing_for_the_next_start(home, processes):
     """The same guarantee without the CLI: an EmbeddedRedis owner in a process that is SIGKILLed."""
     owner_code = (
-        "import asyncio, sys\nfrom pathlib import Path\nfrom gateway.redis_server import EmbeddedRedis\n"
+        "import asyncio, sys\nfrom pathlib import Path\nfrom gateway.server.lifecycle import EmbeddedRedis\n"
         "async def main():\n    server = EmbeddedRedis(Path(sys.argv[1]))\n    await server.start()\n"
         "    print('up', flush=True)\n    await asyncio.sleep(3600)\nasyncio.run(main())\n"
     )

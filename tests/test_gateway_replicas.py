@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.store import SessionStore
 from tests.fakes.gateway import message
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

@@ -15,7 +15,7 @@ from agent.llm import (
     ProviderUnavailable,
     RateLimited,
 )
-from agent.llm.http import HttpOptions
+from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy, parse_retry_after
 from agent.models import request_rules
 from tests.fakes.llm_server import FakeLLMServer, Reply

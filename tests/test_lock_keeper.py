@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from gateway.store import Lock, SessionStore
 
 TTL = 0.6

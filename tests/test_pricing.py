@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.pricing import (
     Money,
     UnknownPrice,

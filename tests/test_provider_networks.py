@@ -18,7 +18,7 @@ import pytest
 from agent.compaction.summarizer import build_summarizer
 from agent.llm import ChatClient
 from agent.llm.errors import ProviderTimeout, ProviderUnreachable
-from agent.llm.http import HttpOptions
+from agent.http_options import HttpOptions
 from agent.llm.responses import ResponsesClient
 from agent.llm.retry import RetryPolicy
 from agent.settings import AuxiliaryModelSettings

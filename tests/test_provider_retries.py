@@ -24,7 +24,7 @@ from agent.llm.errors import (
     RateLimited,
     RetryWaitTooLong,
 )
-from agent.llm.http import HttpOptions
+from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy
 from tests.fakes.llm_server import FakeLLMServer, Reply
 

@@ -11,7 +11,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from gateway.store import caches as store_caches
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
 
 CHAT = "tg:5150"

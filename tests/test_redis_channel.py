@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.redis_channel import (
+from gateway.store.channel import (
     Address, PipelinedConnection, RedisPyChannel, Script, UnsupportedRedisOption, channel_for, pack,
 )
 

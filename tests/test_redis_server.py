@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agent.messages import to_api
-from gateway.redis_server import MAX_SOCKET_PATH_BYTES, EmbeddedRedis, EmbeddedRedisError, connect_or_embed
+from gateway.server.lifecycle import MAX_SOCKET_PATH_BYTES, EmbeddedRedis, EmbeddedRedisError, connect_or_embed
 from gateway.store import SessionStore
 
 CHAT = "tg:5150"

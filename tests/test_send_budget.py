@@ -24,7 +24,7 @@ from gateway.delivery.budget import (
     Limit,
     SendBudget,
 )
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from gateway.store import ChatKeys
 
 CHAT = "tg:-100777"

@@ -21,7 +21,7 @@ import pytest
 from agent.llm import ChatClient
 from agent.llm import http as http_module
 from agent.llm.errors import ProviderUnreachable
-from agent.llm.http import HttpOptions
+from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy
 from gateway.agents import AgentBuilder
 from gateway.cli import main

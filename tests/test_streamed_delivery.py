@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from gateway.config import Settings
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram import TelegramAdapter

@@ -15,7 +15,7 @@ from agent.compaction.summary_prompt import SECTION_HEADINGS, UPDATE_INSTRUCTION
 from agent.compaction.summarizer import LLMSummarizer
 from agent.context_compressor import ContextCompressor
 from agent.llm import ChatClient
-from agent.llm.http import HttpOptions
+from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy
 from agent.messages import api_problems, is_summary
 from agent.settings import CompressionSettings

@@ -16,7 +16,7 @@ from aiogram.exceptions import TelegramServerError
 
 from gateway.app import _adapters
 from gateway.config import Settings
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.telegram import SECRET_HEADER, PollingConflict, TelegramAdapter, TelegramAdapterError
 from tests.fakes.bot_api import TERMINATED, FakeBotAPI, utf16_len

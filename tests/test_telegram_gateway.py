@@ -12,7 +12,7 @@ from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from gateway.runner import GatewayRunner
 from gateway.store import SessionStore

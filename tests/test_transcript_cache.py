@@ -10,7 +10,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from agent.messages import with_content
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore, TranscriptCache
 
 CHAT = "tg:4242"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway.web.live import LiveHub
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import web_gateway, web_settings
 

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.activity import ActivityLog
 from gateway.events import TurnEvent
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings

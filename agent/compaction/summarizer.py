@@ -23,7 +23,7 @@ from agent.compaction.summary_prompt import (
 from agent.llm.client import ChatClient
 from agent.llm.errors import ProviderError
 from agent.llm.retry import RetryPolicy
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.models import context_length_for, route_of_url
 from agent.settings import AuxiliaryModelSettings
 from agent.tokens import count_messages

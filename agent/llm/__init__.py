@@ -12,7 +12,7 @@ from agent.llm.errors import (
     RateLimited,
 )
 from agent.llm.types import Completion
-from agent.llm.usage import Usage
+from agent.usage import Usage
 
 __all__ = [
     "BadResponse",

@@ -23,7 +23,7 @@ from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.models import RequestRules
 from agent.tokens import content_text
 

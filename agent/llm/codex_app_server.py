@@ -18,7 +18,7 @@ the visible history stays whole and the boundary is on record.
 The route's pieces, one module each (every name importable from here as before):
 :mod:`agent.llm.codex_process` (the process and its JSON-RPC wire protocol, turns and
 compactions on a thread), :mod:`agent.llm.codex_transcript` (how a transcript records its
-thread), :mod:`agent.llm.codex_engine` (when to compact). This module is the chat model
+thread), :mod:`agent.codex_engine` (when to compact). This module is the chat model
 over them.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from agent.llm.codex_engine import AUTO_MODES, CodexThreadEngine
+from agent.codex_engine import AUTO_MODES, CodexThreadEngine
 from agent.llm.codex_process import (
     APPROVAL_METHODS,
     MAX_LINE_BYTES,

@@ -8,7 +8,7 @@ has nobody to ask.
 
 This is the transport side of the route (SPEC S7.1) and knows nothing of foldgate's
 transcripts; :mod:`agent.llm.codex_app_server` is the chat model over it and
-:mod:`agent.llm.codex_engine` decides when to ask it to compact.
+:mod:`agent.codex_engine` decides when to ask it to compact.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from agent import json_codec
 from agent.llm.errors import BadResponse, ContextTooLong, ProviderError, ProviderTimeout, ProviderUnavailable
-from agent.llm.usage import Usage
+from agent.usage import Usage
 
 # The route's log, under the name it has always had (one logger to filter for the app-server).
 log = logging.getLogger("agent.llm.codex_app_server")

@@ -29,7 +29,6 @@ import logging
 import socket
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 from importlib import metadata
 from typing import Any, Literal
@@ -42,6 +41,7 @@ import python_socks
 from httpx._utils import get_environment_proxies  # httpx's own reading of *_PROXY and NO_PROXY
 from httpx_aiohttp import AiohttpTransport
 
+from agent.http_options import SOCKS_SCHEMES, HttpOptions, proxy_problem
 from agent.llm.errors import ProviderError, ProviderTimeout, ProviderUnavailable, ProviderUnreachable
 
 log = logging.getLogger(__name__)
@@ -63,48 +63,16 @@ USER_AGENT = f"foldgate/{_version()}"
 LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=200, keepalive_expiry=30.0)
 
 
-@dataclass(frozen=True)
-class HttpOptions:
-    """How one provider client reaches its endpoint (``model.*`` / ``auxiliary.compression.*``).
-
-    ``timeout_seconds`` bounds each wait for data: for a streamed answer the gap between two
-    events, for a whole answer the wait for it. ``proxy`` overrides the environment's proxies.
-    """
-
-    timeout_seconds: float = 120.0
-    connect_timeout_seconds: float = 10.0
-    proxy: str | None = None
-
-    def timeout(self) -> httpx.Timeout:
-        # No limit on waiting for a pooled connection: a busy process queues, it does not fail.
-        return httpx.Timeout(self.timeout_seconds, connect=self.connect_timeout_seconds, pool=None)
-
-
-#: SOCKS schemes: the protocol aiohttp-socks speaks and whether the proxy resolves the host name (the h / a forms).
+#: Per SOCKS scheme: the protocol aiohttp-socks speaks and whether the proxy resolves the host name (the h / a forms).
 _SOCKS: dict[str, tuple[aiohttp_socks.ProxyType, bool]] = {
-    "socks5": (aiohttp_socks.ProxyType.SOCKS5, False),
-    "socks5h": (aiohttp_socks.ProxyType.SOCKS5, True),
-    "socks4": (aiohttp_socks.ProxyType.SOCKS4, False),
-    "socks4a": (aiohttp_socks.ProxyType.SOCKS4, True),
+    scheme: (aiohttp_socks.ProxyType.SOCKS5 if scheme.startswith("socks5") else aiohttp_socks.ProxyType.SOCKS4,
+             scheme.endswith(("h", "a")))
+    for scheme in SOCKS_SCHEMES
 }
-PROXY_SCHEMES = ("http", "https", *_SOCKS)
 #: The port a SOCKS URL without one means (curl's default too).
 SOCKS_PORT = 1080
 #: Which variable each of httpx's environment routes comes from, to name it in a message.
 _ROUTE_VARIABLES = {"http://": "HTTP_PROXY", "https://": "HTTPS_PROXY", "all://": "ALL_PROXY"}
-
-
-def proxy_problem(url: str) -> str | None:
-    """Why ``url`` cannot be a proxy, or None: shared by ``config check`` and the client's start."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in PROXY_SCHEMES:
-        *others, last = (f"{scheme}://" for scheme in PROXY_SCHEMES)
-        return f"must be a proxy URL starting with {', '.join(others)} or {last}"
-    try:
-        parts.port
-    except ValueError:
-        return "must have a numeric port"
-    return None if parts.hostname else "must name the proxy's host"
 
 
 def proxy_routes(explicit: str | None) -> dict[str, str | None]:

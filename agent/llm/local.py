@@ -16,7 +16,7 @@ from typing import Any
 from agent import json_codec
 from agent.llm.stream import EventSink, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.messages import is_real_user_message, text_of
 from agent.tokens import count_messages, count_text
 

@@ -10,7 +10,8 @@ from typing import Self
 
 import httpx
 
-from agent.llm.http import HttpOptions, open_http_client
+from agent.http_options import HttpOptions
+from agent.llm.http import open_http_client
 
 
 class PooledClient:

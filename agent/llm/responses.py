@@ -40,7 +40,7 @@ import httpx
 from agent import json_codec
 from agent.llm.endpoint import Endpoint
 from agent.llm.errors import InvalidRequest
-from agent.llm.http import HttpOptions
+from agent.http_options import HttpOptions
 from agent.llm.pooled import PooledClient
 from agent.llm.responses_routes import (
     NATIVE_COMPACTION_ROUTES,

@@ -23,7 +23,7 @@ from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, clas
 from agent.llm.responses_routes import native_compaction_model
 from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
-from agent.llm.usage import Usage
+from agent.usage import Usage
 from agent.tokens import content_text
 
 PATH = "/responses"

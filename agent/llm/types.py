@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.llm.usage import Usage
+from agent.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.store import check_key_part
-from gateway.redis_channel import RedisChannel, Script
+from gateway.store.channel import RedisChannel, Script
 
 Priority = Literal["final", "preview"]
 PRIORITIES: tuple[Priority, ...] = ("final", "preview")

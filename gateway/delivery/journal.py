@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.redis_channel import RedisChannel, Script
+from gateway.store.channel import RedisChannel, Script
 from gateway.store import Lock, StaleLock, check_key_part
 
 #: How long a reply's record is kept after its last write (a retry comes within minutes).

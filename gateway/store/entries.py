@@ -1,7 +1,7 @@
 """Inbox entries: finishing one (its meta recorded, the entry removed, the next handed out), and the
 dedupe window of platform updates.
 
-The entries themselves are written by :mod:`gateway.inbox` (intake); the store finishes them
+The entries themselves are written by :mod:`gateway.store.inbox` (intake); the store finishes them
 because finishing is a fenced write to the session's meta in the same atomic step.
 """
 

@@ -14,7 +14,7 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:fence                fencing counter, +1 per lock acquisition
     {prefix}:{<chat>}:quarantine           list of JSON records of unreadable stored messages
     {prefix}:{<chat>}:seen:<update_id>     platform update dedupe marker (EX >= 24 h)
-    {prefix}:{<chat>}:inbox                list of incoming messages not yet answered (gateway.inbox)
+    {prefix}:{<chat>}:inbox                list of incoming messages not yet answered (gateway.store.inbox)
     {prefix}:{<chat>}:stop                 when a ``/stop`` arrived, until a running turn honours it (EX 10 min)
     {prefix}:{<chat>}:outage               the chat's outage record: since when, how many tries (gateway.outage)
     {prefix}:{<chat>}:reply:<entry id>     the messages a streamed reply posted (gateway.delivery.journal)

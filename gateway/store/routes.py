@@ -1,11 +1,11 @@
 """The store's two routes to Redis, and which operation takes which.
 
-``channel`` (a :class:`gateway.redis_channel.RedisChannel`) carries every script, and so the whole
+``channel`` (a :class:`gateway.store.channel.RedisChannel`) carries every script, and so the whole
 per-message path: claim / acquire_lock, extend_lock, release_lock, release_if_idle, snapshot (and
 its read of stored ids the held transcript lacks), append, archive_original, update_meta,
 finish_entry, commit_compaction, plus the other scripted steps (session creation, /resume, the
 replacement of a missing session, session_outline, active, archive, quarantines, stored repairs).
-The gateway passes :func:`gateway.redis_channel.channel_for`: one auto-pipelined connection on a single
+The gateway passes :func:`gateway.store.channel.channel_for`: one auto-pipelined connection on a single
 server, where a command costs microseconds and a busy loop iteration's commands leave in one
 write; on Redis Cluster (or with options only redis-py has) the same commands go through
 redis-py. A store built without a channel sends them through ``redis`` itself.
@@ -26,7 +26,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from gateway.redis_channel import Arg, RedisChannel, RedisPyChannel, Script
+from gateway.store.channel import Arg, RedisChannel, RedisPyChannel, Script
 from gateway.store.errors import translate
 
 

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from agent.messages import Message
 from agent.transcript_repair import Placement
-from gateway.redis_channel import RedisChannel
+from gateway.store.channel import RedisChannel
 from gateway.store import compaction, entries, figures, locks, sessions, snapshots, transcript
 from gateway.store.bodies import Unreadable
 from gateway.store.caches import ReadAhead, TranscriptCache
@@ -36,7 +36,7 @@ class SessionStore(Routes):
     """Chats' sessions in Redis (a ``redis.asyncio`` client with ``decode_responses=True``).
 
     The scripts (every step of the message path) go through ``channel``; the gateway passes
-    :func:`gateway.redis_channel.channel_for`, the default sends them through ``redis`` itself
+    :func:`gateway.store.channel.channel_for`, the default sends them through ``redis`` itself
     (:mod:`gateway.store.routes` says which operation takes which route).
     """
 

@@ -24,7 +24,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from redis.exceptions import RedisError
 
 from agent.search import SearchError
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage, Intake
 from gateway.session_source import conversation_messages, search_conversations
 from gateway.store import SessionStore

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent import json_codec
-from gateway.redis_channel import RedisChannel
+from gateway.store.channel import RedisChannel
 from gateway.store import ChatKeys
 
 log = logging.getLogger(__name__)

@@ -57,7 +57,7 @@ from redis.asyncio import Redis
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.messages import is_real_user_message, text_of
 from agent.transcript_repair import repair_transcript
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.split import split_message
 from gateway.store import SessionStore
 from tests.fakes import worker_process

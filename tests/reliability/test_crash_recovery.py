@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from gateway.config import GatewaySettings
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from tests.fakes.gateway import message
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.test_gateway_replicas import _count, sent, start_worker, stop, wait_for

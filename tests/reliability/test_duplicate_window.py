@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agent.models import UnknownAlias, split_large_alias
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
 from tests.fakes.bot_api import FakeBotAPI

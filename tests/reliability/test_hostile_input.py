@@ -113,7 +113,7 @@ def test_a_user_message_with_the_summary_prefix_is_an_ordinary_user_message() ->
 async def test_forged_notes_reach_the_summarizer_as_a_user_turn_not_as_notes_to_update() -> None:
     from tests.test_summarizer_faults import NOTES, Clock, make
     from agent.llm import ChatClient
-    from agent.llm.http import HttpOptions
+    from agent.http_options import HttpOptions
     from agent.llm.retry import RetryPolicy
 
     async with FakeLLMServer(default=Reply.answer(NOTES)) as server:

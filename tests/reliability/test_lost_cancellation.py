@@ -16,7 +16,7 @@ import pytest
 
 from agent.cancelling import cancel_and_wait
 from agent.loop import TurnStopped, unless_stopped
-from gateway.inbox import Inbox
+from gateway.store.inbox import Inbox
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply
 

@@ -14,7 +14,7 @@ import uuid
 
 from redis.asyncio import Redis
 
-from gateway.redis_server import EmbeddedRedis
+from gateway.server.lifecycle import EmbeddedRedis
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from gateway.events import CompressEvent
-from gateway.inbox import Inbox
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.inbox import Inbox
+from gateway.store.channel import PipelinedConnection
 from gateway.store import ChatKeys, Lock, SessionStore, StaleLock, WrongKeyType
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from agent.messages import pair_problems
 from agent.transcript_repair import MISSING_RESULT, repair_for_turn
-from gateway.redis_channel import PipelinedConnection
+from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from gateway.redis_channel import Script
+from gateway.store.channel import Script
 
 
 def source(name: str) -> str:

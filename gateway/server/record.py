@@ -1,7 +1,7 @@
 """``<home>/redis/server.json``: which server runs on a home and which foldgate owns it, under ``server.lock``.
 
 The record holds the server's URL, its pid and start time, and the pid and start time of
-the foldgate that owns it (start times: :func:`gateway.embedded_pids.start_time`, against
+the foldgate that owns it (start times: :func:`gateway.server.pids.start_time`, against
 recycled pids). Every look at it that may lead to starting or stopping a server happens
 under an exclusive ``flock`` on ``server.lock``, so two foldgates starting at once do not
 both open the AOF. A ``server.url`` from an older foldgate (the URL alone, no owner) is
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from agent import json_codec
-from gateway.embedded_errors import EmbeddedRedisError
-from gateway.embedded_pids import POLL_SECONDS, start_time
+from gateway.server.errors import EmbeddedRedisError
+from gateway.server.pids import POLL_SECONDS, start_time
 
 log = logging.getLogger(__name__)
 

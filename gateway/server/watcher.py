@@ -11,7 +11,7 @@ SIGTERM) set towards the single-threaded watcher, so even a SIGKILLed watcher ta
 down cleanly. The watcher runs in its own session (foldgate starts it so), so Ctrl-C in the
 terminal reaches foldgate only: foldgate finishes its turns first and then stops the server.
 
-Run by its file path as ``python -I .../embedded_watcher.py VALKEY ARGS...`` (:data:`PATH`):
+Run by its file path as ``python -I .../watcher.py VALKEY ARGS...`` (:data:`PATH`):
 stdlib only and with nothing of foldgate imported, so it starts in a few tens of
 milliseconds, and it is found however foldgate itself was put on the path. argv[1:] is
 Valkey's command line; stdout/stderr go to the server log, which Valkey inherits. Its exit

