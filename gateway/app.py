@@ -225,7 +225,7 @@ async def play_demo(gateway: Gateway, out: TextIO, chat_id: str = "terminal") ->
 async def verify_platforms(adapters: dict[str, PlatformAdapter]) -> None:
     """Each platform's identity check (Telegram's getMe, Discord's HTTP login), side by side, before the
     gateway opens: the first failure is raised, after every adapter's client is closed again."""
-    checks = [adapter.verify() for adapter in adapters.values() if callable(getattr(adapter, "verify", None))]
+    checks = [adapter.verify() for adapter in adapters.values()]
     results = await asyncio.gather(*checks, return_exceptions=True)
     failure = next((result for result in results if isinstance(result, BaseException)), None)
     if failure is not None:
@@ -390,16 +390,13 @@ async def _until_done(settings: Settings, gateway: Gateway, adapters: Mapping[st
     waiters = [asyncio.create_task(stop.wait())]
     if isinstance(terminal, TerminalAdapter) and len(adapters) == 1:
         waiters.append(asyncio.create_task(terminal.closed.wait()))
-    failures = {  # an adapter that stops on its own (e.g. a second poller on one token) ends the process
-        asyncio.create_task(adapter.failed()): name  # type: ignore[attr-defined]
-        for name, adapter in adapters.items() if callable(getattr(adapter, "failed", None))
-    }
+    failures = [asyncio.create_task(adapter.failed()) for adapter in adapters.values()]  # one that stops on its own ends the process
     done, _ = await asyncio.wait([*waiters, *failures], return_when=asyncio.FIRST_COMPLETED)
     for waiter in [*waiters, *failures]:
         waiter.cancel()
-    failed = [failures[task] for task in done if task in failures]
+    failed = [task for task in done if task in failures]
     if failed:
-        failure = adapters[failed[0]].failure  # type: ignore[attr-defined]
+        failure = failed[0].result()
         print(f"foldgate: {explain(failure, settings) or failure}", file=sys.stderr)
         return 1
     if not stop.is_set():  # the terminal chat ended: answer what it sent, unless a signal comes first

@@ -7,6 +7,8 @@ replies the runner gives them, split to the platform's limit.
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
@@ -163,3 +165,13 @@ class PlatformAdapter(ABC):
 
     async def typing(self, chat_id: str) -> None:
         """Show that a reply is being prepared; platforms without an indicator do nothing."""
+
+    async def verify(self) -> None:
+        """Check the platform takes our credentials (Telegram's getMe, Discord's login) before the gateway
+        opens, raising an error that says what to fix; platforms with nothing to check return at once."""
+
+    async def failed(self) -> Exception:
+        """Wait until the adapter stops receiving on its own (a second poller on one token, a revoked
+        token) and return why; platforms that cannot stop that way wait for ever."""
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
