@@ -20,18 +20,37 @@ def is_command(message: IncomingMessage) -> bool:
     return message.respond and parse_command(message.text.strip()) is not None
 
 
-async def take_backlog(inbox: Inbox, head: IncomingMessage, *, max_messages: int) -> list[tuple[str, IncomingMessage]]:
-    """The entries waiting behind ``head`` that its turn takes in, ``(raw, message)`` in order."""
+class ParsedEntries:
+    """The inbox entries one turn reads, each parsed once: the head it was handed, the entries it takes in
+    behind it, and the same entries when they are read again (the provider stayed away)."""
+
+    def __init__(self, head_raw: str) -> None:
+        """Raises ValueError when the head entry cannot be read (it goes to the quarantine)."""
+        self.head_raw = head_raw
+        self.head = IncomingMessage.model_validate_json(head_raw)
+        self._parsed = {head_raw: self.head}
+
+    def parse(self, raw: str) -> IncomingMessage:
+        """The message of entry ``raw``; raises ValueError when it cannot be read."""
+        message = self._parsed.get(raw)
+        if message is None:
+            message = self._parsed[raw] = IncomingMessage.model_validate_json(raw)
+        return message
+
+
+async def take_backlog(inbox: Inbox, entries: ParsedEntries, *, max_messages: int) -> list[tuple[str, IncomingMessage]]:
+    """The entries waiting behind the head of ``entries`` that its turn takes in, ``(raw, message)`` in order."""
+    head = entries.head
     waiting = await inbox.waiting(head.chat, max_messages)
     try:
-        if not waiting or IncomingMessage.model_validate_json(waiting[0]).update_id != head.update_id:
+        if not waiting or entries.parse(waiting[0]).update_id != head.update_id:
             return []
     except ValueError:
         return []
     taken: list[tuple[str, IncomingMessage]] = []
     for raw in waiting[1:]:
         try:
-            message = IncomingMessage.model_validate_json(raw)
+            message = entries.parse(raw)
         except ValueError:
             break  # the unreadable entry gets its own step (and its quarantine)
         if is_command(message):

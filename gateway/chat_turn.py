@@ -1,9 +1,9 @@
 """What one inbox entry's handling works with and how it ends, as the turn's steps and the chat commands share it.
 
-:class:`ChatTurn` is what a command receives; :class:`Gateway` is the part of the runner a
+:class:`ChatTurn` is what a command receives; :class:`CommandHost` is the part of the worker a
 command may use (its store, inbox, agent builder, events, and compaction); :class:`Outcome` is
-what every way of handling an entry hands back to the runner. Commands depend on this small
-interface, not on the runner, so neither module imports the other.
+how every way of handling an entry ends, which the turn then delivers and finishes. Commands
+depend on this small interface, not on the runner, so neither module imports the other.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class AgentFactory(Protocol):
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent: ...
 
 
-class Gateway(Protocol):
-    """What a chat command may use of the gateway that runs it."""
+class CommandHost(Protocol):
+    """What a chat command may use of the worker that runs it (the runner is one)."""
 
     store: SessionStore
     inbox: Inbox
@@ -59,7 +59,7 @@ class Gateway(Protocol):
 class ChatTurn:
     """Everything one entry's handling works with; commands receive it too."""
 
-    runner: Gateway
+    runner: CommandHost
     chat: str
     message: IncomingMessage
     lock: Lock

@@ -1,16 +1,13 @@
-"""GatewayRunner: intake → per-chat inbox → one worker per chat across processes → hygiene → turn → commit → reply.
+"""GatewayRunner: intake → per-chat inbox → one worker per chat across processes, draining it turn by turn.
 
 Several gateway processes may share one Redis. Each chat is worked on by one worker at a
 time, whichever process takes the chat's lock; the lock is kept alive while the turn runs
 and every write is fenced by it, so a worker that stalls past its lock cannot overwrite
 what the next worker committed (B2).
 
-Exactly-once replies: a turn's messages and its reply text are committed together with
-the inbox entry's id (``last_entry_id``); after the reply is sent, ``replied_entry_id`` is
-recorded, then the entry leaves the inbox. A worker that finds the head entry already
-committed only (re)sends the recorded reply. The one window in which a reply can go out
-twice is between the platform accepting it and ``replied_entry_id`` being written — one
-Redis round trip.
+The runner dispatches chats and drains each chat's inbox: it hands every entry, raw, to the
+turn (:mod:`gateway.turn_entry`), which runs it to its end — commit, delivery, the entry
+finished (exactly-once replies: see :mod:`gateway.turn`) — and hands back the next entry.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.messages import Message
 from agent.settings import CompressionSettings
-from gateway.chat_turn import AgentFactory, ChatTurn, entry_id
+from gateway.chat_turn import AgentFactory, ChatTurn
 from gateway.commands import parse as parse_command
 from gateway.compactions import Compactions
 from gateway.delivery.replies import Replies
@@ -34,15 +31,14 @@ from gateway.events import EventBus, Trigger
 from gateway.store.inbox import Inbox
 from gateway.lock_keeper import LockKeeper
 from gateway.long_messages import MessageBound
-from gateway.outage import Backoff, ChatOutages, Health, ProviderDown, ProviderWatch, RetryLater, is_redis_outage
+from gateway.outage import Backoff, ChatOutages, Health, ProviderWatch, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
-from gateway.store import Lock, SessionStore, StaleLock
-from gateway.turn import Turn, TurnOptions, TurnParts
+from gateway.store import SessionStore, StaleLock
+from gateway.turn import TurnOptions, TurnParts
+from gateway.turn_entry import HeldChat
 
 log = logging.getLogger(__name__)
 
-#: Failed attempts at one inbox entry before it is answered with an error and let go.
-MAX_ENTRY_ATTEMPTS = 3
 #: Seconds before a chat whose worker stopped early is handed out again (and before a failed entry's retry).
 RETRY_DELAY_SECONDS = 1.0
 #: How long a chat whose lock could not be taken (an unexpected error, not Redis away) waits to be tried again.
@@ -93,15 +89,14 @@ class GatewayRunner:
         #: A message that failed because the provider is away is tried again for this long (``gateway.outage_retry_seconds``).
         self.provider = ProviderWatch(ChatOutages(store.channel, store.prefix, outage_retry_seconds))
         self._turn_parts = TurnParts(
-            gateway=self, adapters=self.adapters, replies=self.replies,
+            store=store, inbox=inbox, agents=agents, events=self.events, command_host=self,
+            adapters=self.adapters, replies=self.replies,
             #: One message's bound (``gateway.max_message_tokens``): a longer one reaches the model as an excerpt.
             bound=MessageBound(store, max_message_tokens, agents.context_length),
-            compactions=self.compactions, provider=self.provider, stop_requested=self._stop_requested,
-            options=self.options,
+            compactions=self.compactions, provider=self.provider, options=self.options,
         )
         self._max_chats = max_concurrent_chats
         self._busy: dict[str, asyncio.Task[None]] = {}
-        self._attempts: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._saturated = False
         self._dispatcher: asyncio.Task[None] | None = None
@@ -222,6 +217,7 @@ class GatewayRunner:
         me = asyncio.current_task()
         assert me is not None
         self.keeper.hold(lock, me)
+        held = HeldChat(self._turn_parts, chat, lock, retry_delay=RETRY_DELAY_SECONDS)
         released = False
         retry_in = RETRY_DELAY_SECONDS
         try:
@@ -235,7 +231,7 @@ class GatewayRunner:
                         released = True
                         break
                     await self.inbox.lease(chat, self.lock_ttl)  # still ours: stay marked in case we die
-                head = await self._handle_entry(chat, lock, head)
+                head = await held.take(head)
         except StaleLock:
             log.warning("%s: lock expired under worker %s; another worker continues", chat, self.worker_id)
         except asyncio.CancelledError:
@@ -250,68 +246,12 @@ class GatewayRunner:
                 log.exception("%s: worker failed; the entry stays in the inbox", chat)
         finally:
             self.keeper.let_go(lock)
-            for key in [key for key in self._attempts if key.startswith(f"{chat}|")]:
-                del self._attempts[key]  # counts are per holding of the lock; never kept past it
             if not released:  # entries may remain: free the chat and make it due again shortly
                 with contextlib.suppress(Exception):
                     await self.store.release_lock(lock)
                     await self.inbox.lease(chat, retry_in)
             if self._saturated:
                 self._wake.set()  # a slot is free and chats are waiting: look again now
-
-    # ----------------------------------------------------------------- one entry
-
-    async def _handle_entry(self, chat: str, lock: Lock, raw: str) -> str | None:
-        """Handle one inbox entry; returns the next entry (the same one again to retry it)."""
-        try:
-            message = IncomingMessage.model_validate_json(raw)
-        except ValueError:
-            log.error("%s: unreadable inbox entry moved to quarantine: %.200r", chat, raw)
-            await self.inbox.drop_bad(chat, raw)
-            return await self.inbox.head(chat)
-        attempts_key = f"{chat}|{message.update_id}"
-        turn = Turn(self._turn_parts, chat, lock, message)
-        try:
-            outcome = await turn.run()
-        except BaseException as error:
-            self.replies.abandon(chat)
-            if isinstance(error, (StaleLock, asyncio.CancelledError)) or not isinstance(error, Exception):
-                raise
-            if is_redis_outage(error):
-                raise  # the worker lets the chat go; it is handed out again once Redis answers
-            if isinstance(error, ProviderDown):  # not the entry's fault: no attempt counted
-                outcome = await turn.provider_down(error)  # RetryLater until the bound runs out
-            else:
-                attempts = self._attempts.get(attempts_key, 0) + 1
-                self._attempts[attempts_key] = attempts
-                log.exception("%s: handling update %s failed (attempt %d)", chat, message.update_id, attempts)
-                if attempts < MAX_ENTRY_ATTEMPTS:
-                    await asyncio.sleep(RETRY_DELAY_SECONDS * 2 ** (attempts - 1))  # the keeper holds the lock meanwhile
-                    return raw
-                outcome = await turn.give_up(error)
-        self.replies.closed(chat)
-        self._attempts.pop(attempts_key, None)
-        if outcome.reply is not None:
-            # A whole reply (a command's, a give-up notice) goes through the reply's journal too, as its resend
-            # after a crash does: each chunk is recorded as the platform accepts it, so no retry posts it again.
-            stream = outcome.stream or self.replies.stream(message, lock, previews=False)
-            self.replies.closed(chat)
-            await self.replies.deliver(message, outcome.reply, stream)
-        # Recording the reply as sent and removing the entry are one fenced step; a crash between
-        # the send above and this step is the one window in which a reply can go out twice.
-        if outcome.batch:
-            # The batch's last entry carries the reply: it is marked first, then the others leave silently
-            # (a crash in between leaves them to be removed as already taken in).
-            last_raw, last_id = outcome.batch[-1]
-            others = [raw, *(entry for entry, _ in outcome.batch[:-1])]
-            head = await self.store.finish_entry(lock, outcome.session_id, last_raw, ahead_for_next=False,
-                                                 replied_entry_id=last_id)
-            for position, other in enumerate(others):  # only the last finish reads ahead for what follows
-                head = await self.store.finish_entry(lock, outcome.session_id, other,
-                                                     ahead_for_next=position == len(others) - 1)
-            return head
-        marker = {"replied_entry_id": entry_id(message)} if outcome.committed and not outcome.silent else {}
-        return await self.store.finish_entry(lock, outcome.session_id, raw, **marker)
 
     # ----------------------------------------------------------------- what commands use
 
@@ -321,11 +261,3 @@ class GatewayRunner:
         """Compact the chat's session now and commit it (``/compress``); see :meth:`Compactions.compact`."""
         return await self.compactions.compact(turn, engine, trigger=trigger, force=force, focus=focus,
                                               tokens=tokens, messages=messages)
-
-    async def _stop_requested(self, chat: str, turn_started: float) -> bool:
-        """Whether a ``/stop`` arrived for the chat since its turn began (honouring it clears it)."""
-        at = await self.inbox.stop_requested_at(chat)
-        if at is None or at < turn_started:
-            return False
-        await self.inbox.clear_stop(chat)
-        return True

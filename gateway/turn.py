@@ -1,7 +1,8 @@
-"""One inbox entry, handled as named steps.
+"""One inbox entry, handled as named steps, to its end.
 
-The runner claims a chat and hands its entries here one by one; each ends in an
-:class:`~gateway.chat_turn.Outcome` the runner delivers and finishes. In order:
+The runner claims a chat and hands its entries, raw, to :mod:`gateway.turn_entry`, which parses
+each once and walks it through these steps. :meth:`Turn.run` ends in an
+:class:`~gateway.chat_turn.Outcome`, which the turn then delivers and finishes. In order:
 
 1. :meth:`Turn.snapshot` — the chat's session pointer, meta and (for a model turn) live transcript;
 2. :meth:`Turn.already_handled` — an entry committed before a crash only has its reply resent;
@@ -9,10 +10,19 @@ The runner claims a chat and hands its entries here one by one; each ends in an
 4. :meth:`Turn.prepare` — the backlog it takes in, the engine, idle compaction and hygiene, the bounded messages;
 5. :meth:`Turn.run_agent` — the agent's turn, streamed, stoppable with ``/stop``;
 6. :meth:`Turn.commit` — the new messages (or the in-loop compaction) committed with the reply, fenced;
-7. :meth:`Turn.report` — the turn's event, with its cost and what caching saved.
+7. :meth:`Turn.report` — the turn's event, with its cost and what caching saved;
+8. :meth:`Turn.deliver` — the reply sent, through the stream that previewed it;
+9. :meth:`Turn.finish` — the reply recorded as sent and the entry removed, one fenced step; the next entry.
 
-Failures end in :meth:`Turn.give_up` (a message that keeps failing is stored and answered with a
-notice) or :meth:`Turn.provider_down` (the provider is away: wait for it, within a bound).
+A failed turn ends as :mod:`gateway.turn_failures` decides: tried again, given up with a notice, or
+waited for while the provider is away.
+
+Exactly-once replies: a turn's messages and its reply text are committed together with
+the inbox entry's id (``last_entry_id``); after the reply is sent, ``replied_entry_id`` is
+recorded, then the entry leaves the inbox. A worker that finds the head entry already
+committed only (re)sends the recorded reply. The one window in which a reply can go out
+twice is between the platform accepting it and ``replied_entry_id`` being written — one
+Redis round trip.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.context_engine import ContextEngine
@@ -32,21 +42,21 @@ from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.transcript_repair import repair_for_turn
 from gateway.admission import verbatim_limit, verbatim_start
-from gateway.backlog import is_command, take_backlog
-from gateway.chat_turn import AgentFactory, ChatTurn, Gateway, Outcome, entry_id
+from gateway.backlog import ParsedEntries, is_command, take_backlog
+from gateway.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome, entry_id
 from gateway.commands import handle_command
 from gateway.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
-from gateway.events import CompressEvent, FailureKind, TurnErrorEvent, TurnEvent
+from gateway.events import CompressEvent, EventBus, FailureKind, TurnErrorEvent, TurnEvent
 from gateway.hygiene import estimate_session_tokens
 from gateway.long_messages import MessageBound
-from gateway.outage import (ProviderDown, ProviderWatch, RetryLater, counts_as_down, final_notice, is_redis_outage,
-                            waiting_notice)
+from gateway.outage import ProviderDown, ProviderWatch, counts_as_down, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory
 from gateway.startup_errors import explain
-from gateway.store import CompactionCommit, Lock, StaleLock
+from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore
+from gateway.store.inbox import Inbox
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +79,18 @@ class TurnOptions:
 class TurnParts:
     """What every turn of this process shares."""
 
-    gateway: Gateway
+    store: SessionStore
+    #: The chats' inboxes: the backlog a turn takes in, and the ``/stop`` it honours.
+    inbox: Inbox
+    agents: AgentFactory
+    events: EventBus
+    #: What a chat command may use of the worker that runs it; handed to commands, never used by the turn itself.
+    command_host: CommandHost
     adapters: Mapping[str, PlatformAdapter]
     replies: Replies
     bound: MessageBound
     compactions: Compactions
     provider: ProviderWatch
-    #: Whether a ``/stop`` arrived for the chat since the given time (honouring it clears it).
-    stop_requested: Callable[[str, float], Awaitable[bool]]
     options: TurnOptions = field(default_factory=TurnOptions)
 
 
@@ -102,11 +116,14 @@ class Prepared:
 class Turn:
     """One inbox entry's handling (see the module docstring for the steps)."""
 
-    def __init__(self, parts: TurnParts, chat: str, lock: Lock, message: IncomingMessage) -> None:
+    def __init__(self, parts: TurnParts, chat: str, lock: Lock, entries: ParsedEntries) -> None:
+        """``entries`` holds the entry handed in, parsed: every entry the turn reads is parsed there once."""
         self.parts = parts
-        self.store = parts.gateway.store
-        self.agents: AgentFactory = parts.gateway.agents
-        self.chat, self.lock, self.message = chat, lock, message
+        self.store = parts.store
+        self.agents = parts.agents
+        self.chat, self.lock = chat, lock
+        self.entries = entries
+        self.message = entries.head
         self.started = time.perf_counter()
         self.since = time.time()  # a /stop from now on is this turn's, even one sent during a compaction first
         #: The context's size once committed (as hygiene will judge it), and what went wrong with the model call.
@@ -131,7 +148,11 @@ class Turn:
     async def snapshot(self) -> tuple[ChatTurn, list[Message]]:
         wants_model = self.message.respond and not is_command(self.message)
         sid, meta, history = await self.store.snapshot(self.chat, messages=wants_model)
-        return ChatTurn(self.parts.gateway, self.chat, self.message, self.lock, sid, meta), history
+        return self.chat_turn(sid, meta), history
+
+    def chat_turn(self, session_id: str, meta: SessionMeta) -> ChatTurn:
+        """What this entry's handling works with in session ``session_id`` (what commands receive too)."""
+        return ChatTurn(self.parts.command_host, self.chat, self.message, self.lock, session_id, meta)
 
     def already_handled(self, turn: ChatTurn) -> Outcome | None:
         """An entry committed before a crash: only its reply may be missing, sent through the reply's journal
@@ -157,7 +178,7 @@ class Turn:
     async def store_unanswered(self, turn: ChatTurn) -> Outcome:
         """A message that asks for no reply (a group message not addressed to the bot) joins the session."""
         bound = self.parts.bound
-        stored = await bound.bounded(turn, self.message, bound.limit(self._model(turn)), [])
+        stored = await bound.bounded(turn, self.message, bound.limit(self.model(turn)), [])
         await self.store.append(self.chat, turn.session_id, [stored], lock=self.lock,
                                 meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
         return Outcome(turn.session_id, None, committed=False)
@@ -168,9 +189,9 @@ class Turn:
         threshold is never handed to the agent."""
         options, bound = self.parts.options, self.parts.bound
         continues = turn.meta.partial_entry_id == turn.entry_id  # its message and tool results are stored already
-        batch = (await take_backlog(self.parts.gateway.inbox, self.message, max_messages=options.coalesce_max_messages)
+        batch = (await take_backlog(self.parts.inbox, self.entries, max_messages=options.coalesce_max_messages)
                  if options.coalesce_backlog and not continues else [])
-        model = self._model(turn)
+        model = self.model(turn)
         window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)
         engine = self.agents.build_engine(model, turn.meta.engine_state, archive)
@@ -214,7 +235,13 @@ class Turn:
         return [*history, *stored]
 
     async def _stop_requested(self) -> bool:
-        return await self.parts.stop_requested(self.chat, self.since)
+        """Whether a ``/stop`` arrived for the chat since this turn began (honouring it clears it)."""
+        inbox = self.parts.inbox
+        at = await inbox.stop_requested_at(self.chat)
+        if at is None or at < self.since:
+            return False
+        await inbox.clear_stop(self.chat)
+        return True
 
     def _tools(self, turn: ChatTurn) -> ToolRegistry:
         tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
@@ -328,7 +355,7 @@ class Turn:
     async def report(self, turn: ChatTurn, prepared: Prepared, result: TurnResult) -> None:
         """The turn's event (with its cost and what caching saved), after the compactions the provider made
         of the conversation during it, if any."""
-        usage, ttl, model, events = result.usage, self.parts.options.cache_ttl, prepared.model, self.parts.gateway.events
+        usage, ttl, model, events = result.usage, self.parts.options.cache_ttl, prepared.model, self.parts.events
         try:
             spent, saved = float(cost(usage, model, ttl)), float(savings(usage, model, ttl))
         except UnknownPrice:
@@ -349,81 +376,49 @@ class Turn:
             error=self.failure,
         ))
 
-    async def _report_failure(self, session_id: str, kind: FailureKind, error: str) -> None:
-        await self.parts.gateway.events.emit(TurnErrorEvent(
+    async def report_failure(self, session_id: str, kind: FailureKind, error: str) -> None:
+        """The event of a turn that failed (see :mod:`gateway.turn_failures`)."""
+        await self.parts.events.emit(TurnErrorEvent(
             platform=self.message.platform, chat=self.chat, session_id=session_id, kind=kind, error=error,
         ))
 
-    # ----------------------------------------------------------------- failures
+    # ----------------------------------------------------------------- the ending
 
-    async def give_up(self, error: Exception) -> Outcome:
-        """After repeated failures: keep the person's message in the session and tell them.
+    async def deliver(self, outcome: Outcome) -> None:
+        """Send the outcome's reply, if it has one, through the stream that previewed it. A whole reply (a
+        command's, a give-up notice) goes through the reply's journal too, as its resend after a crash does:
+        each chunk is recorded as the platform accepts it, so no retry posts it again."""
+        replies = self.parts.replies
+        replies.closed(self.chat)
+        if outcome.reply is None:
+            return
+        stream = outcome.stream or replies.stream(self.message, self.lock, previews=False)
+        replies.closed(self.chat)
+        await replies.deliver(self.message, outcome.reply, stream)
 
-        If even that fails (the session cannot be read, the message cannot be stored), the entry is
-        let go with the error logged, so one poisoned entry never blocks the chat behind it. Only a
-        lost lock propagates: the chat is another worker's then.
+    async def finish(self, outcome: Outcome) -> str | None:
+        """Record the reply as sent and remove the entry (a batch: its entries); the next entry.
+
+        Recording the reply as sent and removing the entry are one fenced step; a crash between the send
+        (:meth:`deliver`) and this step is the one window in which a reply can go out twice.
         """
-        message = self.message
-        reply = (f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; "
-                 "please try again.")
-        sid = ""
-        try:
-            sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
-            if not meta.holds(entry_id(message)):
-                turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
-                stored = await self.parts.bound.stored_form(turn, self._model(turn), [message])
-                await self.store.append(self.chat, sid, stored, lock=self.lock,
-                                        meta={"last_entry_id": entry_id(message), "last_reply": reply})
-        except StaleLock:
-            raise
-        except Exception:
-            log.exception("%s: update %s could not be stored either; letting it go", self.chat, message.update_id)
-            if not sid:  # the snapshot itself failed: the entry still leaves through the chat's pointer
-                with contextlib.suppress(Exception):
-                    sid = await self.store.stored_session(self.chat) or ""
-            await self._report_failure(sid, "failed", f"the message could not be handled or stored ({type(error).__name__})")
-            return Outcome(sid, None, committed=False)
-        await self._report_failure(sid, "failed", f"handling the message kept failing ({type(error).__name__})")
-        return Outcome(sid, reply, committed=True)
+        raw = self.entries.head_raw
+        if outcome.batch:
+            # The batch's last entry carries the reply: it is marked first, then the others leave silently
+            # (a crash in between leaves them to be removed as already taken in).
+            last_raw, last_id = outcome.batch[-1]
+            others = [raw, *(entry for entry, _ in outcome.batch[:-1])]
+            head = await self.store.finish_entry(self.lock, outcome.session_id, last_raw, ahead_for_next=False,
+                                                 replied_entry_id=last_id)
+            for position, other in enumerate(others):  # only the last finish reads ahead for what follows
+                head = await self.store.finish_entry(self.lock, outcome.session_id, other,
+                                                     ahead_for_next=position == len(others) - 1)
+            return head
+        marker = {"replied_entry_id": entry_id(self.message)} if outcome.committed and not outcome.silent else {}
+        return await self.store.finish_entry(self.lock, outcome.session_id, raw, **marker)
 
-    async def provider_down(self, down: ProviderDown) -> Outcome:
-        """The entry failed because the provider is away: tell the chat once, and have the chat handed out
-        again after a backoff (raises :class:`RetryLater`), so order is kept and no slot is held while
-        waiting. When the provider stayed away for the whole bound, the waiting messages are stored and
-        answered with one final notice."""
-        message, error = self.message, down.cause
-        failure = await self.parts.provider.failed(self.chat, str(message.update_id), down)
-        if not failure.expired:
-            if failure.first:
-                await self._report_failure(await self.store.stored_session(self.chat) or "", "provider_away",
-                                           f"the model provider {plain_reason(error)}")
-                await self.parts.replies.deliver(message, waiting_notice(error))
-            raise RetryLater(failure.delay)
-        log.warning("%s: the model provider stayed away for %.0fs; the waiting messages are stored unanswered",
-                    self.chat, failure.waited)
-        sid, meta, _ = await self.store.snapshot(self.chat, messages=False)
-        options = self.parts.options
-        batch = await take_backlog(self.parts.gateway.inbox, message,
-                                   max_messages=options.coalesce_max_messages)  # what waited behind the head leaves with it
-        entries = [message, *(m for _, m in batch)]
-        ids = [entry_id(m) for m in entries]
-        reply = final_notice(error, failure.waited)
-        if meta.last_entry_id != ids[-1]:
-            turn = ChatTurn(self.parts.gateway, self.chat, message, self.lock, sid, meta)
-            unstored = [m for m in entries if not meta.holds(entry_id(m))]  # a kept partial turn holds its message
-            stored = await self.parts.bound.stored_form(turn, self._model(turn), unstored)
-            await self.store.append(self.chat, sid, stored, lock=self.lock,
-                                    meta={"last_entry_id": ids[-1], "last_reply": reply, "partial_entry_id": None,
-                                          "batch_entry_ids": "\n".join(ids) if batch else None})
-        await self.parts.provider.stopped_waiting(self.chat)
-        await self._report_failure(sid, "provider_gave_up",
-                                   f"the model provider {plain_reason(error)} for {failure.waited:.0f} s; messages stored unanswered")
-        # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
-        return Outcome(sid, reply, committed=True,
-                       stream=self.parts.replies.stream(entries[-1], self.lock, previews=False),
-                       batch=tuple((raw, entry_id(m)) for raw, m in batch))
-
-    def _model(self, turn: ChatTurn) -> str:
+    def model(self, turn: ChatTurn) -> str:
+        """The model the chat's session talks to."""
         return turn.meta.model or self.agents.default_model
 
 
