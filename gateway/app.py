@@ -105,6 +105,6 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"foldgate: invalid configuration\n{error}", file=sys.stderr)
         return 2
     log_where(settings, sys.stdin)
-    if getattr(args, "demo", False):
+    if args.demo:
         return exit_code_of("foldgate", settings, lambda: run_demo(settings))
     return exit_code_of("foldgate", settings, lambda: run_gateway_loop(serve(settings, demo=False)))
