@@ -300,7 +300,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(out_dir: str | Path, **options: Any) -> int:
-    from gateway.app import run_gateway_loop
+    from gateway.process import run_gateway_loop
 
     result = run_gateway_loop(measure(**options))
     publish(out_dir, "bench_chaos", result, markdown(result))

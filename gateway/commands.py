@@ -17,14 +17,16 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agent import pricing
 from agent.llm.client import lists_model
 from agent.llm.errors import ProviderError, plain_reason
 from agent.llm.codex_app_server import CodexThreadEngine, thread_of
 from agent.models import UnknownAlias, api_model_id, split_large_alias
+from agent.prompt_caching import CachingPlan
 from gateway import hygiene
+from gateway.agents import AgentBuilder
 from gateway.events import CompressEvent
 from gateway.session_source import ChatHistory, Conversation, conversations, outline
 from gateway.store import UnknownSession, VersionConflict
@@ -63,7 +65,7 @@ async def compress(turn: ChatTurn, focus: str) -> str:
         return "Nothing to compress: the conversation is already as small as compaction makes it."
     after = turn.meta
     stats = engine.last_compaction
-    by = getattr(stats, "summarizer", "") or ""
+    by = stats.summarizer if stats is not None else ""
     return (
         f"Compressed: {before_count} → {after.count} messages, {before_tokens:,} → {after.tokens:,} tokens"
         f" (summary by {by}). Everything folded away stays searchable."
@@ -100,28 +102,37 @@ async def _compress_codex_thread(turn: ChatTurn, engine: CodexThreadEngine) -> s
     )
 
 
-def _cold_cache_warning(runner: object, tokens: int, new_model: str) -> str:
-    """What a switch costs: the provider's cache is per model, so the next request reads everything uncached."""
+def _cold_cache_warning(caching: CachingPlan, tokens: int, new_model: str) -> str:
+    """What a switch costs: the provider's cache is per model, so the next request reads everything uncached.
+
+    ``caching`` is the new model's caching plan: with breakpoints, that request also writes a new cache.
+    """
     text = f" ⚠️ The prompt cache belongs to the model: the next request re-reads this conversation's {tokens:,} tokens uncached"
     price = pricing.price_for(new_model)
     if price is not None and tokens:
         full = pricing.cost({"prompt_tokens": tokens}, new_model)
         text += f" (≈{full} at {new_model}'s input price)"
-    plan = getattr(runner, "caching_plan", None)
-    if callable(plan) and plan(new_model).enabled:
+    if caching.enabled:
         text += " and writes a new cache"
     return text + "; later replies are cheap again once it is warm."
 
 
-async def _provider_models(agents: object) -> tuple[list[str] | None, str]:
+@runtime_checkable
+class ListsModels(Protocol):
+    """A chat model that can say which models its provider serves (the chat completions client, the local
+    demo model); the Responses and codex routes cannot, and ``/model`` then switches unchecked."""
+
+    async def list_models(self) -> list[str]: ...
+
+
+async def _provider_models(agents: AgentBuilder) -> tuple[list[str] | None, str]:
     """The models the configured provider serves, or ``(None, why not)`` when that cannot be known."""
-    if getattr(agents, "api_mode", "chat") == "codex_app_server":
+    if agents.api_mode == "codex_app_server":
         return None, "the codex app-server route has no model list here"
-    lister = getattr(getattr(agents, "chat_model", None), "list_models", None)
-    if not callable(lister):
+    if not isinstance(agents.chat_model, ListsModels):
         return None, "this route offers no model list"
     try:
-        return list(await lister()), ""
+        return list(await agents.chat_model.list_models()), ""
     except ProviderError as error:  # any failure only means the name stays unchecked
         # The provider's own text can echo the key or name an internal address: the chat gets plain words.
         log.warning("listing the provider's models failed: %s", error)
@@ -148,7 +159,7 @@ async def model(turn: ChatTurn, name: str) -> str:
         return f"⚠️ {error}"
     if name == current:
         return f"Already on {current}."
-    provider = getattr(runner.agents, "provider", None) or "the provider"
+    provider = runner.agents.provider or "the provider"
     served, why = await _provider_models(runner.agents)
     if served is not None and not lists_model(served, api_model_id(name)):
         close = difflib.get_close_matches(api_model_id(name), served, n=5, cutoff=0.4)
@@ -161,7 +172,7 @@ async def model(turn: ChatTurn, name: str) -> str:
     text = (f"Switched {current} → {name} (window {runner.agents.context_length(name):,} tokens, compaction at"
             f" {engine.threshold:.0%}).")
     if provider not in UNBILLED_PROVIDERS:
-        text += _cold_cache_warning(runner.agents, tokens, name)
+        text += _cold_cache_warning(runner.agents.caching_plan(name), tokens, name)
     if served is None:
         text += f" ⚠️ Could not verify that {provider} serves {name} ({why}); the next reply will tell."
     return text
@@ -252,16 +263,13 @@ async def resume(turn: ChatTurn, which: str) -> str:
 UNBILLED_PROVIDERS = {"local": "the local demo model is free", "openai-codex": "a ChatGPT subscription, not per-token billing"}
 
 
-def _money_line(runner: object, model: str, totals: dict) -> str:
-    """Money spent on the session and what prompt caching saved (B5)."""
-    provider = getattr(runner, "provider", None)
-    if provider in UNBILLED_PROVIDERS:
-        return f"Cost: not billed per token ({UNBILLED_PROVIDERS[provider]})"
+def _money_line(agents: AgentBuilder, model: str, totals: dict) -> str:
+    """Money spent on the session and what prompt caching saved (B5), priced for the route ``agents`` sends on."""
+    if agents.provider in UNBILLED_PROVIDERS:
+        return f"Cost: not billed per token ({UNBILLED_PROVIDERS[agents.provider]})"
     if pricing.price_for(model) is None:
         return f"Cost: no price known for {model}"
-    settings = getattr(runner, "settings", None)
-    ttl = settings.prompt_caching.cache_ttl if settings is not None else "5m"
-    spent = pricing.cost(totals, model, ttl)
+    spent = pricing.cost(totals, model, agents.settings.prompt_caching.cache_ttl)
     without = pricing.uncached_cost(totals, model)
     saved = without - spent
     share = f" ({saved.ratio(without):.0%} less than without caching)" if saved.amount > 0 else ""

@@ -134,7 +134,7 @@ class ReplayReport:
 async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = None) -> ReplayReport:
     """Run the fixture through a gateway built from ``settings``; returns what happened."""
     from agent.tools import Tool
-    from gateway.app import open_gateway
+    from gateway.assembly import open_gateway
 
     model = ReplayModel(fixture.model_replies)
     platform = RecordingAdapter("replay")

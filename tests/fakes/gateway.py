@@ -11,7 +11,7 @@ from gateway.config import Settings
 from gateway.events import Event, EventBus
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
-from gateway.app import message_path
+from gateway.assembly import message_path
 from gateway.runner import GatewayRunner
 
 

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.app import Gateway, open_gateway, serve_web
+from gateway.assembly import RunningGateway, open_gateway
+from gateway.web_serving import serve_web
 from gateway.config import Settings
 from gateway.web.server import WebServers
 
@@ -42,7 +43,7 @@ def web_settings(redis_url: str, prefix: str, base_url: str, *, context_length: 
 
 @dataclass
 class WebGateway:
-    gateway: Gateway
+    gateway: RunningGateway
     servers: WebServers
 
     @property

@@ -1,0 +1,144 @@
+"""The gateway's wiring: from settings to a started runner over Redis, and back to nothing.
+
+Every way of running foldgate (``foldgate run``, the demo, replays, benchmarks, tests) opens
+its gateway here, so they all run the same parts joined the same way, and a failed start
+leaves no server or connection behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from agent.tokens import encoding
+from gateway.activity import ActivityLog
+from gateway.agents import AgentBuilder
+from gateway.config import Settings
+from gateway.delivery.budget import SendBudget
+from gateway.delivery.gate import gates
+from gateway.events import EventBus
+from gateway.platforms.base import PlatformAdapter
+from gateway.runner import GatewayRunner
+from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
+from gateway.startup_errors import REDIS_CONNECT_SECONDS, redis_failure
+from gateway.store import SessionStore
+from gateway.store.channel import channel_for
+from gateway.store.inbox import Inbox
+from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
+from gateway.web.chat_platform import WebChatAdapter
+from gateway.web.live import LiveHub
+
+
+@dataclass
+class RunningGateway:
+    """A running gateway's parts, so the CLI, the demo and tests start and stop it the same way."""
+
+    settings: Settings
+    runner: GatewayRunner
+    store: SessionStore
+    events: EventBus
+    agents: AgentBuilder
+    redis: Any
+    embedded: EmbeddedRedis | None
+    #: Every chat's turns, compactions and errors, recorded for the operator view.
+    activity: ActivityLog
+    budget: SendBudget
+    #: Web chat replies on their way to the browsers of any process.
+    live: LiveHub
+
+    async def close(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
+        """Stop everything; running turns get ``grace_seconds`` (until ``cut_short`` is set) to finish.
+
+        Returns how many turns were cancelled instead: their messages wait in the inbox for the next start.
+        """
+        cancelled = await self.runner.stop(grace_seconds=grace_seconds, cut_short=cut_short)
+        for adapter in self.runner.adapters.values():
+            with contextlib.suppress(Exception):
+                await adapter.stop()
+        await self.agents.aclose()
+        await self.live.aclose()
+        await self.store.channel.aclose()
+        await self.redis.aclose()
+        if self.embedded:
+            await self.embedded.stop()
+        return cancelled
+
+
+def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
+    """The store and inbox a gateway's workers use, on one shared channel to Redis.
+
+    The caller closes the channel (``store.channel.aclose()``) before the redis-py client.
+    """
+    channel = channel_for(redis)
+    store = SessionStore(redis, settings.redis.key_prefix, channel=channel,
+                         transcript_cache_tokens=settings.gateway.transcript_cache_tokens)
+    inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds, channel=channel)
+    return store, inbox
+
+
+async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], *, exclusive: bool = False,
+                       **builder_options: Any) -> RunningGateway:
+    """Connect to Redis (or start the embedded server) and build a started runner.
+
+    ``exclusive`` refuses an embedded server that another live foldgate runs on the same home:
+    a serving gateway must not have its server stop under it when that foldgate quits.
+
+    A Redis that cannot be reached raises :class:`~gateway.startup_errors.StartupError` naming
+    ``redis.url``; whatever was opened before a failure is closed again.
+    """
+    try:  # a configured server gets a deadline: a firewall that drops packets must not hang the start
+        async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
+            redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path,
+                                                     cluster=settings.redis.cluster, notice=builder_options.get("notice"),
+                                                     share=not exclusive)
+    except (OSError, TimeoutError, ValueError, RedisError) as error:
+        raise redis_failure(error, settings) from error
+    store: SessionStore | None = None
+    agents: AgentBuilder | None = None
+    runner: GatewayRunner | None = None
+    try:
+        store, inbox = message_path(redis, settings)
+        try:  # the message path logs in on a connection of its own: a refusal shows here, not in a worker
+            async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
+                await store.channel.call("PING")
+        except (OSError, TimeoutError, RedisError) as error:
+            raise redis_failure(error, settings) from error
+        events = EventBus()
+        activity = ActivityLog(redis, store.channel, settings.redis.key_prefix)
+        events.subscribe(activity.record)  # whichever process serves the operator view reads them
+        agents = AgentBuilder(settings, **builder_options)
+        budget = SendBudget(store.channel, settings.redis.key_prefix)
+        live = LiveHub(redis, store.channel, settings.redis.key_prefix)
+        # Any process may run a web chat's turn, served here or not: each one can send its replies.
+        platforms = {**adapters, WEB_PLATFORM: WebChatAdapter(live)}
+        runner = GatewayRunner(
+            store, inbox, agents, adapters=platforms, compression=settings.compression, events=events,
+            lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
+            cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
+            gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
+            coalesce_max_messages=settings.gateway.coalesce_max_messages,
+            coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
+            max_message_tokens=settings.gateway.max_message_tokens,
+            outage_retry_seconds=settings.gateway.outage_retry_seconds,
+        )
+        await runner.start()
+        encoding()  # the tokenizer loads now rather than on the first message
+    except BaseException:
+        await _release(runner, agents, store, redis, embedded)
+        raise
+    return RunningGateway(settings, runner, store, events, agents, redis, embedded, activity, budget, live)
+
+
+async def _release(runner: GatewayRunner | None, agents: AgentBuilder | None, store: SessionStore | None,
+                   redis: Any, embedded: EmbeddedRedis | None) -> None:
+    """Close what a half-opened gateway holds, so a failed start leaves no server or connection behind."""
+    steps = [runner.stop if runner else None, agents.aclose if agents else None,
+             store.channel.aclose if store else None, redis.aclose, embedded.stop if embedded else None]
+    for step in steps:
+        if step is not None:
+            with contextlib.suppress(Exception):
+                await step()
