@@ -143,6 +143,7 @@ async def measure(sizes: Sequence[int] = SIZES, seed: int = SEED, context_length
     """``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server."""
     from evals.bench_throughput import local_redis_url
     from gateway.server.lifecycle import connect_or_embed
+    from gateway.store.keys import every_key_pattern
 
     url = await local_redis_url() if redis_url is None else redis_url
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
@@ -176,7 +177,7 @@ async def _measure_sizes(redis: Any, url: str, sizes: Sequence[int], seed: int, 
             "rows": rows,
         }
     finally:
-        keys = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+        keys = [key async for key in redis.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(keys), 500):
             await redis.delete(*keys[start:start + 500])
 
