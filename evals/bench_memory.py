@@ -143,7 +143,6 @@ async def measure(sizes: Sequence[int] = SIZES, seed: int = SEED, context_length
     """``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server."""
     from evals.bench_throughput import local_redis_url
     from gateway.server.lifecycle import connect_or_embed
-    from gateway.store.keys import every_key_pattern
 
     url = await local_redis_url() if redis_url is None else redis_url
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
@@ -158,6 +157,7 @@ async def measure(sizes: Sequence[int] = SIZES, seed: int = SEED, context_length
 
 async def _measure_sizes(redis: Any, url: str, sizes: Sequence[int], seed: int, context_length: int) -> dict[str, Any]:
     from evals.bench_throughput import describe_redis
+    from gateway.store.keys import every_key_pattern
 
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     try:
