@@ -140,6 +140,7 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
     from redis.asyncio import Redis
 
     from gateway.store.inbox import Inbox
+    from gateway.store.keys import every_key_pattern
     from tests.fakes.gateway import message
     from tests.fakes.kill_load import rss_mb, start_worker
     from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -205,7 +206,7 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
             worker.terminate()
         for worker in workers:
             worker.join(timeout=30)
-        stale = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        stale = [key async for key in client.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(stale), 500):
             await client.delete(*stale[start:start + 500])
         await client.aclose()

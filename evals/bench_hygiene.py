@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from gateway import hygiene
 from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
+from gateway.store.keys import every_key_pattern
 from evals.redis_target import bench_redis
 from evals.report import progress, publish
 
@@ -128,7 +129,7 @@ async def _measure(redis_url: str, iterations: int) -> dict[str, list[dict]]:
             row["p50_ratio"] = round(row["p50_us"] / base, 2)
         return {"rows": rows, "turn_reads": await _turn_reads(redis, prefix, sessions, TURN_READS)}
     finally:
-        async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
+        async for key in redis.scan_iter(match=every_key_pattern(prefix), count=1000):
             await redis.delete(key)
         await redis.aclose()
 

@@ -157,6 +157,7 @@ async def measure(sizes: Sequence[int] = SIZES, seed: int = SEED, context_length
 
 async def _measure_sizes(redis: Any, url: str, sizes: Sequence[int], seed: int, context_length: int) -> dict[str, Any]:
     from evals.bench_throughput import describe_redis
+    from gateway.store.keys import every_key_pattern
 
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     try:
@@ -176,7 +177,7 @@ async def _measure_sizes(redis: Any, url: str, sizes: Sequence[int], seed: int, 
             "rows": rows,
         }
     finally:
-        keys = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+        keys = [key async for key in redis.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(keys), 500):
             await redis.delete(*keys[start:start + 500])
 

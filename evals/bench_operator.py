@@ -105,6 +105,7 @@ async def measure(chats: int = CHATS, redis_url: str | None = None) -> dict[str,
     import httpx
 
     from evals.bench_throughput import describe_redis, local_redis_url
+    from gateway.store.keys import every_key_pattern
     from tests.fakes.llm_server import FakeLLMServer, Reply
     from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
 
@@ -129,7 +130,7 @@ async def measure(chats: int = CHATS, redis_url: str | None = None) -> dict[str,
                     recording = await _recording_cost(web)
                 finally:
                     redis = web.gateway.redis
-                    keys = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+                    keys = [key async for key in redis.scan_iter(match=every_key_pattern(prefix), count=1000)]
                     for start in range(0, len(keys), 500):
                         await redis.delete(*keys[start:start + 500])
     return {"measured_at": time.strftime("%Y-%m-%d"), "redis": describe_redis(url), "chats": chats,

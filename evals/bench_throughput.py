@@ -409,17 +409,11 @@ async def _paced(bench: Bench, rate: float, seconds: float, rng: random.Random) 
 
 
 def _script_names() -> dict[str, str]:
-    """SHA1 -> name of every script the store and the inbox run (their modules' constants)."""
-    from gateway.store import inbox
-    from gateway.store.channel import Script
+    """SHA1 -> name of every script foldgate runs (the constants of :mod:`gateway.store.scripts`)."""
     from gateway.store import scripts
+    from gateway.store.channel import Script
 
-    names: dict[str, str] = {}
-    for owner in (scripts, inbox):
-        for attribute, value in vars(owner).items():
-            if isinstance(value, Script):
-                names[value.sha] = attribute.lstrip("_").lower()
-    return names
+    return {value.sha: attribute.lower() for attribute, value in vars(scripts).items() if isinstance(value, Script)}
 
 
 async def _round_trips(bench: Bench, count: int, rate: float) -> dict[str, Any]:
@@ -747,9 +741,11 @@ async def _drop_prefix(redis_url: str, prefix: str) -> None:
         return
     from redis.asyncio import Redis
 
+    from gateway.store.keys import every_key_pattern
+
     client = Redis.from_url(redis_url, decode_responses=True)
     try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        keys = [key async for key in client.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(keys), 500):
             await client.delete(*keys[start:start + 500])
     finally:

@@ -28,15 +28,13 @@ from agent import json_codec
 from gateway.events import EVENT_JSON, CompressEvent, Event, TurnEvent
 from gateway.store.channel import RedisChannel
 from gateway.store import ChatKeys, SessionStore, chat_index_key
-from gateway.store.keys import chat_of_session_key, session_keys_pattern
+from gateway.store.keys import chat_index_backfilled_key, chat_of_session_key, session_keys_pattern
 from gateway.store.meta import hash_float, hash_int
 
 log = logging.getLogger(__name__)
 
 #: Events kept per chat (Redis trims the stream to about this many, oldest first); ≈ 300 bytes each.
 ACTIVITY_MAX_ENTRIES = 1_000
-#: Marks that the chats stored before the index existed were added to it.
-_BACKFILLED = "chats:backfilled"
 
 
 def id_ranges(ids: Sequence[str]) -> str:
@@ -190,7 +188,7 @@ class ActivityLog:
 
     async def index_stored_chats(self, store: SessionStore) -> int:
         """Add the chats stored before the index existed (found by SCAN, once per Redis); how many."""
-        marker = f"{self.prefix}:{_BACKFILLED}"
+        marker = chat_index_backfilled_key(self.prefix)
         if await self.redis.exists(marker):
             return 0
         found = [

@@ -33,9 +33,9 @@ from agent.llm.errors import (
     RetryWaitTooLong,
     plain_reason,
 )
-from gateway.store.channel import RedisChannel, Script
 from gateway.startup_errors import one_line
-from gateway.store import ChatKeys
+from gateway.store.channel import RedisChannel
+from gateway.store.outages import OutageRecords
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +48,6 @@ MAX_RETRY_SECONDS = 30.0
 #: The dispatcher's first and longest wait while Redis does not answer.
 REDIS_FIRST_WAIT = 0.05
 REDIS_MAX_WAIT = 2.0
-
-#: KEYS: the chat's outage record. ARGV: now, when the failed try began, seconds after which the last
-#: failure belongs to an earlier outage, ttl. Returns {since, tries}.
-_FAILED = Script.of(r"""
-local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
-if last == 0 or tonumber(ARGV[2]) - last > tonumber(ARGV[3]) then
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'since', ARGV[1])
-end
-local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
-redis.call('HSET', KEYS[1], 'last', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-return {redis.call('HGET', KEYS[1], 'since'), tries}
-""")
-
 
 def counts_as_down(error: BaseException) -> bool:
     """Whether a failed turn means the provider is away (wait for it) rather than that it refused the request."""
@@ -123,11 +108,11 @@ class Failure:
 
 
 class ChatOutages:
-    """Per chat: since when the provider has been failing it, kept in Redis beside the chat's other keys."""
+    """Per chat: since when the provider has been failing it (the record is the store's,
+    :class:`gateway.store.outages.OutageRecords`), and what that means for its next try."""
 
     def __init__(self, channel: RedisChannel, prefix: str, bound_seconds: float) -> None:
-        self.channel = channel
-        self.prefix = prefix
+        self.records = OutageRecords(channel, prefix)
         self.bound = bound_seconds
 
     @property
@@ -135,16 +120,13 @@ class ChatOutages:
         """The longest wait between tries: short bounds (tests, impatient deployments) retry more often."""
         return max(FIRST_RETRY_SECONDS, min(MAX_RETRY_SECONDS, self.bound / 10))
 
-    def key(self, chat: str) -> str:
-        return ChatKeys(self.prefix, chat).outage
-
     async def failed(self, chat: str, error: ProviderError, started: float) -> Failure:
         """Record a failed try that began at ``started``; a try begun long after the last failure starts a new outage."""
         now = time.time()
         stale_after = 2 * self.cap + 10.0  # a chat waiting for its next try is handed out within about ``cap``
-        since, tries = await _FAILED.run(self.channel, [self.key(chat)],
-                                         [repr(now), repr(started), repr(stale_after), int(self.bound + 600)])
-        tries, waited = int(tries), now - float(since)
+        since, tries = await self.records.failed(chat, now=now, started=started, stale_after=stale_after,
+                                                 ttl_seconds=int(self.bound + 600))
+        waited = now - since
         remaining = self.bound - waited
         if remaining <= 0:
             return Failure(first=tries == 1, expired=True, delay=0.0, waited=waited)
@@ -156,7 +138,7 @@ class ChatOutages:
 
     async def ended(self, chat: str) -> None:
         """The chat was answered (or given up): its next failure is a new outage."""
-        await self.channel.call("DEL", self.key(chat))
+        await self.records.ended(chat)
 
 
 class Health:

@@ -84,3 +84,41 @@ def test_the_agent_side_never_imports_the_chat_side():
     reaching = {name: sorted(t for t in targets if t.startswith("gateway"))
                 for name, targets in import_graph().items() if name.startswith("agent")}
     assert {name: targets for name, targets in reaching.items() if targets} == {}
+
+
+#: What marks Lua source in a string: a script talks to Redis through ``redis.call`` and reads ``KEYS``.
+LUA_MARKS = ("redis.call(", "redis.pcall(", "KEYS[")
+#: Ways to hand Redis a script: redis-py's methods, the raw commands, and the store's own Script.
+SCRIPT_CALLS = {"eval", "evalsha", "eval_ro", "evalsha_ro", "register_script", "script_load"}
+SCRIPT_COMMANDS = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT"}
+
+
+def script_uses(path: Path) -> list[str]:
+    """Where ``path`` holds Lua source or sends a script to Redis, as ``line: what``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if any(mark in node.value for mark in LUA_MARKS):
+                found.append(f"{node.lineno}: Lua source")
+            elif node.value in SCRIPT_COMMANDS:
+                found.append(f"{node.lineno}: the {node.value} command")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            owner = node.func.value
+            if name in SCRIPT_CALLS or (name == "of" and isinstance(owner, ast.Name) and owner.id == "Script"):
+                found.append(f"{node.lineno}: {name}()")
+    return found
+
+
+def test_only_the_store_holds_lua_or_runs_scripts():
+    """Redis has one home: every script is a .lua file under gateway/store/scripts/, run by the store."""
+    outside = {name: uses for name, path in modules().items()
+               if not (name == "gateway.store" or name.startswith("gateway.store.")) and (uses := script_uses(path))}
+    assert outside == {}
+
+
+def test_lua_in_a_module_is_found(tmp_path: Path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('X = Script.of("return redis.call(\'GET\', KEYS[1])")\nawait r.evalsha(sha, 0)\n'
+                      'await channel.call("EVALSHA", sha, 0)\n', encoding="utf-8")
+    assert sorted(script_uses(sample)) == ["1: Lua source", "1: of()", "2: evalsha()", "3: the EVALSHA command"]

@@ -16,7 +16,6 @@ from redis.crc import key_slot
 from gateway.delivery.budget import (
     DISCORD_CHANNEL,
     DISCORD_GLOBAL,
-    EXPIRY_MARGIN_MS,
     TELEGRAM_BOT,
     TELEGRAM_CHAT,
     TELEGRAM_GROUP,
@@ -24,6 +23,7 @@ from gateway.delivery.budget import (
     Limit,
     SendBudget,
 )
+from gateway.store.buckets import EXPIRY_MARGIN_MS
 from gateway.store.channel import PipelinedConnection
 from gateway.store import ChatKeys
 

@@ -4,18 +4,11 @@ Telegram and Discord ban a bot that sends too fast, and they count the bot's sen
 process's: several processes each keeping its own budget were flood-banned from a group for two
 hours. So the buckets live in Redis and every process draws from the same ones.
 
-Key layout
-----------
-A bucket is one hash; its key carries the bucket's scope as the Redis Cluster hash tag, so a chat's
-buckets live on the slot of that chat's other keys (:mod:`gateway.store`)::
-
-    {prefix}:{<tag>}:budget:<name>     hash  tokens, ts, blocked_until (server microseconds)
-
-e.g. ``fg:{tg:-100123}:budget:chat`` and ``fg:{tg:-100123}:budget:group`` for a Telegram group and
-``fg:{tg:bot}:budget:bot`` for the bot-wide bucket. ``tokens`` is the bucket's content as of ``ts``;
-it refills at ``per_second`` up to ``capacity``. A missing hash is a full bucket, which is why a
-hash may expire once it would have refilled: every write sets PEXPIRE to the moment the bucket is
-full again (after any pause) plus :data:`EXPIRY_MARGIN_MS`, so buckets of dead chats go away.
+Buckets in Redis
+----------------
+Each bucket is a hash under the hash tag of its scope (a chat's buckets on that chat's slot), taken,
+refunded, paused and read by the store's scripts (:mod:`gateway.store.buckets`: the key layout,
+the refill and the expiry). This module decides which buckets a send needs and how long to wait.
 
 Time
 ----
@@ -64,16 +57,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.store import check_key_part
-from gateway.store.channel import RedisChannel, Script
+from gateway.store.buckets import TokenBuckets
+from gateway.store.channel import RedisChannel
+from gateway.store.keys import check_key_part
 
 Priority = Literal["final", "preview"]
 PRIORITIES: tuple[Priority, ...] = ("final", "preview")
-
-#: How long after a bucket would be full again its hash is kept; a full bucket and a missing hash
-#: read the same, so this only covers rounding.
-EXPIRY_MARGIN_MS = 500
-
 
 @dataclass(frozen=True)
 class Limit:
@@ -136,127 +125,6 @@ class Bucket:
             raise ValueError(f"Bucket.limit must be a Limit, got {self.limit!r}")
 
 
-#: Shared by the scripts below. Times are microseconds of the server clock (exact in a double
-#: until the year 2255). A bucket hash holds `tokens` as of `ts`, and `blocked_until`.
-_LUA_HELPERS = r"""
-local function clock()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- The bucket's tokens as of ts (ts >= now), and its blocked_until. A missing hash is a full bucket.
-local function load(key, capacity, rate, now)
-  local h = redis.call('HMGET', key, 'tokens', 'ts', 'blocked_until')
-  local tokens, ts, blocked = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]) or 0
-  if not tokens or not ts then return capacity, now, blocked end
-  -- a lowered capacity applies at once
-  tokens = math.min(tokens, capacity)
-  -- refill for the time since the last write; ts in the future is a pause, refilling from then on
-  if ts < now then
-    tokens = math.min(capacity, tokens + (now - ts) * rate)
-    ts = now
-  end
-  return tokens, ts, blocked
-end
-
-local function save(key, capacity, rate, now, tokens, ts, blocked)
-  redis.call('HSET', key, 'tokens', string.format('%.17g', tokens), 'ts', string.format('%.0f', ts),
-    'blocked_until', string.format('%.0f', blocked))
-  -- once full (and unpaused) the hash reads like a missing one: let it expire a little after that
-  local full_at = math.max(ts, blocked) + (capacity - tokens) / rate
-  redis.call('PEXPIRE', key, string.format('%.0f', math.ceil((full_at - now) / 1000) + ARGV[1]))
-end
-"""
-
-#: KEYS: bucket hashes of one hash tag. ARGV: expiry margin ms, priority ('final'|'preview'), then
-#: per key: capacity, per_second, preview_reserve. Returns 0 when every bucket gave a token, else
-#: the microseconds until all of them could (and nothing was taken).
-_TAKE = r"""
-local now = clock()
-local preview = ARGV[2] == 'preview'
-local state = {}
-local wait = 0
-for i, key in ipairs(KEYS) do
-  local a = 3 + (i - 1) * 3
-  local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
-  -- a final needs one token; a preview must leave the finals' reserve behind it
-  local need = 1
-  if preview then need = 1 + tonumber(ARGV[a + 2]) end
-  local tokens, ts, blocked = load(key, capacity, rate, now)
-  -- the earliest moment this bucket holds `need`: after any pause, plus the refill still missing
-  local ready = math.max(ts, blocked) + math.max(0, need - tokens) / rate
-  wait = math.max(wait, ready - now)
-  state[i] = {capacity, rate, tokens, blocked}
-end
--- refused by any bucket: write nothing, answer the longest wait
-if wait > 0 then return math.ceil(wait) end
--- granted by all: one token from each (every ts is now, since ready <= now)
-for i, key in ipairs(KEYS) do
-  local s = state[i]
-  save(key, s[1], s[2], now, s[3] - 1, now, s[4])
-end
-return 0
-"""
-
-#: KEYS: bucket hashes of one hash tag that gave a token to a send another slot refused.
-#: ARGV: expiry margin ms, then per key: capacity, per_second. Gives each its token back.
-_REFUND = r"""
-local now = clock()
--- every bucket read before any is written: a key that cannot be read leaves all of them as they were
-local owed = {}
-for i, key in ipairs(KEYS) do
-  local a = 2 + (i - 1) * 2
-  local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
-  -- a missing hash is full already: nothing is owed
-  if redis.call('EXISTS', key) == 1 then
-    local tokens, ts, blocked = load(key, capacity, rate, now)
-    -- a pause since the take has set the content: the token is not owed back either
-    if ts <= now and blocked <= now then
-      owed[#owed + 1] = {key, capacity, rate, math.min(capacity, tokens + 1), blocked}
-    end
-  end
-end
-for _, s in ipairs(owed) do save(s[1], s[2], s[3], now, s[4], now, s[5]) end
-return 0
-"""
-
-#: KEYS: bucket hashes of one hash tag. ARGV: expiry margin ms, pause in microseconds, then per key:
-#: capacity, per_second. Each bucket is empty until now + pause (a longer pause already set stands)
-#: and then holds at most one token.
-_PAUSE = r"""
-local now = clock()
-local ends = now + tonumber(ARGV[2])
--- every bucket read before any is written: a key that cannot be read leaves all of them as they were
-local paused = {}
-for i, key in ipairs(KEYS) do
-  local a = 3 + (i - 1) * 2
-  local capacity, rate = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) / 1000000
-  local tokens, ts, blocked = load(key, capacity, rate, now)
-  if ends > blocked then
-    -- what the bucket would hold when the pause ends, but never a burst: at most the retried send
-    local later = math.min(capacity, tokens + (math.max(ends, ts) - ts) * rate)
-    paused[#paused + 1] = {key, capacity, rate, math.min(1, later), math.max(ends, ts)}
-  end
-end
-for _, s in ipairs(paused) do save(s[1], s[2], s[3], now, s[4], s[5], ends) end
-return 0
-"""
-
-#: KEYS: one bucket hash. ARGV: capacity, per_second. Reads only: the tokens it holds now (as a
-#: string, Lua numbers leave as integers) and the microseconds until a pause on it ends (0: none).
-_PEEK = r"""
-local now = clock()
-local tokens, ts, blocked = load(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]) / 1000000, now)
-if ts > now then tokens = 0 end
-return {string.format('%.17g', tokens), math.max(0, math.ceil(blocked - now))}
-"""
-
-_take_script = Script.of(_LUA_HELPERS + _TAKE)
-_peek_script = Script.of(_LUA_HELPERS + _PEEK)
-_refund_script = Script.of(_LUA_HELPERS + _REFUND)
-_pause_script = Script.of(_LUA_HELPERS + _PAUSE)
-
-
 @dataclass(frozen=True)
 class BucketState:
     """A bucket as every process sees it now: the sends it would grant at once, and how long a
@@ -267,10 +135,6 @@ class BucketState:
     paused_seconds: float
 
 
-def _number(value: float) -> str:
-    return repr(float(value))
-
-
 class SendBudget:
     """The shared send budget: every process builds one on its channel with the same prefix.
 
@@ -279,12 +143,11 @@ class SendBudget:
     """
 
     def __init__(self, channel: RedisChannel, prefix: str = "fg") -> None:
-        self.channel = channel
-        self.prefix = check_key_part("prefix", prefix)
+        self.buckets = TokenBuckets(channel, check_key_part("prefix", prefix))
 
     def key(self, bucket: Bucket) -> str:
         """The hash holding ``bucket``: ``{prefix}:{<tag>}:budget:<name>``."""
-        return f"{self.prefix}:{{{bucket.key_tag}}}:budget:{bucket.name}"
+        return self.buckets.key(bucket.key_tag, bucket.name)
 
     def _by_tag(self, buckets: Sequence[Bucket]) -> list[list[Bucket]]:
         """The buckets grouped by hash tag (one script each), refusing one bucket named twice."""
@@ -308,20 +171,22 @@ class SendBudget:
         groups = self._by_tag(buckets)
         if not groups:
             return 0.0
-        replies = await asyncio.gather(
-            *(_take_script.run(self.channel, [self.key(b) for b in group], self._take_args(group, priority))
+        waits = await asyncio.gather(
+            *(self.buckets.take(self._keys(group), self._limits(group), preview=priority == "preview")
               for group in groups),
             return_exceptions=True,
         )
-        granted = [group for group, reply in zip(groups, replies)
-                   if not isinstance(reply, BaseException) and reply == 0]
+        granted = [group for group, wait in zip(groups, waits)
+                   if not isinstance(wait, BaseException) and wait == 0.0]
         if len(granted) == len(groups):
             return 0.0
         await self._refund(granted)  # some slot refused or failed: the others give their tokens back
-        for reply in replies:
-            if isinstance(reply, BaseException):
-                raise reply
-        return max(int(reply) for reply in replies) / 1_000_000  # type: ignore[arg-type]
+        refused: list[float] = []
+        for wait in waits:
+            if isinstance(wait, BaseException):
+                raise wait
+            refused.append(wait)
+        return max(refused)
 
     async def take(self, buckets: Sequence[Bucket], *, priority: Priority = "final",
                    max_wait: float | None = None) -> bool:
@@ -346,37 +211,22 @@ class SendBudget:
         pause already in place stands; 0 seconds still drains a burst down to one token."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (0 <= seconds < math.inf):
             raise ValueError(f"pause seconds must be a finite number >= 0, got {seconds!r}")
-        pause_us = math.ceil(seconds * 1_000_000)
         await asyncio.gather(*(
-            _pause_script.run(self.channel, [self.key(b) for b in group],
-                              [EXPIRY_MARGIN_MS, pause_us, *self._shape_args(group)])
-            for group in self._by_tag(buckets)
+            self.buckets.pause(self._keys(group), self._limits(group), seconds) for group in self._by_tag(buckets)
         ))
 
     async def peek(self, bucket: Bucket) -> BucketState:
         """The bucket's state now, on its server's clock (writes nothing)."""
-        tokens, paused_us = await _peek_script.run(self.channel, [self.key(bucket)], self._shape_args([bucket]))
-        return BucketState(bucket, float(tokens), int(paused_us) / 1_000_000)
+        tokens, paused_seconds = await self.buckets.peek(self.key(bucket), bucket.limit)
+        return BucketState(bucket, tokens, paused_seconds)
 
     async def _refund(self, groups: list[list[Bucket]]) -> None:
         if groups:
-            await asyncio.gather(*(
-                _refund_script.run(self.channel, [self.key(b) for b in group],
-                                   [EXPIRY_MARGIN_MS, *self._shape_args(group)])
-                for group in groups
-            ))
+            await asyncio.gather(*(self.buckets.refund(self._keys(group), self._limits(group)) for group in groups))
+
+    def _keys(self, group: list[Bucket]) -> list[str]:
+        return [self.key(bucket) for bucket in group]
 
     @staticmethod
-    def _take_args(group: list[Bucket], priority: Priority) -> list[str | int]:
-        args: list[str | int] = [EXPIRY_MARGIN_MS, priority]
-        for bucket in group:
-            limit = bucket.limit
-            args += [_number(limit.capacity), _number(limit.per_second), _number(limit.preview_reserve)]
-        return args
-
-    @staticmethod
-    def _shape_args(group: list[Bucket]) -> list[str]:
-        args: list[str] = []
-        for bucket in group:
-            args += [_number(bucket.limit.capacity), _number(bucket.limit.per_second)]
-        return args
+    def _limits(group: list[Bucket]) -> list[Limit]:
+        return [bucket.limit for bucket in group]

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from gateway.chat_turn import entry_id
-from gateway.delivery.journal import ReplyJournal
+from gateway.store.journal import ReplyJournal
 from gateway.delivery.stream import ReplyStream
 from gateway.outage import Health, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter, SendGate

@@ -96,7 +96,7 @@ class SendGate(Protocol):
 
 class Journal(Protocol):
     """Where a reply records its messages on the platform, so an attempt after a crash reuses them
-    (``gateway.delivery.journal`` provides it)."""
+    (``gateway.store.journal`` provides it)."""
 
     async def load(self) -> dict[str, str]:
         """What an earlier attempt recorded (empty for a first one)."""

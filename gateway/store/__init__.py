@@ -18,6 +18,14 @@
   stored repairs of the live list
 - :mod:`~gateway.store.compaction` — the atomic, fenced, idempotent compaction commit
 - :mod:`~gateway.store.figures` — many chats' current conversations in numbers, in two round trips
+
+Beside the facade, the store's other Redis records, each on its own chat's (or scope's) slot:
+
+- :mod:`~gateway.store.inbox` — the durable intake: inbox lists, dedupe, the ready set, ``/stop``
+- :mod:`~gateway.store.journal` — what a reply has put on the platform, for the attempt after a crash
+- :mod:`~gateway.store.outages` — each chat's outage record (since when, how many tries)
+- :mod:`~gateway.store.buckets` — the send budget's token buckets
+- :mod:`~gateway.store.channel` — the pipelined connection every script goes through
 """
 
 from __future__ import annotations

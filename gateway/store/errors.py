@@ -7,6 +7,8 @@ so every exception here means nothing was written.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from redis.exceptions import ResponseError
 
@@ -51,3 +53,15 @@ def translate(error: ResponseError) -> Exception:
         return InvalidMessage(message)
     kind = _ERRORS.get(code)
     return kind(message) if kind else error
+
+
+@contextmanager
+def script_errors() -> Iterator[None]:
+    """Inside, a script's coded error reply raises the store's matching exception (other errors pass)."""
+    try:
+        yield
+    except ResponseError as error:
+        translated = translate(error)
+        if translated is error:
+            raise
+        raise translated from error

@@ -24,23 +24,10 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.platforms.base import IncomingMessage
-from gateway.store.channel import RedisChannel, RedisPyChannel, Script, is_noscript
-from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, WrongKeyType, chat_index_key
-
-#: KEYS: seen marker, inbox. ARGV: ttl seconds, entry JSON. 1 = queued, 0 = duplicate.
-#: Both keys' types are checked before the marker is set: a marker set for a push that then
-#: failed would answer the platform's retry "duplicate" for a message never stored.
-_INTAKE = Script.of(r"""
-for i, wanted in ipairs({'string', 'list'}) do
-  local actual = redis.call('TYPE', KEYS[i])['ok']
-  if actual ~= wanted and actual ~= 'none' then
-    return redis.error_reply('FG_WRONG_TYPE ' .. KEYS[i] .. ' holds a ' .. actual)
-  end
-end
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
-redis.call('RPUSH', KEYS[2], ARGV[2])
-return 1
-""")
+from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, scripts
+from gateway.store.channel import RedisChannel, RedisPyChannel, is_noscript
+from gateway.store.errors import script_errors
+from gateway.store.keys import chat_index_key, ready_key
 
 #: A ``/stop`` no turn honoured is forgotten after this long.
 STOP_TTL_SECONDS = 600
@@ -63,7 +50,7 @@ class Inbox:
         self.redis = redis
         self.channel: RedisChannel = channel or RedisPyChannel(redis)
         self.prefix = prefix
-        self.ready_key = f"{prefix}:ready"
+        self.ready_key = ready_key(prefix)
         self.chats_key = chat_index_key(prefix)
         self.dedupe_ttl_seconds = dedupe_ttl_seconds
 
@@ -82,20 +69,16 @@ class Inbox:
         intake_args = [self.dedupe_ttl_seconds, message.model_dump_json()]
         now = time.time()
         mark = ("ZADD", self.ready_key, "NX", now, message.chat)
-        evalsha = ("EVALSHA", _INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
+        evalsha = ("EVALSHA", scripts.INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
         indexed = ("ZADD", self.chats_key, now, message.chat)
-        try:
+        with script_errors():  # the intake's checks refuse a key of the wrong type (WrongKeyType)
             try:  # one round trip when pipelined
                 _, queued, _, _ = await self.channel.call_in_order(mark, evalsha, mark, indexed)
             except ResponseError as error:
                 if not is_noscript(error):
                     raise
-                queued = await _INTAKE.run(self.channel, intake_keys, intake_args)  # the server lost its scripts
+                queued = await scripts.INTAKE.run(self.channel, intake_keys, intake_args)  # the server lost its scripts
                 await self.channel.call_in_order(mark, indexed)
-        except ResponseError as error:
-            if str(error).startswith("FG_WRONG_TYPE"):
-                raise WrongKeyType(str(error)) from error
-            raise
         return bool(queued)
 
     async def mark(self, chat: str) -> None:

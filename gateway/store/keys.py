@@ -16,12 +16,20 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:seen:<update_id>     platform update dedupe marker (EX >= 24 h)
     {prefix}:{<chat>}:inbox                list of incoming messages not yet answered (gateway.store.inbox)
     {prefix}:{<chat>}:stop                 when a ``/stop`` arrived, until a running turn honours it (EX 10 min)
-    {prefix}:{<chat>}:outage               the chat's outage record: since when, how many tries (gateway.outage)
-    {prefix}:{<chat>}:reply:<entry id>     the messages a streamed reply posted (gateway.delivery.journal)
+    {prefix}:{<chat>}:outage               the chat's outage record: since when, how many tries (gateway.store.outages)
+    {prefix}:{<chat>}:reply:<entry id>     the messages a streamed reply posted (gateway.store.journal)
+    {prefix}:{<chat>}:budget:<name>        a send-budget token bucket of the chat (gateway.store.buckets); bot-wide
+                                           buckets use a scope such as ``tg:bot`` in place of the chat
     {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
     {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000 (gateway.activity)
     {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded (gateway.activity)
     {prefix}:{<chat>}:live                 pub/sub channel of a web chat's streamed replies (gateway.web.live)
+
+and three keys of no one chat::
+
+    {prefix}:ready                         sorted set: chats with pending entries, by when they are due (gateway.store.inbox)
+    {prefix}:chats                         sorted set: every chat that ever sent a message, by its latest one
+    {prefix}:chats:backfilled              marks that chats stored before that index existed were added to it
 
 Message bodies are written once and never rewritten: the active and archive lists hold
 ids only, so a compaction moves ids between lists and stores just the messages it
@@ -55,9 +63,24 @@ def chat_index_key(prefix: str) -> str:
     return f"{prefix}:chats"
 
 
+def chat_index_backfilled_key(prefix: str) -> str:
+    """``{prefix}:chats:backfilled``: set once the chats stored before the index existed were added to it."""
+    return f"{prefix}:chats:backfilled"
+
+
+def ready_key(prefix: str) -> str:
+    """``{prefix}:ready``: the chats with pending inbox entries, scored by when a worker may take them."""
+    return f"{prefix}:ready"
+
+
 def glob_escape(text: str) -> str:
     """``text`` as a literal in a Redis SCAN ``MATCH`` pattern."""
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def every_key_pattern(prefix: str) -> str:
+    """A SCAN ``MATCH`` pattern for every key under ``prefix`` (to clear a test or benchmark run away)."""
+    return glob_escape(prefix) + ":*"
 
 
 #: Around the chat in every chat's ``session`` key (see :class:`ChatKeys`).
@@ -138,6 +161,12 @@ class ChatKeys:
     @property
     def live(self) -> str:
         return f"{self.base}:live"
+
+    def reply(self, entry_id: str) -> str:
+        return f"{self.base}:reply:{entry_id}"
+
+    def budget(self, name: str) -> str:
+        return f"{self.base}:budget:{name}"
 
     def compaction(self, compaction_id: str) -> str:
         return f"{self.base}:compaction:{compaction_id}"

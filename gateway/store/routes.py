@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from gateway.store.channel import Arg, RedisChannel, RedisPyChannel, Script
-from gateway.store.errors import translate
+from gateway.store.errors import script_errors
 
 
 class Routes:
@@ -39,7 +38,11 @@ class Routes:
 
     async def script(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         """Run ``script`` on the channel; its coded error replies raise the store's exceptions."""
-        try:
-            return await script.run(self.channel, keys, args)
-        except ResponseError as error:
-            raise translate(error) from error
+        return await run(script, self.channel, keys, args)
+
+
+async def run(script: Script, channel: RedisChannel, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+    """Run ``script`` on ``channel``; its coded error replies raise the store's exceptions
+    (:func:`gateway.store.errors.script_errors`), so no caller reads a script's error text."""
+    with script_errors():
+        return await script.run(channel, keys, args)

@@ -106,7 +106,7 @@ async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(s
     """The journal records the text each message shows, so the attempt after a crash neither edits a
     message already showing its chunk (in a group every edit waits for Telegram's 20 a minute) nor
     posts it again: it only sends what is missing."""
-    from gateway.delivery.journal import ReplyJournal
+    from gateway.store.journal import ReplyJournal
     from gateway.platforms.base import OpenGate
     from gateway.platforms.telegram import TelegramAdapter
 
@@ -145,7 +145,7 @@ async def test_a_preview_whose_record_fails_is_taken_down_and_a_message_deleted_
     does name but a person deleted is posted again rather than failing the reply."""
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from gateway.delivery.journal import ReplyJournal
+    from gateway.store.journal import ReplyJournal
     from gateway.platforms.base import OpenGate
     from gateway.platforms.telegram import TelegramAdapter
 

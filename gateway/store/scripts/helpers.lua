@@ -23,12 +23,17 @@ local function require_session(meta_key)
   if actual ~= 'hash' then fail('FG_WRONG_TYPE', meta_key .. ' holds a ' .. actual) end
 end
 
--- The fence: the caller's token still holds the lock, and no newer holder has written this session
--- (a holder whose lock expired and was re-taken must not overwrite what came after it).
-local function require_lock(lock_key, token, meta_key, fence)
+-- The caller's token still holds the chat lock: a worker whose lock expired must not write.
+local function require_holder(lock_key, token)
   if redis.call('GET', lock_key) ~= token then
     fail('FG_STALE_LOCK', 'the chat lock expired or another worker holds it')
   end
+end
+
+-- The fence: the caller holds the lock, and no newer holder has written this session
+-- (a holder whose lock expired and was re-taken must not overwrite what came after it).
+local function require_lock(lock_key, token, meta_key, fence)
+  require_holder(lock_key, token)
   local last = tonumber(redis.call('HGET', meta_key, 'fence') or '0') or 0
   if last > tonumber(fence) then
     fail('FG_STALE_LOCK', 'a newer lock holder (fence ' .. last .. ') already wrote this session')

@@ -3,55 +3,43 @@
 A turn that is tried again after a crash must not post a second copy of what the first
 attempt already sent. So every message a reply posts is recorded here the moment the
 platform returns its id — before the reply goes on — in a hash of the chat (same hash
-tag as the chat's other keys)::
+tag as the chat's other keys, :meth:`gateway.store.keys.ChatKeys.reply`)::
 
     {prefix}:{<chat>}:reply:<entry id>     hash  "<index>" -> message id, "<index>:text" -> the text it
                                                  shows (edited replies), "finals" -> final chunks
                                                  delivered (draft replies)
 
 and the retried reply loads it: an edited reply edits those messages, a draft reply
-sends only the chunks not yet delivered. The write checks the chat lock's token, so a
-worker whose lock expired cannot record into a newer attempt's reply. The only window
-in which a message can still go out twice is between the platform accepting it and this
-one Redis round trip. The hash expires a day after its last write.
+sends only the chunks not yet delivered. The write (``reply_record.lua``) checks the chat
+lock's token, so a worker whose lock expired cannot record into a newer attempt's reply
+(it raises :class:`gateway.store.errors.StaleLock`). The only window in which a message can
+still go out twice is between the platform accepting it and this one Redis round trip. The
+hash expires a day after its last write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.store.channel import RedisChannel, Script
-from gateway.store import Lock, StaleLock, check_key_part
+from gateway.store import scripts
+from gateway.store.channel import RedisChannel
+from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.locks import Lock
+from gateway.store.routes import run
 
 #: How long a reply's record is kept after its last write (a retry comes within minutes).
 JOURNAL_TTL_MS = 24 * 3600 * 1000
-
-#: KEYS: 1 the chat lock, 2 the reply's hash. ARGV: 1 lock token, 2 ttl ms, 3... field, value pairs.
-_RECORD = Script.of(r"""
--- Only the lock's holder records: a stale worker's late write would mislead the next attempt.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return redis.error_reply('FG_STALE_LOCK the chat lock expired or another worker holds it')
-end
-local actual = redis.call('TYPE', KEYS[2])['ok']
-if actual ~= 'hash' and actual ~= 'none' then
-  return redis.error_reply('FG_WRONG_TYPE ' .. KEYS[2] .. ' holds a ' .. actual)
-end
-redis.call('HSET', KEYS[2], unpack(ARGV, 3))
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return 1
-""")
 
 
 class ReplyJournal:
     """One reply's record: what its messages are on the platform, for the attempt that follows a crash."""
 
     def __init__(self, channel: RedisChannel, prefix: str, lock: Lock, entry_id: str) -> None:
-        base = f"{prefix}:{{{check_key_part('chat', lock.chat)}}}"
-        check_key_part("entry id", entry_id)
+        keys = ChatKeys(prefix, check_key_part("chat", lock.chat))
         self.channel = channel
         self.lock = lock
-        self.lock_key = f"{base}:lock"
-        self.key = f"{base}:reply:{entry_id}"
+        self.lock_key = keys.lock
+        self.key = keys.reply(check_key_part("entry id", entry_id))
 
     async def load(self) -> dict[str, str]:
         """Everything recorded so far (empty for a first attempt)."""
@@ -65,12 +53,7 @@ class ReplyJournal:
     async def record(self, facts: Mapping[str, str]) -> None:
         """Record facts (a message id at a position and its text, the finals delivered) before the reply goes on."""
         pairs = [part for fact in facts.items() for part in fact]
-        try:
-            await _RECORD.run(self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, *pairs])
-        except Exception as error:
-            if "FG_STALE_LOCK" in str(error):
-                raise StaleLock(str(error)) from error
-            raise
+        await run(scripts.REPLY_RECORD, self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, *pairs])
 
 
 def _text(value: object) -> str:
