@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Sequence
@@ -46,10 +47,12 @@ import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.discord_events import Allowlist, incoming_message
-from gateway.platforms.discord_replies import NO_PINGS, DiscordMessenger, chunk_nonce
+from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
+from gateway.platforms.intake import Outcome, Source, hand_over
+from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
 
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
     from gateway.config import Settings
 
 log = logging.getLogger(__name__)
+#: How the intake's log lines name Discord and what it hands over.
+DISCORD = Source("discord", "message", log)
 
 #: Discord's limit for a message's content, in characters.
 DISCORD_MESSAGE_LIMIT = 2000
@@ -143,6 +148,9 @@ class DiscordAdapter(PlatformAdapter):
         self.allowlist = allowlist
         self.attempts = attempts
         self.retry_delay = retry_delay
+        #: The one retry policy for final sends, whole or streamed (discord.py waits out 429s itself).
+        self.retry = SendRetry(log=log, transient=lambda error: isinstance(error, TRANSIENT_SEND_ERRORS),
+                               retries=attempts - 1, backoff=doubling(retry_delay))
         self.client = build_client(shard_ids=shard_ids, shard_count=shard_count)
         self._intake: Optional[Intake] = None
         #: The bot's account once a login succeeded; ``start`` logs in only when nothing did yet.
@@ -278,21 +286,17 @@ class DiscordAdapter(PlatformAdapter):
         if self._intake is None:
             raise RuntimeError("DiscordAdapter received a message before start()/bind()")
         for attempt in range(self.attempts):
-            try:
-                await self._intake(incoming)
-                return incoming
-            except UNSTORABLE as error:  # no retry can store it: logged once, and the next message goes on
-                log.error("%s: skipped message %s: it cannot be stored (%s: %.200s)", incoming.chat,
-                          incoming.update_id, type(error).__name__, error)
+            last = attempt == self.attempts - 1
+            # Discord does not deliver a gateway event twice: after the last attempt this message is lost to the bot
+            handed = await hand_over(self._intake, incoming, DISCORD, then="giving it up" if last else "retrying")
+            if handed.outcome is Outcome.SKIPPED:
                 return None
-            except Exception:
-                if attempt == self.attempts - 1:
-                    # Discord does not deliver a gateway event twice: this message is lost to the bot
-                    log.exception("%s: could not take in message %s", incoming.chat, incoming.update_id)
-                    raise
-                log.warning("%s: intake of message %s failed; retrying", incoming.chat, incoming.update_id,
-                            exc_info=True)
-                await asyncio.sleep(self.retry_delay * 2**attempt)
+            if handed.acknowledged:
+                return incoming
+            if last:
+                assert handed.error is not None
+                raise handed.error
+            await asyncio.sleep(self.retry_delay * 2**attempt)
         return None  # unreachable: the last attempt returns or raises
 
     def to_incoming(self, message: discord.Message) -> Optional[IncomingMessage]:
@@ -301,10 +305,13 @@ class DiscordAdapter(PlatformAdapter):
 
     # ----------------------------------------------------------------- sending
 
-    def _channel(self, chat_id: str) -> discord.abc.Messageable:
+    def _channel(self, chat_id: str) -> ReplyChannel:
         """The cached channel or thread, else a handle by id: sending needs no lookup request."""
         channel_id = int(chat_id)
-        return self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
+        channel = self.client.get_channel(channel_id)
+        if isinstance(channel, REPLY_CHANNELS):
+            return channel
+        return self.client.get_partial_messageable(channel_id)
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         """Send ``text`` as consecutive messages of at most 2,000 characters; the first answers ``reply_to``."""
@@ -316,22 +323,9 @@ class DiscordAdapter(PlatformAdapter):
                 reference = discord.MessageReference(
                     message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
                 )
-            await self._send_chunk(channel, chunk, nonce=chunk_nonce(anchor, index, chunk), reference=reference)
-
-    async def _send_chunk(
-        self, channel: discord.abc.Messageable, chunk: str, *, nonce: str,
-        reference: Optional[discord.MessageReference],
-    ) -> None:
-        for attempt in range(self.attempts):
-            try:
-                await channel.send(chunk, nonce=nonce, reference=reference, allowed_mentions=NO_PINGS)
-                return
-            except TRANSIENT_SEND_ERRORS as error:
-                if attempt == self.attempts - 1:
-                    raise
-                log.warning("dc:%s: sending failed (%s: %s); retrying", getattr(channel, "id", "?"),
-                            type(error).__name__, error)
-                await asyncio.sleep(self.retry_delay * 2**attempt)
+            nonce = chunk_nonce(anchor, index, chunk)
+            await self.retry.run(functools.partial(channel.send, chunk, nonce=nonce, reference=reference,
+                                                   allowed_mentions=NO_PINGS), f"dc:{chat_id}: sending")
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Surface:
@@ -342,7 +336,8 @@ class DiscordAdapter(PlatformAdapter):
             reference = discord.MessageReference(message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False)
         anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
         messenger = DiscordMessenger(self._channel(chat_id), anchor, reference)
-        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", journal=journal)
+        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", retry=self.retry,
+                           what=f"dc:{chat_id}: a message", journal=journal)
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""
