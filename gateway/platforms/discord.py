@@ -28,8 +28,10 @@ Redis. With neither set, one plain connection; with only ``shard_count``, all sh
 
 Sending: rate limits (429 with ``retry_after``, per route and global) and 5xx answers are retried by
 discord.py's HTTP layer itself. What reaches this module — a dropped connection, a timeout, a 5xx
-that outlasted those retries — is retried here per chunk with the same message nonce and
+that outlasted those retries — is retried per chunk under the one retry policy for final sends
+(:mod:`gateway.platforms.retry`, for streamed replies too), with the same message nonce and
 ``enforce_nonce``, so Discord never posts a chunk twice even when the first attempt did arrive.
+A message the intake cannot store is handled as on Telegram (:mod:`gateway.platforms.intake`).
 Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping anyone.
 """
 
@@ -52,6 +54,7 @@ from gateway.platforms.discord_events import Allowlist, incoming_message
 from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
 from gateway.platforms.intake import Outcome, Source, hand_over
+from gateway.platforms.failure import Failure
 from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
@@ -156,9 +159,7 @@ class DiscordAdapter(PlatformAdapter):
         #: The bot's account once a login succeeded; ``start`` logs in only when nothing did yet.
         self.me: Optional[discord.ClientUser] = None
         self._connection: Optional[asyncio.Task[None]] = None
-        #: Why the gateway connection ended on its own; None while healthy.
-        self.failure: Optional[DiscordAdapterError] = None
-        self._failed = asyncio.Event()
+        self._failure: Failure[DiscordAdapterError] = Failure(log, "discord")
 
         @self.client.event
         async def on_message(message: discord.Message) -> None:
@@ -180,17 +181,16 @@ class DiscordAdapter(PlatformAdapter):
         """Route received messages to ``intake`` (``start`` does this before connecting)."""
         self._intake = intake
 
-    async def verify(self) -> discord.ClientUser:
+    async def verify(self) -> None:
         """Log in over HTTP before :meth:`start`: ``foldgate run`` does this before it prints anything,
         so a wrong token or an unreachable API is the only line on the screen."""
-        return await self.login()
+        await self.login()
 
     async def start(self, intake: Intake) -> None:
         """Log in (unless :meth:`verify` did; a wrong token fails here, at start), then keep the gateway
         connection in the background."""
         self.bind(intake)
-        self.failure = None
-        self._failed.clear()
+        self._failure.clear()
         if self.me is None:
             await self.login()
         self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
@@ -225,7 +225,7 @@ class DiscordAdapter(PlatformAdapter):
             raise DiscordTokenRejected(f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}",
                                        setting="platforms.discord.token") from error
         except discord.HTTPException as error:
-            said = error.text or getattr(error.response, "reason", "")
+            said = error.text or (error.response.reason if error.response is not None else "")
             raise DiscordAdapterError(f"Discord refused the login (HTTP {error.status}: {said}) — check "
                                       "platforms.discord.token, or try again later if Discord has an outage") from error
         except TimeoutError as error:
@@ -245,29 +245,27 @@ class DiscordAdapter(PlatformAdapter):
         await self.client.http.close()
         self.client.http.connector = aiohttp.TCPConnector(limit=0)
 
-    async def failed(self) -> DiscordAdapterError:
-        """Wait until the gateway connection ends on its own, and say why (for the app to report and exit)."""
-        await self._failed.wait()
-        assert self.failure is not None
-        return self.failure
+    @property
+    def failure(self) -> Optional[DiscordAdapterError]:
+        """Why the adapter stopped on its own; None while healthy."""
+        return self._failure.error
 
-    def _fail(self, failure: DiscordAdapterError) -> None:
-        log.error("discord: %s", failure)
-        self.failure = failure
-        self._failed.set()
+    async def failed(self) -> DiscordAdapterError:
+        """Wait until the adapter stops on its own, and say why (for the app to report and exit)."""
+        return await self._failure.wait()
 
     async def _connect(self) -> None:
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            self._fail(DiscordAdapterError(
+            self._failure.record(DiscordAdapterError(
                 "Discord refused the connection: the Message Content intent is off — enable it for this bot in "
                 "the developer portal (Bot → Privileged Gateway Intents), then restart"))
         except asyncio.CancelledError:
             raise
         except Exception as error:
             log.debug("discord: the gateway connection ended", exc_info=True)
-            self._fail(DiscordAdapterError(
+            self._failure.record(DiscordAdapterError(
                 f"the Discord connection ended ({type(error).__name__}: {error}); this process no longer receives "
                 "Discord messages — check the network and restart"))
 

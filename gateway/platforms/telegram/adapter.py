@@ -32,6 +32,7 @@ from aiogram.types import Update, User
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
 from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.failure import Failure
 from gateway.platforms.retry import Sleep
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram.calls import once, send_retry
@@ -100,9 +101,7 @@ class TelegramAdapter(PlatformAdapter):
         self.retry = send_retry(log, network_retries=network_retries, sleep=retry_sleep)
         self.typing_indicator = TypingIndicator(self.bot, self.moves, interval=typing_interval, timeout=typing_timeout)
         self.me: Optional[User] = None
-        #: Why the adapter stopped on its own (409 Conflict, rejected token); None while healthy.
-        self.failure: Optional[TelegramAdapterError] = None
-        self._failed = asyncio.Event()
+        self._failure: Failure[TelegramAdapterError] = Failure(log, "telegram")
         self._poller: Optional[asyncio.Task[None]] = None
         self._webhook: Optional[WebhookServer] = None
 
@@ -135,13 +134,12 @@ class TelegramAdapter(PlatformAdapter):
 
     async def start(self, intake: Intake) -> None:
         """Learn who the bot is (unless :meth:`verify` did), then poll or serve the webhook; updates go to ``intake``."""
-        self.failure = None
-        self._failed.clear()
+        self._failure.clear()
         if self.me is None:  # not verified beforehand: the same check now
             self.me = await self.identify()
         if self.mode == "polling":
             poller = Poller(self.bot, self.incoming, intake, timeout=self.poll_timeout, limit=self.poll_limit,
-                            sleep=self._retry_sleep, fail=self._fail)
+                            sleep=self._retry_sleep, fail=self._failure.record)
             self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
             return
@@ -179,16 +177,14 @@ class TelegramAdapter(PlatformAdapter):
             self._webhook = None
         await self.bot.session.close()
 
+    @property
+    def failure(self) -> Optional[TelegramAdapterError]:
+        """Why the adapter stopped on its own; None while healthy."""
+        return self._failure.error
+
     async def failed(self) -> TelegramAdapterError:
         """Wait until the adapter stops on its own, and say why (for the app to report and exit)."""
-        await self._failed.wait()
-        assert self.failure is not None
-        return self.failure
-
-    def _fail(self, failure: TelegramAdapterError) -> None:
-        log.error("telegram: %s", failure)
-        self.failure = failure
-        self._failed.set()
+        return await self._failure.wait()
 
     @property
     def polling(self) -> bool:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Collection
 from typing import Optional
@@ -133,7 +134,7 @@ def _display_name(user: Optional[User]) -> str:
 
 def _media_kind(message: Message) -> str:
     kind = message.content_type
-    return str(getattr(kind, "value", kind))
+    return kind.value if isinstance(kind, enum.Enum) else str(kind)
 
 
 def _entities(message: Message) -> list[MessageEntity]:
