@@ -12,8 +12,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from aiogram.exceptions import TelegramAPIError, TelegramEntityTooLarge, TelegramNetworkError, TelegramRetryAfter, \
-    TelegramServerError
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramEntityTooLarge,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+)
 
 from gateway.platforms.base import PlatformRateLimited
 from gateway.platforms.retry import SendRetry, Sleep, doubling
