@@ -7,17 +7,21 @@ boundary is chosen within its first ``limit`` units only. The final text edits w
 differs, sends what is missing and deletes messages a longer preview needed but the final
 reply does not. Every message sent or edited takes a token of the send budget (previews
 only while the budget keeps its reserve for finals); a platform's 429 pauses the budget
-for every process. A message whose post cannot be recorded in the reply's journal (Redis
-away) is taken down again, since the attempt that follows could not find it to edit; one
-recorded but gone from the platform (deleted by a person) is posted anew by the messenger.
+for every process. The final text goes out under the platform's one retry policy for final
+sends (:mod:`gateway.platforms.retry`), as a reply sent whole does. A message whose post
+cannot be recorded in the reply's journal (Redis away) is taken down again, since the attempt
+that follows could not find it to edit; one recorded but gone from the platform (deleted by a
+person) is posted anew by the messenger.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Protocol
 
 from gateway.platforms.base import Journal, PlatformRateLimited, SendGate
+from gateway.platforms.retry import SendRetry, budget_pause
 from gateway.platforms.split import Units, split_message
 
 
@@ -40,11 +44,16 @@ class Messenger(Protocol):
 
 
 class EditedReply:
-    """A :class:`gateway.platforms.base.Surface` of messages edited in place."""
+    """A :class:`gateway.platforms.base.Surface` of messages edited in place.
 
-    def __init__(self, messenger: Messenger, gate: SendGate, *, limit: int, units: Units,
-                 interval: float = 1.0, journal: Journal | None = None) -> None:
+    ``retry`` is the platform's policy for final sends; ``what`` names the reply's messages in its log lines.
+    """
+
+    def __init__(self, messenger: Messenger, gate: SendGate, *, limit: int, units: Units, retry: SendRetry,
+                 what: str, interval: float = 1.0, journal: Journal | None = None) -> None:
         self.messenger = messenger
+        self.retry = retry
+        self.what = what
         self.gate = gate
         self.limit = limit
         self.units: Units = units
@@ -89,12 +98,10 @@ class EditedReply:
         if not self._restored:
             await self._restore()
         chunks = split_message(text, self.limit, units=self.units)
+        pause = budget_pause(self.gate)
         while (index := self._first_change(chunks)) is not None:
             await self.gate.await_final()
-            try:
-                await self._show(index, chunks[index])
-            except PlatformRateLimited as limited:
-                await self.gate.rate_limited(limited.retry_after)
+            await self.retry.run(functools.partial(self._show, index, chunks[index]), self.what, pause=pause)
         for message_id, _ in self.messages[len(chunks):]:  # the final reply is shorter than a preview was
             await self.messenger.delete(message_id)
         del self.messages[len(chunks):]

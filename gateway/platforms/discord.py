@@ -28,8 +28,10 @@ Redis. With neither set, one plain connection; with only ``shard_count``, all sh
 
 Sending: rate limits (429 with ``retry_after``, per route and global) and 5xx answers are retried by
 discord.py's HTTP layer itself. What reaches this module — a dropped connection, a timeout, a 5xx
-that outlasted those retries — is retried here per chunk with the same message nonce and
+that outlasted those retries — is retried per chunk under the one retry policy for final sends
+(:mod:`gateway.platforms.retry`, for streamed replies too), with the same message nonce and
 ``enforce_nonce``, so Discord never posts a chunk twice even when the first attempt did arrive.
+A message the intake cannot store is handled as on Telegram (:mod:`gateway.platforms.intake`).
 Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping anyone.
 """
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Sequence
@@ -46,10 +49,13 @@ import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.discord_events import Allowlist, incoming_message
-from gateway.platforms.discord_replies import NO_PINGS, DiscordMessenger, chunk_nonce
+from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
+from gateway.platforms.intake import Outcome, Source, hand_over
+from gateway.platforms.failure import Failure
+from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
 
@@ -57,6 +63,8 @@ if TYPE_CHECKING:
     from gateway.config import Settings
 
 log = logging.getLogger(__name__)
+#: How the intake's log lines name Discord and what it hands over.
+DISCORD = Source("discord", "message", log)
 
 #: Discord's limit for a message's content, in characters.
 DISCORD_MESSAGE_LIMIT = 2000
@@ -143,14 +151,15 @@ class DiscordAdapter(PlatformAdapter):
         self.allowlist = allowlist
         self.attempts = attempts
         self.retry_delay = retry_delay
+        #: The one retry policy for final sends, whole or streamed (discord.py waits out 429s itself).
+        self.retry = SendRetry(log=log, transient=lambda error: isinstance(error, TRANSIENT_SEND_ERRORS),
+                               retries=attempts - 1, backoff=doubling(retry_delay))
         self.client = build_client(shard_ids=shard_ids, shard_count=shard_count)
         self._intake: Optional[Intake] = None
         #: The bot's account once a login succeeded; ``start`` logs in only when nothing did yet.
         self.me: Optional[discord.ClientUser] = None
         self._connection: Optional[asyncio.Task[None]] = None
-        #: Why the gateway connection ended on its own; None while healthy.
-        self.failure: Optional[DiscordAdapterError] = None
-        self._failed = asyncio.Event()
+        self._failure: Failure[DiscordAdapterError] = Failure(log, "discord")
 
         @self.client.event
         async def on_message(message: discord.Message) -> None:
@@ -172,17 +181,16 @@ class DiscordAdapter(PlatformAdapter):
         """Route received messages to ``intake`` (``start`` does this before connecting)."""
         self._intake = intake
 
-    async def verify(self) -> discord.ClientUser:
+    async def verify(self) -> None:
         """Log in over HTTP before :meth:`start`: ``foldgate run`` does this before it prints anything,
         so a wrong token or an unreachable API is the only line on the screen."""
-        return await self.login()
+        await self.login()
 
     async def start(self, intake: Intake) -> None:
         """Log in (unless :meth:`verify` did; a wrong token fails here, at start), then keep the gateway
         connection in the background."""
         self.bind(intake)
-        self.failure = None
-        self._failed.clear()
+        self._failure.clear()
         if self.me is None:
             await self.login()
         self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
@@ -217,7 +225,7 @@ class DiscordAdapter(PlatformAdapter):
             raise DiscordTokenRejected(f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}",
                                        setting="platforms.discord.token") from error
         except discord.HTTPException as error:
-            said = error.text or getattr(error.response, "reason", "")
+            said = error.text or (error.response.reason if error.response is not None else "")
             raise DiscordAdapterError(f"Discord refused the login (HTTP {error.status}: {said}) — check "
                                       "platforms.discord.token, or try again later if Discord has an outage") from error
         except TimeoutError as error:
@@ -237,29 +245,27 @@ class DiscordAdapter(PlatformAdapter):
         await self.client.http.close()
         self.client.http.connector = aiohttp.TCPConnector(limit=0)
 
-    async def failed(self) -> DiscordAdapterError:
-        """Wait until the gateway connection ends on its own, and say why (for the app to report and exit)."""
-        await self._failed.wait()
-        assert self.failure is not None
-        return self.failure
+    @property
+    def failure(self) -> Optional[DiscordAdapterError]:
+        """Why the adapter stopped on its own; None while healthy."""
+        return self._failure.error
 
-    def _fail(self, failure: DiscordAdapterError) -> None:
-        log.error("discord: %s", failure)
-        self.failure = failure
-        self._failed.set()
+    async def failed(self) -> DiscordAdapterError:
+        """Wait until the adapter stops on its own, and say why (for the app to report and exit)."""
+        return await self._failure.wait()
 
     async def _connect(self) -> None:
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            self._fail(DiscordAdapterError(
+            self._failure.record(DiscordAdapterError(
                 "Discord refused the connection: the Message Content intent is off — enable it for this bot in "
                 "the developer portal (Bot → Privileged Gateway Intents), then restart"))
         except asyncio.CancelledError:
             raise
         except Exception as error:
             log.debug("discord: the gateway connection ended", exc_info=True)
-            self._fail(DiscordAdapterError(
+            self._failure.record(DiscordAdapterError(
                 f"the Discord connection ended ({type(error).__name__}: {error}); this process no longer receives "
                 "Discord messages — check the network and restart"))
 
@@ -278,21 +284,17 @@ class DiscordAdapter(PlatformAdapter):
         if self._intake is None:
             raise RuntimeError("DiscordAdapter received a message before start()/bind()")
         for attempt in range(self.attempts):
-            try:
-                await self._intake(incoming)
-                return incoming
-            except UNSTORABLE as error:  # no retry can store it: logged once, and the next message goes on
-                log.error("%s: skipped message %s: it cannot be stored (%s: %.200s)", incoming.chat,
-                          incoming.update_id, type(error).__name__, error)
+            last = attempt == self.attempts - 1
+            # Discord does not deliver a gateway event twice: after the last attempt this message is lost to the bot
+            handed = await hand_over(self._intake, incoming, DISCORD, then="giving it up" if last else "retrying")
+            if handed.outcome is Outcome.SKIPPED:
                 return None
-            except Exception:
-                if attempt == self.attempts - 1:
-                    # Discord does not deliver a gateway event twice: this message is lost to the bot
-                    log.exception("%s: could not take in message %s", incoming.chat, incoming.update_id)
-                    raise
-                log.warning("%s: intake of message %s failed; retrying", incoming.chat, incoming.update_id,
-                            exc_info=True)
-                await asyncio.sleep(self.retry_delay * 2**attempt)
+            if handed.acknowledged:
+                return incoming
+            if last:
+                assert handed.error is not None
+                raise handed.error
+            await asyncio.sleep(self.retry_delay * 2**attempt)
         return None  # unreachable: the last attempt returns or raises
 
     def to_incoming(self, message: discord.Message) -> Optional[IncomingMessage]:
@@ -301,10 +303,13 @@ class DiscordAdapter(PlatformAdapter):
 
     # ----------------------------------------------------------------- sending
 
-    def _channel(self, chat_id: str) -> discord.abc.Messageable:
+    def _channel(self, chat_id: str) -> ReplyChannel:
         """The cached channel or thread, else a handle by id: sending needs no lookup request."""
         channel_id = int(chat_id)
-        return self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
+        channel = self.client.get_channel(channel_id)
+        if isinstance(channel, REPLY_CHANNELS):
+            return channel
+        return self.client.get_partial_messageable(channel_id)
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         """Send ``text`` as consecutive messages of at most 2,000 characters; the first answers ``reply_to``."""
@@ -316,22 +321,9 @@ class DiscordAdapter(PlatformAdapter):
                 reference = discord.MessageReference(
                     message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
                 )
-            await self._send_chunk(channel, chunk, nonce=chunk_nonce(anchor, index, chunk), reference=reference)
-
-    async def _send_chunk(
-        self, channel: discord.abc.Messageable, chunk: str, *, nonce: str,
-        reference: Optional[discord.MessageReference],
-    ) -> None:
-        for attempt in range(self.attempts):
-            try:
-                await channel.send(chunk, nonce=nonce, reference=reference, allowed_mentions=NO_PINGS)
-                return
-            except TRANSIENT_SEND_ERRORS as error:
-                if attempt == self.attempts - 1:
-                    raise
-                log.warning("dc:%s: sending failed (%s: %s); retrying", getattr(channel, "id", "?"),
-                            type(error).__name__, error)
-                await asyncio.sleep(self.retry_delay * 2**attempt)
+            nonce = chunk_nonce(anchor, index, chunk)
+            await self.retry.run(functools.partial(channel.send, chunk, nonce=nonce, reference=reference,
+                                                   allowed_mentions=NO_PINGS), f"dc:{chat_id}: sending")
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Surface:
@@ -342,7 +334,8 @@ class DiscordAdapter(PlatformAdapter):
             reference = discord.MessageReference(message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False)
         anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
         messenger = DiscordMessenger(self._channel(chat_id), anchor, reference)
-        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", journal=journal)
+        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", retry=self.retry,
+                           what=f"dc:{chat_id}: a message", journal=journal)
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""

@@ -46,7 +46,7 @@ class Allowlist:
             return False
         if self.channels:
             channel = message.channel
-            parent = getattr(channel, "parent_id", None)
+            parent = channel.parent_id if isinstance(channel, discord.Thread) else None
             if channel.id not in self.channels and parent not in self.channels:
                 return False
         return True
@@ -81,7 +81,8 @@ def guild_id_of(message: discord.Message) -> Optional[int]:
     """The server a message was posted in, also when that server is not cached; None for DMs."""
     if message.guild is not None:
         return message.guild.id
-    return getattr(message.channel, "guild_id", None)
+    channel = message.channel
+    return channel.guild_id if isinstance(channel, discord.PartialMessageable) else None
 
 
 def is_direct(message: discord.Message) -> bool:

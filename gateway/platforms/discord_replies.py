@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Optional
+from typing import Optional, Union
 
 import discord
 
@@ -16,6 +16,12 @@ from gateway.platforms.base import PlatformRateLimited
 
 #: Replies may quote names but must never notify anyone.
 NO_PINGS = discord.AllowedMentions.none()
+
+#: A channel the bot posts replies in and edits them in, by id alone when it is not cached.
+ReplyChannel = Union[discord.TextChannel, discord.Thread, discord.DMChannel, discord.VoiceChannel,
+                     discord.StageChannel, discord.PartialMessageable]
+#: The cached channels a reply can go to as they are (any other is reached by id, as a partial messageable).
+REPLY_CHANNELS = (discord.TextChannel, discord.Thread, discord.DMChannel, discord.VoiceChannel, discord.StageChannel)
 
 
 def chunk_nonce(anchor: str, index: int, chunk: str) -> str:
@@ -27,7 +33,7 @@ def chunk_nonce(anchor: str, index: int, chunk: str) -> str:
 class DiscordMessenger:
     """One channel's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
 
-    def __init__(self, channel: discord.abc.Messageable, anchor: str,
+    def __init__(self, channel: ReplyChannel, anchor: str,
                  reference: Optional[discord.MessageReference]) -> None:
         self.channel = channel
         self.anchor = anchor
@@ -46,7 +52,7 @@ class DiscordMessenger:
 
     async def edit(self, message_id: str, text: str) -> None:
         # A message an earlier attempt posted (known only by its id) is edited through a partial message.
-        target = self._sent.get(message_id) or self.channel.get_partial_message(int(message_id))  # type: ignore[attr-defined]
+        target = self._sent.get(message_id) or self.channel.get_partial_message(int(message_id))
         try:
             self._sent[message_id] = await target.edit(content=text, allowed_mentions=NO_PINGS)
         except discord.HTTPException as error:
@@ -54,7 +60,7 @@ class DiscordMessenger:
 
     async def delete(self, message_id: str) -> None:
         # A message an earlier attempt posted is known only by its id: it is deleted through a partial message.
-        message = self._sent.pop(message_id, None) or self.channel.get_partial_message(int(message_id))  # type: ignore[attr-defined]
+        message = self._sent.pop(message_id, None) or self.channel.get_partial_message(int(message_id))
         with contextlib.suppress(discord.HTTPException):
             await message.delete()
 
@@ -63,7 +69,5 @@ def _rate_limited(error: discord.HTTPException) -> PlatformRateLimited | None:
     """A 429 discord.py did not wait out itself, as the budget's pause; None for any other failure."""
     if error.status != 429:
         return None
-    retry_after = getattr(error, "retry_after", None)
-    if retry_after is None and error.response is not None:
-        retry_after = float(error.response.headers.get("Retry-After", 1) or 1)
-    return PlatformRateLimited(float(retry_after or 1.0), "Discord")
+    retry_after = float(error.response.headers.get("Retry-After", 1) or 1) if error.response is not None else 1.0
+    return PlatformRateLimited(retry_after or 1.0, "Discord")

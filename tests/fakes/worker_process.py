@@ -32,7 +32,7 @@ from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
 from gateway.platforms.telegram import TelegramAdapter
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
-from gateway.platforms.telegram_replies import TELEGRAM_MESSAGE_LIMIT
+from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT
 from gateway.runner import GatewayRunner
 from gateway.assembly import message_path
 from tests.fakes.gateway import make_settings

@@ -15,44 +15,32 @@ from __future__ import annotations
 import contextlib
 import functools
 import secrets
-from collections.abc import Awaitable, Callable
-from typing import Optional, Protocol, TypeVar
+from typing import Optional, Protocol
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramBadRequest, TelegramMigrateToChat, TelegramRetryAfter
 from aiogram.types import Message
 
 from gateway.platforms.base import Journal, PlatformRateLimited, SendGate
+from gateway.platforms.retry import SendRetry, budget_pause
 from gateway.platforms.split import split_message
+from gateway.platforms.telegram.calls import once
+from gateway.platforms.telegram.moves import ChatMoves, chat_ref
 
 #: Longest message Telegram accepts, in UTF-16 code units.
 TELEGRAM_MESSAGE_LIMIT = 4096
 
-T = TypeVar("T")
 
-
-class BotHolder(Protocol):
-    """What a reply needs of the adapter: its bot, its preview pace, its typing indicator, and where
-    a group that became a supergroup went."""
+class TelegramChats(Protocol):
+    """What a reply needs of the adapter: its bot, its preview pace, its retry policy for final sends, where
+    a group that became a supergroup went, and its typing indicator (which a sent message ends)."""
 
     bot: Bot
     preview_interval: float
+    retry: SendRetry
+    moves: ChatMoves
 
     def stop_typing(self, chat_id: str) -> None: ...
-
-    def chat_target(self, chat_id: str) -> int | str: ...
-
-    def chat_moved(self, chat_id: str, new_chat_id: int) -> bool: ...
-
-    async def in_chat(self, chat_id: str, request: Callable[[int | str], Awaitable[T]]) -> T: ...
-
-
-def chat_ref(chat_id: str) -> int | str:
-    """Telegram chat ids are integers; ``@channelname`` stays a string."""
-    try:
-        return int(chat_id)
-    except ValueError:
-        return chat_id
 
 
 class DraftReply:
@@ -63,7 +51,7 @@ class DraftReply:
     delivered is recorded in the journal, so an attempt after a crash sends only the rest.
     """
 
-    def __init__(self, adapter: BotHolder, chat_id: str, gate: SendGate, journal: Optional[Journal]) -> None:
+    def __init__(self, adapter: TelegramChats, chat_id: str, gate: SendGate, journal: Optional[Journal]) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
         self.gate = gate
@@ -90,13 +78,11 @@ class DraftReply:
         chunks = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")
         if self.journal is not None and not self.posted:  # an attempt before a crash may have delivered some
             self.posted = int((await self.journal.load()).get("finals", 0))
+        pause = budget_pause(self.gate)
         while self.posted < len(chunks):
             await self.gate.await_final()
-            try:
-                await messenger.post(chunks[self.posted])
-            except PlatformRateLimited as limited:
-                await self.gate.rate_limited(limited.retry_after)
-                continue
+            await self.adapter.retry.run(functools.partial(messenger.post, chunks[self.posted]),
+                                         f"telegram: sendMessage to {self.chat_id}", pause=pause)
             self.posted += 1
             if self.journal is not None:
                 await self.journal.record({"finals": str(self.posted)})
@@ -105,27 +91,26 @@ class DraftReply:
 class TelegramMessenger:
     """One Telegram chat's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
 
-    def __init__(self, adapter: BotHolder, chat_id: str) -> None:
+    def __init__(self, adapter: TelegramChats, chat_id: str) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
         #: Key of a message left in an upgraded group -> key of the one that carries its text on.
         self._reposted: dict[str, str] = {}
 
     async def post(self, text: str, *, index: int = 0) -> str:
+        """Send ``text`` as a new message (one attempt; a 429 raised as :class:`PlatformRateLimited`); its key."""
         self.adapter.stop_typing(self.chat_id)
-        try:
-            message = await self.adapter.in_chat(self.chat_id, functools.partial(self._send, text))
-        except TelegramRetryAfter as error:
-            raise PlatformRateLimited(error.retry_after, f"sendMessage to {self.chat_id}") from error
+        message = await self.adapter.moves.in_chat(self.chat_id, functools.partial(self._send, text))
         return self._key(message)
 
     async def _send(self, text: str, target: int | str) -> Message:
-        return await self.adapter.bot.send_message(target, text, parse_mode=None)
+        return await once(functools.partial(self.adapter.bot.send_message, target, text, parse_mode=None),
+                          f"sendMessage to {self.chat_id}")
 
     async def edit(self, message_id: str, text: str) -> None:
         key = self._reposted.get(message_id, message_id)
         chat, number = self._locate(key)
-        if self.adapter.chat_target(chat) == chat_ref(chat):  # the chat takes edits (as far as is known)
+        if self.adapter.moves.target(chat) == chat_ref(chat):  # the chat takes edits (as far as is known)
             try:
                 await self.adapter.bot.edit_message_text(text=text, chat_id=chat_ref(chat), message_id=number,
                                                          parse_mode=None)
@@ -133,7 +118,7 @@ class TelegramMessenger:
             except TelegramRetryAfter as error:
                 raise PlatformRateLimited(error.retry_after, f"editMessageText in {self.chat_id}") from error
             except TelegramMigrateToChat as moved:
-                self.adapter.chat_moved(chat, moved.migrate_to_chat_id)
+                self.adapter.moves.moved(chat, moved.migrate_to_chat_id)
             except TelegramBadRequest as error:
                 if "message is not modified" in error.message:
                     return

@@ -1,12 +1,24 @@
-"""Which Telegram updates the gateway records, and as what (see :mod:`gateway.platforms.telegram`).
+"""Which Telegram updates the gateway records, and as what.
 
-Private chats: every text message, answered. Groups: a message addressed to the bot (its
-``/command``, an ``@mention``, a reply to it) is answered; every other one is recorded
-unanswered as ``"<first name>: <text>"``. Media keeps its caption; the allowlists drop the rest.
+- Private chats: every text message, answered.
+- Groups: a message addressed to the bot is answered — a ``/command`` (not one meant for
+  another bot, ``/command@other_bot``), an ``@mention`` of the bot, or a reply to one of the
+  bot's messages. Every other text message of the room is recorded without an answer
+  (``respond=False``) as ``"<first name>: <text>"``, so the session knows what was said when
+  someone next asks. Addressed messages are recorded the same way, minus a leading
+  ``@mention`` of the bot; commands are kept verbatim so they run.
+- Media with a caption is recorded as ``"[photo] <caption>"`` (the media itself is not);
+  edits, media without a caption, service messages (joins, pins, ...) and channel posts are
+  ignored. The two service messages of a group's upgrade to a supergroup (``migrate_to_chat_id``
+  in the old group, ``migrate_from_chat_id`` in the new one) are not recorded either, but they
+  teach the adapter where the group's replies go now (:func:`migration`).
+- With ``allowed_user_ids`` / ``allowed_chat_ids`` set, messages from anyone else are ignored
+  (not recorded) and logged at info.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Collection
 from typing import Optional
@@ -16,6 +28,9 @@ from aiogram.types import Message, MessageEntity, Update, User
 from gateway.platforms.base import IncomingMessage, valid_text
 
 log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
+
+#: Only new messages are asked for: edits, reactions, member changes are not conversation.
+ALLOWED_UPDATES = ["message"]
 
 
 def incoming_message(update: Update, me: Optional[User], *, platform: str, allowed_user_ids: Collection[int],
@@ -119,7 +134,7 @@ def _display_name(user: Optional[User]) -> str:
 
 def _media_kind(message: Message) -> str:
     kind = message.content_type
-    return str(getattr(kind, "value", kind))
+    return kind.value if isinstance(kind, enum.Enum) else str(kind)
 
 
 def _entities(message: Message) -> list[MessageEntity]:

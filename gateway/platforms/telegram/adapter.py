@@ -1,0 +1,259 @@
+"""The Telegram adapter: one bot through aiogram 3, wiring the parts of this package together.
+
+Updates come in by long polling (:mod:`.polling`) or a webhook (:mod:`.webhook`), are read as
+messages (:mod:`.updates`) and handed to the gateway's intake (:mod:`.receiving`). Replies go out
+whole (:meth:`TelegramAdapter.send`) or streamed (:mod:`.replies`), every final message under one
+retry policy (:mod:`.calls`), following a group to its supergroup (:mod:`.moves`); a typing
+indicator (:mod:`.indicator`) shows while a reply is prepared. What is checked before anything is
+sent is in :mod:`.checks`, who the bot is in :mod:`.identify`.
+
+Sending
+-------
+Replies are split to 4096 UTF-16 code units (what Telegram counts) and sent in order as plain
+text — no parse mode, so nothing a user or the model writes can break the formatting. A 429
+is answered by waiting exactly its ``retry_after`` and sending the same chunk again, as often
+as Telegram asks: the reply always arrives. Network and 5xx errors are retried a few times
+with backoff. A streamed message posted in an old group before its upgrade can no longer be
+edited: its text continues in a new message in the supergroup. Messages written in the
+supergroup arrive under its new id: a chat, and a session, of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Iterable
+from typing import Literal, Optional
+
+from aiogram.types import Update, User
+
+from gateway.config import Settings
+from gateway.delivery.edited import EditedReply
+from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.failure import Failure
+from gateway.platforms.retry import Sleep
+from gateway.platforms.split import split_message
+from gateway.platforms.telegram.calls import once, send_retry
+from gateway.platforms.telegram.checks import bot_for, check_webhook
+from gateway.platforms.telegram.errors import TelegramAdapterError
+from gateway.platforms.telegram.identify import START_ATTEMPTS, START_SECONDS, identify
+from gateway.platforms.telegram.indicator import TypingIndicator
+from gateway.platforms.telegram.moves import ChatMoves, chat_ref
+from gateway.platforms.telegram.polling import Poller
+from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger
+from gateway.platforms.telegram.updates import ALLOWED_UPDATES, incoming_message, migration
+from gateway.platforms.telegram.webhook import WebhookServer
+
+log = logging.getLogger("gateway.platforms.telegram")  # one logger to filter for Telegram, whichever part speaks
+
+
+class TelegramAdapter(PlatformAdapter):
+    """One Telegram bot: polling or webhook intake, split and retried sends, a typing indicator."""
+
+    platform = "tg"
+    max_message_length = TELEGRAM_MESSAGE_LIMIT
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        mode: Literal["polling", "webhook"] = "polling",
+        api_server: Optional[str] = None,
+        webhook_url: Optional[str] = None,
+        webhook_path: str = "/telegram/webhook",
+        webhook_secret: Optional[str] = None,
+        listen_host: str = "127.0.0.1",
+        listen_port: int = 8443,
+        set_webhook: bool = True,
+        allowed_user_ids: Iterable[int] = (),
+        allowed_chat_ids: Iterable[int] = (),
+        poll_timeout: int = 25,
+        poll_limit: int = 100,
+        network_retries: int = 5,
+        typing_interval: float = 4.0,
+        typing_timeout: float = 120.0,
+        retry_sleep: Sleep = asyncio.sleep,
+        preview_interval: float = 1.0,
+    ) -> None:
+        check_webhook(mode, webhook_secret, set_webhook, webhook_url)
+        self.bot = bot_for(token, api_server)
+        self.api_server = api_server
+        self.mode = mode
+        self.webhook_url = webhook_url
+        self.webhook_path = webhook_path
+        self.webhook_secret = webhook_secret or ""
+        self.listen_host = listen_host
+        self.listen_port = listen_port
+        self.set_webhook = set_webhook
+        self.allowed_user_ids = frozenset(allowed_user_ids)
+        self.allowed_chat_ids = frozenset(allowed_chat_ids)
+        self.poll_timeout = poll_timeout
+        self.poll_limit = poll_limit
+        self.network_retries = network_retries
+        self._retry_sleep = retry_sleep
+        #: Shortest gap between two previews of a streamed reply (the send budget may widen it).
+        self.preview_interval = preview_interval
+        #: Where each upgraded group's calls go now.
+        self.moves = ChatMoves()
+        #: The one retry policy for final sends, whole or streamed.
+        self.retry = send_retry(log, network_retries=network_retries, sleep=retry_sleep)
+        self.typing_indicator = TypingIndicator(self.bot, self.moves, interval=typing_interval, timeout=typing_timeout)
+        self.me: Optional[User] = None
+        self._failure: Failure[TelegramAdapterError] = Failure(log, "telegram")
+        self._poller: Optional[asyncio.Task[None]] = None
+        self._webhook: Optional[WebhookServer] = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "TelegramAdapter":
+        """The adapter ``platforms.telegram`` describes."""
+        telegram = settings.platforms.telegram
+        if telegram.token is None:
+            raise TelegramAdapterError("not set — put the token @BotFather gave you in platforms.telegram.token or "
+                                       "TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
+        return cls(
+            telegram.token.get_secret_value(),
+            mode=telegram.mode,
+            api_server=telegram.api_server,
+            webhook_url=telegram.webhook_url,
+            webhook_path=telegram.webhook_path,
+            webhook_secret=telegram.webhook_secret.get_secret_value() if telegram.webhook_secret else None,
+            listen_host=telegram.listen_host,
+            listen_port=telegram.listen_port,
+            allowed_user_ids=telegram.allowed_user_ids,
+            allowed_chat_ids=telegram.allowed_chat_ids,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def verify(self) -> None:
+        """Learn who the bot is (getMe) before :meth:`start`: ``foldgate run`` does this before it prints
+        anything, so a wrong token or address is the only line on the screen."""
+        self.me = await self.identify()
+
+    async def start(self, intake: Intake) -> None:
+        """Learn who the bot is (unless :meth:`verify` did), then poll or serve the webhook; updates go to ``intake``."""
+        self._failure.clear()
+        if self.me is None:  # not verified beforehand: the same check now
+            self.me = await self.identify()
+        if self.mode == "polling":
+            poller = Poller(self.bot, self.incoming, intake, timeout=self.poll_timeout, limit=self.poll_limit,
+                            sleep=self._retry_sleep, fail=self._failure.record)
+            self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
+            log.info("telegram: polling as @%s", self.me.username)
+            return
+        self._webhook = WebhookServer(self.bot, self.incoming, intake, path=self.webhook_path,
+                                      secret=self.webhook_secret)
+        try:
+            await self._webhook.open(self.listen_host, self.listen_port)
+        except OSError as error:
+            raise TelegramAdapterError(
+                f"cannot listen on {self.listen_host}:{self.listen_port} for the webhook ({error.strerror or error}) — "
+                "pick a free port in platforms.telegram.listen_port, or another platforms.telegram.listen_host",
+                setting="platforms.telegram.listen_port") from error
+        if self.set_webhook:
+            set_webhook = functools.partial(self.bot.set_webhook, url=self.webhook_url or "",
+                                            secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES)
+            await self.retry.run(functools.partial(once, set_webhook, "setWebhook"), "telegram: setWebhook",
+                                 pause=functools.partial(self._wait_out, "setWebhook"))
+        log.info("telegram: webhook for @%s on %s:%s%s", self.me.username, self.listen_host, self.webhook_port,
+                 self.webhook_path)
+
+    async def identify(self, *, attempts: int = START_ATTEMPTS, within: float = START_SECONDS) -> User:
+        """Ask Telegram who the bot is (getMe), as start and ``foldgate doctor`` do (see :mod:`.identify`)."""
+        return await identify(self.bot, self.api_server, sleep=self._retry_sleep, attempts=attempts, within=within)
+
+    async def stop(self) -> None:
+        """Stop polling or the webhook server, the typing indicators, and close the HTTP session."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
+        self.typing_indicator.stop_all()
+        if self._webhook is not None:
+            await self._webhook.close()
+            self._webhook = None
+        await self.bot.session.close()
+
+    @property
+    def failure(self) -> Optional[TelegramAdapterError]:
+        """Why the adapter stopped on its own; None while healthy."""
+        return self._failure.error
+
+    async def failed(self) -> TelegramAdapterError:
+        """Wait until the adapter stops on its own, and say why (for the app to report and exit)."""
+        return await self._failure.wait()
+
+    @property
+    def polling(self) -> bool:
+        """True while the polling loop runs."""
+        return self._poller is not None and not self._poller.done()
+
+    @property
+    def webhook_port(self) -> int:
+        """The port the webhook server listens on (useful with ``listen_port: 0``)."""
+        port = self._webhook.port() if self._webhook is not None else None
+        return self.listen_port if port is None else port
+
+    # ------------------------------------------------------------------ updates -> IncomingMessage
+
+    def incoming(self, update: Update) -> Optional[IncomingMessage]:
+        """The gateway's view of an update, or None when it is not recorded (see :mod:`.updates`)."""
+        moved = migration(update)
+        if moved is not None:
+            self._upgraded(*moved)
+            return None
+        return incoming_message(update, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
+                                allowed_chat_ids=self.allowed_chat_ids)
+
+    def _upgraded(self, old_chat_id: int, new_chat_id: int) -> None:
+        """An upgrade's service message: replies still owed to the old group go straight to the supergroup."""
+        if not self.moves.moved(str(old_chat_id), new_chat_id):
+            return
+        if self.allowed_chat_ids and old_chat_id in self.allowed_chat_ids and new_chat_id not in self.allowed_chat_ids:
+            log.warning("telegram: allowed chat %s is now the supergroup %s, whose messages the allowlist ignores — "
+                        "add %s to platforms.telegram.allowed_chat_ids", old_chat_id, new_chat_id, new_chat_id)
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+        """Send ``text`` completely: split to Telegram's limit, each chunk retried until it is delivered.
+
+        ``reply_to`` is the gateway's update id, not a Telegram message id, so replies are not threaded.
+        """
+        self.stop_typing(chat_id)
+        chunks = split_message(text, self.max_message_length, units="utf16")
+        if not chunks:
+            log.warning("telegram: an empty reply to chat %s was not sent", chat_id)
+            return
+        messenger = TelegramMessenger(self, chat_id)
+        what = f"sendMessage to {chat_id}"
+        for chunk in chunks:
+            await self.retry.run(functools.partial(messenger.post, chunk), f"telegram: {what}",
+                                 pause=functools.partial(self._wait_out, what))
+
+    async def _wait_out(self, what: str, retry_after: float) -> None:
+        """A reply sent whole has no send budget: a 429 is waited out here, exactly as long as Telegram asks."""
+        log.warning("telegram: %s: rate limited, waiting the %s s Telegram asks for", what, retry_after)
+        await self._retry_sleep(retry_after)
+
+    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
+                      journal: Optional[Journal] = None) -> Surface:
+        """A private chat streams into a draft (``sendMessageDraft``), any other chat into messages edited in place."""
+        ref = chat_ref(chat_id)
+        if isinstance(ref, int) and ref > 0:  # private chats have positive ids, groups negative ones
+            return DraftReply(self, chat_id, gate, journal)
+        return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
+                           retry=self.retry, what=f"telegram: a message in {chat_id}",
+                           interval=self.preview_interval, journal=journal)
+
+    # ------------------------------------------------------------------ typing
+
+    async def typing(self, chat_id: str) -> None:
+        """Show "typing…" now and keep it shown until the reply is sent (or ``typing_timeout``)."""
+        await self.typing_indicator.start(chat_id)
+
+    def stop_typing(self, chat_id: str) -> None:
+        self.typing_indicator.stop(chat_id)

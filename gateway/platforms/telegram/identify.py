@@ -1,0 +1,98 @@
+"""Who the bot is (getMe), asked at start and by ``foldgate doctor``: a wrong token or address is one sentence.
+
+A network failure or a 5xx is tried again within a short deadline, without a log line: the operator
+reads one sentence at the end, not a retry per line. Nothing in a sentence shows the bot token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Optional
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+    TelegramUnauthorizedError,
+)
+from aiogram.types import User
+
+from gateway.platforms.retry import Sleep
+from gateway.platforms.telegram.calls import backoff
+from gateway.platforms.telegram.errors import TelegramAdapterError
+
+#: Where aiogram sends requests unless ``platforms.telegram.api_server`` says otherwise.
+DEFAULT_API_SERVER = "https://api.telegram.org"
+#: Attempts of getMe at start: a Bot API briefly out of reach (the network still coming up) gets two more.
+START_ATTEMPTS = 3
+#: Seconds getMe at start (and in ``foldgate doctor``) may take, every attempt included: a wrong or
+#: firewalled address fails in seconds, not after minutes of backoff.
+START_SECONDS = 8.0
+
+
+async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempts: int = START_ATTEMPTS,
+                   within: float = START_SECONDS) -> User:
+    """Ask Telegram who the bot is (getMe), up to ``attempts`` times within ``within`` seconds in all.
+
+    A rejected token, an unreachable or silent Bot API or a refusal becomes a
+    :class:`TelegramAdapterError` naming the setting to fix, because at start nobody but the
+    operator can act on it.
+    """
+    where = api_server or DEFAULT_API_SERVER
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    made = 0
+    while True:
+        made += 1
+        left = deadline - loop.time()
+        try:
+            async with asyncio.timeout(left):
+                return await bot.get_me(request_timeout=max(1, math.ceil(left)))
+        except TelegramUnauthorizedError as error:
+            raise TelegramAdapterError(
+                f"Telegram rejected the bot token ({error.message}) — copy the current token from @BotFather into "
+                "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token") from error
+        except TimeoutError as error:
+            raise unreachable(api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+        except TelegramRetryAfter as error:
+            if loop.time() + error.retry_after >= deadline:
+                raise TelegramAdapterError(
+                    f"the Bot API at {where} asks to wait {error.retry_after} s before the next request (429) — "
+                    "start again after that", setting="platforms.telegram") from error
+            await sleep(error.retry_after)
+        except (TelegramNetworkError, TelegramServerError) as error:
+            if isinstance(error.__cause__, TimeoutError):  # aiogram's own deadline for the request
+                raise unreachable(api_server,
+                                  f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+            delay = backoff(made)
+            if made >= attempts or loop.time() + delay >= deadline:
+                tries = f"after {made} attempt{'s' if made != 1 else ''}"
+                reason = redacted(bot, error.message.removeprefix("HTTP Client says - "))
+                if isinstance(error, TelegramServerError):
+                    raise TelegramAdapterError(
+                        f"the Bot API at {where} failed getMe {tries} ({reason}) — try again later, or check "
+                        "platforms.telegram.api_server", setting="platforms.telegram") from error
+                raise unreachable(api_server, f"cannot reach the Telegram Bot API at {where} {tries} ({reason})") from error
+            await sleep(delay)
+        except TelegramAPIError as error:
+            raise TelegramAdapterError(
+                f"the Bot API at {where} refused getMe ({redacted(bot, error.message)}) — check "
+                "platforms.telegram.token and platforms.telegram.api_server", setting="platforms.telegram") from error
+
+
+def unreachable(api_server: Optional[str], what: str) -> TelegramAdapterError:
+    """``what`` went wrong reaching the Bot API, with the setting and the fix that fit this configuration."""
+    if api_server:
+        return TelegramAdapterError(f"{what} — check platforms.telegram.api_server",
+                                    setting="platforms.telegram.api_server")
+    return TelegramAdapterError(f"{what} — check this machine's network and firewall (or set "
+                                "platforms.telegram.api_server to a Bot API server it can reach)",
+                                setting="platforms.telegram")
+
+
+def redacted(bot: Bot, text: str) -> str:
+    """``text`` without the bot token, which must never reach a log or a terminal."""
+    return text.replace(bot.token, "<token>") if bot.token else text
