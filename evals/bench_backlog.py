@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from evals.redis_target import bench_redis
 from evals.report import publish
-from gateway.assembly import message_path
+from gateway.run.assembly import message_path
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
 

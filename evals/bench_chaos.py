@@ -301,7 +301,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(out_dir: str | Path, **options: Any) -> int:
-    from gateway.process import run_gateway_loop
+    from gateway.run.process import run_gateway_loop
 
     result = run_gateway_loop(measure(**options))
     publish(out_dir, "bench_chaos", result, markdown(result))

@@ -1,6 +1,6 @@
 """``foldgate bench context``: the prompt size of every model request over a long conversation, plotted.
 
-Recorded conversations go through the whole gateway with :func:`gateway.replay.replay`
+Recorded conversations go through the whole gateway with :func:`gateway.cli.replay.replay`
 (Redis, inbox, hygiene, the agent loop, compaction, commits; only the model and the
 recording's own tools are played back) with a small window, so both compaction layers
 have work to do:
@@ -141,7 +141,7 @@ def generated_conversation(path: Path, tokens: int, window: int, seed: int = SEE
 
 async def replay_once(path: Path, window: int, redis_url: str, *, compression: bool) -> Any:
     from gateway.config import Settings
-    from gateway.replay import load_fixture, replay
+    from gateway.cli.replay import load_fixture, replay
 
     from evals.bench_throughput import _drop_prefix
 

@@ -41,7 +41,7 @@ async def _run(redis_url: str, base_url: str, chats: int, pieces: int, pace: flo
                chat_ids_from: int) -> dict[str, Any]:
     """``chats`` private chats ask at once; what the fake Bot API saw of their replies."""
     from agent.llm.client import ChatClient
-    from gateway.assembly import open_gateway
+    from gateway.run.assembly import open_gateway
     from gateway.config import Settings
     from gateway.platforms.telegram import TelegramAdapter
     from tests.fakes.bot_api import FakeBotAPI
@@ -150,7 +150,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def main(out_dir: str | Path, **options: Any) -> int:
-    from gateway.process import run_gateway_loop
+    from gateway.run.process import run_gateway_loop
 
     result = run_gateway_loop(measure(**options))
     publish(out_dir, "bench_delivery", result, markdown(result))

@@ -20,7 +20,7 @@ import uuid
 
 from redis.asyncio import Redis
 
-from gateway import hygiene
+from gateway.worker import hygiene
 from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
 from gateway.store.keys import every_key_pattern

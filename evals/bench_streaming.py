@@ -139,7 +139,7 @@ async def measure(concurrent: int = CONCURRENT, seconds: float = SECONDS, transp
     """
     import agent.context_compressor  # noqa: F401  (imported before the process settles, as a gateway has it)
     import agent.loop  # noqa: F401
-    from gateway.process import settle_process
+    from gateway.run.process import settle_process
 
     server = ModelServer()
     base_url = server.start()
@@ -194,7 +194,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 def main(out_dir: str | Path, **options: Any) -> int:
-    from gateway.process import run_gateway_loop
+    from gateway.run.process import run_gateway_loop
 
     result = run_gateway_loop(measure(**options))
     publish(out_dir, "bench_streaming", result, markdown(result))

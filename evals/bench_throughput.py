@@ -1,6 +1,6 @@
 """``foldgate bench throughput``: messages per second and the latency foldgate adds, one gateway process.
 
-The gateway runs as ``foldgate run`` builds it (:func:`gateway.assembly.open_gateway`: real
+The gateway runs as ``foldgate run`` builds it (:func:`gateway.run.assembly.open_gateway`: real
 Redis, inbox, per-chat locks, hygiene, the agent loop, fenced commits) with a platform
 that only records when each reply goes out. The model is an OpenAI-compatible HTTP
 server in a child process that answers at once without reading the prompt, so the
@@ -624,8 +624,8 @@ async def measure(
     """
     from agent.llm.client import ChatClient
     from agent.llm.http import open_http_client
-    from gateway.assembly import open_gateway
-    from gateway.process import settle_process
+    from gateway.run.assembly import open_gateway
+    from gateway.run.process import settle_process
     from gateway.config import Settings
 
     if redis_url is None:
@@ -872,7 +872,7 @@ def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 def main(out_dir: str | Path, *, variants: Sequence[tuple[str, bool]] = VARIANTS, baseline: str | None = None,
          **options: Any) -> int:
     """Every variant in turn (the first is the published result), then ``baseline``'s code if given."""
-    from gateway.process import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
+    from gateway.run.process import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
 
     results = [run_gateway_loop(measure(transport=transport, stream=stream, **options)) for transport, stream in variants]
     rows = [variant_summary(result) for result in results]

@@ -27,7 +27,7 @@ from agent.compaction.summarizer import SUMMARIZER_RETRIES, LLMSummarizer, build
 from agent.context_engine import ContextEngine
 from agent.engine_registry import resolve_context_engine
 from agent.llm.client import ChatClient
-from agent.llm.codex_app_server import CodexAppServer, CodexAppServerChat, CodexThreadEngine
+from agent.codex_chat import CodexAppServer, CodexAppServerChat, CodexThreadEngine
 from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
 from agent.llm.retry import RetryPolicy
@@ -68,7 +68,7 @@ def _accepts_keyword(factory: Callable[..., Any], name: str) -> bool:
 
 
 class AgentBuilder:
-    """``gateway.chat_turn.AgentFactory`` over a :class:`gateway.config.Settings`.
+    """``gateway.worker.chat_turn.AgentFactory`` over a :class:`gateway.config.Settings`.
 
     ``notice`` receives one-time operator notices (the Codex autoraise); by default they
     are logged as warnings.

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from gateway.delivery.budget import Bucket, BucketState, SendBudget
 from gateway.events import Event, EventBus, TurnEvent
-from gateway.runner import GatewayRunner
+from gateway.worker.runner import GatewayRunner
 
 COUNTER_HELP = {
     "turns": "Messages answered by this process",

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent.llm.codex_app_server import THREAD_KEY, CodexAppServer, CodexAppServerChat, CodexThreadEngine, thread_of
+from agent.codex_chat import THREAD_KEY, CodexAppServer, CodexAppServerChat, CodexThreadEngine, thread_of
 from agent.loop import Agent
 from agent.settings import CompressionSettings
 from gateway.config import Settings

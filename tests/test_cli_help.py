@@ -16,7 +16,7 @@ import pytest
 
 from gateway import cli
 from gateway.config import ModelSettings
-from gateway.offline import context_length_problem, context_length_range
+from gateway.cli.offline import context_length_problem, context_length_range
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTED_COMMANDS = ("eval", "replay", "compact", "search")

@@ -8,7 +8,7 @@ import pytest
 
 from agent.llm.errors import ProviderError, ProviderTimeout
 from gateway.agents import AgentBuilder
-from gateway.assembly import message_path
+from gateway.run.assembly import message_path
 from gateway.config import DeliverySettings, Settings
 from gateway.delivery.gate import ChatBuckets
 from gateway.platforms.base import IncomingMessage
@@ -120,7 +120,7 @@ async def test_gateway_coalesce_max_tokens_bounds_what_the_request_carries_verba
 
 @pytest.mark.parametrize("coalesce", [True, False])
 async def test_gateway_coalesce_backlog_reaches_the_runner(tmp_path, redis_url, key_prefix, coalesce):
-    from gateway.assembly import open_gateway
+    from gateway.run.assembly import open_gateway
 
     settings = Settings(redis={"url": redis_url, "key_prefix": key_prefix}, platforms={"local": {"enabled": True}},
                         gateway={"home": str(tmp_path), "coalesce_backlog": coalesce, "coalesce_max_messages": 7})
@@ -133,7 +133,7 @@ async def test_gateway_coalesce_backlog_reaches_the_runner(tmp_path, redis_url, 
 
 async def test_gateway_lock_ttl_seconds_is_the_ttl_chats_are_claimed_and_renewed_with(tmp_path, redis, redis_url,
                                                                                        key_prefix):
-    from gateway.assembly import open_gateway
+    from gateway.run.assembly import open_gateway
 
     settings = Settings(redis={"url": redis_url, "key_prefix": key_prefix}, platforms={"local": {"enabled": True}},
                         gateway={"home": str(tmp_path), "lock_ttl_seconds": 7})

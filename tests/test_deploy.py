@@ -386,7 +386,7 @@ def test_discord_pods_split_the_shards_between_them(tmp_path):
 
 def test_every_service_manager_waits_longer_than_the_gateway_lets_turns_finish():
     """A SIGTERM gives running turns TERM_GRACE_SECONDS; a manager that kills sooner cuts replies off."""
-    from gateway.signals import TERM_GRACE_SECONDS
+    from gateway.run.signals import TERM_GRACE_SECONDS
 
     def seconds(text: str) -> float:
         return float(text.rstrip("s"))

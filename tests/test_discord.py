@@ -25,7 +25,7 @@ from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.store.inbox import Inbox
 from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
-from gateway.runner import GatewayRunner
+from gateway.worker.runner import GatewayRunner
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

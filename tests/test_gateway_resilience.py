@@ -9,7 +9,7 @@ from typing import Optional
 import pytest
 
 import gateway.delivery.replies as replies_module
-import gateway.runner as runner_module
+import gateway.worker.runner as runner_module
 from gateway.store import SessionStore
 from gateway.platforms.recording import RecordingAdapter
 from tests.fakes.gateway import make_settings, message, running_gateway

@@ -122,3 +122,65 @@ def test_lua_in_a_module_is_found(tmp_path: Path):
     sample.write_text('X = Script.of("return redis.call(\'GET\', KEYS[1])")\nawait r.evalsha(sha, 0)\n'
                       'await channel.call("EVALSHA", sha, 0)\n', encoding="utf-8")
     assert sorted(script_uses(sample)) == ["1: Lua source", "1: of()", "2: evalsha()", "3: the EVALSHA command"]
+
+
+#: The layers of each side, lowest first: a module imports only from its own layer or one below it
+#: (a prefix names a package and everything in it; the longest prefix that fits decides). What sits
+#: low is what many parts need and that needs little: the message shape before the store that keeps
+#: it, the store before the turn that writes it, the turn before the process that runs it.
+LAYERS: dict[str, list[list[str]]] = {
+    "agent": [
+        ["agent.json_codec", "agent.usage", "agent.models", "agent.http_options", "agent.cancelling",
+         "agent.prompt_caching"],
+        ["agent.tokens", "agent.settings", "agent.pricing"],
+        ["agent.messages", "agent.search", "agent.transcript_repair", "agent.tools"],
+        ["agent.llm"],  # requests and answers, one module per route
+        ["agent.compaction", "agent.context_engine", "agent.codex"],  # the pure phases and the engine's contract
+        ["agent.context_compressor", "agent.codex_engine"],  # the engines
+        ["agent.engine_registry", "agent.codex_chat", "agent.loop", "agent"],  # what composes them
+    ],
+    "gateway": [
+        ["gateway.config", "gateway.progress", "gateway.events", "gateway.server"],
+        ["gateway.startup_errors"],
+        ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
+        ["gateway.store"],  # everything that talks to Redis
+        ["gateway.outage", "gateway.session_source", "gateway.activity", "gateway.agents"],
+        ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters
+        ["gateway.worker", "gateway.commands"],  # dispatch, drain, the turn's steps, chat commands
+        ["gateway.metrics", "gateway.web"],  # what people and monitors read
+        ["gateway.run"],  # foldgate run: the wiring
+        ["gateway.cli", "gateway"],  # the command line
+    ],
+}
+
+
+def layer_of(module: str) -> int | None:
+    side = LAYERS.get(module.split(".")[0], [])
+    fits = [(len(prefix), level) for level, prefixes in enumerate(side) for prefix in prefixes
+            if module == prefix or module.startswith(f"{prefix}.")]
+    return max(fits)[1] if fits else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Each module's imports of a module in a higher layer of its own side."""
+    found = {}
+    for name, targets in graph.items():
+        level = layer_of(name)
+        up = sorted(t for t in targets if t.split(".")[0] == name.split(".")[0]
+                    and level is not None and (layer_of(t) or 0) > level)
+        if up:
+            found[name] = up
+    return found
+
+
+def test_every_module_has_a_layer():
+    assert [name for name in modules() if not name.startswith("plugins") and layer_of(name) is None] == []
+
+
+def test_no_module_imports_from_a_higher_layer():
+    assert upward_imports(import_graph()) == {}
+
+
+def test_an_upward_import_is_found():
+    graph = {"gateway.store.inbox": {"gateway.worker.turn"}, "gateway.worker.turn": {"gateway.store.inbox"}}
+    assert upward_imports(graph) == {"gateway.store.inbox": ["gateway.worker.turn"]}

@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.store.inbox import Inbox
-from gateway.lock_keeper import LockKeeper
+from gateway.worker.lock_keeper import LockKeeper
 from gateway.store.channel import PipelinedConnection
 from gateway.store import Lock, SessionStore
 

@@ -104,7 +104,7 @@ def test_under_an_interactive_terminal_chat_log_lines_go_to_a_file_not_into_the_
     import io
     import logging
 
-    from gateway.logging_setup import log_where
+    from gateway.run.logging_setup import log_where
     from gateway.config import Settings
 
     class Keyboard(io.StringIO):

@@ -69,7 +69,7 @@ def test_the_wheel_holds_the_runtime_packages_and_neither_evals_nor_tests(wheel:
     names = _names(wheel)
     top = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
     assert top == set(RUNTIME_PACKAGES)
-    assert {"gateway/cli.py", "agent/loop.py", "plugins/__init__.py"} <= names
+    assert {"gateway/cli/__init__.py", "agent/loop.py", "plugins/__init__.py"} <= names
     (top_level,) = [name for name in names if name.endswith(".dist-info/top_level.txt")]
     with zipfile.ZipFile(wheel) as archive:
         assert set(archive.read(top_level).decode().split()) == set(RUNTIME_PACKAGES)
@@ -79,7 +79,7 @@ def test_the_wheel_holds_every_data_file_the_runtime_packages_read(wheel: Path, 
     """Every file beside the code (Lua scripts, YAML, JSON, JSONL …; only Markdown notes aside) ships."""
     data = {path.relative_to(source).as_posix() for package in RUNTIME_PACKAGES for path in (source / package).rglob("*")
             if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".py", ".pyc", ".md")}
-    assert "gateway/starter_config.yaml" in data
+    assert "gateway/cli/starter_config.yaml" in data
     assert data - _names(wheel) == set()
 
 

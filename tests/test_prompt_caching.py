@@ -24,7 +24,7 @@ from agent.settings import CompressionSettings
 from agent.tools import Tool, ToolRegistry
 from evals import bench_caching
 from evals.cli import available_benchmarks
-from gateway.app import serve
+from gateway.run.app import serve
 from gateway.config import Settings
 from tests.fakes.anthropic_cache import AnthropicCacheServer
 from tests.fakes.gateway import message, running_gateway

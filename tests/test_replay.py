@@ -11,7 +11,7 @@ import redis as sync_redis
 
 from gateway.cli import main as cli_main
 from gateway.config import Settings
-from gateway.replay import FixtureError, load_fixture, replay
+from gateway.cli.replay import FixtureError, load_fixture, replay
 
 FIXTURE = Path(__file__).parent / "fixtures" / "overnight_ops.jsonl"
 WINDOW = 16_000

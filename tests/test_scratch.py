@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.config import Settings
-from gateway.scratch import describe_gateway, throwaway_gateway, without_credentials
+from gateway.run.scratch import describe_gateway, throwaway_gateway, without_credentials
 
 
 def test_a_throwaway_gateway_has_its_own_embedded_server_and_is_removed_afterwards(tmp_path):

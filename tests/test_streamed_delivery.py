@@ -24,7 +24,7 @@ from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram import TelegramAdapter
-from gateway.runner import GatewayRunner
+from gateway.worker.runner import GatewayRunner
 from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI, FloodLimits, utf16_len
 from tests.fakes.gateway import make_settings

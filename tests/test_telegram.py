@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from aiogram.exceptions import TelegramServerError
 
-from gateway.enabled_platforms import enabled_adapters as _adapters
+from gateway.run.platforms import enabled_adapters as _adapters
 from gateway.config import Settings
 from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage

@@ -14,7 +14,7 @@ from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
 from gateway.store.inbox import Inbox
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
-from gateway.runner import GatewayRunner
+from gateway.worker.runner import GatewayRunner
 from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings

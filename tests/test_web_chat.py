@@ -180,7 +180,7 @@ async def test_a_page_whose_dns_was_pointed_here_is_refused(redis_url, key_prefi
 
 async def test_a_process_that_serves_no_page_still_sends_a_web_chats_replies(redis, redis_url, key_prefix):
     """Any process may take a web chat's turn; the page connected to another one still gets the reply."""
-    from gateway.assembly import open_gateway
+    from gateway.run.assembly import open_gateway
 
     async with FakeLLMServer(default=Reply.answer(ANSWER)) as provider:
         settings = web_settings(redis_url, key_prefix, provider.openai_base_url)

@@ -7,7 +7,7 @@ notifications. Requests the server makes of us (approvals) are declined: a chat 
 has nobody to ask.
 
 This is the transport side of the route (SPEC S7.1) and knows nothing of foldgate's
-transcripts; :mod:`agent.llm.codex_app_server` is the chat model over it and
+transcripts; :mod:`agent.codex_chat` is the chat model over it and
 :mod:`agent.codex_engine` decides when to ask it to compact.
 """
 
@@ -27,7 +27,7 @@ from agent.llm.errors import BadResponse, ContextTooLong, ProviderError, Provide
 from agent.usage import Usage
 
 # The route's log, under the name it has always had (one logger to filter for the app-server).
-log = logging.getLogger("agent.llm.codex_app_server")
+log = logging.getLogger("agent.codex_chat")
 
 #: Largest JSON line accepted from the process (an agent message can be long).
 MAX_LINE_BYTES = 64 * 1024 * 1024

@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from gateway.chat_turn import entry_id
 from gateway.store.journal import ReplyJournal
 from gateway.delivery.stream import ReplyStream
 from gateway.outage import Health, is_redis_outage
@@ -44,7 +43,7 @@ class Replies:
         adapter = self.adapters.get(message.platform)
         if adapter is None:
             return None
-        journal = ReplyJournal(self.store.channel, self.store.prefix, lock, entry_id(message))
+        journal = ReplyJournal(self.store.channel, self.store.prefix, lock, message.entry_id)
         surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id,
                                         journal=journal)
         if surface is None:

@@ -61,6 +61,11 @@ class IncomingMessage(BaseModel):
         """The chat's key in the store, e.g. ``tg:123456``."""
         return f"{self.platform}:{self.chat_id}"
 
+    @property
+    def entry_id(self) -> str:
+        """The id the message's inbox entry is recorded under in the session meta, e.g. ``tg:9001``."""
+        return f"{self.platform}:{self.update_id}"
+
 
 #: The gateway's intake: makes the message durable and returns once it is safe to acknowledge.
 Intake = Callable[[IncomingMessage], Awaitable[bool]]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.activity import ActivityLog, ChatTotals
-from gateway.hygiene import estimate_session_tokens
+from gateway.worker.hygiene import estimate_session_tokens
 from gateway.store import SessionStore
 
 #: Rows per page.

@@ -26,7 +26,7 @@ from aiohttp import web
 from agent.messages import text_of
 from gateway.activity import ActivityLog
 from gateway.events import CompressEvent, Event, TurnEvent
-from gateway.hygiene import estimate_session_tokens
+from gateway.worker.hygiene import estimate_session_tokens
 from gateway.metrics import COUNTER_HELP, GatewayWatch
 from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession

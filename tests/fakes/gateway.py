@@ -11,8 +11,8 @@ from gateway.config import Settings
 from gateway.events import Event, EventBus
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
-from gateway.assembly import message_path
-from gateway.runner import GatewayRunner
+from gateway.run.assembly import message_path
+from gateway.worker.runner import GatewayRunner
 
 
 def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, **sections: Any) -> Settings:

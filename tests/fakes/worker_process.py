@@ -33,8 +33,8 @@ from gateway.delivery.gate import gates
 from gateway.platforms.telegram import TelegramAdapter
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT
-from gateway.runner import GatewayRunner
-from gateway.assembly import message_path
+from gateway.worker.runner import GatewayRunner
+from gateway.run.assembly import message_path
 from tests.fakes.gateway import make_settings
 
 
@@ -114,7 +114,7 @@ class RedisReplyLog(PlatformAdapter):
 
 async def main(args: argparse.Namespace) -> None:
     if args.log_file:
-        from gateway.logging_setup import LOG_FORMAT
+        from gateway.run.logging_setup import LOG_FORMAT
 
         logging.basicConfig(filename=args.log_file, level=logging.INFO, format=f"%(process)d {LOG_FORMAT}")
     redis = Redis.from_url(args.redis, decode_responses=True)

@@ -182,7 +182,7 @@ async def test_a_one_megabyte_message_is_answered_and_its_chat_goes_on(redis, re
             fetched = await fetch.handler({"ids": [original_id]})
             search = {tool.name: tool for tool in recovery_tools(history)}["session_search"]
             found = await search.handler({"query": "7731-KESTREL"})
-        from gateway.offline import search_chat
+        from gateway.cli.offline import search_chat
 
         cli_hits = await search_chat(settings, chat, "7731-KESTREL", 3)
     replies = [text for chat_id, text in adapter.sent if chat_id == "paste"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import gateway.web.server
-from gateway.app import serve
+from gateway.run.app import serve
 from gateway.cli import main
 from gateway.config import CONVENTIONAL_ENV, PROVIDER_KEY_ENV, Settings, load_settings, url_password_hidden
 from gateway.platforms.recording import RecordingAdapter

@@ -7,7 +7,7 @@ import pytest
 
 from agent.messages import pair_problems
 from agent.transcript_repair import MISSING_RESULT, repair_transcript
-from gateway.runner import GatewayRunner
+from gateway.worker.runner import GatewayRunner
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 

@@ -5,7 +5,7 @@ model call apiece and replies to questions the next message already changed. A t
 therefore takes in the consecutive messages behind its head, up to a count. A command ends
 the run (it is handled alone, in order), and messages at the end that ask for no reply wait
 for their own step, so the reply answers the last message that asked for one. How much of
-what it takes in the request carries word for word is :mod:`gateway.admission`'s to say.
+what it takes in the request carries word for word is :mod:`gateway.worker.admission`'s to say.
 """
 
 from __future__ import annotations

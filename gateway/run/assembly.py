@@ -22,7 +22,7 @@ from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
 from gateway.events import EventBus
 from gateway.platforms.base import PlatformAdapter
-from gateway.runner import GatewayRunner
+from gateway.worker.runner import GatewayRunner
 from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
 from gateway.startup_errors import REDIS_CONNECT_SECONDS, redis_failure
 from gateway.store import SessionStore

@@ -68,7 +68,7 @@ class ChatTurn:
 
     @property
     def entry_id(self) -> str:
-        return entry_id(self.message)
+        return self.message.entry_id
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,3 @@ class Outcome:
     batch: tuple[tuple[str, str], ...] = ()
     #: True for an entry an earlier turn already took in: removed without a reply of its own.
     silent: bool = False
-
-
-def entry_id(message: IncomingMessage) -> str:
-    """The id a message's inbox entry is recorded under in the session meta."""
-    return f"{message.platform}:{message.update_id}"

@@ -36,7 +36,7 @@ from gateway.events import CompressEvent, Event, TurnEvent
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
 from gateway.progress import Progress, plural
-from gateway.scratch import describe_gateway, throwaway_gateway
+from gateway.run.scratch import describe_gateway, throwaway_gateway
 from gateway.startup_errors import exit_code_of
 
 
@@ -134,7 +134,7 @@ class ReplayReport:
 async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = None) -> ReplayReport:
     """Run the fixture through a gateway built from ``settings``; returns what happened."""
     from agent.tools import Tool
-    from gateway.assembly import open_gateway
+    from gateway.run.assembly import open_gateway
 
     model = ReplayModel(fixture.model_replies)
     platform = RecordingAdapter("replay")

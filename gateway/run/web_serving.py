@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, TextIO
 
-from gateway.assembly import RunningGateway
+from gateway.run.assembly import RunningGateway
 from gateway.config import Settings
 from gateway.delivery.gate import ChatBuckets
 from gateway.platforms.base import PlatformAdapter

@@ -1,8 +1,8 @@
 """A held chat's inbox entries, each handed in raw and walked to its end as a turn.
 
 The runner takes a chat's lock and hands over its entries one by one; here each is parsed once
-(an unreadable one goes to the quarantine), run as a :class:`~gateway.turn.Turn`, settled by
-:mod:`gateway.turn_failures` when it fails, then delivered and finished, which hands back the
+(an unreadable one goes to the quarantine), run as a :class:`~gateway.worker.turn.Turn`, settled by
+:mod:`gateway.worker.failures` when it fails, then delivered and finished, which hands back the
 entry that follows. The runner only dispatches chats and drains their inboxes.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from gateway.backlog import ParsedEntries
+from gateway.worker.backlog import ParsedEntries
 from gateway.store import Lock
-from gateway.turn import Turn, TurnParts
-from gateway.turn_failures import TurnFailures
+from gateway.worker.turn import Turn, TurnParts
+from gateway.worker.failures import TurnFailures
 
 log = logging.getLogger(__name__)
 

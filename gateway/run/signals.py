@@ -11,7 +11,7 @@ import contextlib
 import signal
 from typing import TextIO
 
-from gateway.assembly import RunningGateway
+from gateway.run.assembly import RunningGateway
 from gateway.progress import is_terminal, plural
 
 #: Seconds a SIGTERM (a service manager stopping foldgate) lets running turns finish before they are cancelled.

@@ -1,8 +1,8 @@
 """One inbox entry, handled as named steps, to its end.
 
-The runner claims a chat and hands its entries, raw, to :mod:`gateway.turn_entry`, which parses
+The runner claims a chat and hands its entries, raw, to :mod:`gateway.worker.held_chat`, which parses
 each once and walks it through these steps. :meth:`Turn.run` ends in an
-:class:`~gateway.chat_turn.Outcome`, which the turn then delivers and finishes. In order:
+:class:`~gateway.worker.chat_turn.Outcome`, which the turn then delivers and finishes. In order:
 
 1. :meth:`Turn.snapshot` — the chat's session pointer, meta and (for a model turn) live transcript;
 2. :meth:`Turn.already_handled` — an entry committed before a crash only has its reply resent;
@@ -14,7 +14,7 @@ each once and walks it through these steps. :meth:`Turn.run` ends in an
 8. :meth:`Turn.deliver` — the reply sent, through the stream that previewed it;
 9. :meth:`Turn.finish` — the reply recorded as sent and the entry removed, one fenced step; the next entry.
 
-A failed turn ends as :mod:`gateway.turn_failures` decides: tried again, given up with a notice, or
+A failed turn ends as :mod:`gateway.worker.failures` decides: tried again, given up with a notice, or
 waited for while the provider is away.
 
 Exactly-once replies: a turn's messages and its reply text are committed together with
@@ -41,16 +41,16 @@ from agent.pricing import UnknownPrice, cost, savings
 from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.transcript_repair import repair_for_turn
-from gateway.admission import verbatim_limit, verbatim_start
-from gateway.backlog import ParsedEntries, is_command, take_backlog
-from gateway.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome, entry_id
+from gateway.worker.admission import verbatim_limit, verbatim_start
+from gateway.worker.backlog import ParsedEntries, is_command, take_backlog
+from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
 from gateway.commands import handle_command
-from gateway.compactions import Compactions
+from gateway.worker.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.events import CompressEvent, EventBus, FailureKind, TurnErrorEvent, TurnEvent
-from gateway.hygiene import estimate_session_tokens
-from gateway.long_messages import MessageBound
+from gateway.worker.hygiene import estimate_session_tokens
+from gateway.worker.long_messages import MessageBound
 from gateway.outage import ProviderDown, ProviderWatch, counts_as_down, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory
@@ -143,7 +143,7 @@ class Turn:
         reply = await self.commit(turn, prepared, result, reply)
         await self.report(turn, prepared, result)
         return Outcome(turn.session_id, reply, committed=True, stream=stream,
-                       batch=tuple((raw, entry_id(m)) for raw, m in prepared.batch))
+                       batch=tuple((raw, m.entry_id) for raw, m in prepared.batch))
 
     async def snapshot(self) -> tuple[ChatTurn, list[Message]]:
         wants_model = self.message.respond and not is_command(self.message)
@@ -226,7 +226,7 @@ class Turn:
         """Store the older part of a backlog too large for the request in the session before hygiene weighs it;
         the history with them. Recorded as taken in, so a turn retried after a crash skips them, not repeats them."""
         stored = [await self.parts.bound.bounded(turn, m, limit, notes) for m in messages]
-        ids = [entry_id(m) for m in messages]
+        ids = [m.entry_id for m in messages]
         await self.store.append(self.chat, turn.session_id, stored, lock=self.lock,
                                 meta={"last_entry_id": ids[-1], "replied_entry_id": ids[-1],
                                       "batch_entry_ids": "\n".join(ids)})
@@ -309,7 +309,7 @@ class Turn:
         if not partial.compacted and not any(m.get("role") == "tool" for m in partial.new_messages):
             return
         fields = self._commit_fields(turn, prepared, partial, "")
-        ids = [turn.entry_id, *(entry_id(m) for _, m in prepared.batch)]
+        ids = [turn.entry_id, *(m.entry_id for _, m in prepared.batch)]
         del fields["last_entry_id"], fields["last_reply"]
         fields["partial_entry_id"] = ids[-1]
         fields["batch_entry_ids"] = "\n".join(ids[:-1]) or None  # a retry lets these go silently, as taken in
@@ -339,7 +339,7 @@ class Turn:
         for name, value in result.usage.as_dict().items():
             totals[name] = int(totals.get(name, 0)) + value
         totals["turns"] = int(totals.get("turns", 0)) + 1
-        batch_ids = [turn.entry_id, *(entry_id(m) for _, m in prepared.batch)]
+        batch_ids = [turn.entry_id, *(m.entry_id for _, m in prepared.batch)]
         fields: dict[str, object] = {
             "last_entry_id": batch_ids[-1],
             "batch_entry_ids": "\n".join(batch_ids) if prepared.batch else None,
@@ -377,7 +377,7 @@ class Turn:
         ))
 
     async def report_failure(self, session_id: str, kind: FailureKind, error: str) -> None:
-        """The event of a turn that failed (see :mod:`gateway.turn_failures`)."""
+        """The event of a turn that failed (see :mod:`gateway.worker.failures`)."""
         await self.parts.events.emit(TurnErrorEvent(
             platform=self.message.platform, chat=self.chat, session_id=session_id, kind=kind, error=error,
         ))
@@ -414,7 +414,7 @@ class Turn:
                 head = await self.store.finish_entry(self.lock, outcome.session_id, other,
                                                      ahead_for_next=position == len(others) - 1)
             return head
-        marker = {"replied_entry_id": entry_id(self.message)} if outcome.committed and not outcome.silent else {}
+        marker = {"replied_entry_id": self.message.entry_id} if outcome.committed and not outcome.silent else {}
         return await self.store.finish_entry(self.lock, outcome.session_id, raw, **marker)
 
     def model(self, turn: ChatTurn) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gateway.config import ConfigError, load_settings, user_config_path
 
-STARTER = files("gateway").joinpath("starter_config.yaml")
+STARTER = files("gateway.cli").joinpath("starter_config.yaml")
 
 
 def write_starter_config(target: Path, *, force: bool = False) -> None:

@@ -12,11 +12,11 @@ import contextlib
 import logging
 
 from agent.llm.errors import plain_reason
-from gateway.backlog import take_backlog
-from gateway.chat_turn import Outcome, entry_id
+from gateway.worker.backlog import take_backlog
+from gateway.worker.chat_turn import Outcome
 from gateway.outage import ProviderDown, RetryLater, final_notice, is_redis_outage, waiting_notice
 from gateway.store import StaleLock
-from gateway.turn import Turn
+from gateway.worker.turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +73,11 @@ async def give_up(turn: Turn, error: Exception) -> Outcome:
     sid = ""
     try:
         sid, meta, _ = await store.snapshot(turn.chat, messages=False)
-        if not meta.holds(entry_id(message)):
+        if not meta.holds(message.entry_id):
             chat_turn = turn.chat_turn(sid, meta)
             stored = await turn.parts.bound.stored_form(chat_turn, turn.model(chat_turn), [message])
             await store.append(turn.chat, sid, stored, lock=turn.lock,
-                               meta={"last_entry_id": entry_id(message), "last_reply": reply})
+                               meta={"last_entry_id": message.entry_id, "last_reply": reply})
     except StaleLock:
         raise
     except Exception:
@@ -110,11 +110,11 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
     batch = await take_backlog(parts.inbox, turn.entries,
                                max_messages=parts.options.coalesce_max_messages)  # what waited behind the head leaves with it
     entries = [message, *(m for _, m in batch)]
-    ids = [entry_id(m) for m in entries]
+    ids = [m.entry_id for m in entries]
     reply = final_notice(error, failure.waited)
     if meta.last_entry_id != ids[-1]:
         chat_turn = turn.chat_turn(sid, meta)
-        unstored = [m for m in entries if not meta.holds(entry_id(m))]  # a kept partial turn holds its message
+        unstored = [m for m in entries if not meta.holds(m.entry_id)]  # a kept partial turn holds its message
         stored = await parts.bound.stored_form(chat_turn, turn.model(chat_turn), unstored)
         await store.append(turn.chat, sid, stored, lock=turn.lock,
                            meta={"last_entry_id": ids[-1], "last_reply": reply, "partial_entry_id": None,
@@ -125,4 +125,4 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
     # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
     return Outcome(sid, reply, committed=True,
                    stream=parts.replies.stream(entries[-1], turn.lock, previews=False),
-                   batch=tuple((raw, entry_id(m)) for raw, m in batch))
+                   batch=tuple((raw, m.entry_id) for raw, m in batch))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from agent.messages import Message
 from agent.tokens import MESSAGE_OVERHEAD, count_message, count_text
-from gateway.chat_turn import ChatTurn, entry_id
+from gateway.worker.chat_turn import ChatTurn
 from gateway.platforms.base import IncomingMessage
 from gateway.store import SessionStore
 
@@ -101,7 +101,7 @@ class MessageBound:
         if tokens is None:
             return whole
         original_id = await self.store.archive_original(
-            turn.chat, turn.session_id, whole, lock=turn.lock, entry_id=entry_id(message))
+            turn.chat, turn.session_id, whole, lock=turn.lock, entry_id=message.entry_id)
         log.info("%s: update %s is %d tokens, over the bound of %d: archived whole as message %s; the model gets "
                  "its head and tail", turn.chat, message.update_id, tokens, limit, original_id)
         notes.append(notice(tokens, limit))

@@ -1,9 +1,9 @@
 """``foldgate run``: one run of the gateway, from the settings to the exit code.
 
-The parts it joins each live in a module of their own: the wiring (:mod:`gateway.assembly`), the
-enabled platforms (:mod:`gateway.enabled_platforms`), what is printed (:mod:`gateway.greeting`),
-the web servers (:mod:`gateway.web_serving`), signals (:mod:`gateway.signals`), logging
-(:mod:`gateway.logging_setup`) and the process's loop (:mod:`gateway.process`). Here stands only
+The parts it joins each live in a module of their own: the wiring (:mod:`gateway.run.assembly`), the
+enabled platforms (:mod:`gateway.run.platforms`), what is printed (:mod:`gateway.run.greeting`),
+the web servers (:mod:`gateway.run.web_serving`), signals (:mod:`gateway.run.signals`), logging
+(:mod:`gateway.run.logging_setup`) and the process's loop (:mod:`gateway.run.process`). Here stands only
 their order: verify, open, announce, serve, wait, shut down.
 """
 
@@ -15,18 +15,18 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
-from gateway.assembly import RunningGateway, open_gateway
+from gateway.run.assembly import RunningGateway, open_gateway
 from gateway.config import ConfigError, Settings, load_settings
-from gateway.enabled_platforms import enabled_adapters, stop_adapters, verify_platforms
-from gateway.greeting import announce, open_terminal_chat, print_compactions, print_notice
-from gateway.logging_setup import log_where
+from gateway.run.platforms import enabled_adapters, stop_adapters, verify_platforms
+from gateway.run.greeting import announce, open_terminal_chat, print_compactions, print_notice
+from gateway.run.logging_setup import log_where
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
-from gateway.process import run_gateway_loop, settle_process
-from gateway.scratch import describe_gateway, throwaway_gateway
-from gateway.signals import ShutdownSignals, shut_down
+from gateway.run.process import run_gateway_loop, settle_process
+from gateway.run.scratch import describe_gateway, throwaway_gateway
+from gateway.run.signals import ShutdownSignals, shut_down
 from gateway.startup_errors import exit_code_of, explain
-from gateway.web_serving import serve_web
+from gateway.run.web_serving import serve_web
 
 
 def run_demo(settings: Settings, out: TextIO = sys.stdout) -> int:

@@ -18,13 +18,13 @@ from typing import Any
 
 #: subcommand -> "module:function"; each function takes the parsed namespace and returns an exit code.
 HANDLERS: dict[str, str] = {
-    "run": "gateway.app:run_command",
-    "doctor": "gateway.doctor:doctor_command",
+    "run": "gateway.run.app:run_command",
+    "doctor": "gateway.cli.doctor:doctor_command",
     "config": "gateway.config:config_command",
-    "init": "gateway.starter:init_command",
-    "compact": "gateway.offline:compact_command",
-    "search": "gateway.offline:search_command",
-    "replay": "gateway.replay:replay_command",
+    "init": "gateway.cli.starter:init_command",
+    "compact": "gateway.cli.offline:compact_command",
+    "search": "gateway.cli.offline:search_command",
+    "replay": "gateway.cli.replay:replay_command",
     "eval": "evals.cli:eval_command",
     "bench": "evals.cli:bench_command",
 }
@@ -190,7 +190,7 @@ def from_checkout() -> bool:
     (./dev's .venv has it on its path through a .pth file; pytest and ``python -m`` run from it). The
     spec is looked up, not imported, and must be this checkout's, not another distribution's ``evals``.
     """
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     spec = importlib.util.find_spec("evals")
     return ((root / "pyproject.toml").is_file() and spec is not None and spec.origin is not None
             and Path(spec.origin).resolve() == root / "evals" / "__init__.py")
@@ -218,6 +218,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush fails no more
         return 128 + signal.SIGPIPE
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,8 +6,8 @@ and every write is fenced by it, so a worker that stalls past its lock cannot ov
 what the next worker committed (B2).
 
 The runner dispatches chats and drains each chat's inbox: it hands every entry, raw, to the
-turn (:mod:`gateway.turn_entry`), which runs it to its end — commit, delivery, the entry
-finished (exactly-once replies: see :mod:`gateway.turn`) — and hands back the next entry.
+turn (:mod:`gateway.worker.held_chat`), which runs it to its end — commit, delivery, the entry
+finished (exactly-once replies: see :mod:`gateway.worker.turn`) — and hands back the next entry.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.messages import Message
 from agent.settings import CompressionSettings
-from gateway.chat_turn import AgentFactory, ChatTurn
+from gateway.worker.chat_turn import AgentFactory, ChatTurn
 from gateway.commands import parse as parse_command
-from gateway.compactions import Compactions
+from gateway.worker.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.events import EventBus, Trigger
 from gateway.store.inbox import Inbox
-from gateway.lock_keeper import LockKeeper
-from gateway.long_messages import MessageBound
+from gateway.worker.lock_keeper import LockKeeper
+from gateway.worker.long_messages import MessageBound
 from gateway.outage import Backoff, ChatOutages, Health, ProviderWatch, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.store import SessionStore, StaleLock
-from gateway.turn import TurnOptions, TurnParts
-from gateway.turn_entry import HeldChat
+from gateway.worker.turn import TurnOptions, TurnParts
+from gateway.worker.held_chat import HeldChat
 
 log = logging.getLogger(__name__)
 

@@ -241,7 +241,7 @@ def doctor(path: Optional[str], out: TextIO = sys.stdout) -> int:
     if settings is None:
         checks = [config, *(Check(name, "skipped", "needs a valid configuration") for name in SERVICE_CHECKS)]
     else:
-        from gateway.process import run_gateway_loop
+        from gateway.run.process import run_gateway_loop
 
         checks = [config, *run_gateway_loop(run_checks(settings))]
     out.write(render(checks) + "\n" + summary(checks) + "\n")
