@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from gateway.activity import ActivityLog, expand_ranges, id_ranges
+from gateway.store.activity import ActivityLog, expand_ranges, id_ranges
 from gateway.events import CompressEvent, TurnErrorEvent, TurnEvent
 from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage

@@ -117,6 +117,26 @@ def test_only_the_store_holds_lua_or_runs_scripts():
     assert outside == {}
 
 
+def redis_clients(path: Path) -> list[str]:
+    """The parts of redis-py other than its exceptions that ``path`` imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
+                 else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+        found += [f"{node.lineno}: {name}" for name in names
+                  if (name == "redis" or name.startswith("redis.")) and name != "redis.exceptions"]
+    return found
+
+
+def test_only_the_store_and_the_embedded_server_hold_a_redis_client():
+    """Everything else reaches Redis through the store (and may only catch redis-py's exceptions)."""
+    homes = ("gateway.store", "gateway.server")
+    outside = {name: uses for name, path in modules().items()
+               if not any(name == home or name.startswith(f"{home}.") for home in homes)
+               and (uses := redis_clients(path))}
+    assert outside == {}
+
+
 def test_lua_in_a_module_is_found(tmp_path: Path):
     sample = tmp_path / "sample.py"
     sample.write_text('X = Script.of("return redis.call(\'GET\', KEYS[1])")\nawait r.evalsha(sha, 0)\n'
@@ -144,7 +164,7 @@ LAYERS: dict[str, list[list[str]]] = {
         ["gateway.startup_errors"],
         ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
         ["gateway.store"],  # everything that talks to Redis
-        ["gateway.outage", "gateway.session_source", "gateway.activity", "gateway.agents"],
+        ["gateway.outage", "gateway.session_source", "gateway.agents"],
         ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters
         ["gateway.worker", "gateway.commands"],  # dispatch, drain, the turn's steps, chat commands
         ["gateway.metrics", "gateway.web"],  # what people and monitors read
@@ -184,3 +204,10 @@ def test_no_module_imports_from_a_higher_layer():
 def test_an_upward_import_is_found():
     graph = {"gateway.store.inbox": {"gateway.worker.turn"}, "gateway.worker.turn": {"gateway.store.inbox"}}
     assert upward_imports(graph) == {"gateway.store.inbox": ["gateway.worker.turn"]}
+
+
+def test_a_redis_client_in_a_module_is_found(tmp_path: Path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("from redis.asyncio import Redis\nfrom redis.exceptions import RedisError\nimport redis\n",
+                      encoding="utf-8")
+    assert redis_clients(sample) == ["1: redis.asyncio", "3: redis"]

@@ -10,7 +10,7 @@ import aiohttp
 import httpx
 import pytest
 
-from gateway.web.live import LiveHub
+from gateway.store.live import LiveHub
 from gateway.store.channel import PipelinedConnection
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import web_gateway, web_settings

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from gateway.activity import ActivityLog
+from gateway.store.activity import ActivityLog
 from gateway.events import TurnEvent
 from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage

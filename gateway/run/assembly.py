@@ -15,7 +15,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from agent.tokens import encoding
-from gateway.activity import ActivityLog
+from gateway.store.activity import ActivityLog
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
@@ -30,7 +30,7 @@ from gateway.store.channel import channel_for
 from gateway.store.inbox import Inbox
 from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
 from gateway.web.chat_platform import WebChatAdapter
-from gateway.web.live import LiveHub
+from gateway.store.live import LiveHub
 
 
 @dataclass

@@ -25,6 +25,8 @@ Beside the facade, the store's other Redis records, each on its own chat's (or s
 - :mod:`~gateway.store.journal` — what a reply has put on the platform, for the attempt after a crash
 - :mod:`~gateway.store.outages` — each chat's outage record (since when, how many tries)
 - :mod:`~gateway.store.buckets` — the send budget's token buckets
+- :mod:`~gateway.store.activity` — every chat's turns, compactions and errors, for the operator view
+- :mod:`~gateway.store.live` — a web chat's streamed replies, published to every process's pages
 - :mod:`~gateway.store.channel` — the pipelined connection every script goes through
 """
 

@@ -21,9 +21,9 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:budget:<name>        a send-budget token bucket of the chat (gateway.store.buckets); bot-wide
                                            buckets use a scope such as ``tg:bot`` in place of the chat
     {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
-    {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000 (gateway.activity)
-    {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded (gateway.activity)
-    {prefix}:{<chat>}:live                 pub/sub channel of a web chat's streamed replies (gateway.web.live)
+    {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000 (gateway.store.activity)
+    {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded (gateway.store.activity)
+    {prefix}:{<chat>}:live                 pub/sub channel of a web chat's streamed replies (gateway.store.live)
 
 and three keys of no one chat::
 

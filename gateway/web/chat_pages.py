@@ -5,7 +5,7 @@ page reads only its own chat's sessions and archive, and that id is never shown 
 chat. Everything works without JavaScript — a message is a form post whose answer is the page
 with the reply (the post waits for it, up to a minute), the page shows the conversation as
 stored — except the live part: with it, a sent message and its streamed reply appear without a
-reload, over a WebSocket fed by :class:`~gateway.web.live.LiveHub`.
+reload, over a WebSocket fed by :class:`~gateway.store.live.LiveHub`.
 
 The chat commands are messages like any other (``/compress``, ``/new``, ``/sessions``,
 ``/resume N``, ``/usage``): the runner answers them in the chat's turn.
@@ -30,7 +30,7 @@ from gateway.session_source import conversation_messages, search_conversations
 from gateway.store import SessionStore
 from gateway.web import transcript
 from gateway.web.chat_platform import PLATFORM, chat_key
-from gateway.web.live import LiveHub
+from gateway.store.live import LiveHub
 from gateway.web.pages import render
 
 #: The cookie naming a browser's chat.

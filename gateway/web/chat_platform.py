@@ -2,7 +2,7 @@
 
 Messages come in through the web chat's own page (:mod:`gateway.web.chat_pages`), which hands
 them to the gateway's intake like any platform does. Replies go out through
-:class:`~gateway.web.live.LiveHub`, so the page that asked sees them stream in whichever process
+:class:`~gateway.store.live.LiveHub`, so the page that asked sees them stream in whichever process
 runs the turn: every gateway process has this adapter (it needs only Redis), whether or not it
 serves the page. Each event names the message it answers (``reply_to``): a preview replaces the
 last one, the final text replaces the preview.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate
-from gateway.web.live import LiveHub
+from gateway.store.live import LiveHub
 
 #: The platform's prefix in chat keys: ``web:<id>``, one chat per browser.
 PLATFORM = "web"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.activity import ActivityLog, ChatTotals
+from gateway.store.activity import ActivityLog, ChatTotals
 from gateway.worker.hygiene import estimate_session_tokens
 from gateway.store import SessionStore
 

@@ -24,7 +24,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from agent.messages import text_of
-from gateway.activity import ActivityLog
+from gateway.store.activity import ActivityLog
 from gateway.events import CompressEvent, Event, TurnEvent
 from gateway.worker.hygiene import estimate_session_tokens
 from gateway.metrics import COUNTER_HELP, GatewayWatch

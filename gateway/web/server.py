@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from agent.cancelling import cancel_and_wait
 
-from gateway.activity import ActivityLog
+from gateway.store.activity import ActivityLog
 from gateway.metrics import GatewayWatch, add_metrics_routes
 from gateway.startup_errors import StartupError
 from gateway.store import SessionStore
