@@ -29,9 +29,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from evals.report import PLOT_EXTRA_HINT, publish
 from pathlib import Path
 from typing import Any
+
+from evals.report import PLOT_EXTRA_HINT, publish
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "overnight_ops.jsonl"
 FIXTURE_WINDOW = 16_000
@@ -140,10 +141,9 @@ def generated_conversation(path: Path, tokens: int, window: int, seed: int = SEE
 
 
 async def replay_once(path: Path, window: int, redis_url: str, *, compression: bool) -> Any:
-    from gateway.config import Settings
-    from gateway.cli.replay import load_fixture, replay
-
     from evals.bench_throughput import _drop_prefix
+    from gateway.cli.replay import load_fixture, replay
+    from gateway.config import Settings
 
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:

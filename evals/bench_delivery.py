@@ -41,9 +41,9 @@ async def _run(redis_url: str, base_url: str, chats: int, pieces: int, pace: flo
                chat_ids_from: int) -> dict[str, Any]:
     """``chats`` private chats ask at once; what the fake Bot API saw of their replies."""
     from agent.llm.client import ChatClient
-    from gateway.run.assembly import open_gateway
     from gateway.config import Settings
     from gateway.platforms.telegram import TelegramAdapter
+    from gateway.run.assembly import open_gateway
     from tests.fakes.bot_api import FakeBotAPI
 
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"

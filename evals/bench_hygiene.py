@@ -20,12 +20,12 @@ import uuid
 
 from redis.asyncio import Redis
 
-from gateway.worker import hygiene
-from gateway.store.channel import PipelinedConnection
-from gateway.store import SessionStore
-from gateway.store.keys import every_key_pattern
 from evals.redis_target import bench_redis
 from evals.report import progress, publish
+from gateway.store import SessionStore
+from gateway.store.channel import PipelinedConnection
+from gateway.store.keys import every_key_pattern
+from gateway.worker import hygiene
 
 SIZES = (1_000, 500_000)
 ITERATIONS = 3_000

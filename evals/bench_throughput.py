@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
 from evals.baseline import run_at
 from evals.report import progress, publish
+from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
 
 CHATS = 1_000
 MESSAGES_PER_CHAT = 5
@@ -624,9 +624,9 @@ async def measure(
     """
     from agent.llm.client import ChatClient
     from agent.llm.http import open_http_client
+    from gateway.config import Settings
     from gateway.run.assembly import open_gateway
     from gateway.run.process import settle_process
-    from gateway.config import Settings
 
     if redis_url is None:
         redis_url = await local_redis_url()

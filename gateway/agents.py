@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.codex import AutoraiseNotice
+from agent.codex_chat import CodexAppServer, CodexAppServerChat, CodexThreadEngine
 from agent.compaction.summarizer import SUMMARIZER_RETRIES, LLMSummarizer, build_summarizer
 from agent.context_engine import ContextEngine
 from agent.engine_registry import resolve_context_engine
 from agent.llm.client import ChatClient
-from agent.codex_chat import CodexAppServer, CodexAppServerChat, CodexThreadEngine
 from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
 from agent.llm.retry import RetryPolicy

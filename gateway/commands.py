@@ -20,16 +20,16 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agent import pricing
+from agent.codex_chat import CodexThreadEngine, thread_of
 from agent.llm.client import lists_model
 from agent.llm.errors import ProviderError, plain_reason
-from agent.codex_chat import CodexThreadEngine, thread_of
 from agent.models import UnknownAlias, api_model_id, split_large_alias
 from agent.prompt_caching import CachingPlan
-from gateway.worker import hygiene
 from gateway.agents import AgentBuilder
 from gateway.events import CompressEvent
 from gateway.session_source import ChatHistory, Conversation, conversations, outline
 from gateway.store import UnknownSession, VersionConflict
+from gateway.worker import hygiene
 from gateway.worker.chat_turn import ChatTurn
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from gateway.store.activity import ActivityLog, expand_ranges, id_ranges
 from gateway.events import CompressEvent, TurnErrorEvent, TurnEvent
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
+from gateway.store.activity import ActivityLog, expand_ranges, id_ranges
+from gateway.store.inbox import Inbox
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gateway import cli
-from gateway.config import ModelSettings
 from gateway.cli.offline import context_length_problem, context_length_range
+from gateway.config import ModelSettings
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTED_COMMANDS = ("eval", "replay", "compact", "search")

@@ -8,10 +8,10 @@ import pytest
 
 from agent.llm.errors import ProviderError, ProviderTimeout
 from gateway.agents import AgentBuilder
-from gateway.run.assembly import message_path
 from gateway.config import DeliverySettings, Settings
 from gateway.delivery.gate import ChatBuckets
 from gateway.platforms.base import IncomingMessage
+from gateway.run.assembly import message_path
 from tests.fakes.connect_proxy import ConnectProxy
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply

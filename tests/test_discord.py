@@ -23,10 +23,10 @@ from aiohttp import web
 
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
-from gateway.store.inbox import Inbox
 from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
-from gateway.worker.runner import GatewayRunner
 from gateway.store import SessionStore
+from gateway.store.inbox import Inbox
+from gateway.worker.runner import GatewayRunner
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 

@@ -10,8 +10,8 @@ import pytest
 
 import gateway.delivery.replies as replies_module
 import gateway.worker.runner as runner_module
-from gateway.store import SessionStore
 from gateway.platforms.recording import RecordingAdapter
+from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 

@@ -1,9 +1,12 @@
-"""No import circles among foldgate's modules.
+"""The shape of foldgate's imports: no circles, each side in layers, Redis in one home.
 
 A circle (two modules importing each other, directly or around a loop, even only for type
 hints) means neither can be read, changed or tested without the other; it shows up as an
 import deferred into a function or hidden behind ``TYPE_CHECKING``. A module importing a
-sibling through its package (``from agent.llm import anthropic``) is not a circle.
+sibling through its package (``from agent.llm import anthropic``) is not a circle. The layers
+(``LAYERS``) say which way imports point; Lua scripts and the Redis client live in the store (and
+the embedded server) alone. Imports are read as absolute: a relative one is refused outright, so
+none can slip past these checks.
 """
 
 from __future__ import annotations
@@ -74,6 +77,13 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_imports_one_that_imports_it_back():
     assert circles(import_graph()) == []
+
+
+def test_every_import_is_absolute():
+    relative = {name: sorted({node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                              if isinstance(node, ast.ImportFrom) and node.level})
+                for name, path in modules().items()}
+    assert {name: lines for name, lines in relative.items() if lines} == {}
 
 
 def test_a_circle_is_found():

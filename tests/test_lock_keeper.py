@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
+from gateway.store import Lock, SessionStore
+from gateway.store.channel import PipelinedConnection
 from gateway.store.inbox import Inbox
 from gateway.worker.lock_keeper import LockKeeper
-from gateway.store.channel import PipelinedConnection
-from gateway.store import Lock, SessionStore
 
 TTL = 0.6
 

@@ -104,8 +104,8 @@ def test_under_an_interactive_terminal_chat_log_lines_go_to_a_file_not_into_the_
     import io
     import logging
 
-    from gateway.run.logging_setup import log_where
     from gateway.config import Settings
+    from gateway.run.logging_setup import log_where
 
     class Keyboard(io.StringIO):
         def isatty(self) -> bool:

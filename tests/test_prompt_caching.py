@@ -14,18 +14,13 @@ from hypothesis import strategies as st
 from agent.context_compressor import ContextCompressor
 from agent.llm.client import ChatClient
 from agent.loop import Agent
-from agent.prompt_caching import (
-    CachingPlan,
-    apply_anthropic_cache_control,
-    count_breakpoints,
-    plan_prompt_caching,
-)
+from agent.prompt_caching import CachingPlan, apply_anthropic_cache_control, count_breakpoints, plan_prompt_caching
 from agent.settings import CompressionSettings
 from agent.tools import Tool, ToolRegistry
 from evals import bench_caching
 from evals.cli import available_benchmarks
-from gateway.run.app import serve
 from gateway.config import Settings
+from gateway.run.app import serve
 from tests.fakes.anthropic_cache import AnthropicCacheServer
 from tests.fakes.gateway import message, running_gateway
 from tests.fakes.llm_server import Reply

@@ -10,8 +10,8 @@ import pytest
 import redis as sync_redis
 
 from gateway.cli import main as cli_main
-from gateway.config import Settings
 from gateway.cli.replay import FixtureError, load_fixture, replay
+from gateway.config import Settings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "overnight_ops.jsonl"
 WINDOW = 16_000

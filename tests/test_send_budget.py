@@ -23,9 +23,9 @@ from gateway.delivery.budget import (
     Limit,
     SendBudget,
 )
+from gateway.store import ChatKeys
 from gateway.store.buckets import EXPIRY_MARGIN_MS
 from gateway.store.channel import PipelinedConnection
-from gateway.store import ChatKeys
 
 CHAT = "tg:-100777"
 #: Refills so slowly that nothing comes back during a test.

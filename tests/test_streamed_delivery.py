@@ -20,12 +20,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from gateway.config import Settings
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram import TelegramAdapter
-from gateway.worker.runner import GatewayRunner
 from gateway.store import SessionStore
+from gateway.store.inbox import Inbox
+from gateway.worker.runner import GatewayRunner
 from tests.fakes.bot_api import FakeBotAPI, FloodLimits, utf16_len
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, Reply

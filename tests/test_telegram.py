@@ -14,11 +14,11 @@ import pytest
 import pytest_asyncio
 from aiogram.exceptions import TelegramServerError
 
-from gateway.run.platforms import enabled_adapters as _adapters
 from gateway.config import Settings
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.telegram import SECRET_HEADER, PollingConflict, TelegramAdapter, TelegramAdapterError
+from gateway.run.platforms import enabled_adapters as _adapters
+from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import TERMINATED, FakeBotAPI, utf16_len
 
 SECRET = "s3cret_token-for-tests"

@@ -12,10 +12,10 @@ from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
-from gateway.store.inbox import Inbox
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
-from gateway.worker.runner import GatewayRunner
 from gateway.store import SessionStore
+from gateway.store.inbox import Inbox
+from gateway.worker.runner import GatewayRunner
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

@@ -10,8 +10,8 @@ import aiohttp
 import httpx
 import pytest
 
-from gateway.store.live import LiveHub
 from gateway.store.channel import PipelinedConnection
+from gateway.store.live import LiveHub
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import web_gateway, web_settings
 

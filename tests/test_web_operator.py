@@ -9,10 +9,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from gateway.store.activity import ActivityLog
 from gateway.events import TurnEvent
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
+from gateway.store.activity import ActivityLog
+from gateway.store.inbox import Inbox
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
 from tests.test_web_chat import open_chat

@@ -26,7 +26,7 @@ from agent import json_codec
 from agent.llm.errors import BadResponse, ContextTooLong, ProviderError, ProviderTimeout, ProviderUnavailable
 from agent.usage import Usage
 
-# The route's log, under the name it has always had (one logger to filter for the app-server).
+# The route's log: one logger, the chat model's, for the app-server's process and its turns.
 log = logging.getLogger("agent.codex_chat")
 
 #: Largest JSON line accepted from the process (an agent message can be long).

@@ -29,8 +29,8 @@ from typing import Any, TextIO
 from agent import json_codec
 from agent.llm.stream import EventSink, TextDelta
 from agent.llm.types import Completion
-from agent.usage import Usage
 from agent.tokens import count_messages, count_text
+from agent.usage import Usage
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.events import CompressEvent, Event, TurnEvent
 from gateway.platforms.base import IncomingMessage

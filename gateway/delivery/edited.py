@@ -101,7 +101,9 @@ class EditedReply:
         pause = budget_pause(self.gate)
         while (index := self._first_change(chunks)) is not None:
             await self.gate.await_final()
-            await self.retry.run(functools.partial(self._show, index, chunks[index]), self.what, pause=pause)
+            # retries=0: a transient failure goes back to the delivery's attempts, which enter through the budget again
+            await self.retry.run(functools.partial(self._show, index, chunks[index]), self.what, pause=pause,
+                                 retries=0)
         for message_id, _ in self.messages[len(chunks):]:  # the final reply is shorter than a preview was
             await self.messenger.delete(message_id)
         del self.messages[len(chunks):]

@@ -12,11 +12,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from gateway.store.journal import ReplyJournal
 from gateway.delivery.stream import ReplyStream
 from gateway.outage import Health, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter, SendGate
 from gateway.store import Lock, SessionStore
+from gateway.store.journal import ReplyJournal
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ replies the runner gives them, split to the platform's limit.
 from __future__ import annotations
 
 import asyncio
-
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping

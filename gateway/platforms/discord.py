@@ -53,8 +53,8 @@ from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAda
 from gateway.platforms.discord_events import Allowlist, incoming_message
 from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
-from gateway.platforms.intake import Outcome, Source, hand_over
 from gateway.platforms.failure import Failure
+from gateway.platforms.intake import Outcome, Source, hand_over
 from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError

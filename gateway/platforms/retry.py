@@ -5,7 +5,9 @@ A final message must arrive, so a send is tried again:
 - after a 429 (:class:`~gateway.platforms.base.PlatformRateLimited`), as often as the platform asks,
   once ``pause`` has waited out its ``retry_after`` — a plain sleep for a reply sent whole, the shared
   send budget for a streamed one (so every process holds back);
-- after a transient failure (the network, a 5xx), up to ``retries`` times with a growing backoff;
+- after a transient failure (the network, a 5xx), up to ``retries`` times with a growing backoff — for a
+  reply sent whole; a streamed reply's final messages take none here (``retries=0``): the delivery's own
+  attempts finish it again from where it stopped, each send drawing from the send budget first;
 - anything else is a refusal and raised to the caller at once.
 
 A group upgraded to a supergroup is followed below this policy, by the platform (one call at the

@@ -15,18 +15,18 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
-from gateway.run.assembly import RunningGateway, open_gateway
 from gateway.config import ConfigError, Settings, load_settings
-from gateway.run.platforms import enabled_adapters, stop_adapters, verify_platforms
-from gateway.run.greeting import announce, open_terminal_chat, print_compactions, print_notice
-from gateway.run.logging_setup import log_where
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
+from gateway.run.assembly import RunningGateway, open_gateway
+from gateway.run.greeting import announce, open_terminal_chat, print_compactions, print_notice
+from gateway.run.logging_setup import log_where
+from gateway.run.platforms import enabled_adapters, stop_adapters, verify_platforms
 from gateway.run.process import run_gateway_loop, settle_process
 from gateway.run.scratch import describe_gateway, throwaway_gateway
 from gateway.run.signals import ShutdownSignals, shut_down
-from gateway.startup_errors import exit_code_of, explain
 from gateway.run.web_serving import serve_web
+from gateway.startup_errors import exit_code_of, explain
 
 
 def run_demo(settings: Settings, out: TextIO = sys.stdout) -> int:

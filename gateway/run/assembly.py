@@ -15,22 +15,22 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from agent.tokens import encoding
-from gateway.store.activity import ActivityLog
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
 from gateway.events import EventBus
 from gateway.platforms.base import PlatformAdapter
-from gateway.worker.runner import GatewayRunner
 from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
 from gateway.startup_errors import REDIS_CONNECT_SECONDS, redis_failure
 from gateway.store import SessionStore
+from gateway.store.activity import ActivityLog
 from gateway.store.channel import channel_for
 from gateway.store.inbox import Inbox
+from gateway.store.live import LiveHub
 from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
 from gateway.web.chat_platform import WebChatAdapter
-from gateway.store.live import LiveHub
+from gateway.worker.runner import GatewayRunner
 
 
 @dataclass

@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from gateway.run.assembly import RunningGateway
 from gateway.config import Settings
-from gateway.run.demo import overnight
 from gateway.events import CompressEvent, Event
 from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
+from gateway.run.assembly import RunningGateway
+from gateway.run.demo import overnight
 from gateway.run.scratch import without_credentials
 from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
 

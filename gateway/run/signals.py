@@ -11,8 +11,8 @@ import contextlib
 import signal
 from typing import TextIO
 
-from gateway.run.assembly import RunningGateway
 from gateway.progress import is_terminal, plural
+from gateway.run.assembly import RunningGateway
 
 #: Seconds a SIGTERM (a service manager stopping foldgate) lets running turns finish before they are cancelled.
 TERM_GRACE_SECONDS = 60.0  # the shipped service files allow 90 s before they kill

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, TextIO
 
-from gateway.run.assembly import RunningGateway
 from gateway.config import Settings
 from gateway.delivery.gate import ChatBuckets
 from gateway.platforms.base import PlatformAdapter
+from gateway.run.assembly import RunningGateway
 
 if TYPE_CHECKING:
     from gateway.web.server import WebServers

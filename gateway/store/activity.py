@@ -26,8 +26,8 @@ from redis.exceptions import RedisError
 
 from agent import json_codec
 from gateway.events import EVENT_JSON, CompressEvent, Event, TurnEvent
-from gateway.store.channel import RedisChannel
 from gateway.store import ChatKeys, SessionStore, chat_index_key
+from gateway.store.channel import RedisChannel
 from gateway.store.keys import chat_index_backfilled_key, chat_of_session_key, session_keys_pattern
 from gateway.store.meta import hash_float, hash_int
 

@@ -16,7 +16,7 @@ runs it in that order (not atomically; the store's scripts are the atomic steps)
 Failures: nothing is retried here. A lost connection fails every command in flight with
 :class:`redis.exceptions.ConnectionError` (whether Redis ran it is unknown, exactly as with
 a lost reply) and the next command reconnects; the store's fenced, idempotent scripts and
-the runner's retry of a whole inbox entry make resending safe where it is needed. A server
+a failed turn's retry of its whole inbox entry (:mod:`gateway.worker.failures`) make resending safe where it is needed. A server
 that stops answering for ``reply_timeout`` seconds is treated as a lost connection.
 
 Redis Cluster routes each command by its keys' slot; there :class:`RedisPyChannel` sends the

@@ -23,8 +23,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent import json_codec
-from gateway.store.channel import RedisChannel
 from gateway.store import ChatKeys
+from gateway.store.channel import RedisChannel
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from redis.exceptions import RedisError
 
 from agent.search import SearchError
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage, Intake
 from gateway.session_source import conversation_messages, search_conversations
 from gateway.store import SessionStore
+from gateway.store.inbox import Inbox
+from gateway.store.live import LiveHub
 from gateway.web import transcript
 from gateway.web.chat_platform import PLATFORM, chat_key
-from gateway.store.live import LiveHub
 from gateway.web.pages import render
 
 #: The cookie naming a browser's chat.

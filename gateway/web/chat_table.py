@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.store import SessionStore
 from gateway.store.activity import ActivityLog, ChatTotals
 from gateway.worker.hygiene import estimate_session_tokens
-from gateway.store import SessionStore
 
 #: Rows per page.
 PER_PAGE = 50

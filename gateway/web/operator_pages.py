@@ -24,17 +24,17 @@ from urllib.parse import quote
 from aiohttp import web
 
 from agent.messages import text_of
-from gateway.store.activity import ActivityLog
 from gateway.events import CompressEvent, Event, TurnEvent
-from gateway.worker.hygiene import estimate_session_tokens
 from gateway.metrics import COUNTER_HELP, GatewayWatch
 from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
+from gateway.store.activity import ActivityLog
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
 from gateway.web.chat_table import PER_PAGE, at_least_recorded, chat_page
 from gateway.web.pages import render
 from gateway.web.security import ADMIN_COOKIE, AdminToken, Handler
+from gateway.worker.hygiene import estimate_session_tokens
 
 #: Turns, compactions and errors listed on a chat's page, newest first.
 LOG_ROWS = 200

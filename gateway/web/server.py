@@ -20,11 +20,10 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from agent.cancelling import cancel_and_wait
-
-from gateway.store.activity import ActivityLog
 from gateway.metrics import GatewayWatch, add_metrics_routes
 from gateway.startup_errors import StartupError
 from gateway.store import SessionStore
+from gateway.store.activity import ActivityLog
 from gateway.web.chat_pages import MAX_TEXT_CHARS, WebChat
 from gateway.web.operator_pages import OperatorView
 from gateway.web.pages import add_static

@@ -11,8 +11,8 @@ what it takes in the request carries word for word is :mod:`gateway.worker.admis
 from __future__ import annotations
 
 from gateway.commands import parse as parse_command
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
+from gateway.store.inbox import Inbox
 
 
 def is_command(message: IncomingMessage) -> bool:

@@ -19,10 +19,10 @@ from agent.tools import ToolRegistry
 from gateway.agents import AgentBuilder
 from gateway.delivery.stream import ReplyStream
 from gateway.events import EventBus, Trigger
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta, SessionStore
+from gateway.store.inbox import Inbox
 
 
 class AgentFactory(Protocol):

@@ -17,10 +17,10 @@ from agent.loop import StopWaiter, unless_stopped
 from agent.messages import Message, is_summary
 from agent.settings import CompressionSettings
 from agent.tokens import count_message
-from gateway.worker import hygiene
-from gateway.worker.chat_turn import ChatTurn
 from gateway.events import CompressEvent, EventBus, Trigger
 from gateway.store import CompactionCommit, SessionStore
+from gateway.worker import hygiene
+from gateway.worker.chat_turn import ChatTurn
 
 log = logging.getLogger(__name__)
 

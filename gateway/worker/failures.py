@@ -12,10 +12,10 @@ import contextlib
 import logging
 
 from agent.llm.errors import plain_reason
-from gateway.worker.backlog import take_backlog
-from gateway.worker.chat_turn import Outcome
 from gateway.outage import ProviderDown, RetryLater, final_notice, is_redis_outage, waiting_notice
 from gateway.store import StaleLock
+from gateway.worker.backlog import take_backlog
+from gateway.worker.chat_turn import Outcome
 from gateway.worker.turn import Turn
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from gateway.worker.backlog import ParsedEntries
 from gateway.store import Lock
-from gateway.worker.turn import Turn, TurnParts
+from gateway.worker.backlog import ParsedEntries
 from gateway.worker.failures import TurnFailures
+from gateway.worker.turn import Turn, TurnParts
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 
 from agent.cancelling import cancel_and_wait
-from gateway.store.inbox import Inbox
 from gateway.outage import Health, is_redis_outage
 from gateway.store import Lock, SessionStore, StaleLock
+from gateway.store.inbox import Inbox
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from agent.messages import Message
 from agent.tokens import MESSAGE_OVERHEAD, count_message, count_text
-from gateway.worker.chat_turn import ChatTurn
 from gateway.platforms.base import IncomingMessage
 from gateway.store import SessionStore
+from gateway.worker.chat_turn import ChatTurn
 
 log = logging.getLogger(__name__)
 

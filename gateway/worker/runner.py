@@ -23,19 +23,20 @@ from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.messages import Message
 from agent.settings import CompressionSettings
-from gateway.worker.chat_turn import AgentFactory, ChatTurn
+from gateway.agents import AgentBuilder
 from gateway.commands import parse as parse_command
-from gateway.worker.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.events import EventBus, Trigger
-from gateway.store.inbox import Inbox
-from gateway.worker.lock_keeper import LockKeeper
-from gateway.worker.long_messages import MessageBound
 from gateway.outage import Backoff, ChatOutages, Health, ProviderWatch, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.store import SessionStore, StaleLock
-from gateway.worker.turn import TurnOptions, TurnParts
+from gateway.store.inbox import Inbox
+from gateway.worker.chat_turn import ChatTurn
+from gateway.worker.compactions import Compactions
 from gateway.worker.held_chat import HeldChat
+from gateway.worker.lock_keeper import LockKeeper
+from gateway.worker.long_messages import MessageBound
+from gateway.worker.turn import TurnOptions, TurnParts
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class GatewayRunner:
         self,
         store: SessionStore,
         inbox: Inbox,
-        agents: AgentFactory,
+        agents: AgentBuilder,
         *,
         adapters: Mapping[str, PlatformAdapter],
         compression: CompressionSettings | None = None,

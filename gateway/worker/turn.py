@@ -41,22 +41,22 @@ from agent.pricing import UnknownPrice, cost, savings
 from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.transcript_repair import repair_for_turn
-from gateway.worker.admission import verbatim_limit, verbatim_start
-from gateway.worker.backlog import ParsedEntries, is_command, take_backlog
-from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
 from gateway.commands import handle_command
-from gateway.worker.compactions import Compactions
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.events import CompressEvent, EventBus, FailureKind, TurnErrorEvent, TurnEvent
-from gateway.worker.hygiene import estimate_session_tokens
-from gateway.worker.long_messages import MessageBound
 from gateway.outage import ProviderDown, ProviderWatch, counts_as_down, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory
 from gateway.startup_errors import explain
 from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore
 from gateway.store.inbox import Inbox
+from gateway.worker.admission import verbatim_limit, verbatim_start
+from gateway.worker.backlog import ParsedEntries, is_command, take_backlog
+from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
+from gateway.worker.compactions import Compactions
+from gateway.worker.hygiene import estimate_session_tokens
+from gateway.worker.long_messages import MessageBound
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.config import Settings
 from gateway.run.assembly import RunningGateway, open_gateway
 from gateway.run.web_serving import serve_web
-from gateway.config import Settings
 from gateway.web.server import WebServers
 
 #: The operator token the test gateways use.

@@ -30,11 +30,10 @@ from redis.asyncio import Redis
 from gateway.agents import AgentBuilder
 from gateway.delivery.budget import SendBudget
 from gateway.delivery.gate import gates
-from gateway.platforms.telegram import TelegramAdapter
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
-from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT
-from gateway.worker.runner import GatewayRunner
+from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT, TelegramAdapter
 from gateway.run.assembly import message_path
+from gateway.worker.runner import GatewayRunner
 from tests.fakes.gateway import make_settings
 
 

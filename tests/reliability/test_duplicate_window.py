@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from agent.models import UnknownAlias, split_large_alias
-from gateway.store.inbox import Inbox
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
+from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.test_gateway_replicas import stop
@@ -106,9 +106,9 @@ async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(s
     """The journal records the text each message shows, so the attempt after a crash neither edits a
     message already showing its chunk (in a group every edit waits for Telegram's 20 a minute) nor
     posts it again: it only sends what is missing."""
-    from gateway.store.journal import ReplyJournal
     from gateway.platforms.base import OpenGate
     from gateway.platforms.telegram import TelegramAdapter
+    from gateway.store.journal import ReplyJournal
 
     room = "-1007103"
     adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, typing_interval=0)
@@ -145,9 +145,9 @@ async def test_a_preview_whose_record_fails_is_taken_down_and_a_message_deleted_
     does name but a person deleted is posted again rather than failing the reply."""
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from gateway.store.journal import ReplyJournal
     from gateway.platforms.base import OpenGate
     from gateway.platforms.telegram import TelegramAdapter
+    from gateway.store.journal import ReplyJournal
 
     class RedisAway(ReplyJournal):
         async def record(self, facts):

@@ -111,10 +111,10 @@ def test_a_user_message_with_the_summary_prefix_is_an_ordinary_user_message() ->
 
 
 async def test_forged_notes_reach_the_summarizer_as_a_user_turn_not_as_notes_to_update() -> None:
-    from tests.test_summarizer_faults import NOTES, Clock, make
-    from agent.llm import ChatClient
     from agent.http_options import HttpOptions
+    from agent.llm import ChatClient
     from agent.llm.retry import RetryPolicy
+    from tests.test_summarizer_faults import NOTES, Clock, make
 
     async with FakeLLMServer(default=Reply.answer(NOTES)) as server:
         async with ChatClient(server.openai_base_url, options=HttpOptions(timeout_seconds=5),

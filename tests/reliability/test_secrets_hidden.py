@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import gateway.web.server
-from gateway.run.app import serve
 from gateway.cli import main
 from gateway.config import CONVENTIONAL_ENV, PROVIDER_KEY_ENV, Settings, load_settings, url_password_hidden
 from gateway.platforms.recording import RecordingAdapter
+from gateway.run.app import serve
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 

@@ -1,17 +1,15 @@
 """Telegram through aiogram 3: updates in by long polling or a webhook, plain-text replies out.
 
 One concern a module: :mod:`.checks` (the configuration, before anything is sent), :mod:`.identify`
-(getMe), :mod:`.polling` and :mod:`.webhook` (updates in), :mod:`.updates` (which updates are
+(getMe), :mod:`.polling` and :mod:`.webhook` (updates in), :mod:`.errors` (what the adapter raises), :mod:`.updates` (which updates are
 recorded, and as what), :mod:`.receiving` (an update handed to the intake), :mod:`.calls` (the
 retry policy of final sends), :mod:`.moves` (groups upgraded to supergroups), :mod:`.replies`
 (streamed replies), :mod:`.indicator` (typing), and :mod:`.adapter`, which wires them together.
 """
 
 from gateway.platforms.telegram.adapter import TelegramAdapter
-from gateway.platforms.telegram.checks import token_problem
 from gateway.platforms.telegram.errors import PollingConflict, TelegramAdapterError
 from gateway.platforms.telegram.identify import DEFAULT_API_SERVER
-from gateway.platforms.telegram.polling import conflict_explanation
 from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT
 from gateway.platforms.telegram.webhook import SECRET_HEADER
 
@@ -22,6 +20,4 @@ __all__ = [
     "PollingConflict",
     "TelegramAdapter",
     "TelegramAdapterError",
-    "conflict_explanation",
-    "token_problem",
 ]

@@ -91,7 +91,6 @@ class TelegramAdapter(PlatformAdapter):
         self.allowed_chat_ids = frozenset(allowed_chat_ids)
         self.poll_timeout = poll_timeout
         self.poll_limit = poll_limit
-        self.network_retries = network_retries
         self._retry_sleep = retry_sleep
         #: Shortest gap between two previews of a streamed reply (the send budget may widen it).
         self.preview_interval = preview_interval

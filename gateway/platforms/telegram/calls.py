@@ -2,7 +2,8 @@
 
 Final sends — whole replies, a streamed reply's final messages, ``setWebhook`` — all go through
 :func:`send_retry`'s :class:`~gateway.platforms.retry.SendRetry`: a 429 is waited out exactly as long
-as Telegram asks, as often as it asks; network and 5xx errors are retried ``network_retries`` times.
+as Telegram asks, as often as it asks (a streamed reply's through the shared send budget); network and
+5xx errors are retried ``network_retries`` times where the reply is sent whole.
 A message too large for Telegram is a refusal, although aiogram reports it as a network error.
 """
 

@@ -81,8 +81,9 @@ class DraftReply:
         pause = budget_pause(self.gate)
         while self.posted < len(chunks):
             await self.gate.await_final()
+            # retries=0: a transient failure goes back to the delivery's attempts, which enter through the budget again
             await self.adapter.retry.run(functools.partial(messenger.post, chunks[self.posted]),
-                                         f"telegram: sendMessage to {self.chat_id}", pause=pause)
+                                         f"telegram: sendMessage to {self.chat_id}", pause=pause, retries=0)
             self.posted += 1
             if self.journal is not None:
                 await self.journal.record({"finals": str(self.posted)})

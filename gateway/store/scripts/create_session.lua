@@ -18,9 +18,7 @@ local whole = redis.call('EXISTS', index) == 1 or redis.call('EXISTS', KEYS[1]) 
 -- A function, so 'current' can return early and the index step below still sees the result.
 local function create()
   require_type(KEYS[1], 'string', 'none')
-  if ARGV[5] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[5] then
-    fail('FG_STALE_LOCK', 'the chat lock expired or another worker holds it')
-  end
+  if ARGV[5] ~= '' then require_holder(KEYS[3], ARGV[5]) end
   if ARGV[3] == 'current' then
     local existing = redis.call('GET', KEYS[1])
     if existing then return existing end
