@@ -11,16 +11,17 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
-import io
 import json
+import struct
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
+from agent.compaction.summary_prompt import render_message
 from agent.context_compressor import ContextCompressor
 from agent.items import NO_LONGER_STORED, NOT_READABLE, ImageInliner, stand_in
 from agent.llm.client import ChatClient
@@ -62,15 +63,21 @@ class Shelf:
         return self.blobs.get(sha)
 
 
-def jpeg(colour: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", size, colour).save(out, format="JPEG")
-    return out.getvalue()
+def png(colour: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
+    """A real one-colour PNG (the agent never decodes an image, but what it sends should be one)."""
+    width, height = size
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes(colour) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def photo(shelf: Shelf, name: str, colour: tuple[int, int, int] = (200, 30, 30), **extra: Any) -> dict[str, Any]:
-    data = jpeg(colour)
-    return {"kind": "image", "sha": shelf.put(data, "image/jpeg"), "name": name, "mime": "image/jpeg",
+    data = png(colour)
+    return {"kind": "image", "sha": shelf.put(data, "image/png"), "name": name, "mime": "image/png",
             "bytes": len(data), "file_id": f"tg-{name}", "w": 64, "h": 48, **extra}
 
 
@@ -143,7 +150,7 @@ async def test_only_the_newest_images_go_inline_and_the_rest_are_stand_ins():
                                                                f"[image m{index}: p{(index + 1) // 2}.jpg, 64×48]"]))
     photo_six = out[11]["content"]
     assert photo_six[0] == {"type": "text", "text": "[image m11: p6.jpg, 64×48]"}  # no caption: the label leads
-    assert image_urls(out[11]) == [f"data:image/jpeg;base64,{data_of(before[11]['_items'][0], shelf)}"]
+    assert image_urls(out[11]) == [f"data:image/png;base64,{data_of(before[11]['_items'][0], shelf)}"]
     assert sorted(shelf.reads) == sorted(before[i]["_items"][0]["sha"] for i in (5, 7, 9, 11))
     assert all("_tok" not in message for message in out if "_items" in message)
 
@@ -153,6 +160,8 @@ async def test_a_model_without_vision_gets_stand_ins_only_and_nothing_is_read():
     out = await ImageInliner(shelf, vision=False).prepare(conversation(shelf, 2))
     assert not any(image_urls(message) for message in out)
     assert out[3]["content"] == "[image m3: p2.jpg, 64×48]" and shelf.reads == []
+    unwired = await ImageInliner(None).prepare(conversation(shelf, 1))  # no store to read from: the same
+    assert unwired[1]["content"] == "photo 1\n[image m1: p1.jpg, 64×48]"
 
 
 async def test_an_image_that_cannot_be_read_is_its_stand_in_with_the_reason():
@@ -473,3 +482,9 @@ def test_search_finds_a_photo_by_its_name():
                 {"role": "user", "content": "an unrelated note", "_id": "m2"}]
     hits = search_messages(messages, "boarding-pass.png")
     assert [hit.message_id for hit in hits] == ["m1"]
+
+
+def test_the_summarizer_reads_which_items_a_message_carried():
+    message = {"role": "user", "content": "the contract", "_id": "m7",
+               "_items": [{"kind": "document", "name": "contract.pdf", "pages": 12}]}
+    assert render_message(message, {}) == "[m7] user: the contract\n  [document m7: contract.pdf, 12 pages]"
