@@ -85,7 +85,7 @@ class ImageInliner:
         if not carriers:
             return messages
         chosen = self._choose(messages, carriers)
-        urls = await self._read({sha for sha in chosen.values()})
+        urls = await self._read(set(chosen.values()))
         out = list(messages)
         for index in carriers:
             out[index] = self._render(messages[index], index, chosen, urls)
