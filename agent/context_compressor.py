@@ -9,7 +9,8 @@ One compaction, in order:
 4. the digest of the ORIGINAL middle and of the stubbed results — anchors, verbatim user
    messages, tool calls, decisions, the telling lines of long tool listings — before
    anything is pruned, merged with what earlier compactions carried;
-5. the notes, within a budget on everything the summary stands for (this middle and what the
+5. the notes (a stand-in line per folded photo, document or voice message among them, and the newest
+   folded photos' refs on a user-role summary, so a request can still show them), within a budget on everything the summary stands for (this middle and what the
    carried digest covered, so a compaction that folds little does not shrink the notes it
    carries): the deterministic notes and the verbatim appendix of the digest, always; with
    a summarizer, its notes on the pruned middle (updating its previous notes from the second
@@ -63,7 +64,7 @@ from agent.context_engine import CompactionStats, ContextEngine
 from agent.usage import Usage
 from agent.messages import SUMMARY_PREFIX, tool_names_by_call_id
 from agent.settings import CompressionSettings
-from agent.tokens import REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
+from agent.tokens import ITEMS_KEY, REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
 
 __all__ = ["ContextCompressor", "resolve_model_threshold"]
 
@@ -229,6 +230,8 @@ class ContextCompressor(ContextEngine):
             return self._unchanged(messages, "aborted", model.abort, base, error=model.error, calls=model.calls)
         text = self._summary_text(digest, room, cut, model.body, previous, focus_topic)
         summary = summary_message(text, plan.summary_role)
+        if digest.images and plan.summary_role == "user":
+            summary[ITEMS_KEY] = [dict(ref) for ref in digest.images]  # the newest folded photos stay in sight
         compacted = assemble(cut.head, summary, cut.tail, first_compaction=self.compression_count == 0)
         self._remember(digest, model.body if model.body is not None else text.partition("\n\n")[2], model.source)
         tokens_after = count_messages(compacted)

@@ -13,6 +13,11 @@ call, a :class:`ToolRunning` before each tool runs, and a ``StreamReset`` when a
 is retried after part of its answer was streamed. ``run_turn(..., until_stopped=...)`` also ends
 the turn while the provider sends nothing at all (a hung request): the wait for it is cut short
 by the stop, not by the next event.
+
+Photos, documents and voice are refs on their messages (``_items``); right before each request
+(before the request hook) the newest images become image parts, read through the agent's
+:class:`agent.items.MediaSource`, and every other one a stand-in line (:mod:`agent.items`).
+A tool result that carries items (``session_fetch`` of a photo) keeps them as its ``_items``.
 """
 
 from __future__ import annotations
@@ -27,13 +32,15 @@ from typing import Any, Protocol, TypeVar, Union
 from agent import json_codec
 from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
+from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion
 from agent.usage import Usage
 from agent.messages import Message, tool_call_ids
-from agent.tokens import count_messages, count_request
-from agent.tools import ToolRegistry
+from agent.models import vision_for
+from agent.tokens import ITEMS_KEY, count_messages, count_request
+from agent.tools import ToolOutput, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +207,12 @@ class Agent:
         max_output_tokens: int = 4096,
         max_iterations: int = 40,
         request_hook: RequestHook | None = None,
+        media: MediaSource | None = None,
+        max_images: int = DEFAULT_MAX_IMAGES,
+        vision: bool | None = None,
     ) -> None:
+        """``media`` reads the chat's stored items; ``max_images`` bounds the images one request carries;
+        ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``)."""
         self.client = model_client
         self.engine = engine
         self.model = model
@@ -208,6 +220,7 @@ class Agent:
         self.max_output_tokens = max_output_tokens
         self.max_iterations = max_iterations
         self.request_hook = request_hook
+        self.inliner = ImageInliner(media, max_images=max_images, vision=vision_for(model) if vision is None else vision)
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
@@ -240,15 +253,15 @@ class Agent:
                                  "leaves, even after compaction; it was not sent")
         return messages
 
-    async def _run_tool(self, name: str, arguments: str) -> str:
+    async def _run_tool(self, name: str, arguments: str) -> ToolOutput:
         engine_tools = {schema["function"]["name"] for schema in self.engine.get_tool_schemas()}
         if name in engine_tools:
             try:
                 args = json_codec.loads(arguments or "{}")
             except ValueError as error:
-                return json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"})
-            return await self.engine.handle_tool_call(name, args)
-        return await self.tools.call(name, arguments)
+                return ToolOutput(json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"}))
+            return ToolOutput(await self.engine.handle_tool_call(name, args))
+        return await self.tools.run(name, arguments)
 
     async def _compact(
         self, messages: list[Message], tokens: int | None, *, force: bool, folded: list[Message],
@@ -272,7 +285,8 @@ class Agent:
                         until_stopped: StopWaiter | None = None) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list (L3).
-        outgoing = self.request_hook(messages) if self.request_hook else messages
+        outgoing = await self.inliner.prepare(messages)
+        outgoing = self.request_hook(outgoing) if self.request_hook else outgoing
         request = self.client.complete(
             outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None, on_event=on_event
         )
@@ -355,7 +369,7 @@ class Agent:
             except TurnStopped as stop:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
                 return assistant["tool_calls"][position + 1:], stop
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            messages.append(_tool_result(call["id"], result))
         return None
 
     def _stopped(self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped,
@@ -373,6 +387,14 @@ class Agent:
         new_messages = [] if done.compacted else messages[done.first_new:]
         return TurnResult(messages, new_messages, reply, done.compacted, done.total, done.last, done.calls,
                           done.folded, done.native_compactions)
+
+
+def _tool_result(call_id: str, output: ToolOutput) -> Message:
+    """The tool message for a call's output; its items (copied) become the message's ``_items``."""
+    message: Message = {"role": "tool", "tool_call_id": call_id, "content": output.text}
+    if output.items:
+        message[ITEMS_KEY] = [dict(item) for item in output.items]
+    return message
 
 
 @dataclass

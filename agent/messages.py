@@ -8,9 +8,9 @@ stripped by :func:`to_api` before any request.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-from agent.tokens import content_text
+from agent.tokens import ITEMS_KEY, content_text
 
 Message = dict[str, Any]
 
@@ -50,6 +50,118 @@ def validate_message(message: Any) -> Message:
             if not isinstance(call.get("function"), dict):
                 raise InvalidMessage(f"tool call {call.get('id')!r} has no function")
     return message
+
+
+# --------------------------------------------------------------------------- items a message carries
+
+ItemKind = Literal["image", "document", "audio", "voice"]
+
+
+class ItemRef(TypedDict, total=False):
+    """One photo, document or voice message a message carries, under its ``_items`` (never its bytes).
+
+    The bytes are kept by content hash (``sha``) in the chat's media store. ``w``/``h`` are the stored
+    image's pixels, ``pages`` a PDF's, ``seconds`` audio's length; ``error`` says why an item could not
+    be taken in. ``origin`` is foldgate's own: the id of the message an item was sent with, on a ref
+    that another message carries (a ``session_fetch`` result, a compaction summary).
+    """
+
+    kind: ItemKind
+    sha: str
+    name: str
+    mime: str
+    bytes: int
+    file_id: str
+    w: int
+    h: int
+    pages: int
+    seconds: float
+    error: str
+    origin: str
+
+
+#: Longest item name a stand-in line shows.
+MAX_ITEM_NAME_CHARS = 80
+
+
+def item_refs(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The refs under a message's ``_items`` (empty for a message without items)."""
+    refs = message.get(ITEMS_KEY)
+    if not refs or not isinstance(refs, list):
+        return []
+    return [ref for ref in refs if isinstance(ref, Mapping)]
+
+
+def is_sendable_image(ref: Mapping[str, Any]) -> bool:
+    """An image that was taken in and stored: one the model can be shown."""
+    return ref.get("kind") == "image" and not ref.get("error") and bool(ref.get("sha"))
+
+
+def _clean_name(name: Any) -> str:
+    text = " ".join(str(name or "").split()).replace("[", "(").replace("]", ")")
+    return text if len(text) <= MAX_ITEM_NAME_CHARS else text[: MAX_ITEM_NAME_CHARS - 1] + "…"
+
+
+def duration_text(seconds: float) -> str:
+    """``0:12``, ``3:05``, ``1:02:03``: a length as people read it."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def stand_in(message_id: Any, ref: Mapping[str, Any], *, speaker: str = "") -> str:
+    """The one line the model sees for an item not shown inline, and that a summary keeps when the item's
+    message is folded away: ``[image m231: photo.jpg, 1280×960, from Ada]``, ``[document m240: invoice.pdf,
+    3 pages]``, ``[voice m250: 0:12]``. It names the message id, so ``session_fetch`` can give the item back."""
+    kind = str(ref.get("kind") or "file")
+    ident = str(ref.get("origin") or message_id or "")
+    details = [_clean_name(ref.get("name"))]
+    width, height = _count(ref.get("w")), _count(ref.get("h"))
+    if kind == "image" and width and height:
+        details.append(f"{width}×{height}")
+    if _count(ref.get("pages")):
+        pages = ref["pages"]
+        details.append(f"{pages} page" + ("" if pages == 1 else "s"))
+    seconds = ref.get("seconds")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+        details.append(duration_text(float(seconds)))
+    if speaker.strip():
+        details.append(f"from {_clean_name(speaker)}")
+    if ref.get("error"):
+        details.append(f"not taken in: {' '.join(str(ref['error']).split())}")
+    shown = ", ".join(detail for detail in details if detail)
+    head = f"{kind} {ident}" if ident else kind
+    return f"[{head}: {shown}]" if shown else f"[{head}]"
+
+
+def speaker_of(message: Mapping[str, Any]) -> str:
+    """Who sent a message, where the message names them (a user message's ``name``)."""
+    name = message.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def stand_in_lines(message: Mapping[str, Any]) -> list[str]:
+    """A :func:`stand_in` line for each item the message carries."""
+    speaker = speaker_of(message)
+    ident = message.get("_id") or message.get("_orig_id")  # an edited copy's items are its original's
+    return [stand_in(ident, ref, speaker=speaker) for ref in item_refs(message)]
+
+
+def carried_images(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Copies of a message's sendable image refs for another message to carry, each naming (``origin``) the
+    message it came with, so its stand-in still points there."""
+    ident = message.get("_id") or message.get("_orig_id")
+    out = []
+    for ref in item_refs(message):
+        if is_sendable_image(ref):
+            origin = ref.get("origin") or ident
+            out.append({**ref, "origin": str(origin)} if origin else dict(ref))
+    return out
 
 
 def text_of(message: Mapping[str, Any]) -> str:

@@ -15,10 +15,11 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Window used for a model the catalog does not know (small enough to be safe on most routes).
 DEFAULT_CONTEXT_LENGTH = 128_000
@@ -81,6 +82,49 @@ CONTEXT_WINDOWS: dict[str, int] = {
 }
 
 
+#: name fragment (lower case) -> whether the model takes images. Longest matching fragment wins; a model
+#: no fragment matches is taken to see (most current models do, and a wrong "yes" costs one refused
+#: request, where a wrong "no" hides every photo); configuration can say otherwise per model.
+VISION: dict[str, bool] = {
+    # OpenAI
+    "gpt-3.5": False,
+    "gpt-4": False,  # the original gpt-4 (8K) reads text only
+    "gpt-4-turbo": True,
+    "gpt-4-vision": True,
+    "gpt-4o": True,
+    "gpt-4.1": True,
+    "gpt-4.5": True,
+    "gpt-5": True,
+    "o1": True,
+    "o1-mini": False,
+    "o1-preview": False,
+    "o3": True,
+    "o3-mini": False,
+    "o4-mini": True,
+    # Anthropic: Claude 3 and later see; the older families do not
+    "claude": True,
+    "claude-2": False,
+    "claude-instant": False,
+    # Others
+    "gemini": True,
+    "grok-4": True,
+    "deepseek": False,
+    "kimi-k2": False,
+    "qwen": False,
+    "qwen-vl": True,
+    "qwen2-vl": True,
+    "qwen2.5-vl": True,
+    "qwen3-vl": True,
+    "glm": False,
+    "glm-4.5v": True,
+    "glm-4.6v": True,
+    "llama-3": False,
+    "vision": True,
+    "mistral-large": False,
+    "pixtral": True,
+}
+
+
 class UnknownAlias(ValueError):
     """A ``-900k`` suffix on a model that has no large-window alias."""
 
@@ -116,15 +160,31 @@ def context_length_for(model: str | None, overrides: Mapping[str, int] | None = 
     """The model's context window in tokens: configured overrides first, then the catalog, then the default."""
     if not model:
         return DEFAULT_CONTEXT_LENGTH
-    if overrides:
-        key = longest_key_match(model, overrides)
-        if key is not None:
-            return int(overrides[key])
+    configured = _configured(model, overrides)
+    if configured is not None:
+        return int(configured)
     base, large = split_large_alias(model)
     if large:
         return LARGE_ALIAS_CONTEXT_LENGTH
     key = longest_key_match(base, CONTEXT_WINDOWS)
     return CONTEXT_WINDOWS[key] if key is not None else DEFAULT_CONTEXT_LENGTH
+
+
+def vision_for(model: str | None, overrides: Mapping[str, bool] | None = None) -> bool:
+    """Whether ``model`` takes images: configured overrides first, then :data:`VISION`, else yes."""
+    if not model:
+        return True
+    configured = _configured(model, overrides)
+    if configured is not None:
+        return bool(configured)
+    key = longest_key_match(bare_model_id(model), VISION)
+    return VISION[key] if key is not None else True
+
+
+def _configured(model: str, overrides: Mapping[str, T] | None) -> T | None:
+    """The configured value of the longest key of ``overrides`` that ``model`` contains, or None."""
+    key = longest_key_match(model, overrides) if overrides else None
+    return None if key is None or overrides is None else overrides[key]
 
 
 # --------------------------------------------------------------------------- request rules

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.messages import tool_names_by_call_id
-from agent.tokens import content_text
+from agent.messages import stand_in_lines, tool_names_by_call_id
+from agent.tokens import ITEMS_KEY, content_text
 
 __all__ = ["SearchHit", "SearchError", "search_messages", "message_search_text"]
 
@@ -79,13 +79,15 @@ class _Term:
 
 
 def message_search_text(message: Mapping[str, Any]) -> str:
-    """What a search sees of a message: its text plus the names and arguments of its tool calls."""
+    """What a search sees of a message: its text, its items' stand-in lines (a photo is found by its name),
+    and the names and arguments of its tool calls."""
     text = content_text(message.get("content"))
     calls = message.get("tool_calls")
-    if not calls:
+    if not calls and ITEMS_KEY not in message:
         return text
     parts = [text] if text else []
-    for call in calls:
+    parts += stand_in_lines(message)
+    for call in calls or ():
         if not isinstance(call, Mapping):
             continue
         function = call.get("function") or {}

@@ -9,12 +9,18 @@ that decide compaction in the agent loop come from the provider's reported usage
 Per-message counts are cached on the message itself under ``_tok`` so a long
 session is never recounted whole. Any code that changes a message's content must
 build a new dict without ``_tok`` (see :func:`agent.messages.with_content`).
+
+Images are counted by each provider's published rule, never as the text of their base64:
+a message's images (its ``_items`` refs and any image parts in its content) add their
+tokens to the message's count, by the larger of the two rules, since a count is made
+before the route is known and must not come out low.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,6 +38,25 @@ TOOL_CALL_OVERHEAD = 8
 REQUEST_OVERHEAD = 3
 
 _CACHE_KEY = "_tok"
+#: Metadata key of the items (photos, documents, voice) a message carries: a list of refs (see ``agent.items``).
+ITEMS_KEY = "_items"
+#: Content part types that hold an image (chat completions, Anthropic, Responses): weighed by rule, never as text.
+IMAGE_PART_TYPES = frozenset({"image_url", "image", "input_image"})
+
+#: OpenAI high detail: the image is fitted into a square of this side first ...
+OPENAI_FIT_SIDE = 2048
+#: ... then scaled down so that its shortest side is this long ...
+OPENAI_SHORT_SIDE = 768
+#: ... and billed per tile of this side, plus a base charge.
+OPENAI_TILE_SIDE = 512
+OPENAI_TILE_TOKENS = 170
+OPENAI_BASE_TOKENS = 85
+#: Anthropic: the long side is scaled down to at most this many pixels ...
+ANTHROPIC_LONG_SIDE = 1568
+#: ... an image costs its pixel count over this ...
+ANTHROPIC_PIXELS_PER_TOKEN = 750
+#: ... and one still larger is scaled down to about this many tokens.
+ANTHROPIC_MAX_TOKENS = 1600
 
 
 @functools.lru_cache(maxsize=1)
@@ -47,8 +72,68 @@ def count_text(text: str) -> int:
     return len(encoding().encode_ordinary(text))  # special-token text counts as ordinary text
 
 
+def _fit(width: int, height: int, scale: float) -> tuple[int, int]:
+    """The size scaled down by ``scale`` (never up), each side at least one pixel."""
+    if scale >= 1:
+        return width, height
+    return max(1, int(width * scale)), max(1, int(height * scale))
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """Tokens of one image at high detail by OpenAI's published rule (1024×1024 costs 765, 2048×4096 1105).
+
+    An unknown size (0) costs the most any image can: 768×2048, eight tiles.
+    """
+    if width <= 0 or height <= 0:
+        width, height = OPENAI_SHORT_SIDE, OPENAI_FIT_SIDE
+    width, height = _fit(width, height, OPENAI_FIT_SIDE / max(width, height))
+    width, height = _fit(width, height, OPENAI_SHORT_SIDE / min(width, height))
+    tiles = math.ceil(width / OPENAI_TILE_SIDE) * math.ceil(height / OPENAI_TILE_SIDE)
+    return OPENAI_TILE_TOKENS * tiles + OPENAI_BASE_TOKENS
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Tokens of one image by Anthropic's published rule, ``width × height / 750`` after the long side is fitted
+    to 1568 px (1092×1092 costs about 1590); never more than the ~1600 an oversized image is scaled down to.
+
+    An unknown size (0) costs the most.
+    """
+    if width <= 0 or height <= 0:
+        return ANTHROPIC_MAX_TOKENS
+    width, height = _fit(width, height, ANTHROPIC_LONG_SIDE / max(width, height))
+    return min(math.ceil(width * height / ANTHROPIC_PIXELS_PER_TOKEN), ANTHROPIC_MAX_TOKENS)
+
+
+def image_tokens(width: int, height: int, route: str | None = None) -> int:
+    """One image's tokens on ``route`` ("anthropic", or any OpenAI-format route); the larger rule when unknown."""
+    if route == "anthropic":
+        return anthropic_image_tokens(width, height)
+    if route is not None:
+        return openai_image_tokens(width, height)
+    return max(openai_image_tokens(width, height), anthropic_image_tokens(width, height))
+
+
+def _dimension(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def message_image_tokens(message: Mapping[str, Any]) -> int:
+    """Tokens of the images a message carries: its image refs (by their stored size) and any image parts in its
+    content (their size unread, so weighed at the most an image costs). Items that could not be taken in cost none."""
+    total = 0
+    for ref in message.get(ITEMS_KEY) or ():
+        if isinstance(ref, Mapping) and ref.get("kind") == "image" and not ref.get("error"):
+            total += image_tokens(_dimension(ref.get("w")), _dimension(ref.get("h")))
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES:
+                total += image_tokens(0, 0)
+    return total
+
+
 def content_text(content: Any) -> str:
-    """The text of a message's ``content``: a string, or the text parts of a list."""
+    """The text of a message's ``content``: a string, or the text parts of a list (an image part is no text)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -60,7 +145,7 @@ def content_text(content: Any) -> str:
                 text = part.get("text")
                 if isinstance(text, str):
                     parts.append(text)
-                elif part.get("type") not in ("text", None):
+                elif part.get("type") not in ("text", None) and part.get("type") not in IMAGE_PART_TYPES:
                     parts.append(json_codec.dumps_text(part, default=str))
             elif isinstance(part, str):
                 parts.append(part)
@@ -69,9 +154,12 @@ def content_text(content: Any) -> str:
 
 
 def _message_parts(message: Mapping[str, Any]) -> tuple[list[str], int]:
-    """The texts a message sends and the fixed overhead around them."""
-    texts = [content_text(message.get("content"))]
+    """The texts a message sends and the fixed overhead around them (its images included)."""
+    content = message.get("content")
+    texts = [content_text(content)]
     overhead = MESSAGE_OVERHEAD
+    if ITEMS_KEY in message or isinstance(content, list):
+        overhead += message_image_tokens(message)
     name = message.get("name")
     if isinstance(name, str):
         texts.append(name)

@@ -4,6 +4,10 @@
 folded away: every original message stays in the session's archive with its id, and
 summaries and stubs cite those ids. A tool never raises into the loop: failures come
 back to the model as a JSON error it can read and act on.
+
+A tool returns text, or a :class:`ToolOutput` when its result also carries items (photos,
+documents): the loop stores those as the result message's ``_items``, so the next request
+shows the images as it shows any message's (``session_fetch`` of a photo gives the photo back).
 """
 
 from __future__ import annotations
@@ -14,13 +18,27 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from agent import json_codec
-from agent.messages import tool_names_by_call_id
+from agent.messages import carried_images, stand_in_lines, tool_names_by_call_id
 from agent.search import SearchError, search_messages
 from agent.tokens import content_text
 
 log = logging.getLogger(__name__)
 
-ToolHandler = Callable[[dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool's result text and the items (refs, see ``agent.items.ItemRef``) it hands the model with it."""
+
+    text: str
+    items: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, result: str | ToolOutput) -> ToolOutput:
+        return result if isinstance(result, ToolOutput) else cls(result)
+
+
+ToolHandler = Callable[[dict[str, Any]], Awaitable["str | ToolOutput"]]
 
 #: Longest tool result text handed back to the model from one retrieval call.
 MAX_FETCH_CHARS = 20_000
@@ -81,23 +99,27 @@ class ToolRegistry:
         return [tool.schema() for tool in self.tools.values()]
 
     async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
+        """The text of :meth:`run`'s result (for callers that take no items)."""
+        return (await self.run(name, arguments)).text
+
+    async def run(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolOutput:
         """Run a tool by name with JSON arguments; every failure becomes a JSON error result."""
         tool = self.tools.get(name) or (self.fallback(name) if self.fallback else None)
         if tool is None:
-            return json_codec.dumps_text({"error": f"unknown tool {name!r}", "available": sorted(self.tools)})
+            return ToolOutput(json_codec.dumps_text({"error": f"unknown tool {name!r}", "available": sorted(self.tools)}))
         try:
             args = json_codec.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
             if not isinstance(args, dict):
                 raise ValueError("arguments must be a JSON object")
         except ValueError as error:
-            return json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"})
+            return ToolOutput(json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"}))
         try:
-            return await tool.handler(args)
+            return ToolOutput.of(await tool.handler(args))
         except Exception as error:  # the model sees the failure instead of the turn dying
             if self.propagate is not None and self.propagate(error):
                 raise
             log.exception("tool %s failed", name)
-            return json_codec.dumps_text({"error": f"{name} failed: {type(error).__name__}: {error}"})
+            return ToolOutput(json_codec.dumps_text({"error": f"{name} failed: {type(error).__name__}: {error}"}))
 
 
 class MessageSource(Protocol):
@@ -124,7 +146,12 @@ SEARCH_PARAMETERS = {
     },
     "required": ["query"],
 }
-FETCH_DESCRIPTION = "Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits)."
+FETCH_DESCRIPTION = (
+    "Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits). "
+    "A message's photos come back as images, its documents and voice messages as their text."
+)
+#: Most images one fetch hands back (the request shows at most its newest few anyway).
+MAX_FETCH_IMAGES = 8
 FETCH_PARAMETERS = {
     "type": "object",
     "properties": {"ids": {"type": "array", "items": {"type": "string"}, "maxItems": 20}},
@@ -169,7 +196,7 @@ class _Recovery:
             records.append(record)
         return json_codec.dumps_text({"query": query, "hits": records}, default=str)
 
-    async def fetch(self, args: dict[str, Any]) -> str:
+    async def fetch(self, args: dict[str, Any]) -> str | ToolOutput:
         ids = args.get("ids") or ([args["id"]] if "id" in args else [])
         ids = [str(i) for i in ids][:20]
         if not ids:
@@ -177,15 +204,22 @@ class _Recovery:
         found = await self.source.messages_by_id(ids)
         budget = MAX_FETCH_CHARS
         out = []
+        images: list[Mapping[str, Any]] = []
         for message in found:
             content = message.get("content")
-            text = (content if isinstance(content, str) else json_codec.dumps_text(content)) or ""
+            text = (content if isinstance(content, str) else content_text(content)) or ""
             shown, budget = text[: max(0, budget)], budget - len(text)
             record = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
             if len(shown) < len(text):
                 record["truncated_from_chars"] = len(text)
             if message.get("tool_calls"):
                 record["tool_calls"] = message["tool_calls"]
+            lines = stand_in_lines(message)
+            if lines:
+                record["items"] = lines
+                images += carried_images(message)
             out.append(record)
         missing = sorted(set(ids) - {str(m.get("_id")) for m in found})
-        return json_codec.dumps_text({"messages": out, "missing": missing})
+        text = json_codec.dumps_text({"messages": out, "missing": missing})
+        return ToolOutput(text, tuple(images[-MAX_FETCH_IMAGES:])) if images else text
+

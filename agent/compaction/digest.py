@@ -3,7 +3,8 @@
 The digest is what no summarizer may lose: the anchor index, every real user message
 verbatim, the tool calls made and files touched, decision and preference sentences as
 written, the telling lines of long tool listings (commits, search hits, issue rows,
-settings), and what the assistant was doing when the turns were cut. It is carried from
+settings), a stand-in line per photo, document or voice message (and the newest photos' refs, so
+the summary can still show them), and what the assistant was doing when the turns were cut. It is carried from
 one compaction to the next (bounded), so the second compaction still knows what the
 first folded away, and it is JSON-safe so the engine can persist it.
 """
@@ -21,7 +22,7 @@ from agent.compaction.anchors import anchors_in
 from agent.compaction.lean import STUBBED_KEY
 from agent.compaction.listings import rank, records_in, search_queries
 from agent.compaction.sentences import fact_sentences, normalised
-from agent.messages import is_real_user_message, is_summary
+from agent.messages import carried_images, is_real_user_message, is_summary, item_refs, stand_in_lines
 from agent.tokens import content_text
 
 #: Bounds on what a digest carries between compactions (keeps the persisted state small).
@@ -31,6 +32,9 @@ MAX_SENTENCES = 250
 MAX_FILES = 300
 MAX_ANCHORS_PER_KIND = 250
 MAX_LISTING_LINES_PER_KIND = 200
+MAX_ITEM_LINES = 300
+#: Refs of the newest folded photos a digest carries (the summary shows them while no newer ones crowd them out).
+MAX_CARRIED_IMAGES = 4
 #: Listing scores are stored as integers (JSON-safe, comparable across compactions).
 LISTING_SCORE_SCALE = 1000
 
@@ -72,6 +76,10 @@ class Digest:
     sentences: list[Line] = field(default_factory=list)
     listings: list[Line] = field(default_factory=list)
     last_assistant: Line | None = None
+    #: A stand-in line per item (photo, document, voice) of the folded messages, newest first.
+    items: list[Line] = field(default_factory=list)
+    #: Refs of the newest folded photos, newest first, each naming its message (``origin``).
+    images: list[dict[str, Any]] = field(default_factory=list)
     messages: int = 0
     tokens: int = 0
     first_id: str | None = None
@@ -92,6 +100,8 @@ class Digest:
         self.sentences = _dedupe_sentences(self.sentences + older.sentences)
         self.listings = _dedupe_lines(self.listings + older.listings)
         self.last_assistant = self.last_assistant or older.last_assistant
+        self.items = _dedupe_lines(self.items + older.items)
+        self.images = _dedupe_images(self.images + older.images)
         self.messages += older.messages
         self.tokens += older.tokens
         self.first_id = older.first_id or self.first_id
@@ -112,6 +122,8 @@ class Digest:
             keep = {id(line) for line in best}
             self.sentences = [line for line in self.sentences if id(line) in keep]
         self.listings = _best_per_kind(self.listings, MAX_LISTING_LINES_PER_KIND)
+        self.items = self.items[:MAX_ITEM_LINES]
+        self.images = self.images[:MAX_CARRIED_IMAGES]
         if len(self.files) > MAX_FILES:
             newest = sorted(self.files, key=self.files.__getitem__, reverse=True)[:MAX_FILES]
             self.files = {path: self.files[path] for path in newest}
@@ -129,6 +141,8 @@ class Digest:
             "sentences": [line.to_state() for line in self.sentences],
             "listings": [line.to_state() for line in self.listings],
             "last_assistant": self.last_assistant.to_state() if self.last_assistant else None,
+            "items": [line.to_state() for line in self.items],
+            "images": [dict(ref) for ref in self.images],
             "messages": self.messages,
             "tokens": self.tokens,
             "first_id": self.first_id,
@@ -151,6 +165,8 @@ class Digest:
             sentences=lines("sentences"),
             listings=lines("listings"),
             last_assistant=one("last_assistant"),
+            items=lines("items"),
+            images=[dict(ref) for ref in state.get("images") or () if isinstance(ref, Mapping)],
             messages=int(state.get("messages") or 0),
             tokens=int(state.get("tokens") or 0),
             first_id=state.get("first_id"),
@@ -166,6 +182,17 @@ def _dedupe_lines(lines: Sequence[Line]) -> list[Line]:
         if line.text not in seen:
             seen.add(line.text)
             out.append(line)
+    return out
+
+
+def _dedupe_images(refs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Newest first, one per stored image."""
+    seen: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for ref in refs:
+        if ref.get("sha") not in seen:
+            seen.add(str(ref.get("sha")))
+            out.append(dict(ref))
     return out
 
 
@@ -290,6 +317,8 @@ class _DigestBuilder:
         self.quotes: list[Line] = []
         self.sentences: list[Line] = []
         self.listings: list[tuple[int, str | None, Sequence[Any]]] = []
+        self.items: list[Line] = []
+        self.images: list[dict[str, Any]] = []
 
     def add(self, message: Mapping[str, Any], seq: int, tokens: int) -> None:
         digest = self.digest
@@ -304,6 +333,7 @@ class _DigestBuilder:
             self.earlier_summary = text
             return
         ident = None if message_id is None else str(message_id)
+        self._items(message, ident, seq)
         if role == "assistant":
             self._calls(message, seq)
         conversation = role != "tool"
@@ -321,6 +351,14 @@ class _DigestBuilder:
         elif role == "assistant" and text.strip():
             self.sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
             digest.last_assistant = Line(text.strip(), ident, seq)
+
+    def _items(self, message: Mapping[str, Any], ident: str | None, seq: int) -> None:
+        """A message's items: a stand-in line each, and its photos' refs (naming the message they came with)."""
+        refs = item_refs(message)
+        if not refs:
+            return
+        self.items += [Line(line, ident, seq) for line in stand_in_lines(message)]
+        self.images += carried_images(message)
 
     def _calls(self, message: Mapping[str, Any], seq: int) -> None:
         """An assistant message's tool calls: the files they touched, their count by tool, their anchors."""
@@ -349,6 +387,8 @@ class _DigestBuilder:
     def finish(self, next_seq: int) -> Digest:
         digest = self.digest
         digest.quotes = self.quotes[::-1]
+        digest.items = _dedupe_lines(self.items[::-1])
+        digest.images = _dedupe_images(self.images[::-1])
         digest.sentences = _dedupe_sentences(self.sentences[::-1])
         scored = [
             Line(item.record.text, item.message_id, item.seq, item.record.kind, round(item.score * LISTING_SCORE_SCALE))

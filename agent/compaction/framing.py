@@ -3,8 +3,9 @@
 The framing is what keeps a stale "active task" in old notes from hijacking the reply
 (L4): it says the notes are background, never instructions, and that the newest user
 message wins. The appendix (in every summary, whoever wrote the notes) carries continuity
-verbatim: the deterministic notes, the user's messages newest first, the telling lines of
-long tool listings, the anchor index, and hints for getting originals back. A model's notes
+verbatim: a stand-in line per photo, document and voice message folded away, the deterministic
+notes, the user's messages newest first, the telling lines of long tool listings, the anchor
+index, and hints for getting originals back. A model's notes
 are added in front of it, never in its place.
 """
 
@@ -22,6 +23,23 @@ from agent.tokens import count_text
 
 #: Longest single user message quoted whole; longer ones are cut with a fetch hint.
 MAX_QUOTE_CHARS = 2_400
+#: Share of the room the items' stand-in lines may take before anything else (they are one line each).
+ITEM_SHARE = 0.3
+ITEMS_HEADING = "## Items (photos, documents, voice; session_fetch(ids=[\"…\"]) gives one back)"
+
+
+def item_lines(digest: Digest, budget_tokens: int) -> tuple[list[str], int]:
+    """The stand-in line of every folded item, newest first, within ``budget_tokens``; the lines left out are
+    counted in a last line, so none is lost without a word. Returns the lines and the tokens used."""
+    if not digest.items:
+        return [], 0
+    lines, used = take_lines([item.text for item in digest.items], budget_tokens, stop_at_first_misfit=True)
+    if len(lines) < len(digest.items):
+        more = (f"(… and {len(digest.items) - len(lines):,} older items; session_search finds them by name or kind, "
+                'e.g. query="image")')
+        lines.append(more)
+        used += count_text(more)
+    return lines, used
 
 
 def header(digest: Digest) -> str:
@@ -121,6 +139,8 @@ def compose(
     if model_notes:
         model_text = f"{MODEL_NOTES_HEADING}\n{fit_model_notes(model_notes, int(room * model_share))}"
         room -= count_text(model_text)
+    items, items_used = item_lines(digest, int(room * ITEM_SHARE))
+    room -= items_used
     all_quotes = quote_lines(digest)
     quotes, quotes_used = take_lines(all_quotes, int(room * quote_share), stop_at_first_misfit=True)
     quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
@@ -140,6 +160,8 @@ def compose(
         more, _ = take_lines(all_quotes[len(quotes) :], spare, stop_at_first_misfit=True)
         quotes += more
     parts = [header(digest), model_text, body]
+    if items:
+        parts.append(f"{ITEMS_HEADING}\n" + "\n".join(items))
     if quotes:
         parts.append("## User Messages (verbatim, newest first)\n" + "\n\n".join(quotes))
     if listing_text:

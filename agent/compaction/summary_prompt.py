@@ -14,7 +14,7 @@ from typing import Any
 
 from agent import json_codec
 from agent.compaction.prune import PRUNED_TOOL_OUTPUT
-from agent.messages import SUMMARY_PREFIX, is_summary
+from agent.messages import SUMMARY_PREFIX, is_summary, stand_in_lines
 from agent.tokens import content_text
 
 #: The sections every summary has (S5.3), as Markdown headings.
@@ -91,6 +91,7 @@ def render_message(message: Mapping[str, Any], tool_names: Mapping[str, str], ma
         half = max_chars // 2
         text = f"{text[:half]}\n… [{omitted:,} chars omitted; session_fetch(ids=[\"{ident}\"])] …\n{text[-half:]}"
     lines = [f"{_label(message, tool_names)}: {text}"]
+    lines += [f"  {line}" for line in stand_in_lines(message)]  # its photos, documents, voice, one line each
     for call in message.get("tool_calls") or ():
         function = (call or {}).get("function") or {}
         arguments = function.get("arguments")

@@ -35,9 +35,8 @@ def build_request(
     stream: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST {base_url}/chat/completions`` (messages already stripped by ``to_api``)."""
-    messages = [_text_only_tool_result(m) if m.get("role") == "tool" and isinstance(m.get("content"), list) else m
-                for m in api_messages]
-    body: dict[str, Any] = {"model": model, "messages": messages, rules.token_limit_field: max_tokens}
+    body: dict[str, Any] = {"model": model, "messages": _text_only_tool_results(api_messages),
+                            rules.token_limit_field: max_tokens}
     if tools:
         body["tools"] = list(tools)
     if temperature is not None and rules.temperature:
@@ -48,21 +47,54 @@ def build_request(
     return body
 
 
-#: Stands in for an image in a tool result: chat completions carry text only there.
+#: Stands in for a part of a tool result this API cannot carry there (it takes only text in tool results).
 IMAGE_IN_TOOL_RESULT = "[an image the tool returned; this API takes only text in tool results]"
+#: Stands in for an image of a tool result that the user message after the results carries.
+IMAGE_FOLLOWS = "[image: shown in the message after the tool results]"
+#: Opens the user message that carries the tool results' images.
+TOOL_IMAGES_HEADING = "[images the tool results above returned, in order]"
 
 
-def _text_only_tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool message whose content parts are all text (images become a note saying one was there)."""
+def _text_only_tool_results(api_messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages with every tool result as text: chat completions take only text in a tool message, so the
+    images of a run of tool results go in one user message right after the run (the model still sees them)."""
+    if not any(m.get("role") == "tool" and isinstance(m.get("content"), list) for m in api_messages):
+        return list(api_messages)
+    out: list[Mapping[str, Any]] = []
+    held: list[dict[str, Any]] = []
+    for message in api_messages:
+        if message.get("role") == "tool":
+            if isinstance(message.get("content"), list):
+                message = _text_only_tool_result(message, held)
+            out.append(message)
+            continue
+        if held:
+            out.append(_images_message(held))
+            held = []
+        out.append(message)
+    if held:
+        out.append(_images_message(held))
+    return out
+
+
+def _text_only_tool_result(message: Mapping[str, Any], images: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tool message whose content parts are all text; its image parts are moved to ``images``."""
     parts = []
     for part in message["content"]:
         if isinstance(part, Mapping) and part.get("type") == "text":
             parts.append(dict(part))
         elif isinstance(part, str):
             parts.append({"type": "text", "text": part})
+        elif isinstance(part, Mapping) and part.get("type") == "image_url":
+            images.append({"type": "image_url", "image_url": dict(part.get("image_url") or {})})
+            parts.append({"type": "text", "text": IMAGE_FOLLOWS})
         else:
             parts.append({"type": "text", "text": IMAGE_IN_TOOL_RESULT})
     return {**message, "content": parts}
+
+
+def _images_message(images: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_HEADING}, *images]}
 
 
 def _normalise_call(call: Any) -> dict[str, Any]:

@@ -52,6 +52,15 @@ def _user_content(content: Any) -> str | list[dict[str, Any]]:
     return parts
 
 
+def _tool_output(content: Any) -> str | list[dict[str, Any]]:
+    """A tool result's output: its text, or text and image parts when it carries images (an image as text
+    would arrive as a wall of base64)."""
+    if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "image_url" for p in content):
+        parts = _user_content(content)
+        return parts if isinstance(parts, list) else [{"type": "input_text", "text": parts}]
+    return content_text(content)
+
+
 def _replayable(message: Mapping[str, Any], issuer: str, model: str | None) -> list[dict[str, Any]]:
     """The opaque items stored on an assistant message that may go to ``model`` at this issuer.
 
@@ -107,7 +116,7 @@ def convert_messages(
             items.append({
                 "type": "function_call_output",
                 "call_id": message["tool_call_id"],
-                "output": content_text(message.get("content")),
+                "output": _tool_output(message.get("content")),
             })
     latest = max((i for i, item in enumerate(items) if item.get("type") == "compaction"), default=None)
     if latest is not None:
