@@ -21,12 +21,10 @@ from aiogram.types import Message, PhotoSize
 from aiohttp import ClientError
 
 from gateway.platforms.base import MediaFetchError, MediaItem, MediaTooLarge, check_size
-from gateway.platforms.limited import LimitedBuffer
+from gateway.platforms.limited import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
 
 #: The most the public Bot API lets a bot download (getFile refuses bigger files).
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024
-#: Seconds one download may take in all.
-DOWNLOAD_SECONDS = 120
 
 
 def message_items(message: Message, max_bytes: int = BOT_API_DOWNLOAD_LIMIT) -> tuple[MediaItem, ...]:
@@ -83,7 +81,8 @@ async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
     expected: Optional[int] = file.file_size
     buffer = LimitedBuffer(name, limit)
     try:
-        await bot.download_file(file.file_path, destination=buffer, timeout=DOWNLOAD_SECONDS, seek=False)
+        await bot.download_file(file.file_path, destination=buffer, timeout=DOWNLOAD_SECONDS, chunk_size=CHUNK,
+                                seek=False)
     except MediaFetchError:
         raise
     except (ClientError, OSError, asyncio.TimeoutError) as error:
