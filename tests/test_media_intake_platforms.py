@@ -13,6 +13,7 @@ import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 from pydantic import ValidationError
@@ -21,7 +22,7 @@ from gateway.platforms.base import IncomingMessage, MediaFetchError, MediaItem, 
 from gateway.platforms.discord import DiscordAdapter
 from gateway.platforms.local import TerminalAdapter
 from gateway.platforms.recording import RecordingAdapter
-from gateway.platforms.telegram import TelegramAdapter
+from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.discord_cdn import FakeDiscordCDN
 from tests.test_discord import (  # noqa: F401  (discord_api is a fixture)
@@ -184,6 +185,32 @@ async def test_an_album_is_closed_by_the_next_message_of_its_chat_not_of_another
     ours = [message for message in messages if message.chat_id == "7"]
     assert [(len(message.items), message.text) for message in ours] == [(2, ""), (1, ""), (0, "which one is wrong?")]
     assert [message.update_id for message in ours[:2]] == [str(first[0]["update_id"]), str(second[0]["update_id"])]
+
+
+async def test_a_webhook_answers_each_part_of_an_album_once_the_album_is_stored(api: FakeBotAPI) -> None:
+    intake = Collected()
+    parts = api.album(7, 7, [PHOTO, PNG, OGG], caption="three")
+    intake.failures[str(parts[0]["update_id"])] = 1  # the first hand-over finds Redis down
+    adapter = TelegramAdapter(api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret",
+                              listen_port=0, set_webhook=False, album_window=0.3)
+    await adapter.start(intake)
+    try:
+        url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
+        async with httpx.AsyncClient(timeout=10) as client:
+            async def deliver() -> list[tuple[int, str]]:
+                answers = await asyncio.gather(*(client.post(url, json=part, headers={SECRET_HEADER: "s3cret"})
+                                                 for part in parts))
+                return [(answer.status_code, answer.text) for answer in answers]
+
+            failed = await deliver()
+            assert intake.messages == []
+            stored = await deliver()  # Telegram delivers every part again
+    finally:
+        await adapter.stop()
+    assert failed == [(500, "not stored")] * 3
+    assert stored == [(200, "stored")] * 3
+    [album] = intake.messages
+    assert album.update_id == str(parts[0]["update_id"]) and album.text == "three" and len(album.items) == 3
 
 
 # --------------------------------------------------------------------------- Telegram: fetching
