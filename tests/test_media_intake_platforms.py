@@ -25,9 +25,11 @@ from gateway.platforms.recording import RecordingAdapter
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.discord_cdn import FakeDiscordCDN
-from tests.test_discord import (  # noqa: F401  (discord_api is a fixture)
-    ALICE, BOT, DM_CHANNEL_ID, FakeDiscordAPI, as_message, discord_api, mention, message_payload, open_adapter,
-)
+from tests.test_discord import ALICE, DM_CHANNEL_ID, adapter, as_message, discord_api, message_payload
+from tests.test_telegram import Collected, adapter_for, api, running
+
+#: The fixtures of the Telegram and Discord tests, used here by name.
+FIXTURES = (api, adapter, discord_api)
 
 MB = 1024 * 1024
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
@@ -35,38 +37,10 @@ PHOTO = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 300
 OGG = b"OggS" + b"\x01" * 5000
 
 
-class Collected:
-    """An intake that keeps what it is given, fails as scripted, and says False for a redelivery."""
-
-    def __init__(self) -> None:
-        self.messages: list[IncomingMessage] = []
-        self.failures: dict[str, int] = {}
-
-    async def __call__(self, message: IncomingMessage) -> bool:
-        if self.failures.get(message.update_id, 0) > 0:
-            self.failures[message.update_id] -= 1
-            raise ConnectionError("redis went away")
-        if any(seen.update_id == message.update_id for seen in self.messages):
-            return False
-        self.messages.append(message)
-        return True
-
-
-@pytest_asyncio.fixture
-async def api() -> AsyncIterator[FakeBotAPI]:
-    async with FakeBotAPI() as server:
-        yield server
-
-
 @contextlib.asynccontextmanager
 async def polling(api: FakeBotAPI, intake: Collected, **options: object) -> AsyncIterator[TelegramAdapter]:
-    adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, album_window=0.3,
-                              **options)  # type: ignore[arg-type]
-    await adapter.start(intake)
-    try:
+    async with running(adapter_for(api, album_window=0.3, **options), intake) as adapter:
         yield adapter
-    finally:
-        await adapter.stop()
 
 
 async def received(api: FakeBotAPI, intake: Collected, count: int, **options: object) -> list[IncomingMessage]:
@@ -269,14 +243,7 @@ async def cdn() -> AsyncIterator[FakeDiscordCDN]:
         yield server
 
 
-@pytest_asyncio.fixture
-async def discord_adapter(discord_api: FakeDiscordAPI) -> AsyncIterator[DiscordAdapter]:
-    made = await open_adapter(discord_api)
-    yield made
-    await made.stop()
-
-
-async def test_discord_attachments_become_items_by_their_type(discord_adapter: DiscordAdapter,
+async def test_discord_attachments_become_items_by_their_type(adapter: DiscordAdapter,
                                                               cdn: FakeDiscordCDN) -> None:
     chart = cdn.attachment("chart.png", PNG, content_type="image/png", width=640, height=480)
     voice = cdn.attachment("voice-message.ogg", OGG, content_type="audio/ogg", voice=True, duration=7.5)
@@ -285,7 +252,7 @@ async def test_discord_attachments_become_items_by_their_type(discord_adapter: D
     unknown = cdn.attachment("blob.bin", b"\x00" * 10)
     data = message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False,
                            attachments=(chart, voice, song, pdf, unknown))
-    message = discord_adapter.to_incoming(as_message(discord_adapter, data))
+    message = adapter.to_incoming(as_message(adapter, data))
     assert message is not None and message.text == "" and message.respond
     assert [(item.kind, item.name, item.mime, item.size) for item in message.items] == [
         ("image", "chart.png", "image/png", len(PNG)), ("voice", "voice-message.ogg", "audio/ogg", len(OGG)),
@@ -295,52 +262,48 @@ async def test_discord_attachments_become_items_by_their_type(discord_adapter: D
     assert message.items[0].file_id == chart["url"]
 
 
-async def test_a_discord_voice_message_is_known_by_its_flag(discord_adapter: DiscordAdapter,
+async def test_a_discord_voice_message_is_known_by_its_flag(adapter: DiscordAdapter,
                                                             cdn: FakeDiscordCDN) -> None:
     recording = cdn.attachment("voice-message.mp3", b"ID3" * 10, content_type="audio/mpeg")
     data = {**message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(recording,)),
             "flags": 1 << 13}  # IS_VOICE_MESSAGE
-    message = discord_adapter.to_incoming(as_message(discord_adapter, data))
+    message = adapter.to_incoming(as_message(adapter, data))
     assert message is not None and message.items[0].kind == "voice"
 
 
-async def test_server_chatter_with_only_an_attachment_keeps_the_speaker(discord_adapter: DiscordAdapter,
+async def test_server_chatter_with_only_an_attachment_keeps_the_speaker(adapter: DiscordAdapter,
                                                                          cdn: FakeDiscordCDN) -> None:
     data = message_payload(ALICE, "", attachments=(cdn.attachment("x.png", PNG, content_type="image/png"),))
-    message = discord_adapter.to_incoming(as_message(discord_adapter, data))
+    message = adapter.to_incoming(as_message(adapter, data))
     assert message is not None and message.text == "Alice:" and not message.respond and len(message.items) == 1
 
 
-async def test_discord_fetch_streams_the_attachment_with_the_limit(discord_adapter: DiscordAdapter,
+async def test_discord_fetch_streams_the_attachment_with_the_limit(adapter: DiscordAdapter,
                                                                    cdn: FakeDiscordCDN) -> None:
     def item(attachment: dict[str, object]) -> MediaItem:
         data = message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(attachment,))
-        message = discord_adapter.to_incoming(as_message(discord_adapter, data))
+        message = adapter.to_incoming(as_message(adapter, data))
         assert message is not None
         return message.items[0]
 
-    assert await discord_adapter.fetch(item(cdn.attachment("chart.png", PNG, content_type="image/png")), MB) == PNG
+    assert await adapter.fetch(item(cdn.attachment("chart.png", PNG, content_type="image/png")), MB) == PNG
     assert len(cdn.requests) == 1
     big = item(cdn.attachment("dump.tar", size=30 * MB))
     with pytest.raises(MediaTooLarge, match="dump.tar is 30 MB, over the 25 MB limit"):
-        await discord_adapter.fetch(big, 25 * MB)
+        await adapter.fetch(big, 25 * MB)
     assert len(cdn.requests) == 1  # refused by the reported size: no request at all
     broken = cdn.attachment("trace.log", bytes(400_000))
     cdn.break_download(broken["url"])
     with pytest.raises(MediaFetchError, match="the download of trace.log broke off"):
-        await discord_adapter.fetch(item(broken), MB)
+        await adapter.fetch(item(broken), MB)
     # a server that does not say the size: cut off once more than the limit arrived
     unsized = cdn.attachment("stream.bin", bytes(300_000))
     cdn.without_length(unsized["url"])
     with pytest.raises(MediaTooLarge, match="stream.bin is more than 100 KB, over the 100 KB limit"):
-        await discord_adapter.fetch(item(unsized).model_copy(update={"size": 0}), 100 * 1024)
+        await adapter.fetch(item(unsized).model_copy(update={"size": 0}), 100 * 1024)
 
 
 # --------------------------------------------------------------------------- the terminal
-
-
-class Lines(io.StringIO):
-    """A stdin whose lines a test writes."""
 
 
 async def test_attach_in_the_terminal_sends_the_file_as_an_item(tmp_path: Path) -> None:
