@@ -70,7 +70,8 @@ def album_message(updates: Sequence[Update], me: Optional[User], *, platform: st
         body, respond, prefix = _without_leading_mention(me, raw), True, f"{speaker}: "
     else:
         body, respond, prefix = raw, False, f"{speaker}: "
-    text = (prefix + "\n".join(part for part in (body, *more) if part)).rstrip()
+    words = "\n".join(part for part in (body, *more) if part)
+    text = prefix + words if words else prefix.rstrip()  # a group's photo without a caption: "Ann:"
     return IncomingMessage(
         platform=platform, chat_id=str(first.chat.id), user_id=str(sender.id) if sender else "",
         user_name=_display_name(sender), update_id=str(updates[0].update_id), text=text, ts=first.date.timestamp(),
