@@ -430,13 +430,15 @@ async def test_a_thread_is_its_own_chat(adapter):
     assert message.chat_id == str(THREAD_ID) and message.respond
 
 
-async def test_attachments_are_listed_by_name_and_link(adapter):
+async def test_attachments_are_the_messages_items(adapter):
     attachment = {"id": str(snowflake()), "filename": "trace.log", "size": 10,
                   "url": "https://cdn.discordapp.com/attachments/1/2/trace.log",
                   "proxy_url": "https://media.discordapp.net/attachments/1/2/trace.log"}
     message = incoming(adapter, message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False,
                                                 attachments=(attachment,)))
-    assert message.text == f"[attachment: trace.log {attachment['url']}]"
+    assert message.text == ""
+    assert [(item.kind, item.name, item.file_id, item.size) for item in message.items] == [
+        ("document", "trace.log", attachment["url"], 10)]
 
 
 async def test_user_allowlist(discord_api):

@@ -203,7 +203,8 @@ async def test_group_messages_are_answered_only_when_addressed_and_other_chatter
     assert intake.messages[1].user_id == "2" and intake.messages[1].user_name == "Bob"
 
 
-async def test_captions_are_recorded_and_edits_media_and_service_messages_are_ignored(api: FakeBotAPI) -> None:
+async def test_photos_are_recorded_with_or_without_a_caption_and_edits_and_service_messages_are_ignored(
+        api: FakeBotAPI) -> None:
     intake = Collected()
     api.push(
         api.edited_message(8, "fixed typo"),
@@ -214,7 +215,8 @@ async def test_captions_are_recorded_and_edits_media_and_service_messages_are_ig
     )
     async with running(adapter_for(api), intake):
         await api.wait_until(lambda: api.pending_updates == 0 and len(api.get_updates_calls) >= 2)
-    assert [(m.text, m.respond) for m in intake.messages] == [("[photo] the dashboard at 3am", True), ("/start", True)]
+    assert [(m.text, m.respond) for m in intake.messages] == [("", True), ("the dashboard at 3am", True), ("/start", True)]
+    assert [[item.kind for item in m.items] for m in intake.messages] == [["image"], ["image"], []]
 
 
 async def test_allowlists_ignore_everyone_else(api: FakeBotAPI, caplog: pytest.LogCaptureFixture) -> None:

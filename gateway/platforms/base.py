@@ -11,9 +11,9 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Optional, Protocol
+from typing import Literal, Optional, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def valid_text(text: str) -> str:
@@ -30,12 +30,70 @@ def valid_text(text: str) -> str:
     return text
 
 
+class MediaItem(BaseModel):
+    """A photo, file or voice message as the platform announced it: enough to fetch it later, nothing fetched yet.
+
+    ``file_id`` is the platform's own handle to fetch it again (Telegram's file_id, a Discord
+    attachment URL, ``path:<absolute path>`` in the terminal, ``upload:<sha256>`` for bytes already
+    stored). ``size`` is what the platform reports (0 unknown), so a file over the limit is refused
+    before a byte is downloaded.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["image", "document", "audio", "voice"]
+    file_id: str = Field(min_length=1)
+    name: str = ""
+    mime: str = ""
+    size: int = Field(default=0, ge=0)
+    width: int = Field(default=0, ge=0)
+    height: int = Field(default=0, ge=0)
+    duration: float = Field(default=0.0, ge=0)
+
+    @field_validator("file_id", "name", "mime", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: str) -> str:
+        """A file name is a person's text like any other: storable whatever the platform sent."""
+        return valid_text(value)
+
+
+class MediaFetchError(Exception):
+    """A media item could not be fetched; the message is one sentence a person can be shown."""
+
+
+class MediaTooLarge(MediaFetchError):
+    """An item over the byte limit: refused before (or as soon as) more than ``limit`` bytes would be read."""
+
+    def __init__(self, name: str, size: int, limit: int, *, reported: bool = True) -> None:
+        what = f"{megabytes(size)}" if reported else f"more than {megabytes(limit)}"
+        super().__init__(f"{name or 'the file'} is {what}, over the {megabytes(limit)} limit")
+        self.size = size
+        self.limit = limit
+
+
+def megabytes(count: int) -> str:
+    """A byte count as people read it in a refusal: ``20 MB``, ``1.5 MB``, ``300 KB``."""
+    if count >= 1024 * 1024:
+        return f"{count / (1024 * 1024):.1f}".removesuffix(".0") + " MB"
+    if count >= 1024:
+        return f"{count / 1024:.0f} KB"
+    return f"{count} bytes"
+
+
+def check_size(item: MediaItem, limit: int) -> None:
+    """Refuse ``item`` before any download when the platform reported a size over ``limit``."""
+    if item.size > limit:
+        raise MediaTooLarge(item.name, item.size, limit)
+
+
 class IncomingMessage(BaseModel):
     """One message from a person on a platform, as the gateway sees it.
 
     ``update_id`` is the platform's own id for the delivery (Telegram's update_id, Discord's
     message id) and is what duplicates are recognised by. ``respond`` is False for messages
-    the bot only records (group chatter that did not address it).
+    the bot only records (group chatter that did not address it). ``items`` are the photos,
+    files and voice messages it carries (an album is one message with several); ``text`` may be
+    empty when there are items, never when there are none.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -45,15 +103,23 @@ class IncomingMessage(BaseModel):
     user_id: str = ""
     user_name: str = ""
     update_id: str = Field(min_length=1)
-    text: str
+    text: str = ""
     ts: float = Field(default_factory=time.time)
     respond: bool = True
+    items: tuple[MediaItem, ...] = ()
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod
     def _valid_unicode(cls, value: str) -> str:
         """Every platform's text is made storable here, at the one boundary they all pass."""
         return valid_text(value)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> "IncomingMessage":
+        """A message with neither text nor items has nothing to record."""
+        if not self.text and not self.items:
+            raise ValueError("a message needs text or items")
+        return self
 
     @property
     def chat(self) -> str:
@@ -169,6 +235,12 @@ class PlatformAdapter(ABC):
 
     async def typing(self, chat_id: str) -> None:
         """Show that a reply is being prepared; platforms without an indicator do nothing."""
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        """The bytes of ``item``, at most ``limit`` of them: refused before downloading when the platform
+        reported more, and cut off with :class:`MediaTooLarge` when more arrive. Raises
+        :class:`MediaFetchError` with a sentence a person can be shown."""
+        raise MediaFetchError(f"the {self.platform} platform cannot fetch media ({item.name or item.kind})")
 
     async def verify(self) -> None:
         """Check the platform takes our credentials (Telegram's getMe, Discord's login) before the gateway

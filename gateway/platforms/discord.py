@@ -11,6 +11,9 @@ What the bot hears:
 - **Bots**, this one included, and system messages (joins, pins, …) are ignored.
 - Each channel and each thread is its own chat: ``chat_id`` is the channel's (or thread's) id and
   ``update_id`` the message id, which the gateway deduplicates by.
+- Attachments (images, files, voice messages) are the message's items
+  (:mod:`gateway.platforms.discord_media`); :meth:`DiscordAdapter.fetch` downloads one from its
+  URL, bounded to the byte limit.
 
 Allowlists (``allowed_user_ids``, ``allowed_guild_ids``, ``allowed_channel_ids``): an empty list
 allows everything; every non-empty list must match. A thread matches through its parent channel
@@ -49,12 +52,15 @@ import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.base import (
+    IncomingMessage, Intake, Journal, MediaItem, PlatformAdapter, SendGate, Surface, check_size,
+)
 from gateway.platforms.discord_events import Allowlist, incoming_message
 from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
 from gateway.platforms.failure import Failure
 from gateway.platforms.intake import Outcome, Source, hand_over
+from gateway.platforms.limited import download
 from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
@@ -160,6 +166,8 @@ class DiscordAdapter(PlatformAdapter):
         self.me: Optional[discord.ClientUser] = None
         self._connection: Optional[asyncio.Task[None]] = None
         self._failure: Failure[DiscordAdapterError] = Failure(log, "discord")
+        #: Downloads attachments from Discord's CDN (opened at the first, closed by :meth:`stop`).
+        self._downloads: Optional[aiohttp.ClientSession] = None
 
         @self.client.event
         async def on_message(message: discord.Message) -> None:
@@ -271,6 +279,9 @@ class DiscordAdapter(PlatformAdapter):
 
     async def stop(self) -> None:
         await self.client.close()
+        if self._downloads is not None:
+            await self._downloads.close()
+            self._downloads = None
         if self._connection is not None:
             self._connection.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -336,6 +347,14 @@ class DiscordAdapter(PlatformAdapter):
         messenger = DiscordMessenger(self._channel(chat_id), anchor, reference)
         return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", retry=self.retry,
                            what=f"dc:{chat_id}: a message", journal=journal)
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        """An attachment's bytes from its URL, at most ``limit``: refused before downloading when Discord
+        reported more, cut off when more arrive."""
+        check_size(item, limit)
+        if self._downloads is None or self._downloads.closed:
+            self._downloads = aiohttp.ClientSession()
+        return await download(self._downloads, item.file_id, item.name or item.kind, limit)
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""

@@ -3,7 +3,9 @@
 DMs: every message, answered. Server channels and threads: a message that mentions the bot (or
 its managed role) or replies to it is answered, without the bot's mention; every other one is
 recorded unanswered as ``"Name: text"``. Bots, webhooks and system messages are ignored, and so
-is whatever the allowlists do not permit. Attachments are listed by name and link.
+is whatever the allowlists do not permit. Attachments are the message's items
+(:mod:`gateway.platforms.discord_media`); a message of attachments alone has empty text (in a
+server channel, the speaker's name alone).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Optional
 import discord
 
 from gateway.platforms.base import IncomingMessage
+from gateway.platforms.discord_media import attachment_items
 
 #: Messages that are people talking; the others (joins, pins, boosts, thread notices) are ignored.
 CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
@@ -61,7 +64,8 @@ def incoming_message(message: discord.Message, me: Optional[discord.ClientUser],
     if message.type not in CONVERSATION_TYPES or not allowlist.permits(message):
         return None
     text = readable_text(message, me.id)
-    if not text:
+    items = attachment_items(message)
+    if not text and not items:
         return None
     respond = is_direct(message) or addresses_bot(message, me.id)
     name = author.display_name
@@ -71,9 +75,10 @@ def incoming_message(message: discord.Message, me: Optional[discord.ClientUser],
         user_id=str(author.id),
         user_name=name,
         update_id=str(message.id),
-        text=text if respond else f"{name}: {text}",
+        text=text if respond else f"{name}: {text}".rstrip(),
         ts=message.created_at.timestamp(),
         respond=respond,
+        items=items,
     )
 
 
@@ -103,8 +108,7 @@ def addresses_bot(message: discord.Message, bot_id: int) -> bool:
 
 
 def readable_text(message: discord.Message, bot_id: int) -> str:
-    """The content as a person reads it: the bot's own mention removed, other mentions as names,
-    attachments listed by name and link."""
+    """The content as a person reads it: the bot's own mention removed, other mentions as names."""
     users = {user.id: user for user in message.mentions}
     roles = {role.id: role for role in message.role_mentions}
     guild = message.guild
@@ -127,6 +131,4 @@ def readable_text(message: discord.Message, bot_id: int) -> str:
     text = _MENTION.sub(render, message.content)
     # the bot's mention goes with the blanks around it: none left at a line's edge, one between words
     text = _OWN_MENTION_AT_EDGE.sub("", text)
-    text = _OWN_MENTION_INSIDE.sub(" ", text).strip()
-    attachments = [f"[attachment: {item.filename} {item.url}]" for item in message.attachments]
-    return "\n".join(part for part in (text, *attachments) if part)
+    return _OWN_MENTION_INSIDE.sub(" ", text).strip()

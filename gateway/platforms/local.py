@@ -1,4 +1,7 @@
-"""The local platform: a chat in the terminal, so ``foldgate run`` works with no bot tokens at all."""
+"""The local platform: a chat in the terminal, so ``foldgate run`` works with no bot tokens at all.
+
+``/attach PATH [caption]`` sends a file from this machine (:mod:`gateway.platforms.local_files`).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import threading
 import time
 from typing import Optional, TextIO
 
-from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter, Journal, SendGate
+from gateway.platforms.base import IncomingMessage, Intake, Journal, MediaItem, PlatformAdapter, SendGate
+from gateway.platforms.local_files import AttachError, is_attach, parse_attach, read_file
 from gateway.progress import is_terminal
 
 
@@ -50,10 +54,23 @@ class TerminalAdapter(PlatformAdapter):
             if not text:
                 self._prompt()
                 continue
-            await intake(
-                IncomingMessage(platform=self.platform, chat_id=self.chat_id, user_id="local", user_name="you",
-                                update_id=str(next(self._ids)), text=text)
-            )
+            message = self._message(text)
+            if message is not None:
+                await intake(message)
+
+    def _message(self, text: str) -> Optional[IncomingMessage]:
+        """The message a line makes; None (and the reason shown) for an ``/attach`` of no readable file."""
+        items: tuple[MediaItem, ...] = ()
+        if is_attach(text):
+            try:
+                attachment = parse_attach(text)
+            except AttachError as error:
+                self.stdout.write(f"{error}\n")
+                self._prompt()
+                return None
+            text, items = attachment.caption, (attachment.item,)
+        return IncomingMessage(platform=self.platform, chat_id=self.chat_id, user_id="local", user_name="you",
+                               update_id=str(next(self._ids)), text=text, items=items)
 
     async def _read_line(self) -> str:
         """One line of input, read in a daemon thread: a thread of the loop's executor would keep the
@@ -96,6 +113,10 @@ class TerminalAdapter(PlatformAdapter):
         self.stdout.write(f"{text}\n")
         if self._reading:
             self._prompt()
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        """An attached file's bytes, read from disk now, at most ``limit`` of them."""
+        return await read_file(item, limit)
 
     async def typing(self, chat_id: str) -> None:
         """Show that the model is working: on a terminal a status the reply then overwrites, in a pipe one line."""

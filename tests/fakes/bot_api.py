@@ -74,6 +74,17 @@ where N is the number of seconds, rounded up (at least 1), until every full wind
 room again; it is logged in ``rate_limited``. ``accounting()`` reports, per chat, per group and
 for the bot, the most counted calls seen in any window of that scope's length.
 
+Files. ``add_file(data)`` (or ``add_file(size=N)`` for a big file served as zeros, never held in
+memory) registers bytes under a fresh ``file_id``; ``getFile`` answers its ``file_path`` and
+``file_size`` — and, like the public Bot API, ``400 Bad Request: file is too big`` for a file over
+20 MB (:data:`DOWNLOAD_LIMIT`), ``400 Bad Request: invalid file_id`` for an unknown one — and
+``GET /file/bot<token>/<file_path>`` serves the bytes with a Content-Length, in chunks. A file
+marked with ``break_download(file_id)`` sends half its bytes and then drops the connection.
+``file_requests`` logs every getFile (file ids), ``downloads`` every download (file paths).
+Builders for media updates: ``photo_message`` (several PhotoSize, the largest carrying ``data``),
+``document_message``, ``voice_message``, ``audio_message``, ``video_note_message``, and ``album``
+(N photos sharing a ``media_group_id``, the caption on the first); each registers its files.
+
 Views for tests: ``messages(chat)`` (the bot's messages still in the chat, with their current
 text), ``message(chat, id)``, ``edits(chat, id)``, ``drafts`` / ``drafts_in(chat)`` /
 ``current_draft(chat)``, ``deleted``, ``attempts`` (every send, draft, edit and delete with its
@@ -100,6 +111,12 @@ import aiohttp
 from aiohttp import web
 
 MESSAGE_LIMIT = 4096
+#: The largest file the public Bot API lets a bot download; getFile refuses bigger ones.
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
+FILE_TOO_BIG = "Bad Request: file is too big"
+INVALID_FILE_ID = "Bad Request: invalid file_id"
+#: Bytes per chunk of a file download.
+_CHUNK = 64 * 1024
 _COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?")
 _MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{5,32}\b")
 TERMINATED = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
@@ -356,6 +373,24 @@ def update_chat(update: dict[str, Any]) -> str:
 
 
 @dataclass
+class FakeFile:
+    """A file the fake serves: ``data``, or ``size`` zeros made as they are sent (``data`` None)."""
+
+    file_id: str
+    file_unique_id: str
+    file_path: str
+    size: int
+    data: Optional[bytes] = None
+    broken: bool = False
+
+    def chunks(self, upto: int) -> Any:
+        """The first ``upto`` bytes, a chunk at a time."""
+        for start in range(0, upto, _CHUNK):
+            end = min(start + _CHUNK, upto)
+            yield self.data[start:end] if self.data is not None else bytes(end - start)
+
+
+@dataclass
 class GetUpdatesCall:
     offset: Optional[int]
     limit: int
@@ -421,6 +456,14 @@ class FakeBotAPI:
         self._last_webhook_error: Optional[tuple[int, str]] = None
         self._webhook_wake: Optional[asyncio.Event] = None
         self._client: Optional[aiohttp.ClientSession] = None
+        #: file_id -> the file getFile and the download serve.
+        self.files: dict[str, FakeFile] = {}
+        #: The file_id of every getFile call, in order.
+        self.file_requests: list[str] = []
+        #: The file_path of every download request, in order.
+        self.downloads: list[str] = []
+        self._file_numbers = iter(range(1, 10**9))
+        self._media_groups = iter(range(13_000_000_000_000_000, 10**20))
 
     # ------------------------------------------------------------------ server
 
@@ -428,6 +471,7 @@ class FakeBotAPI:
         self._changed = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -569,12 +613,86 @@ class FakeBotAPI:
             extra["reply_to_message"] = self._message(chat, author, "an earlier message")
         return self._update("message", self._message(chat, self.user(user_id, first_name), text, **extra))
 
-    def photo_message(self, chat_id: int, user_id: int, caption: Optional[str] = None) -> dict[str, Any]:
-        chat = {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup", "first_name": "Ann"}
-        extra: dict[str, Any] = {"photo": [{"file_id": "AgAD", "file_unique_id": "u1", "width": 90, "height": 90}]}
+    # ------------------------------------------------------------------ files and media updates
+
+    def add_file(self, data: Optional[bytes] = None, *, size: Optional[int] = None, name: str = "file.bin") -> str:
+        """Register a file to serve and return its file_id: ``data``, or ``size`` zeros made as they are sent."""
+        number = next(self._file_numbers)
+        file_id = f"BQACAgIAAxkBAAI{number:08d}"
+        self.files[file_id] = FakeFile(file_id, f"u{number}", f"documents/file_{number}_{name}",
+                                       len(data) if data is not None else int(size or 0), data)
+        return file_id
+
+    def break_download(self, file_id: str) -> None:
+        """Make the download of ``file_id`` stop halfway: half its bytes, then the connection drops."""
+        self.files[file_id].broken = True
+
+    def _media_message(self, chat_id: int, user_id: int, caption: Optional[str], media_group_id: Optional[str],
+                       first_name: str, **media: Any) -> dict[str, Any]:
+        chat = {"id": chat_id, "type": "private", "first_name": first_name} if chat_id > 0 else \
+            {"id": chat_id, "type": "supergroup", "title": "Ops room"}
+        extra: dict[str, Any] = dict(media)
         if caption is not None:
             extra["caption"] = caption
-        return self._update("message", self._message(chat, self.user(user_id), None, **extra))
+            if entities := entities_for(caption):
+                extra["caption_entities"] = entities
+        if media_group_id is not None:
+            extra["media_group_id"] = media_group_id
+        return self._update("message", self._message(chat, self.user(user_id, first_name), None, **extra))
+
+    def _file(self, data: Optional[bytes], size: Optional[int], name: str) -> dict[str, Any]:
+        """The file fields of a media object for newly registered bytes (``size`` reported for ``data`` None)."""
+        file_id = self.add_file(data, size=size, name=name)
+        served = self.files[file_id]
+        return {"file_id": file_id, "file_unique_id": served.file_unique_id, "file_size": served.size}
+
+    def photo_message(self, chat_id: int, user_id: int, caption: Optional[str] = None, *,
+                      sizes: tuple[tuple[int, int], ...] = ((90, 90), (320, 240), (1280, 960)),
+                      data: Optional[bytes] = None, largest_size: Optional[int] = None,
+                      media_group_id: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+        """A photo as Telegram sends it: one PhotoSize per size, smallest first; the largest serves ``data``
+        (or reports ``largest_size`` bytes), the others a few bytes each."""
+        photo = []
+        for index, (width, height) in enumerate(sizes):
+            last = index == len(sizes) - 1
+            chosen = data if last else None
+            filler = None if last else bytes([index]) * max(1, width * height // 64)
+            photo.append({**self._file(chosen if chosen is not None else filler,
+                                       largest_size if last and data is None else None, "photo.jpg"),
+                          "width": width, "height": height})
+        return self._media_message(chat_id, user_id, caption, media_group_id, first_name, photo=photo)
+
+    def document_message(self, chat_id: int, user_id: int, data: Optional[bytes] = None, *, file_name: str = "file.txt",
+                         mime_type: str = "text/plain", size: Optional[int] = None, caption: Optional[str] = None,
+                         media_group_id: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+        """A file sent as a document; ``size`` instead of ``data`` for a big one served as zeros."""
+        document = {**self._file(data, size, file_name), "file_name": file_name, "mime_type": mime_type}
+        return self._media_message(chat_id, user_id, caption, media_group_id, first_name, document=document)
+
+    def voice_message(self, chat_id: int, user_id: int, data: bytes, *, duration: int = 3,
+                      caption: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+        voice = {**self._file(data, None, "voice.oga"), "duration": duration, "mime_type": "audio/ogg"}
+        return self._media_message(chat_id, user_id, caption, None, first_name, voice=voice)
+
+    def audio_message(self, chat_id: int, user_id: int, data: bytes, *, file_name: str = "song.mp3",
+                      duration: int = 180, performer: Optional[str] = None, title: Optional[str] = None,
+                      caption: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+        audio: dict[str, Any] = {**self._file(data, None, file_name), "duration": duration, "file_name": file_name,
+                                 "mime_type": "audio/mpeg"}
+        audio.update({key: value for key, value in (("performer", performer), ("title", title)) if value})
+        return self._media_message(chat_id, user_id, caption, None, first_name, audio=audio)
+
+    def video_note_message(self, chat_id: int, user_id: int, data: bytes, *, duration: int = 5, length: int = 240,
+                           first_name: str = "Ann") -> dict[str, Any]:
+        note = {**self._file(data, None, "video_note.mp4"), "duration": duration, "length": length}
+        return self._media_message(chat_id, user_id, None, None, first_name, video_note=note)
+
+    def album(self, chat_id: int, user_id: int, parts: list[bytes], *, caption: Optional[str] = None,
+              first_name: str = "Ann") -> list[dict[str, Any]]:
+        """An album of ``len(parts)`` photos: one update per photo sharing a media_group_id, the caption on the first."""
+        group = str(next(self._media_groups))
+        return [self.photo_message(chat_id, user_id, caption if index == 0 else None, data=data, media_group_id=group,
+                                   first_name=first_name) for index, data in enumerate(parts)]
 
     def group_migrated_to(self, old_chat_id: int, new_chat_id: int, user_id: int = 1) -> dict[str, Any]:
         """The service message in the old group when ``user_id`` upgraded it: ``migrate_to_chat_id``, no text."""
@@ -635,6 +753,39 @@ class FakeBotAPI:
             return response
         finally:
             self._notify()
+
+    async def _method_getfile(self, params: dict[str, str]) -> web.Response:
+        file_id = params.get("file_id", "")
+        self.file_requests.append(file_id)
+        served = self.files.get(file_id)
+        if served is None:
+            return self._error(400, INVALID_FILE_ID)
+        if served.size > DOWNLOAD_LIMIT:
+            return self._error(400, FILE_TOO_BIG)
+        return self._answer({"file_id": served.file_id, "file_unique_id": served.file_unique_id,
+                             "file_size": served.size, "file_path": served.file_path})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """``GET /file/bot<token>/<file_path>``: the file's bytes in chunks (half of them for a broken one)."""
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401, text="Unauthorized")
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        self._notify()
+        served = next((served for served in self.files.values() if served.file_path == path), None)
+        if served is None:
+            return web.Response(status=404, text="Not Found")
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = served.size
+        await response.prepare(request)
+        for chunk in served.chunks(served.size // 2 if served.broken else served.size):
+            await response.write(chunk)
+        if served.broken:  # the connection drops before Content-Length bytes were sent
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        await response.write_eof()
+        return response
 
     async def _upgraded(self, method: str, params: dict[str, str]) -> web.Response:
         """Telegram's answer to a call addressed to a group that became a supergroup: 400 with the new id."""

@@ -2,7 +2,8 @@
 
 One concern a module: :mod:`.checks` (the configuration, before anything is sent), :mod:`.identify`
 (getMe), :mod:`.polling` and :mod:`.webhook` (updates in), :mod:`.errors` (what the adapter raises), :mod:`.updates` (which updates are
-recorded, and as what), :mod:`.receiving` (an update handed to the intake), :mod:`.calls` (the
+recorded, and as what), :mod:`.albums` (an album's parts as one message), :mod:`.media` (photos, files
+and voice: as items, and their bytes), :mod:`.receiving` (an update handed to the intake), :mod:`.calls` (the
 retry policy of final sends), :mod:`.moves` (groups upgraded to supergroups), :mod:`.replies`
 (streamed replies), :mod:`.indicator` (typing), and :mod:`.adapter`, which wires them together.
 """

@@ -1,7 +1,9 @@
 """The Telegram adapter: one bot through aiogram 3, wiring the parts of this package together.
 
 Updates come in by long polling (:mod:`.polling`) or a webhook (:mod:`.webhook`), are read as
-messages (:mod:`.updates`) and handed to the gateway's intake (:mod:`.receiving`). Replies go out
+messages (:mod:`.updates`, an album's parts gathered by :mod:`.albums`) and handed to the gateway's
+intake (:mod:`.receiving`); the photos, files and voice messages they carry are fetched on demand
+(:mod:`.media`). Replies go out
 whole (:meth:`TelegramAdapter.send`) or streamed (:mod:`.replies`), every final message under one
 retry policy (:mod:`.calls`), following a group to its supergroup (:mod:`.moves`); a typing
 indicator (:mod:`.indicator`) shows while a reply is prepared. What is checked before anything is
@@ -24,17 +26,18 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal, Optional
 
 from aiogram.types import Update, User
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, Journal, PlatformAdapter, SendGate, Surface
+from gateway.platforms.base import IncomingMessage, Intake, Journal, MediaItem, PlatformAdapter, SendGate, Surface
 from gateway.platforms.failure import Failure
 from gateway.platforms.retry import Sleep
 from gateway.platforms.split import split_message
+from gateway.platforms.telegram.albums import ALBUM_WINDOW
 from gateway.platforms.telegram.calls import once, send_retry
 from gateway.platforms.telegram.checks import bot_for, check_webhook
 from gateway.platforms.telegram.errors import TelegramAdapterError
@@ -43,7 +46,8 @@ from gateway.platforms.telegram.indicator import TypingIndicator
 from gateway.platforms.telegram.moves import ChatMoves, chat_ref
 from gateway.platforms.telegram.polling import Poller
 from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger
-from gateway.platforms.telegram.updates import ALLOWED_UPDATES, incoming_message, migration
+from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, fetch_file
+from gateway.platforms.telegram.updates import ALLOWED_UPDATES, album_message, migration
 from gateway.platforms.telegram.webhook import WebhookServer
 
 log = logging.getLogger("gateway.platforms.telegram")  # one logger to filter for Telegram, whichever part speaks
@@ -76,6 +80,8 @@ class TelegramAdapter(PlatformAdapter):
         typing_timeout: float = 120.0,
         retry_sleep: Sleep = asyncio.sleep,
         preview_interval: float = 1.0,
+        max_media_bytes: int = BOT_API_DOWNLOAD_LIMIT,
+        album_window: float = ALBUM_WINDOW,
     ) -> None:
         check_webhook(mode, webhook_secret, set_webhook, webhook_url)
         self.bot = bot_for(token, api_server)
@@ -94,6 +100,10 @@ class TelegramAdapter(PlatformAdapter):
         self._retry_sleep = retry_sleep
         #: Shortest gap between two previews of a streamed reply (the send budget may widen it).
         self.preview_interval = preview_interval
+        #: The largest file the gateway takes in: the photo size chosen is the largest within it.
+        self.max_media_bytes = max_media_bytes
+        #: Seconds after an album's latest part before it is handed over (see :mod:`.albums`).
+        self.album_window = album_window
         #: Where each upgraded group's calls go now.
         self.moves = ChatMoves()
         #: The one retry policy for final sends, whole or streamed.
@@ -138,12 +148,12 @@ class TelegramAdapter(PlatformAdapter):
             self.me = await self.identify()
         if self.mode == "polling":
             poller = Poller(self.bot, self.incoming, intake, timeout=self.poll_timeout, limit=self.poll_limit,
-                            sleep=self._retry_sleep, fail=self._failure.record)
+                            sleep=self._retry_sleep, fail=self._failure.record, album_window=self.album_window)
             self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
             return
         self._webhook = WebhookServer(self.bot, self.incoming, intake, path=self.webhook_path,
-                                      secret=self.webhook_secret)
+                                      secret=self.webhook_secret, album_window=self.album_window)
         try:
             await self._webhook.open(self.listen_host, self.listen_port)
         except OSError as error:
@@ -198,14 +208,16 @@ class TelegramAdapter(PlatformAdapter):
 
     # ------------------------------------------------------------------ updates -> IncomingMessage
 
-    def incoming(self, update: Update) -> Optional[IncomingMessage]:
-        """The gateway's view of an update, or None when it is not recorded (see :mod:`.updates`)."""
-        moved = migration(update)
-        if moved is not None:
-            self._upgraded(*moved)
-            return None
-        return incoming_message(update, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
-                                allowed_chat_ids=self.allowed_chat_ids)
+    def incoming(self, updates: Sequence[Update]) -> Optional[IncomingMessage]:
+        """The gateway's view of one message's updates (one, or an album's parts), or None when it is not
+        recorded (see :mod:`.updates`)."""
+        for update in updates:
+            moved = migration(update)
+            if moved is not None:
+                self._upgraded(*moved)
+                return None
+        return album_message(updates, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
+                             allowed_chat_ids=self.allowed_chat_ids, max_bytes=self.max_media_bytes)
 
     def _upgraded(self, old_chat_id: int, new_chat_id: int) -> None:
         """An upgrade's service message: replies still owed to the old group go straight to the supergroup."""
@@ -247,6 +259,13 @@ class TelegramAdapter(PlatformAdapter):
         return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
                            retry=self.retry, what=f"telegram: a message in {chat_id}",
                            interval=self.preview_interval, journal=journal)
+
+    # ------------------------------------------------------------------ media
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        """The bytes of a photo, file or voice message: getFile, then a download that stops at ``limit``
+        (refused before it starts when Telegram reported more; see :mod:`.media`)."""
+        return await fetch_file(self.bot, item, limit)
 
     # ------------------------------------------------------------------ typing
 

@@ -7,6 +7,12 @@ offset is asked for again; the intake deduplicates by update id, so what was alr
 stored twice. A ``409 Conflict`` means another process polls the same token (or a webhook is set):
 the poller reports what that means and how to fix it, and stops rather than fight the other
 process for updates.
+
+An album's parts (:mod:`.albums`) are gathered for a moment before they are handed over as one
+message. Until it is stored, the offset stays at its first part: later updates are handed over
+meanwhile (and not again when the held offset brings them back), but a crash before the album is
+stored has Telegram offer every part again. While an album is gathered, getUpdates waits at most
+a second, so the album is not held up by a long poll.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from aiogram.exceptions import TelegramConflictError, TelegramRetryAfter, Telegr
 from aiogram.types import Update
 
 from gateway.platforms.base import Intake
+from gateway.platforms.intake import HandOver
 from gateway.platforms.retry import Sleep
+from gateway.platforms.telegram.albums import ALBUM_WINDOW, Album, Albums
 from gateway.platforms.telegram.calls import backoff
 from gateway.platforms.telegram.errors import PollingConflict, TelegramAdapterError
 from gateway.platforms.telegram.receiving import Reader, take_in
@@ -53,7 +61,7 @@ class Poller:
     """The getUpdates loop: :meth:`run` until cancelled, or until Telegram makes it stop (reported to ``fail``)."""
 
     def __init__(self, bot: Bot, read: Reader, intake: Intake, *, timeout: int, limit: int, sleep: Sleep,
-                 fail: Callable[[TelegramAdapterError], None]) -> None:
+                 fail: Callable[[TelegramAdapterError], None], album_window: float = ALBUM_WINDOW) -> None:
         self.bot = bot
         self.read = read
         self.intake = intake
@@ -61,14 +69,23 @@ class Poller:
         self.limit = limit
         self.sleep = sleep
         self.fail = fail
+        self.album_window = album_window
 
     async def run(self) -> None:
+        albums = Albums(self._settle, window=self.album_window)
+        try:
+            await self._poll(albums)
+        finally:
+            await albums.aclose()
+
+    async def _poll(self, albums: Albums) -> None:
         offset: Optional[int] = None
         failures = 0
+        ledger = Ledger()
         while True:
             try:
                 updates = await self.bot.get_updates(
-                    offset=offset, limit=self.limit, timeout=self.timeout,
+                    offset=offset, limit=self.limit, timeout=min(self.timeout, 1) if ledger.gathering else self.timeout,
                     allowed_updates=ALLOWED_UPDATES, request_timeout=self.timeout + 10,
                 )
             except TelegramConflictError as error:
@@ -91,14 +108,85 @@ class Poller:
                 continue
             failures = 0
             for update in updates:
-                if not await self._deliver(update):
+                if ledger.taken(update.update_id):
+                    continue  # handed over, or gathered into an album, before the held offset brought it back
+                if not await self._deliver(update, albums, ledger):
                     break  # not durable: the next getUpdates asks for this update again
-                offset = update.update_id + 1
+            if not ledger.settle():
+                await self.sleep(REFETCH_SECONDS)  # an album was not stored: its parts are asked for again
+            offset = ledger.offset(offset)
 
-    async def _deliver(self, update: Update) -> bool:
-        """Hand one polled update to the intake; False when it could not be made durable (not acknowledged)."""
-        handed = await take_in(update, self.read, self.intake, then="it will be fetched again")
+    async def _deliver(self, update: Update, albums: Albums, ledger: "Ledger") -> bool:
+        """Hand one polled update to the intake, or gather it into its album; False when it (or an album
+        of its chat before it) could not be made durable (not acknowledged)."""
+        if not await albums.before(update):
+            return False
+        album = albums.take(update)
+        if album is not None:
+            ledger.gather(update.update_id, album)
+            return True
+        handed = await take_in((update,), self.read, self.intake, then="it will be fetched again")
         if handed is not None and not handed.acknowledged:
             await self.sleep(REFETCH_SECONDS)
             return False
+        ledger.acknowledge(update.update_id)
         return True
+
+    async def _settle(self, updates: list[Update]) -> Optional[HandOver]:
+        return await take_in(updates, self.read, self.intake, then="it will be fetched again")
+
+
+class Ledger:
+    """Which polled updates are acknowledged, and so the offset to ask for next.
+
+    An update is acknowledged once handed over (stored, a duplicate, skipped, or not recorded), an
+    album's parts once the album is. The offset stays at the lowest part of an album not yet stored.
+    """
+
+    def __init__(self) -> None:
+        self._acknowledged: set[int] = set()
+        #: Albums gathering or being handed over, by the update ids of their parts.
+        self._albums: dict[int, Album] = {}
+        #: Parts of albums that were not stored: asked for again, gathered again.
+        self._again: set[int] = set()
+
+    @property
+    def gathering(self) -> bool:
+        return bool(self._albums)
+
+    def taken(self, update_id: int) -> bool:
+        """Whether ``update_id`` is acknowledged or gathered already (an update the held offset brought back)."""
+        return update_id in self._acknowledged or update_id in self._albums
+
+    def acknowledge(self, update_id: int) -> None:
+        self._acknowledged.add(update_id)
+
+    def gather(self, update_id: int, album: Album) -> None:
+        self._albums[update_id] = album
+        self._again.discard(update_id)
+
+    def settle(self) -> bool:
+        """Take in the outcome of every album handed over; False when one of them was not stored."""
+        stored = True
+        for update_id, album in list(self._albums.items()):
+            if not album.task.done():
+                continue
+            del self._albums[update_id]
+            if album.acknowledged:
+                self._acknowledged.add(update_id)
+            else:
+                self._again.add(update_id)
+                stored = False
+        return stored
+
+    def offset(self, current: Optional[int]) -> Optional[int]:
+        """The offset for the next getUpdates: past every acknowledged update, never past one that is not."""
+        held = self._again | set(self._albums)
+        if held:
+            offset = min(held)
+        elif self._acknowledged:
+            offset = max(self._acknowledged) + 1
+        else:
+            return current
+        self._acknowledged = {update_id for update_id in self._acknowledged if update_id >= offset}
+        return offset

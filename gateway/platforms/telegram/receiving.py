@@ -1,4 +1,5 @@
-"""One Telegram update in, by polling or by webhook: read as a message (or not), then handed to the intake.
+"""One Telegram update (or one album's updates) in, by polling or by webhook: read as a message (or not),
+then handed to the intake.
 
 An update that cannot be read as a message is logged once and acknowledged: offering it again
 would fail the same way and hold up every chat's updates behind it, for good. What an update that
@@ -8,7 +9,7 @@ cannot be stored becomes is :func:`gateway.platforms.intake.hand_over`'s, the sa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from aiogram.types import Update
@@ -21,17 +22,19 @@ log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one 
 #: How the intake's log lines name Telegram and what it hands over.
 TELEGRAM = Source("telegram", "update", log)
 
-#: Turns an update into the gateway's message, or None when it is not recorded.
-Reader = Callable[[Update], Optional[IncomingMessage]]
+#: Turns the updates of one message (one update, or an album's parts oldest first) into the gateway's
+#: message, or None when it is not recorded.
+Reader = Callable[[Sequence[Update]], Optional[IncomingMessage]]
 
 
-async def take_in(update: Update, read: Reader, intake: Intake, *, then: str) -> Optional[HandOver]:
-    """Read ``update`` and hand it to ``intake``; None when it is not recorded (nothing to store, acknowledge it).
-    ``then`` says what happens to an update not stored this time."""
+async def take_in(updates: Sequence[Update], read: Reader, intake: Intake, *, then: str) -> Optional[HandOver]:
+    """Read ``updates`` (one message's) and hand them to ``intake``; None when they are not recorded (nothing
+    to store, acknowledge them). ``then`` says what happens to updates not stored this time."""
     try:
-        message = read(update)
+        message = read(updates)
     except Exception:
-        log.exception("telegram: skipped update %s: it cannot be read as a message", update.update_id)
+        log.exception("telegram: skipped update %s: it cannot be read as a message",
+                      ", ".join(str(update.update_id) for update in updates))
         return HandOver(Outcome.SKIPPED)
     if message is None:
         return None

@@ -1,31 +1,36 @@
 """Which Telegram updates the gateway records, and as what.
 
-- Private chats: every text message, answered.
+- Private chats: every message with text or media, answered.
 - Groups: a message addressed to the bot is answered — a ``/command`` (not one meant for
   another bot, ``/command@other_bot``), an ``@mention`` of the bot, or a reply to one of the
-  bot's messages. Every other text message of the room is recorded without an answer
+  bot's messages. Every other message of the room is recorded without an answer
   (``respond=False``) as ``"<first name>: <text>"``, so the session knows what was said when
   someone next asks. Addressed messages are recorded the same way, minus a leading
   ``@mention`` of the bot; commands are kept verbatim so they run.
-- Media with a caption is recorded as ``"[photo] <caption>"`` (the media itself is not);
-  edits, media without a caption, service messages (joins, pins, ...) and channel posts are
-  ignored. The two service messages of a group's upgrade to a supergroup (``migrate_to_chat_id``
-  in the old group, ``migrate_from_chat_id`` in the new one) are not recorded either, but they
-  teach the adapter where the group's replies go now (:func:`migration`).
+- Photos, images and other files, voice messages, music and video notes are recorded as the
+  message's ``items`` (:mod:`.media` says which becomes what), with or without a caption: the
+  caption is the text, and a photo without one is recorded with empty text (in a group, the
+  speaker's name alone). Media nothing can be read from (stickers, videos, ...) is recorded only
+  when it has a caption. An album — several updates sharing a ``media_group_id`` — is one message
+  (:func:`album_message`; :mod:`.albums` gathers its parts), carrying the first part's update id.
+- Edits, service messages (joins, pins, ...) and channel posts are ignored. The two service
+  messages of a group's upgrade to a supergroup (``migrate_to_chat_id`` in the old group,
+  ``migrate_from_chat_id`` in the new one) are not recorded either, but they teach the adapter
+  where the group's replies go now (:func:`migration`).
 - With ``allowed_user_ids`` / ``allowed_chat_ids`` set, messages from anyone else are ignored
   (not recorded) and logged at info.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Optional
 
 from aiogram.types import Message, MessageEntity, Update, User
 
 from gateway.platforms.base import IncomingMessage, valid_text
+from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, message_items
 
 log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
 
@@ -33,36 +38,58 @@ log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one 
 ALLOWED_UPDATES = ["message"]
 
 
-def incoming_message(update: Update, me: Optional[User], *, platform: str, allowed_user_ids: Collection[int],
-                     allowed_chat_ids: Collection[int]) -> Optional[IncomingMessage]:
-    """The gateway's view of an update received by the bot ``me``, or None when it is not recorded."""
-    message = update.message
-    if message is None or message.chat.type == "channel":
+def album_message(updates: Sequence[Update], me: Optional[User], *, platform: str, allowed_user_ids: Collection[int],
+                  allowed_chat_ids: Collection[int], max_bytes: int = BOT_API_DOWNLOAD_LIMIT,
+                  ) -> Optional[IncomingMessage]:
+    """One message of the updates of an album (oldest first; one update is an album of one), or None.
+
+    The first part names the chat, the sender and the update id; the first part with words decides
+    whom the album addresses; every part's media is an item, in order.
+    """
+    messages = [update.message for update in updates if update.message is not None]
+    if not messages or messages[0].chat.type == "channel":
         return None
-    raw = message.text if message.text is not None else message.caption
-    if not raw:
+    first = messages[0]
+    items = tuple(item for message in messages for item in message_items(message, max_bytes))
+    lead = next((message for message in messages if message.text or message.caption), first)
+    raw = valid_text(_words(lead))  # before the entity slices below, which encode it as UTF-16
+    if not raw and not items:
         return None
-    raw = valid_text(raw)  # before the entity slices below, which encode it as UTF-16
-    sender = message.from_user
-    if not _allowed(sender, message.chat.id, allowed_user_ids, allowed_chat_ids):
+    sender = first.from_user
+    if not _allowed(sender, first.chat.id, allowed_user_ids, allowed_chat_ids):
         log.info("telegram: ignored a message from user %s in chat %s (not in the allowlists)",
-                 sender.id if sender else "?", message.chat.id)
+                 sender.id if sender else "?", first.chat.id)
         return None
-    media = "" if message.text is not None else f"[{_media_kind(message)}] "
+    more = [valid_text(_words(message)) for message in messages if message is not lead and _words(message)]
     speaker = sender.first_name if sender else "someone"
-    if message.chat.type == "private":
-        text, respond = media + raw, True
-    elif _is_command_for(me, message, raw):
-        text, respond = media + raw, True
-    elif _mentions(me, message, raw) or _replies_to(me, message):
-        text, respond = f"{speaker}: {media}{_without_leading_mention(me, raw)}", True
+    if first.chat.type == "private":
+        body, respond, prefix = raw, True, ""
+    elif raw and _is_command_for(me, lead, raw):
+        body, respond, prefix = raw, True, ""
+    elif (raw and _mentions(me, lead, raw)) or any(_replies_to(me, message) for message in messages):
+        body, respond, prefix = _without_leading_mention(me, raw), True, f"{speaker}: "
     else:
-        text, respond = f"{speaker}: {media}{raw}", False
+        body, respond, prefix = raw, False, f"{speaker}: "
+    words = "\n".join(part for part in (body, *more) if part)
+    text = prefix + words if words else prefix.rstrip()  # a group's photo without a caption: "Ann:"
     return IncomingMessage(
-        platform=platform, chat_id=str(message.chat.id), user_id=str(sender.id) if sender else "",
-        user_name=_display_name(sender), update_id=str(update.update_id), text=text, ts=message.date.timestamp(),
-        respond=respond,
+        platform=platform, chat_id=str(first.chat.id), user_id=str(sender.id) if sender else "",
+        user_name=_display_name(sender), update_id=str(updates[0].update_id), text=text, ts=first.date.timestamp(),
+        respond=respond, items=items,
     )
+
+
+def media_group(update: Update) -> Optional[tuple[int, str]]:
+    """``(chat id, media_group_id)`` when ``update`` is one part of an album, else None."""
+    message = update.message
+    if message is None or not message.media_group_id:
+        return None
+    return message.chat.id, message.media_group_id
+
+
+def update_chat(update: Update) -> Optional[int]:
+    """The chat an update's message is in; None for an update without one."""
+    return update.message.chat.id if update.message is not None else None
 
 
 def migration(update: Update) -> Optional[tuple[int, int]]:
@@ -132,9 +159,9 @@ def _display_name(user: Optional[User]) -> str:
     return " ".join(part for part in (user.first_name, user.last_name) if part) or (user.username or str(user.id))
 
 
-def _media_kind(message: Message) -> str:
-    kind = message.content_type
-    return kind.value if isinstance(kind, enum.Enum) else str(kind)
+def _words(message: Message) -> str:
+    """A message's text, or its media's caption."""
+    return (message.text if message.text is not None else message.caption) or ""
 
 
 def _entities(message: Message) -> list[MessageEntity]:

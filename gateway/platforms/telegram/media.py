@@ -1,0 +1,94 @@
+"""Telegram media: what a message carries as :class:`~gateway.platforms.base.MediaItem`, and its bytes on demand.
+
+A photo arrives as several sizes of one picture; the largest whose reported size is within the
+byte limit is taken (the public Bot API serves files up to 20 MB), so a big photo is still read at
+a size that can be fetched. An image sent as a file (``image/*``) is an image, any other file a
+document; a voice message and a video note's sound are voice, a music file audio.
+
+Fetching asks ``getFile`` for the file's path, then streams it through aiogram's own download
+(its session, or the local Bot API server's disk) into a buffer that refuses to grow past the
+limit, so an oversized file costs at most ``limit`` bytes of memory and stops there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+from aiogram import Bot
+from aiogram.exceptions import TelegramAPIError
+from aiogram.types import Message, PhotoSize
+from aiohttp import ClientError
+
+from gateway.platforms.base import MediaFetchError, MediaItem, MediaTooLarge, check_size
+from gateway.platforms.limited import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
+
+#: The most the public Bot API lets a bot download (getFile refuses bigger files).
+BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024
+
+
+def message_items(message: Message, max_bytes: int = BOT_API_DOWNLOAD_LIMIT) -> tuple[MediaItem, ...]:
+    """The media ``message`` carries (none for text, stickers, videos and the like)."""
+    if message.photo:
+        return (_photo(message.photo, max_bytes),)
+    if message.document is not None:
+        document = message.document
+        mime = document.mime_type or ""
+        kind = "image" if mime.startswith("image/") else "document"
+        return (MediaItem(kind=kind, file_id=document.file_id, name=document.file_name or kind, mime=mime,
+                          size=document.file_size or 0),)
+    if message.voice is not None:
+        voice = message.voice
+        return (MediaItem(kind="voice", file_id=voice.file_id, name="voice.ogg", mime=voice.mime_type or "audio/ogg",
+                          size=voice.file_size or 0, duration=float(voice.duration)),)
+    if message.video_note is not None:  # a round video: what is said in it is what counts
+        note = message.video_note
+        return (MediaItem(kind="voice", file_id=note.file_id, name="video_note.mp4", mime="video/mp4",
+                          size=note.file_size or 0, duration=float(note.duration)),)
+    if message.audio is not None:
+        audio = message.audio
+        name = audio.file_name or " - ".join(part for part in (audio.performer, audio.title) if part) or "audio"
+        return (MediaItem(kind="audio", file_id=audio.file_id, name=name, mime=audio.mime_type or "",
+                          size=audio.file_size or 0, duration=float(audio.duration)),)
+    return ()
+
+
+def _photo(sizes: list[PhotoSize], max_bytes: int) -> MediaItem:
+    """The largest size of a photo within ``max_bytes`` (unknown sizes count as within); the smallest when none is."""
+    by_area = sorted(sizes, key=lambda size: (size.width * size.height, size.file_size or 0))
+    within = [size for size in by_area if (size.file_size or 0) <= max_bytes]
+    chosen = within[-1] if within else by_area[0]
+    return MediaItem(kind="image", file_id=chosen.file_id, name="photo.jpg", mime="image/jpeg",
+                     size=chosen.file_size or 0, width=chosen.width, height=chosen.height)
+
+
+async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
+    """The bytes of ``item`` by ``getFile`` and a bounded download; :class:`MediaFetchError` says why not."""
+    check_size(item, limit)
+    name = item.name or item.kind
+    try:
+        file = await bot.get_file(item.file_id)
+    except TelegramAPIError as error:
+        if "too big" in error.message.lower():
+            raise MediaTooLarge(name, item.size or limit + 1, limit, reported=bool(item.size)) from error
+        raise MediaFetchError(f"Telegram would not give out {name} ({error.message})") from error
+    except (ClientError, OSError, asyncio.TimeoutError) as error:
+        raise MediaFetchError(f"could not reach Telegram for {name} ({type(error).__name__})") from error
+    if file.file_size is not None and file.file_size > limit:
+        raise MediaTooLarge(name, file.file_size, limit)
+    if not file.file_path:
+        raise MediaFetchError(f"Telegram gave no download path for {name}")
+    expected: Optional[int] = file.file_size
+    buffer = LimitedBuffer(name, limit)
+    try:
+        await bot.download_file(file.file_path, destination=buffer, timeout=DOWNLOAD_SECONDS, chunk_size=CHUNK,
+                                seek=False)
+    except MediaFetchError:
+        raise
+    except (ClientError, OSError, asyncio.TimeoutError) as error:
+        raise MediaFetchError(f"the download of {name} broke off after {buffer.count} bytes "
+                              f"({type(error).__name__})") from error
+    data = buffer.getvalue()
+    if expected is not None and len(data) != expected:
+        raise MediaFetchError(f"the download of {name} broke off after {len(data)} of {expected} bytes")
+    return data
