@@ -68,6 +68,16 @@ def _http_url(value: Optional[str], *, https_only: bool = False) -> Optional[str
     return value
 
 
+def _require_route(provider: str, base_url: Optional[str], api_key: Optional[SecretStr]) -> None:
+    """A section that reaches a provider: ``custom`` needs its URL, a known provider its key."""
+    missing: list[tuple[str, str]] = []
+    if provider == "custom" and not base_url:
+        missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
+    if provider in PROVIDER_KEY_ENV and not (api_key and api_key.get_secret_value()):
+        missing.append(("api_key", f"required when provider is {provider} (or set {PROVIDER_KEY_ENV[provider]})"))
+    _require(missing)
+
+
 class RedisSettings(StrictModel):
     """``redis:`` — where sessions live; an empty url starts the embedded server under home."""
 
@@ -120,13 +130,7 @@ class ModelSettings(ConnectionSettings):
 
     @model_validator(mode="after")
     def _route_is_usable(self) -> "ModelSettings":
-        missing: list[tuple[str, str]] = []
-        if self.provider == "custom" and not self.base_url:
-            missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
-        if self.provider in PROVIDER_KEY_ENV and not (self.api_key and self.api_key.get_secret_value()):
-            variable = PROVIDER_KEY_ENV[self.provider]
-            missing.append(("api_key", f"required when provider is {self.provider} (or set {variable})"))
-        _require(missing)
+        _require_route(self.provider, self.base_url, self.api_key)
         return self
 
 
@@ -329,12 +333,7 @@ class TranscriptionSettings(StrictModel):
 
     @model_validator(mode="after")
     def _route_is_usable(self) -> "TranscriptionSettings":
-        missing: list[tuple[str, str]] = []
-        if self.provider == "custom" and not self.base_url:
-            missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
-        if self.provider in PROVIDER_KEY_ENV and not (self.api_key and self.api_key.get_secret_value()):
-            missing.append(("api_key", f"required when provider is {self.provider} (or set {PROVIDER_KEY_ENV[self.provider]})"))
-        _require(missing)
+        _require_route(self.provider, self.base_url, self.api_key)
         return self
 
     @property

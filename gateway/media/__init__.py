@@ -18,4 +18,4 @@ from gateway.media.intake import Taken, take_in
 from gateway.media.source import ChatMedia
 from gateway.media.transcribe import Transcriber, transcriber_from
 
-__all__ = ["ChatMedia", "MediaError", "Taken", "TranscriptionError", "Transcriber", "take_in", "transcriber_from"]
+__all__ = ["ChatMedia", "MediaError", "Taken", "Transcriber", "TranscriptionError", "take_in", "transcriber_from"]

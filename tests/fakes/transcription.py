@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Union
 
 from aiohttp import BodyPartReader, web
 
@@ -52,7 +51,7 @@ class Failure:
         return cls(hang=True)
 
 
-Answer = Union[Heard, Failure]
+Answer = Heard | Failure
 
 
 @dataclass
