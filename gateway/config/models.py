@@ -68,6 +68,16 @@ def _http_url(value: Optional[str], *, https_only: bool = False) -> Optional[str
     return value
 
 
+def _require_route(provider: str, base_url: Optional[str], api_key: Optional[SecretStr]) -> None:
+    """A section that reaches a provider: ``custom`` needs its URL, a known provider its key."""
+    missing: list[tuple[str, str]] = []
+    if provider == "custom" and not base_url:
+        missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
+    if provider in PROVIDER_KEY_ENV and not (api_key and api_key.get_secret_value()):
+        missing.append(("api_key", f"required when provider is {provider} (or set {PROVIDER_KEY_ENV[provider]})"))
+    _require(missing)
+
+
 class RedisSettings(StrictModel):
     """``redis:`` — where sessions live; an empty url starts the embedded server under home."""
 
@@ -120,13 +130,7 @@ class ModelSettings(ConnectionSettings):
 
     @model_validator(mode="after")
     def _route_is_usable(self) -> "ModelSettings":
-        missing: list[tuple[str, str]] = []
-        if self.provider == "custom" and not self.base_url:
-            missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
-        if self.provider in PROVIDER_KEY_ENV and not (self.api_key and self.api_key.get_secret_value()):
-            variable = PROVIDER_KEY_ENV[self.provider]
-            missing.append(("api_key", f"required when provider is {self.provider} (or set {variable})"))
-        _require(missing)
+        _require_route(self.provider, self.base_url, self.api_key)
         return self
 
 
@@ -306,6 +310,55 @@ class GatewaySettings(StrictModel):
         return self
 
 
+#: The public Bot API's download limit: Telegram refuses a bot any larger file.
+TELEGRAM_DOWNLOAD_LIMIT = 20 * 1024 * 1024
+#: Where provider ``openai`` sends voice for transcription.
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class TranscriptionSettings(StrictModel):
+    """``media.transcription:`` — voice and audio to text through an OpenAI-compatible
+    ``POST {base_url}/audio/transcriptions``; ``off`` keeps voice as a stored item the model is told it cannot hear."""
+
+    provider: Literal["off", "openai", "custom"] = "off"
+    model: str = Field("whisper-1", min_length=1)
+    base_url: Optional[str] = None
+    api_key: Optional[SecretStr] = None
+    timeout_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
+        return _http_url(value)
+
+    @model_validator(mode="after")
+    def _route_is_usable(self) -> "TranscriptionSettings":
+        _require_route(self.provider, self.base_url, self.api_key)
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to: the configured one, else OpenAI's for provider ``openai``."""
+        return (self.base_url or OPENAI_BASE_URL).rstrip("/")
+
+
+class MediaSettings(StrictModel):
+    """``media:`` — photos, documents and voice: how big, how many kept, how many sent, how voice is heard."""
+
+    max_bytes: int = Field(TELEGRAM_DOWNLOAD_LIMIT, ge=1024)
+    max_total_bytes: int = Field(200 * 1024 * 1024, ge=1024)
+    max_images_per_request: int = Field(4, ge=0)
+    image_max_side: int = Field(2048, ge=64, le=8192)
+    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
+
+    @model_validator(mode="after")
+    def _one_item_fits_the_chat(self) -> "MediaSettings":
+        """An item larger than the chat's whole allowance could never be kept."""
+        if self.max_bytes > self.max_total_bytes:
+            _require([("max_bytes", f"must not exceed max_total_bytes ({self.max_total_bytes})")])
+        return self
+
+
 class Settings(BaseSettings):
     """The whole configuration. Build it with :func:`gateway.config.load_settings` to get readable errors;
     built directly, it reads the same layers (keyword arguments first)."""
@@ -325,6 +378,7 @@ class Settings(BaseSettings):
     platforms: PlatformsSettings = Field(default_factory=PlatformsSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
 
     @property
     def home_path(self) -> Path:

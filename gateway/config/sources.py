@@ -29,7 +29,7 @@ CONVENTIONAL_ENV: dict[str, tuple[str, ...]] = {
     "DISCORD_BOT_TOKEN": ("platforms", "discord", "token"),
 }
 #: sections whose ``api_key`` falls back to the usual variable of the ``provider`` configured there
-_KEYED_SECTIONS: tuple[tuple[str, ...], ...] = (("model",), ("auxiliary", "compression"))
+_KEYED_SECTIONS: tuple[tuple[str, ...], ...] = (("model",), ("auxiliary", "compression"), ("media", "transcription"))
 #: key path -> the variable that set it, for "(from VARIABLE)" in problems
 Origins = dict[tuple[str, ...], str]
 

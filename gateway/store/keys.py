@@ -24,6 +24,10 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000 (gateway.store.activity)
     {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded (gateway.store.activity)
     {prefix}:{<chat>}:live                 pub/sub channel of a web chat's streamed replies (gateway.store.live)
+    {prefix}:{<chat>}:media:<sha256>       hash: one item the chat sent, stored once by content hash: its bytes
+                                           (dropped when the chat's allowance is full), mime, name, file id (gateway.store.media)
+    {prefix}:{<chat>}:media:held           sorted set: the items whose bytes are kept, by when they were stored
+    {prefix}:{<chat>}:media:bytes          the bytes those items take, together (bounded by media.max_total_bytes)
 
 and three keys of no one chat::
 
@@ -37,7 +41,9 @@ creates (the summary, stubs, edited copies) — it never re-inserts the transcri
 
 What grows, by design: the ``msg`` hash and the ``archive`` list of a session grow with
 everything ever said in it and are never trimmed (B1: every original stays retrievable
-by id). Everything else is bounded: ``activity`` by its length, ``active`` by the context window (compaction keeps
+by id); so do the ``media:<sha256>`` hashes of a chat's items, but an item's bytes are dropped, oldest first, when the
+chat's ``media:bytes`` would pass its allowance (what stays is its name, mime and file id, a few hundred bytes).
+Everything else is bounded: ``activity`` by its length, ``active`` by the context window (compaction keeps
 it there), ``meta`` by the summary cap, ``quarantine`` by the number of corrupted
 entries, and the lock, ``seen`` and ``compaction`` keys expire.
 """
@@ -161,6 +167,17 @@ class ChatKeys:
     @property
     def live(self) -> str:
         return f"{self.base}:live"
+
+    def media(self, sha: str) -> str:
+        return f"{self.base}:media:{sha}"
+
+    @property
+    def media_held(self) -> str:
+        return f"{self.base}:media:held"
+
+    @property
+    def media_bytes(self) -> str:
+        return f"{self.base}:media:bytes"
 
     def reply(self, entry_id: str) -> str:
         return f"{self.base}:reply:{entry_id}"

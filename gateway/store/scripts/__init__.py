@@ -55,3 +55,5 @@ BUCKET_TAKE = load("bucket_take", helpers="bucket_helpers")
 BUCKET_REFUND = load("bucket_refund", helpers="bucket_helpers")
 BUCKET_PAUSE = load("bucket_pause", helpers="bucket_helpers")
 BUCKET_PEEK = load("bucket_peek", helpers="bucket_helpers")
+# A chat's media items, kept by content hash within its byte allowance.
+MEDIA_PUT = load("media_put")

@@ -1,0 +1,23 @@
+"""Sizes and durations as people read them ("3.1 MB", "0:12")."""
+
+from __future__ import annotations
+
+_UNITS = ((1024**3, "GB"), (1024**2, "MB"), (1024, "KB"))
+
+
+def size_text(size: int) -> str:
+    """``3250585`` -> ``"3.1 MB"``, ``20971520`` -> ``"20 MB"``, ``512`` -> ``"512 bytes"`` (1 KB = 1024 bytes)."""
+    for unit, label in _UNITS:
+        if size >= unit:
+            value = size / unit
+            shown = f"{value:.1f}".removesuffix(".0") if value < 100 else f"{value:.0f}"
+            return f"{shown} {label}"
+    return f"{size} bytes" if size != 1 else "1 byte"
+
+
+def clock_text(seconds: float) -> str:
+    """``12`` -> ``"0:12"``, ``201.4`` -> ``"3:21"``, ``3725`` -> ``"1:02:05"``."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
