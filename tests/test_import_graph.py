@@ -170,7 +170,8 @@ LAYERS: dict[str, list[list[str]]] = {
         ["agent.engine_registry", "agent.codex_chat", "agent.loop", "agent"],  # what composes them
     ],
     "gateway": [
-        ["gateway.config", "gateway.progress", "gateway.events", "gateway.server"],
+        ["gateway.config", "gateway.progress", "gateway.events", "gateway.server",
+         "gateway.media.errors", "gateway.media.units"],  # what a refused item says, in people's units
         ["gateway.startup_errors"],
         ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
         ["gateway.store"],  # everything that talks to Redis

@@ -177,7 +177,7 @@ async def test_a_download_cut_short_is_said_in_the_reply_and_the_ref() -> None:
                             _unused_store(), CHAT, SETTINGS, None)
     finally:
         await runner.cleanup()
-    assert got.problem == "the download stopped after 1 MB: the connection closed before the whole file arrived"
+    assert got.problem == "the download of the file stopped after 1 MB: the connection closed before the whole file arrived"
     assert got.text == f"[document report.pdf was not taken in: {got.problem}]" and got.ref["sha"] == ""
 
 

@@ -12,7 +12,8 @@ from redis.asyncio import Redis
 
 from gateway.store import WrongKeyType
 from gateway.store.channel import PipelinedConnection
-from gateway.store.media import MediaStore, MediaTooLarge
+from gateway.media.errors import MediaTooLarge
+from gateway.store.media import MediaStore
 
 CHAT = "tg:555"
 KB = 1024

@@ -15,6 +15,8 @@ from typing import Literal, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.media.errors import MediaError, MediaTooLarge
+
 
 def valid_text(text: str) -> str:
     """``text`` as valid Unicode: lone surrogates become U+FFFD, split surrogate pairs are joined.
@@ -55,29 +57,6 @@ class MediaItem(BaseModel):
     def _valid_unicode(cls, value: str) -> str:
         """A file name is a person's text like any other: storable whatever the platform sent."""
         return valid_text(value)
-
-
-class MediaFetchError(Exception):
-    """A media item could not be fetched; the message is one sentence a person can be shown."""
-
-
-class MediaTooLarge(MediaFetchError):
-    """An item over the byte limit: refused before (or as soon as) more than ``limit`` bytes would be read."""
-
-    def __init__(self, name: str, size: int, limit: int, *, reported: bool = True) -> None:
-        what = f"{megabytes(size)}" if reported else f"more than {megabytes(limit)}"
-        super().__init__(f"{name or 'the file'} is {what}, over the {megabytes(limit)} limit")
-        self.size = size
-        self.limit = limit
-
-
-def megabytes(count: int) -> str:
-    """A byte count as people read it in a refusal: ``20 MB``, ``1.5 MB``, ``300 KB``."""
-    if count >= 1024 * 1024:
-        return f"{count / (1024 * 1024):.1f}".removesuffix(".0") + " MB"
-    if count >= 1024:
-        return f"{count / 1024:.0f} KB"
-    return f"{count} bytes"
 
 
 def check_size(item: MediaItem, limit: int) -> None:
@@ -239,8 +218,8 @@ class PlatformAdapter(ABC):
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """The bytes of ``item``, at most ``limit`` of them: refused before downloading when the platform
         reported more, and cut off with :class:`MediaTooLarge` when more arrive. Raises
-        :class:`MediaFetchError` with a sentence a person can be shown."""
-        raise MediaFetchError(f"the {self.platform} platform cannot fetch media ({item.name or item.kind})")
+        :class:`MediaError` with a sentence a person can be shown."""
+        raise MediaError(f"the {self.platform} platform cannot fetch media ({item.name or item.kind})")
 
     async def verify(self) -> None:
         """Check the platform takes our credentials (Telegram's getMe, Discord's login) before the gateway

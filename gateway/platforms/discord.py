@@ -60,7 +60,7 @@ from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordM
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
 from gateway.platforms.failure import Failure
 from gateway.platforms.intake import Outcome, Source, hand_over
-from gateway.platforms.limited import download
+from gateway.media.download import download
 from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError
@@ -167,7 +167,6 @@ class DiscordAdapter(PlatformAdapter):
         self._connection: Optional[asyncio.Task[None]] = None
         self._failure: Failure[DiscordAdapterError] = Failure(log, "discord")
         #: Downloads attachments from Discord's CDN (opened at the first, closed by :meth:`stop`).
-        self._downloads: Optional[aiohttp.ClientSession] = None
 
         @self.client.event
         async def on_message(message: discord.Message) -> None:
@@ -279,9 +278,6 @@ class DiscordAdapter(PlatformAdapter):
 
     async def stop(self) -> None:
         await self.client.close()
-        if self._downloads is not None:
-            await self._downloads.close()
-            self._downloads = None
         if self._connection is not None:
             self._connection.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -352,9 +348,7 @@ class DiscordAdapter(PlatformAdapter):
         """An attachment's bytes from its URL, at most ``limit``: refused before downloading when Discord
         reported more, cut off when more arrive."""
         check_size(item, limit)
-        if self._downloads is None or self._downloads.closed:
-            self._downloads = aiohttp.ClientSession()
-        return await download(self._downloads, item.file_id, item.name or item.kind, limit)
+        return await download(item.file_id, limit=limit, name=item.name or item.kind)
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""

@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.platforms.base import MediaFetchError, MediaItem, MediaTooLarge, check_size
+from gateway.media.errors import MediaError, MediaTooLarge
+from gateway.platforms.base import MediaItem, check_size
 
 #: The terminal chat's command that attaches a file.
 ATTACH = "/attach"
@@ -76,7 +77,7 @@ async def read_file(item: MediaItem, limit: int) -> bytes:
     """The bytes of a terminal item, at most ``limit`` of them (the file may have grown since it was attached)."""
     check_size(item, limit)
     if not item.file_id.startswith(PATH_PREFIX):
-        raise MediaFetchError(f"{item.name or item.kind} is not a local file")
+        raise MediaError(f"{item.name or item.kind} is not a local file")
     path = Path(item.file_id[len(PATH_PREFIX):])
 
     def read() -> bytes:
@@ -86,7 +87,7 @@ async def read_file(item: MediaItem, limit: int) -> bytes:
     try:
         data = await asyncio.to_thread(read)
     except OSError as error:
-        raise MediaFetchError(f"cannot read {item.name or path}: {error.strerror or error}") from error
+        raise MediaError(f"cannot read {item.name or path}: {error.strerror or error}") from error
     if len(data) > limit:
         raise MediaTooLarge(item.name, len(data), limit, reported=False)
     return data

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.client import NEVER_DECODE
 
+from gateway.media.errors import MediaTooLarge
 from gateway.store import scripts
 from gateway.store.channel import RedisChannel
 from gateway.store.keys import ChatKeys, check_key_part
@@ -37,9 +38,6 @@ from gateway.store.routes import Routes
 
 _FIELDS = ("mime", "name", "file_id", "bytes", "stored_at", "dropped_at")
 
-
-class MediaTooLarge(ValueError):
-    """The bytes are more than one item may take (``max_bytes``); nothing was stored."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class MediaStore(Routes):
         Raises :class:`MediaTooLarge` for bytes over ``max_bytes``, before any round trip.
         """
         if len(data) > self.max_bytes:
-            raise MediaTooLarge(f"{len(data)} bytes is over the {self.max_bytes}-byte limit of one item")
+            raise MediaTooLarge(name, len(data), self.max_bytes)
         sha = hashlib.sha256(data).hexdigest()
         keys = self.keys(chat)
         await self.script(scripts.MEDIA_PUT, [keys.media(sha), keys.media_held, keys.media_bytes],

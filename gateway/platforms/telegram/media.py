@@ -20,8 +20,10 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import Message, PhotoSize
 from aiohttp import ClientError
 
-from gateway.platforms.base import MediaFetchError, MediaItem, MediaTooLarge, check_size
-from gateway.platforms.limited import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
+from gateway.media.errors import MediaError, MediaTooLarge
+from gateway.media.units import size_text
+from gateway.platforms.base import MediaItem, check_size
+from gateway.media.download import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
 
 #: The most the public Bot API lets a bot download (getFile refuses bigger files).
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024
@@ -63,7 +65,7 @@ def _photo(sizes: list[PhotoSize], max_bytes: int) -> MediaItem:
 
 
 async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
-    """The bytes of ``item`` by ``getFile`` and a bounded download; :class:`MediaFetchError` says why not."""
+    """The bytes of ``item`` by ``getFile`` and a bounded download; :class:`MediaError` says why not."""
     check_size(item, limit)
     name = item.name or item.kind
     try:
@@ -71,24 +73,25 @@ async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
     except TelegramAPIError as error:
         if "too big" in error.message.lower():
             raise MediaTooLarge(name, item.size or limit + 1, limit, reported=bool(item.size)) from error
-        raise MediaFetchError(f"Telegram would not give out {name} ({error.message})") from error
+        raise MediaError(f"Telegram would not give out {name} ({error.message})") from error
     except (ClientError, OSError, asyncio.TimeoutError) as error:
-        raise MediaFetchError(f"could not reach Telegram for {name} ({type(error).__name__})") from error
+        raise MediaError(f"could not reach Telegram for {name} ({type(error).__name__})") from error
     if file.file_size is not None and file.file_size > limit:
         raise MediaTooLarge(name, file.file_size, limit)
     if not file.file_path:
-        raise MediaFetchError(f"Telegram gave no download path for {name}")
+        raise MediaError(f"Telegram gave no download path for {name}")
     expected: Optional[int] = file.file_size
     buffer = LimitedBuffer(name, limit)
     try:
         await bot.download_file(file.file_path, destination=buffer, timeout=DOWNLOAD_SECONDS, chunk_size=CHUNK,
                                 seek=False)
-    except MediaFetchError:
+    except MediaError:
         raise
     except (ClientError, OSError, asyncio.TimeoutError) as error:
-        raise MediaFetchError(f"the download of {name} broke off after {buffer.count} bytes "
-                              f"({type(error).__name__})") from error
+        raise MediaError(f"the download of {name} stopped after {size_text(buffer.tell())}: the connection "
+                         f"failed ({type(error).__name__})") from error
     data = buffer.getvalue()
     if expected is not None and len(data) != expected:
-        raise MediaFetchError(f"the download of {name} broke off after {len(data)} of {expected} bytes")
+        raise MediaError(f"the download of {name} stopped after {size_text(len(data))} of {size_text(expected)}: "
+                         "the connection closed before the whole file arrived")
     return data
