@@ -27,6 +27,7 @@ from agent.codex_chat import CodexAppServer, CodexAppServerChat, CodexThreadEngi
 from agent.compaction.summarizer import SUMMARIZER_RETRIES, LLMSummarizer, build_summarizer
 from agent.context_engine import ContextEngine
 from agent.engine_registry import resolve_context_engine
+from agent.items import DEFAULT_MAX_IMAGES, MediaSource
 from agent.llm.client import ChatClient
 from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
@@ -240,7 +241,10 @@ class AgentBuilder:
             self._sessions[engine] = f"{history.chat}/{history.session_id}"
         return engine
 
-    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent:
+    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
+                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES) -> Agent:
+        """The agent of one turn; ``media`` is the chat's stored items, of which the newest ``max_images``
+        images go into each request."""
         chat_model: ChatModel = self.chat_model
         if isinstance(engine, CodexThreadEngine):
             chat_model = CodexAppServerChat(engine.server, engine)
@@ -257,6 +261,8 @@ class AgentBuilder:
             tools=tools,
             max_output_tokens=self.settings.model.max_output_tokens,
             request_hook=self.caching_plan(model).request_hook(),
+            media=media,
+            max_images=max_images,
         )
 
     async def aclose(self) -> None:

@@ -155,8 +155,8 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
     gateway.events.subscribe(on_event)
     original_build = gateway.agents.build_agent
 
-    def build_agent(engine: Any, model_name: str, tools: Any) -> Any:
-        agent = original_build(engine, model_name, tools)
+    def build_agent(engine: Any, model_name: str, tools: Any, **media: Any) -> Any:
+        agent = original_build(engine, model_name, tools, **media)
         agent.tools.fallback = lambda name: Tool(name, "recorded tool", {"type": "object"}, _recorded(results))
         return agent
 

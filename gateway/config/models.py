@@ -31,8 +31,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from agent.models import UnknownAlias, split_large_alias
 from agent.settings import (
     AuxiliarySettings,
-    ConnectionSettings,
     CompressionSettings,
+    ConnectionSettings,
     ContextSettings,
     PromptCachingSettings,
     StrictModel,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from gateway.config.models import MediaSettings
 from gateway.media.errors import MediaError
@@ -31,31 +31,13 @@ from gateway.media.images import prepare_image
 from gateway.media.lines import document_header, refused_line, sound_header
 from gateway.media.transcribe import Transcriber
 from gateway.media.units import size_text
+from gateway.platforms.base import MediaItem
 from gateway.store.media import MediaStore
 
 log = logging.getLogger(__name__)
 
-
-class Incoming(Protocol):
-    """What intake reads of an item a platform hands in (``gateway.platforms.base.MediaItem``)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def file_id(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def mime(self) -> str: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def duration(self) -> float: ...
-
-
-Item = TypeVar("Item", bound=Incoming)
 #: The platform's downloader: the item and the most bytes it may take -> the bytes (raises on failure).
-Fetch = Callable[[Item, int], Awaitable[bytes]]
+Fetch = Callable[[MediaItem, int], Awaitable[bytes]]
 
 
 @dataclass(frozen=True)
@@ -68,7 +50,7 @@ class Taken:
     problem: str = ""
 
 
-async def take_in(item: Item, fetch: Fetch[Item], store: MediaStore, chat: str, settings: MediaSettings,
+async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, settings: MediaSettings,
                   transcriber: Transcriber | None) -> Taken:
     """Take ``item`` in for ``chat``: never raises for bad input (see the module); Redis failures do raise."""
     ref: dict[str, Any] = {"kind": item.kind, "sha": "", "name": item.name, "mime": item.mime, "bytes": item.size,

@@ -52,15 +52,22 @@ import aiohttp
 import discord
 
 from gateway.delivery.edited import EditedReply
+from gateway.media.download import download
 from gateway.platforms.base import (
-    IncomingMessage, Intake, Journal, MediaItem, PlatformAdapter, SendGate, Surface, check_size,
+    IncomingMessage,
+    Intake,
+    Journal,
+    MediaItem,
+    PlatformAdapter,
+    SendGate,
+    Surface,
+    check_size,
 )
 from gateway.platforms.discord_events import Allowlist, incoming_message
 from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
 from gateway.platforms.failure import Failure
 from gateway.platforms.intake import Outcome, Source, hand_over
-from gateway.media.download import download
 from gateway.platforms.retry import SendRetry, doubling
 from gateway.platforms.split import split_message
 from gateway.startup_errors import StartupError

@@ -18,7 +18,6 @@ from gateway.platforms.base import IncomingMessage, Intake, Journal, MediaItem, 
 from gateway.platforms.local_files import AttachError, is_attach, parse_attach, read_file
 from gateway.progress import is_terminal
 
-
 #: Lines that end the terminal chat (besides Ctrl-D, Ctrl-C and SIGTERM).
 QUIT_WORDS = frozenset({"/quit", "/exit"})
 

@@ -123,7 +123,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
             coalesce_max_messages=settings.gateway.coalesce_max_messages,
             coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
             max_message_tokens=settings.gateway.max_message_tokens,
-            outage_retry_seconds=settings.gateway.outage_retry_seconds,
+            outage_retry_seconds=settings.gateway.outage_retry_seconds, media=settings.media,
         )
         await runner.start()
         encoding()  # the tokenizer loads now rather than on the first message

@@ -16,10 +16,10 @@ from redis.asyncio import Redis
 
 from agent.messages import Message
 from agent.transcript_repair import Placement
-from gateway.store.channel import RedisChannel
 from gateway.store import compaction, entries, figures, locks, sessions, snapshots, transcript
 from gateway.store.bodies import Unreadable
 from gateway.store.caches import ReadAhead, TranscriptCache
+from gateway.store.channel import RedisChannel
 from gateway.store.compaction import COMMIT_RECORD_TTL_SECONDS, CompactionCommit
 from gateway.store.entries import MIN_SEEN_TTL_SECONDS
 from gateway.store.figures import ChatFigures

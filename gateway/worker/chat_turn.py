@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.context_engine import ContextEngine
+from agent.items import DEFAULT_MAX_IMAGES, MediaSource
 from agent.loop import Agent
 from agent.messages import Message
 from agent.tools import ToolRegistry
@@ -34,7 +35,8 @@ class AgentFactory(Protocol):
 
     def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory) -> ContextEngine: ...
 
-    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry) -> Agent: ...
+    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
+                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES) -> Agent: ...
 
 
 class CommandHost(Protocol):

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Callable
 
 from agent.messages import Message
-from agent.tokens import MESSAGE_OVERHEAD, count_message, count_text
+from agent.tokens import ITEMS_KEY, MESSAGE_OVERHEAD, count_message, count_text, image_tokens
+from gateway.media.message import ItemIntake
 from gateway.platforms.base import IncomingMessage
 from gateway.store import SessionStore
 from gateway.worker.chat_turn import ChatTurn
@@ -76,12 +77,15 @@ def user_message(message: IncomingMessage) -> Message:
 
 
 class MessageBound:
-    """Applies the bound to the messages a turn stores (``gateway.max_message_tokens``, capped by the window)."""
+    """Applies the bound to the messages a turn stores (``gateway.max_message_tokens``, capped by the window),
+    once their items are taken in (a document's text is bounded like the person's own)."""
 
-    def __init__(self, store: SessionStore, configured: int, context_length: Callable[[str], int]) -> None:
+    def __init__(self, store: SessionStore, configured: int, context_length: Callable[[str], int],
+                 items: ItemIntake) -> None:
         self.store = store
         self.configured = configured
         self.context_length = context_length
+        self.items = items
 
     def limit(self, model: str) -> int:
         """The longest message, in tokens, ``model`` gets whole in this gateway."""
@@ -90,14 +94,24 @@ class MessageBound:
     @staticmethod
     def size(message: IncomingMessage, limit: int) -> int:
         """Tokens ``message`` costs in a request once bounded to ``limit`` (nothing is stored to know it)."""
-        return limit + MESSAGE_OVERHEAD if tokens_over(message.text, limit) is not None else count_message(user_message(message))
+        text = limit + MESSAGE_OVERHEAD if tokens_over(message.text, limit) is not None else count_message(user_message(message))
+        return text + sum(image_tokens(item.width, item.height) for item in message.items if item.kind == "image")
+
+    async def whole(self, message: IncomingMessage, notes: list[str]) -> Message:
+        """The person's message with its items taken in (what could not be goes to ``notes``), unbounded."""
+        if not message.items:
+            return user_message(message)
+        taken = await self.items.take(message)
+        notes.extend(f"⚠️ I could not take in {problem}" for problem in taken.problems)
+        return {**user_message(message), "content": taken.content, ITEMS_KEY: taken.refs}
 
     async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str]) -> Message:
         """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt
         naming the original, which is stored whole in the archive first (nothing is lost, and a message
         over the window never reaches the provider). What the person is told goes to ``notes``."""
-        whole = user_message(message)
-        tokens = tokens_over(message.text, limit)
+        whole = await self.whole(message, notes)
+        content = whole["content"]
+        tokens = tokens_over(content, limit)
         if tokens is None:
             return whole
         original_id = await self.store.archive_original(
@@ -105,7 +119,7 @@ class MessageBound:
         log.info("%s: update %s is %d tokens, over the bound of %d: archived whole as message %s; the model gets "
                  "its head and tail", turn.chat, message.update_id, tokens, limit, original_id)
         notes.append(notice(tokens, limit))
-        return {**whole, "content": excerpt(message.text, tokens, limit, original_id), "_orig_id": original_id}
+        return {**whole, "content": excerpt(content, tokens, limit, original_id), "_orig_id": original_id}
 
     async def stored_form(self, turn: ChatTurn, model: str, messages: list[IncomingMessage]) -> list[Message]:
         """The messages as a turn that stores them unanswered keeps them: bounded like any turn's."""

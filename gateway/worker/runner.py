@@ -25,12 +25,16 @@ from agent.messages import Message
 from agent.settings import CompressionSettings
 from gateway.agents import AgentBuilder
 from gateway.commands import parse as parse_command
+from gateway.config.models import MediaSettings
 from gateway.delivery.replies import Replies
 from gateway.events import EventBus, Trigger
+from gateway.media.message import ItemIntake
+from gateway.media.transcribe import transcriber_from
 from gateway.outage import Backoff, ChatOutages, Health, ProviderWatch, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.store import SessionStore, StaleLock
 from gateway.store.inbox import Inbox
+from gateway.store.media import MediaStore
 from gateway.worker.chat_turn import ChatTurn
 from gateway.worker.compactions import Compactions
 from gateway.worker.held_chat import HeldChat
@@ -69,6 +73,7 @@ class GatewayRunner:
         coalesce_max_tokens: int = 20_000,
         max_message_tokens: int = 16_000,
         outage_retry_seconds: float = 900.0,
+        media: MediaSettings | None = None,
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -89,11 +94,20 @@ class GatewayRunner:
         self.replies = Replies(store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health)
         #: A message that failed because the provider is away is tried again for this long (``gateway.outage_retry_seconds``).
         self.provider = ProviderWatch(ChatOutages(store.channel, store.prefix, outage_retry_seconds))
+        self.media = media or MediaSettings()
+        #: Every chat's photos, documents and voice, by content hash (``media.max_bytes``, ``media.max_total_bytes``).
+        self.media_store = MediaStore(store.redis, store.prefix, max_bytes=self.media.max_bytes,
+                                      max_total_bytes=self.media.max_total_bytes, channel=store.channel)
+        #: Voice and audio to text (``media.transcription``); None when it is off.
+        self.transcriber = transcriber_from(self.media.transcription)
+        items = ItemIntake(self.media_store, self.media, self.transcriber,
+                           {name: adapter.fetch for name, adapter in self.adapters.items()})
         self._turn_parts = TurnParts(
             store=store, inbox=inbox, agents=agents, events=self.events, command_host=self,
             adapters=self.adapters, replies=self.replies,
             #: One message's bound (``gateway.max_message_tokens``): a longer one reaches the model as an excerpt.
-            bound=MessageBound(store, max_message_tokens, agents.context_length),
+            bound=MessageBound(store, max_message_tokens, agents.context_length, items),
+            media=self.media_store, max_images=self.media.max_images_per_request,
             compactions=self.compactions, provider=self.provider, options=self.options,
         )
         self._max_chats = max_concurrent_chats
@@ -157,6 +171,8 @@ class GatewayRunner:
         pending = [task for task in running if not task.done()]
         await cancel_and_wait(*pending)
         await self.keeper.close()
+        if self.transcriber is not None:
+            await self.transcriber.aclose()
         return len(pending)
 
     async def wait_idle(self, timeout: float = 30.0) -> None:

@@ -43,10 +43,10 @@ from gateway.platforms.telegram.checks import bot_for, check_webhook
 from gateway.platforms.telegram.errors import TelegramAdapterError
 from gateway.platforms.telegram.identify import START_ATTEMPTS, START_SECONDS, identify
 from gateway.platforms.telegram.indicator import TypingIndicator
+from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, fetch_file
 from gateway.platforms.telegram.moves import ChatMoves, chat_ref
 from gateway.platforms.telegram.polling import Poller
 from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger
-from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, fetch_file
 from gateway.platforms.telegram.updates import ALLOWED_UPDATES, album_message, migration
 from gateway.platforms.telegram.webhook import WebhookServer
 
@@ -132,6 +132,7 @@ class TelegramAdapter(PlatformAdapter):
             listen_port=telegram.listen_port,
             allowed_user_ids=telegram.allowed_user_ids,
             allowed_chat_ids=telegram.allowed_chat_ids,
+            max_media_bytes=settings.media.max_bytes,
         )
 
     # ------------------------------------------------------------------ lifecycle

@@ -20,10 +20,10 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import Message, PhotoSize
 from aiohttp import ClientError
 
+from gateway.media.download import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
 from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
 from gateway.platforms.base import MediaItem, check_size
-from gateway.media.download import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
 
 #: The most the public Bot API lets a bot download (getFile refuses bigger files).
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024

@@ -1,0 +1,119 @@
+"""Photos, documents and voice through the whole gateway: the real aiogram client on the fake Bot API (getFile and
+file downloads), a real GatewayRunner on real Redis, a fake transcription endpoint and a fake LLM provider whose
+every request body is checked against the official SDK types."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from PIL import Image
+from pypdf import PdfWriter
+
+from gateway.platforms.telegram import TelegramAdapter
+from gateway.store import SessionStore
+from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.gateway import make_settings
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.transcription import FakeTranscriptionServer
+from tests.sdk_shapes import validate_chat_completions
+from tests.test_telegram_gateway import telegram_gateway
+
+WINDOW = 200_000
+MB = 1024 * 1024
+
+
+def png(width: int, height: int, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(out, "PNG")
+    return out.getvalue()
+
+
+def images_in(request: RecordedRequest) -> list[bytes]:
+    """The decoded bytes of every image part the request carries."""
+    found = []
+    for message in request.messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else ():
+            if part.get("type") == "image_url":
+                url = part["image_url"]["url"]
+                found.append(base64.b64decode(url.split(",", 1)[1]))
+    return found
+
+
+def checked(request: RecordedRequest) -> Reply:
+    validate_chat_completions(request.body)
+    return Reply.answer(f"seen {len(images_in(request))} images: {request.last_user_text[:60]}")
+
+
+def blank_pdf(pages: int) -> bytes:
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=200, height=200)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+async def test_a_photo_an_album_and_a_voice_note_reach_the_model_as_it_takes_them(redis, redis_url, key_prefix) -> None:
+    chat = 5150
+    photo, album = png(640, 480), [png(100 + i, 80, (10 * i, 90, 200)) for i in range(3)]
+    async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm, \
+            FakeTranscriptionServer(default="the deploy froze again at step four") as speech:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 media={"transcription": {"provider": "custom", "base_url": speech.base_url}})
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
+                                  album_window=0.3)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            api.push(api.photo_message(chat, 1, data=photo))  # no caption: it used to be dropped
+            await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
+            api.push(*api.album(chat, 1, album, caption="the three dashboards"))
+            await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
+            api.push(api.voice_message(chat, 1, b"OggS" + bytes(2000), duration=12))
+            await api.wait_until(lambda: len(api.sent) == 3, timeout=60)
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            transcript = await store.active(f"tg:{chat}", await store.current_session(f"tg:{chat}"))
+    first, second, third = llm.requests[:3]
+    assert images_in(first) == [photo]
+    assert images_in(second)[-3:] == album and len(images_in(second)) == 4  # the earlier photo is still newest-4
+    assert "the three dashboards" in second.last_user_text
+    assert "the deploy froze again at step four" in third.last_user_text and "0:12" in third.last_user_text
+    assert speech.requests and speech.requests[0].model == settings.media.transcription.model
+    users = [m for m in transcript if m["role"] == "user"]
+    assert [[ref["kind"] for ref in m["_items"]] for m in users] == [["image"], ["image"] * 3, ["voice"]]
+    assert all(ref["sha"] and "error" not in ref for m in users for ref in m["_items"])
+    assert all("base64" not in str(m["content"]) for m in transcript)  # bytes live in the media store, never here
+    assert [m.text for m in api.sent][0].startswith("seen 1 images")
+
+
+async def test_a_file_too_large_a_broken_download_and_a_pdf_without_text_each_get_one_clear_reply(
+        redis, redis_url, key_prefix) -> None:
+    chat = 5151
+    async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            api.push(api.document_message(chat, 1, size=50 * MB, file_name="dump.tar", mime_type="application/x-tar"))
+            await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
+            broken = api.document_message(chat, 1, b"x" * 400_000, file_name="trace.log", caption="what failed?")
+            api.break_download(broken["message"]["document"]["file_id"])
+            api.push(broken)
+            await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
+            api.push(api.document_message(chat, 1, blank_pdf(2), file_name="scan.pdf", mime_type="application/pdf"))
+            await api.wait_until(lambda: len(api.sent) == 3, timeout=60)
+            api.push(api.private_message(chat, "and now plain text"))
+            await api.wait_until(lambda: len(api.sent) == 4, timeout=60)
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            transcript = await store.active(f"tg:{chat}", await store.current_session(f"tg:{chat}"))
+    replies = [m.text for m in api.sent]
+    assert replies[0].startswith("⚠️ I could not take in dump.tar: it is 50 MB, over the 20 MB limit")
+    assert replies[1].startswith("⚠️ I could not take in trace.log: the download of trace.log stopped after")
+    assert "scan.pdf" in replies[2] and "text" in replies[2].split("\n\n")[0]
+    assert replies[3] == "seen 0 images: and now plain text"
+    assert not any("dump" in path for path in api.downloads)  # refused before a byte was downloaded
+    users = [m for m in transcript if m["role"] == "user"]
+    assert len(users) == 4 and users[1]["content"].startswith("what failed?")
+    assert [ref.get("error", "") != "" for m in users[:3] for ref in m["_items"]] == [True, True, True]
+    assert "dump.tar" in users[0]["content"] and "50 MB" in users[0]["content"]
