@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal, Optional, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.media.errors import MediaError, MediaTooLarge
 
@@ -92,13 +92,6 @@ class IncomingMessage(BaseModel):
     def _valid_unicode(cls, value: str) -> str:
         """Every platform's text is made storable here, at the one boundary they all pass."""
         return valid_text(value)
-
-    @model_validator(mode="after")
-    def _says_something(self) -> "IncomingMessage":
-        """A message with neither text nor items has nothing to record."""
-        if not self.text and not self.items:
-            raise ValueError("a message needs text or items")
-        return self
 
     @property
     def chat(self) -> str:
