@@ -108,3 +108,61 @@ async def test_thirty_compactions_and_a_restart_later_session_fetch_shows_the_ph
 def _only(message: dict) -> RecordedRequest:
     """A request holding just ``message`` (to read its image parts with ``images_in``)."""
     return RecordedRequest(method="POST", path="", headers={}, raw=b"", body={"messages": [message]}, dialect="openai")
+
+
+def answer_with_images(request: RecordedRequest) -> Reply:
+    validate_chat_completions(request.body)
+    return Reply.answer(f"seen {len(images_in(request))} images: {request.last_user_text[:40]}")
+
+
+async def test_a_photo_whose_download_breaks_leaves_nothing_stuck_for_the_message_after_it(
+        redis, redis_url, key_prefix) -> None:
+    chat = 5161
+    async with FakeBotAPI() as api, FakeLLMServer(handler=answer_with_images, context_limit=200_000) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=200_000)
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            broken = api.photo_message(chat, 1, "the rack after the move", data=png(800, 600))
+            api.break_download(broken["message"]["photo"][-1]["file_id"])
+            api.push(broken, api.private_message(chat, "and the cables are labelled now"))  # sent right after it
+            await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
+            await runner.wait_idle()
+            assert await runner.inbox.marked() == 0
+            transcript = await transcript_of(redis, key_prefix, f"tg:{chat}")
+            held = await runner.media_store.held_bytes(f"tg:{chat}")
+    first, second = [m.text for m in api.sent]
+    assert first.startswith("⚠️ I could not take in photo.jpg: the download of photo.jpg stopped after")
+    assert first.split("\n\n", 1)[1].startswith("seen 0 images: the rack after the move")
+    assert second == "seen 0 images: and the cables are labelled now"
+    users = [m for m in transcript if m["role"] == "user"]
+    assert [m["content"].split("\n\n")[0] for m in users] == ["the rack after the move", "and the cables are labelled now"]
+    assert users[0]["_items"][0]["error"] and not users[0]["_items"][0].get("sha")
+    assert "_items" not in users[1] and held == 0
+
+
+async def test_a_turn_the_provider_fails_once_is_retried_and_stores_its_photo_and_message_once(
+        redis, redis_url, key_prefix) -> None:
+    chat = 5162
+    photo = png(320, 240, (90, 200, 90))
+    async with FakeBotAPI() as api, FakeLLMServer(handler=answer_with_images, context_limit=200_000) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=200_000)
+        settings.model.max_retries = 0  # the 500 fails the turn itself, after its items were taken in
+        llm.enqueue(Reply.server_error(500))
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            api.push(api.photo_message(chat, 1, "the new floor plan", data=photo))
+            await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
+            await runner.wait_idle()
+            transcript = await transcript_of(redis, key_prefix, f"tg:{chat}")
+            media = runner.media_store
+            held = await media.held_bytes(f"tg:{chat}")
+            items = await redis.zcard(media.keys(f"tg:{chat}").media_held)
+    failed, answered = llm.requests
+    assert failed.messages == answered.messages  # the retry is the same turn, items and all
+    assert images_in(failed) == images_in(answered) == [photo]
+    notice, reply = [m.text for m in api.sent]
+    assert notice.startswith("⚠️") and reply.startswith("seen 1 images: the new floor plan")
+    users = [m for m in transcript if m["role"] == "user"]
+    assert len(users) == 1 and len(users[0]["_items"]) == 1
+    assert items == 1 and held == len(photo)
+    assert [m["role"] for m in transcript if m["role"] != "system"] == ["user", "assistant"]
