@@ -166,3 +166,30 @@ async def test_a_turn_the_provider_fails_once_is_retried_and_stores_its_photo_an
     assert len(users) == 1 and len(users[0]["_items"]) == 1
     assert items == 1 and held == len(photo)
     assert [m["role"] for m in transcript if m["role"] != "system"] == ["user", "assistant"]
+
+
+async def test_a_turn_cut_short_by_a_stop_after_taking_its_photo_in_is_answered_after_the_restart_once(
+        redis, redis_url, key_prefix) -> None:
+    chat = 5163
+    photo = png(320, 240, (200, 90, 200))
+    async with FakeBotAPI() as api, FakeLLMServer(handler=answer_with_images, context_limit=200_000) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=200_000)
+        llm.enqueue(Reply.hang())  # the process goes away while the provider is thinking
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            api.push(api.photo_message(chat, 1, "the badge for the new office", data=photo))
+            await api.wait_until(lambda: len(llm.requests) == 1, timeout=60)
+            assert await runner.stop(grace_seconds=0) == 1  # the turn is cancelled: nothing of it committed
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
+            await runner.wait_idle()
+            transcript = await transcript_of(redis, key_prefix, f"tg:{chat}")
+            held = await runner.media_store.held_bytes(f"tg:{chat}")
+            items = await redis.zcard(runner.media_store.keys(f"tg:{chat}").media_held)
+    cut, answered = llm.requests
+    assert images_in(cut) == images_in(answered) == [photo]
+    assert [m.text for m in api.sent][0].startswith("seen 1 images: the badge for the new office")
+    users = [m for m in transcript if m["role"] == "user"]
+    assert len(users) == 1 and [ref["kind"] for ref in users[0]["_items"]] == ["image"]
+    assert items == 1 and held == len(photo)
