@@ -6,28 +6,35 @@ A PDF's text layer and a UTF-16 log reach the model as text under their header l
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 
+import pytest_asyncio
+
 from agent.tokens import content_text
-from gateway.agents import AgentBuilder
 from gateway.platforms.discord import DiscordAdapter
 from gateway.platforms.telegram import TelegramAdapter
 from gateway.store import SessionStore
-from gateway.store.inbox import Inbox
 from gateway.worker.runner import GatewayRunner
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.discord_cdn import FakeDiscordCDN
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_discord import ALICE, DM_CHANNEL_ID, adapter, discord_api, message_payload, receive
+from tests.test_discord import (
+    ALICE,
+    DM_CHANNEL_ID,
+    adapter,
+    discord_api,
+    gateway,
+    message_payload,
+    receive,
+)
 from tests.test_media_extract import pdf
 from tests.test_media_gateway import images_in, png
 from tests.test_telegram_gateway import telegram_gateway
 
 #: The Discord tests' fixtures, used here by name.
-FIXTURES = (adapter, discord_api)
+FIXTURES = (adapter, discord_api, gateway)
 WINDOW = 200_000
 LOG = ("2026-04-25 03:12:07 ERROR billing-worker: disk full on /var/lib/ledger\n"
        "2026-04-25 03:12:09 WARN  billing-worker: retry 1/5 — écriture refusée, Ошибка записи\n")
@@ -74,37 +81,23 @@ async def test_a_pdfs_text_layer_and_a_utf16_log_reach_the_model_as_text_under_t
     assert stored == [(invoice, "application/pdf"), (log, "text/plain")]  # the originals are kept as sent
 
 
-@contextlib.asynccontextmanager
-async def discord_gateway(settings, redis, adapter: DiscordAdapter) -> AsyncIterator[GatewayRunner]:
-    """A started runner whose only platform is ``adapter`` (its client knows the server, never connects)."""
-    builder = AgentBuilder(settings)
-    store = SessionStore(redis, settings.redis.key_prefix)
-    runner = GatewayRunner(store, Inbox(redis, settings.redis.key_prefix), builder, adapters={"dc": adapter},
-                           compression=settings.compression, lock_ttl_seconds=30, poll_interval=0.01,
-                           media=settings.media)
-    adapter.bind(runner.intake)
-    await runner.start()
-    try:
-        yield runner
-    finally:
-        await runner.stop()
-        await builder.aclose()
-        await store.channel.aclose()
+@pytest_asyncio.fixture
+async def llm() -> AsyncIterator[FakeLLMServer]:
+    """The Discord tests' ``gateway`` fixture talks to this provider: every request body checked."""
+    async with FakeLLMServer(handler=checked, context_limit=WINDOW) as server:
+        yield server
 
 
 async def test_a_discord_attachment_reaches_the_model_as_an_image_part(
-        adapter: DiscordAdapter, discord_api, redis, redis_url, key_prefix) -> None:
+        adapter: DiscordAdapter, discord_api, llm: FakeLLMServer, gateway: GatewayRunner) -> None:
     chart = png(640, 480, (240, 180, 20))
-    async with FakeDiscordCDN(channel_id=DM_CHANNEL_ID) as cdn, \
-            FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        async with discord_gateway(settings, redis, adapter) as runner:
-            attachment = cdn.attachment("latency.png", chart, content_type="image/png", width=640, height=480)
-            await receive(adapter, message_payload(ALICE, "why the spike at 3am?", channel_id=DM_CHANNEL_ID,
-                                                   guild=False, attachments=(attachment,)))
-            await runner.wait_idle()
-            chat = f"dc:{DM_CHANNEL_ID}"
-            transcript = await runner.store.active(chat, await runner.store.current_session(chat))
+    async with FakeDiscordCDN(channel_id=DM_CHANNEL_ID) as cdn:
+        attachment = cdn.attachment("latency.png", chart, content_type="image/png", width=640, height=480)
+        await receive(adapter, message_payload(ALICE, "why the spike at 3am?", channel_id=DM_CHANNEL_ID,
+                                               guild=False, attachments=(attachment,)))
+        await gateway.wait_idle()
+        chat = f"dc:{DM_CHANNEL_ID}"
+        transcript = await gateway.store.active(chat, await gateway.store.current_session(chat))
     (request,) = llm.requests
     assert images_in(request) == [chart]
     assert "why the spike at 3am?" in last_user(request)
