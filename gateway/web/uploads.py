@@ -2,9 +2,11 @@
 
 The composer posts ``multipart/form-data`` (it works without JavaScript: a file input and a
 caption), so a file is never read into memory whole before it is checked: each file is read a
-chunk at a time into a :class:`~gateway.media.download.LimitedBuffer`, and the first chunk that
-would take it past ``media.max_bytes`` stops the read with :class:`~gateway.media.errors.MediaTooLarge`
-(the rest of the body is never held). The text fields are bounded the same way.
+chunk at a time into a :class:`~gateway.media.download.LimitedBuffer`, the chunks growing smaller
+near the limit, and the first chunk that would take it past ``media.max_bytes`` stops the read with
+:class:`~gateway.media.errors.MediaTooLarge` and the refusal is sent at once: the buffer never holds
+more than the limit, the request is read at most one :data:`CHUNK` ahead of it (aiohttp's reader
+looks ahead for the boundary), and the rest of the body is never held. The text fields are bounded the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from gateway.platforms.base import MediaItem
 
 #: Bytes read from the request at a time.
 CHUNK = 64 * 1024
+#: The fewest asked for at once (aiohttp's reader needs room for the boundary).
+MIN_CHUNK = 1024
 #: Files one message may carry (an album's worth).
 MAX_FILES = 10
 #: The form's file field.
@@ -100,7 +104,7 @@ async def read_send_form(request: web.Request, *, max_file_bytes: int, max_text_
 
 async def _read_bounded(part: BodyPartReader, buffer: LimitedBuffer) -> bytes:
     """The part's bytes; the buffer refuses (raising) the chunk that would take it past its limit."""
-    while chunk := await part.read_chunk(min(CHUNK, buffer.limit - buffer.tell() + 1)):
+    while chunk := await part.read_chunk(max(MIN_CHUNK, min(CHUNK, buffer.limit - buffer.tell() + 1))):
         buffer.write(chunk)
     return buffer.getvalue()
 
