@@ -5,38 +5,19 @@ chat's images are served to that chat (and the operator) only, and search finds 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import io
 import re
 
 import httpx
-from PIL import Image
 
 from gateway.web.chat_platform import chat_key
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_web_chat import open_chat, wait_for
+from tests.test_media_gateway import images_in, png
+from tests.test_web_chat import open_chat
 
 LIMIT = 64 * 1024
-
-
-def png(width: int, height: int, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(out, "PNG")
-    return out.getvalue()
-
-
-def images_in(request: RecordedRequest) -> list[bytes]:
-    """The decoded bytes of every image part the request carries."""
-    found = []
-    for message in request.messages:
-        content = message.get("content")
-        for part in content if isinstance(content, list) else ():
-            if part.get("type") == "image_url":
-                found.append(base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))
-    return found
 
 
 def seen(request: RecordedRequest) -> Reply:

@@ -9,7 +9,6 @@
   const textarea = composer.elements.text;
   const fileInput = composer.elements.file;
   const chosen = document.getElementById("chosen");
-  const KINDS = { image: "🖼", document: "📄", audio: "🎵", voice: "🎤" };
   const replies = new Map(); // id of the message answered -> its reply's element
   let order = 0;
   let retryMs = 1000;
@@ -57,7 +56,8 @@
         figure.append(link);
       }
       const caption = document.createElement("figcaption");
-      caption.textContent = `${KINDS[item.kind] || "📎"} ${item.name || item.kind}${item.about ? " " + item.about : ""}`;
+      const kind = item.sha ? "" : `${item.kind === "voice" ? "voice message" : item.kind} `;
+      caption.textContent = `${kind}${item.name || item.kind}${item.about ? " " + item.about : ""}`;
       figure.append(caption);
       box.append(figure);
     }
