@@ -114,7 +114,8 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
         budget = SendBudget(store.channel, settings.redis.key_prefix)
         live = LiveHub(redis, store.channel, settings.redis.key_prefix)
         # Any process may run a web chat's turn, served here or not: each one can send its replies.
-        platforms = {**adapters, WEB_PLATFORM: WebChatAdapter(live)}
+        web = WebChatAdapter(live)
+        platforms = {**adapters, WEB_PLATFORM: web}
         runner = GatewayRunner(
             store, inbox, agents, adapters=platforms, compression=settings.compression, events=events,
             lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
@@ -125,6 +126,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
             max_message_tokens=settings.gateway.max_message_tokens,
             outage_retry_seconds=settings.gateway.outage_retry_seconds, media=settings.media,
         )
+        web.media = runner.media_store  # files sent from the page are read back from where the page kept them
         await runner.start()
         encoding()  # the tokenizer loads now rather than on the first message
     except BaseException:

@@ -39,8 +39,8 @@ async def serve_web(settings: Settings, gateway: RunningGateway, adapters: Mappi
                                          settings.gateway.metrics_host, settings.gateway.metrics_port)
         local = settings.platforms.local
         if local.enabled and local.web:
-            await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live),
-                                     local.host, local.port)
+            await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live,
+                                             gateway.runner.media_store), local.host, local.port)
     except BaseException:
         await servers.close()
         raise

@@ -6,14 +6,21 @@ them to the gateway's intake like any platform does. Replies go out through
 runs the turn: every gateway process has this adapter (it needs only Redis), whether or not it
 serves the page. Each event names the message it answers (``reply_to``): a preview replaces the
 last one, the final text replaces the preview.
+
+A file sent from the page is stored in the chat's media store as it arrives (the page reads it
+with a byte limit), so the item the page hands in names bytes already kept: its ``file_id`` is
+``upload:<chat id>/<sha256>`` (the chat is part of it because a fetch is asked for the item alone,
+and the store keeps each chat's bytes apart), and :meth:`WebChatAdapter.fetch` reads them back.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate
+from gateway.media.errors import MediaError, MediaTooLarge
+from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, check_size
 from gateway.store.live import LiveHub
+from gateway.store.media import MediaStore
 
 #: The platform's prefix in chat keys: ``web:<id>``, one chat per browser.
 PLATFORM = "web"
@@ -24,14 +31,32 @@ def chat_key(chat_id: str) -> str:
     return f"{PLATFORM}:{chat_id}"
 
 
+#: How a file sent from the page is named in its item: ``upload:<chat id>/<sha256>``.
+UPLOAD_PREFIX = "upload:"
+
+
+def upload_file_id(chat_id: str, sha: str) -> str:
+    return f"{UPLOAD_PREFIX}{chat_id}/{sha}"
+
+
+def uploaded(file_id: str) -> tuple[str, str] | None:
+    """The chat id and sha an upload's ``file_id`` names; None for any other file id."""
+    if not file_id.startswith(UPLOAD_PREFIX):
+        return None
+    chat_id, _, sha = file_id.removeprefix(UPLOAD_PREFIX).partition("/")
+    return (chat_id, sha) if chat_id and sha else None
+
+
 class WebChatAdapter(PlatformAdapter):
     """Sends a web chat's replies as live events; receives nothing by itself (the page posts to the intake)."""
 
     platform = PLATFORM
     max_message_length = 1_000_000
 
-    def __init__(self, hub: LiveHub) -> None:
+    def __init__(self, hub: LiveHub, media: MediaStore | None = None) -> None:
         self.hub = hub
+        #: Where the page keeps the files it was sent; None: this gateway takes no files from the page.
+        self.media = media
 
     async def start(self, intake: Intake) -> None:
         return None
@@ -44,6 +69,20 @@ class WebChatAdapter(PlatformAdapter):
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        """An uploaded file's bytes, read back from the chat's media store (the page stored them)."""
+        check_size(item, limit)
+        named = uploaded(item.file_id)
+        if named is None or self.media is None:
+            raise MediaError(f"{item.name or 'the file'} is not a file sent from this page")
+        found = await self.media.get(chat_key(named[0]), named[1])
+        if found is None:
+            raise MediaError(f"{item.name or 'the file'} is no longer kept here: please send it again")
+        data = found[0]
+        if len(data) > limit:
+            raise MediaTooLarge(item.name, len(data), limit)
+        return data
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> "WebReply":

@@ -5,7 +5,8 @@ chat over time, and the whole gateway.
   compactions, tokens, dollars spent and saved by caching, last activity; sortable, paged.
 - ``/admin/chats/<chat>`` — the chat's context size over time with each compaction marked by
   kind, each compaction's summary as the model saw it and what it archived (each message by id),
-  prompt-cache reads and writes per turn, and the turn log with its errors.
+  prompt-cache reads and writes per turn, the turn log with its errors, and its latest messages
+  with their photos (``/admin/chats/<chat>/media/<sha>``, that chat's images only), documents and voice.
 - ``/admin/gateway`` — turns per second, turns in flight, the send budget, provider errors and
   Redis memory: one sample of the figures ``/metrics`` shows.
 
@@ -29,9 +30,11 @@ from gateway.metrics import COUNTER_HELP, GatewayWatch
 from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
 from gateway.store.activity import ActivityLog
+from gateway.store.media import MediaStore
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
 from gateway.web.chat_table import PER_PAGE, at_least_recorded, chat_page
+from gateway.web.media_files import image_response
 from gateway.web.pages import render
 from gateway.web.security import ADMIN_COOKIE, AdminToken, Handler
 from gateway.worker.hygiene import estimate_session_tokens
@@ -40,10 +43,17 @@ from gateway.worker.hygiene import estimate_session_tokens
 LOG_ROWS = 200
 #: Messages shown on each side of an archived message.
 CONTEXT_RADIUS = 6
+#: The chat's newest live messages its page shows.
+LATEST_MESSAGES = 20
 
 
 def chat_link(chat: str) -> str:
     return "/admin/chats/" + quote(chat, safe="")
+
+
+def media_link(chat: str) -> str:
+    """Where the chat's images are served; the image's sha follows."""
+    return chat_link(chat) + "/media/"
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ class OperatorView:
     watch: GatewayWatch
     #: The context window of a chat's model (None: the default model).
     window_of: Callable[[str | None], int]
+    #: Every chat's photos, documents and voice.
+    media: MediaStore
 
     def add_routes(self, app: web.Application) -> None:
         app.middlewares.append(self.gate)
@@ -74,6 +86,7 @@ class OperatorView:
         app.router.add_get("/admin/chats/{chat}", self.chat)
         app.router.add_get("/admin/chats/{chat}/charts", self.chat_charts)
         app.router.add_get("/admin/chats/{chat}/m/{session}/{message}", self.message)
+        app.router.add_get("/admin/chats/{chat}/media/{sha}", self.image)
 
     @web.middleware
     async def gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -134,7 +147,9 @@ class OperatorView:
                       context=estimate_session_tokens(meta)[0],
                       compaction_count=at_least_recorded(totals.compactions, meta.compaction_count),
                       compactions=await self._compactions(chat, events), log=list(reversed(events))[:LOG_ROWS],
-                      charts=_charts(events, window), chat_link=chat_link)
+                      charts=_charts(events, window), chat_link=chat_link,
+                      latest=transcript.bubbles(await self.store.active(chat, sid))[-LATEST_MESSAGES:],
+                      media=media_link(chat))
 
     async def chat_charts(self, request: web.Request) -> web.Response:
         chat = request.match_info["chat"]
@@ -153,7 +168,12 @@ class OperatorView:
             return render("not_found.html", status=404, what=f"message {message_id}", back=chat_link(chat))
         shown, position = found
         return render("message.html", bubbles=shown, position=position, session_id=session_id,
-                      message_id=message_id, back=chat_link(chat), title=f"{chat} — message {message_id}")
+                      message_id=message_id, back=chat_link(chat), title=f"{chat} — message {message_id}",
+                      media=media_link(chat))
+
+    async def image(self, request: web.Request) -> web.Response:
+        """An image of the chat in the path (the token admits the operator to every chat, each from its own path)."""
+        return await image_response(self.media, request.match_info["chat"], request.match_info["sha"])
 
     async def _compactions(self, chat: str, events: list[Event]) -> list[Compaction]:
         """The chat's compactions, newest first, each with its summary as the store kept it."""

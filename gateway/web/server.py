@@ -24,7 +24,7 @@ from gateway.metrics import GatewayWatch, add_metrics_routes
 from gateway.startup_errors import StartupError
 from gateway.store import SessionStore
 from gateway.store.activity import ActivityLog
-from gateway.web.chat_pages import MAX_TEXT_CHARS, WebChat
+from gateway.web.chat_pages import MAX_TEXT_BYTES, WebChat
 from gateway.web.operator_pages import OperatorView
 from gateway.web.pages import add_static
 from gateway.web.security import AdminToken, guard
@@ -54,8 +54,8 @@ def operator_app(watch: GatewayWatch, view: OperatorView, allowed_hosts: Sequenc
 
 
 def chat_app(chat: WebChat, allowed_hosts: Sequence[str] = ()) -> web.Application:
-    app = web.Application(middlewares=[guard(allowed_hosts)],
-                          client_max_size=4 * MAX_TEXT_CHARS + 65_536)  # UTF-8, form-encoded
+    # A plain form's text fits this; a form with files is read as a stream, each file with its own limit.
+    app = web.Application(middlewares=[guard(allowed_hosts)], client_max_size=MAX_TEXT_BYTES + 65_536)
     chat.add_routes(app)
     add_static(app)
     return app
@@ -76,7 +76,7 @@ class WebServers:
     async def serve_operator(self, watch: GatewayWatch, activity: ActivityLog, token: str | None,
                              window_of: Callable[[str | None], int], host: str, port: int) -> None:
         store = watch.runner.store
-        view = OperatorView(AdminToken(token), store, activity, watch, window_of)
+        view = OperatorView(AdminToken(token), store, activity, watch, window_of, watch.runner.media_store)
         runner = await start_site(operator_app(watch, view, self.allowed_hosts), host, port,
                                   setting="gateway.metrics_port")
         self.runners.append(runner)

@@ -7,6 +7,8 @@
   const composer = document.getElementById("composer");
   if (!transcript || !composer) return;
   const textarea = composer.elements.text;
+  const fileInput = composer.elements.file;
+  const chosen = document.getElementById("chosen");
   const replies = new Map(); // id of the message answered -> its reply's element
   let order = 0;
   let retryMs = 1000;
@@ -36,6 +38,39 @@
     return article;
   }
 
+  // A sent message's files, as the page renders them (bubbles.html): an image from the chat's own /media/.
+  function showItems(article, items) {
+    if (!items.length) return;
+    const box = document.createElement("div");
+    box.className = "items";
+    for (const item of items) {
+      const figure = document.createElement("figure");
+      figure.className = `item kind-${item.kind}`;
+      if (item.sha) {
+        const link = document.createElement("a");
+        link.href = `/media/${item.sha}`;
+        const img = document.createElement("img");
+        img.src = link.href;
+        img.alt = item.name || item.kind;
+        link.append(img);
+        figure.append(link);
+      }
+      const caption = document.createElement("figcaption");
+      const kind = item.sha ? "" : `${item.kind === "voice" ? "voice message" : item.kind} `;
+      caption.textContent = `${kind}${item.name || item.kind}${item.about ? " " + item.about : ""}`;
+      figure.append(caption);
+      box.append(figure);
+    }
+    article.querySelector(".who").after(box);
+  }
+
+  function showChosen() {
+    if (!chosen || !fileInput) return;
+    const names = Array.from(fileInput.files, (file) => file.name);
+    chosen.textContent = names.length ? `To send: ${names.join(", ")}` : "";
+    chosen.hidden = !names.length;
+  }
+
   function reply(id) {
     let element = replies.get(id);
     if (!element) {
@@ -50,8 +85,14 @@
     window.scrollTo(0, document.body.scrollHeight);
   }
 
-  async function send(text) {
-    const body = new URLSearchParams({ text, nonce: newId() });
+  async function send(text, files = []) {
+    let body = new URLSearchParams({ text, nonce: newId() });
+    if (files.length) {
+      const form = new FormData();
+      for (const [name, value] of body) form.append(name, value);
+      for (const file of files) form.append("file", file, file.name);
+      body = form;
+    }
     const mine = bubble("user", text, "you");
     scrollDown();
     let response;
@@ -67,6 +108,7 @@
       return;
     }
     const answer = await response.json();
+    showItems(mine, answer.items || []);
     if (!answer.queued) {
       bubble("assistant", "⚠️ This message was taken in already; it is not sent twice.", "foldgate");
       return;
@@ -111,10 +153,34 @@
   composer.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = textarea.value.trim();
-    if (!text) return;
+    const files = fileInput ? Array.from(fileInput.files) : [];
+    if (!text && !files.length) return;
     textarea.value = "";
-    send(text);
+    if (fileInput) fileInput.value = "";
+    showChosen();
+    send(text, files);
   });
+  // Files dropped anywhere on the chat go with the next message (as if chosen in the file input).
+  if (fileInput) {
+    fileInput.addEventListener("change", showChosen);
+    const carriesFiles = (event) => event.dataTransfer && Array.from(event.dataTransfer.types).includes("Files");
+    document.addEventListener("dragover", (event) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      document.body.classList.add("dropping");
+    });
+    document.addEventListener("dragleave", (event) => {
+      if (!event.relatedTarget) document.body.classList.remove("dropping");
+    });
+    document.addEventListener("drop", (event) => {
+      document.body.classList.remove("dropping");
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      fileInput.files = event.dataTransfer.files;
+      showChosen();
+      textarea.focus();
+    });
+  }
   textarea.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
