@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -225,18 +226,15 @@ class GatewayChild:
 # --------------------------------------------------------------------------- the flood
 
 
-def _answered(api: Any, chats: Sequence[int], before: Mapping[str, int]) -> bool:
-    counts: dict[str, int] = {}
-    for sent in api.sent:
-        counts[sent.chat_id] = counts.get(sent.chat_id, 0) + 1
-    return all(counts.get(str(chat), 0) > before.get(str(chat), 0) for chat in chats)
-
-
 def _sent_counts(api: Any) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for sent in api.sent:
-        counts[sent.chat_id] = counts.get(sent.chat_id, 0) + 1
-    return counts
+    """Messages the bot sent, by chat."""
+    return Counter(sent.chat_id for sent in api.sent)
+
+
+def _answered(api: Any, chats: Sequence[int], before: Mapping[str, int]) -> bool:
+    """Whether every chat got a message since ``before`` was counted."""
+    counts = _sent_counts(api)
+    return all(counts.get(str(chat), 0) > before.get(str(chat), 0) for chat in chats)
 
 
 async def flood_once(redis_url: str, bound: int | None, chats: int, size: int, warm_size: int) -> dict[str, Any]:
@@ -265,7 +263,7 @@ async def flood_once(redis_url: str, bound: int | None, chats: int, size: int, w
                 await api.wait_until(lambda: _answered(api, ids, before), timeout=FLOOD_TIMEOUT)
                 seconds = time.perf_counter() - started
                 report = await child.ask("report")
-                downloads = sum(1 for path in api.downloads if path)
+                downloads = len(api.downloads)
             finally:
                 child.stop()
             await _drop_prefix(redis_url, prefix)

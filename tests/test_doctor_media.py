@@ -11,7 +11,12 @@ from io import BytesIO
 
 import pytest
 
-from gateway.cli.doctor import PROVIDER_TIMEOUT, check_transcription, checks_for, silent_wav
+from gateway.cli.doctor import (
+    PROVIDER_TIMEOUT,
+    check_transcription,
+    checks_for,
+    silent_wav,
+)
 from gateway.config import Settings
 from tests.fakes.transcription import Failure, FakeTranscriptionServer
 from tests.test_startup_failures import closed_port, foldgate
@@ -106,6 +111,6 @@ media:
     assert "Traceback" not in output
     rows = [line for line in output.splitlines() if line.startswith("transcription ")]
     assert len(rows) == 1, output
-    name, result, detail = rows[0].split(None, 2)
+    _, result, detail = rows[0].split(None, 2)
     assert result == "FAIL" and detail.startswith("media.transcription.api_key: the transcription service answered 401")
     assert "failed (transcription)" in output.splitlines()[-1]

@@ -36,7 +36,7 @@ async def test_a_chat_whose_model_cannot_see_images_is_told_once(redis, redis_ur
                 api.photo_message(second, 2, data=png(200, 200)),
             ], start=1):
                 api.push(update)
-                await api.wait_until(lambda: len(api.sent) == number, timeout=60)
+                await api.wait_until(lambda count=number: len(api.sent) == count, timeout=60)
             await runner.wait_idle()
     replies = [sent.text for sent in api.sent]
     notice = no_vision_notice("gpt-3.5-turbo")
