@@ -3,7 +3,8 @@
 ``foldgate config check`` reads the file and the environment. A valid configuration can still
 fail to start: Redis is down, a token was revoked, the provider sits behind a proxy. The doctor
 reaches each part the way the gateway does — PING, a one-token model answer, Telegram's getMe,
-Discord's HTTP login (no gateway connection) — each within ten seconds at most, so a black-holed
+Discord's HTTP login (no gateway connection), and when voice is transcribed (``media.transcription``
+not ``off``) half a second of silence sent to the transcription endpoint — each within ten seconds at most, so a black-holed
 host costs seconds, not minutes, and prints one row per check. The platform checks are the ones
 ``foldgate run`` makes before it prints anything, with the same attempts and deadlines. It leaves nothing running: an embedded
 Redis it started for the check is stopped again, and every client it opened is closed.
@@ -25,7 +26,7 @@ from typing import Literal, Optional, TextIO
 
 from redis.exceptions import RedisError
 
-from gateway.config import ConfigError, Settings, load_settings, resolve_config_path
+from gateway.config import PROVIDER_KEY_ENV, ConfigError, Settings, load_settings, resolve_config_path
 from gateway.startup_errors import explain, one_line, redis_address, redis_failure, setting_label
 
 #: Seconds each check may take; a check still waiting then fails and names what to look at.
@@ -194,6 +195,74 @@ async def check_discord(settings: Settings) -> Check:
     return Check("discord", "ok", f"@{user.name} (bot id {user.id}) at {api_base()}")
 
 
+#: The clip the transcription check sends: half a second of silence (OpenAI refuses clips under 0.1 s).
+PROBE_SECONDS = 0.5
+PROBE_RATE = 8000
+
+
+def silent_wav(seconds: float = PROBE_SECONDS, rate: int = PROBE_RATE) -> bytes:
+    """A mono 16-bit WAV of silence: audio every transcription server reads, a few kilobytes long."""
+    import io
+    import wave
+
+    out = io.BytesIO()
+    with wave.open(out, "wb") as clip:
+        clip.setnchannels(1)
+        clip.setsampwidth(2)
+        clip.setframerate(rate)
+        clip.writeframes(bytes(2 * int(rate * seconds)))
+    return out.getvalue()
+
+
+def _transcription_setting(status: int | None, said: str) -> str:
+    """The key a failed transcription check points at: the model it names, the key it refused, else the URL."""
+    if status is not None and "model" in said.lower():
+        return "media.transcription.model"
+    if status in (401, 403):
+        return "media.transcription.api_key"
+    return "media.transcription.base_url"
+
+
+async def check_transcription(settings: Settings) -> Check:
+    """Transcribe half a second of silence through the same client a voice message takes: the endpoint is
+    reachable, takes the key and knows the model (it costs the provider's price of half a second)."""
+    import httpx
+
+    from gateway.media.errors import TranscriptionError
+    from gateway.media.transcribe import Transcriber
+
+    configured = settings.media.transcription
+    if configured.provider == "off":
+        return Check("transcription", "skipped", "media.transcription.provider is off")
+    probe = configured.model_copy(update={"timeout_seconds": min(configured.timeout_seconds, PROVIDER_TIMEOUT)})
+    statuses: list[int] = []
+
+    async def seen(response: httpx.Response) -> None:
+        statuses.append(response.status_code)
+
+    where = probe.endpoint
+    async with httpx.AsyncClient(timeout=httpx.Timeout(probe.timeout_seconds),
+                                 event_hooks={"response": [seen]}) as client:
+        transcriber = Transcriber(probe, client=client)
+        try:
+            async with asyncio.timeout(PROVIDER_TIMEOUT + 1):
+                await transcriber.transcribe(silent_wav(), name="foldgate-doctor.wav", mime="audio/wav")
+        except TranscriptionError as error:
+            status = statuses[-1] if statuses else None
+            key = _transcription_setting(status, str(error))
+            label = setting_label(key)
+            conventional = PROVIDER_KEY_ENV.get(configured.provider, "")
+            if key.endswith("api_key") and label == key and conventional and os.environ.get(conventional):
+                label = f"{key} (from {conventional})"
+            hint = ("" if status is not None else
+                    " — check media.transcription.base_url, the network, and HTTPS_PROXY if this network needs a proxy")
+            return Check("transcription", "FAIL", f"{label}: {one_line(error)} ({where}){hint}")
+        except TimeoutError:
+            return Check("transcription", "FAIL", f"{setting_label('media.transcription.base_url')}: no answer from "
+                                                  f"{where} within {PROVIDER_TIMEOUT:g} s")
+    return Check("transcription", "ok", f"{probe.model} at {where} transcribed a {PROBE_SECONDS:g} s test clip")
+
+
 # --------------------------------------------------------------------------- the report
 
 
@@ -211,13 +280,22 @@ def import_platform_clients(settings: Settings) -> None:
             importlib.import_module(f"gateway.platforms.{platform}")
 
 
+def checks_for(settings: Settings) -> dict[str, Callable[[Settings], Awaitable[Check]]]:
+    """The service checks, and the transcription endpoint's when voice is transcribed (a row only then)."""
+    checks = dict(SERVICE_CHECKS)
+    if settings.media.transcription.provider != "off":
+        checks["transcription"] = check_transcription
+    return checks
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the configuration, at once: the slowest bounds the wait, not their sum."""
     import_platform_clients(settings)
-    results = await asyncio.gather(*(check(settings) for check in SERVICE_CHECKS.values()), return_exceptions=True)
+    checks = checks_for(settings)
+    results = await asyncio.gather(*(check(settings) for check in checks.values()), return_exceptions=True)
     return [result if isinstance(result, Check) else
             Check(name, "FAIL", f"the check itself failed ({type(result).__name__}: {one_line(result)})")
-            for name, result in zip(SERVICE_CHECKS, results)]
+            for name, result in zip(checks, results)]
 
 
 def render(checks: Sequence[Check]) -> str:

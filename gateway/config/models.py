@@ -349,14 +349,24 @@ class MediaSettings(StrictModel):
     max_total_bytes: int = Field(200 * 1024 * 1024, ge=1024)
     max_images_per_request: int = Field(4, ge=0)
     image_max_side: int = Field(2048, ge=64, le=8192)
+    #: Bytes the whole process takes in at once (items being fetched, read and stored); None = 4 × max_bytes.
+    max_bytes_in_flight: Optional[int] = Field(None, ge=1024)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
 
     @model_validator(mode="after")
     def _one_item_fits_the_chat(self) -> "MediaSettings":
-        """An item larger than the chat's whole allowance could never be kept."""
+        """An item larger than the chat's whole allowance could never be kept, nor one larger than the
+        process's in-flight allowance ever start."""
         if self.max_bytes > self.max_total_bytes:
             _require([("max_bytes", f"must not exceed max_total_bytes ({self.max_total_bytes})")])
+        if self.max_bytes_in_flight is not None and self.max_bytes_in_flight < self.max_bytes:
+            _require([("max_bytes_in_flight", f"must be at least max_bytes ({self.max_bytes}), or null")])
         return self
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """The process's bound on bytes being taken in at once: the configured one, else 4 × ``max_bytes``."""
+        return self.max_bytes_in_flight if self.max_bytes_in_flight is not None else 4 * self.max_bytes
 
 
 class Settings(BaseSettings):

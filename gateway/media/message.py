@@ -6,6 +6,12 @@ and kept by :func:`~gateway.media.intake.take_in`; the person's own text comes f
 content, then each item's text (a document's, a transcript, or the line saying what went wrong),
 and the refs go under ``_items`` for the agent to show (agent/items.py). A message without items
 costs nothing here.
+
+Every item reserves its bytes in the process's :class:`~gateway.media.in_flight.BytesInFlight`
+(``media.max_bytes_in_flight``) before it is fetched and gives them back once it is stored and read,
+so a flood of media across many chats waits its turn instead of holding every download at once. A
+message's items go one after another, so a message never holds one reservation while waiting for
+the next.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any
 
 from gateway.config.models import MediaSettings
 from gateway.media.errors import MediaError
-from gateway.media.intake import Fetch, take_in
+from gateway.media.in_flight import BytesInFlight
+from gateway.media.intake import Fetch, Taken, take_in
 from gateway.media.transcribe import Transcriber
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store.media import MediaStore
@@ -33,25 +40,36 @@ class TakenMessage:
 
 
 class ItemIntake:
-    """Takes in every item of a message through its platform's fetch, into one chat's media store."""
+    """Takes in every item of a message through its platform's fetch, into its chat's media store, within
+    the process's bound on bytes in flight (one per process: the runner builds one intake)."""
 
     def __init__(self, store: MediaStore, settings: MediaSettings, transcriber: Transcriber | None,
-                 fetchers: Mapping[str, Fetch]) -> None:
+                 fetchers: Mapping[str, Fetch], *, in_flight: BytesInFlight | None = None) -> None:
         self.store = store
         self.settings = settings
         self.transcriber = transcriber
         self.fetchers = dict(fetchers)
+        #: Bytes being taken in now, over every chat (``media.max_bytes_in_flight``).
+        self.in_flight = in_flight or BytesInFlight(settings.bytes_in_flight)
 
     async def take(self, message: IncomingMessage) -> TakenMessage:
         if not message.items:
             return TakenMessage(message.text)
         fetch = self.fetchers.get(message.platform, _cannot_fetch)
-        taken = [await take_in(item, fetch, self.store, message.chat, self.settings, self.transcriber)
-                 for item in message.items]
+        taken = [await self._take_one(item, fetch, message.chat) for item in message.items]
         content = "\n\n".join(part for part in [message.text, *(each.text for each in taken)] if part)
         return TakenMessage(content, [each.ref for each in taken],
                             [f"{each.ref.get('name') or each.ref['kind']}: {each.problem}" for each in taken
                              if each.problem])
+
+
+    async def _take_one(self, item: MediaItem, fetch: Fetch, chat: str) -> Taken:
+        """One item within the bound: its reported size reserved (unknown: the most an item may be); one
+        refused on its reported size before any fetch reserves nothing."""
+        if item.size > self.settings.max_bytes:
+            return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
+        async with self.in_flight.hold(item.size or self.settings.max_bytes):
+            return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
 
 
 async def _cannot_fetch(item: MediaItem, limit: int) -> bytes:

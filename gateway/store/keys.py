@@ -28,6 +28,7 @@ the store is one Lua script on one slot::
                                            (dropped when the chat's allowance is full), mime, name, file id (gateway.store.media)
     {prefix}:{<chat>}:media:held           sorted set: the items whose bytes are kept, by when they were stored
     {prefix}:{<chat>}:media:bytes          the bytes those items take, together (bounded by media.max_total_bytes)
+    {prefix}:{<chat>}:told                 hash: notices the chat was given once, by when (gateway.store.told)
 
 and three keys of no one chat::
 
@@ -178,6 +179,10 @@ class ChatKeys:
     @property
     def media_bytes(self) -> str:
         return f"{self.base}:media:bytes"
+
+    @property
+    def told(self) -> str:
+        return f"{self.base}:told"
 
     def reply(self, entry_id: str) -> str:
         return f"{self.base}:reply:{entry_id}"

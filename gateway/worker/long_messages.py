@@ -6,6 +6,11 @@ window, and every later turn of the chat fails the same way. So a message over t
 stored whole in the session's archive (search and ``session_fetch`` find it; nothing is lost)
 and the model gets its beginning and its end, told how to read the rest. The person is told
 too, in the reply, what the bot saw.
+
+A chat whose model cannot see images (:func:`agent.models.vision_for`) is told so once — the first
+time it sends an image the turn answers — above the reply: the images are kept, and a model that
+can see them can be asked about them later. "Told" is remembered per chat in the store
+(:class:`gateway.store.told.ToldOnce`, notice ``no_vision``), so it outlives session rotations.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import logging
 from collections.abc import Callable
 
 from agent.messages import Message
+from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, MESSAGE_OVERHEAD, count_message, count_text, image_tokens
 from gateway.media.message import ItemIntake
 from gateway.platforms.base import IncomingMessage
 from gateway.store import SessionStore
+from gateway.store.told import ToldOnce
 from gateway.worker.chat_turn import ChatTurn
 
 log = logging.getLogger(__name__)
@@ -71,6 +78,22 @@ def notice(tokens: int, limit: int) -> str:
     )
 
 
+#: The chat's notice (:class:`ToldOnce`) that its model cannot see images.
+NO_VISION = "no_vision"
+
+
+def no_vision_notice(model: str) -> str:
+    """What a chat whose model cannot see images is told, once, above the reply to its first image."""
+    return (f"ℹ️ I keep the images you send, but this chat's model ({model}) cannot see them, so I answer from "
+            "your words alone. Switch to a model that can see images (/model) and ask me about them again.")
+
+
+def shows_an_image(message: Message) -> bool:
+    """Whether a stored message carries an image that was taken in (one that failed is only a line of text)."""
+    return any(ref.get("kind") == "image" and ref.get("sha") and not ref.get("error")
+               for ref in message.get(ITEMS_KEY) or ())
+
+
 def user_message(message: IncomingMessage) -> Message:
     """The person's message as a session message, whole."""
     return {"role": "user", "content": message.text, "_ts": message.ts}
@@ -81,11 +104,13 @@ class MessageBound:
     once their items are taken in (a document's text is bounded like the person's own)."""
 
     def __init__(self, store: SessionStore, configured: int, context_length: Callable[[str], int],
-                 items: ItemIntake) -> None:
+                 items: ItemIntake, *, told: ToldOnce | None = None) -> None:
         self.store = store
         self.configured = configured
         self.context_length = context_length
         self.items = items
+        #: What each chat was told once (that its model cannot see images).
+        self.told = told or ToldOnce(store.channel, store.prefix)
 
     def limit(self, model: str) -> int:
         """The longest message, in tokens, ``model`` gets whole in this gateway."""
@@ -105,11 +130,15 @@ class MessageBound:
         notes.extend(f"⚠️ I could not take in {problem}" for problem in taken.problems)
         return {**user_message(message), "content": taken.content, ITEMS_KEY: taken.refs}
 
-    async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str]) -> Message:
+    async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str], *,
+                      tell_once: bool = True) -> Message:
         """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt
         naming the original, which is stored whole in the archive first (nothing is lost, and a message
-        over the window never reaches the provider). What the person is told goes to ``notes``."""
+        over the window never reaches the provider). What the person is told goes to ``notes``;
+        ``tell_once`` False where ``notes`` reach nobody, so a once-per-chat notice is not spent there."""
         whole = await self.whole(message, notes)
+        if tell_once and message.respond and shows_an_image(whole):
+            await self._tell_if_blind(turn, notes)
         content = whole["content"]
         tokens = tokens_over(content, limit)
         if tokens is None:
@@ -121,7 +150,14 @@ class MessageBound:
         notes.append(notice(tokens, limit))
         return {**whole, "content": excerpt(content, tokens, limit, original_id), "_orig_id": original_id}
 
+    async def _tell_if_blind(self, turn: ChatTurn, notes: list[str]) -> None:
+        """Tell the chat, once, that its model cannot see the images it sends (see the module)."""
+        model = turn.meta.model or turn.runner.agents.default_model
+        if not vision_for(model) and await self.told.first(turn.chat, NO_VISION):
+            log.info("%s: its model %s cannot see images; told once", turn.chat, model)
+            notes.append(no_vision_notice(model))
+
     async def stored_form(self, turn: ChatTurn, model: str, messages: list[IncomingMessage]) -> list[Message]:
         """The messages as a turn that stores them unanswered keeps them: bounded like any turn's."""
         limit = self.limit(model)
-        return [await self.bounded(turn, message, limit, []) for message in messages]
+        return [await self.bounded(turn, message, limit, [], tell_once=False) for message in messages]
