@@ -16,17 +16,21 @@ the next.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config.models import MediaSettings
 from gateway.media.errors import MediaError
+from gateway.media.images import prepare_image
 from gateway.media.in_flight import BytesInFlight
 from gateway.media.intake import Fetch, Taken, take_in
 from gateway.media.transcribe import Transcriber
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store.media import MediaStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,26 @@ class ItemIntake:
             return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
         async with self.in_flight.hold(item.size or self.settings.max_bytes):
             return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
+
+
+    async def fetch_again(self, chat: str, sha: str) -> tuple[bytes, str] | None:
+        """An image whose bytes the chat's allowance dropped (``media.max_total_bytes``), fetched again from
+        its platform by the file id kept with its record, scaled as when it came and kept again: ``(bytes,
+        mime)``, or None when it cannot be had (no record, no fetch for the platform, the platform refused)."""
+        about = await self.store.about(chat, sha)
+        fetch = self.fetchers.get(chat.partition(":")[0])
+        if about is None or not about.file_id or fetch is None:
+            return None
+        item = MediaItem(kind="image", file_id=about.file_id, name=about.name, mime=about.mime)
+        try:
+            async with self.in_flight.hold(self.settings.max_bytes):
+                data = await fetch(item, self.settings.max_bytes)
+                picture = await prepare_image(data, max_side=self.settings.image_max_side)
+                await self.store.put(chat, picture.data, mime=picture.mime, name=about.name, file_id=about.file_id)
+        except MediaError as error:
+            log.info("%s: image %s could not be fetched again: %s", chat, sha[:12], error)
+            return None
+        return picture.data, picture.mime
 
 
 async def _cannot_fetch(item: MediaItem, limit: int) -> bytes:

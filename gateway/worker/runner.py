@@ -107,7 +107,7 @@ class GatewayRunner:
             adapters=self.adapters, replies=self.replies,
             #: One message's bound (``gateway.max_message_tokens``): a longer one reaches the model as an excerpt.
             bound=MessageBound(store, max_message_tokens, agents.context_length, items),
-            media=self.media_store, max_images=self.media.max_images_per_request,
+            items=items, max_images=self.media.max_images_per_request,
             compactions=self.compactions, provider=self.provider, options=self.options,
         )
         self._max_chats = max_concurrent_chats

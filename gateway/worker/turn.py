@@ -45,6 +45,7 @@ from gateway.commands import handle_command
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
 from gateway.events import CompressEvent, EventBus, FailureKind, TurnErrorEvent, TurnEvent
+from gateway.media.message import ItemIntake
 from gateway.media.source import ChatMedia
 from gateway.outage import ProviderDown, ProviderWatch, counts_as_down, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
@@ -52,7 +53,6 @@ from gateway.session_source import ChatHistory
 from gateway.startup_errors import explain
 from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore
 from gateway.store.inbox import Inbox
-from gateway.store.media import MediaStore
 from gateway.worker.admission import verbatim_limit, verbatim_start
 from gateway.worker.backlog import ParsedEntries, is_command, take_backlog
 from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
@@ -93,8 +93,8 @@ class TurnParts:
     bound: MessageBound
     compactions: Compactions
     provider: ProviderWatch
-    #: The chats' stored items, which the agent reads its images from, and how many one request carries inline.
-    media: MediaStore
+    #: The chats' items: stored, read back for the agent (fetched again once dropped); how many one request carries.
+    items: ItemIntake
     max_images: int
     options: TurnOptions = field(default_factory=TurnOptions)
 
@@ -258,7 +258,8 @@ class Turn:
         """The agent's turn; a provider that is away raises :class:`ProviderDown` (nothing is committed),
         any other failure keeps what the turn did before it and says what happened."""
         agent = self.agents.build_agent(prepared.engine, prepared.model, prepared.tools,
-                                        media=ChatMedia(self.parts.media, self.chat), max_images=self.parts.max_images)
+                                        media=ChatMedia(self.parts.items.store, self.chat, self.parts.items.fetch_again),
+                                        max_images=self.parts.max_images)
         adapter = self.parts.adapters.get(self.message.platform)
         if adapter:
             with contextlib.suppress(Exception):

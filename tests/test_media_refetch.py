@@ -1,0 +1,82 @@
+"""An image whose bytes the chat's allowance dropped comes back from its platform by its file id when the
+model needs it again (a photo sent long ago, shown by ``session_fetch``), within the same limits as when it came."""
+
+from __future__ import annotations
+
+import io
+import random
+
+from PIL import Image
+from redis.asyncio import Redis
+
+from gateway.config.models import MediaSettings
+from gateway.media.errors import MediaError
+from gateway.media.message import ItemIntake
+from gateway.media.source import ChatMedia
+from gateway.platforms.base import IncomingMessage, MediaItem
+from gateway.store.channel import PipelinedConnection
+from gateway.store.media import MediaStore
+
+CHAT = "tg:77"
+
+
+def png(side: int, seed: int) -> bytes:
+    """A noisy image (so it is several KB as PNG), different for each seed."""
+    out = io.BytesIO()
+    Image.frombytes("RGB", (side, side), random.Random(seed).randbytes(side * side * 3)).save(out, "PNG")
+    return out.getvalue()
+
+
+class Platform:
+    """Serves files by id the way a platform's fetch does, and counts what was asked for."""
+
+    def __init__(self, **files: bytes) -> None:
+        self.files = files
+        self.asked: list[str] = []
+        self.refuse = False
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        self.asked.append(item.file_id)
+        if self.refuse or item.file_id not in self.files:
+            raise MediaError(f"{item.name} is gone from the platform")
+        return self.files[item.file_id][: limit + 1]
+
+
+def photo(update: str, file_id: str, size: int) -> IncomingMessage:
+    return IncomingMessage(platform="tg", chat_id="77", update_id=update,
+                           items=(MediaItem(kind="image", file_id=file_id, name=f"{file_id}.png", mime="image/png",
+                                            size=size),))
+
+
+async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key_prefix: str,
+                                                               channel: PipelinedConnection) -> None:
+    first, second = png(64, 10), png(64, 250)
+    platform = Platform(first=first, second=second)
+    settings = MediaSettings(max_bytes=max(len(first), len(second)), max_total_bytes=max(len(first), len(second)))
+    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
+                       channel=channel)
+    intake = ItemIntake(store, settings, None, {"tg": platform.fetch})
+    old = (await intake.take(photo("1", "first", len(first)))).refs[0]
+    await intake.take(photo("2", "second", len(second)))  # the allowance holds one: the first one's bytes go
+    assert await store.get(CHAT, old["sha"]) is None
+    media = ChatMedia(store, CHAT, intake.fetch_again)
+    data, mime = await media.read(old["sha"])
+    assert (data, mime) == (first, "image/png") and platform.asked == ["first", "second", "first"]
+    assert await store.get(CHAT, old["sha"]) == (first, "image/png")  # kept again: the next read asks no one
+
+
+async def test_an_image_the_platform_no_longer_has_is_simply_not_there(redis: Redis, key_prefix: str,
+                                                                       channel: PipelinedConnection) -> None:
+    first, second = png(64, 10), png(64, 250)
+    platform = Platform(first=first, second=second)
+    settings = MediaSettings(max_bytes=max(len(first), len(second)), max_total_bytes=max(len(first), len(second)))
+    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
+                       channel=channel)
+    intake = ItemIntake(store, settings, None, {"tg": platform.fetch})
+    old = (await intake.take(photo("1", "first", len(first)))).refs[0]
+    await intake.take(photo("2", "second", len(second)))
+    platform.refuse = True
+    assert await ChatMedia(store, CHAT, intake.fetch_again).read(old["sha"]) is None
+    assert await ChatMedia(store, CHAT).read(old["sha"]) is None  # without a way back, nothing is asked
+    assert platform.asked == ["first", "second", "first"]
+    assert await ChatMedia(store, "dc:77", intake.fetch_again).read(old["sha"]) is None  # another chat: no record
