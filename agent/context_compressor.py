@@ -61,10 +61,10 @@ from agent.compaction.summarizer import (
 )
 from agent.compaction.summary_prompt import transcript_entries
 from agent.context_engine import CompactionStats, ContextEngine
-from agent.usage import Usage
 from agent.messages import SUMMARY_PREFIX, tool_names_by_call_id
 from agent.settings import CompressionSettings
 from agent.tokens import ITEMS_KEY, REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
+from agent.usage import Usage
 
 __all__ = ["ContextCompressor", "resolve_model_threshold"]
 

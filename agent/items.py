@@ -20,15 +20,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from agent.messages import (
-    ItemKind,
-    ItemRef,
-    Message,
-    is_sendable_image,
-    item_refs,
-    speaker_of,
-    stand_in,
-)
+from agent.messages import ItemKind, ItemRef, Message, is_sendable_image, item_refs, speaker_of, stand_in
 from agent.tokens import ITEMS_KEY
 
 __all__ = [

@@ -36,11 +36,11 @@ from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion
-from agent.usage import Usage
 from agent.messages import Message, tool_call_ids
 from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, count_messages, count_request
 from agent.tools import ToolOutput, ToolRegistry
+from agent.usage import Usage
 
 log = logging.getLogger(__name__)
 

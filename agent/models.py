@@ -120,6 +120,7 @@ VISION: dict[str, bool] = {
     "glm-4.6v": True,
     "llama-3": False,
     "vision": True,
+    "b-vision": True,  # llama-3.2-11b-vision, -90b-vision: longer than "llama-3", so it wins
     "mistral-large": False,
     "pixtral": True,
 }

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from agent.usage import Usage
 from agent.models import api_model_id, longest_key_match
+from agent.usage import Usage
 
 PER_MILLION = Decimal(1_000_000)
 

@@ -36,11 +36,7 @@ from agent.tokens import content_text
 from agent.tools import Tool, ToolOutput, ToolRegistry, recovery_tools
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.responses_server import FakeResponsesServer
-from tests.sdk_shapes import (
-    validate_anthropic_messages,
-    validate_chat_completions,
-    validate_responses,
-)
+from tests.sdk_shapes import validate_anthropic_messages, validate_chat_completions, validate_responses
 
 
 class Shelf:

@@ -20,15 +20,7 @@ from tests.fakes.discord_cdn import FakeDiscordCDN
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_discord import (
-    ALICE,
-    DM_CHANNEL_ID,
-    adapter,
-    discord_api,
-    gateway,
-    message_payload,
-    receive,
-)
+from tests.test_discord import ALICE, DM_CHANNEL_ID, adapter, discord_api, gateway, message_payload, receive
 from tests.test_media_extract import pdf
 from tests.test_media_gateway import images_in, png
 from tests.test_telegram_gateway import telegram_gateway

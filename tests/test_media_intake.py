@@ -15,9 +15,9 @@ from PIL import Image
 from redis.asyncio import Redis
 
 from gateway.config.models import MediaSettings, TranscriptionSettings
+from gateway.media.download import download
 from gateway.media.intake import Taken, take_in
 from gateway.media.source import ChatMedia
-from gateway.media.download import download
 from gateway.media.transcribe import Transcriber
 from gateway.store.channel import PipelinedConnection
 from gateway.store.media import MediaStore

@@ -10,9 +10,9 @@ import os
 import pytest
 from redis.asyncio import Redis
 
+from gateway.media.errors import MediaTooLarge
 from gateway.store import WrongKeyType
 from gateway.store.channel import PipelinedConnection
-from gateway.media.errors import MediaTooLarge
 from gateway.store.media import MediaStore
 
 CHAT = "tg:555"

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 
 from agent.tokens import count_text
 
-
 #: Lines up to this long are memoized by :func:`count_line` (bounds the memo to a few MB).
 MEMO_LINE_CHARS = 512
 

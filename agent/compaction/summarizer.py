@@ -14,19 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from agent.compaction.summary_prompt import (
-    TranscriptEntry,
-    build_request,
-    clean_summary,
-    missing_sections,
-)
+from agent.compaction.summary_prompt import TranscriptEntry, build_request, clean_summary, missing_sections
 from agent.llm.client import ChatClient
 from agent.llm.errors import ProviderError
 from agent.llm.retry import RetryPolicy
-from agent.usage import Usage
 from agent.models import context_length_for, route_of_url
 from agent.settings import AuxiliaryModelSettings
 from agent.tokens import count_messages
+from agent.usage import Usage
 
 #: Tokens kept free in the summarizer's window besides the answer (tokenizer differences).
 WINDOW_MARGIN_RATIO = 0.08

@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 import httpx
 
+from agent.http_options import HttpOptions
 from agent.llm import anthropic, openai_chat
 from agent.llm.endpoint import DRAIN_SECONDS, Endpoint, Refusal
 from agent.llm.errors import InvalidRequest
-from agent.http_options import HttpOptions
 from agent.llm.model_list import MAX_MODEL_PAGES, MODEL_LIST_TTL_SECONDS, fetch_model_ids, lists_model
 from agent.llm.pooled import PooledClient
 from agent.llm.retry import RetryPolicy

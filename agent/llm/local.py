@@ -16,9 +16,9 @@ from typing import Any
 from agent import json_codec
 from agent.llm.stream import EventSink, TextDelta, ToolCallStarted
 from agent.llm.types import Completion
-from agent.usage import Usage
 from agent.messages import is_real_user_message, text_of
 from agent.tokens import count_messages, count_text
+from agent.usage import Usage
 
 _QUESTION_START = re.compile(
     r"^\s*(what|which|when|where|who|whom|why|how|remind|recall|did|do|does|is|are|was|were|find|search)\b", re.I

@@ -15,11 +15,11 @@ from typing import Any
 
 from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
-from agent.llm.stream import event_object, StreamEvent, TextDelta, ToolCallStarted
+from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted, event_object
 from agent.llm.types import Completion
-from agent.usage import Usage
 from agent.models import RequestRules
 from agent.tokens import content_text
+from agent.usage import Usage
 
 PATH = "/chat/completions"
 

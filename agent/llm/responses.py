@@ -38,9 +38,9 @@ from typing import Any
 import httpx
 
 from agent import json_codec
+from agent.http_options import HttpOptions
 from agent.llm.endpoint import Endpoint
 from agent.llm.errors import InvalidRequest
-from agent.http_options import HttpOptions
 from agent.llm.pooled import PooledClient
 from agent.llm.responses_routes import (
     NATIVE_COMPACTION_ROUTES,

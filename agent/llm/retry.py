@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+
 def _seconds(text: str, scale: float = 1.0) -> float | None:
     """A finite, non-negative number of seconds, or None (``inf`` or ``nan`` from a server is no wait time)."""
     try:

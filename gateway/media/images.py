@@ -7,8 +7,11 @@ kept, turned upright by its EXIF orientation (a phone's photo), an animated GIF'
 PNG, other formats (BMP, TIFF, ...) as PNG when they have transparency, JPEG otherwise.
 
 Decoding a 12-megapixel photo takes a core for a good part of a second, so Pillow runs in a
-thread (:func:`asyncio.to_thread`) and the event loop keeps serving other chats. Pillow's own
-decompression-bomb guard stays on.
+thread (:func:`asyncio.to_thread`) and the event loop keeps serving other chats. A small file can
+hold a huge image (a compressed PNG of 170 megapixels fits in under a megabyte and decodes to
+hundreds), so an image over :data:`MAX_PIXELS` is refused before it is decoded, far below Pillow's
+own decompression-bomb guard. The stored bytes stay under :data:`MAX_STORED_BYTES` (Anthropic
+refuses an image over 5 MB of base64): a larger result is re-encoded as JPEG, smaller each time.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ KEPT_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp", 
 #: EXIF's orientation tag (1: upright).
 _ORIENTATION = 0x0112
 _JPEG_QUALITY = 85
+#: The most pixels decoded for one image (a 48-megapixel phone photo fits).
+MAX_PIXELS = 50_000_000
+#: The most bytes an image is stored (and sent) as: 5 MB of base64 is the strictest provider's limit.
+MAX_STORED_BYTES = 3_700_000
 
 
 @dataclass(frozen=True)
@@ -48,11 +55,29 @@ def prepare_image_now(data: bytes, max_side: int) -> Picture:
     """:func:`prepare_image` on this thread (for callers already off the event loop)."""
     try:
         with Image.open(io.BytesIO(data)) as image:
-            return _prepared(image, data, max_side)
+            if image.width * image.height > MAX_PIXELS:
+                raise MediaError(f"the image has too many pixels to read safely ({image.width}×{image.height})")
+            picture = _prepared(image, data, max_side)
+            return picture if len(picture.data) <= MAX_STORED_BYTES else _smaller(image, picture)
     except Image.DecompressionBombError as error:
         raise MediaError(f"the image has too many pixels to read safely ({error})") from error
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
+    except MediaError:
+        raise
+    except Exception as error:  # noqa: BLE001 - Pillow fails on malformed files in many ways; all are a bad image
         raise MediaError(f"corrupt image: {_reason(error)}") from error
+
+
+def _smaller(image: Image.Image, picture: Picture) -> Picture:
+    """``picture`` re-encoded as JPEG, scaled down until its bytes fit :data:`MAX_STORED_BYTES`."""
+    image.seek(0)
+    frame = ImageOps.exif_transpose(image.convert("RGB"))
+    side = max(picture.width, picture.height)
+    while True:
+        frame.thumbnail((side, side), Image.Resampling.LANCZOS)
+        data = _encoded(frame, "JPEG")
+        if len(data) <= MAX_STORED_BYTES or side <= 256:
+            return Picture(data, KEPT_FORMATS["JPEG"], frame.width, frame.height)
+        side = int(side * 0.75)
 
 
 def _prepared(image: Image.Image, data: bytes, max_side: int) -> Picture:

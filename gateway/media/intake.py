@@ -31,10 +31,15 @@ from gateway.media.images import prepare_image
 from gateway.media.lines import document_header, refused_line, sound_header
 from gateway.media.transcribe import Transcriber
 from gateway.media.units import size_text
+from gateway.outage import is_redis_outage
 from gateway.platforms.base import MediaItem
 from gateway.store.media import MediaStore
 
 log = logging.getLogger(__name__)
+
+#: The most of a document's text a message carries (about 100K tokens): counting and storing a 20 MB
+#: text file whole would stall the event loop; the long-message bound excerpts what is kept further.
+MAX_TEXT_CHARS = 400_000
 
 #: The platform's downloader: the item and the most bytes it may take -> the bytes (raises on failure).
 Fetch = Callable[[MediaItem, int], Awaitable[bytes]]
@@ -70,6 +75,21 @@ async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, s
         return _refused(ref, f"the download failed ({type(error).__name__})")
     if len(data) > limit:
         return _refused(ref, f"it is {size_text(len(data))}, over the {size_text(limit)} limit")
+    try:
+        return await _readable(item, ref, data, store, chat, settings, transcriber)
+    except MediaError as error:
+        return _refused(ref, str(error))
+    except Exception as error:
+        if is_redis_outage(error):
+            raise  # the turn waits for Redis and takes the item in again
+        log.warning("media item could not be read in chat %s (%s %r): %s", chat, item.kind, item.name,
+                    type(error).__name__)
+        return _refused(ref, f"it could not be read ({type(error).__name__})")
+
+
+async def _readable(item: MediaItem, ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
+                    settings: MediaSettings, transcriber: Transcriber | None) -> Taken:
+    """The fetched bytes made readable and kept, by kind."""
     if item.kind == "image" or (item.kind == "document" and item.mime.lower().startswith("image/")):
         taken = await _image(ref, data, store, chat, settings)
         if taken is not None:
@@ -103,7 +123,11 @@ async def _document(ref: dict[str, Any], data: bytes, store: MediaStore, chat: s
     if extracted.problem:
         ref["error"] = extracted.problem
         return Taken(ref, header, extracted.problem)
-    return Taken(ref, f"{header}\n{extracted.text}")
+    text = extracted.text
+    if len(text) > MAX_TEXT_CHARS:  # the whole file stays in the media store; the session gets its head
+        text = (f"{text[:MAX_TEXT_CHARS]}\n[… the text goes on for {len(text) - MAX_TEXT_CHARS:,} more characters; "
+                "the whole file is kept]")
+    return Taken(ref, f"{header}\n{text}")
 
 
 async def _sound(ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,

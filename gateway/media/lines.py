@@ -13,7 +13,8 @@ the person typed::
 
 from __future__ import annotations
 
-from gateway.media.units import clock_text, size_text
+from agent.messages import duration_text
+from gateway.media.units import size_text
 
 #: What each kind is called in a line.
 KIND_WORDS = {"image": "image", "document": "document", "audio": "audio", "voice": "voice message"}
@@ -31,7 +32,7 @@ def document_header(name: str, *, pages: int = 0, size: int = 0, problem: str = 
 
 
 def sound_header(kind: str, name: str, *, seconds: float, problem: str = "") -> str:
-    facts = [clock_text(seconds) if seconds else "", "" if problem else "transcribed"]
+    facts = [duration_text(seconds) if seconds else "", "" if problem else "transcribed"]
     return _bracketed(item_title(kind, name), facts, f"not transcribed: {problem}" if problem else "")
 
 

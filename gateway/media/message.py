@@ -16,9 +16,10 @@ the next.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gateway.config.models import MediaSettings
@@ -29,6 +30,7 @@ from gateway.media.intake import Fetch, Taken, take_in
 from gateway.media.transcribe import Transcriber
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store.media import MediaStore
+from gateway.store.taken import TakenRecords
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +50,33 @@ class ItemIntake:
     the process's bound on bytes in flight (one per process: the runner builds one intake)."""
 
     def __init__(self, store: MediaStore, settings: MediaSettings, transcriber: Transcriber | None,
-                 fetchers: Mapping[str, Fetch], *, in_flight: BytesInFlight | None = None) -> None:
+                 fetchers: Mapping[str, Fetch], *, in_flight: BytesInFlight | None = None,
+                 records: TakenRecords | None = None) -> None:
         self.store = store
         self.settings = settings
         self.transcriber = transcriber
         self.fetchers = dict(fetchers)
+        #: What each message's items became, for a retried turn (no second download or transcription).
+        self.records = records
         #: Bytes being taken in now, over every chat (``media.max_bytes_in_flight``).
         self.in_flight = in_flight or BytesInFlight(settings.bytes_in_flight)
 
     async def take(self, message: IncomingMessage) -> TakenMessage:
+        """The message with its items taken in: once per inbox entry (a retried turn reads what the first
+        attempt took in)."""
         if not message.items:
             return TakenMessage(message.text)
+        if self.records is not None and (kept := await self.records.get(message.chat, message.entry_id)):
+            return TakenMessage(kept["content"], kept["refs"], kept["problems"])
         fetch = self.fetchers.get(message.platform, _cannot_fetch)
         taken = [await self._take_one(item, fetch, message.chat) for item in message.items]
         content = "\n\n".join(part for part in [message.text, *(each.text for each in taken)] if part)
-        return TakenMessage(content, [each.ref for each in taken],
-                            [f"{each.ref.get('name') or each.ref['kind']}: {each.problem}" for each in taken
-                             if each.problem])
-
+        result = TakenMessage(content, [each.ref for each in taken],
+                              [f"{each.ref.get('name') or each.ref['kind']}: {each.problem}" for each in taken
+                               if each.problem])
+        if self.records is not None:
+            await self.records.keep(message.chat, message.entry_id, asdict(result))
+        return result
 
     async def _take_one(self, item: MediaItem, fetch: Fetch, chat: str) -> Taken:
         """One item within the bound: its reported size reserved (unknown: the most an item may be); one
@@ -74,7 +85,6 @@ class ItemIntake:
             return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
         async with self.in_flight.hold(item.size or self.settings.max_bytes):
             return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
-
 
     async def fetch_again(self, chat: str, sha: str) -> tuple[bytes, str] | None:
         """An image whose bytes the chat's allowance dropped (``media.max_total_bytes``), fetched again from
@@ -89,6 +99,8 @@ class ItemIntake:
             async with self.in_flight.hold(self.settings.max_bytes):
                 data = await fetch(item, self.settings.max_bytes)
                 picture = await prepare_image(data, max_side=self.settings.image_max_side)
+                if hashlib.sha256(picture.data).hexdigest() != sha:
+                    raise MediaError("the platform now serves other bytes under its file id")
                 await self.store.put(chat, picture.data, mime=picture.mime, name=about.name, file_id=about.file_id)
         except MediaError as error:
             log.info("%s: image %s could not be fetched again: %s", chat, sha[:12], error)

@@ -14,10 +14,3 @@ def size_text(size: int) -> str:
             return f"{shown} {label}"
     return f"{size} bytes" if size != 1 else "1 byte"
 
-
-def clock_text(seconds: float) -> str:
-    """``12`` -> ``"0:12"``, ``201.4`` -> ``"3:21"``, ``3725`` -> ``"1:02:05"``."""
-    whole = max(0, round(seconds))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -72,7 +72,7 @@ class IncomingMessage(BaseModel):
     message id) and is what duplicates are recognised by. ``respond`` is False for messages
     the bot only records (group chatter that did not address it). ``items`` are the photos,
     files and voice messages it carries (an album is one message with several); ``text`` may be
-    empty when there are items, never when there are none.
+    empty when there are items (the platforms hand in no message that has neither).
     """
 
     model_config = ConfigDict(frozen=True)

@@ -173,7 +173,6 @@ class DiscordAdapter(PlatformAdapter):
         self.me: Optional[discord.ClientUser] = None
         self._connection: Optional[asyncio.Task[None]] = None
         self._failure: Failure[DiscordAdapterError] = Failure(log, "discord")
-        #: Downloads attachments from Discord's CDN (opened at the first, closed by :meth:`stop`).
 
         @self.client.event
         async def on_message(message: discord.Message) -> None:

@@ -29,6 +29,7 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:media:held           sorted set: the items whose bytes are kept, by when they were stored
     {prefix}:{<chat>}:media:bytes          the bytes those items take, together (bounded by media.max_total_bytes)
     {prefix}:{<chat>}:told                 hash: notices the chat was given once, by when (gateway.store.told)
+    {prefix}:{<chat>}:taken:<entry id>     a message's items as taken in, for the turn's retries (gateway.store.taken)
 
 and three keys of no one chat::
 
@@ -183,6 +184,9 @@ class ChatKeys:
     @property
     def told(self) -> str:
         return f"{self.base}:told"
+
+    def taken(self, entry_id: str) -> str:
+        return f"{self.base}:taken:{entry_id}"
 
     def reply(self, entry_id: str) -> str:
         return f"{self.base}:reply:{entry_id}"

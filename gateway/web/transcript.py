@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import json_codec
-from agent.messages import is_sendable_image, is_summary, item_refs, text_of, tool_names_by_call_id
-from gateway.media.units import clock_text, size_text
+from agent.messages import duration_text, is_sendable_image, is_summary, item_refs, text_of, tool_names_by_call_id
+from gateway.media.units import size_text
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.web.chat_platform import uploaded
 from gateway.web.media_files import SHOWN_TYPES
@@ -47,7 +47,7 @@ def item_view(ref: Mapping[str, Any]) -> ItemView:
     if ref.get("pages"):
         facts.append(f"{ref['pages']} page{'s' if ref['pages'] != 1 else ''}")
     if ref.get("seconds"):
-        facts.append(clock_text(float(ref["seconds"])))
+        facts.append(duration_text(float(ref["seconds"])))
     shown = is_sendable_image(ref) and str(ref.get("mime") or "") in SHOWN_TYPES
     return ItemView(kind=str(ref.get("kind") or "document"), name=str(ref.get("name") or ""), about=", ".join(facts),
                     sha=str(ref["sha"]) if shown else "", width=int(ref.get("w") or 0), height=int(ref.get("h") or 0),

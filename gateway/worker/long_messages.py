@@ -22,7 +22,7 @@ from agent.messages import Message
 from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, MESSAGE_OVERHEAD, count_message, count_text, image_tokens
 from gateway.media.message import ItemIntake
-from gateway.platforms.base import IncomingMessage
+from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store import SessionStore
 from gateway.store.told import ToldOnce
 from gateway.worker.chat_turn import ChatTurn
@@ -99,6 +99,16 @@ def user_message(message: IncomingMessage) -> Message:
     return {"role": "user", "content": message.text, "_ts": message.ts}
 
 
+def _item_tokens(item: MediaItem, limit: int) -> int:
+    """What an item will cost in the request, before it is read: an image by the providers' rule; a document
+    or audio at most the message's bound (its text is excerpted past it), audio by speech's pace (~3 tokens/s)."""
+    if item.kind == "image":
+        return image_tokens(item.width, item.height)
+    if item.kind in ("voice", "audio"):
+        return min(limit, int(item.duration * 3) + 20) if item.duration else limit
+    return min(limit, item.size // 4) if item.size else limit
+
+
 class MessageBound:
     """Applies the bound to the messages a turn stores (``gateway.max_message_tokens``, capped by the window),
     once their items are taken in (a document's text is bounded like the person's own)."""
@@ -120,7 +130,7 @@ class MessageBound:
     def size(message: IncomingMessage, limit: int) -> int:
         """Tokens ``message`` costs in a request once bounded to ``limit`` (nothing is stored to know it)."""
         text = limit + MESSAGE_OVERHEAD if tokens_over(message.text, limit) is not None else count_message(user_message(message))
-        return text + sum(image_tokens(item.width, item.height) for item in message.items if item.kind == "image")
+        return text + sum(_item_tokens(item, limit) for item in message.items)
 
     async def whole(self, message: IncomingMessage, notes: list[str]) -> Message:
         """The person's message with its items taken in (what could not be goes to ``notes``), unbounded."""

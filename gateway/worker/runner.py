@@ -35,6 +35,7 @@ from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, S
 from gateway.store import SessionStore, StaleLock
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
+from gateway.store.taken import TakenRecords
 from gateway.worker.chat_turn import ChatTurn
 from gateway.worker.compactions import Compactions
 from gateway.worker.held_chat import HeldChat
@@ -101,7 +102,9 @@ class GatewayRunner:
         #: Voice and audio to text (``media.transcription``); None when it is off.
         self.transcriber = transcriber_from(self.media.transcription)
         items = ItemIntake(self.media_store, self.media, self.transcriber,
-                           {name: adapter.fetch for name, adapter in self.adapters.items()})
+                           {name: adapter.fetch for name, adapter in self.adapters.items()},
+                           records=TakenRecords(store.channel, store.prefix,
+                                                ttl_seconds=int(outage_retry_seconds) + 3600))
         self._turn_parts = TurnParts(
             store=store, inbox=inbox, agents=agents, events=self.events, command_host=self,
             adapters=self.adapters, replies=self.replies,

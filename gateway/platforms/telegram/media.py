@@ -20,13 +20,14 @@ from aiogram.exceptions import TelegramAPIError
 from aiogram.types import Message, PhotoSize
 from aiohttp import ClientError
 
+from gateway.config.models import TELEGRAM_DOWNLOAD_LIMIT
 from gateway.media.download import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
 from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
 from gateway.platforms.base import MediaItem, check_size
 
 #: The most the public Bot API lets a bot download (getFile refuses bigger files).
-BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024
+BOT_API_DOWNLOAD_LIMIT = TELEGRAM_DOWNLOAD_LIMIT
 
 
 def message_items(message: Message, max_bytes: int = BOT_API_DOWNLOAD_LIMIT) -> tuple[MediaItem, ...]:

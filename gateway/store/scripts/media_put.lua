@@ -3,7 +3,9 @@
 -- KEYS: 1 the item's hash, 2 the chat's held set (sha -> when its bytes were stored, strictly increasing), 3 the chat's byte total.
 -- ARGV: 1 sha, 2 the bytes, 3 mime, 4 name, 5 file id, 6 now (ms), 7 the chat's allowance in bytes,
 --   8 the prefix of every item key ('<base>:media:'), to name the items whose bytes it drops (they carry the
---   chat's hash tag, so on a cluster they live on this slot).
+--   chat's hash tag, so on a cluster they live on this slot). Those keys are not in KEYS, as in
+--   snapshot.lua: which items go is known only inside the step; a proxy that demands every key be declared
+--   would refuse this script.
 -- Checks: key types, of the items it would drop too; the total holds an integer; the bytes fit the allowance at all.
 -- Writes: bytes already held: the item's mime, name and file id (the newest handle) and its place in the held set,
 --   moved to now; nothing else. Otherwise, first the oldest held items' bytes are dropped until the new ones fit
