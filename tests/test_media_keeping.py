@@ -52,8 +52,9 @@ def photo(update: str, file_id: str, size: int) -> IncomingMessage:
                                             size=size),))
 
 
-async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key_prefix: str,
-                                                               channel: PipelinedConnection) -> None:
+async def first_of_two_dropped(redis: Redis, key_prefix: str, channel: PipelinedConnection
+                               ) -> tuple[Platform, MediaStore, ItemIntake, dict, bytes]:
+    """Two photos into a chat whose allowance holds one: the first one's bytes are dropped, its record kept."""
     first, second = png(64, 10), png(64, 250)
     platform = Platform(first=first, second=second)
     settings = MediaSettings(max_bytes=max(len(first), len(second)), max_total_bytes=max(len(first), len(second)))
@@ -61,7 +62,13 @@ async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key
                        channel=channel)
     intake = ItemIntake(store, settings, None, {"tg": platform.fetch})
     old = (await intake.take(photo("1", "first", len(first)))).refs[0]
-    await intake.take(photo("2", "second", len(second)))  # the allowance holds one: the first one's bytes go
+    await intake.take(photo("2", "second", len(second)))
+    return platform, store, intake, old, first
+
+
+async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key_prefix: str,
+                                                               channel: PipelinedConnection) -> None:
+    platform, store, intake, old, first = await first_of_two_dropped(redis, key_prefix, channel)
     assert await store.get(CHAT, old["sha"]) is None
     media = ChatMedia(store, CHAT, intake.fetch_again)
     data, mime = await media.read(old["sha"])
@@ -71,14 +78,7 @@ async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key
 
 async def test_an_image_the_platform_no_longer_has_is_simply_not_there(redis: Redis, key_prefix: str,
                                                                        channel: PipelinedConnection) -> None:
-    first, second = png(64, 10), png(64, 250)
-    platform = Platform(first=first, second=second)
-    settings = MediaSettings(max_bytes=max(len(first), len(second)), max_total_bytes=max(len(first), len(second)))
-    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
-                       channel=channel)
-    intake = ItemIntake(store, settings, None, {"tg": platform.fetch})
-    old = (await intake.take(photo("1", "first", len(first)))).refs[0]
-    await intake.take(photo("2", "second", len(second)))
+    platform, store, intake, old, _ = await first_of_two_dropped(redis, key_prefix, channel)
     platform.refuse = True
     assert await ChatMedia(store, CHAT, intake.fetch_again).read(old["sha"]) is None
     assert await ChatMedia(store, CHAT).read(old["sha"]) is None  # without a way back, nothing is asked
