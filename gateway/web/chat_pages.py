@@ -119,6 +119,7 @@ class WebChat:
             raise web.HTTPBadRequest(text="the form is out of date: reload the page\n")
         nonce = form.nonce
         items = await self._keep(chat_id, form.files)
+        form.files.clear()  # the bytes are in the store now: the wait for the reply below must not hold them too
         message = IncomingMessage(platform=PLATFORM, chat_id=chat_id, user_id="web", user_name="you",
                                   update_id=nonce, text=form.text, items=items)
         if "application/json" in request.headers.get("Accept", ""):
