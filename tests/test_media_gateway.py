@@ -8,6 +8,7 @@ import base64
 import io
 
 from PIL import Image
+from pydantic import SecretStr
 from pypdf import PdfWriter
 
 from gateway.platforms.telegram import TelegramAdapter
@@ -117,3 +118,30 @@ async def test_a_file_too_large_a_broken_download_and_a_pdf_without_text_each_ge
     assert len(users) == 4 and users[1]["content"].startswith("what failed?")
     assert [ref.get("error", "") != "" for m in users[:3] for ref in m["_items"]] == [True, True, True]
     assert "dump.tar" in users[0]["content"] and "50 MB" in users[0]["content"]
+
+
+async def test_the_media_settings_bound_what_is_taken_in_and_what_one_request_carries(
+        redis, redis_url, key_prefix) -> None:
+    """``media.max_bytes``, ``media.image_max_side`` and ``media.max_images_per_request``, set in the configuration,
+    reach the adapter, the intake and the agent: a file over the configured limit is refused naming it, images are
+    stored and sent scaled to the configured side, and a request carries only the configured number inline."""
+    chat = 5152
+    album = [png(640, 480, (20 * i, 90, 200)) for i in range(3)]
+    async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 media={"max_bytes": MB, "max_images_per_request": 1, "image_max_side": 256})
+        telegram = settings.platforms.telegram.model_copy(
+            update={"enabled": True, "token": SecretStr(api.token), "api_server": api.base_url})
+        adapter = TelegramAdapter.from_settings(
+            settings.model_copy(update={"platforms": settings.platforms.model_copy(update={"telegram": telegram})}))
+        adapter.poll_timeout, adapter.album_window = 1, 0.3  # read when polling starts
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            api.push(*api.album(chat, 1, album, caption="three charts"))
+            await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
+            api.push(api.document_message(chat, 1, size=2 * MB, file_name="big.log", mime_type="text/plain"))
+            await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
+            await runner.wait_idle()
+    sent = images_in(llm.requests[0])
+    assert len(sent) == 1 and Image.open(io.BytesIO(sent[0])).size == (256, 192)
+    assert llm.requests[0].last_user_text.count("[image: photo.jpg, 256×192]") == 3  # one labels the part sent
+    assert api.sent[1].text.startswith("⚠️ I could not take in big.log: it is 2 MB, over the 1 MB limit")
