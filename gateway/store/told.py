@@ -31,7 +31,3 @@ class ToldOnce:
     async def first(self, chat: str, notice: str) -> bool:
         """Whether this is the first time ``chat`` is given ``notice`` (and, if so, record that it now is)."""
         return bool(await self.channel.call("HSETNX", self.key(chat), notice, int(time.time())))
-
-    async def forget(self, chat: str, notice: str) -> None:
-        """Give ``notice`` again next time (e.g. once the chat's model can see images after all)."""
-        await self.channel.call("HDEL", self.key(chat), notice)
