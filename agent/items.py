@@ -50,10 +50,15 @@ NOT_READABLE = "(could not be read just now)"
 
 
 class MediaSource(Protocol):
-    """Where the agent reads an item's bytes: the gateway adapts the chat's media store to it."""
+    """Where the agent reads an item's bytes, and keeps what the model makes: the gateway adapts the chat's
+    media store to it."""
 
     async def read(self, sha: str) -> tuple[bytes, str] | None:
         """``(bytes, mime)`` of the item stored under ``sha``, or None when it is not stored."""
+
+    async def keep(self, data: bytes, *, mime: str, name: str) -> Mapping[str, Any]:
+        """Store an image or file the model (or a tool) made for the person; its :class:`ItemRef` (with
+        ``error`` set when it could not be kept)."""
 
 
 class ImageInliner:

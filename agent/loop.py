@@ -18,6 +18,11 @@ Photos, documents and voice are refs on their messages (``_items``); right befor
 (before the request hook) the newest images become image parts, read through the agent's
 :class:`agent.items.MediaSource`, and every other one a stand-in line (:mod:`agent.items`).
 A tool result that carries items (``session_fetch`` of a photo) keeps them as its ``_items``.
+
+What the model makes goes the other way: images an image model answers with are kept through the
+same source (:meth:`agent.items.MediaSource.keep`) and carried as the answer's ``_items``; they and
+the items of tool results marked for the person (:attr:`ToolOutput.deliver`) are the turn's
+:attr:`TurnResult.outgoing`, which the gateway sends as photos and files after the reply's text.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from agent.context_engine import ContextEngine
 from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
-from agent.llm.types import Completion
+from agent.llm.types import Completion, MadeImage
 from agent.messages import Message, tool_call_ids
 from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, count_messages, count_request
@@ -163,6 +168,8 @@ class TurnResult:
     folded: list[Message] = field(default_factory=list)
     #: Compactions the provider made of the conversation during the turn (a codex thread, Responses).
     native_compactions: int = 0
+    #: Items made for the person during the turn (refs, kept in the chat's media store), in order.
+    outgoing: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TurnFailed(Exception):
@@ -337,11 +344,14 @@ class Agent:
             self.engine.update_from_response(completion.usage)
             assistant = completion.as_message()
             _give_calls_unique_ids(assistant, messages)
+            if completion.images:
+                assistant[ITEMS_KEY] = await self._keep_made(completion.images)
+                done.outgoing += [ref for ref in assistant[ITEMS_KEY] if not ref.get("error")]
             messages.append(assistant)
             if not completion.tool_calls:
                 reply = completion.text
                 break
-            stopped = await self._run_calls(assistant, messages, on_event, until_stopped)
+            stopped = await self._run_calls(assistant, messages, done.outgoing, on_event, until_stopped)
             if stopped is not None:
                 pending, stop = stopped
                 return self._stopped(messages, pending, stop, done)
@@ -350,11 +360,12 @@ class Agent:
             messages.append({"role": "assistant", "content": reply})
         return self._result(messages, reply, done)
 
-    async def _run_calls(self, assistant: Message, messages: list[Message], on_event: TurnSink | None,
-                         until_stopped: StopWaiter | None = None,
+    async def _run_calls(self, assistant: Message, messages: list[Message], outgoing: list[dict[str, Any]],
+                         on_event: TurnSink | None, until_stopped: StopWaiter | None = None,
                          ) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
-        """Run the assistant's tool calls in order, appending each result; on a stop, the calls not run yet
-        (a call the stop cut short gets a result saying so, and is not among them)."""
+        """Run the assistant's tool calls in order, appending each result (and to ``outgoing`` the items of those
+        for the person); on a stop, the calls not run yet (a call the stop cut short gets a result saying so,
+        and is not among them)."""
         for position, call in enumerate(assistant["tool_calls"]):
             function = call.get("function") or {}
             name, arguments = str(function.get("name")), function.get("arguments") or "{}"
@@ -370,7 +381,23 @@ class Agent:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
                 return assistant["tool_calls"][position + 1:], stop
             messages.append(_tool_result(call["id"], result))
+            if result.deliver:
+                outgoing += [dict(item) for item in result.items if not item.get("error")]
         return None
+
+    async def _keep_made(self, images: Sequence[MadeImage]) -> list[dict[str, Any]]:
+        """Refs of the images the model made, kept in the chat's store (a ref with ``error`` for one that
+        could not be, so the transcript still says it was made)."""
+        refs: list[dict[str, Any]] = []
+        for number, image in enumerate(images, 1):
+            name = f"image-{number}.{image.mime.rpartition('/')[2] or 'bin'}"
+            if self.inliner.media is None:
+                log.warning("the model made an image, but this agent has no media store to keep it in")
+                refs.append({"kind": "image", "sha": "", "name": name, "mime": image.mime, "bytes": len(image.data),
+                             "error": "no media store to keep it in"})
+                continue
+            refs.append(dict(await self.inliner.media.keep(image.data, mime=image.mime, name=name)))
+        return refs
 
     def _stopped(self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped,
                  done: "_SoFar") -> TurnResult:
@@ -386,7 +413,7 @@ class Agent:
     def _result(messages: list[Message], reply: str, done: "_SoFar") -> TurnResult:
         new_messages = [] if done.compacted else messages[done.first_new:]
         return TurnResult(messages, new_messages, reply, done.compacted, done.total, done.last, done.calls,
-                          done.folded, done.native_compactions)
+                          done.folded, done.native_compactions, done.outgoing)
 
 
 def _tool_result(call_id: str, output: ToolOutput) -> Message:
@@ -408,6 +435,7 @@ class _SoFar:
     calls: int = 0
     native_compactions: int = 0
     folded: list[Message] = field(default_factory=list)
+    outgoing: list[dict[str, Any]] = field(default_factory=list)
 
     def answered(self, completion: Completion) -> None:
         self.calls += 1

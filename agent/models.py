@@ -10,6 +10,7 @@ conservative default, and configuration can override any entry.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -195,6 +196,8 @@ RouteName = Literal["openai", "anthropic", "openrouter", "openai-codex", "custom
 
 #: OpenAI's reasoning families: they refuse ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature but 1.
 _OPENAI_REASONING = re.compile(r"^(?:o[1-9](?:-|$)|gpt-5(?:$|[.\-]))")
+#: Models that answer with images as well as text (OpenRouter lists them with "image" among their outputs).
+_IMAGE_MODELS = re.compile(r"-image(?:-|$)")
 #: Model families known to take ``temperature`` and the classic token limit field.
 _STANDARD_FAMILIES = re.compile(
     r"^(?:gpt-4|gpt-3\.5|chatgpt-4o|claude|glm|gemini|gemma|deepseek|qwen|llama|mistral|mixtral|codestral|"
@@ -216,6 +219,8 @@ class RequestRules:
     token_limit_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     temperature: bool = True
     known: bool = True
+    #: An image model (``gemini-2.5-flash-image``, ``gpt-5-image``): asked for images with its text.
+    image_output: bool = False
 
     def describe(self) -> str:
         sampling = "temperature allowed" if self.temperature else "no temperature"
@@ -249,7 +254,10 @@ def request_rules(model: str, route: str) -> RequestRules:
     Cached, so every request asks and a model the table does not know is logged once, with the
     rule it gets.
     """
-    rules = _decide_rules(bare_model_id(model), route)
+    bare = bare_model_id(model)
+    rules = _decide_rules(bare, route)
+    if route != "anthropic" and _IMAGE_MODELS.search(bare):
+        rules = dataclasses.replace(rules, image_output=True)
     if not rules.known:
         log.info("model %s is not in foldgate's request rules; sending it the conservative default (%s)",
                  model, rules.describe())

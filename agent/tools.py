@@ -28,10 +28,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ToolOutput:
-    """A tool's result text and the items (refs, see ``agent.items.ItemRef``) it hands the model with it."""
+    """A tool's result text and the items (refs, see ``agent.items.ItemRef``) it hands the model with it.
+
+    ``deliver``: the items are also the person's (a chart a tool drew goes to the chat as a photo); a
+    recovery tool's are not (``session_fetch`` shows the model a photo the person sent long ago).
+    """
 
     text: str
     items: tuple[Mapping[str, Any], ...] = ()
+    deliver: bool = False
 
     @classmethod
     def of(cls, result: str | ToolOutput) -> ToolOutput:

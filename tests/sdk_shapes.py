@@ -227,12 +227,13 @@ def _check_cache_control(marker: Any, path: str) -> None:
 
 
 def validate_openrouter_chat(body: dict[str, Any]) -> None:
-    """The chat-completions shape plus the one OpenRouter extension foldgate sends.
+    """The chat-completions shape plus the OpenRouter extensions foldgate sends.
 
     Why: OpenRouter has no official Python SDK types to test against; it documents itself as
-    the OpenAI chat API plus extensions, and the only extension foldgate relies on is the
-    Anthropic-style ``cache_control`` breakpoint it passes through for Claude models. The
-    openai types do not know that key, so each marker on a message or on a *text* content
+    the OpenAI chat API plus extensions, and foldgate relies on two: the Anthropic-style
+    ``cache_control`` breakpoint it passes through for Claude models, and ``modalities`` with
+    ``"image"`` for an image model (the openai types take only text and audio there; it is
+    checked against OpenRouter's values and removed first). Each marker on a message or on a *text* content
     part is checked against OpenRouter's documented shape and removed from a copy, and the
     rest is validated as strictly as any chat body. A marker anywhere else (an ``image_url``
     part, the top level) and any other extension (``provider``, ``transforms`` ...) still fail.
@@ -240,6 +241,10 @@ def validate_openrouter_chat(body: dict[str, Any]) -> None:
     if not isinstance(body, Mapping):
         raise AssertionError(f"openrouter: body must be a JSON object, got {type(body).__name__}")
     stripped = copy.deepcopy(dict(body))
+    if "modalities" in stripped:  # OpenRouter's image models: asked to answer with images too
+        modalities = stripped.pop("modalities")
+        if not isinstance(modalities, list) or not set(modalities) <= {"text", "image"} or "text" not in modalities:
+            raise AssertionError(f"openrouter: modalities must list 'text' and may add 'image', got {modalities!r}")
     messages = stripped.get("messages")
     for index, message in enumerate(messages if isinstance(messages, list) else ()):
         if not isinstance(message, dict):

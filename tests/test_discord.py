@@ -145,6 +145,9 @@ class FakeDiscordAPI:
     created), ``drop_after_create`` (created, then the connection closed before the answer),
     ``forbidden`` (403). Like Discord, it refuses content over 2,000 characters (400), and a post
     repeating a nonce with ``enforce_nonce`` gets the message created the first time, not a new one.
+    A post with files comes as Discord takes it: multipart, the JSON in ``payload_json`` and each file
+    in a ``files[n]`` part; the message gets its ``attachments`` (``uploads`` keeps name and bytes), and
+    a file over a bot's 10 MiB is refused with Discord's 413.
     """
 
     def __init__(self) -> None:
@@ -154,6 +157,7 @@ class FakeDiscordAPI:
         self.faults: list[str] = []
         self.typing_status = 204
         self.edits: list[dict[str, Any]] = []  # every message edit, as received
+        self.uploads: list[tuple[str, str, bytes]] = []  # (channel id, file name, bytes) of every file posted
         self._by_nonce: dict[str, dict[str, Any]] = {}
         self._runner: Optional[web.AppRunner] = None
         self.base = ""
@@ -205,7 +209,7 @@ class FakeDiscordAPI:
 
     async def _post_message(self, request: web.Request) -> web.Response:
         self._authorized(request)
-        body = await request.json()
+        body, files = await self._message_body(request)
         channel_id = request.match_info["channel_id"]
         self.attempts.append({"channel_id": channel_id, **body})
         fault = self.faults.pop(0) if self.faults else None
@@ -220,9 +224,11 @@ class FakeDiscordAPI:
             return json_response({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {
                 "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}},
                 status=400)
+        if any(len(data) > 10 * 1024 * 1024 for _, data, _ in files):
+            return json_response({"message": "Request entity too large", "code": 40005}, status=413)
         nonce = body.get("nonce")
         existing = self._by_nonce.get(nonce) if nonce and body.get("enforce_nonce") else None
-        message = existing or self._create(channel_id, body)
+        message = existing or self._create(channel_id, body, files)
         if fault == "drop_after_create":
             return self._drop(request)
         return json_response(message)
@@ -250,8 +256,27 @@ class FakeDiscordAPI:
         self.created.remove(self._find(request))
         return web.Response(status=204)
 
-    def _create(self, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        message = message_payload(BOT, body["content"], channel_id=int(channel_id), guild=False)
+    @staticmethod
+    async def _message_body(request: web.Request) -> tuple[dict[str, Any], list[tuple[str, bytes, str]]]:
+        """The post's JSON and its files ``(name, bytes, type)``: plain JSON, or multipart as discord.py sends files."""
+        if not request.content_type.startswith("multipart/"):
+            return await request.json(), []
+        body: dict[str, Any] = {}
+        files = []
+        async for part in await request.multipart():
+            if part.name == "payload_json":
+                body = json.loads(await part.text())
+            elif (part.name or "").startswith("files["):
+                files.append((part.filename or "", bytes(await part.read()), part.headers.get("Content-Type", "")))
+        return body, files
+
+    def _create(self, channel_id: str, body: dict[str, Any],
+                files: list[tuple[str, bytes, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+        message = message_payload(BOT, body.get("content") or "", channel_id=int(channel_id), guild=False)
+        message["attachments"] = [{"id": str(snowflake()), "filename": name, "size": len(data), "content_type": kind,
+                                   "url": f"{self.base}/attachments/{channel_id}/{name}", "proxy_url": ""}
+                                  for name, data, kind in files]
+        self.uploads += [(channel_id, name, data) for name, data, _ in files]
         message["nonce"] = body.get("nonce")
         self.created.append(message)
         if body.get("nonce"):

@@ -112,3 +112,27 @@ async def test_a_file_dropped_on_the_chat_goes_with_the_next_message(browser, we
     await page.locator('.role-assistant[data-done="1"]').wait_for(timeout=20_000)
     assert await drawn(page.locator(".role-user .item img").last) == 120
     assert len(images_in(provider.requests[-1])) == 1
+
+
+async def test_an_image_the_model_makes_shows_under_its_reply_live_and_after_a_reload(browser, redis_url, key_prefix):
+    made = photo(360, 240)
+
+    def draw(request: RecordedRequest) -> Reply:
+        return Reply.answer("Here are the bands.", images=[f"data:image/png;base64,{base64.b64encode(made).decode()}"])
+
+    async with FakeLLMServer(flavor="openrouter", handler=draw) as provider:
+        settings = web_settings(redis_url, key_prefix, provider.openai_base_url)
+        settings.model.name = "google/gemini-2.5-flash-image"
+        async with web_gateway(settings) as running:
+            page = await browser.new_page(viewport={"width": 1000, "height": 900})
+            await page.goto(running.chat_url + "/")
+            await page.fill("#composer textarea", "Draw the four bands")
+            await page.press("#composer textarea", "Enter")
+            shown = page.locator(".role-assistant .item img").last
+            await shown.wait_for(timeout=20_000)
+            assert await drawn(shown) == 360  # sent live, under the reply it belongs to
+            assert await page.locator(".role-assistant .text").last.text_content() == "Here are the bands."
+            await page.reload()  # and kept with the reply in the conversation as stored
+            assert await drawn(page.locator(".role-assistant .item img").last) == 360
+            assert "image-1.png" in await page.locator(".role-assistant .item figcaption").last.text_content()
+            await shot(page, "web-chat-made-image")

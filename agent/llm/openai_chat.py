@@ -6,22 +6,33 @@ fragment names it and whose ``function.arguments`` arrive in pieces; the chunk w
 ``finish_reason`` ends the answer, and with ``stream_options.include_usage`` one more
 chunk without choices carries the usage. OpenRouter sends SSE comments while it waits
 (the SSE parser drops them) and reports a failure mid-stream as a chunk with ``error``.
+
+An image model behind OpenRouter is asked for ``modalities: ["image", "text"]`` and answers
+with ``message.images`` (streamed: ``delta.images``), each an ``image_url`` part holding a
+``data:`` URL; they become the completion's :class:`~agent.llm.types.MadeImage` list.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted, event_object
-from agent.llm.types import Completion
+from agent.llm.types import Completion, MadeImage
 from agent.models import RequestRules
 from agent.tokens import content_text
 from agent.usage import Usage
 
+log = logging.getLogger(__name__)
+
 PATH = "/chat/completions"
+#: What an image model is asked to answer with (OpenRouter's ``modalities``).
+IMAGE_MODALITIES = ["image", "text"]
 
 
 def build_request(
@@ -41,6 +52,8 @@ def build_request(
         body["tools"] = list(tools)
     if temperature is not None and rules.temperature:
         body["temperature"] = temperature
+    if rules.image_output:
+        body["modalities"] = list(IMAGE_MODALITIES)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -123,7 +136,8 @@ def parse_response(data: Any) -> Completion:
         raise BadResponse("first choice has no message")
     text = content_text(message.get("content"))
     calls = [_normalise_call(call) for call in message.get("tool_calls") or ()]
-    if not text.strip() and not calls:
+    images = made_images(message.get("images"))
+    if not text.strip() and not calls and not images:
         raise empty_answer(str(choices[0].get("finish_reason") or "stop"))
     usage = data.get("usage")
     return Completion(
@@ -132,7 +146,36 @@ def parse_response(data: Any) -> Completion:
         finish_reason=str(choices[0].get("finish_reason") or "stop"),
         usage=Usage.from_mapping(usage if isinstance(usage, Mapping) else None),
         raw=dict(data),
+        images=images,
     )
+
+
+def made_images(parts: Any) -> tuple[MadeImage, ...]:
+    """The images of an answer's ``images`` list (``image_url`` parts with ``data:`` URLs), decoded; a part that
+    is no such image is logged (without its bytes) and skipped, so the answer's text still arrives."""
+    images = []
+    for part in parts if isinstance(parts, list) else ():
+        url = ((part.get("image_url") or {}).get("url") if isinstance(part, Mapping) else None) or ""
+        image = _decoded(url) if isinstance(url, str) else None
+        if image is None:
+            scheme = url.partition(":")[0][:20] if isinstance(url, str) else type(url).__name__
+            log.warning("the model returned an image that is not a base64 data URL (%s…); it is skipped", scheme)
+            continue
+        images.append(image)
+    return tuple(images)
+
+
+def _decoded(url: str) -> MadeImage | None:
+    """``data:image/png;base64,...`` as bytes and type; None for anything else."""
+    head, comma, payload = url.partition(",")
+    if not comma or not head.startswith("data:") or not head.endswith(";base64"):
+        return None
+    mime = head[len("data:"):-len(";base64")].split(";")[0].strip().lower()
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return MadeImage(data, mime or "application/octet-stream") if data else None
 
 
 def stream_error(error: Any) -> ProviderError:
@@ -153,6 +196,7 @@ class ChatStream:
         self.done = False
         self._text: list[str] = []
         self._calls: list[dict[str, Any]] = []
+        self._images: list[Any] = []
         self._slots: dict[int, int] = {}  # the server's tool-call index -> position in _calls
         self._finish: str | None = None
         self._usage: Any = None
@@ -179,6 +223,8 @@ class ChatStream:
                 out.append(TextDelta(text))
             for fragment in delta.get("tool_calls") or ():
                 out += self._call_fragment(fragment)
+            if isinstance(delta.get("images"), list):
+                self._images += delta["images"]
             if choice.get("finish_reason"):
                 self._finish = str(choice["finish_reason"])
         return out
@@ -222,6 +268,8 @@ class ChatStream:
                  "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
                 for call in self._calls
             ]
+        if self._images:
+            message["images"] = self._images
         data = {"model": self._model, "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
                 "usage": self._usage}
         return parse_response(data)

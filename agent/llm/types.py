@@ -9,6 +9,14 @@ from agent.usage import Usage
 
 
 @dataclass(frozen=True)
+class MadeImage:
+    """An image a model returned with its answer, decoded from the provider's ``data:`` URL."""
+
+    data: bytes
+    mime: str
+
+
+@dataclass(frozen=True)
 class Completion:
     """One model answer in OpenAI terms.
 
@@ -22,6 +30,8 @@ class Completion:
     finish_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: Images the model made with its answer (an image model behind OpenRouter), decoded, in order.
+    images: tuple[MadeImage, ...] = ()
 
     @property
     def truncated(self) -> bool:

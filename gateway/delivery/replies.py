@@ -1,22 +1,27 @@
-"""Replies on their way out: each chat's reply stream and the delivery of a reply's final text.
+"""Replies on their way out: each chat's reply stream and the delivery of a reply's final text and files.
 
 A reply goes through its platform's reply surface, paced by the send budget every process
 shares and recorded chunk by chunk in the reply's journal, so a resend after a crash posts
-only what the platform had not yet accepted. A reply the platform keeps refusing is given up
-after a few tries: one chat whose user blocked the bot must not hold up its inbox.
+only what the platform had not yet accepted. The images and files a turn made for the person
+follow the text, read from the chat's media store, each recorded in the same journal once the
+platform took it (``item:<n>``), so a resend does not post them twice either. A reply the
+platform keeps refusing is given up after a few tries: one chat whose user blocked the bot must
+not hold up its inbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from gateway.delivery.stream import ReplyStream
 from gateway.outage import Health, is_redis_outage
-from gateway.platforms.base import IncomingMessage, PlatformAdapter, SendGate
+from gateway.platforms.base import IncomingMessage, OutgoingFile, PlatformAdapter, SendGate
 from gateway.store import Lock, SessionStore
 from gateway.store.journal import ReplyJournal
+from gateway.store.media import MediaStore
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +36,14 @@ class Replies:
     previews can be stopped."""
 
     def __init__(self, store: SessionStore, adapters: Mapping[str, PlatformAdapter],
-                 gates: Callable[[IncomingMessage], SendGate], redis_health: Health) -> None:
+                 gates: Callable[[IncomingMessage], SendGate], redis_health: Health,
+                 media: MediaStore | None = None) -> None:
         self.store = store
         self.adapters = adapters
         self.gates = gates
         self.redis_health = redis_health
+        #: Where the files a turn made for the person are read from; None: files are not sent.
+        self.media = media
         self._open: dict[str, ReplyStream] = {}
 
     def stream(self, message: IncomingMessage, lock: Lock, *, previews: bool) -> ReplyStream | None:
@@ -43,7 +51,7 @@ class Replies:
         adapter = self.adapters.get(message.platform)
         if adapter is None:
             return None
-        journal = ReplyJournal(self.store.channel, self.store.prefix, lock, message.entry_id)
+        journal = self.journal(message, lock)
         surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id,
                                         journal=journal)
         if surface is None:
@@ -62,21 +70,60 @@ class Replies:
         if stream is not None:
             stream.abandon()
 
-    async def deliver(self, message: IncomingMessage, text: str, stream: ReplyStream | None = None) -> None:
-        """Send a reply (through the stream that previewed it, when there is one), retrying transient
-        failures; a reply the platform keeps refusing (the user blocked the bot, the channel is gone)
-        is logged and given up so the chat is not blocked."""
+    def journal(self, message: IncomingMessage, lock: Lock) -> ReplyJournal:
+        """The journal of the reply to ``message``."""
+        return ReplyJournal(self.store.channel, self.store.prefix, lock, message.entry_id)
+
+    async def deliver(self, message: IncomingMessage, text: str, stream: ReplyStream | None = None, *,
+                      items: Sequence[Mapping[str, Any]] = (), lock: Lock | None = None) -> None:
+        """Send a reply (through the stream that previewed it, when there is one) and then its ``items``,
+        retrying transient failures; a reply the platform keeps refusing (the user blocked the bot, the channel
+        is gone) is logged and given up so the chat is not blocked. ``lock`` journals the items (a resend after
+        a crash sends only those not yet sent)."""
         adapter = self.adapters.get(message.platform)
         if adapter is None:
             log.warning("no adapter for platform %s; reply to %s dropped", message.platform, message.chat)
             return
+        if text or not items:
+            if stream is not None:
+                await self._attempts(message, "a reply", lambda: stream.finish(text))  # picks up where one stopped
+            else:
+                await self._attempts(message, "a reply",
+                                     lambda: adapter.send(message.chat_id, text, reply_to=message.update_id))
+        if items:
+            journal = self.journal(message, lock) if lock is not None else None
+            await self._attempts(message, "the reply's files", lambda: self._files(adapter, message, items, journal))
+
+    async def _files(self, adapter: PlatformAdapter, message: IncomingMessage, items: Sequence[Mapping[str, Any]],
+                     journal: ReplyJournal | None) -> None:
+        """Each item not yet recorded as sent: read from the store, paced by the send budget, recorded once sent."""
+        done = await journal.load() if journal is not None else {}
+        gate = self.gates(message)
+        for index, ref in enumerate(items):
+            mark = f"item:{index}"
+            if mark in done:
+                continue
+            found = await self.media.get(message.chat, str(ref.get("sha") or "")) if self.media is not None else None
+            await gate.await_final()
+            name, kind = str(ref.get("name") or ""), ref.get("kind") or "document"
+            if found is None:
+                log.warning("%s: %s %r made for the reply is no longer stored; its line is sent instead",
+                            message.chat, kind, name)
+                await adapter.send(message.chat_id, f"[{kind}: {name or kind}, no longer kept; ask again for it]",
+                                   reply_to=message.update_id)
+            else:
+                data, mime = found
+                await adapter.send_file(message.chat_id, OutgoingFile(kind, data, name, mime),
+                                        reply_to=message.update_id)
+            if journal is not None:
+                await journal.record({mark: "sent"})
+
+    async def _attempts(self, message: IncomingMessage, what: str, send: Callable[[], Awaitable[None]]) -> bool:
+        """``send`` tried :data:`SEND_ATTEMPTS` times; False when it was given up."""
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
-                if stream is not None:
-                    await stream.finish(text)  # picks up where a failed attempt stopped
-                else:
-                    await adapter.send(message.chat_id, text, reply_to=message.update_id)
-                return
+                await send()
+                return True
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -84,10 +131,11 @@ class Replies:
                 if outage:
                     self.redis_health.failed(error, message.chat)
                 if attempt == SEND_ATTEMPTS:
-                    log.warning("%s: reply to update %s could not be delivered; giving it up",
-                                message.chat, message.update_id, exc_info=not outage)
-                    return
+                    log.warning("%s: %s to update %s could not be delivered; giving it up",
+                                message.chat, what, message.update_id, exc_info=not outage)
+                    return False
                 if not outage:
-                    log.warning("%s: sending a reply failed (attempt %d); retrying", message.chat, attempt,
+                    log.warning("%s: sending %s failed (attempt %d); retrying", message.chat, what, attempt,
                                 exc_info=True)
                 await asyncio.sleep(RETRY_DELAY_SECONDS * attempt)
+        return False

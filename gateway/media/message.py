@@ -34,6 +34,9 @@ from gateway.store.taken import TakenRecords
 
 log = logging.getLogger(__name__)
 
+#: The ``file_id`` of an item the model or a tool made: no platform holds it, so it cannot be fetched again.
+MADE_PREFIX = "made:"
+
 
 @dataclass(frozen=True)
 class TakenMessage:
@@ -86,13 +89,24 @@ class ItemIntake:
         async with self.in_flight.hold(item.size or self.settings.max_bytes):
             return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
 
+    async def keep_made(self, chat: str, data: bytes, *, mime: str, name: str) -> dict[str, Any]:
+        """An image or file the model or a tool made for ``chat``, kept as one the person sent is (an image
+        scaled, everything by content hash, within the chat's allowance); its ref (``error`` set when refused)."""
+        kind = "image" if mime.startswith("image/") else "document"
+        item = MediaItem(kind=kind, file_id=f"{MADE_PREFIX}{name}", name=name, mime=mime, size=len(data))
+
+        async def made(_item: MediaItem, _limit: int) -> bytes:
+            return data
+
+        return (await take_in(item, made, self.store, chat, self.settings, None)).ref
+
     async def fetch_again(self, chat: str, sha: str) -> tuple[bytes, str] | None:
         """An image whose bytes the chat's allowance dropped (``media.max_total_bytes``), fetched again from
         its platform by the file id kept with its record, scaled as when it came and kept again: ``(bytes,
         mime)``, or None when it cannot be had (no record, no fetch for the platform, the platform refused)."""
         about = await self.store.about(chat, sha)
         fetch = self.fetchers.get(chat.partition(":")[0])
-        if about is None or not about.file_id or fetch is None:
+        if about is None or not about.file_id or about.file_id.startswith(MADE_PREFIX) or fetch is None:
             return None
         item = MediaItem(kind="image", file_id=about.file_id, name=about.name, mime=about.mime)
         try:

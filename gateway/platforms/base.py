@@ -11,6 +11,7 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -57,6 +58,21 @@ class MediaItem(BaseModel):
     def _valid_unicode(cls, value: str) -> str:
         """A file name is a person's text like any other: storable whatever the platform sent."""
         return valid_text(value)
+
+
+@dataclass(frozen=True)
+class OutgoingFile:
+    """A photo or file the bot sends the person (an image the model made, a tool's file): bytes and name."""
+
+    kind: Literal["image", "document", "audio", "voice"]
+    data: bytes = field(repr=False)
+    name: str
+    mime: str
+
+    @property
+    def caption(self) -> str:
+        """The line a platform that cannot send files shows in its place."""
+        return f"[{self.kind}: {self.name or self.kind}, not shown here]"
 
 
 def check_size(item: MediaItem, limit: int) -> None:
@@ -198,6 +214,11 @@ class PlatformAdapter(ABC):
     @abstractmethod
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         """Deliver ``text`` completely (split as the platform requires), retrying as it asks."""
+
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+        """Deliver ``file`` as the platform shows one (a photo, a document, an attachment), retrying as it asks;
+        a platform that cannot send files sends the line that names it."""
+        await self.send(chat_id, file.caption, reply_to=reply_to)
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Optional[Surface]:

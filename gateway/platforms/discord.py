@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import logging
 import uuid
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ from gateway.platforms.base import (
     Intake,
     Journal,
     MediaItem,
+    OutgoingFile,
     PlatformAdapter,
     SendGate,
     Surface,
@@ -81,6 +83,8 @@ DISCORD = Source("discord", "message", log)
 
 #: Discord's limit for a message's content, in characters.
 DISCORD_MESSAGE_LIMIT = 2000
+#: The largest file a bot may attach without a boosted server (bytes).
+DISCORD_UPLOAD_LIMIT = 10 * 1024 * 1024
 #: Errors worth another attempt at the same chunk; anything else is a refusal.
 TRANSIENT_SEND_ERRORS: tuple[type[BaseException], ...] = (
     discord.DiscordServerError, aiohttp.ClientError, asyncio.TimeoutError, OSError,
@@ -337,6 +341,22 @@ class DiscordAdapter(PlatformAdapter):
             nonce = chunk_nonce(anchor, index, chunk)
             await self.retry.run(functools.partial(channel.send, chunk, nonce=nonce, reference=reference,
                                                    allowed_mentions=NO_PINGS), f"dc:{chat_id}: sending")
+
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+        """The file as an attachment (an image shows inline); one over what a bot may upload is named instead."""
+        if len(file.data) > DISCORD_UPLOAD_LIMIT:
+            await self.send(chat_id, f"[{file.kind}: {file.name}, {len(file.data):,} bytes: more than Discord takes "
+                                     "from a bot]", reply_to=reply_to)
+            return
+        channel = self._channel(chat_id)
+        anchor = f"{chat_id}:{reply_to}:file" if reply_to else uuid.uuid4().hex
+        nonce = chunk_nonce(anchor, len(file.data), file.name)
+
+        async def post() -> None:  # a file object is read once: a retry sends a new one
+            await channel.send(file=discord.File(io.BytesIO(file.data), filename=file.name or file.kind),
+                               nonce=nonce, allowed_mentions=NO_PINGS)
+
+        await self.retry.run(post, f"dc:{chat_id}: sending a file")
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Surface:

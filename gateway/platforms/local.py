@@ -1,6 +1,8 @@
 """The local platform: a chat in the terminal, so ``foldgate run`` works with no bot tokens at all.
 
 ``/attach PATH [caption]`` sends a file from this machine (:mod:`gateway.platforms.local_files`).
+An image or file the bot sends is saved in a folder (``files_dir``; a ``foldgate-files`` folder in
+the system's temporary directory unless given) and its path printed: a terminal shows no pictures.
 """
 
 from __future__ import annotations
@@ -10,11 +12,21 @@ import contextlib
 import itertools
 import os
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Optional, TextIO
 
-from gateway.platforms.base import IncomingMessage, Intake, Journal, MediaItem, PlatformAdapter, SendGate
+from gateway.platforms.base import (
+    IncomingMessage,
+    Intake,
+    Journal,
+    MediaItem,
+    OutgoingFile,
+    PlatformAdapter,
+    SendGate,
+)
 from gateway.platforms.local_files import AttachError, is_attach, parse_attach, read_file
 from gateway.progress import is_terminal
 
@@ -28,10 +40,13 @@ class TerminalAdapter(PlatformAdapter):
     platform = "local"
     max_message_length = 1_000_000
 
-    def __init__(self, *, chat_id: str = "terminal", stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+    def __init__(self, *, chat_id: str = "terminal", stdin: TextIO | None = None, stdout: TextIO | None = None,
+                 files_dir: Path | None = None) -> None:
         self.chat_id = chat_id
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        #: Where the images and files the bot sends are saved.
+        self.files_dir = files_dir or Path(tempfile.gettempdir()) / "foldgate-files"
         self._task: Optional[asyncio.Task[None]] = None
         self._ids = itertools.count(int(time.time() * 1000))
         self.closed = asyncio.Event()
@@ -113,6 +128,11 @@ class TerminalAdapter(PlatformAdapter):
         if self._reading:
             self._prompt()
 
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+        """Save the file (a new name when one of that name is there already) and print where it is."""
+        path = await asyncio.to_thread(_save, self.files_dir, file)
+        await self.send(chat_id, f"[{file.kind} saved: {path}]", reply_to=reply_to)
+
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """An attached file's bytes, read from disk now, at most ``limit`` of them."""
         return await read_file(item, limit)
@@ -177,3 +197,18 @@ class TerminalReply:
         self.printed = text
         if self.adapter._reading:
             self.adapter._prompt()
+
+
+def _save(folder: Path, file: OutgoingFile) -> Path:
+    """Write ``file`` into ``folder`` under its own name, numbered when that name is taken; its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = Path(file.name or file.kind).name or file.kind
+    path = folder / name
+    for number in itertools.count(2):
+        try:
+            with open(path, "xb") as out:
+                out.write(file.data)
+            return path
+        except FileExistsError:
+            path = folder / f"{Path(name).stem}-{number}{Path(name).suffix}"
+    raise AssertionError("unreachable")

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gateway.platforms.base import Intake, PlatformAdapter
+from gateway.platforms.base import Intake, OutgoingFile, PlatformAdapter
 
 
 class RecordingAdapter(PlatformAdapter):
-    """Receives nothing by itself; every reply is kept as ``(chat_id, text)`` in :attr:`sent`."""
+    """Receives nothing by itself; every reply is kept as ``(chat_id, text)`` in :attr:`sent`, every file
+    as ``(chat_id, file)`` in :attr:`files`."""
 
     max_message_length = 1_000_000
 
     def __init__(self, platform: str = "local") -> None:
         self.platform = platform
         self.sent: list[tuple[str, str]] = []
+        self.files: list[tuple[str, OutgoingFile]] = []
 
     async def start(self, intake: Intake) -> None:
         return None
@@ -24,3 +26,6 @@ class RecordingAdapter(PlatformAdapter):
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         self.sent.append((chat_id, text))
+
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+        self.files.append((chat_id, file))

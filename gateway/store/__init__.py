@@ -39,7 +39,7 @@ from gateway.store.errors import StaleLock, StoreError, UnknownSession, VersionC
 from gateway.store.figures import ChatFigures
 from gateway.store.keys import ChatKeys, chat_index_key, check_key_part
 from gateway.store.locks import Lock
-from gateway.store.meta import COMMIT_META_FIELDS, SETTABLE_META_FIELDS, SessionMeta
+from gateway.store.meta import COMMIT_META_FIELDS, SETTABLE_META_FIELDS, SessionMeta, reply_meta
 from gateway.store.session_store import SessionStore
 from gateway.store.sessions import SessionOutline
 from gateway.store.transcript import ORIGINAL_MARKER_TTL_SECONDS
@@ -66,4 +66,5 @@ __all__ = [
     "WrongKeyType",
     "chat_index_key",
     "check_key_part",
+    "reply_meta",
 ]

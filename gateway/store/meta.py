@@ -40,6 +40,8 @@ class SessionMeta:
     fence: int = 0
     last_entry_id: str | None = None  # the inbox entry whose turn was committed last
     last_reply: str | None = None  # that turn's reply, resent if the process died before sending it
+    #: The items that reply carries (refs of images and files made for the person), resent with it.
+    last_reply_items: list[dict[str, Any]] = field(default_factory=list)
     replied_entry_id: str | None = None  # the entry whose reply was sent last
     #: Every entry the last committed turn took together (a coalesced backlog), one per line.
     batch_entry_ids: str | None = None
@@ -63,9 +65,16 @@ FLOAT_FIELDS = frozenset({"last_activity_at"})
 STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id",
                         "batch_entry_ids", "partial_entry_id"})
 JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
-SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS
+JSON_LIST_FIELDS = frozenset({"last_reply_items"})
+SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS | JSON_LIST_FIELDS
 #: A compaction sets its own compaction_count.
 COMMIT_META_FIELDS = SETTABLE_META_FIELDS - {"compaction_count"}
+
+
+def reply_meta(reply: str, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The meta fields recording a turn's reply: its text and its items, so a resend after a crash sends both
+    (no items clears those of an earlier reply)."""
+    return {"last_reply": reply, "last_reply_items": list(items) if items else None}
 
 
 def _encode_value(name: str, value: Any) -> str:
@@ -81,8 +90,9 @@ def _encode_value(name: str, value: Any) -> str:
         if not isinstance(value, str):
             raise ValueError(f"meta field {name!r} must be a string, got {type(value).__name__}")
         return value
-    if not isinstance(value, dict):
-        raise ValueError(f"meta field {name!r} must be a dict, got {type(value).__name__}")
+    wanted = list if name in JSON_LIST_FIELDS else dict
+    if not isinstance(value, wanted):
+        raise ValueError(f"meta field {name!r} must be a {wanted.__name__}, got {type(value).__name__}")
     try:
         return json_codec.dumps_state(value)
     except (TypeError, ValueError) as error:
@@ -133,14 +143,24 @@ def hash_float(raw: Mapping[str, str], name: str, default: float | None = 0.0) -
 
 def _json_dict(sid: str, raw: Mapping[str, str], name: str) -> dict[str, Any]:
     """A JSON meta field as a dict; unreadable state is logged and starts empty rather than failing the chat."""
+    decoded = _json(sid, raw, name)
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _json_dicts(sid: str, raw: Mapping[str, str], name: str) -> list[dict[str, Any]]:
+    """A JSON meta field as a list of dicts (what is not a dict in it is dropped)."""
+    decoded = _json(sid, raw, name)
+    return [each for each in decoded if isinstance(each, dict)] if isinstance(decoded, list) else []
+
+
+def _json(sid: str, raw: Mapping[str, str], name: str) -> Any:
     if not raw.get(name):
-        return {}
+        return None
     try:
-        decoded = json_codec.loads(raw[name])
+        return json_codec.loads(raw[name])
     except ValueError:
         log.warning("session %s: meta %s is not JSON; starting from empty", sid, name)
-        return {}
-    return decoded if isinstance(decoded, dict) else {}
+        return None
 
 
 def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
@@ -166,6 +186,7 @@ def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
         fence=hash_int(raw, "fence") or 0,
         last_entry_id=raw.get("last_entry_id") or None,
         last_reply=raw.get("last_reply"),
+        last_reply_items=_json_dicts(sid, raw, "last_reply_items"),
         replied_entry_id=raw.get("replied_entry_id") or None,
         batch_entry_ids=raw.get("batch_entry_ids") or None,
         partial_entry_id=raw.get("partial_entry_id") or None,

@@ -15,10 +15,13 @@ and the store keeps each chat's bytes apart), and :meth:`WebChatAdapter.fetch` r
 
 from __future__ import annotations
 
+import hashlib
 from typing import Optional
 
 from gateway.media.errors import MediaError, MediaTooLarge
-from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, check_size
+from gateway.media.units import size_text
+from gateway.platforms.base import Intake, Journal, MediaItem, OutgoingFile, PlatformAdapter, SendGate, check_size
+from gateway.web.media_files import SHOWN_TYPES
 from gateway.store.live import LiveHub
 from gateway.store.media import MediaStore
 
@@ -69,6 +72,14 @@ class WebChatAdapter(PlatformAdapter):
 
     async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
         await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})
+
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+        """The page shows the file under the reply: the bytes are in the chat's media store already, under their
+        content hash, so the event names them by it (the page loads them from its own ``/media/``)."""
+        shown = file.kind == "image" and file.mime in SHOWN_TYPES
+        await self.publish(chat_id, {"type": "file", "reply_to": reply_to, "kind": file.kind, "name": file.name,
+                                     "about": size_text(len(file.data)),
+                                     "sha": hashlib.sha256(file.data).hexdigest() if shown else ""})
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """An uploaded file's bytes, read back from the chat's media store (the page stored them)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent.context_engine import ContextEngine
 from agent.items import DEFAULT_MAX_IMAGES, MediaSource
@@ -87,3 +87,5 @@ class Outcome:
     batch: tuple[tuple[str, str], ...] = ()
     #: True for an entry an earlier turn already took in: removed without a reply of its own.
     silent: bool = False
+    #: Images and files made for the person (refs), sent after the reply's text.
+    items: tuple[dict[str, Any], ...] = ()

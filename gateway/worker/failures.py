@@ -13,7 +13,7 @@ import logging
 
 from agent.llm.errors import plain_reason
 from gateway.outage import ProviderDown, RetryLater, final_notice, is_redis_outage, waiting_notice
-from gateway.store import StaleLock
+from gateway.store import StaleLock, reply_meta
 from gateway.worker.backlog import take_backlog
 from gateway.worker.chat_turn import Outcome
 from gateway.worker.turn import Turn
@@ -77,7 +77,7 @@ async def give_up(turn: Turn, error: Exception) -> Outcome:
             chat_turn = turn.chat_turn(sid, meta)
             stored = await turn.parts.bound.stored_form(chat_turn, turn.model(chat_turn), [message])
             await store.append(turn.chat, sid, stored, lock=turn.lock,
-                               meta={"last_entry_id": message.entry_id, "last_reply": reply})
+                               meta={"last_entry_id": message.entry_id, **reply_meta(reply)})
     except StaleLock:
         raise
     except Exception:
@@ -117,7 +117,7 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
         unstored = [m for m in entries if not meta.holds(m.entry_id)]  # a kept partial turn holds its message
         stored = await parts.bound.stored_form(chat_turn, turn.model(chat_turn), unstored)
         await store.append(turn.chat, sid, stored, lock=turn.lock,
-                           meta={"last_entry_id": ids[-1], "last_reply": reply, "partial_entry_id": None,
+                           meta={"last_entry_id": ids[-1], **reply_meta(reply), "partial_entry_id": None,
                                  "batch_entry_ids": "\n".join(ids) if batch else None})
     await parts.provider.stopped_waiting(turn.chat)
     await turn.report_failure(sid, "provider_gave_up",

@@ -91,14 +91,15 @@ class GatewayRunner:
         self.redis_health = Health("Redis")
         self.keeper = LockKeeper(store, inbox, lock_ttl_seconds, self.redis_health)
         self.compactions = Compactions(store, self.events, compression or CompressionSettings())
-        #: The send budget of a reply's chat (every process shares it); open by default.
-        self.replies = Replies(store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health)
         #: A message that failed because the provider is away is tried again for this long (``gateway.outage_retry_seconds``).
         self.provider = ProviderWatch(ChatOutages(store.channel, store.prefix, outage_retry_seconds))
         self.media = media or MediaSettings()
         #: Every chat's photos, documents and voice, by content hash (``media.max_bytes``, ``media.max_total_bytes``).
         self.media_store = MediaStore(store.redis, store.prefix, max_bytes=self.media.max_bytes,
                                       max_total_bytes=self.media.max_total_bytes, channel=store.channel)
+        #: Replies and the files a turn made, paced by their chat's send budget (every process shares it; open by default).
+        self.replies = Replies(store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health,
+                               self.media_store)
         #: Voice and audio to text (``media.transcription``); None when it is off.
         self.transcriber = transcriber_from(self.media.transcription)
         items = ItemIntake(self.media_store, self.media, self.transcriber,

@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.context_engine import ContextEngine
 from agent.llm.errors import plain_reason
@@ -51,7 +52,7 @@ from gateway.outage import ProviderDown, ProviderWatch, counts_as_down, is_redis
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory
 from gateway.startup_errors import explain
-from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore
+from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore, reply_meta
 from gateway.store.inbox import Inbox
 from gateway.worker.admission import verbatim_limit, verbatim_start
 from gateway.worker.backlog import ParsedEntries, is_command, take_backlog
@@ -134,6 +135,8 @@ class Turn:
         #: The context's size once committed (as hygiene will judge it), and what went wrong with the model call.
         self.committed_tokens = 0
         self.failure = ""
+        #: The message the reply answers: a coalesced backlog's last (its journal records what was sent).
+        self.answers = self.message
 
     async def run(self) -> Outcome:
         """The entry handled; raises :class:`ProviderDown` when the provider is away."""
@@ -145,10 +148,10 @@ class Turn:
             return await self.store_unanswered(turn)
         prepared = await self.prepare(turn, history)
         result, reply, stream = await self.run_agent(turn, prepared)
-        reply = await self.commit(turn, prepared, result, reply)
+        reply, items = await self.commit(turn, prepared, result, reply)
         await self.report(turn, prepared, result)
         return Outcome(turn.session_id, reply, committed=True, stream=stream,
-                       batch=tuple((raw, m.entry_id) for raw, m in prepared.batch))
+                       batch=tuple((raw, m.entry_id) for raw, m in prepared.batch), items=tuple(items))
 
     async def snapshot(self) -> tuple[ChatTurn, list[Message]]:
         wants_model = self.message.respond and not is_command(self.message)
@@ -164,9 +167,10 @@ class Turn:
         so what the crashed attempt delivered is not sent again."""
         meta = turn.meta
         if meta.last_entry_id == turn.entry_id:
-            missing = meta.replied_entry_id != turn.entry_id and meta.last_reply
+            missing = meta.replied_entry_id != turn.entry_id and bool(meta.last_reply or meta.last_reply_items)
             stream = self.parts.replies.stream(self.message, self.lock, previews=False) if missing else None
-            return Outcome(turn.session_id, meta.last_reply if missing else None, committed=True, stream=stream)
+            return Outcome(turn.session_id, (meta.last_reply or "") if missing else None, committed=True, stream=stream,
+                           items=tuple(meta.last_reply_items) if missing else ())
         if meta.took(turn.entry_id):  # taken into a turn before a crash
             return Outcome(turn.session_id, None, committed=True, silent=True)
         return None
@@ -177,7 +181,7 @@ class Turn:
             return None
         # Recorded like a turn's reply: a retry after a crash resends it instead of running the command again.
         await self.store.update_meta(self.chat, turn.session_id, lock=self.lock, last_entry_id=turn.entry_id,
-                                     last_reply=reply)
+                                     **reply_meta(reply))
         return Outcome(turn.session_id, reply, committed=True)
 
     async def store_unanswered(self, turn: ChatTurn) -> Outcome:
@@ -257,14 +261,15 @@ class Turn:
     async def run_agent(self, turn: ChatTurn, prepared: Prepared) -> tuple[TurnResult, str, ReplyStream | None]:
         """The agent's turn; a provider that is away raises :class:`ProviderDown` (nothing is committed),
         any other failure keeps what the turn did before it and says what happened."""
+        items = self.parts.items
         agent = self.agents.build_agent(prepared.engine, prepared.model, prepared.tools,
-                                        media=ChatMedia(self.parts.items.store, self.chat, self.parts.items.fetch_again),
+                                        media=ChatMedia(items.store, self.chat, items.fetch_again, items.keep_made),
                                         max_images=self.parts.max_images)
         adapter = self.parts.adapters.get(self.message.platform)
         if adapter:
             with contextlib.suppress(Exception):
                 await adapter.typing(self.message.chat_id)
-        last = prepared.batch[-1][1] if prepared.batch else self.message
+        last = self.answers = prepared.batch[-1][1] if prepared.batch else self.message
         stream = self.parts.replies.stream(last, self.lock, previews=self.parts.options.stream_replies)
         watch = TurnWatch(stream, self._stop_requested, stopped=prepared.stopped)
         try:
@@ -289,25 +294,27 @@ class Turn:
             reply = "\n\n".join([*prepared.notes, reply])
         return result, reply, stream
 
-    async def commit(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str) -> str:
-        """Commit the turn with its reply, fenced by the chat's lock; the reply to send (an earlier call's,
-        when that call already committed this turn)."""
+    async def commit(self, turn: ChatTurn, prepared: Prepared, result: TurnResult,
+                     reply: str) -> tuple[str, list[dict[str, Any]]]:
+        """Commit the turn with its reply and the items it made for the person, fenced by the chat's lock; the
+        reply and items to send (an earlier call's, when that call already committed this turn)."""
         fields = self._commit_fields(turn, prepared, result, reply)
         if turn.meta.partial_entry_id:
             fields["partial_entry_id"] = None
         commit = await self._store(turn, prepared, result, fields, compaction_id=f"{turn.entry_id}:turn")
         self.committed_tokens = _context_after(fields)
         if commit is None:
-            return reply
+            return reply, result.outgoing
         # the size the agent compacted at (its count; the session's estimate where the engine gives none)
         stats = prepared.engine.last_compaction
         before = (stats.tokens_before if stats is not None else 0) or estimate_session_tokens(turn.meta)[0]
         turn.session_id = commit.session_id
         if commit.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
-            return (await self.store.meta(self.chat, commit.session_id)).last_reply or reply
+            recorded = await self.store.meta(self.chat, commit.session_id)
+            return recorded.last_reply or reply, recorded.last_reply_items
         await self.parts.compactions.announce(turn, prepared.engine, commit, result.messages, "in_loop", before,
                                               fields["tokens_at_report"])
-        return reply
+        return reply, result.outgoing
 
     async def keep_partial(self, turn: ChatTurn, prepared: Prepared, partial: TurnResult) -> None:
         """Store what a turn the provider failed had done — its messages, tool calls and results, an in-loop
@@ -317,7 +324,7 @@ class Turn:
             return
         fields = self._commit_fields(turn, prepared, partial, "")
         ids = [turn.entry_id, *(m.entry_id for _, m in prepared.batch)]
-        del fields["last_entry_id"], fields["last_reply"]
+        del fields["last_entry_id"], fields["last_reply"], fields["last_reply_items"]
         fields["partial_entry_id"] = ids[-1]
         fields["batch_entry_ids"] = "\n".join(ids[:-1]) or None  # a retry lets these go silently, as taken in
         await self._store(turn, prepared, partial, fields, compaction_id=f"{turn.entry_id}:partial")
@@ -350,7 +357,7 @@ class Turn:
         fields: dict[str, object] = {
             "last_entry_id": batch_ids[-1],
             "batch_entry_ids": "\n".join(batch_ids) if prepared.batch else None,
-            "last_reply": reply,
+            **reply_meta(reply, result.outgoing),
             "usage_totals": totals,
             "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
         }
@@ -399,9 +406,9 @@ class Turn:
         replies.closed(self.chat)
         if outcome.reply is None:
             return
-        stream = outcome.stream or replies.stream(self.message, self.lock, previews=False)
+        stream = outcome.stream or replies.stream(self.answers, self.lock, previews=False)
         replies.closed(self.chat)
-        await replies.deliver(self.message, outcome.reply, stream)
+        await replies.deliver(self.answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
 
     async def finish(self, outcome: Outcome) -> str | None:
         """Record the reply as sent and remove the entry (a batch: its entries); the next entry.

@@ -22,7 +22,11 @@ younger than 30 s and not followed by a sendMessage to the chat); editMessageTex
 message_id of a message the bot sent; refuses an unknown or deleted message, a message the bot
 did not send, empty or over-long text, and an edit that changes nothing with Telegram's
 "message is not modified" 400; answers the edited Message; history in ``edits``);
-deleteMessage (→ True, logged in ``deleted``); sendChatAction; setWebhook / deleteWebhook /
+deleteMessage (→ True, logged in ``deleted``); sendPhoto and sendDocument as multipart uploads
+(``attach://<part>`` naming the file part, as the real API takes them; a photo must be an image
+Telegram can read — else 400 ``IMAGE_PROCESS_FAILED`` — of at most 10 MB, a document at most
+50 MB; each logged in ``sent_files`` and servable by getFile afterwards, like Telegram's own
+file ids); sendChatAction; setWebhook / deleteWebhook /
 getWebhookInfo. Update builders produce the JSON Telegram sends, entities included (offsets in
 UTF-16 units), and take their message_ids from the same per-chat counter as the bot's messages.
 
@@ -99,6 +103,7 @@ import asyncio
 import bisect
 import contextlib
 import functools
+import io
 import json
 import math
 import re
@@ -109,10 +114,14 @@ from typing import Any, Optional
 
 import aiohttp
 from aiohttp import web
+from PIL import Image
 
 MESSAGE_LIMIT = 4096
 #: The largest file the public Bot API lets a bot download; getFile refuses bigger ones.
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
+#: The most a bot may upload: a photo, and any other file (multipart uploads through the public Bot API).
+PHOTO_LIMIT = 10 * 1024 * 1024
+UPLOAD_LIMIT = 50 * 1024 * 1024
 FILE_TOO_BIG = "Bad Request: file is too big"
 INVALID_FILE_ID = "Bad Request: invalid file_id"
 #: Bytes per chunk of a file download.
@@ -179,6 +188,18 @@ class SentMessage:
 
     chat_id: str
     text: str
+    message_id: int
+    params: dict[str, str]
+
+
+@dataclass
+class SentFile:
+    """A photo or document the fake accepted: the method, the file's name and bytes, the call's other params."""
+
+    chat_id: str
+    method: str
+    name: str
+    data: bytes
     message_id: int
     params: dict[str, str]
 
@@ -418,6 +439,8 @@ class FakeBotAPI:
         #: Every POST of an update to the webhook, in the order they ended.
         self.webhook_deliveries: list[WebhookDelivery] = []
         self.sent: list[SentMessage] = []
+        self.sent_files: list[SentFile] = []
+        self._uploads: dict[str, web.FileField] = {}
         self.send_attempts: list[SendAttempt] = []
         self.chat_actions: list[tuple[str, str]] = []
         self.get_updates_calls: list[GetUpdatesCall] = []
@@ -736,10 +759,17 @@ class FakeBotAPI:
         if request.match_info["token"] != self.token:
             return self._error(401, "Unauthorized")
         method = request.match_info["method"].lower()
+        uploads: dict[str, web.FileField] = {}
         if request.content_type == "application/json":
             params = {key: value if isinstance(value, str) else json.dumps(value) for key, value in (await request.json()).items()}
         else:
-            params = {key: str(value) for key, value in (await request.post()).items()}
+            params = {}
+            for key, value in (await request.post()).items():
+                if isinstance(value, web.FileField):
+                    uploads[key] = value
+                else:
+                    params[key] = str(value)
+        self._uploads = uploads  # read by the handler below, before anything else awaits
         self.calls.append(method)
         handler = getattr(self, f"_method_{method}", None)
         if handler is not None and self.migrated_to(params.get("chat_id", "")) is not None:
@@ -876,6 +906,55 @@ class FakeBotAPI:
         self.send_attempts.append(SendAttempt(chat_id, text, 200, now, params))
         self._attempt("sendMessage", chat_id, 200, now, "", params)
         return self._answer(self._message_json(message))
+
+    async def _method_sendphoto(self, params: dict[str, str]) -> web.Response:
+        return self._send_file("sendPhoto", "photo", params)
+
+    async def _method_senddocument(self, params: dict[str, str]) -> web.Response:
+        return self._send_file("sendDocument", "document", params)
+
+    def _send_file(self, method: str, field_name: str, params: dict[str, str]) -> web.Response:
+        """A file sent as Telegram takes one: ``attach://<part>`` naming a multipart file part."""
+        chat_id, now = params.get("chat_id", ""), self._now()
+        uploads, self._uploads = self._uploads, {}
+        reference = params.get(field_name, "")
+        part = uploads.get(reference.removeprefix("attach://")) if reference.startswith("attach://") else None
+        if part is None:
+            status, description = 400, f"Bad Request: there is no {field_name} in the request"
+        else:
+            data = part.file.read()
+            status, description = self._file_problem(field_name, data)
+        if status != 200:
+            self._attempt(method, chat_id, status, now, description, params)
+            return self._error(status, description)
+        assert part is not None
+        message_id = self._next_message_id(chat_id)
+        file_id = self.add_file(data, name=part.filename or field_name)
+        self.sent_files.append(SentFile(chat_id, method, part.filename or "", data, message_id, params))
+        self._attempt(method, chat_id, 200, now, "", params)
+        served = self.files[file_id]
+        about = {"file_id": file_id, "file_unique_id": served.file_unique_id, "file_size": len(data)}
+        if field_name == "photo":
+            width, height = Image.open(io.BytesIO(data)).size
+            media: Any = [{**about, "width": width, "height": height}]
+        else:
+            media = {**about, "file_name": part.filename, "mime_type": part.content_type}
+        return self._answer({"message_id": message_id, "date": int(time.time()), "from": self.bot_user(),
+                             "chat": self._chat_json(chat_id), field_name: media})
+
+    @staticmethod
+    def _file_problem(field_name: str, data: bytes) -> tuple[int, str]:
+        """Telegram's refusal of an upload (status 200 when it takes it): a photo it cannot read or too big."""
+        if field_name == "photo":
+            if len(data) > PHOTO_LIMIT:
+                return 400, "Bad Request: PHOTO_SAVE_FILE_INVALID"
+            try:
+                Image.open(io.BytesIO(data)).verify()
+            except Exception:  # noqa: BLE001 - whatever Pillow cannot read, Telegram cannot either
+                return 400, "Bad Request: IMAGE_PROCESS_FAILED"
+        elif len(data) > UPLOAD_LIMIT:
+            return 413, "Request Entity Too Large"
+        return 200, ""
 
     async def _method_sendmessagedraft(self, params: dict[str, str]) -> web.Response:
         chat_id, text = params.get("chat_id", ""), params.get("text", "")
@@ -1066,11 +1145,14 @@ class FakeBotAPI:
         return str(json.loads(response.body).get("description", ""))
 
     def _message_json(self, message: ChatMessage) -> dict[str, Any]:
-        numeric = int(message.chat_id) if message.chat_id.lstrip("-").isdigit() else 0
-        chat = {"id": numeric, "type": "supergroup", "title": "Ops room"} if is_group(message.chat_id) else \
+        return {"message_id": message.message_id, "date": message.date, "chat": self._chat_json(message.chat_id),
+                "from": self.bot_user(), "text": message.text}
+
+    @staticmethod
+    def _chat_json(chat_id: str) -> dict[str, Any]:
+        numeric = int(chat_id) if chat_id.lstrip("-").isdigit() else 0
+        return {"id": numeric, "type": "supergroup", "title": "Ops room"} if is_group(chat_id) else \
             {"id": numeric, "type": "private", "first_name": "Ann"}
-        return {"message_id": message.message_id, "date": message.date, "chat": chat, "from": self.bot_user(),
-                "text": message.text}
 
     def _find(self, chat_id: str, raw_id: str) -> Optional[ChatMessage]:
         """The bot's message ``raw_id`` in ``chat_id`` unless deleted: the only ones it may edit."""

@@ -15,12 +15,13 @@ from gateway.run.assembly import message_path
 from gateway.worker.runner import GatewayRunner
 
 
-def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, **sections: Any) -> Settings:
+def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, model: str = "test-model",
+                  **sections: Any) -> Settings:
     """Settings for a custom OpenAI-compatible route at ``base_url`` with the given window."""
     compression = {"enabled": True, **sections.pop("compression", {})}
     return Settings(
         redis={"url": redis_url, "key_prefix": prefix},
-        model={"name": "test-model", "provider": "custom", "base_url": base_url, "context_length": context_length},
+        model={"name": model, "provider": "custom", "base_url": base_url, "context_length": context_length},
         platforms={"local": {"enabled": True}},
         compression=compression,
         **sections,

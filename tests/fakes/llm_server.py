@@ -141,6 +141,10 @@ class Reply:
     first_byte_delay: float = 0.0
     #: Streams: a mid-stream error event (``True`` is an "Overloaded" half-way through).
     stream_error: StreamError | bool | None = None
+    #: Images the answer carries (``data:`` URLs), as an image model behind OpenRouter returns them: in
+    #: ``message.images`` (streamed: ``delta.images``), and only when the request asked for ``modalities``
+    #: with ``"image"`` in it.
+    images: list[str] = field(default_factory=list)
 
     @classmethod
     def answer(cls, text: str, **kwargs: Any) -> "Reply":
@@ -454,6 +458,16 @@ _OPENAI_CHAT_SNAPSHOT = re.compile(r"gpt-5(?:\.\d+)?-chat(?:-[\w.-]+)?")
 _OPENAI_EFFORT_NONE_SAMPLING = re.compile(r"gpt-5\.[12](?:-[\w.-]+)?")
 #: Claude Opus 4.7 / 4.8 under any provider prefix, with dots or dashes.
 _CLAUDE_NO_TEMPERATURE = re.compile(r"claude-opus-4[.-][78](?!\d)")
+
+
+def _images_asked(request: RecordedRequest, reply: Reply) -> bool:
+    """Whether the answer carries its images: an image model returns them only when asked for them."""
+    modalities = request.body.get("modalities")
+    return bool(reply.images) and isinstance(modalities, list) and "image" in modalities
+
+
+def _image_part(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 def bare_model(model: Any) -> str:
@@ -829,6 +843,8 @@ class FakeLLMServer:
             message["annotations"] = []
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
+        if _images_asked(request, reply):
+            message["images"] = [_image_part(url) for url in reply.images]
         choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
         if self.flavor == "openrouter":
             choice["native_finish_reason"] = self._native_finish(request, reply)
@@ -944,6 +960,8 @@ class FakeLLMServer:
             events.append(chunk({"tool_calls": [head]}))
             events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
                        for fragment in pieces(call["function"]["arguments"], reply.chunk_size)]
+        if _images_asked(request, reply):
+            events += [chunk({"images": [_image_part(url)]}) for url in reply.images]
         events.append(chunk({}, reply.finish_reason))
         if with_usage:
             tail = {**envelope, "choices": [], "usage": self._openai_usage(request, reply, usage)}

@@ -29,11 +29,20 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Literal, Optional
 
-from aiogram.types import Update, User
+from aiogram.types import BufferedInputFile, Message, Update, User
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
-from gateway.platforms.base import IncomingMessage, Intake, Journal, MediaItem, PlatformAdapter, SendGate, Surface
+from gateway.platforms.base import (
+    IncomingMessage,
+    Intake,
+    Journal,
+    MediaItem,
+    OutgoingFile,
+    PlatformAdapter,
+    SendGate,
+    Surface,
+)
 from gateway.platforms.failure import Failure
 from gateway.platforms.retry import Sleep
 from gateway.platforms.split import split_message
@@ -49,6 +58,10 @@ from gateway.platforms.telegram.polling import Poller
 from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger
 from gateway.platforms.telegram.updates import ALLOWED_UPDATES, album_message, migration
 from gateway.platforms.telegram.webhook import WebhookServer
+
+#: What Telegram takes as a photo (a larger image, or another type, goes as a document).
+PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
+PHOTO_LIMIT = 10 * 1024 * 1024
 
 log = logging.getLogger("gateway.platforms.telegram")  # one logger to filter for Telegram, whichever part speaks
 
@@ -245,6 +258,23 @@ class TelegramAdapter(PlatformAdapter):
         for chunk in chunks:
             await self.retry.run(functools.partial(messenger.post, chunk), f"telegram: {what}",
                                  pause=functools.partial(self._wait_out, what))
+
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+        """An image as a photo (``sendPhoto``) where Telegram takes it as one, anything else as a document
+        (``sendDocument``), retried like a whole reply."""
+        self.stop_typing(chat_id)
+        photo = file.kind == "image" and file.mime in PHOTO_TYPES and len(file.data) <= PHOTO_LIMIT
+        method = "sendPhoto" if photo else "sendDocument"
+        what = f"{method} to {chat_id}"
+
+        async def post(target: int | str) -> Message:
+            upload = BufferedInputFile(file.data, filename=file.name or file.kind)
+            if photo:
+                return await once(functools.partial(self.bot.send_photo, target, photo=upload), what)
+            return await once(functools.partial(self.bot.send_document, target, document=upload), what)
+
+        await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
+                             pause=functools.partial(self._wait_out, what))
 
     async def _wait_out(self, what: str, retry_after: float) -> None:
         """A reply sent whole has no send budget: a 429 is waited out here, exactly as long as Telegram asks."""

@@ -41,8 +41,12 @@
   // A sent message's files, as the page renders them (bubbles.html): an image from the chat's own /media/.
   function showItems(article, items) {
     if (!items.length) return;
-    const box = document.createElement("div");
-    box.className = "items";
+    let box = article.querySelector(".items");
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "items";
+      article.querySelector(".who").after(box);
+    }
     for (const item of items) {
       const figure = document.createElement("figure");
       figure.className = `item kind-${item.kind}`;
@@ -61,7 +65,6 @@
       figure.append(caption);
       box.append(figure);
     }
-    article.querySelector(".who").after(box);
   }
 
   function showChosen() {
@@ -119,6 +122,12 @@
 
   function shown(event) {
     const element = reply(event.reply_to || "");
+    if (event.type === "file") {  // an image or file the reply carries, after its text
+      showItems(element, [event]);
+      element.classList.remove("working");
+      scrollDown();
+      return;
+    }
     element.querySelector(".text").textContent = event.text;
     element.classList.remove("working");
     element.classList.toggle("streaming", event.type === "preview");
