@@ -4,14 +4,17 @@ every request body is checked against the official SDK types."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 
+import httpx
 from PIL import Image
 from pydantic import SecretStr
 from pypdf import PdfWriter
 
 from gateway.platforms.telegram import TelegramAdapter
+from gateway.platforms.telegram.webhook import SECRET_HEADER
 from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
@@ -145,3 +148,26 @@ async def test_the_media_settings_bound_what_is_taken_in_and_what_one_request_ca
     assert len(sent) == 1 and Image.open(io.BytesIO(sent[0])).size == (256, 192)
     assert llm.requests[0].last_user_text.count("[image: photo.jpg, 256×192]") == 3  # one labels the part sent
     assert api.sent[1].text.startswith("⚠️ I could not take in big.log: it is 2 MB, over the 1 MB limit")
+
+
+async def test_an_album_delivered_by_webhook_part_by_part_is_answered_once_with_every_image(
+        redis, redis_url, key_prefix) -> None:
+    """Telegram posts a webhook's album one part at a time, each after the last was answered: the parts are
+    stored as they come and the turn of the first waits for the rest, so the model sees the whole album."""
+    chat, album = 5152, [png(120 + i, 90, (20 * i, 60, 160)) for i in range(3)]
+    async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret",
+                                  listen_port=0, set_webhook=False, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+            url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
+            async with httpx.AsyncClient(timeout=10) as client:
+                for part in api.album(chat, 1, album, caption="compare these three"):
+                    answer = await client.post(url, json=part, headers={SECRET_HEADER: "s3cret"})
+                    assert answer.status_code == 200
+                    await asyncio.sleep(0.05)  # Telegram's next post follows the answer
+            await api.wait_until(lambda: len(api.sent) >= 1, timeout=60)
+            await runner.wait_idle()
+    assert len(api.sent) == 1 and api.sent[0].text.startswith("seen 3 images")
+    assert len(llm.requests) == 1 and images_in(llm.requests[0]) == album
+    assert "compare these three" in str(llm.requests[0].messages)

@@ -87,8 +87,9 @@ class IncomingMessage(BaseModel):
     ``update_id`` is the platform's own id for the delivery (Telegram's update_id, Discord's
     message id) and is what duplicates are recognised by. ``respond`` is False for messages
     the bot only records (group chatter that did not address it). ``items`` are the photos,
-    files and voice messages it carries (an album is one message with several); ``text`` may be
-    empty when there are items (the platforms hand in no message that has neither).
+    files and voice messages it carries (an album is one message with several, or several messages
+    sharing ``album``); ``text`` may be empty when there are items (the platforms hand in no message
+    that has neither).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -102,6 +103,9 @@ class IncomingMessage(BaseModel):
     ts: float = Field(default_factory=time.time)
     respond: bool = True
     items: tuple[MediaItem, ...] = ()
+    #: The album this message is one part of (Telegram's ``media_group_id``) when its parts arrive as
+    #: messages of their own (a webhook): the turn waits for the rest and answers them together.
+    album: str = ""
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod

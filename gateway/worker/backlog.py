@@ -6,9 +6,17 @@ therefore takes in the consecutive messages behind its head, up to a count. A co
 the run (it is handled alone, in order), and messages at the end that ask for no reply wait
 for their own step, so the reply answers the last message that asked for one. How much of
 what it takes in the request carries word for word is :mod:`gateway.worker.admission`'s to say.
+
+An album whose parts came as messages of their own (a Telegram webhook delivers one part at a
+time) is taken in whole whatever the setting: its turn waits until no new part has come for
+the album window, and the parts behind the head join it, answered once (:func:`take_album`).
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 
 from gateway.commands import parse as parse_command
 from gateway.platforms.base import IncomingMessage
@@ -59,3 +67,49 @@ async def take_backlog(inbox: Inbox, entries: ParsedEntries, *, max_messages: in
     while taken and not taken[-1][1].respond:
         taken.pop()
     return taken
+
+
+#: Seconds without a new part after which an album whose parts come one by one is taken as complete.
+ALBUM_WINDOW = 1.0
+#: The longest an album's turn waits for its parts, however they trickle in.
+ALBUM_MAX_WAIT = 15.0
+#: Telegram's most parts in one album.
+MAX_ALBUM_PARTS = 10
+
+
+async def take_album(inbox: Inbox, entries: ParsedEntries, *, window: float = ALBUM_WINDOW,
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                     clock: Callable[[], float] = time.monotonic) -> list[tuple[str, IncomingMessage]]:
+    """The other parts of the head's album, ``(raw, message)`` in order, once the album is complete: no new part
+    for ``window`` seconds, another message of the chat behind it, or :data:`ALBUM_MAX_WAIT` passed."""
+    started = last_change = clock()
+    seen = 0
+    while True:
+        parts, closed = await _album_parts(inbox, entries)
+        now = clock()
+        if len(parts) != seen:
+            seen, last_change = len(parts), now
+        if closed or now - last_change >= window or now - started >= ALBUM_MAX_WAIT:
+            return parts
+        await sleep(min(window / 5, 0.2))
+
+
+async def _album_parts(inbox: Inbox, entries: ParsedEntries) -> tuple[list[tuple[str, IncomingMessage]], bool]:
+    """The parts of the head's album waiting right behind it, and whether something else follows them."""
+    head = entries.head
+    waiting = await inbox.waiting(head.chat, MAX_ALBUM_PARTS + 1)
+    try:
+        if not waiting or entries.parse(waiting[0]).update_id != head.update_id:
+            return [], True
+    except ValueError:
+        return [], True
+    parts: list[tuple[str, IncomingMessage]] = []
+    for raw in waiting[1:]:
+        try:
+            message = entries.parse(raw)
+        except ValueError:
+            return parts, True
+        if message.album != head.album:
+            return parts, True
+        parts.append((raw, message))
+    return parts, False

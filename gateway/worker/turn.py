@@ -55,7 +55,7 @@ from gateway.startup_errors import explain
 from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore, reply_meta
 from gateway.store.inbox import Inbox
 from gateway.worker.admission import verbatim_limit, verbatim_start
-from gateway.worker.backlog import ParsedEntries, is_command, take_backlog
+from gateway.worker.backlog import ALBUM_WINDOW, ParsedEntries, is_command, take_album, take_backlog
 from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
 from gateway.worker.compactions import Compactions
 from gateway.worker.hygiene import estimate_session_tokens
@@ -76,6 +76,8 @@ class TurnOptions:
     coalesce_max_messages: int = 5_000
     coalesce_max_tokens: int = 20_000
     cache_ttl: str = "5m"
+    #: Seconds without a new part before an album whose parts come one by one is answered.
+    album_window: float = ALBUM_WINDOW
 
 
 @dataclass(frozen=True)
@@ -198,8 +200,11 @@ class Turn:
         threshold is never handed to the agent."""
         options, bound = self.parts.options, self.parts.bound
         continues = turn.meta.partial_entry_id == turn.entry_id  # its message and tool results are stored already
-        batch = (await take_backlog(self.parts.inbox, self.entries, max_messages=options.coalesce_max_messages)
-                 if options.coalesce_backlog and not continues else [])
+        batch: Batch = []
+        if self.message.album and not continues:  # its other parts came (or come) as messages of their own
+            batch = await take_album(self.parts.inbox, self.entries, window=options.album_window)
+        elif options.coalesce_backlog and not continues:
+            batch = await take_backlog(self.parts.inbox, self.entries, max_messages=options.coalesce_max_messages)
         model = self.model(turn)
         window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)

@@ -1,7 +1,7 @@
 """The Telegram adapter: one bot through aiogram 3, wiring the parts of this package together.
 
 Updates come in by long polling (:mod:`.polling`) or a webhook (:mod:`.webhook`), are read as
-messages (:mod:`.updates`, an album's parts gathered by :mod:`.albums`) and handed to the gateway's
+messages (:mod:`.updates`; a polled album's parts gathered by :mod:`.albums`) and handed to the gateway's
 intake (:mod:`.receiving`); the photos, files and voice messages they carry are fetched on demand
 (:mod:`.media`). Replies go out
 whole (:meth:`TelegramAdapter.send`) or streamed (:mod:`.replies`), every final message under one
@@ -56,7 +56,7 @@ from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, fetch_file
 from gateway.platforms.telegram.moves import ChatMoves, chat_ref
 from gateway.platforms.telegram.polling import Poller
 from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger
-from gateway.platforms.telegram.updates import ALLOWED_UPDATES, album_message, migration
+from gateway.platforms.telegram.updates import ALLOWED_UPDATES, album_message, media_group, migration
 from gateway.platforms.telegram.webhook import WebhookServer
 
 #: What Telegram takes as a photo (a larger image, or another type, goes as a document).
@@ -115,7 +115,7 @@ class TelegramAdapter(PlatformAdapter):
         self.preview_interval = preview_interval
         #: The largest file the gateway takes in: the photo size chosen is the largest within it.
         self.max_media_bytes = max_media_bytes
-        #: Seconds after an album's latest part before it is handed over (see :mod:`.albums`).
+        #: Seconds after a polled album's latest part before it is handed over (see :mod:`.albums`).
         self.album_window = album_window
         #: Where each upgraded group's calls go now.
         self.moves = ChatMoves()
@@ -166,8 +166,8 @@ class TelegramAdapter(PlatformAdapter):
             self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
             return
-        self._webhook = WebhookServer(self.bot, self.incoming, intake, path=self.webhook_path,
-                                      secret=self.webhook_secret, album_window=self.album_window)
+        self._webhook = WebhookServer(self.bot, self.incoming_part, intake, path=self.webhook_path,
+                                      secret=self.webhook_secret)
         try:
             await self._webhook.open(self.listen_host, self.listen_port)
         except OSError as error:
@@ -232,6 +232,12 @@ class TelegramAdapter(PlatformAdapter):
                 return None
         return album_message(updates, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
                              allowed_chat_ids=self.allowed_chat_ids, max_bytes=self.max_media_bytes)
+
+    def incoming_part(self, updates: Sequence[Update]) -> Optional[IncomingMessage]:
+        """A webhook's message: one that is an album's part names its album, so the turn gathers the parts."""
+        message = self.incoming(updates)
+        group = media_group(updates[0]) if updates else None
+        return message.model_copy(update={"album": group[1]}) if message is not None and group else message
 
     def _upgraded(self, old_chat_id: int, new_chat_id: int) -> None:
         """An upgrade's service message: replies still owed to the old group go straight to the supergroup."""

@@ -7,12 +7,12 @@ arrives (the parts come one after another, so the album is complete then, and cl
 keeps the chat's messages in order). The album is then read as one message carrying the FIRST
 part's update id and handed to the intake once; its result is every part's result.
 
-Nothing is acknowledged before it is stored: the poller holds its offset below an album's parts
-until the album is stored (:mod:`.polling`), and the webhook answers each part's delivery with
-the album's outcome (:mod:`.webhook`). A crash in the window therefore loses nothing: Telegram
-offers the parts again and they make the same album, which the intake recognises by its update
-id. What this module does not know is whether a redelivered part belongs to an album that was
-already stored; both callers keep that straight themselves.
+Polling gathers albums here (a webhook hands each part over as it comes, and the turn gathers
+them: :mod:`.webhook`). Nothing is acknowledged before it is stored: the poller holds its offset
+below an album's parts until the album is stored (:mod:`.polling`). A crash in the window
+therefore loses nothing: Telegram offers the parts again and they make the same album, which the
+intake recognises by its update id. What this module does not know is whether a redelivered part
+belongs to an album that was already stored; the poller keeps that straight itself.
 """
 
 from __future__ import annotations

@@ -5,17 +5,15 @@ right ``X-Telegram-Bot-Api-Secret-Token`` is refused (403). An update is written
 BEFORE the answer: 200 once it is durable (also for a redelivery the intake recognises as a
 duplicate), 500 when it could not be stored, so Telegram delivers it again.
 
-An album's parts (:mod:`.albums`) are gathered for a moment; each part's delivery is answered with
-the album's outcome once the album was handed over, so no part is acknowledged before it is
-stored. Telegram delivers one chat's updates one after another, waiting for each answer, so in
-practice a webhook's album arrives as one message per part (each after the album window): slower
-than polling's one message, and nothing is lost or doubled. Parts posted to different replicas
-are gathered by each apart for the same reason.
+An album's parts are each handed over at once, as messages that name their album
+(``IncomingMessage.album``): Telegram delivers one chat's updates one after another, waiting for
+each answer, so a part held back for the next would only be answered late. The turn that takes
+the first part waits for the rest and answers the album once (:func:`gateway.worker.backlog.take_album`),
+whichever replica stored each part.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 
@@ -24,8 +22,7 @@ from aiogram.types import Update
 from aiohttp import web
 
 from gateway.platforms.base import Intake
-from gateway.platforms.intake import HandOver, Outcome
-from gateway.platforms.telegram.albums import ALBUM_WINDOW, Albums
+from gateway.platforms.intake import Outcome
 from gateway.platforms.telegram.receiving import Reader, take_in
 
 log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
@@ -41,14 +38,12 @@ ANSWERS = {Outcome.STORED: "stored", Outcome.DUPLICATE: "duplicate", Outcome.SKI
 class WebhookServer:
     """The webhook's HTTP server: :meth:`open` it, and :meth:`close` it when the adapter stops."""
 
-    def __init__(self, bot: Bot, read: Reader, intake: Intake, *, path: str, secret: str,
-                 album_window: float = ALBUM_WINDOW) -> None:
+    def __init__(self, bot: Bot, read: Reader, intake: Intake, *, path: str, secret: str) -> None:
         self.bot = bot
         self.read = read
         self.intake = intake
         self.path = path
         self.secret = secret
-        self._albums = Albums(self._settle, window=album_window)
         self._runner: web.AppRunner | None = None
 
     async def open(self, host: str, port: int) -> None:
@@ -66,7 +61,6 @@ class WebhookServer:
         return int(self._runner.addresses[0][1])
 
     async def close(self) -> None:
-        await self._albums.aclose()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -81,26 +75,9 @@ class WebhookServer:
         except ValueError:
             log.warning("telegram: webhook body from %s is not a Telegram update", request.remote)
             return web.Response(status=400, text="not a Telegram update")
-        handed = await self._hand_over(update)
+        handed = await take_in((update,), self.read, self.intake, then=THEN)
         if handed is None:
             return web.Response(text="ignored")
         if not handed.acknowledged:
             return web.Response(status=500, text="not stored")
         return web.Response(text=ANSWERS[handed.outcome])
-
-    async def _hand_over(self, update: Update) -> HandOver | None:
-        """Hand ``update`` over after the albums of its chat before it; a part with its album."""
-        if not await self._albums.before(update):
-            return HandOver(Outcome.NOT_STORED)
-        album = self._albums.take(update)
-        if album is None:
-            return await take_in((update,), self.read, self.intake, then=THEN)
-        try:
-            return await asyncio.shield(album.task)
-        except asyncio.CancelledError:
-            if album.task.cancelled():  # the server is closing: the part was not stored
-                return HandOver(Outcome.NOT_STORED)
-            raise
-
-    async def _settle(self, updates: list[Update]) -> HandOver | None:
-        return await take_in(updates, self.read, self.intake, then=THEN)
