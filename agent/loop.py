@@ -346,7 +346,7 @@ class Agent:
             _give_calls_unique_ids(assistant, messages)
             if completion.images:
                 assistant[ITEMS_KEY] = await self._keep_made(completion.images)
-                done.outgoing += [ref for ref in assistant[ITEMS_KEY] if not ref.get("error")]
+                done.outgoing += [ref for ref in assistant[ITEMS_KEY] if ref.get("sha")]  # kept, so sendable
             messages.append(assistant)
             if not completion.tool_calls:
                 reply = completion.text
@@ -382,7 +382,7 @@ class Agent:
                 return assistant["tool_calls"][position + 1:], stop
             messages.append(_tool_result(call["id"], result))
             if result.deliver:
-                outgoing += [dict(item) for item in result.items if not item.get("error")]
+                outgoing += [dict(item) for item in result.items if item.get("sha")]
         return None
 
     async def _keep_made(self, images: Sequence[MadeImage]) -> list[dict[str, Any]]:

@@ -196,6 +196,8 @@ RouteName = Literal["openai", "anthropic", "openrouter", "openai-codex", "custom
 
 #: OpenAI's reasoning families: they refuse ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature but 1.
 _OPENAI_REASONING = re.compile(r"^(?:o[1-9](?:-|$)|gpt-5(?:$|[.\-]))")
+#: Routes that take ``modalities: ["image", "text"]`` (OpenAI's own API takes only text and audio there).
+IMAGE_OUTPUT_ROUTES = frozenset({"openrouter", "custom"})
 #: Models that answer with images as well as text (OpenRouter lists them with "image" among their outputs).
 _IMAGE_MODELS = re.compile(r"-image(?:-|$)")
 #: Model families known to take ``temperature`` and the classic token limit field.
@@ -256,7 +258,7 @@ def request_rules(model: str, route: str) -> RequestRules:
     """
     bare = bare_model_id(model)
     rules = _decide_rules(bare, route)
-    if route != "anthropic" and _IMAGE_MODELS.search(bare):
+    if route in IMAGE_OUTPUT_ROUTES and _IMAGE_MODELS.search(bare):
         rules = dataclasses.replace(rules, image_output=True)
     if not rules.known:
         log.info("model %s is not in foldgate's request rules; sending it the conservative default (%s)",

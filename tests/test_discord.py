@@ -147,7 +147,8 @@ class FakeDiscordAPI:
     repeating a nonce with ``enforce_nonce`` gets the message created the first time, not a new one.
     A post with files comes as Discord takes it: multipart, the JSON in ``payload_json`` and each file
     in a ``files[n]`` part; the message gets its ``attachments`` (``uploads`` keeps name and bytes), and
-    a file over a bot's 10 MiB is refused with Discord's 413.
+    a file over a bot's 10 MiB is refused with Discord's 413, a post with neither content nor files
+    with its 50006.
     """
 
     def __init__(self) -> None:
@@ -224,6 +225,8 @@ class FakeDiscordAPI:
             return json_response({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {
                 "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}},
                 status=400)
+        if not body.get("content") and not files:
+            return json_response({"message": "Cannot send an empty message", "code": 50006}, status=400)
         if any(len(data) > 10 * 1024 * 1024 for _, data, _ in files):
             return json_response({"message": "Request entity too large", "code": 40005}, status=413)
         nonce = body.get("nonce")

@@ -58,6 +58,10 @@ class Shelf:
             raise ConnectionError("the store is away")
         return self.blobs.get(sha)
 
+    async def keep(self, data: bytes, *, mime: str, name: str) -> dict[str, Any]:
+        return {"kind": "image" if mime.startswith("image/") else "document", "sha": self.put(data, mime),
+                "name": name, "mime": mime, "bytes": len(data)}
+
 
 def png(colour: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
     """A real one-colour PNG (the agent never decodes an image, but what it sends should be one)."""

@@ -10,6 +10,7 @@ and every request body is checked against the official SDK types plus OpenRouter
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import re
@@ -20,10 +21,11 @@ from PIL import Image
 from agent.context_compressor import ContextCompressor
 from agent.llm.client import ChatClient
 from agent.llm.openai_chat import build_request, parse_response
-from agent.loop import Agent
+from agent.loop import Agent, ToolRunning
 from agent.models import request_rules
 from agent.tools import Tool, ToolOutput, ToolRegistry
 from gateway.delivery.replies import Replies
+from gateway.delivery.stream import ReplyStream
 from gateway.outage import Health
 from gateway.platforms.base import IncomingMessage, OpenGate, OutgoingFile
 from gateway.platforms.local import TerminalAdapter
@@ -221,3 +223,53 @@ async def test_the_terminal_saves_each_file_and_prints_where(tmp_path) -> None:
     assert sorted(path.name for path in tmp_path.iterdir()) == ["image-1-2.png", "image-1.png"]
     assert f"[image saved: {tmp_path / 'image-1.png'}]" in out.getvalue()
     assert size_of((tmp_path / "image-1-2.png").read_bytes()) == (320, 200)
+
+
+class ShownSurface:
+    """A reply surface that keeps what it shows: the preview, then the final text (None until finished)."""
+
+    interval = 0.01
+
+    def __init__(self) -> None:
+        self.preview_text = ""
+        self.final: str | None = None
+
+    async def preview(self, text: str) -> bool:
+        self.preview_text = text
+        return True
+
+    async def finish(self, text: str) -> None:
+        self.final = text
+
+
+async def test_a_reply_of_images_only_still_ends_its_preview(redis, key_prefix) -> None:
+    store = SessionStore(redis, key_prefix)
+    media = MediaStore(redis, key_prefix, max_bytes=5_000_000, max_total_bytes=50_000_000)
+    sha = await media.put("local:shown", chart(), mime="image/png", name="image-1.png", file_id="made:x")
+    platform, surface = RecordingAdapter(), ShownSurface()
+    stream = ReplyStream(surface, previews=True)
+    await stream(ToolRunning("draw_chart", "{}"))
+    for _ in range(100):
+        if surface.preview_text:
+            break
+        await asyncio.sleep(0.01)
+    assert surface.preview_text == "🔧 draw_chart …"
+    replies = Replies(store, {"local": platform}, lambda message: OpenGate(), Health("Redis"), media)
+    message = IncomingMessage(platform="local", chat_id="shown", update_id="u1", text="draw")
+    await replies.deliver(message, "", stream, items=[{"kind": "image", "sha": sha, "name": "image-1.png"}])
+    assert surface.final == ""  # the status line is taken down, the web chat's reply marked done
+    assert [file.name for _, file in platform.files] == ["image-1.png"]
+
+
+async def test_telegram_sends_a_panorama_it_refuses_as_a_photo_as_a_document() -> None:
+    async with FakeBotAPI() as api:
+        adapter = TelegramAdapter(api.token, api_server=api.base_url)
+        try:
+            await adapter.send_file("77", OutgoingFile("image", chart(2200, 100), "wide.png", "image/png"))
+            await adapter.send_file("77", OutgoingFile("document", b"a,b\n1,2\n", "table.csv", "text/csv"))
+        finally:
+            await adapter.stop()
+    assert [(sent.method, sent.name) for sent in api.sent_files] == [("sendDocument", "wide.png"),
+                                                                    ("sendDocument", "table.csv")]
+    assert [(attempt.method, attempt.status, attempt.description) for attempt in api.attempts] == [
+        ("sendPhoto", 400, "Bad Request: PHOTO_INVALID_DIMENSIONS"), ("sendDocument", 200, ""), ("sendDocument", 200, "")]

@@ -84,39 +84,41 @@ class Replies:
         if adapter is None:
             log.warning("no adapter for platform %s; reply to %s dropped", message.platform, message.chat)
             return
-        if text or not items:
-            if stream is not None:
-                await self._attempts(message, "a reply", lambda: stream.finish(text))  # picks up where one stopped
-            else:
-                await self._attempts(message, "a reply",
-                                     lambda: adapter.send(message.chat_id, text, reply_to=message.update_id))
+        if stream is not None:  # also without text: its previews end (a tool's status line is taken down)
+            await self._attempts(message, "a reply", lambda: stream.finish(text))  # picks up where one stopped
+        elif text or not items:
+            await self._attempts(message, "a reply",
+                                 lambda: adapter.send(message.chat_id, text, reply_to=message.update_id))
         if items:
-            journal = self.journal(message, lock) if lock is not None else None
-            await self._attempts(message, "the reply's files", lambda: self._files(adapter, message, items, journal))
+            await self._files(adapter, message, items, self.journal(message, lock) if lock is not None else None)
 
     async def _files(self, adapter: PlatformAdapter, message: IncomingMessage, items: Sequence[Mapping[str, Any]],
                      journal: ReplyJournal | None) -> None:
-        """Each item not yet recorded as sent: read from the store, paced by the send budget, recorded once sent."""
+        """Each item not yet recorded as sent, tried on its own (one the platform refuses for good does not keep
+        the others back): read from the store, paced by the send budget, recorded once sent."""
         done = await journal.load() if journal is not None else {}
-        gate = self.gates(message)
         for index, ref in enumerate(items):
             mark = f"item:{index}"
-            if mark in done:
-                continue
-            found = await self.media.get(message.chat, str(ref.get("sha") or "")) if self.media is not None else None
-            await gate.await_final()
-            name, kind = str(ref.get("name") or ""), ref.get("kind") or "document"
-            if found is None:
-                log.warning("%s: %s %r made for the reply is no longer stored; its line is sent instead",
-                            message.chat, kind, name)
-                await adapter.send(message.chat_id, f"[{kind}: {name or kind}, no longer kept; ask again for it]",
-                                   reply_to=message.update_id)
-            else:
-                data, mime = found
-                await adapter.send_file(message.chat_id, OutgoingFile(kind, data, name, mime),
-                                        reply_to=message.update_id)
-            if journal is not None:
-                await journal.record({mark: "sent"})
+            if mark not in done:
+                name = str(ref.get("name") or ref.get("kind") or "file")
+                await self._attempts(message, f"the file {name!r}",
+                                     lambda ref=ref, mark=mark: self._file(adapter, message, ref, journal, mark))
+
+    async def _file(self, adapter: PlatformAdapter, message: IncomingMessage, ref: Mapping[str, Any],
+                    journal: ReplyJournal | None, mark: str) -> None:
+        found = await self.media.get(message.chat, str(ref.get("sha") or "")) if self.media is not None else None
+        await self.gates(message).await_final()
+        name, kind = str(ref.get("name") or ""), ref.get("kind") or "document"
+        if found is None:
+            log.warning("%s: %s %r made for the reply is no longer stored; its line is sent instead",
+                        message.chat, kind, name)
+            await adapter.send(message.chat_id, f"[{kind}: {name or kind}, no longer kept; ask again for it]",
+                               reply_to=message.update_id)
+        else:
+            data, mime = found
+            await adapter.send_file(message.chat_id, OutgoingFile(kind, data, name, mime), reply_to=message.update_id)
+        if journal is not None:
+            await journal.record({mark: "sent"})
 
     async def _attempts(self, message: IncomingMessage, what: str, send: Callable[[], Awaitable[None]]) -> bool:
         """``send`` tried :data:`SEND_ATTEMPTS` times; False when it was given up."""

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mimetypes
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from gateway.config.models import MediaSettings
@@ -98,7 +100,10 @@ class ItemIntake:
         async def made(_item: MediaItem, _limit: int) -> bytes:
             return data
 
-        return (await take_in(item, made, self.store, chat, self.settings, None)).ref
+        ref = (await take_in(item, made, self.store, chat, self.settings, None)).ref
+        if ref.get("mime") != mime and (suffix := mimetypes.guess_extension(str(ref.get("mime")))):
+            ref["name"] = str(PurePosixPath(name).with_suffix(suffix))  # stored re-encoded (too heavy as it was)
+        return ref
 
     async def fetch_again(self, chat: str, sha: str) -> tuple[bytes, str] | None:
         """An image whose bytes the chat's allowance dropped (``media.max_total_bytes``), fetched again from

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import io
 import logging
 import uuid
@@ -350,7 +351,7 @@ class DiscordAdapter(PlatformAdapter):
             return
         channel = self._channel(chat_id)
         anchor = f"{chat_id}:{reply_to}:file" if reply_to else uuid.uuid4().hex
-        nonce = chunk_nonce(anchor, len(file.data), file.name)
+        nonce = chunk_nonce(anchor, 0, hashlib.sha256(file.data).hexdigest())  # the same bytes, the same post
 
         async def post() -> None:  # a file object is read once: a retry sends a new one
             await channel.send(file=discord.File(io.BytesIO(file.data), filename=file.name or file.kind),

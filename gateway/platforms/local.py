@@ -200,13 +200,14 @@ class TerminalReply:
 
 
 def _save(folder: Path, file: OutgoingFile) -> Path:
-    """Write ``file`` into ``folder`` under its own name, numbered when that name is taken; its path."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``file`` into ``folder`` under its own name, numbered when that name is taken, readable by this user
+    only; its path."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # what the bot sends this person is theirs alone
     name = Path(file.name or file.kind).name or file.kind
     path = folder / name
     for number in itertools.count(2):
         try:
-            with open(path, "xb") as out:
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
                 out.write(file.data)
             return path
         except FileExistsError:

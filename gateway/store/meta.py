@@ -48,6 +48,8 @@ class SessionMeta:
     #: The entry whose turn stored its messages and tool results but not yet its reply (the provider went
     #: away mid-turn): its retry continues from them instead of running the tools again.
     partial_entry_id: str | None = None
+    #: What that cut-short turn made for the person (refs), sent with the reply of the turn that continues it.
+    partial_items: list[dict[str, Any]] = field(default_factory=list)
     usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
 
     def took(self, entry: str) -> bool:
@@ -65,7 +67,7 @@ FLOAT_FIELDS = frozenset({"last_activity_at"})
 STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id",
                         "batch_entry_ids", "partial_entry_id"})
 JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
-JSON_LIST_FIELDS = frozenset({"last_reply_items"})
+JSON_LIST_FIELDS = frozenset({"last_reply_items", "partial_items"})
 SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS | JSON_LIST_FIELDS
 #: A compaction sets its own compaction_count.
 COMMIT_META_FIELDS = SETTABLE_META_FIELDS - {"compaction_count"}
@@ -190,5 +192,6 @@ def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
         replied_entry_id=raw.get("replied_entry_id") or None,
         batch_entry_ids=raw.get("batch_entry_ids") or None,
         partial_entry_id=raw.get("partial_entry_id") or None,
+        partial_items=_json_dicts(sid, raw, "partial_items"),
         usage_totals=_json_dict(sid, raw, "usage_totals"),
     )

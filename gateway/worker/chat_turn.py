@@ -89,3 +89,5 @@ class Outcome:
     silent: bool = False
     #: Images and files made for the person (refs), sent after the reply's text.
     items: tuple[dict[str, Any], ...] = ()
+    #: The message the reply answers when it is not the entry's own: a batch's last (its journal is the reply's).
+    answers: IncomingMessage | None = None

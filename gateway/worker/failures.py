@@ -112,17 +112,18 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
     entries = [message, *(m for _, m in batch)]
     ids = [m.entry_id for m in entries]
     reply = final_notice(error, failure.waited)
+    made = meta.partial_items if meta.partial_entry_id else []  # what a cut-short attempt made is still theirs
     if meta.last_entry_id != ids[-1]:
         chat_turn = turn.chat_turn(sid, meta)
         unstored = [m for m in entries if not meta.holds(m.entry_id)]  # a kept partial turn holds its message
         stored = await parts.bound.stored_form(chat_turn, turn.model(chat_turn), unstored)
         await store.append(turn.chat, sid, stored, lock=turn.lock,
-                           meta={"last_entry_id": ids[-1], **reply_meta(reply), "partial_entry_id": None,
-                                 "batch_entry_ids": "\n".join(ids) if batch else None})
+                           meta={"last_entry_id": ids[-1], **reply_meta(reply, made), "partial_entry_id": None,
+                                 "partial_items": None, "batch_entry_ids": "\n".join(ids) if batch else None})
     await parts.provider.stopped_waiting(turn.chat)
     await turn.report_failure(sid, "provider_gave_up",
                               f"the model provider {plain_reason(error)} for {failure.waited:.0f} s; messages stored unanswered")
     # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
     return Outcome(sid, reply, committed=True,
                    stream=parts.replies.stream(entries[-1], turn.lock, previews=False),
-                   batch=tuple((raw, m.entry_id) for raw, m in batch))
+                   batch=tuple((raw, m.entry_id) for raw, m in batch), items=tuple(made), answers=entries[-1])

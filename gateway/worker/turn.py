@@ -137,8 +137,6 @@ class Turn:
         #: The context's size once committed (as hygiene will judge it), and what went wrong with the model call.
         self.committed_tokens = 0
         self.failure = ""
-        #: The message the reply answers: a coalesced backlog's last (its journal records what was sent).
-        self.answers = self.message
 
     async def run(self) -> Outcome:
         """The entry handled; raises :class:`ProviderDown` when the provider is away."""
@@ -153,7 +151,8 @@ class Turn:
         reply, items = await self.commit(turn, prepared, result, reply)
         await self.report(turn, prepared, result)
         return Outcome(turn.session_id, reply, committed=True, stream=stream,
-                       batch=tuple((raw, m.entry_id) for raw, m in prepared.batch), items=tuple(items))
+                       batch=tuple((raw, m.entry_id) for raw, m in prepared.batch), items=tuple(items),
+                       answers=prepared.batch[-1][1] if prepared.batch else None)
 
     async def snapshot(self) -> tuple[ChatTurn, list[Message]]:
         wants_model = self.message.respond and not is_command(self.message)
@@ -274,7 +273,7 @@ class Turn:
         if adapter:
             with contextlib.suppress(Exception):
                 await adapter.typing(self.message.chat_id)
-        last = self.answers = prepared.batch[-1][1] if prepared.batch else self.message
+        last = prepared.batch[-1][1] if prepared.batch else self.message
         stream = self.parts.replies.stream(last, self.lock, previews=self.parts.options.stream_replies)
         watch = TurnWatch(stream, self._stop_requested, stopped=prepared.stopped)
         try:
@@ -295,21 +294,23 @@ class Turn:
             log.warning("chat %s: %s", self.chat, explain(failed.error) or f"the model call failed: {failed.error}")
             self.failure = f"the model provider {plain_reason(failed.error)}"
             reply = f"⚠️ The model provider {plain_reason(failed.error)}. Your message is saved; please try again."
-        if prepared.notes and reply:
-            reply = "\n\n".join([*prepared.notes, reply])
+        if prepared.notes and (reply or result.outgoing):
+            reply = "\n\n".join([*prepared.notes, *([reply] if reply else [])])
         return result, reply, stream
 
     async def commit(self, turn: ChatTurn, prepared: Prepared, result: TurnResult,
                      reply: str) -> tuple[str, list[dict[str, Any]]]:
         """Commit the turn with its reply and the items it made for the person, fenced by the chat's lock; the
         reply and items to send (an earlier call's, when that call already committed this turn)."""
-        fields = self._commit_fields(turn, prepared, result, reply)
+        # what the attempt the provider cut short had made for the person goes with this reply
+        items = [*(turn.meta.partial_items if turn.meta.partial_entry_id else ()), *result.outgoing]
+        fields = self._commit_fields(turn, prepared, result, reply, items)
         if turn.meta.partial_entry_id:
-            fields["partial_entry_id"] = None
+            fields["partial_entry_id"] = fields["partial_items"] = None
         commit = await self._store(turn, prepared, result, fields, compaction_id=f"{turn.entry_id}:turn")
         self.committed_tokens = _context_after(fields)
         if commit is None:
-            return reply, result.outgoing
+            return reply, items
         # the size the agent compacted at (its count; the session's estimate where the engine gives none)
         stats = prepared.engine.last_compaction
         before = (stats.tokens_before if stats is not None else 0) or estimate_session_tokens(turn.meta)[0]
@@ -319,7 +320,7 @@ class Turn:
             return recorded.last_reply or reply, recorded.last_reply_items
         await self.parts.compactions.announce(turn, prepared.engine, commit, result.messages, "in_loop", before,
                                               fields["tokens_at_report"])
-        return reply, result.outgoing
+        return reply, items
 
     async def keep_partial(self, turn: ChatTurn, prepared: Prepared, partial: TurnResult) -> None:
         """Store what a turn the provider failed had done — its messages, tool calls and results, an in-loop
@@ -327,10 +328,13 @@ class Turn:
         A turn that ran no tool keeps nothing: its retry is the same turn again."""
         if not partial.compacted and not any(m.get("role") == "tool" for m in partial.new_messages):
             return
-        fields = self._commit_fields(turn, prepared, partial, "")
+        fields = self._commit_fields(turn, prepared, partial, "", [])
         ids = [turn.entry_id, *(m.entry_id for _, m in prepared.batch)]
         del fields["last_entry_id"], fields["last_reply"], fields["last_reply_items"]
         fields["partial_entry_id"] = ids[-1]
+        # sent with the reply of the retry, which continues from here (a second cut keeps both)
+        kept = [*(turn.meta.partial_items if turn.meta.partial_entry_id else ()), *partial.outgoing]
+        fields["partial_items"] = kept or None
         fields["batch_entry_ids"] = "\n".join(ids[:-1]) or None  # a retry lets these go silently, as taken in
         await self._store(turn, prepared, partial, fields, compaction_id=f"{turn.entry_id}:partial")
         log.info("%s: the provider went away mid-turn; its %d tool results are kept for the retry", self.chat,
@@ -352,7 +356,8 @@ class Turn:
             compaction_id=compaction_id, meta=fields, archive_new=result.folded,
         )
 
-    def _commit_fields(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str) -> dict[str, object]:
+    def _commit_fields(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str,
+                       items: list[dict[str, Any]]) -> dict[str, object]:
         meta = turn.meta
         totals = dict(meta.usage_totals)
         for name, value in result.usage.as_dict().items():
@@ -362,7 +367,7 @@ class Turn:
         fields: dict[str, object] = {
             "last_entry_id": batch_ids[-1],
             "batch_entry_ids": "\n".join(batch_ids) if prepared.batch else None,
-            **reply_meta(reply, result.outgoing),
+            **reply_meta(reply, items),
             "usage_totals": totals,
             "last_prompt_tokens": result.last_usage.prompt_tokens + result.last_usage.completion_tokens or None,
         }
@@ -411,9 +416,10 @@ class Turn:
         replies.closed(self.chat)
         if outcome.reply is None:
             return
-        stream = outcome.stream or replies.stream(self.answers, self.lock, previews=False)
+        answers = outcome.answers or self.message  # a batch's reply is journaled under its last entry
+        stream = outcome.stream or replies.stream(answers, self.lock, previews=False)
         replies.closed(self.chat)
-        await replies.deliver(self.answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
+        await replies.deliver(answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
 
     async def finish(self, outcome: Outcome) -> str | None:
         """Record the reply as sent and remove the entry (a batch: its entries); the next entry.

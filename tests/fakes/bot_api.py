@@ -23,9 +23,10 @@ message_id of a message the bot sent; refuses an unknown or deleted message, a m
 did not send, empty or over-long text, and an edit that changes nothing with Telegram's
 "message is not modified" 400; answers the edited Message; history in ``edits``);
 deleteMessage (→ True, logged in ``deleted``); sendPhoto and sendDocument as multipart uploads
-(``attach://<part>`` naming the file part, as the real API takes them; a photo must be an image
-Telegram can read — else 400 ``IMAGE_PROCESS_FAILED`` — of at most 10 MB, a document at most
-50 MB; each logged in ``sent_files`` and servable by getFile afterwards, like Telegram's own
+(``attach://<part>`` naming the file part, or the file in the field itself, as the real API takes
+them; a photo must be an image Telegram can read — else 400 ``IMAGE_PROCESS_FAILED`` — of at
+most 10 MB, width and height adding up to at most 10,000 and neither over 20 times the other —
+else 400 ``PHOTO_INVALID_DIMENSIONS`` —, a document at most 50 MB; each logged in ``sent_files`` and servable by getFile afterwards, like Telegram's own
 file ids); sendChatAction; setWebhook / deleteWebhook /
 getWebhookInfo. Update builders produce the JSON Telegram sends, entities included (offsets in
 UTF-16 units), and take their message_ids from the same per-chat counter as the bot's messages.
@@ -918,7 +919,9 @@ class FakeBotAPI:
         chat_id, now = params.get("chat_id", ""), self._now()
         uploads, self._uploads = self._uploads, {}
         reference = params.get(field_name, "")
-        part = uploads.get(reference.removeprefix("attach://")) if reference.startswith("attach://") else None
+        # the file as a part of its own, named by attach://<part>, or as the field itself
+        part = uploads.get(reference.removeprefix("attach://")) if reference.startswith("attach://") else \
+            uploads.get(field_name)
         if part is None:
             status, description = 400, f"Bad Request: there is no {field_name} in the request"
         else:
@@ -949,9 +952,13 @@ class FakeBotAPI:
             if len(data) > PHOTO_LIMIT:
                 return 400, "Bad Request: PHOTO_SAVE_FILE_INVALID"
             try:
-                Image.open(io.BytesIO(data)).verify()
+                with Image.open(io.BytesIO(data)) as image:
+                    image.verify()
+                    width, height = image.size
             except Exception:  # noqa: BLE001 - whatever Pillow cannot read, Telegram cannot either
                 return 400, "Bad Request: IMAGE_PROCESS_FAILED"
+            if width + height > 10_000 or max(width, height) > 20 * min(width, height):
+                return 400, "Bad Request: PHOTO_INVALID_DIMENSIONS"
         elif len(data) > UPLOAD_LIMIT:
             return 413, "Request Entity Too Large"
         return 200, ""

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Literal, Optional
 
+from aiogram.exceptions import TelegramBadRequest
 from aiogram.types import BufferedInputFile, Message, Update, User
 
 from gateway.config import Settings
@@ -266,21 +267,30 @@ class TelegramAdapter(PlatformAdapter):
                                  pause=functools.partial(self._wait_out, what))
 
     async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
-        """An image as a photo (``sendPhoto``) where Telegram takes it as one, anything else as a document
-        (``sendDocument``), retried like a whole reply."""
+        """An image as a photo (``sendPhoto``) where Telegram takes it as one, anything else — and a photo Telegram
+        refuses (a panorama past its proportions) — as a document (``sendDocument``). A 429 is waited out; a
+        network failure is not retried here (the upload may have arrived): the delivery's attempts decide."""
         self.stop_typing(chat_id)
-        photo = file.kind == "image" and file.mime in PHOTO_TYPES and len(file.data) <= PHOTO_LIMIT
-        method = "sendPhoto" if photo else "sendDocument"
+        if file.kind == "image" and file.mime in PHOTO_TYPES and len(file.data) <= PHOTO_LIMIT:
+            try:
+                await self._upload(chat_id, file, "sendPhoto")
+                return
+            except TelegramBadRequest as refused:
+                log.info("telegram: %s was refused as a photo (%s); sending it as a document", file.name,
+                         refused.message)
+        await self._upload(chat_id, file, "sendDocument")
+
+    async def _upload(self, chat_id: str, file: OutgoingFile, method: str) -> None:
         what = f"{method} to {chat_id}"
 
         async def post(target: int | str) -> Message:
             upload = BufferedInputFile(file.data, filename=file.name or file.kind)
-            if photo:
+            if method == "sendPhoto":
                 return await once(functools.partial(self.bot.send_photo, target, photo=upload), what)
             return await once(functools.partial(self.bot.send_document, target, document=upload), what)
 
         await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
-                             pause=functools.partial(self._wait_out, what))
+                             pause=functools.partial(self._wait_out, what), retries=0)
 
     async def _wait_out(self, what: str, retry_after: float) -> None:
         """A reply sent whole has no send budget: a 429 is waited out here, exactly as long as Telegram asks."""
