@@ -19,6 +19,10 @@ Photos, documents and voice are refs on their messages (``_items``); right befor
 :class:`agent.items.MediaSource`, and every other one a stand-in line (:mod:`agent.items`).
 A tool result that carries items (``session_fetch`` of a photo) keeps them as its ``_items``.
 
+A tool result longer than ``result_limit`` tokens is archived whole through the agent's
+:class:`ResultArchive` and the request carries its head and tail, naming the archived message
+(:mod:`agent.excerpts`): one tool that returns megabytes cannot push a turn past the window.
+
 What the model makes goes the other way: images an image model answers with are kept through the
 same source (:meth:`agent.items.MediaSource.keep`) and carried as the answer's ``_items``; they and
 the items of tool results marked for the person (:attr:`ToolOutput.deliver`) are the turn's
@@ -37,6 +41,7 @@ from typing import Any, Protocol, TypeVar, Union
 from agent import json_codec
 from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
+from agent.excerpts import excerpt, tokens_over
 from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
@@ -148,6 +153,13 @@ def _close(work: Awaitable[Any]) -> None:
         work.close()
 
 
+class ResultArchive(Protocol):
+    """Where a tool result too long for the request is kept whole (the gateway: the session's archive)."""
+
+    async def keep_whole(self, message: Message, key: str) -> str:
+        """Store ``message`` whole (once per ``key``: a retried turn gets the same id); its message id."""
+
+
 #: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.
 RequestHook = Callable[[list[Message]], list[Message]]
 
@@ -217,9 +229,12 @@ class Agent:
         media: MediaSource | None = None,
         max_images: int = DEFAULT_MAX_IMAGES,
         vision: bool | None = None,
+        results: ResultArchive | None = None,
+        result_limit: int | None = None,
     ) -> None:
         """``media`` reads the chat's stored items; ``max_images`` bounds the images one request carries;
-        ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``)."""
+        ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``);
+        a tool result over ``result_limit`` tokens is archived whole in ``results`` and goes as an excerpt."""
         self.client = model_client
         self.engine = engine
         self.model = model
@@ -228,6 +243,8 @@ class Agent:
         self.max_iterations = max_iterations
         self.request_hook = request_hook
         self.inliner = ImageInliner(media, max_images=max_images, vision=vision_for(model) if vision is None else vision)
+        self.results = results
+        self.result_limit = result_limit
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
@@ -380,10 +397,22 @@ class Agent:
             except TurnStopped as stop:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
                 return assistant["tool_calls"][position + 1:], stop
-            messages.append(_tool_result(call["id"], result))
+            messages.append(await self._bounded(_tool_result(call["id"], result)))
             if result.deliver:
                 outgoing += [dict(item) for item in result.items if item.get("sha")]
         return None
+
+    async def _bounded(self, message: Message) -> Message:
+        """A tool result within ``result_limit`` tokens: whole, or its excerpt naming the archived whole."""
+        content = message["content"]
+        tokens = tokens_over(content, self.result_limit) if self.result_limit and isinstance(content, str) else None
+        if tokens is None or self.results is None or self.result_limit is None:
+            return message
+        original_id = await self.results.keep_whole(message, str(message["tool_call_id"]))
+        log.info("a tool result of %d tokens, over the bound of %d: archived whole as message %s", tokens,
+                 self.result_limit, original_id)
+        return {**message, "content": excerpt(content, tokens, self.result_limit, original_id, what="tool result"),
+                "_orig_id": original_id}
 
     async def _keep_made(self, images: Sequence[MadeImage]) -> list[dict[str, Any]]:
         """Refs of the images the model made, kept in the chat's store (a ref with ``error`` for one that

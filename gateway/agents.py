@@ -32,7 +32,7 @@ from agent.llm.client import ChatClient
 from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
 from agent.llm.retry import RetryPolicy
-from agent.loop import Agent, ChatModel
+from agent.loop import Agent, ChatModel, ResultArchive
 from agent.models import api_model_id, context_length_for
 from agent.prompt_caching import CachingPlan, plan_prompt_caching
 from agent.tools import ToolRegistry
@@ -242,9 +242,10 @@ class AgentBuilder:
         return engine
 
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
-                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES) -> Agent:
+                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES,
+                    results: ResultArchive | None = None, result_limit: int | None = None) -> Agent:
         """The agent of one turn; ``media`` is the chat's stored items, of which the newest ``max_images``
-        images go into each request."""
+        images go into each request; a tool result over ``result_limit`` tokens is archived whole in ``results``."""
         chat_model: ChatModel = self.chat_model
         if isinstance(engine, CodexThreadEngine):
             chat_model = CodexAppServerChat(engine.server, engine)
@@ -263,6 +264,8 @@ class AgentBuilder:
             request_hook=self.caching_plan(model).request_hook(),
             media=media,
             max_images=max_images,
+            results=results,
+            result_limit=result_limit,
         )
 
     async def aclose(self) -> None:

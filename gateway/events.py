@@ -86,7 +86,28 @@ class TurnErrorEvent(BaseModel):
     ts: float = Field(default_factory=time.time)
 
 
-Event = Union[CompressEvent, TurnEvent, TurnErrorEvent]
+#: How a tool call ended (``agent.tools.mcp.CallRecord``): answered, answered with an error, past its timeout,
+#: its server away, or stopped by the person.
+ToolOutcome = Literal["ok", "error", "timeout", "down", "cancelled"]
+
+
+class ToolCallEvent(BaseModel):
+    """``tool:call`` — the agent called a tool of an MCP server for a chat: the audit trail of every call."""
+
+    name: Literal["tool:call"] = "tool:call"
+    platform: str
+    chat: str
+    session_id: str
+    user_id: str = ""  # who asked: the person whose message the turn answers
+    server: str
+    tool: str
+    argument_bytes: int
+    outcome: ToolOutcome
+    seconds: float
+    ts: float = Field(default_factory=time.time)
+
+
+Event = Union[CompressEvent, TurnEvent, TurnErrorEvent, ToolCallEvent]
 #: Reads an event back from its JSON (the activity log stores them so).
 EVENT_JSON: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="name")])
 Subscriber = Callable[[Event], Union[None, Awaitable[None]]]
@@ -118,6 +139,9 @@ class EventBus:
             self.counters["tokens_folded"] += max(0, event.tokens_before - event.tokens_after)
         elif isinstance(event, TurnErrorEvent):  # an outage counts once, when it begins
             self.counters["provider_errors" if event.kind == "provider_away" else "turns_failed"] += 1
+        elif isinstance(event, ToolCallEvent):
+            self.counters["tool_calls"] += 1
+            self.counters["tool_calls_failed"] += event.outcome in ("error", "timeout", "down")
         else:
             self.counters["provider_errors"] += bool(event.error)
             self.counters["turns"] += 1

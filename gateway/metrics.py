@@ -48,6 +48,8 @@ COUNTER_HELP = {
     "compactions_native": "Compactions the provider made of a conversation itself",
     "provider_errors": "Turns the model provider failed part-way, and outages of the provider as they began",
     "turns_failed": "Messages given up: their handling kept failing, or the provider stayed away too long",
+    "tool_calls": "Calls of MCP servers' tools the agent made",
+    "tool_calls_failed": "Tool calls answered with an error, past their timeout, or with their server away",
 }
 
 #: Seconds over which the turn rate is averaged.

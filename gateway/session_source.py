@@ -22,7 +22,7 @@ from typing import Any
 from agent.messages import is_real_user_message, is_summary, text_of
 from agent.search import search_messages
 from agent.tools import searchable
-from gateway.store import SessionStore, UnknownSession
+from gateway.store import Lock, SessionStore, UnknownSession
 
 #: Sessions followed at most along one chain (a bound against a corrupted, cyclic chain).
 MAX_CHAIN = 1_000
@@ -124,6 +124,22 @@ async def _by_id(store: SessionStore, chat: str, chain: Sequence[str], ids: Sequ
         for message in await store.get_messages(chat, sid, missing):
             found[str(message["_id"])] = message
     return found
+
+
+class TurnArchive:
+    """``agent.loop.ResultArchive`` over a chat's session: a tool result too long for the request is stored whole in
+    the session's archive, once per inbox entry and call (a turn tried again gets the id stored the first time)."""
+
+    def __init__(self, store: SessionStore, chat: str, session_id: str, lock: Lock, entry_id: str) -> None:
+        self.store = store
+        self.chat = chat
+        self.session_id = session_id
+        self.lock = lock
+        self.entry_id = entry_id
+
+    async def keep_whole(self, message: dict[str, Any], key: str) -> str:
+        return await self.store.archive_original(self.chat, self.session_id, message, lock=self.lock,
+                                                 entry_id=f"{self.entry_id}:{key}")
 
 
 class ChatHistory:

@@ -163,7 +163,8 @@ LAYERS: dict[str, list[list[str]]] = {
         ["agent.json_codec", "agent.usage", "agent.models", "agent.http_options", "agent.cancelling",
          "agent.prompt_caching"],
         ["agent.tokens", "agent.settings", "agent.pricing"],
-        ["agent.messages", "agent.search", "agent.transcript_repair", "agent.tools"],
+        ["agent.messages", "agent.search", "agent.transcript_repair", "agent.items", "agent.excerpts",
+         "agent.tools"],
         ["agent.llm"],  # requests and answers, one module per route
         ["agent.compaction", "agent.context_engine", "agent.codex"],  # the pure phases and the engine's contract
         ["agent.context_compressor", "agent.codex_engine"],  # the engines

@@ -39,6 +39,7 @@ from agent.settings import (
 )
 from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
 from gateway.config.sources import PROVIDER_KEY_ENV, layered_sources
+from gateway.config.tools import ToolsSettings
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 PositiveId = Annotated[int, Field(ge=1)]
@@ -389,6 +390,7 @@ class Settings(BaseSettings):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
+    tools: ToolsSettings = Field(default_factory=ToolsSettings)
 
     @property
     def home_path(self) -> Path:

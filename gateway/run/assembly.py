@@ -124,7 +124,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
             coalesce_max_messages=settings.gateway.coalesce_max_messages,
             coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
             max_message_tokens=settings.gateway.max_message_tokens,
-            outage_retry_seconds=settings.gateway.outage_retry_seconds, media=settings.media,
+            outage_retry_seconds=settings.gateway.outage_retry_seconds, media=settings.media, tools=settings.tools,
         )
         web.media = runner.media_store  # files sent from the page are read back from where the page kept them
         await runner.start()

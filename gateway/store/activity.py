@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent import json_codec
-from gateway.events import EVENT_JSON, CompressEvent, Event, TurnEvent
+from gateway.events import EVENT_JSON, CompressEvent, Event, ToolCallEvent, TurnEvent
 from gateway.store import ChatKeys, SessionStore, chat_index_key
 from gateway.store.channel import RedisChannel
 from gateway.store.keys import chat_index_backfilled_key, chat_of_session_key, session_keys_pattern
@@ -97,6 +97,8 @@ def _increments(event: Event) -> list[tuple[str, str, int | float]]:
     if isinstance(event, CompressEvent):
         return [("HINCRBY", "compactions", 1), ("HINCRBY", f"compactions_{event.trigger}", 1),
                 ("HINCRBY", "archived", len(event.archived_ids))]
+    if isinstance(event, ToolCallEvent):
+        return [("HINCRBY", "tool_calls", 1)] + ([("HINCRBY", "tool_errors", 1)] if event.outcome != "ok" else [])
     return [("HINCRBY", "errors", 1)]
 
 
@@ -116,6 +118,9 @@ class ChatTotals:
     archived: int = 0
     errors: int = 0
     by_trigger: dict[str, int] = field(default_factory=dict)
+    #: Calls of MCP servers' tools, and those that did not end well (an error, a timeout, the server away).
+    tool_calls: int = 0
+    tool_errors: int = 0
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> "ChatTotals":
@@ -128,7 +133,8 @@ class ChatTotals:
         triggers = {name.removeprefix("compactions_"): count(name) for name in raw if name.startswith("compactions_")}
         return cls(count("turns"), count("prompt_tokens"), count("completion_tokens"), count("cache_read_tokens"),
                    count("cache_write_tokens"), dollars("cost_usd"), dollars("saved_usd"),
-                   count("compactions"), count("archived"), count("errors"), triggers)
+                   count("compactions"), count("archived"), count("errors"), triggers,
+                   tool_calls=count("tool_calls"), tool_errors=count("tool_errors"))
 
 
 class ActivityLog:

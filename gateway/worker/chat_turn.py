@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from agent.context_engine import ContextEngine
 from agent.items import DEFAULT_MAX_IMAGES, MediaSource
-from agent.loop import Agent
+from agent.loop import Agent, ResultArchive
 from agent.messages import Message
 from agent.tools import ToolRegistry
 from gateway.agents import AgentBuilder
@@ -36,7 +36,8 @@ class AgentFactory(Protocol):
     def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory) -> ContextEngine: ...
 
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
-                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES) -> Agent: ...
+                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES,
+                    results: ResultArchive | None = None, result_limit: int | None = None) -> Agent: ...
 
 
 class CommandHost(Protocol):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -23,9 +24,11 @@ from agent.cancelling import cancel_and_wait
 from agent.context_engine import ContextEngine
 from agent.messages import Message
 from agent.settings import CompressionSettings
+from agent.tools.mcp import McpTools
 from gateway.agents import AgentBuilder
 from gateway.commands import parse as parse_command
 from gateway.config.models import MediaSettings
+from gateway.config.tools import ToolsSettings
 from gateway.delivery.replies import Replies
 from gateway.events import EventBus, Trigger
 from gateway.media.message import ItemIntake
@@ -75,6 +78,7 @@ class GatewayRunner:
         max_message_tokens: int = 16_000,
         outage_retry_seconds: float = 900.0,
         media: MediaSettings | None = None,
+        tools: ToolsSettings | None = None,
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -106,6 +110,9 @@ class GatewayRunner:
                            {name: adapter.fetch for name, adapter in self.adapters.items()},
                            records=TakenRecords(store.channel, store.prefix,
                                                 ttl_seconds=int(outage_retry_seconds) + 3600))
+        #: The MCP servers the agent may use (``tools``): one session each in this process, opened at first use.
+        self.tool_settings = tools or ToolsSettings()
+        self.mcp = McpTools(self.tool_settings.specs(os.environ)) if self.tool_settings.mcp_servers else None
         self._turn_parts = TurnParts(
             store=store, inbox=inbox, agents=agents, events=self.events, command_host=self,
             adapters=self.adapters, replies=self.replies,
@@ -113,6 +120,7 @@ class GatewayRunner:
             bound=MessageBound(store, max_message_tokens, agents.context_length, items),
             items=items, max_images=self.media.max_images_per_request,
             compactions=self.compactions, provider=self.provider, options=self.options,
+            mcp=self.mcp, tool_access=self.tool_settings,
         )
         self._max_chats = max_concurrent_chats
         self._busy: dict[str, asyncio.Task[None]] = {}
@@ -177,6 +185,8 @@ class GatewayRunner:
         await self.keeper.close()
         if self.transcriber is not None:
             await self.transcriber.aclose()
+        if self.mcp is not None:
+            await self.mcp.aclose()  # a stdio server's process ends with its session
         return len(pending)
 
     async def wait_idle(self, timeout: float = 30.0) -> None:

@@ -28,6 +28,7 @@ Redis round trip.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -41,16 +42,18 @@ from agent.messages import Message
 from agent.pricing import UnknownPrice, cost, savings
 from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
+from agent.tools.mcp import CallRecord, McpTools
 from agent.transcript_repair import repair_for_turn
 from gateway.commands import handle_command
+from gateway.config.tools import ToolsSettings
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
-from gateway.events import CompressEvent, EventBus, FailureKind, TurnErrorEvent, TurnEvent
+from gateway.events import CompressEvent, EventBus, FailureKind, ToolCallEvent, TurnErrorEvent, TurnEvent
 from gateway.media.message import ItemIntake
 from gateway.media.source import ChatMedia
 from gateway.outage import ProviderDown, ProviderWatch, counts_as_down, is_redis_outage
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
-from gateway.session_source import ChatHistory
+from gateway.session_source import ChatHistory, TurnArchive
 from gateway.startup_errors import explain
 from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore, reply_meta
 from gateway.store.inbox import Inbox
@@ -100,6 +103,9 @@ class TurnParts:
     items: ItemIntake
     max_images: int
     options: TurnOptions = field(default_factory=TurnOptions)
+    #: The MCP servers of this process (None: none configured), and which of them each chat may use.
+    mcp: McpTools | None = None
+    tool_access: ToolsSettings = field(default_factory=ToolsSettings)
 
 
 @dataclass
@@ -137,6 +143,9 @@ class Turn:
         #: The context's size once committed (as hygiene will judge it), and what went wrong with the model call.
         self.committed_tokens = 0
         self.failure = ""
+        items = parts.items
+        #: The chat's items as the agent reads them, keeping what the model and its tools make.
+        self.media = ChatMedia(items.store, chat, items.fetch_again, items.keep_made)
 
     async def run(self) -> Outcome:
         """The entry handled; raises :class:`ProviderDown` when the provider is away."""
@@ -208,7 +217,7 @@ class Turn:
         window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)
         engine = self.agents.build_engine(model, turn.meta.engine_state, archive)
-        tools = self._tools(turn)
+        tools = await self._tools(turn)
         # Checked as the provider will check it: one broken pair must not fail this and every later turn.
         history = await repair_for_turn(self.store, self.chat, turn.session_id, turn.meta.version, history)
         limit, notes = bound.limit(model), []
@@ -256,19 +265,32 @@ class Turn:
         await inbox.clear_stop(self.chat)
         return True
 
-    def _tools(self, turn: ChatTurn) -> ToolRegistry:
+    async def _tools(self, turn: ChatTurn) -> ToolRegistry:
+        """The recovery tools, and the tools of the MCP servers this chat may use (``tools.allow``)."""
         tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
         for tool in recovery_tools(ChatHistory(self.store, self.chat, turn.session_id, every_session=True)):
             tools.add(tool)
+        mcp = self.parts.mcp
+        if mcp is not None:
+            servers = self.parts.tool_access.servers_for(self.chat)
+            for tool in await mcp.tools(servers, self.media, functools.partial(self._tool_called, turn)):
+                tools.add(tool)
         return tools
+
+    async def _tool_called(self, turn: ChatTurn, call: CallRecord) -> None:
+        """One call of an MCP tool, into the chat's activity and the metrics: who, which tool, how it ended."""
+        await self.parts.events.emit(ToolCallEvent(
+            platform=self.message.platform, chat=self.chat, session_id=turn.session_id, user_id=self.message.user_id,
+            server=call.server, tool=call.tool, argument_bytes=call.argument_bytes, outcome=call.outcome,
+            seconds=round(call.seconds, 4)))
 
     async def run_agent(self, turn: ChatTurn, prepared: Prepared) -> tuple[TurnResult, str, ReplyStream | None]:
         """The agent's turn; a provider that is away raises :class:`ProviderDown` (nothing is committed),
         any other failure keeps what the turn did before it and says what happened."""
-        items = self.parts.items
-        agent = self.agents.build_agent(prepared.engine, prepared.model, prepared.tools,
-                                        media=ChatMedia(items.store, self.chat, items.fetch_again, items.keep_made),
-                                        max_images=self.parts.max_images)
+        agent = self.agents.build_agent(
+            prepared.engine, prepared.model, prepared.tools, media=self.media, max_images=self.parts.max_images,
+            results=TurnArchive(self.store, self.chat, turn.session_id, self.lock, turn.entry_id),
+            result_limit=self.parts.bound.limit(prepared.model))
         adapter = self.parts.adapters.get(self.message.platform)
         if adapter:
             with contextlib.suppress(Exception):

@@ -1,49 +1,21 @@
-"""The agent's tools: a small registry, and the recovery tools every session has.
+"""The recovery tools every session has: ``session_search`` and ``session_fetch``.
 
-``session_search`` and ``session_fetch`` are how the model gets back what compaction
-folded away: every original message stays in the session's archive with its id, and
-summaries and stubs cite those ids. A tool never raises into the loop: failures come
-back to the model as a JSON error it can read and act on.
-
-A tool returns text, or a :class:`ToolOutput` when its result also carries items (photos,
-documents): the loop stores those as the result message's ``_items``, so the next request
-shows the images as it shows any message's (``session_fetch`` of a photo gives the photo back).
+They are how the model gets back what compaction folded away: every original message stays in the
+session's archive with its id, and summaries and stubs cite those ids. ``session_fetch`` of a photo
+gives the photo back (as the result's items), of a document or voice message its text.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any, Protocol
 
 from agent import json_codec
 from agent.messages import carried_images, stand_in_lines, tool_names_by_call_id
 from agent.search import SearchError, search_messages
 from agent.tokens import content_text
-
-log = logging.getLogger(__name__)
-
-
-
-@dataclass(frozen=True)
-class ToolOutput:
-    """A tool's result text and the items (refs, see ``agent.items.ItemRef``) it hands the model with it.
-
-    ``deliver``: the items are also the person's (a chart a tool drew goes to the chat as a photo); a
-    recovery tool's are not (``session_fetch`` shows the model a photo the person sent long ago).
-    """
-
-    text: str
-    items: tuple[Mapping[str, Any], ...] = ()
-    deliver: bool = False
-
-    @classmethod
-    def of(cls, result: str | ToolOutput) -> ToolOutput:
-        return result if isinstance(result, ToolOutput) else cls(result)
-
-
-ToolHandler = Callable[[dict[str, Any]], Awaitable["str | ToolOutput"]]
+from agent.tools.registry import Tool, ToolOutput
 
 #: Longest tool result text handed back to the model from one retrieval call.
 MAX_FETCH_CHARS = 20_000
@@ -68,63 +40,6 @@ def searchable(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
             continue
         kept.append(message)
     return kept
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One callable tool: its OpenAI function schema and the coroutine that runs it."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    handler: ToolHandler
-
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
-
-
-@dataclass
-class ToolRegistry:
-    """The tools offered to the model in one turn."""
-
-    tools: dict[str, Tool] = field(default_factory=dict)
-    #: Provides a tool for a name the registry does not hold (e.g. tools played back from a recording).
-    fallback: Callable[[str], Tool | None] | None = None
-    #: Failures that end the turn instead of reaching the model: the store behind a tool is away, and
-    #: the turn is better tried again once it is back than answered without what the tool would find.
-    propagate: Callable[[Exception], bool] | None = None
-
-    def add(self, tool: Tool) -> None:
-        self.tools[tool.name] = tool
-
-    def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self.tools.values()]
-
-    async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
-        """The text of :meth:`run`'s result (for callers that take no items)."""
-        return (await self.run(name, arguments)).text
-
-    async def run(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolOutput:
-        """Run a tool by name with JSON arguments; every failure becomes a JSON error result."""
-        tool = self.tools.get(name) or (self.fallback(name) if self.fallback else None)
-        if tool is None:
-            return ToolOutput(json_codec.dumps_text({"error": f"unknown tool {name!r}", "available": sorted(self.tools)}))
-        try:
-            args = json_codec.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
-            if not isinstance(args, dict):
-                raise ValueError("arguments must be a JSON object")
-        except ValueError as error:
-            return ToolOutput(json_codec.dumps_text({"error": f"invalid arguments for {name}: {error}"}))
-        try:
-            return ToolOutput.of(await tool.handler(args))
-        except Exception as error:  # the model sees the failure instead of the turn dying
-            if self.propagate is not None and self.propagate(error):
-                raise
-            log.exception("tool %s failed", name)
-            return ToolOutput(json_codec.dumps_text({"error": f"{name} failed: {type(error).__name__}: {error}"}))
 
 
 class MessageSource(Protocol):
@@ -227,4 +142,3 @@ class _Recovery:
         missing = sorted(set(ids) - {str(m.get("_id")) for m in found})
         text = json_codec.dumps_text({"messages": out, "missing": missing})
         return ToolOutput(text, tuple(images[-MAX_FETCH_IMAGES:])) if images else text
-

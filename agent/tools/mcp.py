@@ -1,0 +1,403 @@
+"""MCP servers as the agent's tools, through the official ``mcp`` SDK (stdio and streamable HTTP).
+
+Each server has one session per process (:class:`McpServer`), opened at its first use and held by a
+task of its own (the SDK's session lives in the task that opened it). A server that exits, or cannot
+be reached, is opened again at a later use after a wait that doubles from one second up to a minute;
+meanwhile its tools answer the model with an error naming it, and the turn goes on.
+
+Its tools reach the model as ``<server>__<tool>`` with the server's own input schema, in name order,
+so the prompt-cache prefix holds from turn to turn. What each may do is one policy
+(:meth:`McpServerSpec.policy`): configured per tool, else per server, else from the tool's own hints
+(read-only runs; destructive is denied until a person may approve calls); a tool that appears only
+after a reconnect is denied until it is configured. A denied tool is never offered, so no path
+calls it. A call that runs past the server's ``timeout_seconds`` is cancelled — the SDK tells the
+server — and answered with an error; a ``/stop`` cancels it the same way.
+
+A result (:func:`tool_output`) is its text parts, joined; its structured content as JSON when it
+has no text; images and embedded files kept through the turn's :class:`~agent.items.MediaSource`
+and handed to the person as well as the model; a link as a line; an error result as the model's
+tool error. Every call is reported to ``on_call`` (:class:`CallRecord`) for the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx2
+import mcp_types as types
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from agent import json_codec
+from agent.items import MediaSource
+from agent.tools.registry import Tool, ToolOutput
+
+log = logging.getLogger(__name__)
+
+Policy = Literal["auto", "deny"]
+#: Separates a server's name from its tool's in the name the model sees.
+SEPARATOR = "__"
+#: Longest tool name the providers take (OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``).
+MAX_TOOL_NAME = 64
+#: Seconds before a server that failed is tried again, doubling per failure in a row, at most the second.
+RETRY_FIRST, RETRY_MOST = 1.0, 60.0
+#: Longest wait for a server to start and answer its handshake.
+CONNECT_TIMEOUT = 30.0
+#: An HTTP server's timeouts: a request, and a result streamed back (the call's own timeout ends it sooner).
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+#: Most pages of a tool listing read (a paginator that never ends cannot hang a turn).
+MAX_LIST_PAGES = 20
+
+
+class ServerDown(Exception):
+    """A server that cannot be used now: its tools answer the model with this error."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"the MCP server {server!r} is not available: {reason}")
+        self.server = server
+
+
+@dataclass(frozen=True)
+class McpServerSpec:
+    """One server as this process starts it: ``command`` (stdio) or ``url`` (streamable HTTP), secrets resolved."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_seconds: float = 60.0
+    include: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+    server_policy: Policy | None = None
+    tool_policies: Mapping[str, Policy] = field(default_factory=dict)
+
+    def offers(self, tool: str) -> bool:
+        """Whether ``include``/``exclude`` let the tool through."""
+        return (not self.include or tool in self.include) and tool not in self.exclude
+
+    def policy(self, tool: types.Tool, *, new: bool = False) -> Policy:
+        """What a call of ``tool`` may do: its own setting, the server's, else its hints (``new``: it appeared
+        after a reconnect, and only a setting lets it run)."""
+        if tool.name in self.tool_policies:
+            return self.tool_policies[tool.name]
+        if self.server_policy is not None:
+            return self.server_policy
+        if new:
+            return "deny"
+        hints = tool.annotations
+        if hints is not None and hints.read_only_hint:
+            return "auto"
+        destructive = True if hints is None or hints.destructive_hint is None else hints.destructive_hint
+        return "deny" if destructive else "auto"
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One tool call, for the audit trail: which tool of which server, how big its arguments, how it ended."""
+
+    server: str
+    tool: str
+    argument_bytes: int
+    outcome: Literal["ok", "error", "timeout", "down", "cancelled"]
+    seconds: float
+
+
+#: Told of every call when it ends.
+CallSink = Callable[[CallRecord], Awaitable[None]]
+
+
+def exposed_name(server: str, tool: str) -> str:
+    """The name the model sees: ``<server>__<tool>``, characters the providers refuse made ``_``, within 64."""
+    return f"{server}{SEPARATOR}{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"[:MAX_TOOL_NAME]
+
+
+def schema_problem(schema: Any) -> str:
+    """Why an input schema cannot go to a provider ("" when it can): it must be a valid JSON Schema of an object."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return "it is not an object schema"
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as error:
+        return f"it is not a valid JSON Schema ({error.message})"
+    return ""
+
+
+class McpServer:
+    """One server's session in this process: opened at first use, opened again after a failure (see the module)."""
+
+    def __init__(self, spec: McpServerSpec, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.spec = spec
+        self.clock = clock
+        #: Why the server is not available now ("" while it is, or before its first use).
+        self.failure = ""
+        self._client: Client | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._release = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._failures = 0
+        self._retry_at = 0.0
+        self._tools: list[types.Tool] | None = None
+        #: The listing of the last session that listed (kept while the server is down).
+        self._last: list[types.Tool] | None = None
+        #: The tool names of the first listing: one that appears later is new (see :meth:`McpServerSpec.policy`).
+        self._first_names: frozenset[str] | None = None
+
+    async def tools(self) -> list[tuple[types.Tool, Policy]]:
+        """The server's tools that ``include``/``exclude`` let through, each with its policy, in name order. A
+        server that is down offers what it listed last (a call then answers with the error; the tools the model
+        sees, and the prompt cache, stay as they were); :class:`ServerDown` when it never listed any."""
+        try:
+            client = await self._connected()
+            if self._tools is None:
+                try:
+                    self._tools = self._last = await self._list(client)
+                except Exception as error:  # noqa: BLE001 - whatever the SDK or the server raised: it is down
+                    await self._failed(error)
+                    raise ServerDown(self.spec.name, self.failure) from error
+        except ServerDown:
+            if self._last is None:
+                raise
+        listed = self._tools if self._tools is not None else self._last or []
+        if self._first_names is None:
+            self._first_names = frozenset(tool.name for tool in listed)
+        first = self._first_names
+        return [(tool, self.spec.policy(tool, new=tool.name not in first))
+                for tool in sorted(listed, key=lambda tool: tool.name) if self.spec.offers(tool.name)]
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Call ``tool``; raises :class:`ServerDown` (the session failed: it is opened again later) or
+        TimeoutError (past ``timeout_seconds``; the call was cancelled)."""
+        client = await self._connected()
+        try:
+            return await asyncio.wait_for(client.call_tool(tool, arguments), self.spec.timeout_seconds)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            raise
+        except Exception as error:  # noqa: BLE001 - the connection closed, the server died mid-call
+            await self._failed(error)
+            raise ServerDown(self.spec.name, self.failure) from error
+
+    async def aclose(self) -> None:
+        """End the session (the SDK stops a stdio server's process)."""
+        async with self._lock:
+            await self._drop()
+
+    async def _connected(self) -> Client:
+        async with self._lock:
+            if self._client is not None and self._holder is not None and not self._holder.done():
+                return self._client
+            if self.clock() < self._retry_at:
+                raise ServerDown(self.spec.name, self.failure)
+            await self._drop()
+            try:
+                self._client = await self._open()
+            except Exception as error:  # noqa: BLE001 - a program that is missing, an address that refuses ...
+                self._note_failure(error)
+                raise ServerDown(self.spec.name, self.failure) from error
+            self._failures, self.failure = 0, ""
+            return self._client
+
+    async def _open(self) -> Client:
+        """Start the task that holds the session; the client once its handshake is done."""
+        opened: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._release = asyncio.Event()
+        self._holder = asyncio.create_task(self._hold(opened, self._release), name=f"mcp-{self.spec.name}")
+        try:
+            return await asyncio.wait_for(asyncio.shield(opened), CONNECT_TIMEOUT)
+        except BaseException:
+            await self._drop()
+            raise
+
+    async def _hold(self, opened: asyncio.Future[Client], release: asyncio.Event) -> None:
+        http = httpx2.AsyncClient(headers=dict(self.spec.headers), timeout=HTTP_TIMEOUT) if self.spec.url else None
+        try:
+            async with Client(self._target(http)) as client:
+                opened.set_result(client)
+                await release.wait()
+        except Exception as error:  # noqa: BLE001 - handed to whoever waits for the session to open
+            if not opened.done():
+                opened.set_exception(error)
+            else:
+                log.info("mcp %s: the session ended: %s", self.spec.name, _reason(error))
+        finally:
+            if http is not None:
+                await http.aclose()
+
+    def _target(self, http: httpx2.AsyncClient | None) -> Any:
+        spec = self.spec
+        if spec.url is not None:
+            return streamable_http_client(spec.url, http_client=http)
+        assert spec.command is not None
+        return StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd)
+
+    async def _failed(self, error: BaseException) -> None:
+        async with self._lock:
+            self._note_failure(error)
+            await self._drop()
+
+    def _note_failure(self, error: BaseException) -> None:
+        self._failures += 1
+        wait = min(RETRY_MOST, RETRY_FIRST * 2 ** (self._failures - 1))
+        self._retry_at = self.clock() + wait
+        self.failure = _reason(error)
+        log.warning("mcp %s: %s; trying again in %.0f s at the next use", self.spec.name, self.failure, wait)
+
+    async def _drop(self) -> None:
+        """Let the session go (its listing too: a reconnect lists again)."""
+        self._client, self._tools = None, None
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            self._release.set()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(holder, 10)
+
+    @staticmethod
+    async def _list(client: Client) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor = None
+        for _ in range(MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+            tools += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+
+def _reason(error: BaseException) -> str:
+    """An error in one line, without a traceback: what the log and the model are told."""
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _reason(error.exceptions[0])
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}"[:300] if text else type(error).__name__
+
+
+class McpTools:
+    """Every configured server of this process, and the tools one turn gets from those its chat may use."""
+
+    def __init__(self, specs: Sequence[McpServerSpec]) -> None:
+        self.servers = {spec.name: McpServer(spec) for spec in specs}
+
+    async def tools(self, servers: Sequence[str], media: MediaSource | None, on_call: CallSink | None = None,
+                    ) -> list[Tool]:
+        """The allowed tools of ``servers`` (each server's in name order, servers in the order given), whose
+        results keep their files through ``media`` and whose calls are told to ``on_call``. A server that is
+        down offers nothing this turn (logged)."""
+        offered: list[Tool] = []
+        for name in servers:
+            server = self.servers.get(name)
+            if server is None:
+                continue
+            try:
+                listed = await server.tools()
+            except ServerDown as down:
+                log.warning("mcp %s: its tools are left out of this turn: %s", name, down)
+                continue
+            for tool, policy in listed:
+                if policy != "auto":
+                    continue
+                problem = schema_problem(tool.input_schema)
+                if problem:
+                    log.warning("mcp %s: tool %r left out: %s", name, tool.name, problem)
+                    continue
+                offered.append(Tool(exposed_name(name, tool.name), tool.description or tool.title or tool.name,
+                                    dict(tool.input_schema), _handler(server, tool.name, media, on_call)))
+        return offered
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(server.aclose() for server in self.servers.values()), return_exceptions=True)
+
+
+def _handler(server: McpServer, tool: str, media: MediaSource | None,
+             on_call: CallSink | None) -> Callable[[dict[str, Any]], Awaitable[ToolOutput]]:
+    async def call(arguments: dict[str, Any]) -> ToolOutput:
+        started, outcome = time.perf_counter(), "error"
+        try:
+            result = await server.call(tool, arguments)
+            outcome = "error" if result.is_error else "ok"
+            return await tool_output(result, media)
+        except ServerDown as down:
+            outcome = "down"
+            return _error(str(down))
+        except asyncio.TimeoutError:
+            outcome = "timeout"
+            return _error(f"{server.spec.name}{SEPARATOR}{tool} did not answer within "
+                          f"{server.spec.timeout_seconds:g} s; the call was cancelled")
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            if on_call is not None:
+                record = CallRecord(server.spec.name, tool, len(json_codec.dumps_text(arguments)), outcome,
+                                    time.perf_counter() - started)
+                with contextlib.suppress(Exception):
+                    await on_call(record)
+
+    return call
+
+
+def _error(text: str) -> ToolOutput:
+    return ToolOutput(json_codec.dumps_text({"error": text}))
+
+
+async def tool_output(result: types.CallToolResult, media: MediaSource | None) -> ToolOutput:
+    """What the model (and, for files, the person) gets of a result (see the module docstring)."""
+    texts: list[str] = []
+    items: list[dict[str, Any]] = []
+    for number, block in enumerate(result.content, 1):
+        if isinstance(block, types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, (types.ImageContent, types.AudioContent)):
+            kept = await _keep(block.data, block.mime_type, f"{block.type}-{number}", media)
+            texts.append(_kept_line(kept, block.type))
+            items += [kept] if kept.get("sha") else []
+        elif isinstance(block, types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                texts.append(f"[{resource.uri}]\n{resource.text}")
+            else:
+                name = resource.uri.rstrip("/").rpartition("/")[2] or f"file-{number}"
+                kept = await _keep(resource.blob, resource.mime_type or "application/octet-stream", name, media)
+                texts.append(_kept_line(kept, "file"))
+                items += [kept] if kept.get("sha") else []
+        elif isinstance(block, types.ResourceLink):
+            texts.append(f"[link: {block.name} {block.uri}]")
+    if not texts and result.structured_content is not None:
+        texts.append(json_codec.dumps_text(result.structured_content, default=str))
+    text = "\n".join(texts)
+    if result.is_error:
+        text = json_codec.dumps_text({"error": text or "the tool reported an error"})
+    return ToolOutput(text, tuple(items), deliver=bool(items))
+
+
+async def _keep(data: str, mime: str, name: str, media: MediaSource | None) -> dict[str, Any]:
+    """A file a tool returned (base64), kept for the chat; a ref with ``error`` when it could not be."""
+    ref: dict[str, Any] = {"kind": "image" if mime.startswith("image/") else "document", "sha": "", "name": name,
+                           "mime": mime}
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return {**ref, "error": "not valid base64"}
+    if media is None:
+        return {**ref, "bytes": len(raw), "error": "no media store to keep it in"}
+    return dict(await media.keep(raw, mime=mime, name=name))
+
+
+def _kept_line(ref: Mapping[str, Any], what: str) -> str:
+    if ref.get("error"):
+        return f"[{what} {ref.get('name')}: not kept: {ref['error']}]"
+    return f"[{what} {ref.get('name')}: shown to the person]"

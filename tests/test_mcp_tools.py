@@ -1,0 +1,286 @@
+"""MCP servers as the agent's tools, end to end: a real server written with the official SDK (``tests.fakes.mcp_server``)
+over stdio and over streamable HTTP, a real GatewayRunner on real Redis, the fake provider asking for the tools; every
+request body checked against the official SDK types.
+
+Shown: the reply uses a tool's result; the tools reach the model in a stable order with their schemas; a chat outside
+``tools.allow`` never sees them; a destructive tool is not offered until configured, nor one that appears after a
+restart; a server that exits mid-call, one that never answers and a tool with a broken schema each cost one line in the
+log and the chat goes on; a 5 MB result reaches the model as head and tail and is fetched back by id after a
+compaction; an image a tool returns goes to the person; every call is in the chat's activity and the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.llm.openai_chat import TOOL_IMAGES_HEADING
+from agent.tokens import content_text
+from agent.tools.mcp import McpServerSpec, exposed_name
+from gateway.events import CompressEvent, ToolCallEvent
+from gateway.store.activity import ActivityLog
+from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.mcp_server import TICKET, chart_png, serve_http, stdio_command
+from tests.sdk_shapes import validate_chat_completions
+
+WINDOW = 64_000
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def notes_settings(redis_url: str, key_prefix: str, base_url: str, *, window: int = WINDOW,
+                   compression: dict[str, Any] | None = None, **server: Any) -> Any:
+    command, args = stdio_command()
+    config = {"command": command, "args": args, "cwd": ROOT, "timeout_seconds": 3, **server}
+    tools = {"allowed_commands": [command], "mcp_servers": {"notes": config},
+             "allow": [{"servers": ["notes"], "chats": ["local:ops"]}]}
+    return make_settings(redis_url, key_prefix, base_url, context_length=window, tools=tools,
+                         gateway={"max_message_tokens": 4_000}, compression=compression or {})
+
+
+def tool_names(request: RecordedRequest) -> list[str]:
+    return [tool["function"]["name"] for tool in request.body.get("tools") or ()]
+
+
+def last_tool_result(request: RecordedRequest) -> str | None:
+    """The newest tool result's text, when the request ends with tool results (chat completions carry a result's
+    images in a user message right after them)."""
+    messages = request.messages
+    if messages and messages[-1].get("role") == "user" and TOOL_IMAGES_HEADING in str(messages[-1]["content"]):
+        messages = messages[:-1]
+    last = messages[-1]
+    return content_text(last["content"]) if last.get("role") == "tool" else None
+
+
+def agent_for(calls: dict[str, tuple[str, dict[str, Any]]], *, insist: bool = False):
+    """The fake model: a word in the person's message picks the tool it calls — one it was offered, unless it
+    ``insist``s — and after the result it answers with it."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        validate_chat_completions(request.body)
+        result = last_tool_result(request)
+        if result is not None:
+            return Reply.answer(f"tool said: {result[:200]}")
+        for word, (tool, arguments) in calls.items():
+            if word in request.last_user_text and (insist or tool in tool_names(request)):
+                return Reply.tool_call(tool, arguments, call_id=f"call_{word}")
+        return Reply.answer("no tool needed")
+
+    return answer
+
+
+async def test_the_model_uses_a_stdio_servers_tool_and_a_chat_outside_allow_never_sees_it(
+        redis, redis_url, key_prefix) -> None:
+    handler = agent_for({"ticket": ("notes__lookup", {"ticket": "42"})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            await runner.intake(message("ops", "1", "what does ticket 42 say?"))
+            await runner.intake(message("ops", "2", "and the ticket again?"))
+            await runner.intake(message("public", "3", "any ticket about logins?"))
+            await runner.wait_idle()
+    replies = dict((chat, text) for chat, text in adapter.sent if chat == "ops")
+    assert [text for chat, text in adapter.sent if chat == "ops"] == [f"tool said: {TICKET}"] * 2
+    asked = [request for request in llm.requests if "notes__lookup" in tool_names(request)]
+    assert len(asked) == 4  # two turns of two requests each, in the allowed chat only
+    assert len({tuple(tool_names(request)) for request in asked}) == 1  # the same tools, in the same order
+    names = tool_names(asked[0])
+    assert [name for name in names if name.startswith("notes__")] == sorted(
+        ["notes__chart", "notes__die", "notes__dump", "notes__hang", "notes__lookup"])  # no wipe, no broken
+    public = [request for request in llm.requests if "logins" in request.text]
+    assert public and all(not name.startswith("notes__") for request in public for name in tool_names(request))
+    assert ("public", "no tool needed") in adapter.sent and replies
+    calls = [event for event in events if isinstance(event, ToolCallEvent)]
+    assert [(call.chat, call.server, call.tool, call.outcome) for call in calls] == [
+        ("local:ops", "notes", "lookup", "ok")] * 2
+    assert runner.events.counters["tool_calls"] == 2 and runner.events.counters["tool_calls_failed"] == 0
+
+
+async def test_an_http_server_gets_its_bearer_token_from_the_environment(redis, redis_url, key_prefix,
+                                                                         monkeypatch) -> None:
+    monkeypatch.setenv("NOTES_TOKEN", "s3cret-token")
+    handler = agent_for({"ticket": ("web__lookup", {"ticket": "42"})})
+    async with serve_http("s3cret-token") as (url, guard), FakeLLMServer(handler=handler) as llm:
+        tools = {"mcp_servers": {"web": {"url": url, "headers": {"Authorization": "Bearer ${NOTES_TOKEN}"}}},
+                 "allow": [{"servers": ["web"]}]}
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, tools=tools)
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            await runner.intake(message("any", "1", "ticket 42?"))
+            await runner.wait_idle()
+    assert adapter.sent == [("any", f"tool said: {TICKET}")]
+    assert guard.seen and set(guard.seen) == {"Bearer s3cret-token"}
+
+
+async def test_a_server_that_dies_one_that_hangs_and_a_broken_schema_cost_a_line_each_and_the_chat_goes_on(
+        redis, redis_url, key_prefix, caplog, tmp_path, monkeypatch) -> None:
+    cancelled = tmp_path / "cancelled"
+    handler = agent_for({"crash": ("notes__die", {}), "wait": ("notes__hang", {}),
+                         "ticket": ("notes__lookup", {"ticket": "42"})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=1,
+                                  env={"FAKE_MCP_CANCELLED": str(cancelled)})
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            caplog.set_level(logging.WARNING, logger="agent.tools.mcp")
+            await runner.intake(message("ops", "1", "crash the server"))
+            await runner.wait_idle()
+            await asyncio.sleep(1.1)  # past the first wait before a failed server is started again
+            await runner.intake(message("ops", "2", "wait for it"))
+            await runner.wait_idle()
+            await runner.intake(message("ops", "3", "and ticket 42?"))
+            await runner.wait_idle()
+    texts = [text for _, text in adapter.sent]
+    assert len(texts) == 3
+    assert "the MCP server 'notes' is not available" in texts[0] and "Connection closed" in texts[0]
+    assert "notes__hang did not answer within 1 s; the call was cancelled" in texts[1]
+    assert cancelled.read_text() == "cancelled"  # the server was told
+    assert texts[2] == f"tool said: {TICKET}"  # started again for the next message
+    lines = [record.getMessage() for record in caplog.records]
+    assert sum("tool 'broken' left out" in line for line in lines) >= 1
+    assert all("Traceback" not in line for line in lines)
+    outcomes = [event.outcome for event in events if isinstance(event, ToolCallEvent)]
+    assert outcomes == ["down", "timeout", "ok"]
+
+
+async def test_a_five_megabyte_result_goes_as_head_and_tail_and_is_found_and_fetched_after_a_compaction(
+        redis, redis_url, key_prefix) -> None:
+    fetched: dict[str, str] = {}
+
+    def handler(request: RecordedRequest) -> Reply:
+        validate_chat_completions(request.body)
+        if not request.body.get("tools"):  # the summarizer's request: the agent's always offers tools
+            return Reply.answer("## Goal\nThe person is reviewing a table dump and taking notes.")
+        result = last_tool_result(request)
+        called = [call["function"]["name"] for call in request.messages[-2].get("tool_calls") or ()] \
+            if result is not None else []
+        if called == ["notes__dump"]:
+            return Reply.answer(f"the dump is {len(result or ''):,} characters here")
+        if called == ["session_search"]:
+            hits = json.loads(result or "{}")["hits"]
+            return Reply.tool_call("session_fetch", {"ids": [hits[0]["message_id"]]}, call_id="call_fetch")
+        if called == ["session_fetch"]:
+            fetched["text"] = result or ""
+            return Reply.answer("fetched it back")
+        if "again" in request.last_user_text:
+            fetched["live"] = request.text
+            return Reply.tool_call("session_search", {"query": "END-OF-DUMP"}, call_id="call_search")
+        if "dump" in request.last_user_text:
+            return Reply.tool_call("notes__dump", {"kilobytes": 5 * 1024}, call_id="call_dump")
+        return Reply.answer("noted")
+
+    async with FakeLLMServer(handler=handler, context_limit=16_000) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, window=16_000,
+                                  compression={"tail_mode": "legacy", "protect_last_n": 2})
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            for number in range(1, 10):  # the dump comes in the middle of a conversation that goes on after it
+                text = "dump the table" if number == 4 else f"note {number}: row {number} looks fine"
+                await runner.intake(message("ops", str(number), text))
+                await runner.wait_idle()
+            await runner.intake(message("ops", "30", "/compress"))
+            await runner.wait_idle()
+            await runner.intake(message("ops", "31", "read the end of that dump again"))
+            await runner.wait_idle()
+    assert max(len(json.dumps(request.body)) for request in llm.requests) < 200_000  # never the 5 MB
+    shown = int(adapter.sent[3][1].removeprefix("the dump is ").split()[0].replace(",", ""))
+    assert 1_000 < shown < 40_000  # head and tail within the bound, naming the archived whole
+    assert [event.trigger for event in events if isinstance(event, CompressEvent)] == ["manual"]
+    assert "row 1: value 0007" not in fetched["live"]  # folded away by the compaction
+    assert fetched["text"].count("row 1: value 0007") == 1  # the archived whole, found by search, fetched by id
+    assert adapter.sent[-1] == ("ops", "fetched it back")
+
+
+async def test_no_path_calls_a_tool_the_policy_denies_or_the_chat_may_not_use(redis, redis_url, key_prefix) -> None:
+    handler = agent_for({"wipe": ("notes__wipe", {}), "ticket": ("notes__lookup", {"ticket": "42"})}, insist=True)
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            await runner.intake(message("ops", "1", "wipe every ticket"))  # destructive: not configured to run
+            await runner.intake(message("public", "2", "ticket 42?"))  # a chat tools.allow does not name
+            await runner.wait_idle()
+    assert all("unknown tool" in text for _, text in adapter.sent) and len(adapter.sent) == 2
+    assert not [event for event in events if isinstance(event, ToolCallEvent)]  # no server saw a call
+
+
+async def test_a_destructive_tool_runs_once_configured_to(redis, redis_url, key_prefix) -> None:
+    handler = agent_for({"wipe": ("notes__wipe", {})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, tools={"wipe": "auto"})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            await runner.intake(message("ops", "1", "wipe every ticket"))
+            await runner.wait_idle()
+    assert adapter.sent == [("ops", "tool said: wiped")]
+
+
+async def test_a_tool_that_appears_after_a_restart_is_not_offered_until_configured(
+        redis, redis_url, key_prefix, tmp_path) -> None:
+    flag = tmp_path / "extra"
+    handler = agent_for({"crash": ("notes__die", {}), "extra": ("notes__extra", {})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, env={"FAKE_MCP_EXTRA": str(flag)})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            await runner.intake(message("ops", "1", "crash the server"))
+            await runner.wait_idle()
+            flag.write_text("now")  # the server lists one more tool when it starts again
+            await asyncio.sleep(1.1)  # past the first wait before a failed server is started again
+            await runner.intake(message("ops", "2", "use the extra tool"))
+            await runner.wait_idle()
+    assert adapter.sent[1] == ("ops", "no tool needed")
+    assert all("notes__extra" not in tool_names(request) for request in llm.requests)
+    assert "notes__lookup" in tool_names(llm.requests[-1])  # the server is back with its other tools
+
+
+def test_the_policy_follows_the_settings_then_the_tools_own_hints() -> None:
+    import mcp_types as types
+
+    read = types.Tool(name="read", input_schema={"type": "object"},
+                      annotations=types.ToolAnnotations(read_only_hint=True))
+    drop = types.Tool(name="drop", input_schema={"type": "object"},
+                      annotations=types.ToolAnnotations(destructive_hint=True))
+    add = types.Tool(name="add", input_schema={"type": "object"},
+                     annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    bare = types.Tool(name="bare", input_schema={"type": "object"})
+    spec = McpServerSpec("db", command="x")
+    assert [spec.policy(tool) for tool in (read, drop, add, bare)] == ["auto", "deny", "auto", "deny"]
+    assert spec.policy(read, new=True) == "deny"  # appeared after a restart: only a setting lets it run
+    configured = McpServerSpec("db", command="x", tool_policies={"drop": "auto", "read": "deny"})
+    assert [configured.policy(tool) for tool in (read, drop)] == ["deny", "auto"]
+    assert McpServerSpec("db", command="x", server_policy="auto").policy(bare, new=True) == "auto"
+    assert exposed_name("db", "rows.read/all") == "db__rows_read_all"
+    assert len(exposed_name("d" * 24, "t" * 80)) == 64
+
+
+@pytest.mark.parametrize("bad, key", [
+    ({"allowed_commands": ["bash"]}, "allowed_commands"),
+    ({"mcp_servers": {"db": {"command": "node"}}}, "mcp_servers.db.command"),
+    ({"allowed_commands": ["node"], "mcp_servers": {"db": {"command": "node", "args": ["-c", "x"]}}}, "args"),
+    ({"mcp_servers": {"db": {"url": "ftp://x"}}}, "url"),
+    ({"mcp_servers": {"db": {"url": "https://x/mcp", "headers": {"A": "${FOLDGATE_TEST_UNSET_VAR}"}}}}, "headers"),
+    ({"allow": [{"servers": ["nope"]}]}, "allow"),
+])
+def test_a_bad_tools_section_is_refused_naming_the_key(bad: dict[str, Any], key: str, redis_url, key_prefix) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=WINDOW, tools=bad)
+    assert key in str(refused.value)
+
+
+async def test_an_image_a_tool_returns_goes_to_the_person(redis, redis_url, key_prefix) -> None:
+    handler = agent_for({"chart": ("notes__chart", {})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            activity = ActivityLog(redis, runner.store.channel, key_prefix)
+            runner.events.subscribe(activity.record)  # as `foldgate run` wires it
+            await runner.intake(message("ops", "1", "draw the latency chart"))
+            await runner.wait_idle()
+            [totals] = await activity.totals(["local:ops"])
+            logged = [event for event in await activity.history("local:ops") if isinstance(event, ToolCallEvent)]
+    assert [(file.kind, file.data) for _, file in adapter.files] == [("image", chart_png())]
+    assert adapter.sent[0][1].startswith("tool said: [image image-1: shown to the person]")
+    assert totals.tool_calls == 1 and totals.tool_errors == 0
+    assert [(event.tool, event.outcome, event.user_id) for event in logged] == [("chart", "ok", "")]
