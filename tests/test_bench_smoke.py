@@ -200,3 +200,15 @@ def test_the_operator_benchmark_lists_every_chat_it_filled(tmp_path, redis_url):
     assert all(page["median_s"] > 0 and page["bytes"] > 1000 for page in result["pages"])
     assert result["recording"]["gateway_us_per_turn"] > 0
     assert "| `/admin?page=2` |" in (tmp_path / "bench_operator.md").read_text()  # 60 chats: two pages
+
+
+@pytest.mark.timeout(120)
+def test_tools_times_each_transport_beside_an_in_process_tool_and_a_turn_with_many_tools(tmp_path):
+    from evals import bench_tools
+
+    assert bench_tools.main(tmp_path, calls=5, turns=2, listed=5) == 0
+    result = json.loads((tmp_path / "bench_tools.json").read_text())
+    assert set(result["latency"]) == {"in-process", "stdio", "http"}
+    assert all(row["p50_ms"] > 0 for row in result["latency"].values())
+    rows = result["turn_cpu"]
+    assert rows["5 tools"]["request_bytes"] > rows["none"]["request_bytes"]  # the schemas went with the request

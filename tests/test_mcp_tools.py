@@ -14,20 +14,26 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.llm.openai_chat import TOOL_IMAGES_HEADING
+from agent.loop import STOPPED_REPLY
 from agent.tokens import content_text
-from agent.tools.mcp import McpServerSpec, exposed_name
+from agent.tools import ToolRegistry
+from agent.tools.mcp import McpServerSpec, McpTools, exposed_name
+from gateway.cli.doctor import checks_for
 from gateway.events import CompressEvent, ToolCallEvent
 from gateway.store.activity import ActivityLog
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.mcp_server import TICKET, chart_png, serve_http, stdio_command
 from tests.sdk_shapes import validate_chat_completions
+from tests.test_media_agent import ROUTES, Shelf, run_route, validate
+from tests.test_stop_and_quit import wait_for
 
 WINDOW = 64_000
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -281,6 +287,74 @@ async def test_an_image_a_tool_returns_goes_to_the_person(redis, redis_url, key_
             [totals] = await activity.totals(["local:ops"])
             logged = [event for event in await activity.history("local:ops") if isinstance(event, ToolCallEvent)]
     assert [(file.kind, file.data) for _, file in adapter.files] == [("image", chart_png())]
-    assert adapter.sent[0][1].startswith("tool said: [image image-1: shown to the person]")
+    assert adapter.sent[0][1].startswith("tool said: [image image-1.png: shown to the person]")
     assert totals.tool_calls == 1 and totals.tool_errors == 0
     assert [(event.tool, event.outcome, event.user_id) for event in logged] == [("chart", "ok", "")]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_the_servers_tool_schemas_and_results_fit_every_routes_official_types(route: str) -> None:
+    """The tools as each route sends them, and a result with an image, checked against the official SDK types."""
+    command, args = stdio_command()
+    mcp = McpTools([McpServerSpec("notes", command=command, args=tuple(args), cwd=ROOT)])
+    shelf = Shelf()
+    try:
+        tools = ToolRegistry()
+        for tool in await mcp.tools(["notes"], shelf):
+            tools.add(tool)
+        calls = iter([Reply.tool_call("notes__chart", {}, call_id="call_chart"),
+                      Reply.tool_call("notes__lookup", {"ticket": "42"}, call_id="call_lookup")])
+
+        def handler(request: RecordedRequest) -> Reply:
+            validate(route, request.body)
+            return next(calls, Reply.answer("done"))
+
+        requests, result = await run_route(route, [], {"role": "user", "content": "chart and ticket"}, shelf,
+                                           tools=tools, handler=handler)
+    finally:
+        await mcp.aclose()
+    assert result.reply == "done" and len(requests) == 3
+    assert [item["name"] for item in result.outgoing] == ["image-1.png"]
+    sent = json.dumps(requests[-1].body)
+    assert TICKET in sent and "notes__lookup" in sent
+
+
+async def test_stop_cancels_a_call_that_hangs_and_the_server_is_told(redis, redis_url, key_prefix, tmp_path) -> None:
+    cancelled = tmp_path / "cancelled"
+    handler = agent_for({"wait": ("notes__hang", {}), "ticket": ("notes__lookup", {"ticket": "42"})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=60,
+                                  env={"FAKE_MCP_CANCELLED": str(cancelled)})
+        async with running_gateway(settings, redis) as (runner, adapter, events):
+            await runner.intake(message("ops", "1", "wait for it"))
+            await wait_for(lambda: len(llm.requests) == 1, timeout=10)
+            await asyncio.sleep(0.5)  # the call is with the server
+            asked = time.monotonic()
+            await runner.intake(message("ops", "2", "/stop"))
+            await wait_for(lambda: len(adapter.sent) >= 1, timeout=10)
+            took = time.monotonic() - asked
+            await runner.wait_idle()
+            await runner.intake(message("ops", "3", "ticket 42?"))
+            await runner.wait_idle()
+    assert took < 3, f"the stop took {took:.1f} s"
+    assert adapter.sent[0][1] == STOPPED_REPLY
+    await wait_for(cancelled.exists, timeout=5)  # the server was told
+    assert adapter.sent[-1] == ("ops", f"tool said: {TICKET}")  # the same session goes on serving
+    assert [event.outcome for event in events if isinstance(event, ToolCallEvent)] == ["cancelled", "ok"]
+
+
+async def test_doctor_starts_each_server_and_lists_what_the_model_is_offered(redis_url, key_prefix) -> None:
+    command, args = stdio_command()
+    settings = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=WINDOW, tools={
+        "allowed_commands": [command],
+        "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT},
+                        "gone": {"url": "http://127.0.0.1:9/mcp"}},
+        "allow": [{"servers": ["notes"]}]})
+    checks = {name: check for name, check in checks_for(settings).items() if name.startswith("mcp ")}
+    rows = {name: await check(settings) for name, check in checks.items()}
+    notes, gone = rows["mcp notes"], rows["mcp gone"]
+    assert notes.status == "ok" and notes.detail == (
+        "5 tools offered: chart, die, dump, hang, lookup; denied by policy (set tools.mcp_servers.notes.tools to "
+        "allow): wipe; left out, input schema unusable: broken")
+    assert gone.status == "FAIL" and gone.detail.startswith("tools.mcp_servers.gone: ")
+    assert "\n" not in gone.detail and "Traceback" not in gone.detail

@@ -26,11 +26,12 @@ import base64
 import binascii
 import contextlib
 import logging
+import mimetypes
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import httpx2
 import mcp_types as types
@@ -59,6 +60,14 @@ CONNECT_TIMEOUT = 30.0
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 #: Most pages of a tool listing read (a paginator that never ends cannot hang a turn).
 MAX_LIST_PAGES = 20
+
+
+class Listed(NamedTuple):
+    """One tool of a server's listing: the tool, what a call of it may do, why it cannot be offered ("": it can)."""
+
+    tool: types.Tool
+    policy: Policy
+    problem: str
 
 
 class ServerDown(Exception):
@@ -154,10 +163,12 @@ class McpServer:
         self._tools: list[types.Tool] | None = None
         #: The listing of the last session that listed (kept while the server is down).
         self._last: list[types.Tool] | None = None
+        self._problems: dict[tuple[str, int], str] = {}
+        self._told: set[str] = set()
         #: The tool names of the first listing: one that appears later is new (see :meth:`McpServerSpec.policy`).
         self._first_names: frozenset[str] | None = None
 
-    async def tools(self) -> list[tuple[types.Tool, Policy]]:
+    async def tools(self) -> list[Listed]:
         """The server's tools that ``include``/``exclude`` let through, each with its policy, in name order. A
         server that is down offers what it listed last (a call then answers with the error; the tools the model
         sees, and the prompt cache, stay as they were); :class:`ServerDown` when it never listed any."""
@@ -166,6 +177,7 @@ class McpServer:
             if self._tools is None:
                 try:
                     self._tools = self._last = await self._list(client)
+                    self._problems, self._told = {}, set()
                 except Exception as error:  # noqa: BLE001 - whatever the SDK or the server raised: it is down
                     await self._failed(error)
                     raise ServerDown(self.spec.name, self.failure) from error
@@ -176,8 +188,22 @@ class McpServer:
         if self._first_names is None:
             self._first_names = frozenset(tool.name for tool in listed)
         first = self._first_names
-        return [(tool, self.spec.policy(tool, new=tool.name not in first))
+        return [Listed(tool, self.spec.policy(tool, new=tool.name not in first), self._problem(tool))
                 for tool in sorted(listed, key=lambda tool: tool.name) if self.spec.offers(tool.name)]
+
+    def told(self, tool: str) -> bool:
+        """True the first time a tool's problem is asked to be logged in this session (one line, not one a turn)."""
+        if tool in self._told:
+            return False
+        self._told.add(tool)
+        return True
+
+    def _problem(self, tool: types.Tool) -> str:
+        """:func:`schema_problem` of the tool, checked once per schema (a turn lists the tools every time)."""
+        key = (tool.name, id(tool.input_schema))
+        if key not in self._problems:
+            self._problems[key] = schema_problem(tool.input_schema)
+        return self._problems[key]
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call ``tool``; raises :class:`ServerDown` (the session failed: it is opened again later) or
@@ -307,12 +333,12 @@ class McpTools:
             except ServerDown as down:
                 log.warning("mcp %s: its tools are left out of this turn: %s", name, down)
                 continue
-            for tool, policy in listed:
+            for tool, policy, problem in listed:
                 if policy != "auto":
                     continue
-                problem = schema_problem(tool.input_schema)
                 if problem:
-                    log.warning("mcp %s: tool %r left out: %s", name, tool.name, problem)
+                    if server.told(tool.name):
+                        log.warning("mcp %s: tool %r left out: %s", name, tool.name, problem)
                     continue
                 offered.append(Tool(exposed_name(name, tool.name), tool.description or tool.title or tool.name,
                                     dict(tool.input_schema), _handler(server, tool.name, media, on_call)))
@@ -362,7 +388,8 @@ async def tool_output(result: types.CallToolResult, media: MediaSource | None) -
         if isinstance(block, types.TextContent):
             texts.append(block.text)
         elif isinstance(block, (types.ImageContent, types.AudioContent)):
-            kept = await _keep(block.data, block.mime_type, f"{block.type}-{number}", media)
+            kept = await _keep(block.data, block.mime_type,
+                               f"{block.type}-{number}{mimetypes.guess_extension(block.mime_type) or ''}", media)
             texts.append(_kept_line(kept, block.type))
             items += [kept] if kept.get("sha") else []
         elif isinstance(block, types.EmbeddedResource):

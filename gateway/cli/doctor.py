@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import logging
 import os
@@ -263,6 +264,45 @@ async def check_transcription(settings: Settings) -> Check:
     return Check("transcription", "ok", f"{probe.model} at {where} transcribed a {PROBE_SECONDS:g} s test clip")
 
 
+#: Tool names one server's row shows before it says how many more there are.
+MCP_TOOLS_SHOWN = 8
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:MCP_TOOLS_SHOWN])
+    return shown + (f" and {len(names) - MCP_TOOLS_SHOWN} more" if len(names) > MCP_TOOLS_SHOWN else "")
+
+
+async def check_mcp_server(name: str, settings: Settings) -> Check:
+    """Start one MCP server as a turn would, list its tools, and stop it: what the model is offered of it, and
+    what is held back (by policy, or for a schema no provider takes)."""
+    from agent.tools.mcp import CONNECT_TIMEOUT, McpServer, ServerDown
+
+    row, key = f"mcp {name}", f"tools.mcp_servers.{name}"
+    server = McpServer(settings.tools.mcp_servers[name].spec(name, os.environ))
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT + 5):
+            listed = await server.tools()
+    except ServerDown:
+        return Check(row, "FAIL", f"{setting_label(key)}: {server.failure}")
+    except TimeoutError:
+        return Check(row, "FAIL", f"{setting_label(key)}: no answer within {CONNECT_TIMEOUT + 5:g} s")
+    finally:
+        await server.aclose()
+    offered = [each.tool.name for each in listed if each.policy == "auto" and not each.problem]
+    denied = [each.tool.name for each in listed if each.policy != "auto"]
+    broken = [each.tool.name for each in listed if each.policy == "auto" and each.problem]
+    parts = [f"{len(offered)} tool{'s' if len(offered) != 1 else ''} offered" + (f": {_names(offered)}" if offered else "")]
+    if denied:
+        parts.append(f"denied by policy (set {key}.tools to allow): {_names(denied)}")
+    if broken:
+        parts.append(f"left out, input schema unusable: {_names(broken)}")
+    allowed = [rule for rule in settings.tools.allow if name in rule.servers]
+    if not allowed:
+        parts.append("no chat may use it yet (tools.allow)")
+    return Check(row, "ok", "; ".join(parts))
+
+
 # --------------------------------------------------------------------------- the report
 
 
@@ -281,10 +321,14 @@ def import_platform_clients(settings: Settings) -> None:
 
 
 def checks_for(settings: Settings) -> dict[str, Callable[[Settings], Awaitable[Check]]]:
-    """The service checks, and the transcription endpoint's when voice is transcribed (a row only then)."""
+    """The service checks, the transcription endpoint's when voice is transcribed (a row only then), and one
+    row per enabled MCP server."""
     checks = dict(SERVICE_CHECKS)
     if settings.media.transcription.provider != "off":
         checks["transcription"] = check_transcription
+    for name, server in sorted(settings.tools.mcp_servers.items()):
+        if server.enabled:
+            checks[f"mcp {name}"] = functools.partial(check_mcp_server, name)
     return checks
 
 

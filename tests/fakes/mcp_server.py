@@ -10,7 +10,8 @@ Its tools, named for what the tests need of a server people run:
 - ``hang()`` — never answers; when the client cancels the call, the file ``$FAKE_MCP_CANCELLED`` is written;
 - ``wipe()`` — destructive (its hints say so);
 - ``broken(x)`` — listed with an input schema that is no valid JSON Schema (``"minimum": "ten"``);
-- ``extra()`` — listed only while the file ``$FAKE_MCP_EXTRA`` exists (a tool that appears after a restart).
+- ``extra()`` — listed only while the file ``$FAKE_MCP_EXTRA`` exists (a tool that appears after a restart);
+- ``tool_00`` … — ``$FAKE_MCP_MANY`` more read-only tools, each echoing its argument (a server with many tools).
 """
 
 from __future__ import annotations
@@ -115,7 +116,14 @@ def build() -> NotesServer:
         """A tool that appears later."""
         return "extra"
 
+    for number in range(int(os.environ.get("FAKE_MCP_MANY", "0"))):
+        app.add_tool(_echo, name=f"tool_{number:02d}", annotations=READ_ONLY,
+                     description=f"Look up record {number} of the inventory by its key and return its fields.")
     return app
+
+
+def _echo(key: str, limit: int = 10) -> str:
+    return f"{key}: {limit}"
 
 
 class BearerOnly:
