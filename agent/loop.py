@@ -32,6 +32,7 @@ the items of tool results marked for the person (:attr:`ToolOutput.deliver`) are
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -49,7 +50,7 @@ from agent.llm.types import Completion, MadeImage
 from agent.messages import Message, tool_call_ids
 from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, count_messages, count_request
-from agent.tools import ToolOutput, ToolRegistry
+from agent.tools import RECOVERY_TOOL_NAMES, ToolOutput, ToolRegistry
 from agent.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,8 @@ STOPPED_TOOL_RESULT = '{"error": "stopped by the person before this tool ran"}'
 INTERRUPTED_TOOL_RESULT = '{"error": "stopped by the person while this tool ran"}'
 #: The reply of a turn stopped before the model wrote anything.
 STOPPED_REPLY = "⏹ Stopped."
+#: The most of one tool result that is kept (16 million characters); what goes past it is cut off, and said so.
+MAX_RESULT_CHARS = 16_000_000
 #: Share of the window at most that a request keeps free for the answer (the hygiene pass leaves 15%).
 ANSWER_ROOM_SHARE = 0.15
 
@@ -397,18 +400,30 @@ class Agent:
             except TurnStopped as stop:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
                 return assistant["tool_calls"][position + 1:], stop
-            messages.append(await self._bounded(_tool_result(call["id"], result)))
+            message = _tool_result(call["id"], result)
+            # the recovery tools' results are bounded by themselves (MAX_FETCH_CHARS): never archived again
+            messages.append(message if name in RECOVERY_TOOL_NAMES else await self._bounded(message))
             if result.deliver:
                 outgoing += [dict(item) for item in result.items if item.get("sha")]
         return None
 
     async def _bounded(self, message: Message) -> Message:
-        """A tool result within ``result_limit`` tokens: whole, or its excerpt naming the archived whole."""
+        """A tool result within ``result_limit`` tokens: whole, or its excerpt naming the archived whole (at most
+        :data:`MAX_RESULT_CHARS` of it). Counting megabytes takes a while: it is done off the event loop."""
         content = message["content"]
-        tokens = tokens_over(content, self.result_limit) if self.result_limit and isinstance(content, str) else None
-        if tokens is None or self.results is None or self.result_limit is None:
+        if not self.result_limit or self.results is None or not isinstance(content, str):
             return message
-        original_id = await self.results.keep_whole(message, str(message["tool_call_id"]))
+        if len(content) > MAX_RESULT_CHARS:
+            content = (f"{content[:MAX_RESULT_CHARS]}\n[… the result went on for {len(content) - MAX_RESULT_CHARS:,} "
+                       "more characters, not kept]")
+            message = {**message, "content": content}
+        counting = len(content) > 100_000
+        tokens = await (asyncio.to_thread(tokens_over, content, self.result_limit) if counting
+                        else asyncio.sleep(0, tokens_over(content, self.result_limit)))
+        if tokens is None:
+            return message
+        digest = hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()[:16]  # a retry's other result: its own
+        original_id = await self.results.keep_whole(message, f"{message['tool_call_id']}:{digest}")
         log.info("a tool result of %d tokens, over the bound of %d: archived whole as message %s", tokens,
                  self.result_limit, original_id)
         return {**message, "content": excerpt(content, tokens, self.result_limit, original_id, what="tool result"),

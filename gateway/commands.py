@@ -322,6 +322,16 @@ async def stop(turn: ChatTurn, _arg: str) -> str:
     return "⏹ Stopped. What was written so far is kept; your next message is answered as usual."
 
 
+async def answer(turn: ChatTurn, arg: str) -> str:
+    """Answer a question the bot asked before running a tool (the buttons do the same).
+
+    An answer that reaches a waiting turn is taken as it arrives and never queued; one that comes here found
+    nothing it could answer."""
+    approval_id = arg.split()[0] if arg else "?"
+    return (f"No question with id {approval_id} is waiting for your answer: it was answered already, its time ran "
+            "out, or someone else was asked.")
+
+
 async def show_help(turn: ChatTurn, _arg: str) -> str:
     """List the commands and what each one does."""
     lines = ["Commands:"]
@@ -343,10 +353,15 @@ COMMANDS: dict[str, Command] = {
     "usage": usage,
     "status": status,
     "stop": stop,
+    "approve": answer,
+    "refuse": answer,
 }
 
+#: The commands that answer a question the bot asked (``ask``): taken by the intake as they arrive.
+ANSWERS = frozenset({"approve", "refuse"})
+
 #: What a command takes after its name, as ``/help`` shows it (``[...]`` when it may be left out).
-ARGUMENTS = {"compress": "[focus]", "model": "[name]", "resume": "N"}
+ARGUMENTS = {"compress": "[focus]", "model": "[name]", "resume": "N", "approve": "ID"}
 
 #: Telegram's command syntax: a letter, then up to 31 letters, digits or underscores, maybe ``@botname``.
 _COMMAND_WORD = re.compile(r"/([A-Za-z][A-Za-z0-9_]{0,31})(?:@\w+)?")

@@ -15,6 +15,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from agent.tools.registry import CallOutcome
+
 log = logging.getLogger(__name__)
 
 
@@ -86,9 +88,8 @@ class TurnErrorEvent(BaseModel):
     ts: float = Field(default_factory=time.time)
 
 
-#: How a tool call ended (``agent.tools.mcp.CallRecord``): answered, answered with an error, past its timeout,
-#: its server away, or stopped by the person.
-ToolOutcome = Literal["ok", "error", "timeout", "down", "cancelled"]
+#: The outcomes of a tool call that count as failed: not answered as asked (a refusal or a stop is the person's).
+FAILED_CALLS = frozenset({"error", "timeout", "down"})
 
 
 class ToolCallEvent(BaseModel):
@@ -102,7 +103,7 @@ class ToolCallEvent(BaseModel):
     server: str
     tool: str
     argument_bytes: int
-    outcome: ToolOutcome
+    outcome: CallOutcome
     seconds: float
     ts: float = Field(default_factory=time.time)
 
@@ -141,7 +142,7 @@ class EventBus:
             self.counters["provider_errors" if event.kind == "provider_away" else "turns_failed"] += 1
         elif isinstance(event, ToolCallEvent):
             self.counters["tool_calls"] += 1
-            self.counters["tool_calls_failed"] += event.outcome in ("error", "timeout", "down")
+            self.counters["tool_calls_failed"] += event.outcome in FAILED_CALLS
         else:
             self.counters["provider_errors"] += bool(event.error)
             self.counters["turns"] += 1

@@ -12,8 +12,11 @@ compaction; an image a tool returns goes to the person; every call is in the cha
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -24,16 +27,20 @@ from agent.llm.openai_chat import TOOL_IMAGES_HEADING
 from agent.loop import STOPPED_REPLY
 from agent.tokens import content_text
 from agent.tools import ToolRegistry
-from agent.tools.mcp import McpServerSpec, McpTools, exposed_name
+from agent.tools.mcp import McpServer, McpServerSpec, McpTools, ServerDown, exposed_name
 from gateway.cli.doctor import checks_for
 from gateway.events import CompressEvent, ToolCallEvent
+from gateway.platforms.local import TerminalAdapter
+from gateway.platforms.telegram import TelegramAdapter
 from gateway.store.activity import ActivityLog
+from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.mcp_server import TICKET, chart_png, serve_http, stdio_command
 from tests.sdk_shapes import validate_chat_completions
 from tests.test_media_agent import ROUTES, Shelf, run_route, validate
 from tests.test_stop_and_quit import wait_for
+from tests.test_telegram_gateway import telegram_gateway
 
 WINDOW = 64_000
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -96,8 +103,8 @@ async def test_the_model_uses_a_stdio_servers_tool_and_a_chat_outside_allow_neve
     assert len(asked) == 4  # two turns of two requests each, in the allowed chat only
     assert len({tuple(tool_names(request)) for request in asked}) == 1  # the same tools, in the same order
     names = tool_names(asked[0])
-    assert [name for name in names if name.startswith("notes__")] == sorted(
-        ["notes__chart", "notes__die", "notes__dump", "notes__hang", "notes__lookup"])  # no wipe, no broken
+    assert [name for name in names if name.startswith("notes__")] == sorted(  # not broken, not extra
+        ["notes__chart", "notes__die", "notes__dump", "notes__fussy", "notes__hang", "notes__lookup", "notes__wipe"])
     public = [request for request in llm.requests if "logins" in request.text]
     assert public and all(not name.startswith("notes__") for request in public for name in tool_names(request))
     assert ("public", "no tool needed") in adapter.sent and replies
@@ -128,7 +135,7 @@ async def test_a_server_that_dies_one_that_hangs_and_a_broken_schema_cost_a_line
     handler = agent_for({"crash": ("notes__die", {}), "wait": ("notes__hang", {}),
                          "ticket": ("notes__lookup", {"ticket": "42"})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
-        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=1,
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=2,
                                   env={"FAKE_MCP_CANCELLED": str(cancelled)})
         async with running_gateway(settings, redis) as (runner, adapter, events):
             caplog.set_level(logging.WARNING, logger="agent.tools.mcp")
@@ -142,7 +149,7 @@ async def test_a_server_that_dies_one_that_hangs_and_a_broken_schema_cost_a_line
     texts = [text for _, text in adapter.sent]
     assert len(texts) == 3
     assert "the MCP server 'notes' is not available" in texts[0] and "Connection closed" in texts[0]
-    assert "notes__hang did not answer within 1 s; the call was cancelled" in texts[1]
+    assert "notes__hang did not answer within 2 s; the call was cancelled" in texts[1]
     assert cancelled.read_text() == "cancelled"  # the server was told
     assert texts[2] == f"tool said: {TICKET}"  # started again for the next message
     lines = [record.getMessage() for record in caplog.records]
@@ -202,16 +209,16 @@ async def test_a_five_megabyte_result_goes_as_head_and_tail_and_is_found_and_fet
 async def test_no_path_calls_a_tool_the_policy_denies_or_the_chat_may_not_use(redis, redis_url, key_prefix) -> None:
     handler = agent_for({"wipe": ("notes__wipe", {}), "ticket": ("notes__lookup", {"ticket": "42"})}, insist=True)
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
-        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, tools={"wipe": "deny"})
         async with running_gateway(settings, redis) as (runner, adapter, events):
-            await runner.intake(message("ops", "1", "wipe every ticket"))  # destructive: not configured to run
+            await runner.intake(message("ops", "1", "wipe every ticket"))  # configured never to run
             await runner.intake(message("public", "2", "ticket 42?"))  # a chat tools.allow does not name
             await runner.wait_idle()
     assert all("unknown tool" in text for _, text in adapter.sent) and len(adapter.sent) == 2
     assert not [event for event in events if isinstance(event, ToolCallEvent)]  # no server saw a call
 
 
-async def test_a_destructive_tool_runs_once_configured_to(redis, redis_url, key_prefix) -> None:
+async def test_a_destructive_tool_runs_without_asking_once_configured_to(redis, redis_url, key_prefix) -> None:
     handler = agent_for({"wipe": ("notes__wipe", {})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, tools={"wipe": "auto"})
@@ -250,7 +257,7 @@ def test_the_policy_follows_the_settings_then_the_tools_own_hints() -> None:
                      annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False))
     bare = types.Tool(name="bare", input_schema={"type": "object"})
     spec = McpServerSpec("db", command="x")
-    assert [spec.policy(tool) for tool in (read, drop, add, bare)] == ["auto", "deny", "auto", "deny"]
+    assert [spec.policy(tool) for tool in (read, drop, add, bare)] == ["auto", "ask", "auto", "ask"]
     assert spec.policy(read, new=True) == "deny"  # appeared after a restart: only a setting lets it run
     configured = McpServerSpec("db", command="x", tool_policies={"drop": "auto", "read": "deny"})
     assert [configured.policy(tool) for tool in (read, drop)] == ["deny", "auto"]
@@ -323,12 +330,12 @@ async def test_stop_cancels_a_call_that_hangs_and_the_server_is_told(redis, redi
     cancelled = tmp_path / "cancelled"
     handler = agent_for({"wait": ("notes__hang", {}), "ticket": ("notes__lookup", {"ticket": "42"})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        started = tmp_path / "started"
         settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=60,
-                                  env={"FAKE_MCP_CANCELLED": str(cancelled)})
+                                  env={"FAKE_MCP_CANCELLED": str(cancelled), "FAKE_MCP_STARTED": str(started)})
         async with running_gateway(settings, redis) as (runner, adapter, events):
             await runner.intake(message("ops", "1", "wait for it"))
-            await wait_for(lambda: len(llm.requests) == 1, timeout=10)
-            await asyncio.sleep(0.5)  # the call is with the server
+            await wait_for(started.exists, timeout=20)  # the call is with the server
             asked = time.monotonic()
             await runner.intake(message("ops", "2", "/stop"))
             await wait_for(lambda: len(adapter.sent) >= 1, timeout=10)
@@ -336,7 +343,7 @@ async def test_stop_cancels_a_call_that_hangs_and_the_server_is_told(redis, redi
             await runner.wait_idle()
             await runner.intake(message("ops", "3", "ticket 42?"))
             await runner.wait_idle()
-    assert took < 3, f"the stop took {took:.1f} s"
+    assert took < 5, f"the stop took {took:.1f} s"
     assert adapter.sent[0][1] == STOPPED_REPLY
     await wait_for(cancelled.exists, timeout=5)  # the server was told
     assert adapter.sent[-1] == ("ops", f"tool said: {TICKET}")  # the same session goes on serving
@@ -354,7 +361,144 @@ async def test_doctor_starts_each_server_and_lists_what_the_model_is_offered(red
     rows = {name: await check(settings) for name, check in checks.items()}
     notes, gone = rows["mcp notes"], rows["mcp gone"]
     assert notes.status == "ok" and notes.detail == (
-        "5 tools offered: chart, die, dump, hang, lookup; denied by policy (set tools.mcp_servers.notes.tools to "
-        "allow): wipe; left out, input schema unusable: broken")
+        "6 tools offered: chart, die, dump, fussy, hang, lookup; asking the person first: wipe; left out, input "
+        "schema unusable: broken")
     assert gone.status == "FAIL" and gone.detail.startswith("tools.mcp_servers.gone: ")
     assert "\n" not in gone.detail and "Traceback" not in gone.detail
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+def telegram_notes_settings(redis_url: str, key_prefix: str, base_url: str, chat: int, **tools: Any) -> Any:
+    command, args = stdio_command()
+    config = {"allowed_commands": [command], "allow": [{"servers": ["notes"], "chats": [f"tg:{chat}"]}],
+              "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}}, **tools}
+    return make_settings(redis_url, key_prefix, base_url, context_length=WINDOW, tools=config)
+
+
+async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on_a_yes_in_time(
+        redis, redis_url, key_prefix) -> None:
+    chat = 8801
+    handler = agent_for({"wipe": ("notes__wipe", {})})
+    async with FakeBotAPI() as api, FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = telegram_notes_settings(redis_url, key_prefix, llm.openai_base_url, chat, confirm_timeout_seconds=2)
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, tools=settings.tools) as runner:
+            events: list[Any] = []
+            runner.events.subscribe(events.append)
+            for number, press in enumerate(["y", "n", None], 1):
+                api.push(api.private_message(chat, f"wipe every ticket, attempt {number}"))
+                await api.wait_until(lambda: len(api.buttons(chat)) == 1, timeout=30)
+                [(asked_in, data)] = api.buttons(chat)
+                assert data[0].endswith(":y") and data[1].endswith(":n")
+                if press == "y":
+                    api.push(api.button_press(chat, 99, asked_in, data[0], first_name="Eve"))  # not the one asked
+                if press is not None:
+                    api.push(api.button_press(chat, chat, asked_in, data[0] if press == "y" else data[1]))
+                await api.wait_until(lambda: sum(m.text.startswith("tool said") for m in api.sent) == number, timeout=30)
+                assert api.buttons(chat) == []  # the question now says what was decided
+            await runner.wait_idle()
+    replies = [m.text for m in api.sent if m.text.startswith("tool said")]
+    asked = [m for m in api.sent if m.text.startswith("🔐")]
+    told_eve = [m.text for m in api.sent if m.text.startswith("No question")]
+    assert len(told_eve) == 1 and "someone else was asked" in told_eve[0]
+    assert [m.text.split("\n")[0] for m in asked] == ["🔐 Ann, may I run notes__wipe {}?"] * 3
+    assert replies[0] == "tool said: [approved by Ann]\nwiped"
+    assert replies[1].startswith('tool said: {"error":"notes__wipe was not run: refused by Ann"}')
+    assert replies[2].startswith('tool said: {"error":"notes__wipe was not run: no answer within 2 s')
+    shown = [api.message(str(chat), m.message_id).text for m in asked]
+    assert [line.split("\n")[1] for line in shown] == ["→ approved by Ann", "→ refused by Ann",
+                                                       "→ no answer within 2 s, so it was not run"]
+    assert len(api.answered_queries) == 3  # every press was acknowledged, Eve's too
+    assert [event.outcome for event in events if isinstance(event, ToolCallEvent)] == ["ok", "refused", "refused"]
+
+
+async def test_in_the_terminal_y_answers_the_question(redis, redis_url, key_prefix) -> None:
+    handler = agent_for({"wipe": ("notes__wipe", {})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        command, args = stdio_command()
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, tools={
+            "allowed_commands": [command], "allow": [{"servers": ["notes"], "platforms": ["local"]}],
+            "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}}})
+        reading, writing = os.pipe()
+        typed = os.fdopen(writing, "w", buffering=1)
+        terminal = TerminalAdapter(stdin=os.fdopen(reading), stdout=io.StringIO())
+        async with running_gateway(settings, redis, adapter=terminal) as (runner, _adapter, _events):
+            await terminal.start(runner.intake)
+            typed.write("wipe every ticket\n")
+            await wait_for(lambda: "[y/n]" in terminal.stdout.getvalue(), timeout=20)
+            typed.write("y\n")
+            await wait_for(lambda: "wiped" in terminal.stdout.getvalue(), timeout=20)
+            typed.close()
+            await terminal.stop()
+    out = terminal.stdout.getvalue()
+    assert "→ approved by you" in out and "tool said: [approved by you]\nwiped" in out
+
+
+# --------------------------------------------------------------------------- one server's session
+
+
+async def test_an_error_the_server_answers_goes_to_the_model_and_the_session_stays() -> None:
+    command, args = stdio_command()
+    mcp = McpTools([McpServerSpec("notes", command=command, args=tuple(args), cwd=ROOT)])
+    try:
+        tools = {tool.name: tool for tool in await mcp.tools(["notes"], None)}
+        refused = await tools["notes__fussy"].handler({"x": 7})
+        after = await tools["notes__lookup"].handler({"ticket": "42"})
+    finally:
+        await mcp.aclose()
+    assert json.loads(refused.text) == {"error": "notes__fussy failed: x=7 is out of range"}
+    assert after.text == TICKET  # the same session: no wait, no restart
+
+
+async def test_a_server_that_keeps_dying_waits_twice_as_long_each_time_until_a_call_works(caplog) -> None:
+    now = [1000.0]
+    command, args = stdio_command()
+    server = McpServer(McpServerSpec("notes", command=command, args=tuple(args), cwd=ROOT), clock=lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="agent.tools.mcp")
+    try:
+        waits = []
+        for _ in range(3):
+            with pytest.raises(ServerDown):
+                await server.call("die", {})
+            waits.append(re.search(r"trying again in (\d+) s", caplog.records[-1].getMessage())[1])
+            with pytest.raises(ServerDown):  # within the wait: not started again
+                await server.call("lookup", {"ticket": "42"})
+            now[0] += 60
+        assert (await server.call("lookup", {"ticket": "42"})).content[0].text == TICKET
+        with pytest.raises(ServerDown):
+            await server.call("die", {})
+        waits.append(re.search(r"trying again in (\d+) s", caplog.records[-1].getMessage())[1])
+    finally:
+        await server.aclose()
+    assert waits == ["1", "2", "4", "1"]
+
+
+async def test_a_stdio_servers_process_ends_with_the_gateway(redis, redis_url, key_prefix) -> None:
+    handler = agent_for({"ticket": ("notes__lookup", {"ticket": "42"})})
+    async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
+        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            await runner.intake(message("ops", "1", "ticket 42?"))
+            await runner.wait_idle()
+            children = servers_running()
+            assert children, "the server runs while the gateway does"
+    assert adapter.sent == [("ops", f"tool said: {TICKET}")]
+    await wait_for(lambda: not (set(children) & set(servers_running())), timeout=10)
+
+
+def servers_running() -> list[int]:
+    """The pids of this process's children that run the test MCP server."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            parent = re.search(r"^PPid:\s+(\d+)", status, re.MULTILINE)
+            if parent and int(parent[1]) == os.getpid() and "tests.fakes.mcp_server" in cmdline:
+                found.append(int(entry.name))
+    return found

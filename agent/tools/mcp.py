@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import httpx2
 import mcp_types as types
@@ -40,14 +40,16 @@ from jsonschema.validators import validator_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from agent import json_codec
 from agent.items import MediaSource
-from agent.tools.registry import Tool, ToolOutput
+from agent.tools.registry import CallOutcome, Tool, ToolOutput
 
 log = logging.getLogger(__name__)
 
-Policy = Literal["auto", "deny"]
+Policy = Literal["auto", "ask", "deny"]
 #: Separates a server's name from its tool's in the name the model sees.
 SEPARATOR = "__"
 #: Longest tool name the providers take (OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``).
@@ -70,6 +72,10 @@ class Listed(NamedTuple):
     problem: str
 
 
+class ToolFailed(Exception):
+    """The server answered a call with an error of its own (bad arguments, a bug of the tool): the model is told."""
+
+
 class ServerDown(Exception):
     """A server that cannot be used now: its tools answer the model with this error."""
 
@@ -85,10 +91,10 @@ class McpServerSpec:
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # secrets: never in a log line
     cwd: str | None = None
     url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout_seconds: float = 60.0
     include: frozenset[str] = frozenset()
     exclude: frozenset[str] = frozenset()
@@ -100,8 +106,9 @@ class McpServerSpec:
         return (not self.include or tool in self.include) and tool not in self.exclude
 
     def policy(self, tool: types.Tool, *, new: bool = False) -> Policy:
-        """What a call of ``tool`` may do: its own setting, the server's, else its hints (``new``: it appeared
-        after a reconnect, and only a setting lets it run)."""
+        """What a call of ``tool`` may do: its own setting, the server's, else its hints — read-only runs, one
+        that may destroy asks the person first (``new``: it appeared after a reconnect, and only a setting lets
+        it run)."""
         if tool.name in self.tool_policies:
             return self.tool_policies[tool.name]
         if self.server_policy is not None:
@@ -112,7 +119,23 @@ class McpServerSpec:
         if hints is not None and hints.read_only_hint:
             return "auto"
         destructive = True if hints is None or hints.destructive_hint is None else hints.destructive_hint
-        return "deny" if destructive else "auto"
+        return "ask" if destructive else "auto"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A person's answer to "may I run this?": whether to run it, and the line that says who said what."""
+
+    approved: bool
+    said: str
+
+
+class Approver(Protocol):
+    """Asks the person whose message the turn answers before a tool whose policy is ``ask`` runs (the gateway
+    asks in the chat, with buttons where the platform has them)."""
+
+    async def approve(self, server: str, tool: str, arguments: Mapping[str, Any]) -> Approval:
+        """Their answer; no answer in time is a refusal."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +145,7 @@ class CallRecord:
     server: str
     tool: str
     argument_bytes: int
-    outcome: Literal["ok", "error", "timeout", "down", "cancelled"]
+    outcome: CallOutcome
     seconds: float
 
 
@@ -170,17 +193,20 @@ class McpServer:
 
     async def tools(self) -> list[Listed]:
         """The server's tools that ``include``/``exclude`` let through, each with its policy, in name order. A
-        server that is down offers what it listed last (a call then answers with the error; the tools the model
-        sees, and the prompt cache, stay as they were); :class:`ServerDown` when it never listed any."""
+        server that is down, or still starting for another turn, offers what it listed last (a call then
+        answers with the error; the tools the model sees, and the prompt cache, stay as they were);
+        :class:`ServerDown` when it never listed any."""
         try:
+            if self._lock.locked() and self._last is not None:
+                raise ServerDown(self.spec.name, "starting")  # another turn is opening it: do not wait for that
             client = await self._connected()
             if self._tools is None:
                 try:
                     self._tools = self._last = await self._list(client)
-                    self._problems, self._told = {}, set()
                 except Exception as error:  # noqa: BLE001 - whatever the SDK or the server raised: it is down
-                    await self._failed(error)
+                    await self._failed(error, client)
                     raise ServerDown(self.spec.name, self.failure) from error
+                self._problems, self._told, self._failures = {}, set(), 0  # it works: a later failure waits 1 s
         except ServerDown:
             if self._last is None:
                 raise
@@ -206,16 +232,24 @@ class McpServer:
         return self._problems[key]
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Call ``tool``; raises :class:`ServerDown` (the session failed: it is opened again later) or
-        TimeoutError (past ``timeout_seconds``; the call was cancelled)."""
+        """Call ``tool``; raises :class:`ToolFailed` (the server answered with an error: the session stays),
+        :class:`ServerDown` (the session failed: it is opened again later) or TimeoutError (past
+        ``timeout_seconds``; the call was cancelled, the server told)."""
         client = await self._connected()
         try:
-            return await asyncio.wait_for(client.call_tool(tool, arguments), self.spec.timeout_seconds)
+            result = await asyncio.wait_for(client.call_tool(tool, arguments), self.spec.timeout_seconds)
+        except MCPError as error:
+            if error.code != CONNECTION_CLOSED and self._holder is not None and not self._holder.done():
+                raise ToolFailed(error.message) from error  # the server's own answer: bad arguments, its bug …
+            await self._failed(error, client)
+            raise ServerDown(self.spec.name, self.failure) from error
         except (asyncio.TimeoutError, asyncio.CancelledError):
             raise
-        except Exception as error:  # noqa: BLE001 - the connection closed, the server died mid-call
-            await self._failed(error)
+        except Exception as error:  # noqa: BLE001 - the transport broke (a connection refused or reset …)
+            await self._failed(error, client)
             raise ServerDown(self.spec.name, self.failure) from error
+        self._failures = 0
+        return result
 
     async def aclose(self) -> None:
         """End the session (the SDK stops a stdio server's process)."""
@@ -234,18 +268,21 @@ class McpServer:
             except Exception as error:  # noqa: BLE001 - a program that is missing, an address that refuses ...
                 self._note_failure(error)
                 raise ServerDown(self.spec.name, self.failure) from error
-            self._failures, self.failure = 0, ""
+            self.failure = ""
             return self._client
 
     async def _open(self) -> Client:
-        """Start the task that holds the session; the client once its handshake is done."""
+        """Start the task that holds the session; the client once its handshake is done (the task is cancelled
+        when it is not done in time, or the wait is cancelled)."""
         opened: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._release = asyncio.Event()
         self._holder = asyncio.create_task(self._hold(opened, self._release), name=f"mcp-{self.spec.name}")
         try:
             return await asyncio.wait_for(asyncio.shield(opened), CONNECT_TIMEOUT)
         except BaseException:
-            await self._drop()
+            holder, self._holder = self._holder, None
+            holder.cancel()
+            await asyncio.wait({holder}, timeout=5)
             raise
 
     async def _hold(self, opened: asyncio.Future[Client], release: asyncio.Event) -> None:
@@ -254,11 +291,16 @@ class McpServer:
             async with Client(self._target(http)) as client:
                 opened.set_result(client)
                 await release.wait()
-        except Exception as error:  # noqa: BLE001 - handed to whoever waits for the session to open
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits for the session to open
             if not opened.done():
-                opened.set_exception(error)
-            else:
+                if isinstance(error, Exception):
+                    opened.set_exception(error)
+                else:
+                    opened.cancel()
+            elif isinstance(error, Exception):
                 log.info("mcp %s: the session ended: %s", self.spec.name, _reason(error))
+            if not isinstance(error, Exception):
+                raise
         finally:
             if http is not None:
                 await http.aclose()
@@ -270,8 +312,11 @@ class McpServer:
         assert spec.command is not None
         return StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd)
 
-    async def _failed(self, error: BaseException) -> None:
+    async def _failed(self, error: BaseException, client: Client) -> None:
+        """The session of ``client`` failed: let it go and wait before the next (unless a newer one replaced it)."""
         async with self._lock:
+            if self._client is not client:
+                return
             self._note_failure(error)
             await self._drop()
 
@@ -288,8 +333,9 @@ class McpServer:
         holder, self._holder = self._holder, None
         if holder is not None:
             self._release.set()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(holder, 10)
+            await asyncio.wait({holder}, timeout=10)  # a caller cancelled meanwhile is cancelled, not swallowed
+            if not holder.done():
+                holder.cancel()
 
     @staticmethod
     async def _list(client: Client) -> list[types.Tool]:
@@ -319,43 +365,64 @@ class McpTools:
         self.servers = {spec.name: McpServer(spec) for spec in specs}
 
     async def tools(self, servers: Sequence[str], media: MediaSource | None, on_call: CallSink | None = None,
-                    ) -> list[Tool]:
+                    approver: Approver | None = None) -> list[Tool]:
         """The allowed tools of ``servers`` (each server's in name order, servers in the order given), whose
-        results keep their files through ``media`` and whose calls are told to ``on_call``. A server that is
-        down offers nothing this turn (logged)."""
+        results keep their files through ``media`` and whose calls are told to ``on_call``; a tool whose policy
+        is ``ask`` is offered only with an ``approver``, asked before every call. A server that never answered
+        offers nothing this turn (logged)."""
         offered: list[Tool] = []
-        for name in servers:
-            server = self.servers.get(name)
-            if server is None:
+        taken: set[str] = set()
+        chosen = [(name, self.servers[name]) for name in servers if name in self.servers]
+        listings = await asyncio.gather(*(server.tools() for _, server in chosen), return_exceptions=True)
+        for (name, server), listed in zip(chosen, listings):  # listed at once: one slow server delays no other's
+            if isinstance(listed, ServerDown):
+                log.warning("mcp %s: its tools are left out of this turn: %s", name, listed)
                 continue
-            try:
-                listed = await server.tools()
-            except ServerDown as down:
-                log.warning("mcp %s: its tools are left out of this turn: %s", name, down)
-                continue
+            if isinstance(listed, BaseException):
+                raise listed
             for tool, policy, problem in listed:
-                if policy != "auto":
+                if policy == "deny" or (policy == "ask" and approver is None):
                     continue
                 if problem:
                     if server.told(tool.name):
                         log.warning("mcp %s: tool %r left out: %s", name, tool.name, problem)
                     continue
-                offered.append(Tool(exposed_name(name, tool.name), tool.description or tool.title or tool.name,
-                                    dict(tool.input_schema), _handler(server, tool.name, media, on_call)))
+                exposed = exposed_name(name, tool.name)
+                if exposed in taken:
+                    if server.told(tool.name):
+                        log.warning("mcp %s: tool %r left out: its name is %s, like another tool's", name, tool.name,
+                                    exposed)
+                    continue
+                taken.add(exposed)
+                offered.append(Tool(exposed, tool.description or tool.title or tool.name,
+                                    dict(tool.input_schema),
+                                    _handler(server, tool.name, media, on_call, approver if policy == "ask" else None)))
         return offered
 
     async def aclose(self) -> None:
         await asyncio.gather(*(server.aclose() for server in self.servers.values()), return_exceptions=True)
 
 
-def _handler(server: McpServer, tool: str, media: MediaSource | None,
-             on_call: CallSink | None) -> Callable[[dict[str, Any]], Awaitable[ToolOutput]]:
+def _handler(server: McpServer, tool: str, media: MediaSource | None, on_call: CallSink | None,
+             approver: Approver | None) -> Callable[[dict[str, Any]], Awaitable[ToolOutput]]:
+    """The call of one tool: asked first when it needs a yes, recorded however it ends."""
+
     async def call(arguments: dict[str, Any]) -> ToolOutput:
         started, outcome = time.perf_counter(), "error"
+        said = ""
         try:
+            if approver is not None:
+                approval = await approver.approve(server.spec.name, tool, arguments)
+                said = approval.said
+                if not approval.approved:
+                    outcome = "refused"
+                    return _error(f"{server.spec.name}{SEPARATOR}{tool} was not run: {said}")
             result = await server.call(tool, arguments)
             outcome = "error" if result.is_error else "ok"
-            return await tool_output(result, media)
+            output = await tool_output(result, media)
+            return ToolOutput(f"[{said}]\n{output.text}", output.items, output.deliver) if said else output
+        except ToolFailed as failed:
+            return _error(f"{server.spec.name}{SEPARATOR}{tool} failed: {failed}")
         except ServerDown as down:
             outcome = "down"
             return _error(str(down))

@@ -11,11 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent import json_codec
 
 log = logging.getLogger(__name__)
+
+#: How a tool call ended: answered, answered with an error, past its timeout, its server away, stopped by the
+#: person, or refused by them (or by their silence) when asked first.
+CallOutcome = Literal["ok", "error", "timeout", "down", "cancelled", "refused"]
 
 
 @dataclass(frozen=True)

@@ -290,9 +290,12 @@ async def check_mcp_server(name: str, settings: Settings) -> Check:
     finally:
         await server.aclose()
     offered = [each.tool.name for each in listed if each.policy == "auto" and not each.problem]
-    denied = [each.tool.name for each in listed if each.policy != "auto"]
-    broken = [each.tool.name for each in listed if each.policy == "auto" and each.problem]
+    asking = [each.tool.name for each in listed if each.policy == "ask" and not each.problem]
+    denied = [each.tool.name for each in listed if each.policy == "deny"]
+    broken = [each.tool.name for each in listed if each.policy != "deny" and each.problem]
     parts = [f"{len(offered)} tool{'s' if len(offered) != 1 else ''} offered" + (f": {_names(offered)}" if offered else "")]
+    if asking:
+        parts.append(f"asking the person first: {_names(asking)}")
     if denied:
         parts.append(f"denied by policy (set {key}.tools to allow): {_names(denied)}")
     if broken:

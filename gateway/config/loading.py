@@ -8,6 +8,8 @@ pass instead of one error per restart. Secrets, and the passwords in URLs, are n
 
 from __future__ import annotations
 
+import re
+
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +27,9 @@ from gateway.config.sources import Origins, layered_sources, origins_of
 
 #: keys whose values are credentials: redacted by ``config show`` and in error messages
 SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret", "admin_token"})
+#: Keys whose values are maps of secrets (an MCP server's ``env`` and ``headers``): each value is hidden
+#: unless it only names variables of the environment (``${TRACKER_TOKEN}``), which is worth seeing.
+SECRET_MAPS = frozenset({"env", "headers"})
 #: what a redacted secret (or the password part of a URL) is shown as
 REDACTED = "***"
 _RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
@@ -54,6 +59,8 @@ def url_password_hidden(text: str) -> str:
 
 def redacted(value: Any, key: str = "") -> Any:
     """A dumped configuration with every set secret, and every URL's password, replaced by ``***``."""
+    if isinstance(value, dict) and key in SECRET_MAPS:
+        return {name: item if _only_references(item) else REDACTED for name, item in value.items()}
     if isinstance(value, dict):
         return {name: redacted(item, str(name)) for name, item in value.items()}
     if isinstance(value, list):
@@ -65,9 +72,14 @@ def redacted(value: Any, key: str = "") -> Any:
     return value
 
 
+def _only_references(value: Any) -> bool:
+    """Whether a value is nothing but ``${NAME}`` references (with text around them that is no secret)."""
+    return isinstance(value, str) and bool(re.fullmatch(r"(?:[A-Za-z ]*\$\{[A-Za-z_][A-Za-z0-9_]*\})+", value))
+
+
 def show_value(value: Any, path: Sequence[str | int]) -> str:
     """A value as a problem line shows it: short, and never a secret (nor a URL's password)."""
-    secret_key = any(part in SECRET_KEYS for part in path if isinstance(part, str))
+    secret_key = any(part in SECRET_KEYS or part in SECRET_MAPS for part in path if isinstance(part, str))
     if isinstance(value, SecretStr) or (secret_key and value not in (None, "")):
         return REDACTED
     if isinstance(value, bool):

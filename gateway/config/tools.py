@@ -9,6 +9,10 @@ shell, never ``-c`` — with an environment that holds what ``env`` names and th
 to run a program (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``), nothing else
 of foldgate's (no provider key).
 
+A call whose policy is ``ask`` runs only once the person whose message the turn answers says yes
+(buttons on Telegram and in the web chat, ``/approve <id>`` or ``/refuse <id>`` anywhere, ``y``/``n``
+in the terminal); no answer within ``confirm_timeout_seconds`` is a no.
+
 A server's tools reach only the chats a rule of ``allow`` names (by platform, by chat key; a rule
 naming neither allows every chat): a public group does not get the owner's database tool.
 """
@@ -27,13 +31,15 @@ from pydantic_core import PydanticCustomError
 from agent.settings import StrictModel
 from agent.tools.mcp import McpServerSpec
 
-#: What a tool call may do without a person: run (``auto``) or never (``deny``).
-ToolPolicy = Literal["auto", "deny"]
+#: What a tool call may do: run (``auto``), run once the person who asked says yes (``ask``), or never (``deny``).
+ToolPolicy = Literal["auto", "ask", "deny"]
 #: A server's name: it starts each of its tools' names (``<server>__<tool>``, at most 64 characters in all).
-ServerName = Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,24}$")]
+ServerName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,23}$")]
 #: Programs that read commands from text: a server started through one could be any program.
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell",
                     "pwsh", "env", "sudo", "xargs"})
+#: Arguments that make an interpreter run a line of code: ``-c``, ``-Ic``, ``-cprint(1)``, ``-e``, ``--eval`` …
+INLINE_CODE = re.compile(r"^-[ce]|^-[A-Za-z]{0,2}[ce][A-Za-z]{0,2}$|^--(?:eval|exec|command|print)(?:=|$)")
 #: ``${NAME}`` in a value: the environment variable NAME.
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -76,8 +82,13 @@ class McpServerSettings(StrictModel):
     @field_validator("args")
     @classmethod
     def _no_inline_code(cls, value: list[str]) -> list[str]:
-        if "-c" in value:
-            raise PydanticCustomError("inline_code", "must not hold -c: a server is a program, not a line of code", {})
+        code = [arg for arg in value if INLINE_CODE.match(arg)]
+        if code:
+            raise PydanticCustomError("inline_code", "must not hold {flags}: a server is a program, not a line of "
+                                      "code", {"flags": ", ".join(code)})
+        if any(VARIABLE.search(arg) for arg in value):
+            raise PydanticCustomError("variable", "must not hold ${{NAME}}: only env and headers are read from the "
+                                      "environment", {})
         return value
 
     @model_validator(mode="after")
@@ -89,6 +100,8 @@ class McpServerSettings(StrictModel):
             problems.append(("url", "args, env and cwd belong to a stdio server (command)"))
         if self.command is not None and self.headers:
             problems.append(("headers", "headers belong to an HTTP server (url)"))
+        if self.url is not None and VARIABLE.search(self.url):
+            problems.append(("url", "must not hold ${NAME}: put a secret in headers"))
         problems += [("env", f"${{{name}}} is not set in the environment") for name in _unset(self.env)]
         problems += [("headers", f"${{{name}}} is not set in the environment") for name in _unset(self.headers)]
         if problems:
@@ -128,6 +141,8 @@ class ToolsSettings(StrictModel):
     allowed_commands: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     mcp_servers: dict[ServerName, McpServerSettings] = Field(default_factory=dict)
     allow: list[ToolAccessRule] = Field(default_factory=list)
+    #: How long a call whose policy is ``ask`` waits for the person's answer; no answer is a refusal.
+    confirm_timeout_seconds: float = Field(120.0, gt=0, le=3600)
 
     @field_validator("allowed_commands")
     @classmethod

@@ -75,6 +75,24 @@ class OutgoingFile:
         return f"[{self.kind}: {self.name or self.kind}, not shown here]"
 
 
+@dataclass(frozen=True)
+class ApprovalPrompt:
+    """A question the bot asks before it runs a tool: "may I?", answered yes or no by the person who asked."""
+
+    approval_id: str
+    question: str
+
+    @property
+    def text(self) -> str:
+        """The question as a platform without buttons shows it: with the commands that answer it."""
+        return f"{self.question}\nAnswer /approve {self.approval_id} or /refuse {self.approval_id}."
+
+
+def approval_command(approval_id: str, approved: bool) -> str:
+    """The text a button press stands for: ``/approve <id>`` or ``/refuse <id>``."""
+    return f"/{'approve' if approved else 'refuse'} {approval_id}"
+
+
 def check_size(item: MediaItem, limit: int) -> None:
     """Refuse ``item`` before any download when the platform reported a size over ``limit``."""
     if item.size > limit:
@@ -223,6 +241,20 @@ class PlatformAdapter(ABC):
         """Deliver ``file`` as the platform shows one (a photo, a document, an attachment), retrying as it asks;
         a platform that cannot send files sends the line that names it."""
         await self.send(chat_id, file.caption, reply_to=reply_to)
+
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
+                           ) -> Optional[str]:
+        """Ask ``prompt`` in the chat, with a yes and a no button where the platform has them (a press comes back
+        through the intake as :func:`approval_command`'s text); the id of the message asked in, when it can
+        be edited once answered. Without buttons, the question names the commands that answer it."""
+        await self.send(chat_id, prompt.text, reply_to=reply_to)
+        return None
+
+    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
+                              outcome: str) -> None:
+        """Show what became of the question (``outcome``: "approved by Ann", "no answer …"): the question
+        edited where it can be, else one line."""
+        await self.send(chat_id, f"{prompt.question}\n→ {outcome}")
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Optional[Surface]:

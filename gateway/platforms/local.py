@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from gateway.platforms.base import (
+    ApprovalPrompt,
     IncomingMessage,
     Intake,
     Journal,
@@ -26,10 +27,13 @@ from gateway.platforms.base import (
     OutgoingFile,
     PlatformAdapter,
     SendGate,
+    approval_command,
 )
 from gateway.platforms.local_files import AttachError, is_attach, parse_attach, read_file
 from gateway.progress import is_terminal
 
+#: What answers a question the bot asked before running a tool.
+YES_NO = {"y": True, "yes": True, "n": False, "no": False}
 #: Lines that end the terminal chat (besides Ctrl-D, Ctrl-C and SIGTERM).
 QUIT_WORDS = frozenset({"/quit", "/exit"})
 
@@ -52,6 +56,7 @@ class TerminalAdapter(PlatformAdapter):
         self.closed = asyncio.Event()
         self._reading = False
         self._status_shown = False  # a "working" status is on the current terminal line
+        self._asking: list[str] = []  # the questions waiting for y or n, newest last
 
     async def start(self, intake: Intake) -> None:
         self._task = asyncio.create_task(self._read(intake), name="terminal-input")
@@ -73,9 +78,12 @@ class TerminalAdapter(PlatformAdapter):
                 await intake(message)
 
     def _message(self, text: str) -> Optional[IncomingMessage]:
-        """The message a line makes; None (and the reason shown) for an ``/attach`` of no readable file."""
+        """The message a line makes; None (and the reason shown) for an ``/attach`` of no readable file. While
+        the bot waits for a yes or no, ``y`` or ``n`` answers it."""
         items: tuple[MediaItem, ...] = ()
-        if is_attach(text):
+        if self._asking and text.lower() in YES_NO:
+            text = approval_command(self._asking[-1], YES_NO[text.lower()])
+        elif is_attach(text):
             try:
                 attachment = parse_attach(text)
             except AttachError as error:
@@ -132,6 +140,19 @@ class TerminalAdapter(PlatformAdapter):
         """Save the file (a new name when one of that name is there already) and print where it is."""
         path = await asyncio.to_thread(_save, self.files_dir, file)
         await self.send(chat_id, f"[{file.kind} saved: {path}]", reply_to=reply_to)
+
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
+                           ) -> Optional[str]:
+        """The question, answered with ``y`` or ``n`` on the next line."""
+        self._asking.append(prompt.approval_id)
+        await self.send(chat_id, f"{prompt.question} [y/n]")
+        return prompt.approval_id
+
+    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
+                              outcome: str) -> None:
+        if prompt.approval_id in self._asking:
+            self._asking.remove(prompt.approval_id)
+        await self.send(chat_id, f"→ {outcome}")
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """An attached file's bytes, read from disk now, at most ``limit`` of them."""

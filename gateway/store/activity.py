@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent import json_codec
-from gateway.events import EVENT_JSON, CompressEvent, Event, ToolCallEvent, TurnEvent
+from gateway.events import EVENT_JSON, FAILED_CALLS, CompressEvent, Event, ToolCallEvent, TurnEvent
 from gateway.store import ChatKeys, SessionStore, chat_index_key
 from gateway.store.channel import RedisChannel
 from gateway.store.keys import chat_index_backfilled_key, chat_of_session_key, session_keys_pattern
@@ -98,7 +98,7 @@ def _increments(event: Event) -> list[tuple[str, str, int | float]]:
         return [("HINCRBY", "compactions", 1), ("HINCRBY", f"compactions_{event.trigger}", 1),
                 ("HINCRBY", "archived", len(event.archived_ids))]
     if isinstance(event, ToolCallEvent):
-        return [("HINCRBY", "tool_calls", 1)] + ([("HINCRBY", "tool_errors", 1)] if event.outcome != "ok" else [])
+        return [("HINCRBY", "tool_calls", 1)] + ([("HINCRBY", "tool_errors", 1)] if event.outcome in FAILED_CALLS else [])
     return [("HINCRBY", "errors", 1)]
 
 

@@ -191,6 +191,9 @@ class ChatKeys:
     def reply(self, entry_id: str) -> str:
         return f"{self.base}:reply:{entry_id}"
 
+    def approval(self, approval_id: str) -> str:
+        return f"{self.base}:approval:{approval_id}"
+
     def budget(self, name: str) -> str:
         return f"{self.base}:budget:{name}"
 

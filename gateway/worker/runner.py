@@ -26,6 +26,7 @@ from agent.messages import Message
 from agent.settings import CompressionSettings
 from agent.tools.mcp import McpTools
 from gateway.agents import AgentBuilder
+from gateway.commands import ANSWERS
 from gateway.commands import parse as parse_command
 from gateway.config.models import MediaSettings
 from gateway.config.tools import ToolsSettings
@@ -36,6 +37,7 @@ from gateway.media.transcribe import transcriber_from
 from gateway.outage import Backoff, ChatOutages, Health, ProviderWatch, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.store import SessionStore, StaleLock
+from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
 from gateway.store.taken import TakenRecords
@@ -110,6 +112,8 @@ class GatewayRunner:
                            {name: adapter.fetch for name, adapter in self.adapters.items()},
                            records=TakenRecords(store.channel, store.prefix,
                                                 ttl_seconds=int(outage_retry_seconds) + 3600))
+        #: Tool calls waiting for a person's yes or no (``ask``), answered through any process's intake.
+        self.approvals = Approvals(store.channel, store.prefix)
         #: The MCP servers the agent may use (``tools``): one session each in this process, opened at first use.
         self.tool_settings = tools or ToolsSettings()
         self.mcp = McpTools(self.tool_settings.specs(os.environ)) if self.tool_settings.mcp_servers else None
@@ -120,7 +124,7 @@ class GatewayRunner:
             bound=MessageBound(store, max_message_tokens, agents.context_length, items),
             items=items, max_images=self.media.max_images_per_request,
             compactions=self.compactions, provider=self.provider, options=self.options,
-            mcp=self.mcp, tool_access=self.tool_settings,
+            mcp=self.mcp, tool_access=self.tool_settings, approvals=self.approvals,
         )
         self._max_chats = max_concurrent_chats
         self._busy: dict[str, asyncio.Task[None]] = {}
@@ -148,9 +152,23 @@ class GatewayRunner:
         command = parse_command(message.text.strip()) if message.respond else None
         if command is not None and command[0] == "stop":
             await self.inbox.request_stop(message.chat, time.time())
+        if command is not None and command[0] in ANSWERS and await self._answered(message, *command):
+            return True  # the turn waiting for it goes on; there is nothing to queue
         queued = await self.inbox.put(message)
         self._wake.set()
         return queued
+
+    async def _answered(self, message: IncomingMessage, name: str, argument: str) -> bool:
+        """Record ``/approve <id>`` or ``/refuse <id>`` (a button press comes as one) for the turn that waits for
+        it, in whichever process; False when it answers nothing open that its sender may answer (the command
+        then says so in its turn)."""
+        approval_id = argument.split()[0] if argument else ""
+        try:
+            answered = await self.approvals.answer(message.chat, approval_id, approved=name == "approve",
+                                                   user_id=message.user_id, user_name=message.user_name)
+        except ValueError:  # not an id at all
+            return False
+        return answered == "recorded"
 
     async def start(self) -> None:
         self._stopping = False
@@ -182,11 +200,13 @@ class GatewayRunner:
                     wait.cancel()
         pending = [task for task in running if not task.done()]
         await cancel_and_wait(*pending)
-        await self.keeper.close()
-        if self.transcriber is not None:
-            await self.transcriber.aclose()
-        if self.mcp is not None:
-            await self.mcp.aclose()  # a stdio server's process ends with its session
+        try:
+            await self.keeper.close()
+            if self.transcriber is not None:
+                await self.transcriber.aclose()
+        finally:
+            if self.mcp is not None:
+                await self.mcp.aclose()  # a stdio server's process ends with its session
         return len(pending)
 
     async def wait_idle(self, timeout: float = 30.0) -> None:

@@ -56,8 +56,10 @@ from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import ChatHistory, TurnArchive
 from gateway.startup_errors import explain
 from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore, reply_meta
+from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
 from gateway.worker.admission import verbatim_limit, verbatim_start
+from gateway.worker.approval import ChatApprover
 from gateway.worker.backlog import ALBUM_WINDOW, ParsedEntries, is_command, take_album, take_backlog
 from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
 from gateway.worker.compactions import Compactions
@@ -106,6 +108,8 @@ class TurnParts:
     #: The MCP servers of this process (None: none configured), and which of them each chat may use.
     mcp: McpTools | None = None
     tool_access: ToolsSettings = field(default_factory=ToolsSettings)
+    #: Where a call whose policy is ``ask`` waits for its answer.
+    approvals: Approvals | None = None
 
 
 @dataclass
@@ -273,7 +277,11 @@ class Turn:
         mcp = self.parts.mcp
         if mcp is not None:
             servers = self.parts.tool_access.servers_for(self.chat)
-            for tool in await mcp.tools(servers, self.media, functools.partial(self._tool_called, turn)):
+            approvals = self.parts.approvals
+            approver = None if approvals is None else ChatApprover(
+                approvals, self.parts.adapters.get(self.message.platform), self.message,
+                self.parts.tool_access.confirm_timeout_seconds)
+            for tool in await mcp.tools(servers, self.media, functools.partial(self._tool_called, turn), approver):
                 tools.add(tool)
         return tools
 

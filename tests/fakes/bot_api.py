@@ -22,7 +22,9 @@ younger than 30 s and not followed by a sendMessage to the chat); editMessageTex
 message_id of a message the bot sent; refuses an unknown or deleted message, a message the bot
 did not send, empty or over-long text, and an edit that changes nothing with Telegram's
 "message is not modified" 400; answers the edited Message; history in ``edits``);
-deleteMessage (→ True, logged in ``deleted``); sendPhoto and sendDocument as multipart uploads
+deleteMessage (→ True, logged in ``deleted``); answerCallbackQuery (logged in ``answered_queries``;
+``button_press`` builds the update a press of an inline button sends, ``buttons`` lists the buttons a
+chat shows now, from ``reply_markup``); sendPhoto and sendDocument as multipart uploads
 (``attach://<part>`` naming the file part, or the file in the field itself, as the real API takes
 them; a photo must be an image Telegram can read — else 400 ``IMAGE_PROCESS_FAILED`` — of at
 most 10 MB, width and height adding up to at most 10,000 and neither over 20 times the other —
@@ -441,6 +443,8 @@ class FakeBotAPI:
         self.webhook_deliveries: list[WebhookDelivery] = []
         self.sent: list[SentMessage] = []
         self.sent_files: list[SentFile] = []
+        #: The callback queries answered (answerCallbackQuery), by id.
+        self.answered_queries: list[str] = []
         self._uploads: dict[str, web.FileField] = {}
         self.send_attempts: list[SendAttempt] = []
         self.chat_actions: list[tuple[str, str]] = []
@@ -623,6 +627,26 @@ class FakeBotAPI:
             if entities := entities_for(text):
                 message["entities"] = entities
         return message
+
+    def button_press(self, chat_id: str | int, user_id: int, message_id: int, data: str, *,
+                     first_name: str = "Ann") -> dict[str, Any]:
+        """A ``callback_query`` update: ``user_id`` pressed the inline button carrying ``data`` under the bot's
+        message ``message_id`` in ``chat_id``."""
+        message = self._chats[str(chat_id)][message_id]
+        return {"update_id": next(self._update_ids), "callback_query": {
+            "id": f"cq-{next(self._update_ids)}", "from": self.user(user_id, first_name),
+            "message": self._message_json(message), "chat_instance": "ci-1", "data": data}}
+
+    def buttons(self, chat_id: str | int) -> list[tuple[int, list[str]]]:
+        """The bot's messages in the chat that show inline buttons now: (message id, their callback data)."""
+        shown = []
+        for message_id, message in sorted(self._chats.get(str(chat_id), {}).items()):
+            params = message.edits[-1].params if message.edits else message.params
+            markup = json.loads(params.get("reply_markup") or "{}")
+            data = [button.get("callback_data", "") for row in markup.get("inline_keyboard", []) for button in row]
+            if data and message.deleted_at is None:
+                shown.append((message_id, data))
+        return shown
 
     def private_message(self, user_id: int, text: str, *, first_name: str = "Ann") -> dict[str, Any]:
         chat = {"id": user_id, "type": "private", "first_name": first_name}
@@ -962,6 +986,13 @@ class FakeBotAPI:
         elif len(data) > UPLOAD_LIMIT:
             return 413, "Request Entity Too Large"
         return 200, ""
+
+    async def _method_answercallbackquery(self, params: dict[str, str]) -> web.Response:
+        query_id = params.get("callback_query_id", "")
+        if not query_id:
+            return self._error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        self.answered_queries.append(query_id)
+        return self._answer(True)
 
     async def _method_sendmessagedraft(self, params: dict[str, str]) -> web.Response:
         chat_id, text = params.get("chat_id", ""), params.get("text", "")

@@ -7,8 +7,10 @@ Its tools, named for what the tests need of a server people run:
 - ``chart()`` — read-only: a PNG (64×48) as image content;
 - ``dump(kilobytes)`` — read-only: that much text, numbered rows, ``END-OF-DUMP`` last;
 - ``die()`` — the process exits in the middle of the call;
-- ``hang()`` — never answers; when the client cancels the call, the file ``$FAKE_MCP_CANCELLED`` is written;
+- ``hang()`` — never answers: writes the file ``$FAKE_MCP_STARTED`` as it begins and ``$FAKE_MCP_CANCELLED``
+  when the client cancels the call;
 - ``wipe()`` — destructive (its hints say so);
+- ``fussy(x)`` — answers every call with a JSON-RPC error (``-32602``, "x=… is out of range");
 - ``broken(x)`` — listed with an input schema that is no valid JSON Schema (``"minimum": "ten"``);
 - ``extra()`` — listed only while the file ``$FAKE_MCP_EXTRA`` exists (a tool that appears after a restart);
 - ``tool_00`` … — ``$FAKE_MCP_MANY`` more read-only tools, each echoing its argument (a server with many tools).
@@ -29,6 +31,8 @@ from typing import Any
 import mcp_types as types
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp.server.mcpserver.utilities.types import Image as McpImage
 from PIL import Image
 from starlette.requests import Request
@@ -92,6 +96,9 @@ def build() -> NotesServer:
     @app.tool(annotations=READ_ONLY)
     async def hang() -> str:
         """Never answer."""
+        started = os.environ.get("FAKE_MCP_STARTED")
+        if started:
+            Path(started).write_text("started")
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
@@ -110,6 +117,11 @@ def build() -> NotesServer:
     def broken(x: int) -> str:
         """A tool whose schema the server spoils."""
         return str(x)
+
+    @app.tool(annotations=READ_ONLY)
+    def fussy(x: int) -> str:
+        """Refuse every call with a JSON-RPC error of the protocol's own (as many servers answer bad arguments)."""
+        raise MCPError(INVALID_PARAMS, f"x={x} is out of range")
 
     @app.tool(annotations=READ_ONLY)
     def extra() -> str:

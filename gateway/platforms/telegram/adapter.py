@@ -30,11 +30,12 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, Optional
 
 from aiogram.exceptions import TelegramBadRequest
-from aiogram.types import BufferedInputFile, Message, Update, User
+from aiogram.types import BufferedInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update, User
 
 from gateway.config import Settings
 from gateway.delivery.edited import EditedReply
 from gateway.platforms.base import (
+    ApprovalPrompt,
     IncomingMessage,
     Intake,
     Journal,
@@ -57,7 +58,14 @@ from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, fetch_file
 from gateway.platforms.telegram.moves import ChatMoves, chat_ref
 from gateway.platforms.telegram.polling import Poller
 from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftReply, TelegramMessenger
-from gateway.platforms.telegram.updates import ALLOWED_UPDATES, album_message, media_group, migration
+from gateway.platforms.telegram.updates import (
+    ALLOWED_UPDATES,
+    album_message,
+    approval_data,
+    button_message,
+    media_group,
+    migration,
+)
 from gateway.platforms.telegram.webhook import WebhookServer
 
 #: What Telegram takes as a photo (a larger image, or another type, goes as a document).
@@ -127,6 +135,7 @@ class TelegramAdapter(PlatformAdapter):
         self._failure: Failure[TelegramAdapterError] = Failure(log, "telegram")
         self._poller: Optional[asyncio.Task[None]] = None
         self._webhook: Optional[WebhookServer] = None
+        self._button_answers: set[asyncio.Task[None]] = set()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "TelegramAdapter":
@@ -199,6 +208,7 @@ class TelegramAdapter(PlatformAdapter):
         if self._webhook is not None:
             await self._webhook.close()
             self._webhook = None
+        await asyncio.gather(*self._button_answers, return_exceptions=True)
         await self.bot.session.close()
 
     @property
@@ -231,6 +241,10 @@ class TelegramAdapter(PlatformAdapter):
             if moved is not None:
                 self._upgraded(*moved)
                 return None
+            if update.callback_query is not None:
+                self._answer_button(update.callback_query.id)
+                return button_message(update, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
+                                      allowed_chat_ids=self.allowed_chat_ids)
         return album_message(updates, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
                              allowed_chat_ids=self.allowed_chat_ids, max_bytes=self.max_media_bytes)
 
@@ -239,6 +253,19 @@ class TelegramAdapter(PlatformAdapter):
         message = self.incoming(updates)
         group = media_group(updates[0]) if updates else None
         return message.model_copy(update={"album": group[1]}) if message is not None and group else message
+
+    def _answer_button(self, query_id: str) -> None:
+        """Tell Telegram the press was seen (its client stops showing it as pending); what it answers is shown
+        when the question is settled."""
+        async def answer() -> None:
+            try:
+                await once(functools.partial(self.bot.answer_callback_query, query_id), "answerCallbackQuery")
+            except Exception as error:  # noqa: BLE001 - a spinner left turning a little longer is all it costs
+                log.info("telegram: answerCallbackQuery failed: %s", error)
+
+        task = asyncio.get_running_loop().create_task(answer(), name="telegram-answer-button")
+        self._button_answers.add(task)
+        task.add_done_callback(self._button_answers.discard)
 
     def _upgraded(self, old_chat_id: int, new_chat_id: int) -> None:
         """An upgrade's service message: replies still owed to the old group go straight to the supergroup."""
@@ -291,6 +318,36 @@ class TelegramAdapter(PlatformAdapter):
 
         await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
                              pause=functools.partial(self._wait_out, what), retries=0)
+
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
+                           ) -> Optional[str]:
+        """The question with a yes and a no button; the message's id, to edit it once answered."""
+        self.stop_typing(chat_id)
+        buttons = InlineKeyboardMarkup(inline_keyboard=[[
+            InlineKeyboardButton(text="✅ Approve", callback_data=approval_data(prompt.approval_id, True)),
+            InlineKeyboardButton(text="✖ Refuse", callback_data=approval_data(prompt.approval_id, False))]])
+        what = f"sendMessage to {chat_id}"
+
+        async def post(target: int | str) -> Message:
+            return await once(functools.partial(self.bot.send_message, target, prompt.question, parse_mode=None,
+                                                reply_markup=buttons), what)
+
+        sent = await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
+                                    pause=functools.partial(self._wait_out, what))
+        return str(sent.message_id)
+
+    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
+                              outcome: str) -> None:
+        """The question edited to say what was decided, its buttons gone."""
+        if message_id is None:
+            await super().settle_approval(chat_id, message_id, prompt, outcome)
+            return
+        what = f"editMessageText in {chat_id}"
+        edit = functools.partial(self.bot.edit_message_text, text=f"{prompt.question}\n→ {outcome}",
+                                 chat_id=self.moves.target(chat_id), message_id=int(message_id), parse_mode=None,
+                                 reply_markup=None)
+        await self.retry.run(functools.partial(once, edit, what), f"telegram: {what}",
+                             pause=functools.partial(self._wait_out, what))
 
     async def _wait_out(self, what: str, retry_after: float) -> None:
         """A reply sent whole has no send budget: a 429 is waited out here, exactly as long as Telegram asks."""

@@ -17,6 +17,9 @@
   messages of a group's upgrade to a supergroup (``migrate_to_chat_id`` in the old group,
   ``migrate_from_chat_id`` in the new one) are not recorded either, but they teach the adapter
   where the group's replies go now (:func:`migration`).
+- A press of a button of a question the bot asked before running a tool (callback data
+  ``fga:<id>:y`` or ``fga:<id>:n``) is the message ``/approve <id>`` or ``/refuse <id>`` of the person
+  who pressed it (:func:`button_message`); any other button is ignored.
 - With ``allowed_user_ids`` / ``allowed_chat_ids`` set, messages from anyone else are ignored
   (not recorded) and logged at info.
 """
@@ -24,18 +27,43 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Sequence
 from typing import Optional
 
 from aiogram.types import Message, MessageEntity, Update, User
 
-from gateway.platforms.base import IncomingMessage, valid_text
+from gateway.platforms.base import IncomingMessage, approval_command, valid_text
 from gateway.platforms.telegram.media import BOT_API_DOWNLOAD_LIMIT, message_items
 
 log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
 
-#: Only new messages are asked for: edits, reactions, member changes are not conversation.
-ALLOWED_UPDATES = ["message"]
+#: New messages, and presses of the bot's buttons: edits, reactions, member changes are not conversation.
+ALLOWED_UPDATES = ["message", "callback_query"]
+#: A button of a question the bot asked (``fga:<approval id>:y`` or ``:n``).
+APPROVAL_DATA = re.compile(r"^fga:([0-9a-f]{1,16}):([yn])$")
+
+
+def approval_data(approval_id: str, approved: bool) -> str:
+    """The callback data of a question's yes or no button."""
+    return f"fga:{approval_id}:{'y' if approved else 'n'}"
+
+
+def button_message(update: Update, *, platform: str, allowed_user_ids: Collection[int],
+                   allowed_chat_ids: Collection[int]) -> Optional[IncomingMessage]:
+    """The answer a press of a question's button gives, as the presser's ``/approve <id>`` or ``/refuse <id>``;
+    None for any other update or button, or a presser outside the allowlists."""
+    query = update.callback_query
+    match = APPROVAL_DATA.match(query.data or "") if query is not None else None
+    if query is None or match is None or query.message is None:
+        return None
+    chat_id, user = query.message.chat.id, query.from_user
+    if not _allowed(user, chat_id, allowed_user_ids, allowed_chat_ids):
+        log.info("telegram: ignored a button pressed by user %s in chat %s (not in the allowlists)", user.id, chat_id)
+        return None
+    return IncomingMessage(platform=platform, chat_id=str(chat_id), user_id=str(user.id),
+                           user_name=_display_name(user), update_id=str(update.update_id),
+                           text=approval_command(match[1], match[2] == "y"))
 
 
 def album_message(updates: Sequence[Update], me: Optional[User], *, platform: str, allowed_user_ids: Collection[int],
