@@ -20,10 +20,19 @@ from typing import Optional
 
 from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
-from gateway.platforms.base import Intake, Journal, MediaItem, OutgoingFile, PlatformAdapter, SendGate, check_size
-from gateway.web.media_files import SHOWN_TYPES
+from gateway.platforms.base import (
+    ApprovalPrompt,
+    Intake,
+    Journal,
+    MediaItem,
+    OutgoingFile,
+    PlatformAdapter,
+    SendGate,
+    check_size,
+)
 from gateway.store.live import LiveHub
 from gateway.store.media import MediaStore
+from gateway.web.media_files import SHOWN_TYPES
 
 #: The platform's prefix in chat keys: ``web:<id>``, one chat per browser.
 PLATFORM = "web"
@@ -80,6 +89,18 @@ class WebChatAdapter(PlatformAdapter):
         await self.publish(chat_id, {"type": "file", "reply_to": reply_to, "kind": file.kind, "name": file.name,
                                      "about": size_text(len(file.data)),
                                      "sha": hashlib.sha256(file.data).hexdigest() if shown else ""})
+
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
+                           ) -> Optional[str]:
+        """The page shows the question under the reply it belongs to, with an approve and a refuse button (each
+        sends ``/approve <id>`` or ``/refuse <id>`` as the page sends any message)."""
+        await self.publish(chat_id, {"type": "approval", "reply_to": reply_to, "id": prompt.approval_id,
+                                     "question": prompt.question})
+        return prompt.approval_id
+
+    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
+                              outcome: str) -> None:
+        await self.publish(chat_id, {"type": "approval_settled", "id": prompt.approval_id, "outcome": outcome})
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """An uploaded file's bytes, read back from the chat's media store (the page stored them)."""

@@ -30,7 +30,7 @@ def question(server: str, tool: str, arguments: Mapping[str, Any], asker: str) -
     shown = json_codec.dumps_text(dict(arguments), default=str)
     if len(shown) > ARGUMENTS_SHOWN:
         shown = shown[: ARGUMENTS_SHOWN - 1] + "…"
-    who = f"{asker}, may" if asker else "May"
+    who = f"{asker}, may" if asker and asker != "you" else "May"  # the terminal and the web chat call their person "you"
     return f"🔐 {who} I run {server}{SEPARATOR}{tool} {shown}?"
 
 

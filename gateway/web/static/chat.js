@@ -120,8 +120,51 @@
     scrollDown();
   }
 
+  // A question the bot asks before it runs a tool: approve or refuse, sent as the page sends any message.
+  function askApproval(element, event) {
+    const box = document.createElement("div");
+    box.className = "approval";
+    box.dataset.approval = event.id;
+    const question = document.createElement("p");
+    question.textContent = event.question;
+    box.append(question);
+    for (const [label, command] of [["Approve", "approve"], ["Refuse", "refuse"]]) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = command;
+      button.textContent = label;
+      button.addEventListener("click", async () => {
+        for (const other of box.querySelectorAll("button")) other.disabled = true;
+        const body = new URLSearchParams({ text: `/${command} ${event.id}`, nonce: newId() });
+        await fetch("/send", { method: "POST", body, headers: { Accept: "application/json" }, credentials: "same-origin" });
+      });
+      box.append(button);
+    }
+    element.querySelector(".text").before(box);
+  }
+
+  function settleApproval(event) {
+    const box = document.querySelector(`.approval[data-approval="${event.id}"]`);
+    if (!box) return;
+    for (const button of box.querySelectorAll("button")) button.remove();
+    const outcome = document.createElement("p");
+    outcome.className = "outcome";
+    outcome.textContent = `→ ${event.outcome}`;
+    box.append(outcome);
+  }
+
   function shown(event) {
+    if (event.type === "approval_settled") {
+      settleApproval(event);
+      return;
+    }
     const element = reply(event.reply_to || "");
+    if (event.type === "approval") {
+      askApproval(element, event);
+      element.classList.remove("working");
+      scrollDown();
+      return;
+    }
     if (event.type === "file") {  // an image or file the reply carries, after its text
       showItems(element, [event]);
       element.classList.remove("working");
