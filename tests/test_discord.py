@@ -23,6 +23,7 @@ from aiohttp import web
 
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
+from gateway.platforms.base import ApprovalPrompt, IncomingMessage
 from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
 from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
@@ -159,6 +160,7 @@ class FakeDiscordAPI:
         self.typing_status = 204
         self.edits: list[dict[str, Any]] = []  # every message edit, as received
         self.uploads: list[tuple[str, str, bytes]] = []  # (channel id, file name, bytes) of every file posted
+        self.interaction_answers: list[dict[str, Any]] = []  # every acknowledged button press
         self._by_nonce: dict[str, dict[str, Any]] = {}
         self._runner: Optional[web.AppRunner] = None
         self.base = ""
@@ -169,6 +171,7 @@ class FakeDiscordAPI:
         app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
         app.router.add_post("/api/v10/channels/{channel_id}/messages", self._post_message)
         app.router.add_post("/api/v10/channels/{channel_id}/typing", self._typing)
+        app.router.add_post("/api/v10/interactions/{interaction_id}/{token}/callback", self._interaction_callback)
         app.router.add_patch("/api/v10/channels/{channel_id}/messages/{message_id}", self._edit_message)
         app.router.add_delete("/api/v10/channels/{channel_id}/messages/{message_id}", self._delete_message)
         self._runner = web.AppRunner(app, access_log=None)
@@ -252,7 +255,20 @@ class FakeDiscordAPI:
             return json_response({"message": "Invalid Form Body", "code": 50035}, status=400)
         self.edits.append({"id": message["id"], **body})
         message["content"] = body.get("content", message["content"])
+        message["components"] = body.get("components", message.get("components", []))
         return json_response(message)
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        """``POST /interactions/{id}/{token}/callback``: the bot acknowledges a button press (no bot token needed);
+        asked ``with_response``, Discord answers with the interaction's callback (else 204)."""
+        body = await request.json()
+        interaction_id = request.match_info["interaction_id"]
+        self.interaction_answers.append({"id": interaction_id, **body})
+        if request.query.get("with_response") not in ("1", "true"):
+            return web.Response(status=204)
+        return json_response({"interaction": {"id": interaction_id, "type": 3, "response_message_loading": False,
+                                              "response_message_ephemeral": False},
+                              "resource": {"type": body.get("type", 6)}})
 
     async def _delete_message(self, request: web.Request) -> web.Response:
         self._authorized(request)
@@ -276,6 +292,7 @@ class FakeDiscordAPI:
     def _create(self, channel_id: str, body: dict[str, Any],
                 files: list[tuple[str, bytes, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
         message = message_payload(BOT, body.get("content") or "", channel_id=int(channel_id), guild=False)
+        message["components"] = body.get("components", [])
         message["attachments"] = [{"id": str(snowflake()), "filename": name, "size": len(data), "content_type": kind,
                                    "url": f"{self.base}/attachments/{channel_id}/{name}", "proxy_url": ""}
                                   for name, data, kind in files]
@@ -647,3 +664,39 @@ async def test_a_streamed_reply_is_one_message_edited_as_it_is_written(adapter, 
     edits = [e["content"] for e in discord_api.edits]
     assert len(edits) >= 2 and edits[-1] == SLOW_STORY and all(SLOW_STORY.startswith(e) for e in edits)
     assert llm.requests[-1].body["stream"] is True
+
+
+# --------------------------------------------------------------------------- a question's buttons
+
+
+def button_press(message: dict[str, Any], custom_id: str, user: dict[str, Any]) -> dict[str, Any]:
+    """The INTERACTION_CREATE Discord's gateway sends when ``user`` presses a button of the bot's ``message``."""
+    return {"id": str(snowflake()), "application_id": str(BOT_ID), "type": 3, "token": "press-token", "version": 1,
+            "channel_id": message["channel_id"], "user": user, "message": message, "locale": "en-US",
+            "channel": {"id": message["channel_id"], "type": 1, "recipients": [user]},  # a DM, as Discord sends it
+            "data": {"custom_id": custom_id, "component_type": 2}, "entitlements": [], "authorizing_integration_owners": {},
+            "app_permissions": "0", "attachment_size_limit": 8388608}
+
+
+async def test_a_question_has_buttons_whose_press_is_the_pressers_answer(adapter, discord_api):
+    received: list[IncomingMessage] = []
+
+    async def intake(message: IncomingMessage) -> bool:
+        received.append(message)
+        return True
+
+    adapter.bind(intake)
+    prompt = ApprovalPrompt("5a47", "🔐 May I run notes__wipe {}?")
+    asked_in = await adapter.ask_approval(str(DM_CHANNEL_ID), prompt)
+    [asked] = [m for m in discord_api.created if m["id"] == asked_in]
+    buttons = [component for row in asked["components"] for component in row["components"]]
+    assert [(b["label"], b["custom_id"]) for b in buttons] == [("Approve", "fga:5a47:y"), ("Refuse", "fga:5a47:n")]
+    adapter.client._connection.parse_interaction_create(button_press(asked, "fga:5a47:y", ALICE))
+    for _ in range(100):
+        if received:
+            break
+        await asyncio.sleep(0.02)
+    assert [(m.chat_id, m.user_id, m.text) for m in received] == [(str(DM_CHANNEL_ID), str(ALICE_ID), "/approve 5a47")]
+    assert discord_api.interaction_answers and discord_api.interaction_answers[0]["type"] == 6  # acknowledged
+    await adapter.settle_approval(str(DM_CHANNEL_ID), asked_in, prompt, "approved by Alice")
+    assert asked["content"] == "🔐 May I run notes__wipe {}?\n→ approved by Alice" and asked["components"] == []

@@ -502,3 +502,33 @@ def servers_running() -> list[int]:
             if parent and int(parent[1]) == os.getpid() and "tests.fakes.mcp_server" in cmdline:
                 found.append(int(entry.name))
     return found
+
+
+async def test_a_result_of_every_kind_becomes_text_for_the_model_and_files_for_the_person() -> None:
+    import base64
+
+    import mcp_types as types
+
+    from agent.tools.mcp import tool_output
+
+    shelf = Shelf()
+    png = chart_png()
+    result = types.CallToolResult(content=[
+        types.TextContent(text="two files attached"),
+        types.ImageContent(data=base64.b64encode(png).decode(), mime_type="image/png"),
+        types.EmbeddedResource(resource=types.TextResourceContents(uri="file:///srv/notes.md", text="# Notes\nok")),
+        types.EmbeddedResource(resource=types.BlobResourceContents(
+            uri="file:///srv/report.csv", blob=base64.b64encode(b"a,b\n1,2\n").decode(), mime_type="text/csv")),
+        types.ResourceLink(uri="https://tracker.example/T-42", name="TICKET-42"),
+    ])
+    output = await tool_output(result, shelf)
+    assert output.text.split("\n") == [
+        "two files attached", "[image image-2.png: shown to the person]", "[file:///srv/notes.md]", "# Notes", "ok",
+        "[file report.csv: shown to the person]", "[link: TICKET-42 https://tracker.example/T-42]"]
+    assert [(item["name"], item["kind"]) for item in output.items] == [("image-2.png", "image"), ("report.csv", "document")]
+    assert output.deliver and shelf.blobs[output.items[0]["sha"]] == (png, "image/png")
+    structured = await tool_output(types.CallToolResult(content=[], structured_content={"rows": 3}), shelf)
+    assert json.loads(structured.text) == {"rows": 3} and not structured.deliver
+    failed = await tool_output(types.CallToolResult(content=[types.TextContent(text="no such table")], is_error=True),
+                               shelf)
+    assert json.loads(failed.text) == {"error": "no such table"}

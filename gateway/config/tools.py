@@ -10,8 +10,8 @@ to run a program (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``
 of foldgate's (no provider key).
 
 A call whose policy is ``ask`` runs only once the person whose message the turn answers says yes
-(buttons on Telegram and in the web chat, ``/approve <id>`` or ``/refuse <id>`` anywhere, ``y``/``n``
-in the terminal); no answer within ``confirm_timeout_seconds`` is a no.
+(buttons on Telegram, Discord and in the web chat, ``/approve <id>`` or ``/refuse <id>`` anywhere,
+``y``/``n`` in the terminal); no answer within ``confirm_timeout_seconds`` is a no.
 
 A server's tools reach only the chats a rule of ``allow`` names (by platform, by chat key; a rule
 naming neither allows every chat): a public group does not get the owner's database tool.

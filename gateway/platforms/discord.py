@@ -35,6 +35,9 @@ that outlasted those retries — is retried per chunk under the one retry policy
 (:mod:`gateway.platforms.retry`, for streamed replies too), with the same message nonce and
 ``enforce_nonce``, so Discord never posts a chunk twice even when the first attempt did arrive.
 A message the intake cannot store is handled as on Telegram (:mod:`gateway.platforms.intake`).
+A question the bot asks before running a tool carries an Approve and a Refuse button
+(:class:`ApprovalButtons`); a press is acknowledged at once and handed to the intake as the presser's
+``/approve <id>`` or ``/refuse <id>``.
 Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping anyone.
 """
 
@@ -56,6 +59,7 @@ import discord
 from gateway.delivery.edited import EditedReply
 from gateway.media.download import download
 from gateway.platforms.base import (
+    ApprovalPrompt,
     IncomingMessage,
     Intake,
     Journal,
@@ -64,6 +68,7 @@ from gateway.platforms.base import (
     PlatformAdapter,
     SendGate,
     Surface,
+    approval_command,
     check_size,
 )
 from gateway.platforms.discord_events import Allowlist, incoming_message
@@ -138,6 +143,20 @@ def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Opti
     return discord.AutoShardedClient(
         shard_ids=list(shard_ids) if shard_ids is not None else None, shard_count=shard_count, **options
     )
+
+
+class ApprovalButtons(discord.ui.View):
+    """A question's Approve and Refuse buttons (custom ids ``fga:<id>:y`` / ``:n``); a press goes to the adapter."""
+
+    def __init__(self, adapter: "DiscordAdapter", approval_id: str) -> None:
+        super().__init__(timeout=None)
+        for label, approved, style in (("Approve", True, discord.ButtonStyle.success),
+                                       ("Refuse", False, discord.ButtonStyle.secondary)):
+            button: discord.ui.Button["ApprovalButtons"] = discord.ui.Button(
+                label=label, style=style, custom_id=f"fga:{approval_id}:{'y' if approved else 'n'}")
+            button.callback = functools.partial(adapter.pressed, approval_id=approval_id,  # type: ignore[method-assign]
+                                                approved=approved)
+            self.add_item(button)
 
 
 class DiscordAdapter(PlatformAdapter):
@@ -319,7 +338,39 @@ class DiscordAdapter(PlatformAdapter):
         """The gateway's view of a Discord message, or None when the bot ignores it (see the module docstring)."""
         return incoming_message(message, self.client.user, platform=self.platform, allowlist=self.allowlist)
 
+    async def pressed(self, interaction: discord.Interaction, approval_id: str, approved: bool) -> None:
+        """A press of a question's button: acknowledged to Discord at once, then handed to the intake as the
+        presser's ``/approve <id>`` or ``/refuse <id>`` (the question is edited once the turn took it)."""
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer()
+        channel = interaction.channel_id
+        user = interaction.user
+        if channel is None or self._intake is None:  # only the person asked may answer: the store checks who it is
+            return
+        incoming = IncomingMessage(platform=self.platform, chat_id=str(channel), user_id=str(user.id),
+                                   user_name=user.display_name, update_id=str(interaction.id),
+                                   text=approval_command(approval_id, approved))
+        await hand_over(self._intake, incoming, DISCORD, then="giving it up")
+
     # ----------------------------------------------------------------- sending
+
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
+                           ) -> Optional[str]:
+        """The question with an Approve and a Refuse button; the message's id, to edit it once answered."""
+        view = ApprovalButtons(self, prompt.approval_id)
+        sent = await self.retry.run(functools.partial(self._channel(chat_id).send, prompt.question, view=view,
+                                                      allowed_mentions=NO_PINGS), f"dc:{chat_id}: asking")
+        return str(sent.id)
+
+    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
+                              outcome: str) -> None:
+        """The question edited to say what was decided, its buttons gone."""
+        if message_id is None:
+            await super().settle_approval(chat_id, message_id, prompt, outcome)
+            return
+        message = self._channel(chat_id).get_partial_message(int(message_id))
+        await self.retry.run(functools.partial(message.edit, content=f"{prompt.question}\n→ {outcome}", view=None),
+                             f"dc:{chat_id}: settling a question")
 
     def _channel(self, chat_id: str) -> ReplyChannel:
         """The cached channel or thread, else a handle by id: sending needs no lookup request."""
