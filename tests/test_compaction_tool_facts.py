@@ -47,8 +47,9 @@ def noisy_log(rng: random.Random, planted: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def replay(tail_mode: str) -> str:
-    """Two app-specific crashes in the first hour, then log after log of generic ones, compacted twenty times."""
+def replay(tail_mode: str, tool: str = "terminal") -> str:
+    """Two app-specific crashes in the first hour, then log after log of generic ones, compacted twenty times; the
+    logs come from ``tool`` (a built-in tool's name, or an MCP server's ``<server>__<tool>``)."""
     rng = random.Random(8)
     engine = ContextCompressor("test-model", 60_000, CompressionSettings(tail_mode=tail_mode, protect_last_n=6))
     t = Transcript(system="You are a coding assistant.")
@@ -57,7 +58,7 @@ def replay(tail_mode: str) -> str:
         rng, "settlement lag", "settlement", "run_settlement_lag", "SettlementLagError: settlement lag gave up for batch_91x"
     ) + traceback(rng, "ledger export", "ledger", "export_ledger", "KeyError: 'ledger_ref' [E4711]")
     t.user("check the worker log")
-    t.call("terminal", {"command": "tail -n 200 worker.log"}, noisy_log(rng, planted))
+    t.call(tool, {"command": "tail -n 200 worker.log"}, noisy_log(rng, planted))
     t.assistant("The log has a few crashes; looking further.")
     working = list(t.messages)
     compactions = 0
@@ -65,7 +66,7 @@ def replay(tail_mode: str) -> str:
         start = len(t.messages)
         t.user("and the next log?")
         for _ in range(6):
-            t.call("terminal", {"command": "tail -n 200 worker.log"}, noisy_log(rng))
+            t.call(tool, {"command": "tail -n 200 worker.log"}, noisy_log(rng))
         t.assistant("More of the same.")
         working += t.messages[start:]
         if engine.should_compress(count_messages(working)):
@@ -78,6 +79,12 @@ def replay(tail_mode: str) -> str:
 @pytest.mark.parametrize("tail_mode", ["lean", "legacy"])
 def test_an_apps_own_crash_outlasts_a_flood_of_generic_ones(tail_mode):
     context = replay(tail_mode)
+    assert attributed(context, "SettlementLagError: settlement lag gave up for batch_91x", "settlement/tasks.py")
+    assert attributed(context, "KeyError: 'ledger_ref' [E4711]", "ledger export")
+
+
+def test_an_mcp_tools_output_keeps_its_anchors_as_a_built_in_tools_does():
+    context = replay("lean", tool="logs__tail")
     assert attributed(context, "SettlementLagError: settlement lag gave up for batch_91x", "settlement/tasks.py")
     assert attributed(context, "KeyError: 'ledger_ref' [E4711]", "ledger export")
 

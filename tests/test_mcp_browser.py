@@ -30,7 +30,7 @@ async def test_the_web_chat_asks_before_a_destructive_tool_and_runs_it_only_on_a
                 await page.press("#composer textarea", "Enter")
                 question = page.locator(".approval").nth(number - 1)
                 await question.locator("p").first.wait_for(timeout=20_000)
-                assert "may I run notes__wipe" in await question.locator("p").first.text_content()
+                assert "May I run notes__wipe {}?" in await question.locator("p").first.text_content()
                 if click is not None:
                     await question.get_by_role("button", name=click).click()
                 await question.locator(".outcome").wait_for(timeout=20_000)
