@@ -33,6 +33,7 @@ from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
 from agent.llm.retry import RetryPolicy
 from agent.loop import Agent, ChatModel, ResultArchive
+from agent.metering import Meter, MeteredModel
 from agent.models import api_model_id, context_length_for
 from agent.prompt_caching import CachingPlan, plan_prompt_caching
 from agent.tools import ToolRegistry
@@ -210,7 +211,8 @@ class AgentBuilder:
 
     # -- per turn --------------------------------------------------------------------------
 
-    def build_engine(self, model: str, state: Mapping[str, Any], history: ChatHistory) -> ContextEngine:
+    def build_engine(self, model: str, state: Mapping[str, Any], history: ChatHistory,
+                     meter: Meter | None = None) -> ContextEngine:
         context_length = self.context_length(model)
         compression = self.settings.compression
         engine: ContextEngine
@@ -224,6 +226,10 @@ class AgentBuilder:
                 "settings": compression,
                 "summarizer": self.summarizer,
             }
+            if meter is not None and isinstance(self.summarizer, LLMSummarizer):  # its calls count against the budget
+                kwargs["summarizer"] = LLMSummarizer(MeteredModel(self.summarizer.client, meter), self.summarizer.model,
+                                                     self.summarizer.context_length,
+                                                     temperature=self.summarizer.temperature)
             if self.summarizer is not None:
                 kwargs["summarizer_context_length"] = self.summarizer.context_length
             if self._engine_takes_provider:
@@ -243,7 +249,8 @@ class AgentBuilder:
 
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
                     media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES,
-                    results: ResultArchive | None = None, result_limit: int | None = None) -> Agent:
+                    results: ResultArchive | None = None, result_limit: int | None = None,
+                    meter: Meter | None = None) -> Agent:
         """The agent of one turn; ``media`` is the chat's stored items, of which the newest ``max_images``
         images go into each request; a tool result over ``result_limit`` tokens is archived whole in ``results``."""
         chat_model: ChatModel = self.chat_model
@@ -255,6 +262,8 @@ class AgentBuilder:
             except TypeError:
                 session = ""
             chat_model = chat_model.for_session(session, local_trigger_tokens=engine.threshold_tokens)
+        if meter is not None:
+            chat_model = MeteredModel(chat_model, meter)
         return Agent(
             chat_model,
             engine,

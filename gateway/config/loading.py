@@ -8,9 +8,8 @@ pass instead of one error per restart. Secrets, and the passwords in URLs, are n
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any

@@ -37,6 +37,7 @@ from agent.settings import (
     PromptCachingSettings,
     StrictModel,
 )
+from gateway.config.access import AccessSettings
 from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
 from gateway.config.sources import PROVIDER_KEY_ENV, layered_sources
 from gateway.config.tools import ToolsSettings
@@ -391,6 +392,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
 
     @property
     def home_path(self) -> Path:

@@ -125,6 +125,7 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
             coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
             max_message_tokens=settings.gateway.max_message_tokens,
             outage_retry_seconds=settings.gateway.outage_retry_seconds, media=settings.media, tools=settings.tools,
+            access=settings.access,
         )
         web.media = runner.media_store  # files sent from the page are read back from where the page kept them
         await runner.start()

@@ -194,6 +194,12 @@ class ChatKeys:
     def approval(self, approval_id: str) -> str:
         return f"{self.base}:approval:{approval_id}"
 
+    def spent(self, period: str) -> str:
+        return f"{self.base}:spent:{period}"
+
+    def reserved(self, period: str) -> str:
+        return f"{self.base}:reserved:{period}"
+
     def budget(self, name: str) -> str:
         return f"{self.base}:budget:{name}"
 

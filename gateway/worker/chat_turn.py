@@ -16,6 +16,7 @@ from agent.context_engine import ContextEngine
 from agent.items import DEFAULT_MAX_IMAGES, MediaSource
 from agent.loop import Agent, ResultArchive
 from agent.messages import Message
+from agent.metering import Meter
 from agent.tools import ToolRegistry
 from gateway.agents import AgentBuilder
 from gateway.delivery.stream import ReplyStream
@@ -33,11 +34,13 @@ class AgentFactory(Protocol):
 
     def context_length(self, model: str) -> int: ...
 
-    def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory) -> ContextEngine: ...
+    def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory,
+                     meter: Meter | None = None) -> ContextEngine: ...
 
     def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
                     media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES,
-                    results: ResultArchive | None = None, result_limit: int | None = None) -> Agent: ...
+                    results: ResultArchive | None = None, result_limit: int | None = None,
+                    meter: Meter | None = None) -> Agent: ...
 
 
 class CommandHost(Protocol):

@@ -28,6 +28,7 @@ from agent.tools.mcp import McpTools
 from gateway.agents import AgentBuilder
 from gateway.commands import ANSWERS
 from gateway.commands import parse as parse_command
+from gateway.config.access import AccessSettings
 from gateway.config.models import MediaSettings
 from gateway.config.tools import ToolsSettings
 from gateway.delivery.replies import Replies
@@ -40,7 +41,9 @@ from gateway.store import SessionStore, StaleLock
 from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
+from gateway.store.spend import SpendStore
 from gateway.store.taken import TakenRecords
+from gateway.store.told import ToldOnce
 from gateway.worker.chat_turn import ChatTurn
 from gateway.worker.compactions import Compactions
 from gateway.worker.held_chat import HeldChat
@@ -81,6 +84,7 @@ class GatewayRunner:
         outage_retry_seconds: float = 900.0,
         media: MediaSettings | None = None,
         tools: ToolsSettings | None = None,
+        access: AccessSettings | None = None,
     ) -> None:
         self.store = store
         self.inbox = inbox
@@ -125,6 +129,8 @@ class GatewayRunner:
             items=items, max_images=self.media.max_images_per_request,
             compactions=self.compactions, provider=self.provider, options=self.options,
             mcp=self.mcp, tool_access=self.tool_settings, approvals=self.approvals,
+            spending=SpendStore(store.channel, store.prefix), budgets=(access or AccessSettings()).budgets,
+            told=ToldOnce(store.channel, store.prefix),
         )
         self._max_chats = max_concurrent_chats
         self._busy: dict[str, asyncio.Task[None]] = {}

@@ -39,12 +39,14 @@ from agent.context_engine import ContextEngine
 from agent.llm.errors import plain_reason
 from agent.loop import TurnFailed, TurnResult, TurnStopped
 from agent.messages import Message
+from agent.metering import BudgetExceeded
 from agent.pricing import UnknownPrice, cost, savings
 from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.tools.mcp import CallRecord, McpTools
 from agent.transcript_repair import repair_for_turn
 from gateway.commands import handle_command
+from gateway.config.access import BudgetSettings
 from gateway.config.tools import ToolsSettings
 from gateway.delivery.replies import Replies
 from gateway.delivery.stream import ReplyStream, TurnWatch
@@ -58,6 +60,8 @@ from gateway.startup_errors import explain
 from gateway.store import CompactionCommit, Lock, SessionMeta, SessionStore, reply_meta
 from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
+from gateway.store.spend import SpendStore
+from gateway.store.told import ToldOnce
 from gateway.worker.admission import verbatim_limit, verbatim_start
 from gateway.worker.approval import ChatApprover
 from gateway.worker.backlog import ALBUM_WINDOW, ParsedEntries, is_command, take_album, take_backlog
@@ -65,6 +69,7 @@ from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcom
 from gateway.worker.compactions import Compactions
 from gateway.worker.hygiene import estimate_session_tokens
 from gateway.worker.long_messages import MessageBound
+from gateway.worker.spending import ChatMeter
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +115,11 @@ class TurnParts:
     tool_access: ToolsSettings = field(default_factory=ToolsSettings)
     #: Where a call whose policy is ``ask`` waits for its answer.
     approvals: Approvals | None = None
+    #: What each person and chat has spent, and the budgets it counts against (``access.budgets``).
+    spending: SpendStore | None = None
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)
+    #: What each chat was told once (the over-budget notice, once per budget period).
+    told: ToldOnce | None = None
 
 
 @dataclass
@@ -129,6 +139,8 @@ class Prepared:
     notes: list[str]
     #: A ``/stop`` that came while hygiene wrote its summary: the agent ends the turn before any request.
     stopped: TurnStopped | None = None
+    #: Meters the turn's model calls against the budgets that apply (None: no budget does).
+    meter: ChatMeter | None = None
 
 
 class Turn:
@@ -146,6 +158,8 @@ class Turn:
         self.since = time.time()  # a /stop from now on is this turn's, even one sent during a compaction first
         #: The context's size once committed (as hygiene will judge it), and what went wrong with the model call.
         self.committed_tokens = 0
+        #: The turn stores its message and sends nothing (over budget, and the chat was told so already).
+        self.quiet = False
         self.failure = ""
         items = parts.items
         #: The chat's items as the agent reads them, keeping what the model and its tools make.
@@ -163,7 +177,7 @@ class Turn:
         result, reply, stream = await self.run_agent(turn, prepared)
         reply, items = await self.commit(turn, prepared, result, reply)
         await self.report(turn, prepared, result)
-        return Outcome(turn.session_id, reply, committed=True, stream=stream,
+        return Outcome(turn.session_id, None if self.quiet else reply, committed=True, stream=stream,
                        batch=tuple((raw, m.entry_id) for raw, m in prepared.batch), items=tuple(items),
                        answers=prepared.batch[-1][1] if prepared.batch else None)
 
@@ -220,11 +234,13 @@ class Turn:
         model = self.model(turn)
         window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)
-        engine = self.agents.build_engine(model, turn.meta.engine_state, archive)
+        notes: list[str] = []
+        meter = self._meter(notes)
+        engine = self.agents.build_engine(model, turn.meta.engine_state, archive, meter)
         tools = await self._tools(turn)
         # Checked as the provider will check it: one broken pair must not fail this and every later turn.
         history = await repair_for_turn(self.store, self.chat, turn.session_id, turn.meta.version, history)
-        limit, notes = bound.limit(model), []
+        limit = bound.limit(model)
         incoming = [] if continues else [self.message, *(m for _, m in batch)]
         sizes = [bound.size(m, limit) for m in incoming]
         start = verbatim_start(sizes, verbatim_limit(options.coalesce_max_tokens, window))
@@ -245,7 +261,15 @@ class Turn:
         rest = incoming[start:]
         earlier = [await bound.bounded(turn, m, limit, notes) for m in rest[:-1]]
         user_message = await bound.bounded(turn, rest[-1], limit, notes) if rest else None
-        return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped)
+        return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped, meter)
+
+    def _meter(self, notes: list[str]) -> ChatMeter | None:
+        """The meter of this turn's model calls, when a budget applies to them."""
+        if self.parts.spending is None:
+            return None
+        meter = ChatMeter(self.parts.spending, self.parts.budgets, self.message,
+                          cache_ttl=self.parts.options.cache_ttl, notes=notes)
+        return meter if meter.active else None
 
     async def _store_ahead(self, turn: ChatTurn, history: list[Message], messages: list[IncomingMessage], limit: int,
                            notes: list[str]) -> list[Message]:
@@ -298,7 +322,7 @@ class Turn:
         agent = self.agents.build_agent(
             prepared.engine, prepared.model, prepared.tools, media=self.media, max_images=self.parts.max_images,
             results=TurnArchive(self.store, self.chat, turn.session_id, self.lock, turn.entry_id),
-            result_limit=self.parts.bound.limit(prepared.model))
+            result_limit=self.parts.bound.limit(prepared.model), meter=prepared.meter)
         adapter = self.parts.adapters.get(self.message.platform)
         if adapter:
             with contextlib.suppress(Exception):
@@ -313,6 +337,14 @@ class Turn:
             reply = result.reply
             await self.parts.provider.answered(self.chat)
         except TurnFailed as failed:
+            if isinstance(failed.error, BudgetExceeded):
+                # The message is kept (with what the turn did before), and the chat is told once per budget period.
+                told_once = self.parts.told
+                result = failed.partial
+                told = await told_once.first(self.chat, f"over:{failed.error.key}") if told_once else True
+                log.info("%s: over budget (%s); %s", self.chat, failed.error.key, "told" if told else "already told")
+                self.quiet = not told
+                return result, failed.error.notice if told else "", stream
             if counts_as_down(failed.error):
                 # The entry stays at the head of the inbox and the turn is tried again once the provider is back,
                 # from the tool results it had: those were paid for, and a tool may not be safe to run twice.

@@ -54,7 +54,7 @@ async def running_gateway(settings: Settings, redis: Any, *, lock_ttl_seconds: f
         coalesce_backlog=coalesce_backlog, coalesce_max_messages=settings.gateway.coalesce_max_messages,
         coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
         max_message_tokens=settings.gateway.max_message_tokens,
-        outage_retry_seconds=settings.gateway.outage_retry_seconds, tools=settings.tools,
+        outage_retry_seconds=settings.gateway.outage_retry_seconds, tools=settings.tools, access=settings.access,
     )
     await runner.start()
     try:

@@ -57,3 +57,6 @@ BUCKET_PAUSE = load("bucket_pause", helpers="bucket_helpers")
 BUCKET_PEEK = load("bucket_peek", helpers="bucket_helpers")
 # A chat's media items, kept by content hash within its byte allowance.
 MEDIA_PUT = load("media_put")
+# Spending against a budget: a model call's worst case reserved, then settled to its cost.
+SPEND_RESERVE = load("spend_reserve")
+SPEND_SETTLE = load("spend_settle")

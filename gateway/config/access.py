@@ -1,0 +1,89 @@
+"""``access:`` — who may spend the owner's tokens: budgets per person and per chat.
+
+A budget is in dollars (the pricing table's list prices) and/or tokens, per day, week or month in one
+time zone (``budgets.timezone``, so "a day" ends at the owner's midnight). Every model call a message causes
+counts — the agent's requests, the summarizer's compactions — reserved at its worst case before it is made and
+settled to its cost after, in Redis, so every process of a cluster sees the same spend.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal, Optional
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from agent.settings import StrictModel
+
+Period = Literal["day", "week", "month"]
+
+
+class BudgetLimit(StrictModel):
+    """One budget: dollars and/or tokens a period."""
+
+    usd: Optional[float] = Field(None, gt=0)
+    tokens: Optional[int] = Field(None, ge=1)
+    period: Period = "day"
+
+    @model_validator(mode="after")
+    def _something(self) -> "BudgetLimit":
+        if self.usd is None and self.tokens is None:
+            raise PydanticCustomError("config_requirement", "usd: set usd, tokens or both",
+                                      {"summary": "usd: set usd, tokens or both", "problems": [("usd", "set usd, tokens or both")]})
+        return self
+
+
+class BudgetSettings(StrictModel):
+    """``access.budgets`` — what one person, and one chat, may spend a period."""
+
+    per_user: Optional[BudgetLimit] = None
+    per_chat: Optional[BudgetLimit] = None
+    timezone: str = "UTC"
+    #: Shares of a budget (percent) at which the person is told how much is left, once a period each.
+    warn_at: list[int] = Field(default_factory=lambda: [75, 90])
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as error:
+            raise PydanticCustomError("timezone", "must be an IANA time zone such as Europe/Berlin, got {value!r}",
+                                      {"value": value}) from error
+        return value
+
+    @field_validator("warn_at")
+    @classmethod
+    def _percentages(cls, value: list[int]) -> list[int]:
+        if any(not 0 < percent < 100 for percent in value):
+            raise PydanticCustomError("percent", "must hold percentages between 1 and 99", {})
+        return sorted(set(value))
+
+
+class AccessSettings(StrictModel):
+    """``access:`` — budgets (more of who may do what follows)."""
+
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+
+
+def period_bounds(now: datetime, period: Period, zone: str) -> tuple[str, datetime]:
+    """The period ``now`` falls in, in ``zone``: its name (``2026-12-04``, ``2026-W49``, ``2026-12``) and when
+    the next one begins (aware, in ``zone``)."""
+    local = now.astimezone(ZoneInfo(zone))
+    day = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        return day.strftime("%Y-%m-%d"), _at_midnight(day + timedelta(days=1))
+    if period == "week":
+        start = day - timedelta(days=day.weekday())
+        year, week, _ = start.isocalendar()
+        return f"{year}-W{week:02d}", _at_midnight(start + timedelta(days=7))
+    first = day.replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    return first.strftime("%Y-%m"), _at_midnight(following)
+
+
+def _at_midnight(moment: datetime) -> datetime:
+    """Midnight of ``moment``'s date in its zone (a day across a clock change is not 24 hours long)."""
+    return datetime(moment.year, moment.month, moment.day, tzinfo=moment.tzinfo)

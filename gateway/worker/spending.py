@@ -1,0 +1,168 @@
+"""One turn's model calls, metered against the budgets of the person who sent its message and of its chat.
+
+Every call (:class:`agent.metering.MeteredModel`) reserves its worst case against each budget that applies — the
+prompt as counted plus every output token it may write, in dollars at the model's list price (cache writes at
+their higher price) and in tokens — and settles to what the provider reported. A call is admitted while what is
+spent and reserved stays under the limit, so the one that crosses it is the last: all processes together overspend
+by one call's reservation at most. When only reservations of calls in flight fill the budget, a call waits for
+them to settle rather than be refused. A budget that is spent refuses the call
+(:class:`~agent.metering.BudgetExceeded`): the turn keeps the message and says, once per chat and period, what was
+spent and when it resets. Crossing a share of a budget (``warn_at``) adds a line above the reply,
+once per period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from agent.metering import BudgetExceeded
+from agent.pricing import UnknownPrice, cost, price_for
+from agent.usage import Usage
+from gateway.config.access import BudgetLimit, BudgetSettings, period_bounds
+from gateway.platforms.base import IncomingMessage
+from gateway.store.spend import Spend, SpendStore
+
+log = logging.getLogger(__name__)
+
+#: Seconds a period's records are kept after it ends (``/usage`` of yesterday, a late settlement).
+KEEP_AFTER_SECONDS = 86_400
+#: A call finding the budget held by calls in flight (not spent) asks again this often, for at most this long.
+HELD_POLL_SECONDS = 0.2
+HELD_WAIT_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class Held:
+    """One budget's reservation for a call in flight."""
+
+    subject: str
+    who: str
+    limit: BudgetLimit
+    period: str
+    ends: datetime
+    reservation: str
+
+
+def subjects(message: IncomingMessage, budgets: BudgetSettings) -> list[tuple[str, str, BudgetLimit]]:
+    """``(subject, who in words, limit)`` of each budget the message's calls count against."""
+    found = []
+    if budgets.per_user is not None and message.user_id:
+        found.append((f"user:{message.platform}:{message.user_id}", "your", budgets.per_user))
+    if budgets.per_chat is not None:
+        found.append((f"chat:{message.chat}", "this chat's", budgets.per_chat))
+    return found
+
+
+def worst_usd(model: str, prompt_tokens: int, max_output_tokens: int) -> float:
+    """The most a call may cost at list prices (0 for a model the pricing table does not know)."""
+    price = price_for(model)
+    if price is None:
+        return 0.0
+    per_prompt_token = max(price.input, price.cache_write_5m, price.cache_write_1h)
+    return float(per_prompt_token * prompt_tokens + price.output * max_output_tokens) / 1_000_000
+
+
+def spent_usd(usage: Usage | None, model: str, cache_ttl: str) -> float:
+    if usage is None:
+        return 0.0
+    try:
+        return float(cost(usage, model, cache_ttl))
+    except UnknownPrice:
+        return 0.0
+
+
+class ChatMeter:
+    """``agent.metering.Meter`` for one turn (see the module docstring); ``notes`` get the warnings."""
+
+    def __init__(self, store: SpendStore, budgets: BudgetSettings, message: IncomingMessage, *, cache_ttl: str,
+                 notes: list[str], clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.store = store
+        self.budgets = budgets
+        self.subjects = subjects(message, budgets)
+        self.cache_ttl = cache_ttl
+        self.notes = notes
+        self.clock = clock
+        self.sleep = sleep
+
+    @property
+    def active(self) -> bool:
+        """Whether any budget applies to this turn's calls."""
+        return bool(self.subjects)
+
+    async def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> list[Held]:
+        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        usd, tokens = worst_usd(model, prompt_tokens, max_output_tokens), prompt_tokens + max_output_tokens
+        held: list[Held] = []
+        for subject, who, limit in self.subjects:
+            period, ends = period_bounds(now, limit.period, self.budgets.timezone)
+            keep = (ends - now).total_seconds() + KEEP_AFTER_SECONDS
+            waited = 0.0
+            while True:
+                reservation, spent = await self.store.reserve(
+                    subject, period, usd=usd, tokens=tokens, usd_limit=limit.usd, token_limit=limit.tokens,
+                    keep_seconds=keep)
+                if reservation is not None or _used_up(limit, spent) or waited >= HELD_WAIT_SECONDS:
+                    break
+                # Only calls in flight hold the rest of the budget: once they settle to what they really cost
+                # there is room again, so wait for them rather than refuse a budget that is not spent.
+                await self.sleep(HELD_POLL_SECONDS)
+                waited += HELD_POLL_SECONDS
+            if reservation is None:
+                await self.settle(held, model, None)  # the budgets reserved before this one let go
+                raise BudgetExceeded(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}")
+            held.append(Held(subject, who, limit, period, ends, reservation))
+        return held
+
+    async def settle(self, handle: object, model: str, usage: Usage | None) -> None:
+        assert isinstance(handle, list)
+        usd = spent_usd(usage, model, self.cache_ttl)
+        tokens = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
+        for held in handle:
+            keep = (held.ends - datetime.now(timezone.utc)).total_seconds() + KEEP_AFTER_SECONDS
+            spent = await self.store.settle(held.subject, held.period, held.reservation, usd=usd, tokens=tokens,
+                                            keep_seconds=max(keep, KEEP_AFTER_SECONDS))
+            await self._warn(held, spent.usd, spent.tokens)
+
+    async def _warn(self, held: Held, usd: float, tokens: int) -> None:
+        limit = held.limit
+        used = max(usd / limit.usd if limit.usd else 0.0, tokens / limit.tokens if limit.tokens else 0.0)
+        for percent in reversed(self.budgets.warn_at):
+            if used * 100 >= percent:
+                if await self.store.first_warning(held.subject, held.period, percent):
+                    self.notes.append(f"ℹ️ {percent}% of {held.who} {_period_word(limit)} budget is used "
+                                      f"({_amount(limit, usd, tokens)}); it resets {_when(held.ends)}.")
+                return
+
+
+def _used_up(limit: BudgetLimit, spent: Spend) -> bool:
+    """Whether what is spent (not what calls in flight hold) reaches the limit."""
+    return (limit.usd is not None and spent.usd >= limit.usd) or (limit.tokens is not None and spent.tokens >= limit.tokens)
+
+
+def over_budget(who: str, limit: BudgetLimit, usd: float, tokens: int, ends: datetime) -> str:
+    """The reply when a budget has no room left: what was spent, of what, and when it resets."""
+    return (f"⛔ {who.capitalize()} {_period_word(limit)} budget is used up ({_amount(limit, usd, tokens)}). "
+            f"Your message is saved; I can answer again {_when(ends)}.")
+
+
+def _period_word(limit: BudgetLimit) -> str:
+    return {"day": "daily", "week": "weekly", "month": "monthly"}[limit.period]
+
+
+def _amount(limit: BudgetLimit, usd: float, tokens: int) -> str:
+    parts = []
+    if limit.usd is not None:
+        parts.append(f"${usd:.4f} of ${limit.usd:.2f}")
+    if limit.tokens is not None:
+        parts.append(f"{tokens:,} of {limit.tokens:,} tokens")
+    return ", ".join(parts)
+
+
+def _when(ends: datetime) -> str:
+    return f"at {ends.strftime('%H:%M')} {ends.tzname()} on {ends.strftime('%a %d %b')}"

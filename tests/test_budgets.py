@@ -1,0 +1,86 @@
+"""Budgets enforced across processes: every model call a message causes is reserved at its worst case before it is
+made and settled to its cost after, in Redis (``spend_reserve.lua``, ``spend_settle.lua``), against the budget of the
+person who sent it and of the chat. Two gateway runners on one Redis with a priced fake model, a budget that resets
+at the configured time zone's midnight, warnings, and the reply that says what was spent and when it resets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agent.metering import BudgetExceeded
+from agent.usage import Usage
+from gateway.config.access import BudgetSettings
+from gateway.platforms.base import IncomingMessage
+from gateway.platforms.recording import RecordingAdapter
+from gateway.store import SessionStore
+from gateway.store.spend import SpendStore
+from gateway.worker.spending import ChatMeter, worst_usd
+from tests.fakes.gateway import make_settings, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, Reply, prompt_tokens
+
+MODEL = "gpt-4o"  # priced: $2.50 per million prompt tokens, $10 per million completion tokens
+WINDOW = 128_000
+
+
+def from_ann(chat: str, number: int) -> IncomingMessage:
+    return IncomingMessage(platform="local", chat_id=chat, user_id="ann", user_name="Ann", update_id=f"{chat}-{number}",
+                           text=f"question {number}: what changed in the ledger service this week? " * 4)
+
+
+async def test_two_processes_serving_one_person_at_once_overspend_by_one_call_at_most(redis, redis_url,
+                                                                                      key_prefix) -> None:
+    answer = "The ledger service moved its settlement job to the new queue and raised the batch size. " * 6
+    async with FakeLLMServer(handler=lambda request: Reply.answer(answer), context_limit=WINDOW) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model=MODEL,
+                                 gateway={"coalesce_backlog": False},
+                                 access={"budgets": {"per_user": {"usd": 0.05, "period": "day"}}})
+        first, second = RecordingAdapter(), RecordingAdapter()
+        async with running_gateway(settings, redis, adapter=first) as (one, _a, _e), \
+                running_gateway(settings, redis, adapter=second) as (two, _b, _f):
+            for number in range(20):  # forty messages at once, in two chats, half through each process
+                await (one if number % 2 else two).intake(from_ann("desk", number))
+                await (two if number % 2 else one).intake(from_ann("phone", number))
+            await one.wait_idle(timeout=120)
+            await two.wait_idle(timeout=120)
+            store = SessionStore(redis, key_prefix)
+            stored = 0
+            for chat in ("local:desk", "local:phone"):
+                for message in await store.active(chat, await store.current_session(chat)):
+                    stored += message["role"] == "user"
+            period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
+            spent = await SpendStore(store.channel, key_prefix).spent("user:local:ann", period)
+    replies = first.sent + second.sent
+    over = [(chat, text) for chat, text in replies if text.startswith("⛔")]
+    one_call = worst_usd(MODEL, max(prompt_tokens(request) for request in llm.requests), settings.model.max_output_tokens)
+    assert stored == 40  # every message kept, answered or not
+    assert sorted(chat for chat, _ in over) == ["desk", "phone"]  # told once per chat
+    assert "Your daily budget is used up ($0.05" in over[0][1] and "at 00:00 UTC" in over[0][1]
+    assert 0.05 <= spent.usd <= 0.05 + one_call, (spent, one_call)
+    assert spent.reserved_usd == 0  # every reservation settled
+    answered = [text for _, text in replies if not text.startswith("⛔")]
+    assert len(answered) == len(llm.requests) and len(answered) < 40
+
+
+async def test_a_budget_resets_at_midnight_where_the_owner_lives_and_warns_before(redis, key_prefix) -> None:
+    zone = ZoneInfo("Europe/Berlin")
+    now = [datetime(2026, 12, 4, 23, 50, tzinfo=zone).timestamp()]
+    store = SessionStore(redis, key_prefix)
+    budgets = BudgetSettings(per_user={"tokens": 1_000}, timezone="Europe/Berlin")
+    notes: list[str] = []
+    meter = ChatMeter(SpendStore(store.channel, key_prefix), budgets, from_ann("desk", 1), cache_ttl="5m",
+                      notes=notes, clock=lambda: now[0])
+    held = await meter.reserve(MODEL, 200, 100)
+    await meter.settle(held, MODEL, Usage(prompt_tokens=700, completion_tokens=100))  # 800 of 1,000: a warning
+    assert notes == ["ℹ️ 75% of your daily budget is used (800 of 1,000 tokens); it resets at 00:00 CET on Sat 05 Dec."]
+    held = await meter.reserve(MODEL, 200, 100)  # room left: admitted, and it crosses the limit
+    await meter.settle(held, MODEL, Usage(prompt_tokens=250, completion_tokens=50))
+    with pytest.raises(BudgetExceeded) as refused:
+        await meter.reserve(MODEL, 10, 10)
+    assert "1,100 of 1,000 tokens" in refused.value.notice and "00:00 CET on Sat 05 Dec" in refused.value.notice
+    now[0] = datetime(2026, 12, 5, 0, 0, 1, tzinfo=zone).timestamp()  # a second after Berlin's midnight (23:00 UTC)
+    held = await meter.reserve(MODEL, 10, 10)  # a new day, from nothing
+    await meter.settle(held, MODEL, Usage(prompt_tokens=10, completion_tokens=10))
+    assert notes[1:] == ["ℹ️ 90% of your daily budget is used (1,100 of 1,000 tokens); it resets at 00:00 CET on Sat 05 Dec."]
