@@ -25,12 +25,16 @@ from agent.llm.client import lists_model
 from agent.llm.errors import ProviderError, plain_reason
 from agent.models import UnknownAlias, api_model_id, split_large_alias
 from agent.prompt_caching import CachingPlan
+from gateway.access.budgets import budget_amount, reset_time, subjects
+from gateway.access.roles import named_person, person_of
 from gateway.agents import AgentBuilder
+from gateway.config.access import period_bounds
 from gateway.events import CompressEvent
+from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory, Conversation, conversations, outline
 from gateway.store import UnknownSession, VersionConflict
 from gateway.worker import hygiene
-from gateway.worker.chat_turn import ChatTurn
+from gateway.worker.chat_turn import ChatTurn, CommandHost
 
 log = logging.getLogger(__name__)
 
@@ -276,8 +280,18 @@ def _money_line(agents: AgentBuilder, model: str, totals: dict) -> str:
     return f"Cost: {spent} spent, priced as {pricing.price_key(model)}; caching saved {saved}{share}"
 
 
-async def usage(turn: ChatTurn, _arg: str) -> str:
-    """Context size, compactions, token usage (cache reads and writes), money spent and saved by caching."""
+async def usage(turn: ChatTurn, arg: str) -> str:
+    """Context size, compactions, token usage (cache reads and writes), money spent and saved by caching, and what
+    is left of the budgets (an admin may name anyone: /usage tg:123)."""
+    if arg.strip():
+        if not turn.runner.roles.is_admin(person_of(turn.message)):
+            return "Only an admin may see someone else's usage."
+        person = named_person(arg, turn.message.platform)
+        if person is None:
+            return "Name the person: their id (123456789, or tg:123456789) or their mention."
+        platform, _, user_id = person.partition(":")
+        shown = turn.message.model_copy(update={"platform": platform, "user_id": user_id})
+        return "\n".join(await budget_lines(turn.runner, shown, person)) or "No budget applies (access.budgets)."
     meta = turn.meta
     runner = turn.runner
     model = meta.model or runner.agents.default_model
@@ -296,8 +310,22 @@ async def usage(turn: ChatTurn, _arg: str) -> str:
         f" completion tokens {totals.get('completion_tokens', 0):,}",
         f"Cache: read {totals.get('cache_read_tokens', 0):,} tokens, written {totals.get('cache_write_tokens', 0):,} tokens",
         _money_line(runner.agents, model, totals),
+        *await budget_lines(runner, turn.message, "you"),
     ]
     return "\n".join(lines)
+
+
+async def budget_lines(runner: CommandHost, message: IncomingMessage, person: str) -> list[str]:
+    """What the sender of ``message`` (and its chat) spent this period, against each budget that applies."""
+    lines = []
+    now = datetime.now(timezone.utc)
+    for subject, who, limit in subjects(message, runner.budgets):
+        period, ends = period_bounds(now, limit.period, runner.budgets.timezone)
+        spent = await runner.spending.spent(subject, period)
+        owner = person if subject.startswith("user:") else "this chat"
+        lines.append(f"Budget ({owner}, {limit.period}): {budget_amount(limit, spent.usd, spent.tokens)}; "
+                     f"resets {reset_time(ends)}")
+    return lines
 
 
 async def status(turn: ChatTurn, _arg: str) -> str:
@@ -320,6 +348,49 @@ async def stop(turn: ChatTurn, _arg: str) -> str:
     if await turn.runner.inbox.clear_stop(turn.chat):
         return "Nothing was being written; there is nothing to stop."
     return "⏹ Stopped. What was written so far is kept; your next message is answered as usual."
+
+
+def _admin_target(turn: ChatTurn, arg: str) -> tuple[str | None, str]:
+    """The person an admin's command names (None with the reply that says why not)."""
+    roles = turn.runner.roles
+    if not roles.is_admin(person_of(turn.message)):
+        return None, "Only an admin may change who I answer (access.admins)."
+    person = named_person(arg, turn.message.platform)
+    if person is None:
+        return None, "Name the person: their id (123456789, or tg:123456789) or their mention."
+    return person, ""
+
+
+async def allow(turn: ChatTurn, arg: str) -> str:
+    """Answer this person from now on (admins only; with anyone allowed, only they are answered)."""
+    person, refusal = _admin_target(turn, arg)
+    if person is None:
+        return refusal
+    await turn.runner.roles.lists.allow(person)
+    return f"✅ {person} is allowed: I answer them from their next message."
+
+
+async def block(turn: ChatTurn, arg: str) -> str:
+    """Stop answering this person; their messages are still kept (admins only)."""
+    person, refusal = _admin_target(turn, arg)
+    if person is None:
+        return refusal
+    if turn.runner.roles.is_admin(person):
+        return f"{person} is an admin (access.admins): an admin cannot be blocked."
+    await turn.runner.roles.lists.block(person)
+    return f"⛔ {person} is blocked: their messages are kept and not answered."
+
+
+async def unblock(turn: ChatTurn, arg: str) -> str:
+    """Answer a blocked person again (admins only)."""
+    person, refusal = _admin_target(turn, arg)
+    if person is None:
+        return refusal
+    if person in turn.runner.roles.settings.blocked:
+        return f"{person} is blocked in the configuration (access.blocked): only the file can change that."
+    if not await turn.runner.roles.lists.unblock(person):
+        return f"{person} was not blocked."
+    return f"✅ {person} is unblocked: I answer them from their next message."
 
 
 async def answer(turn: ChatTurn, arg: str) -> str:
@@ -355,13 +426,17 @@ COMMANDS: dict[str, Command] = {
     "stop": stop,
     "approve": answer,
     "refuse": answer,
+    "allow": allow,
+    "block": block,
+    "unblock": unblock,
 }
 
 #: The commands that answer a question the bot asked (``ask``): taken by the intake as they arrive.
 ANSWERS = frozenset({"approve", "refuse"})
 
 #: What a command takes after its name, as ``/help`` shows it (``[...]`` when it may be left out).
-ARGUMENTS = {"compress": "[focus]", "model": "[name]", "resume": "N", "approve": "ID"}
+ARGUMENTS = {"compress": "[focus]", "model": "[name]", "resume": "N", "approve": "ID", "allow": "PERSON",
+             "block": "PERSON", "unblock": "PERSON", "usage": "[PERSON]"}
 
 #: Telegram's command syntax: a letter, then up to 31 letters, digits or underscores, maybe ``@botname``.
 _COMMAND_WORD = re.compile(r"/([A-Za-z][A-Za-z0-9_]{0,31})(?:@\w+)?")

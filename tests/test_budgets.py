@@ -17,7 +17,7 @@ from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
 from gateway.store import SessionStore
 from gateway.store.spend import SpendStore
-from gateway.worker.spending import ChatMeter, worst_usd
+from gateway.access.budgets import ChatMeter, worst_usd
 from tests.fakes.gateway import make_settings, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply, prompt_tokens
 

@@ -177,7 +177,8 @@ LAYERS: dict[str, list[list[str]]] = {
         ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
         ["gateway.store"],  # everything that talks to Redis
         ["gateway.outage", "gateway.session_source", "gateway.agents",
-         "gateway.media"],  # what people send besides text: fetched, read, kept in the store
+         "gateway.media",  # what people send besides text: fetched, read, kept in the store
+         "gateway.access"],  # who the bot answers and what they may spend
         ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters
         ["gateway.worker", "gateway.commands"],  # dispatch, drain, the turn's steps, chat commands
         ["gateway.metrics", "gateway.web"],  # what people and monitors read

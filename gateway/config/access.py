@@ -1,4 +1,10 @@
-"""``access:`` — who may spend the owner's tokens: budgets per person and per chat.
+"""``access:`` — who may spend the owner's tokens: admins, allowed and blocked people, budgets per person and chat.
+
+People are named ``<platform>:<user id>`` (``tg:123456789``, ``dc:80351110224678912``, ``local:local``). The lists
+here are the floor: admins add to ``allowed`` and ``blocked`` from the chat (``/allow``, ``/block``,
+``/unblock``), kept in Redis for every process; nothing an admin does removes what the file says. With anyone
+allowed (here or by an admin), only they and the admins are answered; a blocked person's messages are stored and
+never answered.
 
 A budget is in dollars (the pricing table's list prices) and/or tokens, per day, week or month in one
 time zone (``budgets.timezone``, so "a day" ends at the owner's midnight). Every model call a message causes
@@ -9,7 +15,7 @@ settled to its cost after, in Redis, so every process of a cluster sees the same
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
@@ -62,9 +68,16 @@ class BudgetSettings(StrictModel):
         return sorted(set(value))
 
 
-class AccessSettings(StrictModel):
-    """``access:`` — budgets (more of who may do what follows)."""
+#: A person on a platform: ``tg:123456789``.
+Person = Annotated[str, Field(pattern=r"^(tg|dc|web|local):[^\s:]+$")]
 
+
+class AccessSettings(StrictModel):
+    """``access:`` — who administers the bot, who it answers, and what they may spend."""
+
+    admins: list[Person] = Field(default_factory=list)
+    allowed: list[Person] = Field(default_factory=list)
+    blocked: list[Person] = Field(default_factory=list)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
 
 

@@ -18,13 +18,16 @@ from agent.loop import Agent, ResultArchive
 from agent.messages import Message
 from agent.metering import Meter
 from agent.tools import ToolRegistry
+from gateway.access.roles import Roles
 from gateway.agents import AgentBuilder
+from gateway.config.access import BudgetSettings
 from gateway.delivery.stream import ReplyStream
 from gateway.events import EventBus, Trigger
 from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta, SessionStore
 from gateway.store.inbox import Inbox
+from gateway.store.spend import SpendStore
 
 
 class AgentFactory(Protocol):
@@ -52,6 +55,9 @@ class CommandHost(Protocol):
     events: EventBus
     worker_id: str
     started_at: float
+    roles: Roles
+    spending: SpendStore
+    budgets: BudgetSettings
 
     @property
     def busy_chats(self) -> int: ...

@@ -25,6 +25,7 @@ from agent.context_engine import ContextEngine
 from agent.messages import Message
 from agent.settings import CompressionSettings
 from agent.tools.mcp import McpTools
+from gateway.access.roles import Roles
 from gateway.agents import AgentBuilder
 from gateway.commands import ANSWERS
 from gateway.commands import parse as parse_command
@@ -38,6 +39,7 @@ from gateway.media.transcribe import transcriber_from
 from gateway.outage import Backoff, ChatOutages, Health, ProviderWatch, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, SendGate
 from gateway.store import SessionStore, StaleLock
+from gateway.store.access import AccessLists
 from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
@@ -116,6 +118,12 @@ class GatewayRunner:
                            {name: adapter.fetch for name, adapter in self.adapters.items()},
                            records=TakenRecords(store.channel, store.prefix,
                                                 ttl_seconds=int(outage_retry_seconds) + 3600))
+        settings_access = access or AccessSettings()
+        #: Who the bot answers: admins, allowed and blocked people (the file's lists and the admins' changes).
+        self.roles = Roles(settings_access, AccessLists(store.channel, store.prefix))
+        #: What each person and chat spent, against ``access.budgets``.
+        self.spending = SpendStore(store.channel, store.prefix)
+        self.budgets = settings_access.budgets
         #: Tool calls waiting for a person's yes or no (``ask``), answered through any process's intake.
         self.approvals = Approvals(store.channel, store.prefix)
         #: The MCP servers the agent may use (``tools``): one session each in this process, opened at first use.
@@ -129,7 +137,7 @@ class GatewayRunner:
             items=items, max_images=self.media.max_images_per_request,
             compactions=self.compactions, provider=self.provider, options=self.options,
             mcp=self.mcp, tool_access=self.tool_settings, approvals=self.approvals,
-            spending=SpendStore(store.channel, store.prefix), budgets=(access or AccessSettings()).budgets,
+            spending=self.spending, budgets=self.budgets,
             told=ToldOnce(store.channel, store.prefix),
         )
         self._max_chats = max_concurrent_chats
@@ -155,6 +163,8 @@ class GatewayRunner:
         A ``/stop`` is also signalled at once, so the chat's running turn ends without waiting for
         the command's own turn in the inbox.
         """
+        if message.respond and not await self.roles.answers(message):
+            message = message.model_copy(update={"respond": False})  # blocked, or not allowed: kept, not answered
         command = parse_command(message.text.strip()) if message.respond else None
         if command is not None and command[0] == "stop":
             await self.inbox.request_stop(message.chat, time.time())

@@ -45,6 +45,7 @@ from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.tools.mcp import CallRecord, McpTools
 from agent.transcript_repair import repair_for_turn
+from gateway.access.budgets import ChatMeter
 from gateway.commands import handle_command
 from gateway.config.access import BudgetSettings
 from gateway.config.tools import ToolsSettings
@@ -69,7 +70,6 @@ from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcom
 from gateway.worker.compactions import Compactions
 from gateway.worker.hygiene import estimate_session_tokens
 from gateway.worker.long_messages import MessageBound
-from gateway.worker.spending import ChatMeter
 
 log = logging.getLogger(__name__)
 

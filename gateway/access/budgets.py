@@ -136,7 +136,7 @@ class ChatMeter:
             if used * 100 >= percent:
                 if await self.store.first_warning(held.subject, held.period, percent):
                     self.notes.append(f"ℹ️ {percent}% of {held.who} {_period_word(limit)} budget is used "
-                                      f"({_amount(limit, usd, tokens)}); it resets {_when(held.ends)}.")
+                                      f"({budget_amount(limit, usd, tokens)}); it resets {reset_time(held.ends)}.")
                 return
 
 
@@ -147,15 +147,15 @@ def _used_up(limit: BudgetLimit, spent: Spend) -> bool:
 
 def over_budget(who: str, limit: BudgetLimit, usd: float, tokens: int, ends: datetime) -> str:
     """The reply when a budget has no room left: what was spent, of what, and when it resets."""
-    return (f"⛔ {who.capitalize()} {_period_word(limit)} budget is used up ({_amount(limit, usd, tokens)}). "
-            f"Your message is saved; I can answer again {_when(ends)}.")
+    return (f"⛔ {who.capitalize()} {_period_word(limit)} budget is used up ({budget_amount(limit, usd, tokens)}). "
+            f"Your message is saved; I can answer again {reset_time(ends)}.")
 
 
 def _period_word(limit: BudgetLimit) -> str:
     return {"day": "daily", "week": "weekly", "month": "monthly"}[limit.period]
 
 
-def _amount(limit: BudgetLimit, usd: float, tokens: int) -> str:
+def budget_amount(limit: BudgetLimit, usd: float, tokens: int) -> str:
     parts = []
     if limit.usd is not None:
         parts.append(f"${usd:.4f} of ${limit.usd:.2f}")
@@ -164,5 +164,5 @@ def _amount(limit: BudgetLimit, usd: float, tokens: int) -> str:
     return ", ".join(parts)
 
 
-def _when(ends: datetime) -> str:
+def reset_time(ends: datetime) -> str:
     return f"at {ends.strftime('%H:%M')} {ends.tzname()} on {ends.strftime('%a %d %b')}"

@@ -1,0 +1,76 @@
+"""Who the bot answers: admins change the allow and block lists from the chat, kept in Redis and seen by every process
+at the next message; the configuration's lists stay the floor; a non-admin's change is refused in one line; a blocked
+person's messages are stored and never answered; ``/usage`` shows a budget's spend, an admin anyone's."""
+
+from __future__ import annotations
+
+from gateway.platforms.base import IncomingMessage
+from gateway.platforms.recording import RecordingAdapter
+from gateway.store import SessionStore
+from tests.fakes.gateway import make_settings, running_gateway
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+
+WINDOW = 64_000
+
+
+def said(user: str, number: int, text: str, chat: str = "room") -> IncomingMessage:
+    return IncomingMessage(platform="local", chat_id=chat, user_id=user, user_name=user.capitalize(),
+                           update_id=f"{user}-{number}", text=text)
+
+
+def echo(request: RecordedRequest) -> Reply:
+    return Reply.answer(f"echo: {request.last_user_text}")
+
+
+async def test_an_admin_blocks_and_unblocks_and_every_process_sees_it_at_once(redis, redis_url, key_prefix) -> None:
+    async with FakeLLMServer(handler=echo) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 gateway={"coalesce_backlog": False},
+                                 access={"admins": ["local:root"], "blocked": ["local:mallory"]})
+        first, second = RecordingAdapter(), RecordingAdapter()
+        async with running_gateway(settings, redis, adapter=first) as (one, _a, _e), \
+                running_gateway(settings, redis, adapter=second) as (two, _b, _f):
+            for step in [(one, said("bob", 1, "/block local:eve")),  # not an admin
+                         (one, said("root", 2, "/block eve")),  # an admin, a bare id: this platform's
+                         (two, said("eve", 3, "hello from eve")),  # the other process: blocked already
+                         (two, said("mallory", 4, "hello from mallory")),  # blocked in the file
+                         (one, said("root", 5, "/unblock mallory")),
+                         (one, said("root", 6, "/unblock eve")),
+                         (two, said("eve", 7, "eve again")),
+                         (two, said("root", 8, "/block local:eve"))]:
+                await step[0].intake(step[1])
+                await one.wait_idle()
+                await two.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            kept = [m["content"] for m in await store.active("local:room", await store.current_session("local:room"))
+                    if m["role"] == "user"]
+        # a restart: the admin's change is still there
+        async with running_gateway(settings, redis, adapter=RecordingAdapter()) as (three, again, _g):
+            await three.intake(said("eve", 9, "eve after the restart"))
+            await three.intake(said("bob", 10, "bob after the restart"))
+            await three.wait_idle()
+    replies = [text for _, text in first.sent + second.sent]
+    assert replies[0] == "Only an admin may change who I answer (access.admins)."
+    assert replies[1] == "⛔ local:eve is blocked: their messages are kept and not answered."
+    assert "local:mallory is blocked in the configuration (access.blocked): only the file can change that." in replies
+    assert "✅ local:eve is unblocked: I answer them from their next message." in replies
+    assert "echo: eve again" in replies
+    assert not any("hello from eve" in text or "hello from mallory" in text for text in replies)
+    assert any("hello from eve" in text for text in kept) and any("hello from mallory" in text for text in kept)
+    assert [text for _, text in again.sent] == ["echo: bob after the restart"]  # eve's block outlived the restart
+
+
+async def test_usage_shows_the_budget_and_an_admin_may_ask_for_anyone(redis, redis_url, key_prefix) -> None:
+    async with FakeLLMServer(handler=echo) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model="gpt-4o",
+                                 gateway={"coalesce_backlog": False},
+                                 access={"admins": ["local:root"], "budgets": {"per_user": {"usd": 1.0}}})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            for message in [said("bob", 1, "hello"), said("bob", 2, "/usage"), said("bob", 3, "/usage local:root"),
+                            said("root", 4, "/usage local:bob")]:
+                await runner.intake(message)
+                await runner.wait_idle()
+    replies = [text for _, text in adapter.sent]
+    assert "Budget (you, day): $0.00" in replies[1] and "of $1.00; resets at 00:00 UTC" in replies[1]
+    assert replies[2] == "Only an admin may see someone else's usage."
+    assert replies[3].startswith("Budget (local:bob, day): $0.00") and "of $1.00" in replies[3]
