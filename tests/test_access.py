@@ -74,3 +74,25 @@ async def test_usage_shows_the_budget_and_an_admin_may_ask_for_anyone(redis, red
     assert "Budget (you, day): $0.00" in replies[1] and "of $1.00; resets at 00:00 UTC" in replies[1]
     assert replies[2] == "Only an admin may see someone else's usage."
     assert replies[3].startswith("Budget (local:bob, day): $0.00") and "of $1.00" in replies[3]
+
+
+async def test_a_flood_from_one_member_is_kept_unanswered_and_the_others_are_answered(redis, redis_url,
+                                                                                      key_prefix) -> None:
+    async with FakeLLMServer(handler=echo) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 gateway={"coalesce_backlog": False}, access={"messages_per_minute": 3})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            for number in range(10):
+                await runner.intake(said("flood", number, f"flood {number}"))
+                if number in (4, 8):
+                    await runner.intake(said("ann", number, f"ann {number}"))
+            await runner.intake(said("flood", 50, "flood elsewhere", chat="other"))
+            await runner.wait_idle()
+            store = SessionStore(redis, key_prefix)
+            kept = [m for m in await store.active("local:room", await store.current_session("local:room"))
+                    if m["role"] == "user"]
+    replies = [text for _, text in adapter.sent]
+    assert [text for text in replies if text.startswith("echo: flood")] == [f"echo: flood {n}" for n in range(3)]
+    assert "echo: ann 4" in replies and "echo: ann 8" in replies  # the others in the group are not starved
+    assert sum(text.startswith("⏳") for text in replies) == 2  # told once in each chat this minute
+    assert len(kept) == 12  # every message kept

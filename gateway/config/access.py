@@ -79,6 +79,8 @@ class AccessSettings(StrictModel):
     allowed: list[Person] = Field(default_factory=list)
     blocked: list[Person] = Field(default_factory=list)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    #: Messages one person may have answered a minute (a burst of that many, refilled evenly); null: no limit.
+    messages_per_minute: Optional[float] = Field(None, gt=0)
 
 
 def period_bounds(now: datetime, period: Period, zone: str) -> tuple[str, datetime]:

@@ -124,6 +124,9 @@ class IncomingMessage(BaseModel):
     #: The album this message is one part of (Telegram's ``media_group_id``) when its parts arrive as
     #: messages of their own (a webhook): the turn waits for the rest and answers them together.
     album: str = ""
+    #: Set by the gateway's intake, never by a platform: its sender sends faster than ``access.messages_per_minute``,
+    #: so it is kept unanswered (and the sender told once a minute).
+    limited: bool = False
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod

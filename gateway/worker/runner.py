@@ -25,6 +25,7 @@ from agent.context_engine import ContextEngine
 from agent.messages import Message
 from agent.settings import CompressionSettings
 from agent.tools.mcp import McpTools
+from gateway.access.rates import MessageRate
 from gateway.access.roles import Roles
 from gateway.agents import AgentBuilder
 from gateway.commands import ANSWERS
@@ -41,6 +42,7 @@ from gateway.platforms.base import IncomingMessage, OpenGate, PlatformAdapter, S
 from gateway.store import SessionStore, StaleLock
 from gateway.store.access import AccessLists
 from gateway.store.approvals import Approvals
+from gateway.store.buckets import TokenBuckets
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
 from gateway.store.spend import SpendStore
@@ -121,6 +123,9 @@ class GatewayRunner:
         settings_access = access or AccessSettings()
         #: Who the bot answers: admins, allowed and blocked people (the file's lists and the admins' changes).
         self.roles = Roles(settings_access, AccessLists(store.channel, store.prefix))
+        #: How fast one person may have messages answered (``access.messages_per_minute``; None: no limit).
+        self.rate = (MessageRate(TokenBuckets(store.channel, store.prefix), settings_access.messages_per_minute,
+                                 self.roles) if settings_access.messages_per_minute else None)
         #: What each person and chat spent, against ``access.budgets``.
         self.spending = SpendStore(store.channel, store.prefix)
         self.budgets = settings_access.budgets
@@ -165,6 +170,8 @@ class GatewayRunner:
         """
         if message.respond and not await self.roles.answers(message):
             message = message.model_copy(update={"respond": False})  # blocked, or not allowed: kept, not answered
+        elif message.respond and self.rate is not None and not await self.rate.admits(message):
+            message = message.model_copy(update={"respond": False, "limited": True})  # too fast: kept, told once
         command = parse_command(message.text.strip()) if message.respond else None
         if command is not None and command[0] == "stop":
             await self.inbox.request_stop(message.chat, time.time())

@@ -73,6 +73,10 @@ from gateway.worker.long_messages import MessageBound
 
 log = logging.getLogger(__name__)
 
+#: What a person who sends faster than ``access.messages_per_minute`` is told, once a minute.
+RATE_NOTICE = ("⏳ You are sending messages faster than I may answer them. I keep every one; ask again in a minute "
+               "and I will answer.")
+
 Batch = list[tuple[str, IncomingMessage]]
 
 
@@ -218,6 +222,10 @@ class Turn:
         stored = await bound.bounded(turn, self.message, bound.limit(self.model(turn)), [])
         await self.store.append(self.chat, turn.session_id, [stored], lock=self.lock,
                                 meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
+        told_once = self.parts.told
+        if self.message.limited and told_once is not None and await told_once.first_for(
+                self.chat, f"rate:{self.message.user_id}", 60):
+            return Outcome(turn.session_id, RATE_NOTICE, committed=False)
         return Outcome(turn.session_id, None, committed=False)
 
     async def prepare(self, turn: ChatTurn, history: list[Message]) -> Prepared:
@@ -341,7 +349,8 @@ class Turn:
                 # The message is kept (with what the turn did before), and the chat is told once per budget period.
                 told_once = self.parts.told
                 result = failed.partial
-                told = await told_once.first(self.chat, f"over:{failed.error.key}") if told_once else True
+                told = (await told_once.first_for(self.chat, f"over:{failed.error.key}", 40 * 86_400)
+                        if told_once else True)  # the key names the period: longer than any period lasts
                 log.info("%s: over budget (%s); %s", self.chat, failed.error.key, "told" if told else "already told")
                 self.quiet = not told
                 return result, failed.error.notice if told else "", stream
