@@ -84,3 +84,29 @@ async def test_a_budget_resets_at_midnight_where_the_owner_lives_and_warns_befor
     held = await meter.reserve(MODEL, 10, 10)  # a new day, from nothing
     await meter.settle(held, MODEL, Usage(prompt_tokens=10, completion_tokens=10))
     assert notes[1:] == ["ℹ️ 90% of your daily budget is used (1,100 of 1,000 tokens); it resets at 00:00 CET on Sat 05 Dec."]
+
+
+async def test_the_operator_sees_who_spent_most_against_their_budget(redis_url, key_prefix) -> None:
+    import httpx
+
+    from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
+    from tests.test_web_chat import open_chat
+
+    async with FakeLLMServer(handler=lambda request: Reply.answer("noted " * 40)) as llm:
+        settings = web_settings(redis_url, key_prefix, llm.openai_base_url,
+                                access={"budgets": {"per_user": {"usd": 0.5}, "per_chat": {"tokens": 100_000}}})
+        settings.model.name = MODEL
+        async with web_gateway(settings) as running:
+            async with httpx.AsyncClient(base_url=running.chat_url) as chat:
+                for text in ("first question about the ledger", "second question about the ledger"):
+                    await chat.post("/send", data={"text": text, "nonce": await open_chat(chat)})
+                    await running.gateway.runner.wait_idle(timeout=20)
+            async with httpx.AsyncClient(base_url=running.operator_url,
+                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as operator:
+                by_dollars = await operator.get("/admin/spend")
+                by_tokens = await operator.get("/admin/spend?by=tokens")
+    assert by_dollars.status_code == 200 and by_tokens.status_code == 200
+    page = by_dollars.text
+    assert "People" in page and "Chats" in page and "web:web" in page  # the web chat's person, and its chat
+    assert page.count("<meter") == 2  # each against its budget
+    assert 'class="sorted" aria-sort="descending">tokens' in by_tokens.text

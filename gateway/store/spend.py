@@ -11,6 +11,12 @@ them on one slot)::
 ``<subject>`` is ``user:tg:42`` or ``chat:tg:-100123``; ``<period>`` names the day, week or month in the budget's
 time zone (``2026-12-04``, ``2026-W49``, ``2026-12``), so a new period starts from nothing. A reservation that is
 never settled (its process died) is let go after ``hold`` seconds. The keys expire a day after the period ends.
+
+For the operator's list of who spent what, each settlement also adds to two sorted sets of the period (written after
+the settlement, not with it: they are for reading, the budget is the hashes above)::
+
+    {prefix}:{spend}:<kind>:<period>:usd     zset  subject -> micro-dollars spent
+    {prefix}:{spend}:<kind>:<period>:tokens  zset  subject -> tokens spent
 """
 
 from __future__ import annotations
@@ -69,7 +75,22 @@ class SpendStore:
         spent_usd, spent_tokens = await run(
             scripts.SPEND_SETTLE, self.channel, self._keys(subject, period),
             [reservation, _micro(usd), max(0, tokens), int(keep_seconds * 1000)])
+        by_usd, by_tokens = self._index(subject.partition(":")[0], period)
+        await self.channel.call_in_order(("ZADD", by_usd, int(spent_usd), subject),
+                                         ("ZADD", by_tokens, int(spent_tokens), subject),
+                                         ("PEXPIRE", by_usd, int(keep_seconds * 1000)),
+                                         ("PEXPIRE", by_tokens, int(keep_seconds * 1000)))
         return Spend(int(spent_usd) / MICRO, int(spent_tokens))
+
+    def _index(self, kind: str, period: str) -> tuple[str, str]:
+        base = ChatKeys(self.prefix, "spend").base
+        return f"{base}:{check_key_part('kind', kind)}:{period}:usd", f"{base}:{kind}:{period}:tokens"
+
+    async def ranking(self, kind: str, period: str, *, by: str = "usd", limit: int = 100) -> list[tuple[str, Spend]]:
+        """The ``limit`` subjects of ``kind`` (``user``, ``chat``) that spent most in ``period``, by dollars or tokens."""
+        index = self._index(kind, period)[0 if by == "usd" else 1]
+        subjects = [_text(value) for value in await self.channel.call("ZREVRANGE", index, 0, limit - 1)]
+        return [(subject, await self.spent(subject, period)) for subject in subjects]
 
     async def spent(self, subject: str, period: str) -> Spend:
         raw = await self.channel.call("HMGET", self._keys(subject, period)[0], "spent_usd", "spent_tokens",
@@ -84,3 +105,7 @@ class SpendStore:
 
 def _micro(usd: float) -> int:
     return max(0, round(usd * MICRO))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -18,19 +18,22 @@ figures every few seconds with a little JavaScript; without it, a reload shows t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
 
 from agent.messages import text_of
+from gateway.config.access import BudgetLimit, BudgetSettings, period_bounds
 from gateway.events import CompressEvent, Event, TurnEvent
 from gateway.metrics import COUNTER_HELP, GatewayWatch
 from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
 from gateway.store.activity import ActivityLog
 from gateway.store.media import MediaStore
+from gateway.store.spend import Spend, SpendStore
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
 from gateway.web.chat_table import PER_PAGE, at_least_recorded, chat_page
@@ -64,6 +67,36 @@ class Compaction:
     summary: str
 
 
+#: Rows of each spend table.
+SPEND_SHOWN = 100
+
+
+@dataclass(frozen=True)
+class SpendRow:
+    """One person's or chat's spend this period, and its share of the budget (None: no budget)."""
+
+    name: str
+    spent: Spend
+    share: float | None
+    chat: str = ""
+
+
+@dataclass(frozen=True)
+class SpendTable:
+    title: str
+    who: str
+    key: str
+    limit: BudgetLimit | None
+    period: str
+    rows: list[SpendRow]
+
+
+def _share(limit: BudgetLimit | None, spent: Spend) -> float | None:
+    if limit is None:
+        return None
+    return max(spent.usd / limit.usd if limit.usd else 0.0, spent.tokens / limit.tokens if limit.tokens else 0.0)
+
+
 @dataclass(frozen=True)
 class OperatorView:
     token: AdminToken
@@ -74,6 +107,9 @@ class OperatorView:
     window_of: Callable[[str | None], int]
     #: Every chat's photos, documents and voice.
     media: MediaStore
+    #: What each person and chat spent, and the budgets it counts against.
+    spending: SpendStore | None = None
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)
 
     def add_routes(self, app: web.Application) -> None:
         app.middlewares.append(self.gate)
@@ -83,6 +119,7 @@ class OperatorView:
         app.router.add_post("/admin/logout", self.logout)
         app.router.add_get("/admin/gateway", self.gateway)
         app.router.add_get("/admin/gateway/figures", self.gateway_figures)
+        app.router.add_get("/admin/spend", self.spend)
         app.router.add_get("/admin/chats/{chat}", self.chat)
         app.router.add_get("/admin/chats/{chat}/charts", self.chat_charts)
         app.router.add_get("/admin/chats/{chat}/m/{session}/{message}", self.message)
@@ -127,6 +164,21 @@ class OperatorView:
         page = await chat_page(self.activity, self.store, self.window_of, sort=sort, descending=descending,
                                page=page_number, per_page=PER_PAGE)
         return render("operator_chats.html", page=page, chat_link=chat_link)
+
+    async def spend(self, request: web.Request) -> web.Response:
+        """Who spent most this period, people and chats, against their budgets; by dollars or by tokens."""
+        by = "tokens" if request.query.get("by") == "tokens" else "usd"
+        now, budgets = datetime.now(timezone.utc), self.budgets
+        tables = []
+        for kind, title, who, limit, key in (("user", "People", "person", budgets.per_user, "access.budgets.per_user"),
+                                             ("chat", "Chats", "chat", budgets.per_chat, "access.budgets.per_chat")):
+            period = period_bounds(now, limit.period if limit else "day", budgets.timezone)[0]
+            ranked = await self.spending.ranking(kind, period, by=by, limit=SPEND_SHOWN) if self.spending else []
+            rows = [SpendRow(subject.partition(":")[2], spent, _share(limit, spent),
+                             subject.partition(":")[2] if kind == "chat" else "") for subject, spent in ranked]
+            tables.append(SpendTable(title, who, key, limit, period, rows))
+        return render("operator_spend.html", tables=tables, by=by, timezone=budgets.timezone, shown=SPEND_SHOWN,
+                      chat_link=chat_link)
 
     async def gateway(self, request: web.Request) -> web.Response:
         return render("operator_gateway.html", figures=await self.watch.sample(), help=COUNTER_HELP)

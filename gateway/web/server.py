@@ -76,7 +76,8 @@ class WebServers:
     async def serve_operator(self, watch: GatewayWatch, activity: ActivityLog, token: str | None,
                              window_of: Callable[[str | None], int], host: str, port: int) -> None:
         store = watch.runner.store
-        view = OperatorView(AdminToken(token), store, activity, watch, window_of, watch.runner.media_store)
+        view = OperatorView(AdminToken(token), store, activity, watch, window_of, watch.runner.media_store,
+                            watch.runner.spending, watch.runner.budgets)
         runner = await start_site(operator_app(watch, view, self.allowed_hosts), host, port,
                                   setting="gateway.metrics_port")
         self.runners.append(runner)
