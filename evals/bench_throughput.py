@@ -614,6 +614,7 @@ async def measure(
     settle: bool = True,
     transport: str = "aiohttp",
     stream: bool = True,
+    budgets: bool = False,
 ) -> dict[str, Any]:
     """Run every phase against one in-process gateway; returns the JSON document.
 
@@ -643,6 +644,7 @@ async def measure(
                 platforms={"local": {"enabled": True}},
                 # Every message is answered on its own: the figure is the cost per message, not per backlog.
                 gateway={"home": home, "coalesce_backlog": False},
+                access={"budgets": {"per_user": {"usd": 1_000_000.0}, "per_chat": {"tokens": 10**15}}} if budgets else {},
             )
             adapter = TimedAdapter()
             http = open_http_client(transport=transport)  # type: ignore[arg-type]
@@ -675,7 +677,7 @@ async def measure(
                     "reference_loop_ms_before_after": [speed_before, reference_loop_ms()]},
         "redis": describe_redis(redis_url),
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
-        "provider_client": {"transport": transport, "stream": stream},
+        "provider_client": {"transport": transport, "stream": stream, "budgets": budgets},
         "chats": chats,
         "messages_per_chat_in_burst": messages_per_chat,
         "median_burst": burst["phase"],
@@ -833,7 +835,10 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 
 #: The provider-client set-ups measured side by side: (transport under httpx, streaming). The first is foldgate's.
-VARIANTS: tuple[tuple[str, bool], ...] = (("aiohttp", True), ("aiohttp", False), ("httpx", True), ("httpx", False))
+#: (transport, streaming, budgets on): budgets on meters every model call against a person's and a chat's budget
+#: (one reservation and one settlement each, in Redis) that is never reached, so the cost is all there is to see.
+VARIANTS: tuple[tuple[str, bool, bool], ...] = (("aiohttp", True, False), ("aiohttp", True, True),
+                                                ("aiohttp", False, False), ("httpx", True, False), ("httpx", False, False))
 
 
 def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -844,6 +849,7 @@ def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "transport": client["transport"],
         "stream": client["stream"],
+        "budgets": client.get("budgets", False),
         "messages_per_second": burst["messages_per_second"],
         "bursts": [p["messages_per_second"] for p in result["phases"] if p["phase"].startswith("burst")],
         "cpu_ms_per_message": burst["gateway_cpu_ms_per_message"],
@@ -859,22 +865,25 @@ def run_baseline(commit: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     lines = ["", "Provider client set-ups, side by side in this run (same gateway, Redis and model server):", "",
-             "| transport under httpx | streaming | messages/s (median burst) | bursts | CPU / message | paced p99 added | yardstick loop before/after |",
-             "|---|---|---:|---|---:|---:|---|"]
+             "| transport under httpx | streaming | budgets | messages/s (median burst) | bursts | CPU / message | paced p99 added | yardstick loop before/after |",
+             "|---|---|---|---:|---|---:|---:|---|"]
     for row in rows:
         bursts = ", ".join(f"{value:,.0f}" for value in row["bursts"])
         loop = "/".join(f"{value:g}" for value in row["reference_loop_ms_before_after"])
-        lines.append(f"| {row['transport']} | {'on' if row['stream'] else 'off'} | {row['messages_per_second']:,.0f} | "
+        lines.append(f"| {row['transport']} | {'on' if row['stream'] else 'off'} | {'on' if row.get('budgets') else 'off'} | "
+                     f"{row['messages_per_second']:,.0f} | "
                      f"{bursts} | {row['cpu_ms_per_message']:.2f} ms | {row['paced_p99_added_ms']:.1f} ms | {loop} ms |")
     return "\n".join(lines) + "\n"
 
 
-def main(out_dir: str | Path, *, variants: Sequence[tuple[str, bool]] = VARIANTS, baseline: str | None = None,
+def main(out_dir: str | Path, *, variants: Sequence[tuple[str, bool] | tuple[str, bool, bool]] = VARIANTS,
+         baseline: str | None = None,
          **options: Any) -> int:
     """Every variant in turn (the first is the published result), then ``baseline``'s code if given."""
     from gateway.run.process import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
 
-    results = [run_gateway_loop(measure(transport=transport, stream=stream, **options)) for transport, stream in variants]
+    results = [run_gateway_loop(measure(transport=variant[0], stream=variant[1], budgets=len(variant) > 2 and bool(variant[2]),
+                                        **options)) for variant in variants]
     rows = [variant_summary(result) for result in results]
     if baseline:
         row = variant_summary(run_baseline(baseline, options))
