@@ -96,3 +96,15 @@ async def test_a_flood_from_one_member_is_kept_unanswered_and_the_others_are_ans
     assert "echo: ann 4" in replies and "echo: ann 8" in replies  # the others in the group are not starved
     assert sum(text.startswith("⏳") for text in replies) == 2  # told once in each chat this minute
     assert len(kept) == 12  # every message kept
+
+
+async def test_an_admin_may_answer_a_question_asked_of_someone_else(redis, key_prefix) -> None:
+    from gateway.store.approvals import Answer, Approvals
+
+    approvals = Approvals(SessionStore(redis, key_prefix).channel, key_prefix)
+    asked = await approvals.open("tg:-100", asker="42")
+    assert await approvals.answer("tg:-100", asked, approved=True, user_id="7", user_name="Eve") == "not yours"
+    assert await approvals.answer("tg:-100", asked, approved=False, user_id="1", user_name="Root",
+                                  admin=True) == "recorded"
+    assert await approvals.answer("tg:-100", asked, approved=True, user_id="42", user_name="Ann") == "already answered"
+    assert await approvals.wait("tg:-100", asked, 1) == Answer(False, "1", "Root")

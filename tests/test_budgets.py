@@ -110,3 +110,17 @@ async def test_the_operator_sees_who_spent_most_against_their_budget(redis_url, 
     assert "People" in page and "Chats" in page and "web:web" in page  # the web chat's person, and its chat
     assert page.count("<meter") == 2  # each against its budget
     assert 'class="sorted" aria-sort="descending">tokens' in by_tokens.text
+
+
+async def test_an_unpriced_model_counts_in_tokens_and_a_free_call_settles(redis, key_prefix) -> None:
+    store = SessionStore(redis, key_prefix)
+    notes: list[str] = []
+    meter = ChatMeter(SpendStore(store.channel, key_prefix), BudgetSettings(per_chat={"tokens": 500}),
+                      from_ann("desk", 1), cache_ttl="5m", notes=notes)
+    held = await meter.reserve("some-local-model", 100, 50)  # no price: nothing in dollars, all in tokens
+    await meter.settle(held, "some-local-model", None)  # a call that failed costs nothing and lets go
+    held = await meter.reserve("some-local-model", 100, 50)
+    await meter.settle(held, "some-local-model", Usage(prompt_tokens=90, completion_tokens=10))
+    period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
+    spent = await SpendStore(store.channel, key_prefix).spent("chat:local:desk", period)
+    assert (spent.usd, spent.tokens, spent.reserved_tokens) == (0.0, 100, 0)

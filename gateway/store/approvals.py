@@ -61,14 +61,16 @@ class Approvals:
                                          ("EXPIRE", key, APPROVAL_TTL_SECONDS))
         return approval_id
 
-    async def answer(self, chat: str, approval_id: str, *, approved: bool, user_id: str, user_name: str) -> Answered:
-        """Record ``user_id``'s answer, if they may give it and none was given before."""
+    async def answer(self, chat: str, approval_id: str, *, approved: bool, user_id: str, user_name: str,
+                     admin: bool = False) -> Answered:
+        """Record ``user_id``'s answer, if they may give it (the person asked, or an ``admin``) and none was given
+        before."""
         key = self.key(chat, approval_id)
         asker = await self.channel.call("HGET", key, "asker")
         if asker is None:
             return "unknown"
         asker = asker.decode() if isinstance(asker, bytes) else str(asker)
-        if asker and asker != user_id:
+        if asker and asker != user_id and not admin:
             return "not yours"
         if not await self.channel.call("HSETNX", key, "answer", "yes" if approved else "no"):
             return "already answered"

@@ -26,7 +26,7 @@ from agent.messages import Message
 from agent.settings import CompressionSettings
 from agent.tools.mcp import McpTools
 from gateway.access.rates import MessageRate
-from gateway.access.roles import Roles
+from gateway.access.roles import Roles, person_of
 from gateway.agents import AgentBuilder
 from gateway.commands import ANSWERS
 from gateway.commands import parse as parse_command
@@ -188,7 +188,8 @@ class GatewayRunner:
         approval_id = argument.split()[0] if argument else ""
         try:
             answered = await self.approvals.answer(message.chat, approval_id, approved=name == "approve",
-                                                   user_id=message.user_id, user_name=message.user_name)
+                                                   user_id=message.user_id, user_name=message.user_name,
+                                                   admin=self.roles.is_admin(person_of(message)))
         except ValueError:  # not an id at all
             return False
         return answered == "recorded"

@@ -19,8 +19,8 @@ for i = 1, #held, 2 do
   if usd == nil or tonumber(expiry) <= now then
     redis.call('HDEL', KEYS[2], held[i])
     if usd ~= nil then
-      redis.call('HINCRBY', KEYS[1], 'reserved_usd', -tonumber(usd))
-      redis.call('HINCRBY', KEYS[1], 'reserved_tokens', -tonumber(tokens))
+      redis.call('HINCRBY', KEYS[1], 'reserved_usd', 0 - tonumber(usd))
+      redis.call('HINCRBY', KEYS[1], 'reserved_tokens', 0 - tonumber(tokens))
     end
   end
 end
