@@ -96,38 +96,48 @@ class ChatMeter:
         return bool(self.subjects)
 
     async def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> list[Held]:
+        """Every budget's reservation, asked for at once; when one refuses, the others let go and it is raised."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         usd, tokens = worst_usd(model, prompt_tokens, max_output_tokens), prompt_tokens + max_output_tokens
-        held: list[Held] = []
-        for subject, who, limit in self.subjects:
-            period, ends = period_bounds(now, limit.period, self.budgets.timezone)
-            keep = (ends - now).total_seconds() + KEEP_AFTER_SECONDS
-            waited = 0.0
-            while True:
-                reservation, spent = await self.store.reserve(
-                    subject, period, usd=usd, tokens=tokens, usd_limit=limit.usd, token_limit=limit.tokens,
-                    keep_seconds=keep)
-                if reservation is not None or _used_up(limit, spent) or waited >= HELD_WAIT_SECONDS:
-                    break
-                # Only calls in flight hold the rest of the budget: once they settle to what they really cost
-                # there is room again, so wait for them rather than refuse a budget that is not spent.
-                await self.sleep(HELD_POLL_SECONDS)
-                waited += HELD_POLL_SECONDS
-            if reservation is None:
-                await self.settle(held, model, None)  # the budgets reserved before this one let go
-                raise BudgetExceeded(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}")
-            held.append(Held(subject, who, limit, period, ends, reservation))
+        outcomes = await asyncio.gather(*(self._reserve(subject, who, limit, now, usd, tokens)
+                                          for subject, who, limit in self.subjects), return_exceptions=True)
+        held = [outcome for outcome in outcomes if isinstance(outcome, Held)]
+        failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
+        if failure is not None:
+            await self.settle(held, model, None)  # the budgets that did reserve let go
+            raise failure
         return held
+
+    async def _reserve(self, subject: str, who: str, limit: BudgetLimit, now: datetime, usd: float,
+                       tokens: int) -> Held:
+        period, ends = period_bounds(now, limit.period, self.budgets.timezone)
+        keep = (ends - now).total_seconds() + KEEP_AFTER_SECONDS
+        waited = 0.0
+        while True:
+            reservation, spent = await self.store.reserve(subject, period, usd=usd, tokens=tokens, usd_limit=limit.usd,
+                                                          token_limit=limit.tokens, keep_seconds=keep)
+            if reservation is not None:
+                return Held(subject, who, limit, period, ends, reservation)
+            if _used_up(limit, spent) or waited >= HELD_WAIT_SECONDS:
+                raise BudgetExceeded(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}")
+            # Only calls in flight hold the rest of the budget: once they settle to what they really cost there
+            # is room again, so wait for them rather than refuse a budget that is not spent.
+            await self.sleep(HELD_POLL_SECONDS)
+            waited += HELD_POLL_SECONDS
 
     async def settle(self, handle: object, model: str, usage: Usage | None) -> None:
         assert isinstance(handle, list)
         usd = spent_usd(usage, model, self.cache_ttl)
         tokens = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
-        for held in handle:
-            keep = (held.ends - datetime.now(timezone.utc)).total_seconds() + KEEP_AFTER_SECONDS
+        now = datetime.now(timezone.utc)
+
+        async def one(held: Held) -> None:
+            keep = max((held.ends - now).total_seconds() + KEEP_AFTER_SECONDS, KEEP_AFTER_SECONDS)
             spent = await self.store.settle(held.subject, held.period, held.reservation, usd=usd, tokens=tokens,
-                                            keep_seconds=max(keep, KEEP_AFTER_SECONDS))
+                                            keep_seconds=keep)
             await self._warn(held, spent.usd, spent.tokens)
+
+        await asyncio.gather(*(one(held) for held in handle))
 
     async def _warn(self, held: Held, usd: float, tokens: int) -> None:
         limit = held.limit
