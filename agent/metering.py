@@ -9,7 +9,9 @@ refuses: what the turn did before is kept, and no request goes out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agent.llm.errors import ProviderError
@@ -17,6 +19,8 @@ from agent.llm.stream import EventSink
 from agent.llm.types import Completion
 from agent.tokens import count_request
 from agent.usage import Usage
+
+log = logging.getLogger(__name__)
 
 
 class BudgetExceeded(ProviderError):
@@ -35,8 +39,9 @@ class Meter(Protocol):
     async def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> object:
         """Reserve one call's worst case; a handle for :meth:`settle`. Raises :class:`BudgetExceeded`."""
 
-    async def settle(self, handle: object, model: str, usage: Usage | None) -> None:
-        """Settle the call to ``usage`` (None: it failed and cost nothing)."""
+    async def settle(self, handle: object, model: str, usage: Usage | None, *, whole: bool = False) -> None:
+        """Settle the call to ``usage``; None: it failed and cost nothing, unless ``whole`` (it was stopped while
+        the provider answered: what it wrote was paid for, so the whole reservation is)."""
 
 
 class MeteredModel:
@@ -53,11 +58,25 @@ class MeteredModel:
                        tools: Sequence[Mapping[str, Any]] | None = None, temperature: float | None = None,
                        on_event: EventSink | None = None) -> Completion:
         handle = await self.meter.reserve(model, count_request(messages, tools), max_tokens)
-        usage: Usage | None = None
         try:
             completion = await self.client.complete(messages, model=model, max_tokens=max_tokens, tools=tools,
                                                     temperature=temperature, on_event=on_event)
-            usage = completion.usage
-            return completion
-        finally:
-            await self.meter.settle(handle, model, usage)
+        except asyncio.CancelledError:
+            await _settled(self.meter.settle(handle, model, None, whole=True))
+            raise
+        except BaseException:
+            await _settled(self.meter.settle(handle, model, None))
+            raise
+        await _settled(self.meter.settle(handle, model, completion.usage))
+        return completion
+
+
+async def _settled(settling: Awaitable[None]) -> None:
+    """A settlement run to its end even when the turn is being cancelled, and never an answer's undoing: the
+    answer was paid for, so a settlement that fails (Redis away) is logged, and its reservation lapses."""
+    try:
+        await asyncio.shield(settling)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        log.warning("a model call could not be settled against its budget: %s: %s", type(error).__name__, error)

@@ -23,9 +23,10 @@ from agent import pricing
 from agent.codex_chat import CodexThreadEngine, thread_of
 from agent.llm.client import lists_model
 from agent.llm.errors import ProviderError, plain_reason
+from agent.metering import BudgetExceeded
 from agent.models import UnknownAlias, api_model_id, split_large_alias
 from agent.prompt_caching import CachingPlan
-from gateway.access.budgets import budget_amount, reset_time, subjects
+from gateway.access.budgets import ChatMeter, budget_amount, reset_time, subjects
 from gateway.access.roles import named_person, person_of
 from gateway.agents import AgentBuilder
 from gateway.config.access import period_bounds
@@ -45,9 +46,13 @@ Command = Callable[[ChatTurn, str], Awaitable[str]]
 
 
 def _engine(turn: ChatTurn, model: str) -> "ContextEngine":
-    """The chat's context engine for ``model``, with its saved state and its archive."""
+    """The chat's context engine for ``model``, with its saved state and its archive; its summarizer's calls count
+    against the budgets of the person who asked (and the chat)."""
     runner = turn.runner
-    return runner.agents.build_engine(model, turn.meta.engine_state, ChatHistory(runner.store, turn.chat, turn.session_id))
+    meter = ChatMeter(runner.spending, runner.budgets, turn.message, cache_ttl=runner.cache_ttl, notes=[])
+    return runner.agents.build_engine(model, turn.meta.engine_state,
+                                      ChatHistory(runner.store, turn.chat, turn.session_id),
+                                      meter if meter.active else None)
 
 
 def _percent(tokens: int, window: int) -> str:
@@ -64,7 +69,10 @@ async def compress(turn: ChatTurn, focus: str) -> str:
     if isinstance(engine, CodexThreadEngine):
         return await _compress_codex_thread(turn, engine)
     before_tokens, before_count = turn.meta.tokens, turn.meta.count
-    compacted = await runner.compact(turn, engine, trigger="manual", force=True, focus=focus or None)
+    try:
+        compacted = await runner.compact(turn, engine, trigger="manual", force=True, focus=focus or None)
+    except BudgetExceeded as over:
+        return over.notice
     if compacted is None:
         return "Nothing to compress: the conversation is already as small as compaction makes it."
     after = turn.meta
@@ -357,7 +365,8 @@ def _admin_target(turn: ChatTurn, arg: str) -> tuple[str | None, str]:
         return None, "Only an admin may change who I answer (access.admins)."
     person = named_person(arg, turn.message.platform)
     if person is None:
-        return None, "Name the person: their id (123456789, or tg:123456789) or their mention."
+        return None, ("Name the person by their numeric id (123456789, or tg:123456789) or a Discord mention: a "
+                      "username can change hands.")
     return person, ""
 
 
@@ -366,8 +375,14 @@ async def allow(turn: ChatTurn, arg: str) -> str:
     person, refusal = _admin_target(turn, arg)
     if person is None:
         return refusal
-    await turn.runner.roles.lists.allow(person)
-    return f"✅ {person} is allowed: I answer them from their next message."
+    roles = turn.runner.roles
+    if person in roles.settings.blocked:
+        return f"{person} is blocked in the configuration (access.blocked): only the file can change that."
+    first = not roles.settings.allowed and not (await roles.lists.read()).allowed
+    await roles.lists.allow(person)
+    note = (" From now on I answer only the people allowed (and the admins): /allow the others you want answered."
+            if first else "")
+    return f"✅ {person} is allowed: I answer them from their next message.{note}"
 
 
 async def block(turn: ChatTurn, arg: str) -> str:

@@ -108,3 +108,33 @@ async def test_an_admin_may_answer_a_question_asked_of_someone_else(redis, key_p
                                   admin=True) == "recorded"
     assert await approvals.answer("tg:-100", asked, approved=True, user_id="42", user_name="Ann") == "already answered"
     assert await approvals.wait("tg:-100", asked, 1) == Answer(False, "1", "Root")
+
+
+async def test_names_are_not_ids_the_files_block_stands_and_the_first_allow_says_what_changes(
+        redis, redis_url, key_prefix) -> None:
+    async with FakeLLMServer(handler=echo) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 gateway={"coalesce_backlog": False}, access={"admins": ["local:root"],
+                                                                             "blocked": ["tg:666"]})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            for number, text in enumerate(["/block tg:alice", "/allow tg:666", "/allow local:ann", "/allow local:bob"]):
+                await runner.intake(said("root", number, text))
+                await runner.wait_idle()
+    replies = [text for _, text in adapter.sent]
+    assert replies[0].startswith("Name the person by their numeric id")
+    assert replies[1] == "tg:666 is blocked in the configuration (access.blocked): only the file can change that."
+    assert "From now on I answer only the people allowed" in replies[2]
+    assert replies[3] == "✅ local:bob is allowed: I answer them from their next message."
+
+
+async def test_a_person_held_back_by_the_rate_limit_can_still_stop_and_run_commands(redis, redis_url,
+                                                                                    key_prefix) -> None:
+    async with FakeLLMServer(handler=echo) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 gateway={"coalesce_backlog": False}, access={"messages_per_minute": 1})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            for number, text in enumerate(["one", "two", "/help"]):
+                await runner.intake(said("flood", number, text))
+            await runner.wait_idle()
+    replies = [text for _, text in adapter.sent]
+    assert replies[0] == "echo: one" and replies[1].startswith("⏳") and replies[2].startswith("Commands:")

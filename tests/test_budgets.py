@@ -5,19 +5,20 @@ at the configured time zone's midnight, warnings, and the reply that says what w
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.metering import BudgetExceeded
+from agent.metering import BudgetExceeded, MeteredModel
 from agent.usage import Usage
+from gateway.access.budgets import ChatMeter, worst_usd
 from gateway.config.access import BudgetSettings
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
 from gateway.store import SessionStore
 from gateway.store.spend import SpendStore
-from gateway.access.budgets import ChatMeter, worst_usd
 from tests.fakes.gateway import make_settings, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply, prompt_tokens
 
@@ -124,3 +125,51 @@ async def test_an_unpriced_model_counts_in_tokens_and_a_free_call_settles(redis,
     period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
     spent = await SpendStore(store.channel, key_prefix).spent("chat:local:desk", period)
     assert (spent.usd, spent.tokens, spent.reserved_tokens) == (0.0, 100, 0)
+
+
+class Hanging:
+    """A provider client whose answer never comes."""
+
+    async def complete(self, messages, **_options):  # type: ignore[no-untyped-def]
+        await asyncio.Event().wait()
+
+
+async def test_a_call_stopped_mid_answer_is_charged_its_reservation_and_holds_nothing(redis, key_prefix) -> None:
+    store = SessionStore(redis, key_prefix)
+    budgets = BudgetSettings(per_user={"tokens": 10_000}, per_chat={"tokens": 20_000})
+    meter = ChatMeter(SpendStore(store.channel, key_prefix), budgets, from_ann("desk", 1), cache_ttl="5m", notes=[])
+    call = asyncio.ensure_future(MeteredModel(Hanging(), meter).complete(
+        [{"role": "user", "content": "write a long story"}], model=MODEL, max_tokens=500))
+    await asyncio.sleep(0.2)
+    call.cancel()  # the person sent /stop while the provider wrote
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
+    for subject in ("user:local:ann", "chat:local:desk"):
+        spent = await SpendStore(store.channel, key_prefix).spent(subject, period)
+        assert spent.reserved_tokens == 0 and spent.tokens > 500  # what it may have written is paid for
+
+
+async def test_a_settlement_sent_twice_counts_once(redis, key_prefix) -> None:
+    spend = SpendStore(SessionStore(redis, key_prefix).channel, key_prefix)
+    reservation, _ = await spend.reserve("user:local:bob", "2026-12-04", usd=0.01, tokens=100, usd_limit=1.0,
+                                         token_limit=None, keep_seconds=60)
+    assert reservation is not None
+    for _ in range(2):  # a settlement resent after its answer was lost
+        after = await spend.settle("user:local:bob", "2026-12-04", reservation, usd=0.002, tokens=40, keep_seconds=60)
+    assert (after.usd, after.tokens) == (0.002, 40)
+
+
+async def test_a_summarizer_over_budget_says_so_and_is_not_counted_as_failing() -> None:
+    from agent.compaction.summarizer import LLMSummarizer
+
+    class Spent:
+        async def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> object:
+            raise BudgetExceeded("⛔ spent", "user:x:2026-12-04")
+
+        async def settle(self, handle: object, model: str, usage: Usage | None, *, whole: bool = False) -> None:
+            raise AssertionError("nothing was reserved")
+
+    summarizer = LLMSummarizer(MeteredModel(Hanging(), Spent()), MODEL, 128_000)
+    with pytest.raises(BudgetExceeded):
+        await summarizer.call_llm(messages=[{"role": "user", "content": "summarise"}], max_tokens=100)

@@ -165,7 +165,7 @@ LAYERS: dict[str, list[list[str]]] = {
         ["agent.tokens", "agent.settings", "agent.pricing"],
         ["agent.messages", "agent.search", "agent.transcript_repair", "agent.items", "agent.excerpts",
          "agent.tools"],
-        ["agent.llm"],  # requests and answers, one module per route
+        ["agent.llm", "agent.metering"],  # requests and answers, one module per route; every call metered
         ["agent.compaction", "agent.context_engine", "agent.codex"],  # the pure phases and the engine's contract
         ["agent.context_compressor", "agent.codex_engine"],  # the engines
         ["agent.engine_registry", "agent.codex_chat", "agent.loop", "agent"],  # what composes them

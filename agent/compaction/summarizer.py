@@ -18,6 +18,7 @@ from agent.compaction.summary_prompt import TranscriptEntry, build_request, clea
 from agent.llm.client import ChatClient
 from agent.llm.errors import ProviderError
 from agent.llm.retry import RetryPolicy
+from agent.metering import BudgetExceeded
 from agent.models import context_length_for, route_of_url
 from agent.settings import AuxiliaryModelSettings
 from agent.tokens import count_messages
@@ -73,6 +74,8 @@ class LLMSummarizer:
             completion = await self.client.complete(
                 messages, model=self.model, max_tokens=max_tokens, temperature=self.temperature
             )
+        except BudgetExceeded:
+            raise  # not the summarizer failing: the person's budget is spent (no cooldown for the chat's summarizer)
         except ProviderError as error:
             raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}", retry_after=error.retry_after) from error
         self.usage = self.usage + completion.usage

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 KEEP_AFTER_SECONDS = 86_400
 #: A call finding the budget held by calls in flight (not spent) asks again this often, for at most this long.
 HELD_POLL_SECONDS = 0.2
-HELD_WAIT_SECONDS = 120.0
+HELD_WAIT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -99,12 +99,19 @@ class ChatMeter:
         """Every budget's reservation, asked for at once; when one refuses, the others let go and it is raised."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         usd, tokens = worst_usd(model, prompt_tokens, max_output_tokens), prompt_tokens + max_output_tokens
-        outcomes = await asyncio.gather(*(self._reserve(subject, who, limit, now, usd, tokens)
-                                          for subject, who, limit in self.subjects), return_exceptions=True)
-        held = [outcome for outcome in outcomes if isinstance(outcome, Held)]
-        failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
+        tasks = [asyncio.ensure_future(self._reserve(subject, who, limit, now, usd, tokens))
+                 for subject, who, limit in self.subjects]
+        try:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:  # also when the turn is stopped meanwhile: what was reserved is let go, nothing held for nothing
+            held = [task.result() for task in tasks if task.done() and not task.cancelled() and task.exception() is None]
+            failure = next((task.exception() for task in tasks
+                            if task.done() and not task.cancelled() and task.exception() is not None), None)
+            if failure is not None or len(held) < len(tasks):
+                for task in tasks:
+                    task.cancel()
+                await asyncio.shield(self.settle(held, model, None))
         if failure is not None:
-            await self.settle(held, model, None)  # the budgets that did reserve let go
             raise failure
         return held
 
@@ -118,14 +125,17 @@ class ChatMeter:
                                                           token_limit=limit.tokens, keep_seconds=keep)
             if reservation is not None:
                 return Held(subject, who, limit, period, ends, reservation)
-            if _used_up(limit, spent) or waited >= HELD_WAIT_SECONDS:
+            if _used_up(limit, spent):
                 raise BudgetExceeded(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}")
+            if waited >= HELD_WAIT_SECONDS:  # not spent, only held: said each time, never as "used up"
+                raise BudgetExceeded(f"⏳ {who.capitalize()} budget is held by replies still being written; "
+                                     "your message is saved: ask again in a moment.")
             # Only calls in flight hold the rest of the budget: once they settle to what they really cost there
             # is room again, so wait for them rather than refuse a budget that is not spent.
             await self.sleep(HELD_POLL_SECONDS)
             waited += HELD_POLL_SECONDS
 
-    async def settle(self, handle: object, model: str, usage: Usage | None) -> None:
+    async def settle(self, handle: object, model: str, usage: Usage | None, *, whole: bool = False) -> None:
         assert isinstance(handle, list)
         usd = spent_usd(usage, model, self.cache_ttl)
         tokens = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
@@ -134,7 +144,7 @@ class ChatMeter:
         async def one(held: Held) -> None:
             keep = max((held.ends - now).total_seconds() + KEEP_AFTER_SECONDS, KEEP_AFTER_SECONDS)
             spent = await self.store.settle(held.subject, held.period, held.reservation, usd=usd, tokens=tokens,
-                                            keep_seconds=keep)
+                                            keep_seconds=keep, whole=whole)
             await self._warn(held, spent.usd, spent.tokens)
 
         await asyncio.gather(*(one(held) for held in handle))

@@ -15,7 +15,7 @@ from gateway.platforms.base import IncomingMessage
 from gateway.store.access import AccessLists
 
 #: A person as a command names them: ``tg:123``, a bare id (of the chat's platform), or a Discord mention ``<@123>``.
-_PERSON = re.compile(r"^(?:(tg|dc|web|local):)?<?@?!?(\w+)>?$")
+_PERSON = re.compile(r"^(?:(tg|dc|web|local):)?(?:<@!?(\d+)>|(\w+))$")
 
 
 def person_of(message: IncomingMessage) -> str:
@@ -28,7 +28,10 @@ def named_person(text: str, platform: str) -> str | None:
     match = _PERSON.match(text.strip())
     if match is None:
         return None
-    return f"{match[1] or platform}:{match[2]}"
+    where, ident = match[1] or platform, match[2] or match[3]
+    if where in ("tg", "dc") and not ident.isdigit():  # Telegram and Discord people are numbers; a name is not one
+        return None
+    return f"{where}:{ident}"
 
 
 class Roles:

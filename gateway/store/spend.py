@@ -7,6 +7,7 @@ them on one slot)::
     {prefix}:{<subject>}:spent:<period>      hash  spent_usd, spent_tokens, reserved_usd, reserved_tokens
                                                    (dollars in millionths), warned_<percent> (a warning given)
     {prefix}:{<subject>}:reserved:<period>   hash  reservation id -> "<usd> <tokens> <expiry ms>"
+    {prefix}:{<subject>}:reserved:<period>:settled   set  the reservations settled (a settlement counts once)
 
 ``<subject>`` is ``user:tg:42`` or ``chat:tg:-100123``; ``<period>`` names the day, week or month in the budget's
 time zone (``2026-12-04``, ``2026-W49``, ``2026-12``), so a new period starts from nothing. A reservation that is
@@ -70,17 +71,21 @@ class SpendStore:
         return (reservation if int(admitted) else None), spent
 
     async def settle(self, subject: str, period: str, reservation: str, *, usd: float, tokens: int,
-                     keep_seconds: float) -> Spend:
-        """Let the reservation go and add what the call cost; what is spent now."""
+                     keep_seconds: float, whole: bool = False) -> Spend:
+        """Let the reservation go and add what the call cost (``whole``: what was reserved); what is spent now. A
+        reservation settled before is not settled again (a settlement sent twice counts once)."""
         spent_usd, spent_tokens = await run(
-            scripts.SPEND_SETTLE, self.channel, self._keys(subject, period),
-            [reservation, _micro(usd), max(0, tokens), int(keep_seconds * 1000)])
+            scripts.SPEND_SETTLE, self.channel, [*self._keys(subject, period), self._settled(subject, period)],
+            [reservation, _micro(usd), max(0, tokens), int(keep_seconds * 1000), 1 if whole else 0])
         by_usd, by_tokens = self._index(subject.partition(":")[0], period)
-        await self.channel.call_in_order(("ZADD", by_usd, int(spent_usd), subject),
-                                         ("ZADD", by_tokens, int(spent_tokens), subject),
+        await self.channel.call_in_order(("ZADD", by_usd, "GT", int(spent_usd), subject),
+                                         ("ZADD", by_tokens, "GT", int(spent_tokens), subject),
                                          ("PEXPIRE", by_usd, int(keep_seconds * 1000)),
                                          ("PEXPIRE", by_tokens, int(keep_seconds * 1000)))
         return Spend(int(spent_usd) / MICRO, int(spent_tokens))
+
+    def _settled(self, subject: str, period: str) -> str:
+        return f"{self._keys(subject, period)[1]}:settled"
 
     def _index(self, kind: str, period: str) -> tuple[str, str]:
         base = ChatKeys(self.prefix, "spend").base

@@ -62,6 +62,9 @@ class CommandHost(Protocol):
     @property
     def busy_chats(self) -> int: ...
 
+    @property
+    def cache_ttl(self) -> str: ...
+
     async def compact(self, turn: "ChatTurn", engine: ContextEngine, *, trigger: Trigger, force: bool,
                       focus: str | None = None, tokens: int | None = None,
                       messages: list[Message] | None = None) -> list[Message] | None: ...

@@ -153,6 +153,11 @@ class GatewayRunner:
         self._stopping = False
 
     @property
+    def cache_ttl(self) -> str:
+        """The prompt cache's lifetime the turns are priced at (``prompt_caching.cache_ttl``)."""
+        return self.options.cache_ttl
+
+    @property
     def coalesce_backlog(self) -> bool:
         return self.options.coalesce_backlog
 
@@ -170,13 +175,14 @@ class GatewayRunner:
         """
         if message.respond and not await self.roles.answers(message):
             message = message.model_copy(update={"respond": False})  # blocked, or not allowed: kept, not answered
-        elif message.respond and self.rate is not None and not await self.rate.admits(message):
-            message = message.model_copy(update={"respond": False, "limited": True})  # too fast: kept, told once
         command = parse_command(message.text.strip()) if message.respond else None
         if command is not None and command[0] == "stop":
             await self.inbox.request_stop(message.chat, time.time())
         if command is not None and command[0] in ANSWERS and await self._answered(message, *command):
             return True  # the turn waiting for it goes on; there is nothing to queue
+        if (message.respond and command is None and self.rate is not None
+                and not await self.rate.admits(message)):  # a command is never held back (a /stop least of all)
+            message = message.model_copy(update={"respond": False, "limited": True})  # too fast: kept, told once
         queued = await self.inbox.put(message)
         self._wake.set()
         return queued

@@ -263,6 +263,9 @@ class Turn:
         except TurnStopped as stop:  # a summary can take a minute; the session stays as it was
             log.info("%s: /stop while the session was being compacted before the turn; nothing compacted", self.chat)
             compacted, stopped = None, stop
+        except BudgetExceeded:  # the summary would go over the budget: the agent's own call says so to the person
+            log.info("%s: the compaction before the turn was not made: the budget is spent", self.chat)
+            compacted = None
         history = compacted or history
         archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
         # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
@@ -485,9 +488,13 @@ class Turn:
         each chunk is recorded as the platform accepts it, so no retry posts it again."""
         replies = self.parts.replies
         replies.closed(self.chat)
-        if outcome.reply is None:
-            return
         answers = outcome.answers or self.message  # a batch's reply is journaled under its last entry
+        if outcome.reply is None:
+            if outcome.stream is not None:
+                outcome.stream.abandon()  # a turn that answers nothing (over budget, told already): no preview stays
+            if outcome.items:  # what it made before the budget ran out is still the person's
+                await replies.deliver(answers, "", None, items=outcome.items, lock=self.lock)
+            return
         stream = outcome.stream or replies.stream(answers, self.lock, previews=False)
         replies.closed(self.chat)
         await replies.deliver(answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
