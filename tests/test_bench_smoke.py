@@ -50,7 +50,7 @@ def test_throughput_answers_every_message_and_accounts_for_its_time(tmp_path, re
     assert sum(result["profile"]["by_component"].values()) == pytest.approx(100, abs=1)
     assert set(result["verdict"]) == {"throughput_goal_met", "p99_goal_met_paced", "p99_goal_met_unloaded"}
     assert "| burst 2 |" in (tmp_path / "bench_throughput.md").read_text()
-    assert result["provider_client"] == {"transport": "aiohttp", "stream": True}
+    assert result["provider_client"] == {"transport": "aiohttp", "stream": True, "budgets": False}
     assert [(row["transport"], row["stream"]) for row in result["comparison"]] == [("aiohttp", True), ("httpx", False)]
     assert all(row["messages_per_second"] > 0 for row in result["comparison"])
 

