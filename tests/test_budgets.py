@@ -173,3 +173,54 @@ async def test_a_summarizer_over_budget_says_so_and_is_not_counted_as_failing() 
     summarizer = LLMSummarizer(MeteredModel(Hanging(), Spent()), MODEL, 128_000)
     with pytest.raises(BudgetExceeded):
         await summarizer.call_llm(messages=[{"role": "user", "content": "summarise"}], max_tokens=100)
+
+
+async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_prefix) -> None:
+    """The same forty messages as above, served by two OS processes (tests.fakes.worker_process) on one Redis."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gateway.store.inbox import Inbox
+    from tests.test_gateway_replicas import stop, wait_for
+
+    root = Path(__file__).resolve().parents[1]
+    answer = "The ledger service moved its settlement job to the new queue and raised the batch size. " * 6
+    access = json.dumps({"budgets": {"per_user": {"usd": 0.05, "period": "day"}}})
+    async with FakeLLMServer(handler=lambda request: Reply.answer(answer), context_limit=WINDOW) as llm:
+        workers = [subprocess.Popen([sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url,
+                                     "--prefix", key_prefix, "--base-url", llm.openai_base_url,
+                                     "--context-length", str(WINDOW), "--model", MODEL, "--access", access],
+                                    cwd=root, env={**os.environ, "PYTHONPATH": str(root)}) for _ in range(2)]
+        try:
+            await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60)
+            inbox = Inbox(redis, key_prefix)
+            for number in range(20):
+                await inbox.put(from_ann("desk", number))
+                await inbox.put(from_ann("phone", number))
+
+            async def drained() -> bool:
+                return not await inbox.pending("local:desk") and not await inbox.pending("local:phone")
+
+            await wait_for(drained, timeout=120)
+        finally:
+            for worker in workers:
+                stop(worker)
+        sent = [json.loads(raw) for raw in await redis.lrange(f"{key_prefix}:sent", 0, -1)]
+        store = SessionStore(redis, key_prefix)
+        stored = 0
+        for chat in ("local:desk", "local:phone"):
+            stored += sum(m["role"] == "user" for m in await store.active(chat, await store.current_session(chat)))
+        period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
+        spent = await SpendStore(store.channel, key_prefix).spent("user:local:ann", period)
+        one_call = worst_usd(MODEL, max(prompt_tokens(request) for request in llm.requests), 4096)
+    over = [entry for entry in sent if str(entry.get("text", "")).startswith("⛔")]
+    assert stored == 40
+    assert sorted(entry["chat"] for entry in over) == ["desk", "phone"]
+    assert 0.05 <= spent.usd <= 0.05 + one_call and spent.reserved_usd == 0
+
+
+async def _count(redis, key: str, wanted: int) -> bool:
+    return await redis.llen(key) >= wanted

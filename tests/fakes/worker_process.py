@@ -117,7 +117,9 @@ async def main(args: argparse.Namespace) -> None:
 
         logging.basicConfig(filename=args.log_file, level=logging.INFO, format=f"%(process)d {LOG_FORMAT}")
     redis = Redis.from_url(args.redis, decode_responses=True)
-    settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length)
+    extra = {"access": json.loads(args.access), "gateway": {"coalesce_backlog": False}} if args.access else {}
+    settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length,
+                             model=args.model, **extra)
     builder = AgentBuilder(settings)
     store, inbox = message_path(redis, settings)
     adapters: dict[str, PlatformAdapter] = {"local": RedisReplyLog(redis, f"{args.prefix}:sent")}
@@ -130,7 +132,7 @@ async def main(args: argparse.Namespace) -> None:
         store, inbox, builder,
         adapters=adapters, compression=settings.compression,
         lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=args.max_chats,
-        gates=gates(SendBudget(store.channel, args.prefix), settings.delivery),
+        gates=gates(SendBudget(store.channel, args.prefix), settings.delivery), access=settings.access,
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -178,6 +180,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--telegram-token", default="")
     parser.add_argument("--bots", default="", help="JSON: the Telegram bots to answer as, one taken in here")
     parser.add_argument("--log-file", default="", help="where the process logs (INFO and up); default: stderr")
+    parser.add_argument("--model", default="test-model", help="the model's name (a priced one meters dollars)")
+    parser.add_argument("--access", default="", help="JSON: the access section (budgets, roles); each message alone")
     return parser.parse_args(argv)
 
 
