@@ -209,3 +209,17 @@ def uncached_cost(usage: Usage | Mapping[str, Any], model: str) -> Money:
 def savings(usage: Usage | Mapping[str, Any], model: str, ttl: str = "5m") -> Money:
     """What caching saved against no caching (negative when writes cost more than reads saved)."""
     return uncached_cost(usage, model) - cost(usage, model, ttl)
+
+
+#: Dollars a minute of audio costs to transcribe, by model (OpenAI's published prices).
+TRANSCRIPTION_PER_MINUTE: dict[str, Decimal] = {
+    "whisper-1": Decimal("0.006"),
+    "gpt-4o-transcribe": Decimal("0.006"),
+    "gpt-4o-mini-transcribe": Decimal("0.003"),
+}
+
+
+def transcription_usd(model: str, seconds: float) -> float:
+    """What transcribing ``seconds`` of audio with ``model`` costs (0 for a model this table does not know)."""
+    per_minute = TRANSCRIPTION_PER_MINUTE.get(model.rsplit("/", 1)[-1].lower())
+    return float(per_minute) * max(0.0, seconds) / 60 if per_minute is not None else 0.0

@@ -224,3 +224,31 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
 
 async def _count(redis, key: str, wanted: int) -> bool:
     return await redis.llen(key) >= wanted
+
+
+async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_prefix) -> None:
+    """Two minutes of voice cost $0.012 to transcribe (whisper-1): with a $0.02 day the first is transcribed and
+    answered, the second transcribed too (the budget had room), and then the day is spent."""
+    from gateway.platforms.telegram import TelegramAdapter
+    from tests.fakes.bot_api import FakeBotAPI
+    from tests.fakes.transcription import FakeTranscriptionServer
+    from tests.test_telegram_gateway import telegram_gateway
+
+    chat = 8802
+    async with FakeBotAPI() as api, FakeLLMServer(handler=lambda request: Reply.answer("heard you")) as llm, \
+            FakeTranscriptionServer(default="the deploy froze at step four") as speech:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model=MODEL,
+                                 media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
+                                 access={"budgets": {"per_user": {"usd": 0.02}}})
+        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        async with telegram_gateway(settings, redis, adapter, media=settings.media, access=settings.access) as runner:
+            for number in (1, 2):
+                api.push(api.voice_message(chat, chat, b"OggS" + bytes(4000), duration=120))
+                await api.wait_until(lambda: len(api.sent) == number, timeout=60)
+            await runner.wait_idle()
+            period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
+            spent = await SpendStore(runner.store.channel, key_prefix).spent(f"user:tg:{chat}", period)
+    assert len(speech.requests) == 2
+    assert api.sent[0].text == "heard you"
+    assert api.sent[1].text.startswith("⛔ Your daily budget is used up")
+    assert spent.usd >= 0.024 and spent.reserved_usd == 0  # both transcriptions counted, with the one answer

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from agent.metering import BudgetExceeded
-from agent.pricing import UnknownPrice, cost, price_for
+from agent.pricing import UnknownPrice, cost, price_for, transcription_usd
 from agent.usage import Usage
 from gateway.config.access import BudgetLimit, BudgetSettings, period_bounds
+from gateway.media.errors import MediaError
+from gateway.media.transcribe import Transcriber
 from gateway.platforms.base import IncomingMessage
 from gateway.store.spend import Spend, SpendStore
 
@@ -96,9 +98,13 @@ class ChatMeter:
         return bool(self.subjects)
 
     async def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> list[Held]:
+        """A model call's worst case reserved against every budget (see :meth:`reserve_amount`)."""
+        return await self.reserve_amount(worst_usd(model, prompt_tokens, max_output_tokens),
+                                         prompt_tokens + max_output_tokens)
+
+    async def reserve_amount(self, usd: float, tokens: int) -> list[Held]:
         """Every budget's reservation, asked for at once; when one refuses, the others let go and it is raised."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
-        usd, tokens = worst_usd(model, prompt_tokens, max_output_tokens), prompt_tokens + max_output_tokens
         tasks = [asyncio.ensure_future(self._reserve(subject, who, limit, now, usd, tokens))
                  for subject, who, limit in self.subjects]
         try:
@@ -110,7 +116,7 @@ class ChatMeter:
             if failure is not None or len(held) < len(tasks):
                 for task in tasks:
                     task.cancel()
-                await asyncio.shield(self.settle(held, model, None))
+                await asyncio.shield(self.settle_amount(held, 0.0, 0))
         if failure is not None:
             raise failure
         return held
@@ -136,9 +142,12 @@ class ChatMeter:
             waited += HELD_POLL_SECONDS
 
     async def settle(self, handle: object, model: str, usage: Usage | None, *, whole: bool = False) -> None:
-        assert isinstance(handle, list)
-        usd = spent_usd(usage, model, self.cache_ttl)
         tokens = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
+        await self.settle_amount(handle, spent_usd(usage, model, self.cache_ttl), tokens, whole=whole)
+
+    async def settle_amount(self, handle: object, usd: float, tokens: int, *, whole: bool = False) -> None:
+        """Each reservation settled to what the call cost (``whole``: what it reserved), warnings given."""
+        assert isinstance(handle, list)
         now = datetime.now(timezone.utc)
 
         async def one(held: Held) -> None:
@@ -186,3 +195,33 @@ def budget_amount(limit: BudgetLimit, usd: float, tokens: int) -> str:
 
 def reset_time(ends: datetime) -> str:
     return f"at {ends.strftime('%H:%M')} {ends.tzname()} on {ends.strftime('%a %d %b')}"
+
+
+class MeteredTranscriber:
+    """A transcriber whose every transcription counts against the turn's budgets: reserved at the model's price
+    for the audio's length before it is sent, settled to the same after (the endpoint does not say what it billed);
+    refused, it raises a :class:`~gateway.media.errors.MediaError` that tells the person why it was not transcribed."""
+
+    def __init__(self, transcriber: Transcriber, meter: ChatMeter) -> None:
+        self.transcriber = transcriber
+        self.meter = meter
+        self.model = transcriber.model
+
+    async def transcribe(self, data: bytes, *, name: str, mime: str, seconds: float = 0.0) -> str:
+        usd = transcription_usd(self.model, seconds or len(data) / LOWEST_BYTES_PER_SECOND)
+        try:
+            held = await self.meter.reserve_amount(usd, 0)
+        except BudgetExceeded as over:
+            raise MediaError(f"it was not transcribed: {over.notice.lstrip('⛔⏳ ')}") from over
+        try:
+            words = await self.transcriber.transcribe(data, name=name, mime=mime, seconds=seconds)
+        except BaseException:
+            await asyncio.shield(self.meter.settle_amount(held, 0.0, 0))  # refused or failed: not billed
+            raise
+        await asyncio.shield(self.meter.settle_amount(held, usd, 0))
+        return words
+
+
+#: Bytes a second of the most compressed voice takes (Opus at 16 kbit/s): an audio whose length is not known is
+#: priced as if it were that long, never less.
+LOWEST_BYTES_PER_SECOND = 2_000

@@ -29,7 +29,7 @@ from gateway.media.errors import MediaError
 from gateway.media.extract import read_document
 from gateway.media.images import prepare_image
 from gateway.media.lines import document_header, refused_line, sound_header
-from gateway.media.transcribe import Transcriber
+from gateway.media.transcribe import Transcribes
 from gateway.media.units import size_text
 from gateway.outage import is_redis_outage
 from gateway.platforms.base import MediaItem
@@ -56,7 +56,7 @@ class Taken:
 
 
 async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, settings: MediaSettings,
-                  transcriber: Transcriber | None) -> Taken:
+                  transcriber: Transcribes | None) -> Taken:
     """Take ``item`` in for ``chat``: never raises for bad input (see the module); Redis failures do raise."""
     ref: dict[str, Any] = {"kind": item.kind, "sha": "", "name": item.name, "mime": item.mime, "bytes": item.size,
                            "file_id": item.file_id}
@@ -88,7 +88,7 @@ async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, s
 
 
 async def _readable(item: MediaItem, ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
-                    settings: MediaSettings, transcriber: Transcriber | None) -> Taken:
+                    settings: MediaSettings, transcriber: Transcribes | None) -> Taken:
     """The fetched bytes made readable and kept, by kind."""
     if item.kind == "image" or (item.kind == "document" and item.mime.lower().startswith("image/")):
         taken = await _image(ref, data, store, chat, settings)
@@ -131,7 +131,7 @@ async def _document(ref: dict[str, Any], data: bytes, store: MediaStore, chat: s
 
 
 async def _sound(ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
-                 transcriber: Transcriber | None) -> Taken:
+                 transcriber: Transcribes | None) -> Taken:
     """Voice or audio: stored first (so nothing is lost if transcription fails), then transcribed."""
     ref["sha"] = await store.put(chat, data, mime=ref["mime"], name=ref["name"], file_id=ref["file_id"])
     ref["bytes"] = len(data)
@@ -140,7 +140,7 @@ async def _sound(ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
         problem = "transcription is off here (media.transcription.provider)"
     else:
         try:
-            words = await transcriber.transcribe(data, name=ref["name"], mime=ref["mime"])
+            words = await transcriber.transcribe(data, name=ref["name"], mime=ref["mime"], seconds=seconds)
         except MediaError as error:
             problem = str(error)
         else:

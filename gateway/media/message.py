@@ -29,7 +29,7 @@ from gateway.media.errors import MediaError
 from gateway.media.images import prepare_image
 from gateway.media.in_flight import BytesInFlight
 from gateway.media.intake import Fetch, Taken, take_in
-from gateway.media.transcribe import Transcriber
+from gateway.media.transcribe import Transcriber, Transcribes
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store.media import MediaStore
 from gateway.store.taken import TakenRecords
@@ -66,15 +66,16 @@ class ItemIntake:
         #: Bytes being taken in now, over every chat (``media.max_bytes_in_flight``).
         self.in_flight = in_flight or BytesInFlight(settings.bytes_in_flight)
 
-    async def take(self, message: IncomingMessage) -> TakenMessage:
+    async def take(self, message: IncomingMessage, transcriber: Transcribes | None = None) -> TakenMessage:
         """The message with its items taken in: once per inbox entry (a retried turn reads what the first
-        attempt took in)."""
+        attempt took in). ``transcriber`` stands in for the intake's own (one that meters a turn's budgets)."""
         if not message.items:
             return TakenMessage(message.text)
         if self.records is not None and (kept := await self.records.get(message.chat, message.entry_id)):
             return TakenMessage(kept["content"], kept["refs"], kept["problems"])
         fetch = self.fetchers.get(message.platform, _cannot_fetch)
-        taken = [await self._take_one(item, fetch, message.chat) for item in message.items]
+        hears = transcriber if transcriber is not None and self.transcriber is not None else self.transcriber
+        taken = [await self._take_one(item, fetch, message.chat, hears) for item in message.items]
         content = "\n\n".join(part for part in [message.text, *(each.text for each in taken)] if part)
         result = TakenMessage(content, [each.ref for each in taken],
                               [f"{each.ref.get('name') or each.ref['kind']}: {each.problem}" for each in taken
@@ -83,13 +84,13 @@ class ItemIntake:
             await self.records.keep(message.chat, message.entry_id, asdict(result))
         return result
 
-    async def _take_one(self, item: MediaItem, fetch: Fetch, chat: str) -> Taken:
+    async def _take_one(self, item: MediaItem, fetch: Fetch, chat: str, transcriber: Transcribes | None) -> Taken:
         """One item within the bound: its reported size reserved (unknown: the most an item may be); one
         refused on its reported size before any fetch reserves nothing."""
         if item.size > self.settings.max_bytes:
-            return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
+            return await take_in(item, fetch, self.store, chat, self.settings, transcriber)
         async with self.in_flight.hold(item.size or self.settings.max_bytes):
-            return await take_in(item, fetch, self.store, chat, self.settings, self.transcriber)
+            return await take_in(item, fetch, self.store, chat, self.settings, transcriber)
 
     async def keep_made(self, chat: str, data: bytes, *, mime: str, name: str) -> dict[str, Any]:
         """An image or file the model or a tool made for ``chat``, kept as one the person sent is (an image

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mimetypes
 from pathlib import PurePosixPath
+from typing import Protocol
 
 import httpx
 
@@ -29,6 +30,14 @@ _EXTENSIONS = {
 _SHOWN_DETAIL = 200
 
 
+class Transcribes(Protocol):
+    """What takes voice in: :class:`Transcriber`, or one that meters it against a budget."""
+
+    model: str
+
+    async def transcribe(self, data: bytes, *, name: str, mime: str, seconds: float = 0.0) -> str: ...
+
+
 class Transcriber:
     """One transcription endpoint; :meth:`transcribe` turns audio bytes into text."""
 
@@ -41,8 +50,9 @@ class Transcriber:
         self._own_client = client is None
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(settings.timeout_seconds))
 
-    async def transcribe(self, data: bytes, *, name: str, mime: str) -> str:
-        """The words spoken in ``data`` (``""`` for silence); raises :class:`TranscriptionError`."""
+    async def transcribe(self, data: bytes, *, name: str, mime: str, seconds: float = 0.0) -> str:
+        """The words spoken in ``data`` (``""`` for silence); raises :class:`TranscriptionError`. ``seconds`` is the
+        audio's length when the platform said it (what a budget's meter prices it by)."""
         files = {"file": (upload_name(name, mime), data, mime or "application/octet-stream")}
         try:
             response = await self.client.post(self.url, headers=self.headers, data={"model": self.model},

@@ -22,6 +22,7 @@ from agent.messages import Message
 from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, MESSAGE_OVERHEAD, count_message, image_tokens
 from gateway.media.message import ItemIntake
+from gateway.media.transcribe import Transcribes
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store import SessionStore
 from gateway.store.told import ToldOnce
@@ -100,21 +101,22 @@ class MessageBound:
         text = limit + MESSAGE_OVERHEAD if tokens_over(message.text, limit) is not None else count_message(user_message(message))
         return text + sum(_item_tokens(item, limit) for item in message.items)
 
-    async def whole(self, message: IncomingMessage, notes: list[str]) -> Message:
-        """The person's message with its items taken in (what could not be goes to ``notes``), unbounded."""
+    async def whole(self, message: IncomingMessage, notes: list[str], transcriber: Transcribes | None = None) -> Message:
+        """The person's message with its items taken in (what could not be goes to ``notes``; voice heard by
+        ``transcriber`` when given, one that meters the turn's budgets), unbounded."""
         if not message.items:
             return user_message(message)
-        taken = await self.items.take(message)
+        taken = await self.items.take(message, transcriber)
         notes.extend(f"⚠️ I could not take in {problem}" for problem in taken.problems)
         return {**user_message(message), "content": taken.content, ITEMS_KEY: taken.refs}
 
     async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str], *,
-                      tell_once: bool = True) -> Message:
+                      tell_once: bool = True, transcriber: Transcribes | None = None) -> Message:
         """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt
         naming the original, which is stored whole in the archive first (nothing is lost, and a message
         over the window never reaches the provider). What the person is told goes to ``notes``;
         ``tell_once`` False where ``notes`` reach nobody, so a once-per-chat notice is not spent there."""
-        whole = await self.whole(message, notes)
+        whole = await self.whole(message, notes, transcriber)
         if tell_once and message.respond and shows_an_image(whole):
             await self._tell_if_blind(turn, notes)
         content = whole["content"]

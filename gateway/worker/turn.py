@@ -45,7 +45,7 @@ from agent.tokens import count_message, count_tools
 from agent.tools import ToolRegistry, recovery_tools
 from agent.tools.mcp import CallRecord, McpTools
 from agent.transcript_repair import repair_for_turn
-from gateway.access.budgets import ChatMeter
+from gateway.access.budgets import ChatMeter, MeteredTranscriber
 from gateway.commands import handle_command
 from gateway.config.access import BudgetSettings
 from gateway.config.tools import ToolsSettings
@@ -270,9 +270,15 @@ class Turn:
         archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
         # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
         rest = incoming[start:]
-        earlier = [await bound.bounded(turn, m, limit, notes) for m in rest[:-1]]
-        user_message = await bound.bounded(turn, rest[-1], limit, notes) if rest else None
+        hears = self._transcriber(meter)
+        earlier = [await bound.bounded(turn, m, limit, notes, transcriber=hears) for m in rest[:-1]]
+        user_message = await bound.bounded(turn, rest[-1], limit, notes, transcriber=hears) if rest else None
         return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped, meter)
+
+    def _transcriber(self, meter: ChatMeter | None) -> MeteredTranscriber | None:
+        """The intake's transcriber metered against this turn's budgets (None: no budget, or voice is not heard)."""
+        transcriber = self.parts.items.transcriber
+        return MeteredTranscriber(transcriber, meter) if meter is not None and transcriber is not None else None
 
     def _meter(self, notes: list[str]) -> ChatMeter | None:
         """The meter of this turn's model calls, when a budget applies to them."""
