@@ -120,7 +120,8 @@ class WebChat:
         nonce = form.nonce
         items = await self._keep(chat_id, form.files)
         form.files.clear()  # the bytes are in the store now: the wait for the reply below must not hold them too
-        message = IncomingMessage(platform=PLATFORM, chat_id=chat_id, user_id="web", user_name="you",
+        # Each browser is a chat of one person: its budget, its rate and its block are its own (``web:<chat id>``).
+        message = IncomingMessage(platform=PLATFORM, chat_id=chat_id, user_id=chat_id, user_name="you",
                                   update_id=nonce, text=form.text, items=items)
         if "application/json" in request.headers.get("Accept", ""):
             return web.json_response({"update_id": nonce, "queued": await self._take_in(message),
