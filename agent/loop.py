@@ -352,7 +352,10 @@ class Agent:
             except ProviderError as error:
                 if isinstance(error, ContextTooLong) and not isinstance(error, WindowExceeded) and not context_retry_used:
                     context_retry_used = True
-                    new = await self._compact(messages, None, force=True, folded=done.folded)
+                    try:
+                        new = await self._compact(messages, None, force=True, folded=done.folded)
+                    except ProviderError as again:  # the compaction's own call refused (a spent budget)
+                        raise TurnFailed(again, self._result(messages, "", done)) from again
                     if new is not None:
                         messages, done.compacted = new, True
                         continue

@@ -61,17 +61,17 @@ class MeteredModel:
         try:
             completion = await self.client.complete(messages, model=model, max_tokens=max_tokens, tools=tools,
                                                     temperature=temperature, on_event=on_event)
-        except asyncio.CancelledError:
-            await _settled(self.meter.settle(handle, model, None, whole=True))
+        except ProviderError:  # refused, or never answered: nothing was written to pay for
+            await settled(self.meter.settle(handle, model, None))
             raise
-        except BaseException:
-            await _settled(self.meter.settle(handle, model, None))
+        except BaseException:  # stopped while it answered (a /stop, a shutdown): what it wrote was paid for
+            await settled(self.meter.settle(handle, model, None, whole=True))
             raise
-        await _settled(self.meter.settle(handle, model, completion.usage))
+        await settled(self.meter.settle(handle, model, completion.usage))
         return completion
 
 
-async def _settled(settling: Awaitable[None]) -> None:
+async def settled(settling: Awaitable[None]) -> None:
     """A settlement run to its end even when the turn is being cancelled, and never an answer's undoing: the
     answer was paid for, so a settlement that fails (Redis away) is logged, and its reservation lapses."""
     try:

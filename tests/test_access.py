@@ -127,14 +127,23 @@ async def test_names_are_not_ids_the_files_block_stands_and_the_first_allow_says
     assert replies[3] == "✅ local:bob is allowed: I answer them from their next message."
 
 
-async def test_a_person_held_back_by_the_rate_limit_can_still_stop_and_run_commands(redis, redis_url,
+async def test_a_person_held_back_by_the_rate_limit_can_still_stop(redis, redis_url,
                                                                                     key_prefix) -> None:
     async with FakeLLMServer(handler=echo) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
                                  gateway={"coalesce_backlog": False}, access={"messages_per_minute": 1})
         async with running_gateway(settings, redis) as (runner, adapter, _events):
-            for number, text in enumerate(["one", "two", "/help"]):
+            for number, text in enumerate(["one", "two", "/help", "/stop"]):
                 await runner.intake(said("flood", number, text))
             await runner.wait_idle()
     replies = [text for _, text in adapter.sent]
-    assert replies[0] == "echo: one" and replies[1].startswith("⏳") and replies[2].startswith("Commands:")
+    assert replies[0] == "echo: one" and replies[1].startswith("⏳")  # /help waits like any message ...
+    assert len(replies) == 3 and "stop" in replies[2].lower()  # ... a /stop never does
+
+
+def test_a_person_is_named_by_a_number_a_mention_or_a_web_chat_id() -> None:
+    from gateway.access.roles import named_person
+
+    assert named_person("123", "tg") == "tg:123" and named_person("<@!456>", "dc") == "dc:456"
+    assert named_person("web:Ab-9_xZ", "tg") == "web:Ab-9_xZ"  # web chat ids have dashes
+    assert named_person("@alice", "tg") is None and named_person("tg:alice", "dc") is None

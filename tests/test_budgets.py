@@ -255,3 +255,28 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
     assert api.sent[0].text == "heard you"
     assert api.sent[1].text.startswith("⛔ Your daily budget is used up")
     assert spent.usd >= 0.024 and spent.reserved_usd == 0  # both transcriptions counted, with the one answer
+
+
+async def test_a_reply_stopped_while_it_streams_pays_its_reservation_and_a_refusal_pays_nothing(redis,
+                                                                                                 key_prefix) -> None:
+    from agent.llm.errors import ProviderError
+    from agent.loop import TurnStopped
+
+    class Answers:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+        async def complete(self, messages, **_options):  # type: ignore[no-untyped-def]
+            raise self.error
+
+    store = SessionStore(redis, key_prefix)
+    period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
+    for chat, error, paid in (("stopped", TurnStopped("half a reply"), True),
+                              ("refused", ProviderError("400 bad request"), False)):
+        meter = ChatMeter(SpendStore(store.channel, key_prefix), BudgetSettings(per_chat={"tokens": 10_000}),
+                          from_ann(chat, 1), cache_ttl="5m", notes=[])
+        with pytest.raises(type(error)):
+            await MeteredModel(Answers(error), meter).complete([{"role": "user", "content": "hi"}], model=MODEL,
+                                                               max_tokens=300)
+        spent = await SpendStore(store.channel, key_prefix).spent(f"chat:local:{chat}", period)
+        assert (spent.tokens > 300) is paid and spent.reserved_tokens == 0

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from agent.metering import BudgetExceeded
+from agent.metering import BudgetExceeded, settled
 from agent.pricing import UnknownPrice, cost, price_for, transcription_usd
 from agent.usage import Usage
 from gateway.config.access import BudgetLimit, BudgetSettings, period_bounds
@@ -109,15 +109,15 @@ class ChatMeter:
                  for subject, who, limit in self.subjects]
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
-        finally:  # also when the turn is stopped meanwhile: what was reserved is let go, nothing held for nothing
-            held = [task.result() for task in tasks if task.done() and not task.cancelled() and task.exception() is None]
-            failure = next((task.exception() for task in tasks
-                            if task.done() and not task.cancelled() and task.exception() is not None), None)
-            if failure is not None or len(held) < len(tasks):
-                for task in tasks:
-                    task.cancel()
-                await asyncio.shield(self.settle_amount(held, 0.0, 0))
+        except BaseException:  # stopped while reserving: what was reserved is let go, nothing held for nothing
+            for task in tasks:
+                task.cancel()
+            await settled(self.settle_amount(_granted(tasks), 0.0, 0))
+            raise
+        held = _granted(tasks)
+        failure = next((task.exception() for task in tasks if task.exception() is not None), None)
         if failure is not None:
+            await settled(self.settle_amount(held, 0.0, 0))  # the budgets that did reserve let go
             raise failure
         return held
 
@@ -197,6 +197,11 @@ def reset_time(ends: datetime) -> str:
     return f"at {ends.strftime('%H:%M')} {ends.tzname()} on {ends.strftime('%a %d %b')}"
 
 
+def _granted(tasks: list["asyncio.Future[Held]"]) -> list[Held]:
+    """The reservations of the tasks that got one."""
+    return [task.result() for task in tasks if task.done() and not task.cancelled() and task.exception() is None]
+
+
 class MeteredTranscriber:
     """A transcriber whose every transcription counts against the turn's budgets: reserved at the model's price
     for the audio's length before it is sent, settled to the same after (the endpoint does not say what it billed);
@@ -215,10 +220,13 @@ class MeteredTranscriber:
             raise MediaError(f"it was not transcribed: {over.notice.lstrip('⛔⏳ ')}") from over
         try:
             words = await self.transcriber.transcribe(data, name=name, mime=mime, seconds=seconds)
-        except BaseException:
-            await asyncio.shield(self.meter.settle_amount(held, 0.0, 0))  # refused or failed: not billed
+        except MediaError:
+            await settled(self.meter.settle_amount(held, 0.0, 0))  # refused or failed: not billed
             raise
-        await asyncio.shield(self.meter.settle_amount(held, usd, 0))
+        except BaseException:  # stopped while it was being heard: paid for
+            await settled(self.meter.settle_amount(held, usd, 0))
+            raise
+        await settled(self.meter.settle_amount(held, usd, 0))
         return words
 
 

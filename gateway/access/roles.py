@@ -15,7 +15,7 @@ from gateway.platforms.base import IncomingMessage
 from gateway.store.access import AccessLists
 
 #: A person as a command names them: ``tg:123``, a bare id (of the chat's platform), or a Discord mention ``<@123>``.
-_PERSON = re.compile(r"^(?:(tg|dc|web|local):)?(?:<@!?(\d+)>|(\w+))$")
+_PERSON = re.compile(r"^(?:(tg|dc|web|local):)?(?:<@!?(\d+)>|(\w[\w-]*))$")
 
 
 def person_of(message: IncomingMessage) -> str:

@@ -57,6 +57,9 @@ from gateway.worker.turn import TurnOptions, TurnParts
 
 log = logging.getLogger(__name__)
 
+#: Commands a person's rate limit never holds back: stopping a reply, answering a question the bot asked.
+UNLIMITED = ANSWERS | {"stop"}
+
 #: Seconds before a chat whose worker stopped early is handed out again (and before a failed entry's retry).
 RETRY_DELAY_SECONDS = 1.0
 #: How long a chat whose lock could not be taken (an unexpected error, not Redis away) waits to be tried again.
@@ -180,8 +183,8 @@ class GatewayRunner:
             await self.inbox.request_stop(message.chat, time.time())
         if command is not None and command[0] in ANSWERS and await self._answered(message, *command):
             return True  # the turn waiting for it goes on; there is nothing to queue
-        if (message.respond and command is None and self.rate is not None
-                and not await self.rate.admits(message)):  # a command is never held back (a /stop least of all)
+        if (message.respond and (command is None or command[0] not in UNLIMITED) and self.rate is not None
+                and not await self.rate.admits(message)):  # a /stop or an answer is never held back
             message = message.model_copy(update={"respond": False, "limited": True})  # too fast: kept, told once
         queued = await self.inbox.put(message)
         self._wake.set()

@@ -359,7 +359,7 @@ class Turn:
                 told_once = self.parts.told
                 result = failed.partial
                 told = (await told_once.first_for(self.chat, f"over:{failed.error.key}", 40 * 86_400)
-                        if told_once else True)  # the key names the period: longer than any period lasts
+                        if told_once and failed.error.key else True)  # the key names the period; no key: say it
                 log.info("%s: over budget (%s); %s", self.chat, failed.error.key, "told" if told else "already told")
                 self.quiet = not told
                 return result, failed.error.notice if told else "", stream
@@ -496,10 +496,9 @@ class Turn:
         replies.closed(self.chat)
         answers = outcome.answers or self.message  # a batch's reply is journaled under its last entry
         if outcome.reply is None:
-            if outcome.stream is not None:
-                outcome.stream.abandon()  # a turn that answers nothing (over budget, told already): no preview stays
-            if outcome.items:  # what it made before the budget ran out is still the person's
-                await replies.deliver(answers, "", None, items=outcome.items, lock=self.lock)
+            if outcome.stream is not None or outcome.items:  # answers nothing (over budget, told already): its
+                # preview is taken down, and what it made before the budget ran out is still the person's
+                await replies.deliver(answers, "", outcome.stream, items=outcome.items, lock=self.lock)
             return
         stream = outcome.stream or replies.stream(answers, self.lock, previews=False)
         replies.closed(self.chat)
