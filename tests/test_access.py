@@ -147,3 +147,16 @@ def test_a_person_is_named_by_a_number_a_mention_or_a_web_chat_id() -> None:
     assert named_person("123", "tg") == "tg:123" and named_person("<@!456>", "dc") == "dc:456"
     assert named_person("web:Ab-9_xZ", "tg") == "web:Ab-9_xZ"  # web chat ids have dashes
     assert named_person("@alice", "tg") is None and named_person("tg:alice", "dc") is None
+
+
+async def test_with_people_allowed_in_the_file_only_they_and_the_admins_are_answered(redis, redis_url,
+                                                                                      key_prefix) -> None:
+    async with FakeLLMServer(handler=echo) as llm:
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
+                                 gateway={"coalesce_backlog": False},
+                                 access={"admins": ["local:root"], "allowed": ["local:ann"]})
+        async with running_gateway(settings, redis) as (runner, adapter, _events):
+            for number, (user, text) in enumerate([("ann", "ann asks"), ("bob", "bob asks"), ("root", "root asks")]):
+                await runner.intake(said(user, number, text))
+                await runner.wait_idle()
+    assert [text for _, text in adapter.sent] == ["echo: ann asks", "echo: root asks"]
