@@ -22,6 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from agent.settings import StrictModel
+from gateway.config.errors import require
 
 Period = Literal["day", "week", "month"]
 
@@ -36,8 +37,7 @@ class BudgetLimit(StrictModel):
     @model_validator(mode="after")
     def _something(self) -> "BudgetLimit":
         if self.usd is None and self.tokens is None:
-            raise PydanticCustomError("config_requirement", "usd: set usd, tokens or both",
-                                      {"summary": "usd: set usd, tokens or both", "problems": [("usd", "set usd, tokens or both")]})
+            require([("usd", "set usd, tokens or both")])
         return self
 
 

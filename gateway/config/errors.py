@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic_core import PydanticCustomError
+
 
 class ConfigError(Exception):
     """Everything wrong with a configuration, reported together (SPEC S3.1)."""
@@ -20,3 +22,17 @@ class ConfigError(Exception):
 
 class ConfigFileError(ConfigError):
     """The config file itself cannot be read (``foldgate config`` exits 2, not 1)."""
+
+
+def require(missing: list[tuple[str, str]]) -> None:
+    """Report every unmet cross-key requirement of one section at once.
+
+    Each entry is (key relative to the section, reason); the formatter turns it into a problem
+    naming the full dotted key, because a model validator cannot point at a key by itself.
+    """
+    if missing:
+        raise PydanticCustomError(
+            "config_requirement",
+            "{summary}",
+            {"summary": "; ".join(f"{key}: {reason}" for key, reason in missing), "problems": missing},
+        )

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent.models import UnknownAlias, split_large_alias
@@ -38,6 +37,7 @@ from agent.settings import (
     StrictModel,
 )
 from gateway.config.access import AccessSettings
+from gateway.config.errors import require
 from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
 from gateway.config.sources import PROVIDER_KEY_ENV, layered_sources
 from gateway.config.tools import ToolsSettings
@@ -45,20 +45,6 @@ from gateway.config.tools import ToolsSettings
 Port = Annotated[int, Field(ge=0, le=65535)]
 PositiveId = Annotated[int, Field(ge=1)]
 
-
-
-def _require(missing: list[tuple[str, str]]) -> None:
-    """Report every unmet cross-key requirement of one section at once.
-
-    Each entry is (key relative to the section, reason); the formatter turns it into a problem
-    naming the full dotted key, because a model validator cannot point at a key by itself.
-    """
-    if missing:
-        raise PydanticCustomError(
-            "config_requirement",
-            "{summary}",
-            {"summary": "; ".join(f"{key}: {reason}" for key, reason in missing), "problems": missing},
-        )
 
 
 def _http_url(value: Optional[str], *, https_only: bool = False) -> Optional[str]:
@@ -77,7 +63,7 @@ def _require_route(provider: str, base_url: Optional[str], api_key: Optional[Sec
         missing.append(("base_url", "required when provider is custom (any OpenAI-compatible base URL)"))
     if provider in PROVIDER_KEY_ENV and not (api_key and api_key.get_secret_value()):
         missing.append(("api_key", f"required when provider is {provider} (or set {PROVIDER_KEY_ENV[provider]})"))
-    _require(missing)
+    require(missing)
 
 
 class RedisSettings(StrictModel):
@@ -90,7 +76,7 @@ class RedisSettings(StrictModel):
     @model_validator(mode="after")
     def _cluster_needs_url(self) -> "RedisSettings":
         if self.cluster and not self.url:
-            _require([("url", "required when cluster is true (the embedded server is a single node)")])
+            require([("url", "required when cluster is true (the embedded server is a single node)")])
         return self
 
     @field_validator("url")
@@ -183,7 +169,7 @@ class TelegramSettings(StrictModel):
         if self.enabled and self.mode == "webhook" and not (self.webhook_secret and self.webhook_secret.get_secret_value()):
             missing.append(("webhook_secret", "required when mode is webhook: Telegram sends it with every update, so"
                             " forged updates are refused (or set FOLDGATE_PLATFORMS__TELEGRAM__WEBHOOK_SECRET)"))
-        _require(missing)
+        require(missing)
         return self
 
 
@@ -207,7 +193,7 @@ class DiscordSettings(StrictModel):
             missing.append(("shard_count", "required when shard_ids is set"))
         if self.shard_ids and self.shard_count is not None and max(self.shard_ids) >= self.shard_count:
             missing.append(("shard_ids", f"every id must be below shard_count ({self.shard_count})"))
-        _require(missing)
+        require(missing)
         return self
 
 
@@ -233,7 +219,7 @@ class LocalPlatformSettings(StrictModel):
     def _web_chat_stays_on_this_machine(self) -> "LocalPlatformSettings":
         """The web chat has no login, and anyone who reaches it spends the owner's tokens."""
         if self.enabled and self.web and not is_loopback(self.host):
-            _require([("host", "the web chat has no login, so it binds a loopback address only (127.0.0.1, ::1,"
+            require([("host", "the web chat has no login, so it binds a loopback address only (127.0.0.1, ::1,"
                                " localhost); to share it, put a reverse proxy with authentication in front")])
         return self
 
@@ -248,7 +234,7 @@ class PlatformsSettings(StrictModel):
     @model_validator(mode="after")
     def _something_to_serve(self) -> "PlatformsSettings":
         if not (self.telegram.enabled or self.discord.enabled or self.local.enabled):
-            _require([("", "enable at least one of telegram, discord, local")])
+            require([("", "enable at least one of telegram, discord, local")])
         return self
 
 
@@ -308,7 +294,7 @@ class GatewaySettings(StrictModel):
     @model_validator(mode="after")
     def _admin_view_has_a_port(self) -> "GatewaySettings":
         if self.admin_token is not None and not self.metrics_port:
-            _require([("admin_token", "the operator view is served on gateway.metrics_port, which is 0 (off): set a port")])
+            require([("admin_token", "the operator view is served on gateway.metrics_port, which is 0 (off): set a port")])
         return self
 
 
@@ -360,9 +346,9 @@ class MediaSettings(StrictModel):
         """An item larger than the chat's whole allowance could never be kept, nor one larger than the
         process's in-flight allowance ever start."""
         if self.max_bytes > self.max_total_bytes:
-            _require([("max_bytes", f"must not exceed max_total_bytes ({self.max_total_bytes})")])
+            require([("max_bytes", f"must not exceed max_total_bytes ({self.max_total_bytes})")])
         if self.max_bytes_in_flight is not None and self.max_bytes_in_flight < self.max_bytes:
-            _require([("max_bytes_in_flight", f"must be at least max_bytes ({self.max_bytes}), or null")])
+            require([("max_bytes_in_flight", f"must be at least max_bytes ({self.max_bytes}), or null")])
         return self
 
     @property

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from agent.settings import StrictModel
 from agent.tools.mcp import McpServerSpec
+from gateway.config.errors import require
 
 #: What a tool call may do: run (``auto``), run once the person who asked says yes (``ask``), or never (``deny``).
 ToolPolicy = Literal["auto", "ask", "deny"]
@@ -104,10 +105,7 @@ class McpServerSettings(StrictModel):
             problems.append(("url", "must not hold ${NAME}: put a secret in headers"))
         problems += [("env", f"${{{name}}} is not set in the environment") for name in _unset(self.env)]
         problems += [("headers", f"${{{name}}} is not set in the environment") for name in _unset(self.headers)]
-        if problems:
-            raise PydanticCustomError(
-                "config_requirement", "{summary}",
-                {"summary": "; ".join(f"{key}: {reason}" for key, reason in problems), "problems": problems})
+        require(problems)
         return self
 
 
@@ -164,10 +162,7 @@ class ToolsSettings(StrictModel):
             unknown = sorted(set(rule.servers) - set(self.mcp_servers))
             if unknown:
                 problems.append((f"allow.{index}.servers", f"names no server of tools.mcp_servers: {', '.join(unknown)}"))
-        if problems:
-            raise PydanticCustomError(
-                "config_requirement", "{summary}",
-                {"summary": "; ".join(f"{key}: {reason}" for key, reason in problems), "problems": problems})
+        require(problems)
         return self
 
     def specs(self, environ: Mapping[str, str]) -> list[McpServerSpec]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.store.channel import RedisChannel
-from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.keys import ChatKeys, check_key_part, text_of
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class AccessLists:
     async def read(self) -> AdminChanges:
         allowed, blocked = await self.channel.call_in_order(("SMEMBERS", self.allowed_key),
                                                             ("SMEMBERS", self.blocked_key))
-        return AdminChanges(frozenset(map(_text, allowed)), frozenset(map(_text, blocked)))
+        return AdminChanges(frozenset(map(text_of, allowed)), frozenset(map(text_of, blocked)))
 
     async def allow(self, person: str) -> None:
         """Allow ``person`` (and unblock them)."""
@@ -47,6 +47,3 @@ class AccessLists:
         """Whether ``person`` was blocked by an admin (one blocked in the configuration stays blocked)."""
         return bool(await self.channel.call("SREM", self.blocked_key, person))
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

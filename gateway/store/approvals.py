@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.store.channel import RedisChannel
-from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.keys import ChatKeys, check_key_part, text_of
 
 #: How long an approval is kept, answered or not.
 APPROVAL_TTL_SECONDS = 3600
@@ -69,7 +69,7 @@ class Approvals:
         asker = await self.channel.call("HGET", key, "asker")
         if asker is None:
             return "unknown"
-        asker = asker.decode() if isinstance(asker, bytes) else str(asker)
+        asker = text_of(asker)
         if asker and asker != user_id and not admin:
             return "not yours"
         if not await self.channel.call("HSETNX", key, "answer", "yes" if approved else "no"):
@@ -96,7 +96,7 @@ class Approvals:
 
     async def _read(self, key: str) -> Answer | None:
         raw = await self.channel.call("HMGET", key, "answer", "by", "by_name")
-        answer, by, by_name = (value.decode() if isinstance(value, bytes) else value for value in raw)
+        answer, by, by_name = (None if value is None else text_of(value) for value in raw)
         if answer not in ("yes", "no") or by is None:
             return None
         return Answer(answer == "yes", by, by_name or "")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from gateway.store import scripts
 from gateway.store.channel import RedisChannel
-from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.keys import ChatKeys, check_key_part, text_of
 from gateway.store.locks import Lock
 from gateway.store.routes import run
 
@@ -48,13 +48,10 @@ class ReplyJournal:
             pairs = raw.items()
         else:
             pairs = zip(raw[::2], raw[1::2])
-        return {_text(field): _text(value) for field, value in pairs}
+        return {text_of(field): text_of(value) for field, value in pairs}
 
     async def record(self, facts: Mapping[str, str]) -> None:
         """Record facts (a message id at a position and its text, the finals delivered) before the reply goes on."""
         pairs = [part for fact in facts.items() for part in fact]
         await run(scripts.REPLY_RECORD, self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, *pairs])
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -58,6 +58,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def text_of(value: object) -> str:
+    """A Redis reply's bytes (or text) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def check_key_part(name: str, value: Any) -> str:
     """Braces would move or break the hash tag that keeps a chat on one cluster slot."""
     if not isinstance(value, str) or not value or "{" in value or "}" in value:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from gateway.store import scripts
 from gateway.store.channel import RedisChannel
-from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.keys import ChatKeys, check_key_part, text_of
 from gateway.store.routes import run
 
 #: Dollars are kept in millionths (integers: Redis adds them exactly).
@@ -94,7 +94,7 @@ class SpendStore:
     async def ranking(self, kind: str, period: str, *, by: str = "usd", limit: int = 100) -> list[tuple[str, Spend]]:
         """The ``limit`` subjects of ``kind`` (``user``, ``chat``) that spent most in ``period``, by dollars or tokens."""
         index = self._index(kind, period)[0 if by == "usd" else 1]
-        subjects = [_text(value) for value in await self.channel.call("ZREVRANGE", index, 0, limit - 1)]
+        subjects = [text_of(value) for value in await self.channel.call("ZREVRANGE", index, 0, limit - 1)]
         return [(subject, await self.spent(subject, period)) for subject in subjects]
 
     async def spent(self, subject: str, period: str) -> Spend:
@@ -111,6 +111,3 @@ class SpendStore:
 def _micro(usd: float) -> int:
     return max(0, round(usd * MICRO))
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
