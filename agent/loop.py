@@ -234,8 +234,10 @@ class Agent:
         vision: bool | None = None,
         results: ResultArchive | None = None,
         result_limit: int | None = None,
+        system_prompt: str | None = None,
     ) -> None:
-        """``media`` reads the chat's stored items; ``max_images`` bounds the images one request carries;
+        """``system_prompt`` goes first in every request, never into the transcript (a changed prompt applies
+        to old conversations at once, and compaction never folds it away); ``media`` reads the chat's stored items; ``max_images`` bounds the images one request carries;
         ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``);
         a tool result over ``result_limit`` tokens is archived whole in ``results`` and goes as an excerpt."""
         self.client = model_client
@@ -248,6 +250,7 @@ class Agent:
         self.inliner = ImageInliner(media, max_images=max_images, vision=vision_for(model) if vision is None else vision)
         self.results = results
         self.result_limit = result_limit
+        self.head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
@@ -266,7 +269,7 @@ class Agent:
         if not self.engine.rewrites_transcript:
             return messages
         limit = self.request_limit
-        tokens = count_request(messages, tools)
+        tokens = count_request(self.head + messages, tools)
         if tokens <= limit:
             return messages
         log.info("the request would be %d tokens, over the %d the window leaves: compacting before sending it",
@@ -274,7 +277,7 @@ class Agent:
         new = await self._compact(messages, tokens, force=True, folded=done.folded, until_stopped=until_stopped)
         if new is not None:
             messages, done.compacted = new, True
-            tokens = count_request(messages, tools)
+            tokens = count_request(self.head + messages, tools)
         if tokens > limit:
             raise WindowExceeded(f"the request would be {tokens:,} tokens, over the {limit:,} the model's window "
                                  "leaves, even after compaction; it was not sent")
@@ -312,7 +315,7 @@ class Agent:
                         until_stopped: StopWaiter | None = None) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list (L3).
-        outgoing = await self.inliner.prepare(messages)
+        outgoing = self.head + await self.inliner.prepare(messages)
         outgoing = self.request_hook(outgoing) if self.request_hook else outgoing
         request = self.client.complete(
             outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None, on_event=on_event

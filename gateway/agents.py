@@ -275,6 +275,7 @@ class AgentBuilder:
             max_images=max_images,
             results=results,
             result_limit=result_limit,
+            system_prompt=self.settings.model.system_prompt,
         )
 
     async def aclose(self) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 HANDLERS: dict[str, str] = {
     "run": "gateway.run.app:run_command",
     "doctor": "gateway.cli.doctor:doctor_command",
+    "reload": "gateway.run.registry:reload_command",
     "config": "gateway.config:config_command",
     "init": "gateway.cli.starter:init_command",
     "compact": "gateway.cli.offline:compact_command",
@@ -91,6 +92,12 @@ def _service_commands(commands: Commands) -> None:
                         description="Check the configuration, then reach Redis, the model provider and each "
                                     "enabled platform once, each within a few seconds, and print one row per "
                                     "check with what to fix. Exit status 0 when every check passes.")
+
+    commands.add_parser("reload", help="re-read the configuration in the running gateway (bots added, removed, changed)",
+                        description="Check the configuration, then send SIGHUP to every foldgate run serving from "
+                                    "this home: each starts the bots added or changed, stops the bots removed or "
+                                    "changed (their turns in flight finish first) and leaves the others alone. An "
+                                    "invalid configuration is refused and the running one stays.")
 
     init = commands.add_parser("init", help="write your own config file (~/.foldgate/config.yaml, found by default)",
                                description="Write a starter config file of your own, in $FOLDGATE_HOME (default "

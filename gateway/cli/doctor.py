@@ -335,14 +335,27 @@ def checks_for(settings: Settings) -> dict[str, Callable[[Settings], Awaitable[C
     return checks
 
 
+def planned_checks(settings: Settings) -> list[tuple[str, Callable[[Settings], Awaitable[Check]], Settings]]:
+    """(row name, check, the settings it reads): with ``bots:``, Redis once and every other check per bot,
+    its rows named after the bot (``support telegram``), so one bot's revoked token is its own row."""
+    if not settings.bots:
+        return [(name, check, settings) for name, check in checks_for(settings).items()]
+    planned: list[tuple[str, Callable[[Settings], Awaitable[Check]], Settings]] = [("redis", check_redis, settings)]
+    for bot in settings.each_bot():
+        planned += [(f"{bot.name} {name}", check, bot.settings)
+                    for name, check in checks_for(bot.settings).items() if name != "redis"]
+    return planned
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the configuration, at once: the slowest bounds the wait, not their sum."""
-    import_platform_clients(settings)
-    checks = checks_for(settings)
-    results = await asyncio.gather(*(check(settings) for check in checks.values()), return_exceptions=True)
-    return [result if isinstance(result, Check) else
+    for bot in settings.each_bot():
+        import_platform_clients(bot.settings)
+    planned = planned_checks(settings)
+    results = await asyncio.gather(*(check(checked) for _, check, checked in planned), return_exceptions=True)
+    return [Check(name, result.status, result.detail) if isinstance(result, Check) else
             Check(name, "FAIL", f"the check itself failed ({type(result).__name__}: {one_line(result)})")
-            for name, result in zip(checks, results)]
+            for (name, _, _), result in zip(planned, results)]
 
 
 def render(checks: Sequence[Check]) -> str:

@@ -37,6 +37,7 @@ from agent.settings import (
     StrictModel,
 )
 from gateway.config.access import AccessSettings
+from gateway.config.bots import Bot, BotSettings, resolve_bots
 from gateway.config.errors import require
 from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
 from gateway.config.sources import PROVIDER_KEY_ENV, layered_sources
@@ -100,6 +101,8 @@ class ModelSettings(ConnectionSettings):
     app_server_command: str = Field("codex app-server", min_length=1)
     stream: bool = True
     max_retries: int = Field(2, ge=0, le=10)
+    #: What the model is told before every conversation (the bot's persona); None = nothing.
+    system_prompt: Optional[str] = None
 
     @field_validator("base_url")
     @classmethod
@@ -379,6 +382,19 @@ class Settings(BaseSettings):
     media: MediaSettings = Field(default_factory=MediaSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
+    #: Several bots in one deployment; empty = one bot, the settings above (see :mod:`gateway.config.bots`).
+    bots: list[BotSettings] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _bots_are_whole(self) -> "Settings":
+        """Each bot's merged settings are checked now, so ``config check`` and a reload see its problems."""
+        if self.bots:
+            resolve_bots(self)
+        return self
+
+    def each_bot(self) -> list[Bot]:
+        """The bots to run: those of ``bots:``, else one made of the settings themselves."""
+        return resolve_bots(self)
 
     @property
     def home_path(self) -> Path:

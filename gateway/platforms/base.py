@@ -153,6 +153,19 @@ Intake = Callable[[IncomingMessage], Awaitable[bool]]
 UNSTORABLE: tuple[type[Exception], ...] = (ValueError, TypeError, UnicodeError)
 
 
+class ReceivingTurn(Protocol):
+    """Whether this process may receive now, where one process of the cluster at a time may (one Telegram
+    token's getUpdates). The gateway keeps it (a lease in Redis); an adapter only waits on it."""
+
+    async def wait_held(self) -> None:
+        """Return once this process may receive."""
+        ...
+
+    async def wait_lost(self) -> None:
+        """Return once it may not (any longer)."""
+        ...
+
+
 class PlatformRateLimited(Exception):
     """The platform refused a call for sending too fast; ``retry_after`` is its requested pause in seconds."""
 

@@ -12,21 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Mapping
 from typing import TextIO
 
+from gateway.bots import Fleet
 from gateway.config import ConfigError, Settings, load_settings
-from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
-from gateway.run.assembly import RunningGateway, open_gateway
 from gateway.run.greeting import announce, open_terminal_chat, print_compactions, print_notice
 from gateway.run.logging_setup import log_where
-from gateway.run.platforms import enabled_adapters, stop_adapters, verify_platforms
 from gateway.run.process import run_gateway_loop, settle_process
+from gateway.run.registry import process_registered
 from gateway.run.scratch import describe_gateway, throwaway_gateway
-from gateway.run.signals import ShutdownSignals, shut_down
+from gateway.run.signals import ReloadSignal, ShutdownSignals, shut_down
 from gateway.run.web_serving import serve_web
-from gateway.startup_errors import exit_code_of, explain
+from gateway.startup_errors import exit_code_of
 
 
 def run_demo(settings: Settings, out: TextIO = sys.stdout) -> int:
@@ -39,63 +37,80 @@ def run_demo(settings: Settings, out: TextIO = sys.stdout) -> int:
     return code
 
 
-async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout) -> int:
-    adapters = enabled_adapters(settings, out)
-    if not demo:  # before anything is printed: a wrong token or address is then the only line on the screen
-        await verify_platforms(adapters)
-    try:
-        gateway = await open_gateway(settings, adapters, exclusive=True, notice=print_notice(out))
-    except BaseException:  # the verified platforms hold HTTP sessions; nothing else will close them
-        await stop_adapters(adapters)
-        raise
+async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout, config_path: str | None = None) -> int:
+    fleet = await Fleet.open(settings, out, exclusive=True, verify=not demo, notice=print_notice(out))
     settle_process()
-    gateway.events.subscribe(print_compactions(out))
-    announce(settings, gateway, adapters, out)
+    for running in fleet.running.values():
+        running.gateway.events.subscribe(print_compactions(out))
+    announce(fleet, out)
     signals = ShutdownSignals()
     signals.install(asyncio.get_running_loop())
+    reload = ReloadSignal()
+    reload.install(asyncio.get_running_loop())
     servers = None
-    try:  # from here on a failure still closes the gateway: no embedded server or connection outlives it
-        servers = await serve_web(settings, gateway, adapters, out)
-        terminal = adapters.get("local")
-        if terminal is not None and settings.model.provider == "local":
-            await open_terminal_chat(gateway, out)
+    try:  # from here on a failure still closes the bots: no embedded server or connection outlives them
+        servers = await serve_web(fleet, out)
+        front = fleet.front_gateway
+        terminal = fleet.running[fleet.front].adapters.get("local") if front is not None else None
+        if front is not None and terminal is not None and fleet.running[fleet.front].bot.settings.model.provider == "local":
+            await open_terminal_chat(front, out)
         if demo:
             return 0
-        for adapter in adapters.values():
-            await adapter.start(gateway.runner.intake)
-        return await _until_done(settings, gateway, adapters, signals.stop)
+        await fleet.start_receiving()
+        with process_registered(settings.home_path):
+            return await _until_done(fleet, signals, reload, config_path)
     finally:
         if servers is not None:
             await servers.close()
-        await shut_down(gateway, signals, out)
+        await shut_down(fleet, signals, out)
 
 
-async def _until_done(settings: Settings, gateway: RunningGateway, adapters: Mapping[str, PlatformAdapter],
-                      stop: asyncio.Event) -> int:
-    """Run until a signal, the terminal chat's end, or an adapter that stops on its own; the exit code."""
-    terminal = adapters.get("local")
-    waiters = [asyncio.create_task(stop.wait())]
-    if isinstance(terminal, TerminalAdapter) and len(adapters) == 1:
-        waiters.append(asyncio.create_task(terminal.closed.wait()))
-    failures = [asyncio.create_task(adapter.failed()) for adapter in adapters.values()]  # one that stops on its own ends the process
-    done, _ = await asyncio.wait([*waiters, *failures], return_when=asyncio.FIRST_COMPLETED)
-    for waiter in [*waiters, *failures]:
-        waiter.cancel()
-    failed = [task for task in done if task in failures]
-    if failed:
-        failure = failed[0].result()
-        print(f"foldgate: {explain(failure, settings) or failure}", file=sys.stderr)
-        return 1
-    if not stop.is_set():  # the terminal chat ended: answer what it sent, unless a signal comes first
-        idle = asyncio.create_task(gateway.runner.wait_idle(timeout=60))
-        interrupted = asyncio.create_task(stop.wait())
-        await asyncio.wait((idle, interrupted), return_when=asyncio.FIRST_COMPLETED)
-        interrupted.cancel()
-        if idle.done():
-            idle.result()
-        else:
-            idle.cancel()
+async def _until_done(fleet: Fleet, signals: ShutdownSignals, reload: ReloadSignal, config_path: str | None) -> int:
+    """Run until a signal, the terminal chat's end, or no bot left running (the exit code); reload on SIGHUP."""
+    front = fleet.running.get(fleet.front)
+    terminal = front.adapters.get("local") if front is not None else None
+    watching_terminal = isinstance(terminal, TerminalAdapter) and len(fleet.running) == 1 and len(front.adapters) == 1
+    while True:
+        waiters = [asyncio.create_task(signals.stop.wait()), asyncio.create_task(reload.requested.wait()),
+                   asyncio.create_task(fleet.changed.wait())]
+        if watching_terminal:
+            waiters.append(asyncio.create_task(terminal.closed.wait()))  # type: ignore[union-attr]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiters:
+            waiter.cancel()
+        if signals.stop.is_set():
+            return 0
+        if reload.requested.is_set():
+            reload.requested.clear()
+            await _reload(fleet, config_path)
+        fleet.changed.clear()
+        if not fleet.running:
+            print(f"foldgate: {fleet.failure_line()}", file=sys.stderr)
+            return 1
+        if watching_terminal and terminal.closed.is_set():  # type: ignore[union-attr]
+            break
+    # the terminal chat ended: answer what it sent, unless a signal comes first
+    idle = asyncio.create_task(fleet.running[fleet.front].gateway.runner.wait_idle(timeout=60))
+    interrupted = asyncio.create_task(signals.stop.wait())
+    await asyncio.wait((idle, interrupted), return_when=asyncio.FIRST_COMPLETED)
+    interrupted.cancel()
+    if idle.done():
+        idle.result()
+    else:
+        idle.cancel()
     return 0
+
+
+async def _reload(fleet: Fleet, config_path: str | None) -> None:
+    """Read the configuration again; an invalid one is refused in one line and the running one stays."""
+    try:
+        settings = load_settings(config_path)
+    except ConfigError as error:
+        print(f"foldgate: reload refused, the running configuration stays: {error.problems[0]}"
+              f"{f' (and {len(error.problems) - 1} more)' if len(error.problems) > 1 else ''}", file=sys.stderr)
+        return
+    lines = await fleet.reload(settings)
+    print(f"foldgate: reloaded{': ' + '; '.join(lines) if lines else ', nothing changed'}", flush=True)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -107,4 +122,5 @@ def run_command(args: argparse.Namespace) -> int:
     log_where(settings, sys.stdin)
     if args.demo:
         return exit_code_of("foldgate", settings, lambda: run_demo(settings))
-    return exit_code_of("foldgate", settings, lambda: run_gateway_loop(serve(settings, demo=False)))
+    return exit_code_of("foldgate", settings,
+                        lambda: run_gateway_loop(serve(settings, demo=False, config_path=args.config)))

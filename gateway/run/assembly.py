@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,8 @@ class RunningGateway:
     budget: SendBudget
     #: Web chat replies on their way to the browsers of any process.
     live: LiveHub
+    #: False for one bot of several: the connection (and embedded server) is the process's, closed by it.
+    owns_connection: bool = True
 
     async def close(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
         """Stop everything; running turns get ``grace_seconds`` (until ``cut_short`` is set) to finish.
@@ -62,9 +65,10 @@ class RunningGateway:
         await self.agents.aclose()
         await self.live.aclose()
         await self.store.channel.aclose()
-        await self.redis.aclose()
-        if self.embedded:
-            await self.embedded.stop()
+        if self.owns_connection:
+            await self.redis.aclose()
+            if self.embedded:
+                await self.embedded.stop()
         return cancelled
 
 
@@ -80,23 +84,45 @@ def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
     return store, inbox
 
 
-async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], *, exclusive: bool = False,
-                       **builder_options: Any) -> RunningGateway:
-    """Connect to Redis (or start the embedded server) and build a started runner.
+async def connect(settings: Settings, *, exclusive: bool = False,
+                  notice: Callable[[str], None] | None = None) -> tuple[Any, EmbeddedRedis | None]:
+    """The process's connection to Redis: ``redis.url``, or the embedded server under home.
 
     ``exclusive`` refuses an embedded server that another live foldgate runs on the same home:
     a serving gateway must not have its server stop under it when that foldgate quits.
-
-    A Redis that cannot be reached raises :class:`~gateway.startup_errors.StartupError` naming
-    ``redis.url``; whatever was opened before a failure is closed again.
+    A Redis that cannot be reached raises :class:`~gateway.startup_errors.StartupError` naming ``redis.url``.
     """
     try:  # a configured server gets a deadline: a firewall that drops packets must not hang the start
         async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
-            redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path,
-                                                     cluster=settings.redis.cluster, notice=builder_options.get("notice"),
-                                                     share=not exclusive)
+            return await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster,
+                                          notice=notice, share=not exclusive)
     except (OSError, TimeoutError, ValueError, RedisError) as error:
         raise redis_failure(error, settings) from error
+
+
+async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], *, exclusive: bool = False,
+                       **builder_options: Any) -> RunningGateway:
+    """Connect to Redis (or start the embedded server) and build a started runner that owns the connection.
+
+    Whatever was opened before a failure is closed again.
+    """
+    redis, embedded = await connect(settings, exclusive=exclusive, notice=builder_options.get("notice"))
+    try:
+        gateway = await open_on(redis, settings, adapters, **builder_options)
+    except BaseException:
+        await _release(None, None, None, redis, embedded)
+        raise
+    gateway.embedded, gateway.owns_connection = embedded, True
+    return gateway
+
+
+async def open_on(redis: Any, settings: Settings, adapters: dict[str, PlatformAdapter],
+                  **builder_options: Any) -> RunningGateway:
+    """A started runner for ``settings`` on a connection the caller owns (one bot of several shares it):
+    its own channel, keys (``redis.key_prefix``), agents, send budget and activity. The gateway it returns does
+    not close ``redis``; the caller sets :attr:`RunningGateway.owns_connection` when it should.
+    A half-built one is closed again before the error is raised.
+    """
     store: SessionStore | None = None
     agents: AgentBuilder | None = None
     runner: GatewayRunner | None = None
@@ -131,16 +157,18 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
         await runner.start()
         encoding()  # the tokenizer loads now rather than on the first message
     except BaseException:
-        await _release(runner, agents, store, redis, embedded)
+        await _release(runner, agents, store, None, None)
         raise
-    return RunningGateway(settings, runner, store, events, agents, redis, embedded, activity, budget, live)
+    return RunningGateway(settings, runner, store, events, agents, redis, None, activity, budget, live,
+                          owns_connection=False)
 
 
 async def _release(runner: GatewayRunner | None, agents: AgentBuilder | None, store: SessionStore | None,
                    redis: Any, embedded: EmbeddedRedis | None) -> None:
     """Close what a half-opened gateway holds, so a failed start leaves no server or connection behind."""
     steps = [runner.stop if runner else None, agents.aclose if agents else None,
-             store.channel.aclose if store else None, redis.aclose, embedded.stop if embedded else None]
+             store.channel.aclose if store else None, redis.aclose if redis is not None else None,
+             embedded.stop if embedded else None]
     for step in steps:
         if step is not None:
             with contextlib.suppress(Exception):

@@ -8,29 +8,36 @@ written in one place, apart from the wiring it describes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
-from gateway.config import Settings
 from gateway.events import CompressEvent, Event
-from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
 from gateway.run.assembly import RunningGateway
 from gateway.run.demo import overnight
 from gateway.run.scratch import without_credentials
 from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
 
+if TYPE_CHECKING:
+    from gateway.bots import Fleet
 
-def announce(settings: Settings, gateway: RunningGateway, adapters: Mapping[str, PlatformAdapter], out: TextIO) -> None:
-    """The one line saying what runs where, and what prompt caching will do."""
-    if gateway.embedded is None:
+
+def announce(fleet: "Fleet", out: TextIO) -> None:
+    """One line per bot saying what runs where (of one bot, exactly as before ``bots:`` existed), and what
+    prompt caching will do."""
+    settings = fleet.settings
+    if fleet.embedded is None:
         where = "Redis at " + without_credentials(settings.redis.url)
     else:
-        where = f"{'embedded' if gateway.embedded.owns_server else 'shared embedded'} Redis at {gateway.embedded.url}"
-    served = [*adapters, *([WEB_PLATFORM] if settings.platforms.local.enabled and settings.platforms.local.web else [])]
-    out.write(f"foldgate: {', '.join(served) or 'no platform'} on {where}; model {settings.model.name}"
-              f" ({settings.model.provider}, {gateway.agents.api_mode}), engine {settings.context.engine}\n")
-    out.write(gateway.agents.caching_status + "\n")
+        where = f"{'embedded' if fleet.embedded.owns_server else 'shared embedded'} Redis at {fleet.embedded.url}"
+    for name, running in fleet.running.items():
+        bot, gateway = running.bot.settings, running.gateway
+        local = bot.platforms.local
+        served = [*running.adapters, *([WEB_PLATFORM] if name == fleet.front and local.enabled and local.web else [])]
+        label = f"bot {name}: " if settings.bots else ""
+        out.write(f"foldgate: {label}{', '.join(served) or 'no platform'} on {where}; model {bot.model.name}"
+                  f" ({bot.model.provider}, {gateway.agents.api_mode}), engine {bot.context.engine}\n")
+        out.write(gateway.agents.caching_status + "\n")
 
 
 def print_compactions(out: TextIO) -> Callable[[Event], None]:

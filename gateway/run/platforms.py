@@ -15,10 +15,11 @@ from gateway.platforms.base import PlatformAdapter
 from gateway.platforms.local import TerminalAdapter
 
 
-def enabled_adapters(settings: Settings, out: TextIO) -> dict[str, PlatformAdapter]:
-    """One adapter per enabled platform, by its short name (``local``, ``tg``, ``dc``); none started yet."""
+def enabled_adapters(settings: Settings, out: TextIO, *, local: bool = True) -> dict[str, PlatformAdapter]:
+    """One adapter per enabled platform, by its short name (``local``, ``tg``, ``dc``); none started yet.
+    ``local`` False leaves out the terminal chat (of several bots, one has it)."""
     adapters: dict[str, PlatformAdapter] = {}
-    if settings.platforms.local.enabled and not settings.platforms.local.web:  # the web chat is a page (serve_web)
+    if local and settings.platforms.local.enabled and not settings.platforms.local.web:  # the web chat is a page
         adapters["local"] = TerminalAdapter(stdout=out)
     if settings.platforms.telegram.enabled:
         from gateway.platforms.telegram import TelegramAdapter

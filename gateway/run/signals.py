@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway.progress import is_terminal, plural
-from gateway.run.assembly import RunningGateway
+
+if TYPE_CHECKING:
+    from gateway.bots import Fleet
 
 #: Seconds a SIGTERM (a service manager stopping foldgate) lets running turns finish before they are cancelled.
 TERM_GRACE_SECONDS = 60.0  # the shipped service files allow 90 s before they kill
@@ -46,10 +48,21 @@ class ShutdownSignals:
         return 0.0 if self.at_once.is_set() else TERM_GRACE_SECONDS
 
 
-async def shut_down(gateway: RunningGateway, signals: ShutdownSignals, out: TextIO) -> None:
-    """Close the gateway as the signals ask, saying in one line what happens to turns still running."""
+class ReloadSignal:
+    """SIGHUP (``foldgate reload`` sends it): read the configuration again and apply what changed in the bots."""
+
+    def __init__(self) -> None:
+        self.requested = asyncio.Event()
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        with contextlib.suppress(NotImplementedError, AttributeError):  # no SIGHUP here: reloading is not offered
+            loop.add_signal_handler(signal.SIGHUP, self.requested.set)
+
+
+async def shut_down(gateway: "Fleet", signals: ShutdownSignals, out: TextIO) -> None:
+    """Close the bots as the signals ask, saying in one line what happens to turns still running."""
     lead = "\n" if is_terminal(out) else ""  # the terminal chat may be showing its "working" status
-    busy = gateway.runner.busy_chats
+    busy = gateway.busy_chats
     if busy and not signals.at_once.is_set():
         out.write(f"{lead}foldgate: waiting up to {signals.grace_seconds:g} s for {plural(busy, 'reply')} being"
                   " written; Ctrl-C or a second SIGTERM ends at once\n")

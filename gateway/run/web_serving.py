@@ -8,26 +8,25 @@ modules load only when a server is configured: a gateway without one starts with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, TextIO
 
-from gateway.config import Settings
 from gateway.delivery.gate import ChatBuckets
-from gateway.platforms.base import PlatformAdapter
-from gateway.run.assembly import RunningGateway
 
 if TYPE_CHECKING:
+    from gateway.bots import Fleet
     from gateway.web.server import WebServers
 
 
-async def serve_web(settings: Settings, gateway: RunningGateway, adapters: Mapping[str, PlatformAdapter],
-                    out: TextIO) -> "WebServers":
+async def serve_web(fleet: "Fleet", out: TextIO) -> "WebServers":
     """The operator's server (metrics, health, operator view) when ``gateway.metrics_port`` is set, and the
-    web chat when ``platforms.local.web`` is; says where each one is."""
+    web chat when the bot with the local platform sets ``platforms.local.web``; says where each one is."""
     from gateway.metrics import GatewayWatch
     from gateway.web.chat_pages import WebChat
     from gateway.web.server import WebServers
 
+    settings = fleet.settings
+    gateway = fleet.front_gateway or next(iter(fleet.gateways().values()))
+    adapters = fleet.running[fleet.front].adapters if fleet.front in fleet.running else {}
     servers = WebServers(settings.gateway.allowed_hosts)
     try:
         if settings.gateway.metrics_port:
@@ -37,8 +36,8 @@ async def serve_web(settings: Settings, gateway: RunningGateway, adapters: Mappi
             await servers.serve_operator(watch, gateway.activity, token,
                                          lambda model: gateway.agents.context_length(model or gateway.agents.default_model),
                                          settings.gateway.metrics_host, settings.gateway.metrics_port)
-        local = settings.platforms.local
-        if local.enabled and local.web:
+        local = gateway.settings.platforms.local
+        if gateway is fleet.front_gateway and local.enabled and local.web:
             await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live,
                                              gateway.runner.media_store), local.host, local.port)
     except BaseException:

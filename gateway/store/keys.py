@@ -31,11 +31,13 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:told                 hash: notices the chat was given once, by when (gateway.store.told)
     {prefix}:{<chat>}:taken:<entry id>     a message's items as taken in, for the turn's retries (gateway.store.taken)
 
-and three keys of no one chat::
+and keys of no one chat::
 
     {prefix}:ready                         sorted set: chats with pending entries, by when they are due (gateway.store.inbox)
     {prefix}:chats                         sorted set: every chat that ever sent a message, by its latest one
     {prefix}:chats:backfilled              marks that chats stored before that index existed were added to it
+    {prefix}:lease:<what>                  which process holds a lease, e.g. ``poll:tg:<bot id>`` (gateway.store.leases);
+                                           under the deployment's own prefix, not a bot's: a token is the cluster's
 
 Message bodies are written once and never rewritten: the active and archive lists hold
 ids only, so a compaction moves ids between lists and stores just the messages it

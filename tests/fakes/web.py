@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.bots import Fleet
 from gateway.config import Settings
-from gateway.run.assembly import RunningGateway, open_gateway
+from gateway.run.assembly import RunningGateway
 from gateway.run.web_serving import serve_web
 from gateway.web.server import WebServers
 
@@ -43,8 +44,15 @@ def web_settings(redis_url: str, prefix: str, base_url: str, *, context_length: 
 
 @dataclass
 class WebGateway:
-    gateway: RunningGateway
+    fleet: Fleet
     servers: WebServers
+
+    @property
+    def gateway(self) -> RunningGateway:
+        """The gateway of the bot with the web chat (the first bot)."""
+        gateway = self.fleet.front_gateway
+        assert gateway is not None
+        return gateway
 
     @property
     def chat_url(self) -> str:
@@ -57,14 +65,14 @@ class WebGateway:
 
 @contextlib.asynccontextmanager
 async def web_gateway(settings: Settings) -> AsyncIterator[WebGateway]:
-    """A started gateway with its web servers, as ``foldgate run`` starts them."""
-    adapters: dict = {}  # the web chat's adapter is every gateway's own
-    gateway = await open_gateway(settings, adapters)
+    """Started bots with their web servers, as ``foldgate run`` starts them (platforms other than the web
+    chat are not checked: tests give them fake addresses)."""
+    fleet = await Fleet.open(settings, io.StringIO(), exclusive=False, verify=False)
     try:
-        servers = await serve_web(settings, gateway, adapters, io.StringIO())
+        servers = await serve_web(fleet, io.StringIO())
         try:
-            yield WebGateway(gateway, servers)
+            yield WebGateway(fleet, servers)
         finally:
             await servers.close()
     finally:
-        await gateway.close(grace_seconds=0)
+        await fleet.close(grace_seconds=0)

@@ -41,6 +41,7 @@ from gateway.platforms.base import (
     Journal,
     MediaItem,
     OutgoingFile,
+    ReceivingTurn,
     PlatformAdapter,
     SendGate,
     Surface,
@@ -104,7 +105,9 @@ class TelegramAdapter(PlatformAdapter):
         preview_interval: float = 1.0,
         max_media_bytes: int = BOT_API_DOWNLOAD_LIMIT,
         album_window: float = ALBUM_WINDOW,
+        turn: Optional[ReceivingTurn] = None,
     ) -> None:
+        """``turn``, in polling mode, is when this process may poll (several processes serving one token)."""
         check_webhook(mode, webhook_secret, set_webhook, webhook_url)
         self.bot = bot_for(token, api_server)
         self.api_server = api_server
@@ -126,6 +129,8 @@ class TelegramAdapter(PlatformAdapter):
         self.max_media_bytes = max_media_bytes
         #: Seconds after a polled album's latest part before it is handed over (see :mod:`.albums`).
         self.album_window = album_window
+        #: When this process may poll, where several serve the token (set before :meth:`start`); None = always.
+        self.turn = turn
         #: Where each upgraded group's calls go now.
         self.moves = ChatMoves()
         #: The one retry policy for final sends, whole or streamed.
@@ -172,7 +177,8 @@ class TelegramAdapter(PlatformAdapter):
             self.me = await self.identify()
         if self.mode == "polling":
             poller = Poller(self.bot, self.incoming, intake, timeout=self.poll_timeout, limit=self.poll_limit,
-                            sleep=self._retry_sleep, fail=self._failure.record, album_window=self.album_window)
+                            sleep=self._retry_sleep, fail=self._failure.record, album_window=self.album_window,
+                            turn=self.turn)
             self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
             return

@@ -13,19 +13,27 @@ message. Until it is stored, the offset stays at its first part: later updates a
 meanwhile (and not again when the held offset brings them back), but a crash before the album is
 stored has Telegram offer every part again. While an album is gathered, getUpdates waits at most
 a second, so the album is not held up by a long poll.
+
+With a :class:`~gateway.platforms.base.ReceivingTurn` (several processes serving one token), the poller
+asks for updates only while its process holds the turn: a request still waiting when the turn is lost is
+cancelled (its updates, unacknowledged, go to the next holder). The holder stops before its lease can pass
+to another process, so a 409 still means a poller outside the cluster, and stops polling as above.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Optional
+
+import asyncio
+import contextlib
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramConflictError, TelegramRetryAfter, TelegramUnauthorizedError
 from aiogram.types import Update
 
-from gateway.platforms.base import Intake
+from gateway.platforms.base import Intake, ReceivingTurn
 from gateway.platforms.intake import HandOver
 from gateway.platforms.retry import Sleep
 from gateway.platforms.telegram.albums import ALBUM_WINDOW, Album, Albums
@@ -61,7 +69,8 @@ class Poller:
     """The getUpdates loop: :meth:`run` until cancelled, or until Telegram makes it stop (reported to ``fail``)."""
 
     def __init__(self, bot: Bot, read: Reader, intake: Intake, *, timeout: int, limit: int, sleep: Sleep,
-                 fail: Callable[[TelegramAdapterError], None], album_window: float = ALBUM_WINDOW) -> None:
+                 fail: Callable[[TelegramAdapterError], None], album_window: float = ALBUM_WINDOW,
+                 turn: Optional[ReceivingTurn] = None) -> None:
         self.bot = bot
         self.read = read
         self.intake = intake
@@ -70,6 +79,7 @@ class Poller:
         self.sleep = sleep
         self.fail = fail
         self.album_window = album_window
+        self.turn = turn
 
     async def run(self) -> None:
         albums = Albums(self._settle, window=self.album_window)
@@ -84,10 +94,7 @@ class Poller:
         ledger = Ledger()
         while True:
             try:
-                updates = await self.bot.get_updates(
-                    offset=offset, limit=self.limit, timeout=min(self.timeout, 1) if ledger.gathering else self.timeout,
-                    allowed_updates=ALLOWED_UPDATES, request_timeout=self.timeout + 10,
-                )
+                updates = await self._fetch(offset, min(self.timeout, 1) if ledger.gathering else self.timeout)
             except TelegramConflictError as error:
                 self.fail(PollingConflict(conflict_explanation(error.message), setting="platforms.telegram.mode"))
                 return
@@ -107,6 +114,8 @@ class Poller:
                 await self.sleep(delay)
                 continue
             failures = 0
+            if updates is None:
+                continue  # another process polls now; the offset stays, and the updates wait for it
             for update in updates:
                 if ledger.taken(update.update_id):
                     continue  # handed over, or gathered into an album, before the held offset brought it back
@@ -115,6 +124,30 @@ class Poller:
             if not ledger.settle():
                 await self.sleep(REFETCH_SECONDS)  # an album was not stored: its parts are asked for again
             offset = ledger.offset(offset)
+
+    async def _fetch(self, offset: Optional[int], timeout: int) -> Optional[list[Update]]:
+        """One getUpdates; with a turn, once it is held, and None when the turn is lost while it waits."""
+        def request() -> Awaitable[list[Update]]:
+            return self.bot.get_updates(offset=offset, limit=self.limit, timeout=timeout,
+                                        allowed_updates=ALLOWED_UPDATES, request_timeout=self.timeout + 10)
+
+        if self.turn is None:
+            return await request()
+        await self.turn.wait_held()
+        asking = asyncio.ensure_future(request())
+        lost = asyncio.ensure_future(self.turn.wait_lost())
+        try:
+            await asyncio.wait((asking, lost), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not asking.done():
+                asking.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asking
+        if asking.cancelled():
+            log.info("telegram: another process polls this token now")
+            return None
+        return asking.result()
 
     async def _deliver(self, update: Update, albums: Albums, ledger: "Ledger") -> bool:
         """Hand one polled update to the intake, or gather it into its album; False when it (or an album

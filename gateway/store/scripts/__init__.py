@@ -60,3 +60,6 @@ MEDIA_PUT = load("media_put")
 # Spending against a budget: a model call's worst case reserved, then settled to its cost.
 SPEND_RESERVE = load("spend_reserve")
 SPEND_SETTLE = load("spend_settle")
+# Leases: which process of the cluster does a thing only one may do (poll a Telegram token).
+LEASE_RENEW = load("lease_renew", helpers=None)
+LEASE_RELEASE = load("lease_release", helpers=None)
