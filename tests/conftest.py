@@ -92,7 +92,8 @@ async def key_prefix(redis: Redis) -> AsyncIterator[str]:
     try:
         yield prefix
     finally:
-        stale = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+        stale = [key for pattern in (f"{prefix}:*", f"{prefix}.*")  # and its bots' keys (<prefix>.<bot>:…)
+                 async for key in redis.scan_iter(match=pattern, count=1000)]
         for start in range(0, len(stale), 500):
             await redis.delete(*stale[start : start + 500])
 

@@ -234,11 +234,9 @@ class PlatformsSettings(StrictModel):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     local: LocalPlatformSettings = Field(default_factory=LocalPlatformSettings)
 
-    @model_validator(mode="after")
-    def _something_to_serve(self) -> "PlatformsSettings":
-        if not (self.telegram.enabled or self.discord.enabled or self.local.enabled):
-            require([("", "enable at least one of telegram, discord, local")])
-        return self
+    @property
+    def any_enabled(self) -> bool:
+        return self.telegram.enabled or self.discord.enabled or self.local.enabled
 
 
 class TelegramSendLimits(StrictModel):
@@ -387,9 +385,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _bots_are_whole(self) -> "Settings":
-        """Each bot's merged settings are checked now, so ``config check`` and a reload see its problems."""
+        """Each bot's merged settings are checked now, so ``config check`` and a reload see its problems; a bot
+        (or the one bot a file without ``bots:`` is) serves at least one platform, the top level of bots need not."""
         if self.bots:
             resolve_bots(self)
+        elif not self.platforms.any_enabled:
+            require([("platforms", "enable at least one of telegram, discord, local")])
         return self
 
     def each_bot(self) -> list[Bot]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
 import uuid
 
@@ -50,7 +52,8 @@ class Lease:
         self.channel = channel
         self.key = lease_key(prefix, what)
         self.what = what
-        self.holder = uuid.uuid4().hex
+        #: Who holds it, as the key shows it: this machine, this process, and which of its leases.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.span = span
         self.renew_every = renew_every
         self.margin = min(margin, span / 2)

@@ -436,6 +436,8 @@ class FakeBotAPI:
         self.username = username
         self.first_name = first_name
         self.conflict: Optional[str] = None
+        #: 409 answers that reached a poller still connected (one that went away, killed, never reads its 409).
+        self.conflicts_seen = 0
         #: The parameters of the last setWebhook (None: no webhook, updates wait for getUpdates).
         self.webhook: Optional[dict[str, str]] = None
         self.webhook_retry = webhook_retry
@@ -803,6 +805,8 @@ class FakeBotAPI:
             if handler is None:
                 return self._error(404, "Not Found: method not found")
             response = await handler(params)
+            if response.status == 409 and request.transport is not None and not request.transport.is_closing():
+                self.conflicts_seen += 1
             if self.on_answer is not None:
                 self.on_answer(method, params, response.status)
             return response

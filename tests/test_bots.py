@@ -1,0 +1,223 @@
+"""Several bots in one process: each with its own platforms, model, prompt and keys; one bot's failure its own;
+a reload that adds and removes bots while turns are in flight.
+
+The bots run as ``foldgate run`` runs them (:class:`gateway.bots.Fleet`): two Telegram bots polling two fake
+Bot APIs with different tokens (real aiogram clients), one Discord bot on the fake Discord REST API (messages
+built by discord.py from gateway payloads), one fake OpenAI-compatible model server that answers with the
+model it was asked for and the system prompt it was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+from collections.abc import AsyncIterator
+from typing import Any
+
+import discord
+import pytest
+import pytest_asyncio
+
+from gateway.bots import Fleet
+from gateway.cli.doctor import run_checks
+from gateway.config import ConfigError, Settings
+from gateway.config.loading import load_layers
+from gateway.session_source import search_conversations
+from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.test_discord import ALICE, DM_CHANNEL_ID, TOKEN as DISCORD_TOKEN, FakeDiscordAPI, guild_payload, \
+    message_payload, receive
+
+TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
+#: The person who talks to every bot: the same numeric chat id on both Telegram bots.
+PERSON = 42
+
+
+def answer(request: RecordedRequest) -> Reply:
+    """The model's answer names the model asked for and the system prompt it was given, then echoes."""
+    delay = 2.0 if "slowly" in request.last_user_text else 0.0
+    return Reply(text=f"{request.model} | {request.system or '-'} | echo: {request.last_user_text}", delay=delay)
+
+
+@pytest_asyncio.fixture
+async def llm() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer(handler=answer) as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def discord_api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscordAPI]:
+    async with FakeDiscordAPI() as api:
+        monkeypatch.setattr(discord.http.Route, "BASE", api.base)
+        yield api
+
+
+def telegram(api: FakeBotAPI, token: str) -> dict[str, Any]:
+    return {"telegram": {"enabled": True, "token": token, "api_server": api.base_url}}
+
+
+def fleet_settings(redis_url: str, prefix: str, llm: FakeLLMServer, bots: list[dict[str, Any]]) -> Settings:
+    return Settings(
+        redis={"url": redis_url, "key_prefix": prefix},
+        model={"name": "shared-model", "provider": "custom", "base_url": llm.openai_base_url, "context_length": 64_000},
+        platforms={"local": {"enabled": False}},
+        gateway={"lock_ttl_seconds": 5},
+        delivery={"stream_replies": False},
+        bots=bots,
+    )
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[Fleet]:
+    """The bots, checked, opened and receiving, as ``foldgate run`` starts them; closed after."""
+    fleet = await Fleet.open(settings, io.StringIO(), exclusive=False)
+    try:
+        await fleet.start_receiving()
+        discord_bot = next((bot for bot in fleet.running.values() if "dc" in bot.adapters), None)
+        if discord_bot is not None:  # the server the Discord bot is in, as the gateway connection would announce it
+            discord_bot.adapters["dc"].client._connection.parse_guild_create(guild_payload())  # type: ignore[attr-defined]
+        yield fleet
+    finally:
+        await fleet.close(grace_seconds=5)
+
+
+def texts(api: FakeBotAPI) -> list[str]:
+    return [sent.text for sent in api.sent]
+
+
+async def user_texts(fleet: Fleet, bot: str, chat: str) -> list[str]:
+    store = fleet.gateways()[bot].store
+    sid = await store.current_session(chat)
+    return [m["content"] for m in await store.active(chat, sid) if m["role"] == "user"]
+
+
+async def test_three_bots_answer_each_with_its_own_model_and_prompt_and_keep_their_own_sessions(
+        redis_url, key_prefix, llm, discord_api):
+    async with FakeBotAPI(TOKEN_A, username="support_bot") as support, \
+            FakeBotAPI(TOKEN_B, username="ops_bot") as ops:
+        settings = fleet_settings(redis_url, key_prefix, llm, [
+            {"name": "support", "model": {"name": "support-model", "system_prompt": "You are Support."},
+             "platforms": telegram(support, TOKEN_A)},
+            {"name": "ops", "model": {"name": "ops-model", "system_prompt": "You are Ops."},
+             "platforms": telegram(ops, TOKEN_B)},
+            {"name": "community", "platforms": {"discord": {"enabled": True, "token": DISCORD_TOKEN}}},
+        ])
+        async with serving(settings) as fleet:
+            assert [status.state for status in fleet.status_list()] == ["running"] * 3
+            support.push(support.private_message(PERSON, "my order is late"))
+            ops.push(ops.private_message(PERSON, "the deploy is stuck"))
+            await receive(fleet.running["community"].adapters["dc"],  # type: ignore[arg-type]
+                          message_payload(ALICE, "hello from discord", channel_id=DM_CHANNEL_ID, guild=False))
+            await support.wait_until(lambda: len(support.sent) == 1)
+            await ops.wait_until(lambda: len(ops.sent) == 1)
+            for _ in range(200):
+                if discord_api.contents(DM_CHANNEL_ID):
+                    break
+                await asyncio.sleep(0.05)
+
+            assert texts(support) == ["support-model | You are Support. | echo: my order is late"]
+            assert texts(ops) == ["ops-model | You are Ops. | echo: the deploy is stuck"]
+            # what a bot leaves out is the top level's: the model, and no system prompt
+            assert discord_api.contents(DM_CHANNEL_ID) == ["shared-model | - | echo: hello from discord"]
+
+            # the same numeric chat id on two bots: two sessions, each with its own messages only
+            chat = f"tg:{PERSON}"
+            assert await user_texts(fleet, "support", chat) == ["my order is late"]
+            assert await user_texts(fleet, "ops", chat) == ["the deploy is stuck"]
+            support_store, ops_store = fleet.gateways()["support"].store, fleet.gateways()["ops"].store
+            assert support_store.prefix == f"{key_prefix}.support" and ops_store.prefix == f"{key_prefix}.ops"
+            # a search in one bot never finds another's messages
+            found = [await search_conversations(store, chat, await store.current_session(chat), "deploy", 5)
+                     for store in (support_store, ops_store)]
+            assert found[0] == [] and "user" in [hit.role for hit in found[1]]
+
+
+async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_url, key_prefix, llm, discord_api):
+    async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops:
+        settings = fleet_settings(redis_url, key_prefix, llm, [
+            {"name": "support", "platforms": telegram(support, TOKEN_A)},
+            {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
+            {"name": "community", "platforms": {"discord": {"enabled": True, "token": DISCORD_TOKEN}}},
+        ])
+        async with serving(settings) as fleet:
+            support.push(support.private_message(PERSON, "before"))
+            await support.wait_until(lambda: len(support.sent) == 1)
+
+            support.token = "111111:revoked-by-botfather"  # every call with the old token is now 401
+            support.push(support.private_message(PERSON, "after"))
+            for _ in range(300):
+                if fleet.statuses["support"].state == "failed":
+                    break
+                await asyncio.sleep(0.05)
+            status = fleet.statuses["support"]
+            assert status.state == "failed" and "rejected the bot token" in status.detail
+            assert "support" not in fleet.running and set(fleet.running) == {"ops", "community"}
+
+            # the others go on answering
+            ops.push(ops.private_message(PERSON, "still there?"))
+            await receive(fleet.running["community"].adapters["dc"],  # type: ignore[arg-type]
+                          message_payload(ALICE, "and here?", channel_id=DM_CHANNEL_ID, guild=False))
+            await ops.wait_until(lambda: len(ops.sent) == 1)
+            assert texts(ops) == ["shared-model | - | echo: still there?"]
+            for _ in range(200):
+                if discord_api.contents(DM_CHANNEL_ID):
+                    break
+                await asyncio.sleep(0.05)
+            assert discord_api.contents(DM_CHANNEL_ID) == ["shared-model | - | echo: and here?"]
+
+            # doctor: one row per bot and platform, the revoked one failed with what to fix
+            rows = {check.name: check for check in await run_checks(settings)}
+            assert rows["support telegram"].status == "FAIL" and "rejected" in rows["support telegram"].detail
+            assert rows["ops telegram"].status == "ok" and rows["community discord"].status == "ok"
+            assert rows["redis"].status == "ok" and "telegram" not in rows
+
+
+async def test_reload_adds_a_bot_and_removes_one_while_turns_are_in_flight(redis_url, key_prefix, llm):
+    async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops, FakeBotAPI(TOKEN_D) as newcomer:
+        before = fleet_settings(redis_url, key_prefix, llm, [
+            {"name": "support", "platforms": telegram(support, TOKEN_A)},
+            {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
+        ])
+        after = fleet_settings(redis_url, key_prefix, llm, [
+            {"name": "support", "platforms": telegram(support, TOKEN_A)},
+            {"name": "newcomer", "model": {"system_prompt": "You are new."}, "platforms": telegram(newcomer, TOKEN_D)},
+        ])
+        async with serving(before) as fleet:
+            support.push(support.private_message(PERSON, "answer slowly please"))
+            ops.push(ops.private_message(PERSON, "answer slowly too"))
+            await asyncio.sleep(0.8)  # both turns are waiting on the model now
+            assert fleet.busy_chats == 2
+
+            lines = await fleet.reload(after)
+            assert "bot ops stopped" in lines and "bot newcomer started" in lines
+            assert [status.name for status in fleet.status_list()] == ["support", "newcomer"]
+
+            # the removed bot finished the turn it had begun; the kept one was never touched
+            await support.wait_until(lambda: len(support.sent) == 1)
+            assert texts(ops) == ["shared-model | - | echo: answer slowly too"]
+            ops.push(ops.private_message(PERSON, "anyone?"))  # no one polls the removed bot's token now
+            newcomer.push(newcomer.private_message(PERSON, "hi"))
+            await newcomer.wait_until(lambda: len(newcomer.sent) == 1)
+            assert texts(newcomer) == ["shared-model | You are new. | echo: hi"]
+            await asyncio.sleep(1.0)
+            assert ops.pending_updates == 1 and len(ops.sent) == 1  # kept at Telegram, not lost, not answered
+
+            # adding it back answers what waited, once
+            assert "bot ops started" in await fleet.reload(before)
+            await ops.wait_until(lambda: len(ops.sent) == 2)
+            await asyncio.sleep(0.5)
+            assert texts(ops) == ["shared-model | - | echo: answer slowly too", "shared-model | - | echo: anyone?"]
+            assert texts(support) == ["shared-model | - | echo: answer slowly please"]
+            assert "newcomer" not in fleet.running
+
+
+async def test_bots_that_would_be_one_are_refused_naming_the_key(redis_url, key_prefix, llm):
+    with pytest.raises(ConfigError) as refused:
+        load_layers({"bots": [{"name": "a", "platforms": {"telegram": {"enabled": True, "token": "1:x"}}},
+                              {"name": "a", "platforms": {"telegram": {"enabled": True, "token": "1:x"}}},
+                              {"name": "c", "model": {"provider": "custom"}}]}, {}, "test")
+    problems = refused.value.problems
+    assert any(p.startswith("bots[1].name: the same as bots[0]'s") for p in problems)
+    assert any(p.startswith("bots[1].platforms.telegram.token: the same as bots[0]'s") for p in problems)
+    assert any(p.startswith("bots[2].model.base_url: required when provider is custom") for p in problems)
