@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -395,3 +396,19 @@ def test_secrets_are_secret_strings(tmp_path, monkeypatch):
     settings.platforms.telegram.token = "123:abc"
     assert isinstance(settings.platforms.telegram.token, SecretStr)
     assert "123:abc" not in repr(settings)
+
+
+def test_every_yaml_example_of_the_readme_loads(tmp_path, monkeypatch):
+    """What the README shows a reader to put in the file is a valid file (secrets from the environment)."""
+    for name in ("TRACKER_TOKEN", "SEARCH_KEY"):  # the MCP example reads these at start
+        monkeypatch.setenv(name, "set")
+    readme = (SHIPPED.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
+    assert len(blocks) >= 3
+    env = {"OPENAI_API_KEY": "sk-test", "TRACKER_TOKEN": "t"}
+    bot_counts = []
+    for block in blocks:
+        path = tmp_path / "config.yaml"
+        path.write_text(block, encoding="utf-8")
+        bot_counts.append(len(load_settings(path, env=env).each_bot()))
+    assert max(bot_counts) >= 2  # the several-bots example is among them

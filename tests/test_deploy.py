@@ -110,6 +110,32 @@ def test_examples_load_with_secrets_from_the_environment(name):
     assert any("token" in problem for problem in refused.value.problems)
 
 
+def test_the_two_bot_examples_load_as_two_bots_with_their_own_keys_models_and_prompts():
+    example = load_settings(EXAMPLES / "two-bots.yaml", env=SECRETS)
+    secret = yaml.safe_load((KUBE / "bots" / "secret.example.yaml").read_text())["stringData"]["config.yaml"]
+    for settings in (example, load_settings_text(secret)):
+        support, ops = settings.each_bot()
+        assert (support.name, ops.name) == ("support", "ops")
+        assert support.key_prefix == "fg.support" and ops.key_prefix == "fg.ops"
+        assert support.settings.model.system_prompt and ops.settings.model.system_prompt
+        assert support.settings.model.name != ops.settings.model.name
+        assert support.settings.model.api_key is not None  # the key at the top level, from the environment
+        assert not support.settings.platforms.local.enabled and not ops.settings.platforms.local.enabled
+    deployment = kube("Deployment", "foldgate-bots")
+    assert deployment["spec"]["replicas"] >= 2  # polling replicas: the lease keeps one poller per token
+    volumes = {volume["name"]: volume for volume in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["config"]["secret"]["secretName"] == "foldgate-bots-config"  # the tokens are in it
+
+
+def load_settings_text(text: str) -> Settings:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.yaml"
+        path.write_text(text, encoding="utf-8")
+        return load_settings(path, env=SECRETS)
+
+
 def test_telegram_examples_use_their_modes_and_the_webhook_listens_beyond_loopback():
     polling = load_settings(EXAMPLES / "telegram-polling.yaml", env=SECRETS).platforms.telegram
     webhook = load_settings(EXAMPLES / "telegram-webhook.yaml", env=SECRETS).platforms.telegram
@@ -259,7 +285,7 @@ def test_every_manifest_parses_and_names_its_kind():
                 assert doc["metadata"]["name"], path
 
 
-@pytest.mark.parametrize("folder", [KUBE, KUBE / "discord"])
+@pytest.mark.parametrize("folder", [KUBE, KUBE / "discord", KUBE / "bots"])
 def test_kustomization_lists_every_manifest_but_the_secret_example(folder):
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     listed = set(kustomization["resources"])
