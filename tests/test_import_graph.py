@@ -182,7 +182,7 @@ LAYERS: dict[str, list[list[str]]] = {
         ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters
         ["gateway.worker", "gateway.commands"],  # dispatch, drain, the turn's steps, chat commands
         ["gateway.metrics", "gateway.web"],  # what people and monitors read
-        ["gateway.run"],  # foldgate run: the wiring
+        ["gateway.run", "gateway.bots"],  # foldgate run: the wiring, of one bot or several
         ["gateway.cli", "gateway"],  # the command line
     ],
 }

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from pydantic import Field, ValidationError
 
 from agent.settings import StrictModel
 from gateway.config.errors import require
 
-if TYPE_CHECKING:
-    from gateway.config.models import Settings
+#: :class:`gateway.config.Settings`, which holds ``bots:`` and so imports this module (not the other way round).
+Settings = Any
 
 #: The sections a bot may set; the rest of the file is the process's.
 BOT_SECTIONS = ("model", "auxiliary", "compression", "prompt_caching", "context", "platforms", "tools", "access")
@@ -54,7 +54,7 @@ class Bot:
     """A bot as it runs: its name and its whole settings (the top level with its changes merged in)."""
 
     name: str
-    settings: "Settings"
+    settings: Settings
 
     @property
     def key_prefix(self) -> str:
@@ -69,7 +69,7 @@ def merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def resolve_bots(settings: "Settings") -> list[Bot]:
+def resolve_bots(settings: Settings) -> list[Bot]:
     """The bots ``settings`` describes, each validated whole; without ``bots:``, one bot: the settings themselves.
 
     Raises the config requirement error naming every problem of every bot at once.
