@@ -6,13 +6,17 @@ completion and cache tokens, dollars, provider errors); gauges from the runner (
 on here), from Redis (its memory) and from the shared send budget (each bot-wide bucket's tokens
 and pause); the process's own metrics from prometheus_client's collectors, which also write the
 format. :class:`GatewayWatch` takes one sample of all of it, so a scrape and a page agree.
+
+A process serving several bots (``bots:``) has a watch per running bot: each ``foldgate_*`` figure then
+carries a ``bot`` label, and ``foldgate_bot_up`` says which bots run; without ``bots:`` nothing is labelled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -133,58 +137,98 @@ class GatewayWatch:
         return self.latest
 
 
-class GatewayCollector(Collector):
-    """Yields the latest sample's figures (nothing kept twice)."""
+@dataclass(frozen=True)
+class BotWatches:
+    """The watches a scrape reads, asked for at every scrape: a reload adds, replaces and removes bots."""
 
-    def __init__(self, watch: GatewayWatch) -> None:
-        self.watch = watch
+    #: Each running bot's watch, by name, in the configuration's order.
+    watches: Callable[[], dict[str, GatewayWatch]]
+    #: Every configured bot's name and whether it runs; None for a deployment without ``bots:``, whose
+    #: figures then carry no ``bot`` label (its dashboards keep working).
+    states: Callable[[], dict[str, bool] | None] = lambda: None
+
+    @classmethod
+    def one(cls, watch: GatewayWatch) -> "BotWatches":
+        return cls(lambda: {"": watch})
+
+
+class GatewayCollector(Collector):
+    """Yields each bot's latest sample (nothing kept twice), labelled ``bot`` when bots are configured."""
+
+    def __init__(self, watches: GatewayWatch | BotWatches) -> None:
+        self.watches = BotWatches.one(watches) if isinstance(watches, GatewayWatch) else watches
 
     def collect(self) -> Iterator[Metric]:
-        figures = self.watch.latest
-        if figures is None:
-            return
+        states = self.watches.states()
+        if states is not None:
+            up = GaugeMetricFamily("foldgate_bot_up", "1 while the bot runs, 0 when it failed or was stopped",
+                                   labels=["bot"])
+            for name, running in states.items():
+                up.add_metric([name], 1 if running else 0)
+            yield up
+        labelled = [([name] if states is not None else [], watch.latest)
+                    for name, watch in self.watches.watches().items() if watch.latest is not None]
+        if labelled:
+            yield from self._figures(labelled, [] if states is None else ["bot"])
+
+    @staticmethod
+    def _figures(sampled: list[tuple[list[str], GatewayFigures]], bot: list[str]) -> Iterator[Metric]:
+        """Each family with one sample per bot; ``bot`` is the label's name, or nothing for one unlabelled bot."""
         for name, help_text in COUNTER_HELP.items():
-            value = figures.counters.get(name, 0.0)
-            yield CounterMetricFamily(f"foldgate_{name}", help_text, value=int(value) if value.is_integer() else round(value, 6))
-        yield GaugeMetricFamily("foldgate_chats_running", "Chats whose turn runs in this process now",
-                                value=figures.chats_running)
-        yield GaugeMetricFamily("foldgate_turns_per_second", f"Turns answered per second over the last {RATE_WINDOW_SECONDS} s",
-                                value=round(figures.turns_per_second, 3))
-        if figures.redis_used_memory is not None:
-            yield GaugeMetricFamily("foldgate_redis_used_memory_bytes", "Memory the Redis server uses",
-                                    value=figures.redis_used_memory)
+            counter = CounterMetricFamily(f"foldgate_{name}", help_text, labels=bot)
+            for labels, figures in sampled:
+                value = figures.counters.get(name, 0.0)
+                counter.add_metric(labels, int(value) if value.is_integer() else round(value, 6))
+            yield counter
+        running = GaugeMetricFamily("foldgate_chats_running", "Chats whose turn runs in this process now", labels=bot)
+        rate = GaugeMetricFamily("foldgate_turns_per_second",
+                                 f"Turns answered per second over the last {RATE_WINDOW_SECONDS} s", labels=bot)
+        memory = GaugeMetricFamily("foldgate_redis_used_memory_bytes", "Memory the Redis server uses", labels=bot)
         tokens = GaugeMetricFamily("foldgate_send_budget_tokens", "Sends a bot-wide bucket would grant at once",
-                                   labels=["bucket"])
-        paused = GaugeMetricFamily("foldgate_send_budget_paused_seconds", "Seconds a platform's 429 still pauses a bucket",
-                                   labels=["bucket"])
-        for state in figures.budgets:
-            name = f"{state.bucket.key_tag}:{state.bucket.name}"
-            tokens.add_metric([name], round(state.tokens, 3))
-            paused.add_metric([name], round(state.paused_seconds, 3))
+                                   labels=[*bot, "bucket"])
+        paused = GaugeMetricFamily("foldgate_send_budget_paused_seconds",
+                                   "Seconds a platform's 429 still pauses a bucket", labels=[*bot, "bucket"])
+        for labels, figures in sampled:
+            running.add_metric(labels, figures.chats_running)
+            rate.add_metric(labels, round(figures.turns_per_second, 3))
+            if figures.redis_used_memory is not None:
+                memory.add_metric(labels, figures.redis_used_memory)
+            for state in figures.budgets:
+                bucket = f"{state.bucket.key_tag}:{state.bucket.name}"
+                tokens.add_metric([*labels, bucket], round(state.tokens, 3))
+                paused.add_metric([*labels, bucket], round(state.paused_seconds, 3))
+        yield running
+        yield rate
+        if memory.samples:  # Redis could not be asked: no figure rather than a made-up one
+            yield memory
         yield tokens
         yield paused
 
 
-def registry_for(watch: GatewayWatch) -> CollectorRegistry:
-    """foldgate's metrics and the process's own (CPU, memory, open files, garbage collection)."""
+def registry_for(watches: GatewayWatch | BotWatches) -> CollectorRegistry:
+    """foldgate's metrics and the process's own (CPU, memory, open files, garbage collection), the latter once."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(GatewayCollector(watch))
+    registry.register(GatewayCollector(watches))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
 
 
-def add_metrics_routes(app: web.Application, watch: GatewayWatch) -> None:
-    """``/metrics`` (a fresh sample each scrape) and ``/healthz`` (Redis answers)."""
-    registry = registry_for(watch)
-    runner = watch.runner
+def add_metrics_routes(app: web.Application, watches: GatewayWatch | BotWatches) -> None:
+    """``/metrics`` (a fresh sample of each running bot each scrape) and ``/healthz`` (Redis answers)."""
+    source = BotWatches.one(watches) if isinstance(watches, GatewayWatch) else watches
+    registry = registry_for(source)
 
     async def metrics(_request: web.Request) -> web.Response:
-        await watch.sample()
+        await asyncio.gather(*(watch.sample() for watch in source.watches().values()))
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_request: web.Request) -> web.Response:
+        # every bot of the process shares one connection: any running bot's runner asks the same Redis
+        runner = next((watch.runner for watch in source.watches().values()), None)
+        if runner is None:
+            return web.json_response({"ok": False, "redis": "no bot is running"}, status=503)
         try:
             await runner.store.redis.ping()
         except Exception as error:  # the probe reports it; it must not crash the endpoint

@@ -19,6 +19,11 @@ class ConfigError(Exception):
     def __str__(self) -> str:
         return "\n".join(self.problems)
 
+    def one_line(self) -> str:
+        """The first problem, and how many more: where one line must do (a refused reload)."""
+        more = len(self.problems) - 1
+        return self.problems[0] + (f" (and {more} more)" if more > 0 else "") if self.problems else "invalid"
+
 
 class ConfigFileError(ConfigError):
     """The config file itself cannot be read (``foldgate config`` exits 2, not 1)."""

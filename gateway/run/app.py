@@ -106,8 +106,7 @@ async def _reload(fleet: Fleet, config_path: str | None) -> None:
     try:
         settings = load_settings(config_path)
     except ConfigError as error:
-        print(f"foldgate: reload refused, the running configuration stays: {error.problems[0]}"
-              f"{f' (and {len(error.problems) - 1} more)' if len(error.problems) > 1 else ''}", file=sys.stderr)
+        print(f"foldgate: reload refused, the running configuration stays: {error.one_line()}", file=sys.stderr)
         return
     lines = await fleet.reload(settings)
     print(f"foldgate: reloaded{': ' + '; '.join(lines) if lines else ', nothing changed'}", flush=True)

@@ -62,8 +62,7 @@ def reload_command(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
     except ConfigError as error:
-        print(f"foldgate: reload refused, the running configuration stays: {error.problems[0]}"
-              f"{f' (and {len(error.problems) - 1} more)' if len(error.problems) > 1 else ''}", file=sys.stderr)
+        print(f"foldgate: reload refused, the running configuration stays: {error.one_line()}", file=sys.stderr)
         return 2
     pids = serving_processes(settings.home_path)
     if not pids:

@@ -4,6 +4,9 @@ web chat, as the settings ask, and where it says they are.
 The servers themselves are :mod:`gateway.web.server`; this part reads a running gateway, which is wired
 from parts of :mod:`gateway.web`, so it sits beside the wiring rather than under the web package. Their
 modules load only when a server is configured: a gateway without one starts without them.
+
+The operator's server covers every bot of the process: :class:`FleetReader` answers each scrape and page
+with the bots running at that moment, since a reload adds, replaces and removes them.
 """
 
 from __future__ import annotations
@@ -14,30 +17,85 @@ from gateway.delivery.gate import ChatBuckets
 
 if TYPE_CHECKING:
     from gateway.bots import Fleet
+    from gateway.metrics import GatewayWatch
+    from gateway.run.assembly import RunningGateway
+    from gateway.web.operator_pages import OperatedBot, OperatedBots
     from gateway.web.server import WebServers
 
 
+class FleetReader:
+    """What the operator's server reads of the fleet, asked again at each scrape and page.
+
+    Each bot's watch is made when its gateway is first seen: a bot a reload replaced (a new gateway) starts
+    with a fresh one, and a removed bot's is dropped.
+    """
+
+    def __init__(self, fleet: "Fleet") -> None:
+        self.fleet = fleet
+        self._watched: dict[str, tuple["RunningGateway", "GatewayWatch"]] = {}
+
+    def _current(self) -> dict[str, tuple["RunningGateway", "GatewayWatch"]]:
+        """Each running bot's gateway and watch, by name, in the configuration's order."""
+        current = {}
+        for name, gateway in self.fleet.gateways().items():
+            known = self._watched.get(name)
+            if known is None or known[0] is not gateway:  # a new bot, or one a reload replaced
+                known = (gateway, self._watch(name, gateway))
+            current[name] = known
+        self._watched = current
+        return current
+
+    def _watch(self, name: str, gateway: "RunningGateway") -> "GatewayWatch":
+        from gateway.metrics import GatewayWatch
+
+        buckets = ChatBuckets(self.fleet.settings.delivery).bot_wide(self.fleet.running[name].adapters)
+        return GatewayWatch(gateway.events, gateway.runner, gateway.budget, buckets)
+
+    def watches(self) -> dict[str, "GatewayWatch"]:
+        return {name: watch for name, (_, watch) in self._current().items()}
+
+    def states(self) -> dict[str, bool] | None:
+        """Whether each configured bot runs; None without ``bots:`` (one bot, whose figures carry no label)."""
+        if not self.fleet.settings.bots:
+            return None
+        return {status.name: status.state == "running" for status in self.fleet.status_list()}
+
+    def bots(self) -> "OperatedBots":
+        from gateway.web.operator_pages import OperatedBots
+
+        running = {name: _operated(name, gateway, watch) for name, (gateway, watch) in self._current().items()}
+        return OperatedBots(running, self.fleet.status_list(), several=bool(self.fleet.settings.bots))
+
+
+def _operated(name: str, gateway: "RunningGateway", watch: "GatewayWatch") -> "OperatedBot":
+    """One running bot's parts the operator view reads."""
+    from gateway.web.operator_pages import OperatedBot
+
+    agents, runner = gateway.agents, gateway.runner
+    return OperatedBot(name, gateway.store, gateway.activity, watch,
+                       lambda model: agents.context_length(model or agents.default_model),
+                       runner.media_store, runner.spending, runner.budgets)
+
+
 async def serve_web(fleet: "Fleet", out: TextIO) -> "WebServers":
-    """The operator's server (metrics, health, operator view) when ``gateway.metrics_port`` is set, and the
-    web chat when the bot with the local platform sets ``platforms.local.web``; says where each one is."""
-    from gateway.metrics import GatewayWatch
+    """The operator's server (metrics, health, operator view of every bot) when ``gateway.metrics_port`` is
+    set, and the web chat when the bot with the local platform sets ``platforms.local.web``; says where each
+    one is."""
+    from gateway.metrics import BotWatches
     from gateway.web.chat_pages import WebChat
     from gateway.web.server import WebServers
 
     settings = fleet.settings
-    gateway = fleet.front_gateway or next(iter(fleet.gateways().values()))
-    adapters = fleet.running[fleet.front].adapters if fleet.front in fleet.running else {}
     servers = WebServers(settings.gateway.allowed_hosts)
     try:
         if settings.gateway.metrics_port:
-            watch = GatewayWatch(gateway.events, gateway.runner, gateway.budget,
-                                 ChatBuckets(settings.delivery).bot_wide(adapters))
+            reader = FleetReader(fleet)
             token = settings.gateway.admin_token.get_secret_value() if settings.gateway.admin_token else None
-            await servers.serve_operator(watch, gateway.activity, token,
-                                         lambda model: gateway.agents.context_length(model or gateway.agents.default_model),
+            await servers.serve_operator(reader.bots, BotWatches(reader.watches, reader.states), token,
                                          settings.gateway.metrics_host, settings.gateway.metrics_port)
-        local = gateway.settings.platforms.local
-        if gateway is fleet.front_gateway and local.enabled and local.web:
+        gateway = fleet.front_gateway
+        local = gateway.settings.platforms.local if gateway is not None else None
+        if gateway is not None and local is not None and local.enabled and local.web:
             await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live,
                                              gateway.runner.media_store), local.host, local.port)
     except BaseException:

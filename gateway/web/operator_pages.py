@@ -9,6 +9,10 @@ chat over time, and the whole gateway.
   with their photos (``/admin/chats/<chat>/media/<sha>``, that chat's images only), documents and voice.
 - ``/admin/gateway`` — turns per second, turns in flight, the send budget, provider errors and
   Redis memory: one sample of the figures ``/metrics`` shows.
+- ``/admin/bots`` — every configured bot: running, or failed with the line that says what to fix.
+
+Each page shows one bot's data (a process may serve several, each with its own keys): the one named by
+``?bot=`` (remembered in a cookie), else the cookie's, else the first running bot.
 
 Without the token (as ``Authorization: Bearer`` or the login form's cookie) every page is
 refused; with no token configured the view is off. Pages holding live figures refresh their
@@ -17,10 +21,10 @@ figures every few seconds with a little JavaScript; without it, a reload shows t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from aiohttp import web
@@ -48,6 +52,8 @@ LOG_ROWS = 200
 CONTEXT_RADIUS = 6
 #: The chat's newest live messages its page shows.
 LATEST_MESSAGES = 20
+#: The cookie that remembers which bot the operator looks at.
+BOT_COOKIE = "fg_bot"
 
 
 def chat_link(chat: str) -> str:
@@ -98,8 +104,10 @@ def _share(limit: BudgetLimit | None, spent: Spend) -> float | None:
 
 
 @dataclass(frozen=True)
-class OperatorView:
-    token: AdminToken
+class OperatedBot:
+    """One running bot as the operator view reads it: its chats, activity, figures, media and spend."""
+
+    name: str
     store: SessionStore
     activity: ActivityLog
     watch: GatewayWatch
@@ -111,19 +119,75 @@ class OperatorView:
     spending: SpendStore | None = None
     budgets: BudgetSettings = field(default_factory=BudgetSettings)
 
+
+class BotState(Protocol):
+    """A configured bot as the bots page lists it, running or not (``gateway.bots.BotStatus``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def since(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class OperatedBots:
+    """The process's bots as they are now (a reload adds, replaces and removes them)."""
+
+    #: The running bots by name, in the configuration's order.
+    running: dict[str, OperatedBot]
+    #: Every configured bot's state, failed ones with what to fix.
+    states: Sequence[BotState] = ()
+    #: Whether the deployment configures ``bots:``: its pages then say which bot they show.
+    several: bool = False
+
+    def chosen(self, request: web.Request) -> OperatedBot | None:
+        """``?bot=``, else the cookie's bot, else the first running one: a name that does not run now is passed over."""
+        for name in (request.query.get("bot"), request.cookies.get(BOT_COOKIE)):
+            if name in self.running:
+                return self.running[name]
+        return next(iter(self.running.values()), None)
+
+
+#: An operator page of one bot.
+BotPage = Callable[[web.Request, OperatedBots, OperatedBot], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    token: AdminToken
+    #: The bots now, asked for on every request.
+    bots: Callable[[], OperatedBots]
+
     def add_routes(self, app: web.Application) -> None:
         app.middlewares.append(self.gate)
-        app.router.add_get("/admin", self.chats)
         app.router.add_get("/admin/login", self.login_form)
         app.router.add_post("/admin/login", self.login)
         app.router.add_post("/admin/logout", self.logout)
-        app.router.add_get("/admin/gateway", self.gateway)
-        app.router.add_get("/admin/gateway/figures", self.gateway_figures)
-        app.router.add_get("/admin/spend", self.spend)
-        app.router.add_get("/admin/chats/{chat}", self.chat)
-        app.router.add_get("/admin/chats/{chat}/charts", self.chat_charts)
-        app.router.add_get("/admin/chats/{chat}/m/{session}/{message}", self.message)
-        app.router.add_get("/admin/chats/{chat}/media/{sha}", self.image)
+        app.router.add_get("/admin/bots", self.bots_page)
+        for path, page in (("/admin", self.chats), ("/admin/gateway", self.gateway),
+                           ("/admin/gateway/figures", self.gateway_figures), ("/admin/spend", self.spend),
+                           ("/admin/chats/{chat}", self.chat), ("/admin/chats/{chat}/charts", self.chat_charts),
+                           ("/admin/chats/{chat}/m/{session}/{message}", self.message),
+                           ("/admin/chats/{chat}/media/{sha}", self.image)):
+            app.router.add_get(path, self._of_one_bot(page))
+
+    def _of_one_bot(self, page: BotPage) -> Handler:
+        """``page`` with the bot the request chose; a ``?bot=`` that names a running bot is remembered."""
+        async def handler(request: web.Request) -> web.StreamResponse:
+            bots = self.bots()
+            bot = bots.chosen(request)
+            if bot is None:
+                return render("refused.html", status=503, reason="No bot runs here now: /admin/bots says why.")
+            response = await page(request, bots, bot)
+            if request.query.get("bot") == bot.name:
+                response.set_cookie(BOT_COOKIE, bot.name, httponly=True, samesite="Strict", path="/admin",
+                                    secure=request.secure)
+            return response
+        return handler
 
     @web.middleware
     async def gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -154,68 +218,74 @@ class OperatorView:
         response.del_cookie(ADMIN_COOKIE, path="/admin")
         raise response
 
-    async def chats(self, request: web.Request) -> web.Response:
+    async def bots_page(self, request: web.Request) -> web.Response:
+        """Every configured bot: running (a link shows its pages), or failed and what to fix, since when."""
+        bots = self.bots()
+        return _page("operator_bots.html", bots, bots.chosen(request), states=bots.states)
+
+    async def chats(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         sort = request.query.get("sort", "activity")
         descending = request.query.get("order", "desc") != "asc"
         try:
             page_number = int(request.query.get("page", "1"))
         except ValueError:
             page_number = 1
-        page = await chat_page(self.activity, self.store, self.window_of, sort=sort, descending=descending,
+        page = await chat_page(bot.activity, bot.store, bot.window_of, sort=sort, descending=descending,
                                page=page_number, per_page=PER_PAGE)
-        return render("operator_chats.html", page=page, chat_link=chat_link)
+        return _page("operator_chats.html", bots, bot, page=page, chat_link=chat_link)
 
-    async def spend(self, request: web.Request) -> web.Response:
+    async def spend(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         """Who spent most this period, people and chats, against their budgets; by dollars or by tokens."""
         by = "tokens" if request.query.get("by") == "tokens" else "usd"
-        now, budgets = datetime.now(timezone.utc), self.budgets
+        now, budgets = datetime.now(timezone.utc), bot.budgets
         tables = []
         for kind, title, who, limit, key in (("user", "People", "person", budgets.per_user, "access.budgets.per_user"),
                                              ("chat", "Chats", "chat", budgets.per_chat, "access.budgets.per_chat")):
             period = period_bounds(now, limit.period if limit else "day", budgets.timezone)[0]
-            ranked = await self.spending.ranking(kind, period, by=by, limit=SPEND_SHOWN) if self.spending else []
+            ranked = await bot.spending.ranking(kind, period, by=by, limit=SPEND_SHOWN) if bot.spending else []
             rows = [SpendRow(subject.partition(":")[2], spent, _share(limit, spent),
                              subject.partition(":")[2] if kind == "chat" else "") for subject, spent in ranked]
             tables.append(SpendTable(title, who, key, limit, period, rows))
-        return render("operator_spend.html", tables=tables, by=by, timezone=budgets.timezone, shown=SPEND_SHOWN,
-                      chat_link=chat_link)
+        return _page("operator_spend.html", bots, bot, tables=tables, by=by, timezone=budgets.timezone,
+                     shown=SPEND_SHOWN, chat_link=chat_link)
 
-    async def gateway(self, request: web.Request) -> web.Response:
-        return render("operator_gateway.html", figures=await self.watch.sample(), help=COUNTER_HELP)
+    async def gateway(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
+        return _page("operator_gateway.html", bots, bot, figures=await bot.watch.sample(), help=COUNTER_HELP,
+                     states=bots.states)
 
-    async def gateway_figures(self, request: web.Request) -> web.Response:
-        return render("operator_gateway_figures.html", figures=await self.watch.sample(), help=COUNTER_HELP)
+    async def gateway_figures(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
+        return render("operator_gateway_figures.html", figures=await bot.watch.sample(), help=COUNTER_HELP)
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         chat = request.match_info["chat"]
-        sid = await self.store.stored_session(chat)
+        sid = await bot.store.stored_session(chat)
         if sid is None:
             return render("not_found.html", status=404, what=f"chat {chat}", back="/admin")
-        events = await self.activity.history(chat)
-        meta = await self.store.meta(chat, sid)
-        totals = (await self.activity.totals([chat]))[0]
-        window = self.window_of(meta.model)
-        return render("operator_chat.html", chat=chat, session_id=sid, meta=meta, totals=totals, window=window,
-                      context=estimate_session_tokens(meta)[0],
-                      compaction_count=at_least_recorded(totals.compactions, meta.compaction_count),
-                      compactions=await self._compactions(chat, events), log=list(reversed(events))[:LOG_ROWS],
-                      charts=_charts(events, window), chat_link=chat_link,
-                      latest=transcript.bubbles(await self.store.active(chat, sid))[-LATEST_MESSAGES:],
-                      media=media_link(chat))
+        events = await bot.activity.history(chat)
+        meta = await bot.store.meta(chat, sid)
+        totals = (await bot.activity.totals([chat]))[0]
+        window = bot.window_of(meta.model)
+        return _page("operator_chat.html", bots, bot, chat=chat, session_id=sid, meta=meta, totals=totals,
+                     window=window, context=estimate_session_tokens(meta)[0],
+                     compaction_count=at_least_recorded(totals.compactions, meta.compaction_count),
+                     compactions=await _compactions(bot.store, chat, events), log=list(reversed(events))[:LOG_ROWS],
+                     charts=_charts(events, window), chat_link=chat_link,
+                     latest=transcript.bubbles(await bot.store.active(chat, sid))[-LATEST_MESSAGES:],
+                     media=media_link(chat))
 
-    async def chat_charts(self, request: web.Request) -> web.Response:
+    async def chat_charts(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         chat = request.match_info["chat"]
-        sid = await self.store.stored_session(chat)
+        sid = await bot.store.stored_session(chat)
         if sid is None:
             return render("not_found.html", status=404, what=f"chat {chat}", back="/admin")
-        meta = await self.store.meta(chat, sid)
-        events = await self.activity.history(chat)
-        return render("operator_charts.html", charts=_charts(events, self.window_of(meta.model)))
+        meta = await bot.store.meta(chat, sid)
+        events = await bot.activity.history(chat)
+        return render("operator_charts.html", charts=_charts(events, bot.window_of(meta.model)))
 
-    async def message(self, request: web.Request) -> web.Response:
+    async def message(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         chat, session_id = request.match_info["chat"], request.match_info["session"]
         message_id = request.match_info["message"]
-        found = transcript.around(await conversation_messages(self.store, chat, session_id), message_id, CONTEXT_RADIUS)
+        found = transcript.around(await conversation_messages(bot.store, chat, session_id), message_id, CONTEXT_RADIUS)
         if found is None:
             return render("not_found.html", status=404, what=f"message {message_id}", back=chat_link(chat))
         shown, position = found
@@ -223,25 +293,31 @@ class OperatorView:
                       message_id=message_id, back=chat_link(chat), title=f"{chat} — message {message_id}",
                       media=media_link(chat))
 
-    async def image(self, request: web.Request) -> web.Response:
+    async def image(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         """An image of the chat in the path (the token admits the operator to every chat, each from its own path)."""
-        return await image_response(self.media, request.match_info["chat"], request.match_info["sha"])
+        return await image_response(bot.media, request.match_info["chat"], request.match_info["sha"])
 
-    async def _compactions(self, chat: str, events: list[Event]) -> list[Compaction]:
-        """The chat's compactions, newest first, each with its summary as the store kept it."""
-        found = [e for e in reversed(events) if isinstance(e, CompressEvent)]
-        wanted: dict[str, list[str]] = {}
-        for event in found:
-            if event.summary_id:
-                wanted.setdefault(event.session_id, []).append(event.summary_id)
-        bodies: dict[tuple[str, str], str] = {}
-        for sid, ids in wanted.items():
-            try:
-                for message in await self.store.get_messages(chat, sid, ids):
-                    bodies[(sid, str(message.get("_id")))] = text_of(message)
-            except UnknownSession:
-                continue
-        return [Compaction(e, bodies.get((e.session_id, e.summary_id), "")) for e in found]
+
+def _page(name: str, bots: OperatedBots, bot: OperatedBot | None, **context: Any) -> web.Response:
+    """An operator page; the navigation names the bot it shows when the deployment configures several."""
+    return render(name, shown_bot=bot.name if bot else "", several=bots.several, **context)
+
+
+async def _compactions(store: SessionStore, chat: str, events: list[Event]) -> list[Compaction]:
+    """The chat's compactions, newest first, each with its summary as the store kept it."""
+    found = [e for e in reversed(events) if isinstance(e, CompressEvent)]
+    wanted: dict[str, list[str]] = {}
+    for event in found:
+        if event.summary_id:
+            wanted.setdefault(event.session_id, []).append(event.summary_id)
+    bodies: dict[tuple[str, str], str] = {}
+    for sid, ids in wanted.items():
+        try:
+            for message in await store.get_messages(chat, sid, ids):
+                bodies[(sid, str(message.get("_id")))] = text_of(message)
+        except UnknownSession:
+            continue
+    return [Compaction(e, bodies.get((e.session_id, e.summary_id), "")) for e in found]
 
 
 def _charts(events: list[Event], window: int) -> dict[str, Any]:

@@ -64,10 +64,10 @@ class WebGateway:
 
 
 @contextlib.asynccontextmanager
-async def web_gateway(settings: Settings) -> AsyncIterator[WebGateway]:
+async def web_gateway(settings: Settings, *, verify: bool = False) -> AsyncIterator[WebGateway]:
     """Started bots with their web servers, as ``foldgate run`` starts them (platforms other than the web
-    chat are not checked: tests give them fake addresses)."""
-    fleet = await Fleet.open(settings, io.StringIO(), exclusive=False, verify=False)
+    chat are not checked unless ``verify``: tests give them fake addresses; a bot whose check fails is failed)."""
+    fleet = await Fleet.open(settings, io.StringIO(), exclusive=False, verify=verify)
     try:
         servers = await serve_web(fleet, io.StringIO())
         try:
