@@ -26,8 +26,8 @@ from gateway.config.loading import load_layers
 from gateway.session_source import search_conversations
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.test_discord import ALICE, DM_CHANNEL_ID, TOKEN as DISCORD_TOKEN, FakeDiscordAPI, guild_payload, \
-    message_payload, receive
+from tests.test_discord import ALICE, DM_CHANNEL_ID, FakeDiscordAPI, guild_payload, message_payload, receive
+from tests.test_discord import TOKEN as DISCORD_TOKEN
 
 TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
 #: The person who talks to every bot: the same numeric chat id on both Telegram bots.
@@ -221,3 +221,16 @@ async def test_bots_that_would_be_one_are_refused_naming_the_key(redis_url, key_
     assert any(p.startswith("bots[1].name: the same as bots[0]'s") for p in problems)
     assert any(p.startswith("bots[1].platforms.telegram.token: the same as bots[0]'s") for p in problems)
     assert any(p.startswith("bots[2].model.base_url: required when provider is custom") for p in problems)
+
+
+def test_a_bot_on_another_provider_never_gets_the_top_levels_key(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-bot")
+    settings = Settings(model={"provider": "openai", "name": "gpt-4o", "api_key": "sk-openai-top"},
+                        platforms={"local": {"enabled": False}},
+                        bots=[{"name": "claude", "model": {"provider": "anthropic", "name": "claude-sonnet-4"},
+                               "platforms": {"local": {"enabled": True}}},
+                              {"name": "same", "model": {"provider": "openai", "name": "gpt-4o-mini"},
+                               "platforms": {"local": {"enabled": True}}}])
+    claude, same = settings.each_bot()
+    assert claude.settings.model.api_key.get_secret_value() == "sk-ant-bot"
+    assert same.settings.model.api_key.get_secret_value() == "sk-openai-top"  # the same provider keeps its key

@@ -117,6 +117,16 @@ async def _prepared(bot: Bot, out: TextIO, *, local: bool, verify: bool) -> dict
     return adapters
 
 
+async def _closed(running: RunningBot, cut_short: asyncio.Event) -> int:
+    """Stop a bot with the grace a failure or a reload gives its turns (less once ``cut_short`` is set);
+    what goes wrong is logged, never raised into the process."""
+    try:
+        return await running.close(grace_seconds=STOP_GRACE_SECONDS, cut_short=cut_short)
+    except Exception as error:
+        log.warning("bot %s did not close cleanly: %s", running.name, error)
+        return 0
+
+
 def telegram_poll_lease(channel: RedisChannel, prefix: str, settings: Settings) -> Lease | None:
     """The lease a polling Telegram bot needs, named after its bot id (the token's public part)."""
     telegram = settings.platforms.telegram
@@ -152,7 +162,10 @@ class Fleet:
         #: Set whenever a bot stops on its own: the process checks whether any is left.
         self.changed = asyncio.Event()
         self._receiving = False
-        self._stopping: set[asyncio.Task[int]] = set()
+        #: Bots being stopped after a failure, by name: a reload waits for one before it starts it again.
+        self._stopping: dict[str, asyncio.Task[int]] = {}
+        #: Set when running turns are not to be waited for any more (Ctrl-C, a second SIGTERM).
+        self.cut_short = asyncio.Event()
 
     @classmethod
     async def open(cls, settings: Settings, out: TextIO, *, exclusive: bool = True, verify: bool = True,
@@ -244,9 +257,10 @@ class Fleet:
             return
         del self.running[running.name]
         self._record_failure(running.bot, error, "stopped")
-        task = asyncio.create_task(running.close(grace_seconds=STOP_GRACE_SECONDS), name=f"bot-{running.name}-stop")
-        self._stopping.add(task)
-        task.add_done_callback(self._stopping.discard)
+        task = asyncio.create_task(_closed(running, self.cut_short), name=f"bot-{running.name}-stop")
+        self._stopping[running.name] = task
+        task.add_done_callback(lambda _: self._stopping.pop(running.name, None) if self._stopping.get(running.name) is task
+                               else None)
         self.changed.set()
 
     def _record_failure(self, bot: Bot, error: BaseException, what: str) -> None:
@@ -274,17 +288,20 @@ class Fleet:
 
     async def reload(self, settings: Settings) -> list[str]:
         """Apply ``settings``: stop the bots removed or changed, start the bots added or changed (and those
-        that failed, to try again), leave the others alone. Returns one line per thing done or not done."""
+        that failed, to try again), leave the others alone. The process's own sections (Redis, web servers,
+        delivery, media) stay as they started: bots are rebuilt on them. Returns one line per thing done."""
         lines = [f"{section} changed: restart foldgate to apply it (a reload changes bots only)"
                  for section in PROCESS_SECTIONS if getattr(settings, section) != getattr(self.settings, section)]
+        settings = settings.model_copy(update={section: getattr(self.settings, section) for section in PROCESS_SECTIONS})
         wanted = {bot.name: bot for bot in settings.each_bot()}
-        front_local = self.front in self.configured and self.configured[self.front].settings.platforms.local.enabled
         stop = [name for name, bot in self.configured.items()
                 if name not in wanted or wanted[name].settings != bot.settings or name not in self.running]
-        if front_local and self.front in stop and self.front in self.running:
+        front = self.configured.get(self.front)
+        if front is not None and front.settings.platforms.local.enabled and self.front in stop:
+            # the terminal or web chat holds this bot's parts: only a restart replaces them
             lines.append(f"bot {self.front} serves the terminal or web chat: restart foldgate to change or remove it")
             stop.remove(self.front)
-            wanted[self.front] = self.configured[self.front]
+            wanted[self.front] = front
         start = [name for name in wanted if name not in self.configured or name in stop]
         self.settings = settings
         closing = [self.running.pop(name) for name in stop if name in self.running]
@@ -292,15 +309,14 @@ class Fleet:
             self.configured.pop(name, None)
             self.statuses.pop(name, None)
             self.failures.pop(name, None)
-        await asyncio.gather(*(running.close(grace_seconds=STOP_GRACE_SECONDS) for running in closing),
-                             return_exceptions=True)
+        await asyncio.gather(*(_closed(running, self.cut_short) for running in closing),
+                             *(self._stopping[name] for name in stop if name in self._stopping), return_exceptions=True)
         await asyncio.gather(*(self._open_bot(wanted[name]) for name in start))
         if self._receiving:
             for name in start:
                 if name in self.running:
                     await self._start(self.running[name])
-        order = list(wanted)
-        self.configured = {name: self.configured[name] for name in order if name in self.configured}
+        self.configured = {name: self.configured[name] for name in wanted if name in self.configured}
         lines += [f"bot {name} stopped" for name in stop if name not in wanted]
         lines += [f"bot {name} {'restarted' if name in stop else 'started'}" for name in start if name in self.running]
         lines += [f"bot {name} could not start: {self.statuses[name].detail}" for name in start
@@ -313,11 +329,16 @@ class Fleet:
     async def close(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
         """Stop every bot (side by side, each with ``grace_seconds`` for its turns), then the connection.
         Returns how many turns were cancelled: their messages wait in the inbox for the next start."""
+        if cut_short is not None and cut_short.is_set() or grace_seconds <= 0:
+            self.cut_short.set()  # bots already stopping after a failure stop waiting too
         running, self.running = list(self.running.values()), {}
         results = await asyncio.gather(*(bot.close(grace_seconds=grace_seconds, cut_short=cut_short) for bot in running),
                                        return_exceptions=True)
+        for bot, result in zip(running, results):
+            if isinstance(result, BaseException):
+                log.warning("bot %s did not close cleanly: %s", bot.name, result)
         if self._stopping:
-            await asyncio.gather(*self._stopping, return_exceptions=True)
+            await asyncio.gather(*self._stopping.values(), return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.channel.aclose()
         with contextlib.suppress(Exception):
@@ -329,4 +350,6 @@ class Fleet:
 
     @property
     def busy_chats(self) -> int:
-        return sum(bot.gateway.runner.busy_chats for bot in self.running.values())
+        """Chats whose turn runs now, in running bots and in bots still stopping after a failure."""
+        stopping = sum(1 for task in self._stopping.values() if not task.done())
+        return sum(bot.gateway.runner.busy_chats for bot in self.running.values()) + stopping

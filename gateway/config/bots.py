@@ -14,6 +14,7 @@ prefix, bot token or webhook port).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -22,6 +23,7 @@ from pydantic import Field, ValidationError
 
 from agent.settings import StrictModel
 from gateway.config.errors import require
+from gateway.config.sources import PROVIDER_KEY_ENV
 
 #: :class:`gateway.config.Settings`, which holds ``bots:`` and so imports this module (not the other way round).
 Settings = Any
@@ -80,7 +82,7 @@ def resolve_bots(settings: Settings) -> list[Bot]:
     bots: list[tuple[int, Bot]] = []
     problems: list[tuple[str, str]] = []
     for index, entry in enumerate(settings.bots):
-        changes = entry.model_dump(include=set(BOT_SECTIONS), exclude_unset=True)
+        changes = _own_provider_keys(entry.model_dump(include=set(BOT_SECTIONS), exclude_unset=True), base)
         prefix = entry.key_prefix or f"{settings.redis.key_prefix}.{entry.name}"
         layered = merged(base, {**changes, "redis": {"key_prefix": prefix}})
         try:
@@ -90,6 +92,19 @@ def resolve_bots(settings: Settings) -> list[Bot]:
     problems += _clashes(bots)
     require(problems)
     return [bot for _, bot in bots]
+
+
+def _own_provider_keys(changes: dict[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """A bot that names another provider than the top level, and no key, uses that provider's usual variable,
+    never the key the top level has for its own provider (an OpenAI key is not sent to Anthropic)."""
+    pairs = [(changes.get("model"), base["model"]),
+             ((changes.get("auxiliary") or {}).get("compression"), base["auxiliary"]["compression"])]
+    for section, inherited in pairs:
+        if (isinstance(section, dict) and "provider" in section and "api_key" not in section
+                and section["provider"] != inherited.get("provider")):
+            variable = PROVIDER_KEY_ENV.get(str(section["provider"]))
+            section["api_key"] = os.environ.get(variable) if variable else None
+    return changes
 
 
 def _problems(error: ValidationError) -> list[tuple[str, str]]:

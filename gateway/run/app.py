@@ -45,6 +45,7 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout, con
     announce(fleet, out)
     signals = ShutdownSignals()
     signals.install(asyncio.get_running_loop())
+    fleet.cut_short = signals.at_once  # Ctrl-C or a second SIGTERM also ends the waits of bots being stopped
     reload = ReloadSignal()
     reload.install(asyncio.get_running_loop())
     servers = None

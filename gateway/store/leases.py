@@ -74,9 +74,11 @@ class Lease:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self.held.is_set():
-            self._lose()
-            with contextlib.suppress(RedisError, OSError):
+        self._lose()
+        # even when this process stopped counting on it, the key may still be its own: give it up (the script
+        # checks the holder), without waiting on a Redis that does not answer
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            async with asyncio.timeout(self.renew_every):
                 await scripts.LEASE_RELEASE.run(self.channel, [self.key], [self.holder])
 
     async def wait_held(self) -> None:
@@ -88,8 +90,10 @@ class Lease:
     async def _keep(self) -> None:
         while True:
             sent = time.monotonic()
+            wait = self.renew_every if not self.held.is_set() else min(self.renew_every,
+                                                                        max(0.01, self._valid_until - sent))
             try:  # a Redis that hangs must not keep this process counting on a lease past its deadline
-                async with asyncio.timeout(self.renew_every):
+                async with asyncio.timeout(wait):
                     granted = await self._ask()
             except (RedisError, OSError, TimeoutError) as error:
                 log.warning("lease %s: Redis did not answer (%s)", self.what, error or "timed out")
@@ -103,12 +107,16 @@ class Lease:
             elif granted is not None and self.held.is_set():
                 log.warning("lease %s: lost to another process", self.what)
                 self._lose()
+            if self.held.is_set() and time.monotonic() >= self._valid_until:
+                log.warning("lease %s: not renewed in time; stopping", self.what)
+                self._lose()
             await self._sleep_within_deadline()
 
     async def _ask(self) -> object:
-        """Renew the lease held, or try to take it: truthy when this process holds it now."""
-        if self.held.is_set():
-            return await scripts.LEASE_RENEW.run(self.channel, [self.key], [self.holder, self._millis])
+        """Renew the lease, or take it when free: truthy when this process holds it now. A key that is still
+        this process's (its holding ended at the local deadline, or a take's reply was lost) is renewed."""
+        if await scripts.LEASE_RENEW.run(self.channel, [self.key], [self.holder, self._millis]):
+            return True
         return await self.channel.call("SET", self.key, self.holder, "NX", "PX", self._millis)
 
     async def _sleep_within_deadline(self) -> None:

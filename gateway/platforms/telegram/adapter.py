@@ -41,8 +41,8 @@ from gateway.platforms.base import (
     Journal,
     MediaItem,
     OutgoingFile,
-    ReceivingTurn,
     PlatformAdapter,
+    ReceivingTurn,
     SendGate,
     Surface,
 )

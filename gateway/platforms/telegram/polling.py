@@ -22,12 +22,10 @@ to another process, so a 409 still means a poller outside the cluster, and stops
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Optional
-
-import asyncio
-import contextlib
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramConflictError, TelegramRetryAfter, TelegramUnauthorizedError
@@ -142,11 +140,17 @@ class Poller:
             lost.cancel()
             if not asking.done():
                 asking.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                try:
                     await asking
-        if asking.cancelled():
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # the poller itself is being stopped, not just its request
+                except Exception:  # what the cancelled request ended with does not matter now
+                    pass
+        if lost.done() and not lost.cancelled() or asking.cancelled():
             log.info("telegram: another process polls this token now")
-            return None
+            return None  # a 409 from the moment of the handover is the other poller's doing, not an outsider's
         return asking.result()
 
     async def _deliver(self, update: Update, albums: Albums, ledger: "Ledger") -> bool:
