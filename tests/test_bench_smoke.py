@@ -212,3 +212,21 @@ def test_tools_times_each_transport_beside_an_in_process_tool_and_a_turn_with_ma
     assert all(row["p50_ms"] > 0 for row in result["latency"].values())
     rows = result["turn_cpu"]
     assert rows["5 tools"]["request_bytes"] > rows["none"]["request_bytes"]  # the schemas went with the request
+
+
+@pytest.mark.timeout(60)
+def test_bots_measures_memory_and_cpu_for_each_fleet_size(tmp_path, redis_url, monkeypatch):
+    from evals import bench_bots
+
+    monkeypatch.setenv("FOLDGATE_BENCH_BOTS_SIZES", "1,2")
+    assert bench_bots.main(tmp_path, redis_url=redis_url, repeats=1, idle_seconds=0.5, settle_seconds=0.2,
+                           messages_per_bot=2) == 0
+    result = json.loads((tmp_path / "bench_bots.json").read_text())
+    assert [row["bots"] for row in result["rows"]] == [1, 2]
+    for row in result["rows"]:
+        assert row["runs"] == 1 and row["idle_rss_mb"] > 0 and row["loaded_rss_mb"] > 0
+        assert row["cpu_ms_per_message"] > 0 and row["start_s"] > 0 and row["idle_redis_commands_per_s"] > 0
+    for run in result["runs"]:  # every message answered, by every bot: the warm-up's and the load's
+        assert run["messages"] == 2 * run["bots"] and run["bot_api_sends"] >= run["messages"] + run["bots"]
+    assert result["rows"][1]["per_added_bot"]["idle_rss_mb"] is not None
+    assert "| 2 |" in (tmp_path / "bench_bots.md").read_text()
