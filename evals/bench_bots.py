@@ -37,7 +37,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.child_process import MeasuredChild
 from evals.report import progress, publish
 
 SIZES: tuple[int, ...] = (1, 10, 50)
@@ -184,47 +184,6 @@ async def _fleet_child(config: Mapping[str, Any]) -> None:
         await fleet.close(grace_seconds=0)
 
 
-class FleetChild:
-    """The fleet's process, spoken to in lines (commands in, JSON out)."""
-
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        root = Path(__file__).resolve().parent.parent
-        environment = {**os.environ,
-                       "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "evals.bench_bots", "--fleet", json.dumps(dict(config))],
-            cwd=root, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-
-    async def ask(self, command: str | None = None, timeout: float = 120.0) -> dict[str, Any]:
-        """Send ``command`` (if any) and read the child's next JSON line."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        if command is not None:
-            self.process.stdin.write(command + "\n")
-            self.process.stdin.flush()
-        deadline = time.monotonic() + timeout
-        while True:  # anything else the process prints is not an answer
-            left = deadline - time.monotonic()
-            line = await asyncio.wait_for(asyncio.to_thread(self.process.stdout.readline), max(left, 0.001))
-            if not line:
-                raise RuntimeError(f"the fleet process ended (exit status {self.process.wait()})")
-            if line.startswith("{"):
-                return json.loads(line)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            assert self.process.stdin is not None
-            self.process.stdin.write("stop\n")
-            self.process.stdin.close()
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
 # --------------------------------------------------------------------------- one run
 
 
@@ -257,7 +216,7 @@ async def run_once(redis_url: str, size: int, *, idle_seconds: float, settle_sec
                 config = {"redis_url": redis_url, "prefix": prefix, "home": home, "llm_url": llm.openai_base_url,
                           "bots": [(api.token, api.base_url) for api in apis]}
                 spawned = time.perf_counter()
-                child = FleetChild(config)
+                child = MeasuredChild("evals.bench_bots", "--fleet", config)
                 try:
                     ready = await child.ask(timeout=START_TIMEOUT)
                     if ready["bots"] != size or ready["failed"]:

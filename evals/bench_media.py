@@ -23,11 +23,9 @@ providers publish for the sizes they give examples of.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.child_process import MeasuredChild
 from evals.report import progress, publish
 
 MB = 1024 * 1024
@@ -182,47 +181,6 @@ async def _gateway_child(config: Mapping[str, Any]) -> None:
         await gateway.close(grace_seconds=5)
 
 
-class GatewayChild:
-    """The gateway process, spoken to in JSON lines."""
-
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        root = Path(__file__).resolve().parent.parent
-        environment = {**os.environ,
-                       "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "evals.bench_media", "--gateway", json.dumps(dict(config))],
-            cwd=root, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-
-    async def ask(self, command: str | None = None, timeout: float = 120.0) -> dict[str, Any]:
-        """Send ``command`` (if any) and read the child's next JSON line."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        if command is not None:
-            self.process.stdin.write(command + "\n")
-            self.process.stdin.flush()
-        deadline = time.monotonic() + timeout
-        while True:  # anything else the process prints (a library's notice) is not an answer
-            left = deadline - time.monotonic()
-            line = await asyncio.wait_for(asyncio.to_thread(self.process.stdout.readline), max(left, 0.001))
-            if not line:
-                raise RuntimeError(f"the gateway process ended (exit status {self.process.wait()})")
-            if line.startswith("{"):
-                return json.loads(line)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.write("stop\n")
-            self.process.stdin.close()
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
 # --------------------------------------------------------------------------- the flood
 
 
@@ -245,8 +203,9 @@ async def flood_once(redis_url: str, bound: int | None, chats: int, size: int, w
     ids = [FIRST_CHAT + number for number in range(chats)]
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
         async with FakeBotAPI(TOKEN) as api:
-            child = GatewayChild({"redis_url": redis_url, "prefix": prefix, "api_server": api.base_url,
-                                  "home": home, "bound": bound})
+            child = MeasuredChild("evals.bench_media", "--gateway", {"redis_url": redis_url, "prefix": prefix,
+                                                                     "api_server": api.base_url, "home": home,
+                                                                     "bound": bound})
             try:
                 ready = await child.ask()
                 api.push(*(api.private_message(chat, "hello, files are coming") for chat in ids))
