@@ -24,8 +24,10 @@ from gateway.cli.doctor import run_checks
 from gateway.config import ConfigError, Settings
 from gateway.config.loading import load_layers
 from gateway.session_source import search_conversations
+from gateway.startup_errors import StartupError, explain
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.web import free_port
 from tests.test_discord import ALICE, DM_CHANNEL_ID, FakeDiscordAPI, guild_payload, message_payload, receive
 from tests.test_discord import TOKEN as DISCORD_TOKEN
 
@@ -234,3 +236,53 @@ def test_a_bot_on_another_provider_never_gets_the_top_levels_key(monkeypatch):
     claude, same = settings.each_bot()
     assert claude.settings.model.api_key.get_secret_value() == "sk-ant-bot"
     assert same.settings.model.api_key.get_secret_value() == "sk-openai-top"  # the same provider keeps its key
+
+
+async def test_an_unreachable_provider_or_tool_server_for_one_bot_is_its_own_degraded_state(redis_url, key_prefix, llm):
+    away = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: connections are refused
+    async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops:
+        settings = fleet_settings(redis_url, key_prefix, llm, [
+            {"name": "support", "model": {"base_url": away, "max_retries": 0},
+             "tools": {"mcp_servers": {"tracker": {"url": f"http://127.0.0.1:{free_port()}/mcp"}}},
+             "platforms": telegram(support, TOKEN_A)},
+            {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
+        ])
+        async with serving(settings) as fleet:
+            support.push(support.private_message(PERSON, "is anyone there?"))
+            ops.push(ops.private_message(PERSON, "status?"))
+            await ops.wait_until(lambda: len(ops.sent) == 1)
+            assert texts(ops) == ["shared-model | - | echo: status?"]
+            statuses = await eventually_degraded(fleet, "support")
+            assert statuses["support"].detail.startswith("the model provider is away")
+            assert statuses["ops"].state == "running" and statuses["ops"].detail == ""
+            await support.wait_until(lambda: len(support.sent) == 1)  # the person is told, once; the message is kept
+            assert "support" in fleet.running  # it still takes messages in
+
+            rows = {check.name: check for check in await run_checks(settings)}
+            assert rows["support provider"].status == "FAIL" and rows["ops provider"].status == "ok"
+            assert rows["support mcp tracker"].status == "FAIL" and "ops mcp tracker" not in rows
+
+
+async def eventually_degraded(fleet: Fleet, name: str) -> dict[str, Any]:
+    for _ in range(300):
+        statuses = {status.name: status for status in fleet.status_list()}
+        if statuses[name].state == "degraded":
+            return statuses
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"bot {name} never showed its problem: {statuses[name]}")
+
+
+async def test_when_no_bot_can_start_each_says_why_and_nothing_is_left_open(redis_url, key_prefix, llm):
+    async with FakeBotAPI("999999:the-only-token-it-knows") as api:
+        settings = fleet_settings(redis_url, key_prefix, llm, [
+            {"name": "support", "platforms": telegram(api, TOKEN_A)},
+            {"name": "ops", "platforms": telegram(api, TOKEN_B)},
+        ])
+        out = io.StringIO()
+        with pytest.raises(StartupError, match="none of the 2 bots could start") as refused:
+            await Fleet.open(settings, out, exclusive=False)
+        lines = out.getvalue().splitlines()
+        assert [line.split(":")[0] for line in lines] == ["foldgate"] * 2
+        assert "bot support could not start" in lines[0] and "rejected the bot token" in lines[0]
+        assert "bot ops could not start" in lines[1]
+        assert explain(refused.value).startswith("bots: none of the 2 bots")

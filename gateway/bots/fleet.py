@@ -29,13 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
+from gateway.bots.health import BotHealth
 from gateway.config import Settings
 from gateway.config.bots import Bot
 from gateway.platforms.base import PlatformAdapter
 from gateway.run.assembly import RunningGateway, connect, open_on
 from gateway.run.platforms import enabled_adapters, stop_adapters, verify_platforms
 from gateway.server.lifecycle import EmbeddedRedis
-from gateway.startup_errors import explain, one_line
+from gateway.startup_errors import StartupError, explain, one_line
 from gateway.store.channel import RedisChannel, channel_for
 from gateway.store.leases import Lease
 
@@ -46,17 +47,23 @@ PROCESS_SECTIONS = ("redis", "gateway", "delivery", "media")
 #: Seconds a bot that failed or is stopped by a reload gives its running turns.
 STOP_GRACE_SECONDS = 60.0
 
-State = Literal["running", "failed", "stopped"]
+State = Literal["running", "degraded", "failed", "stopped"]
 
 
 @dataclass(frozen=True)
 class BotStatus:
-    """What the operator sees of a bot in this process: running, failed (and why) or stopped, since when."""
+    """What the operator sees of a bot in this process: running, degraded (its provider or a tool server away:
+    it still takes messages in), failed (stopped, and why) or stopped; since when."""
 
     name: str
     state: State
     detail: str = ""
     since: float = field(default_factory=time.time)
+
+    @property
+    def up(self) -> bool:
+        """Whether the bot takes messages in (running, or degraded)."""
+        return self.state in ("running", "degraded")
 
 
 class RunningBot:
@@ -68,6 +75,8 @@ class RunningBot:
         self.gateway = gateway
         self.adapters = adapters
         self.leases = leases
+        self.health = BotHealth(bot.name)
+        gateway.events.subscribe(self.health.observe)
         self._watch: asyncio.Task[None] | None = None
 
     @property
@@ -115,6 +124,17 @@ async def _prepared(bot: Bot, out: TextIO, *, local: bool, verify: bool) -> dict
         except Exception as error:
             return error
     return adapters
+
+
+def _none_started(settings: Settings, bots: list[Bot], errors: list[Any], out: TextIO) -> BaseException:
+    """Why the start ends when no bot could start: one bot's own error; of several, a line each, then one error."""
+    if not settings.bots:
+        return errors[0]
+    for bot, error in zip(bots, errors):
+        out.write(f"foldgate: bot {bot.name} could not start: {explain(error, bot.settings) or one_line(error, 1000)}\n")
+    out.flush()
+    return StartupError(f"none of the {len(bots)} bots could start (each line above says why) — fix those, then start "
+                        "again", setting="bots")
 
 
 async def _closed(running: RunningBot, cut_short: asyncio.Event) -> int:
@@ -177,7 +197,7 @@ class Fleet:
         front = next((bot.name for bot in bots if bot.settings.platforms.local.enabled), bots[0].name)
         prepared = await asyncio.gather(*(_prepared(bot, out, local=bot.name == front, verify=verify) for bot in bots))
         if all(isinstance(adapters, Exception) for adapters in prepared):
-            raise next(error for error in prepared if isinstance(error, Exception))
+            raise _none_started(settings, bots, prepared, out)
         try:
             redis, embedded = await connect(settings, exclusive=exclusive, notice=builder_options.get("notice"))
         except BaseException:
@@ -282,7 +302,17 @@ class Fleet:
         return f"bot {name} stopped: {detail}" if self.settings.bots else (explain(error, self.settings) or str(error))
 
     def status_list(self) -> list[BotStatus]:
-        return [self.statuses[name] for name in self.configured if name in self.statuses]
+        """Each configured bot's status in the configuration's order; a running one with problems is degraded."""
+        statuses = []
+        for name in self.configured:
+            status, running = self.statuses.get(name), self.running.get(name)
+            if status is None:
+                continue
+            if running is not None and running.health.detail:
+                since = min(started for _, started in running.health.problems.values())
+                status = BotStatus(name, "degraded", running.health.detail, since)
+            statuses.append(status)
+        return statuses
 
     # ------------------------------------------------------------------ reload
 

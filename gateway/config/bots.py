@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pydantic import Field, ValidationError
+from pydantic_settings import InitSettingsSource
 
 from agent.settings import StrictModel
 from gateway.config.errors import require
@@ -86,12 +87,18 @@ def resolve_bots(settings: Settings) -> list[Bot]:
         prefix = entry.key_prefix or f"{settings.redis.key_prefix}.{entry.name}"
         layered = merged(base, {**changes, "redis": {"key_prefix": prefix}})
         try:
-            bots.append((index, Bot(entry.name, type(settings).model_validate({**layered, "bots": []}))))
+            bots.append((index, Bot(entry.name, _validated(type(settings), {**layered, "bots": []}))))
         except ValidationError as error:
             problems += [(f"bots[{index}].{key}", reason) for key, reason in _problems(error)]
     problems += _clashes(bots)
     require(problems)
     return [bot for _, bot in bots]
+
+
+def _validated(settings_class: Any, values: dict[str, Any]) -> Settings:
+    """``values`` as settings, and nothing else: the file and the environment were read once, for the top level
+    (validating through the class's own sources would read them again, and lay them under the bot's values)."""
+    return settings_class(_build_sources=((InitSettingsSource(settings_class, init_kwargs=values),), {}))
 
 
 def _own_provider_keys(changes: dict[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:

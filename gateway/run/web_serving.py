@@ -58,7 +58,7 @@ class FleetReader:
         """Whether each configured bot runs; None without ``bots:`` (one bot, whose figures carry no label)."""
         if not self.fleet.settings.bots:
             return None
-        return {status.name: status.state == "running" for status in self.fleet.status_list()}
+        return {status.name: status.up for status in self.fleet.status_list()}
 
     def bots(self) -> "OperatedBots":
         from gateway.web.operator_pages import OperatedBots
