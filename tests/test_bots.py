@@ -240,27 +240,30 @@ def test_a_bot_on_another_provider_never_gets_the_top_levels_key(monkeypatch):
 
 async def test_an_unreachable_provider_or_tool_server_for_one_bot_is_its_own_degraded_state(redis_url, key_prefix, llm):
     away = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: connections are refused
-    async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops:
+    broken_tools = {"mcp_servers": {"tracker": {"url": f"http://127.0.0.1:{free_port()}/mcp"}},
+                    "allow": [{"servers": ["tracker"]}]}
+    async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops, FakeBotAPI(TOKEN_D) as calm:
         settings = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "model": {"base_url": away, "max_retries": 0},
-             "tools": {"mcp_servers": {"tracker": {"url": f"http://127.0.0.1:{free_port()}/mcp"}}},
-             "platforms": telegram(support, TOKEN_A)},
-            {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
+            {"name": "support", "model": {"base_url": away, "max_retries": 0}, "platforms": telegram(support, TOKEN_A)},
+            {"name": "ops", "tools": broken_tools, "platforms": telegram(ops, TOKEN_B)},
+            {"name": "calm", "platforms": telegram(calm, TOKEN_D)},
         ])
         async with serving(settings) as fleet:
-            support.push(support.private_message(PERSON, "is anyone there?"))
-            ops.push(ops.private_message(PERSON, "status?"))
-            await ops.wait_until(lambda: len(ops.sent) == 1)
-            assert texts(ops) == ["shared-model | - | echo: status?"]
+            for api in (support, ops, calm):
+                api.push(api.private_message(PERSON, "status?"))
+            await ops.wait_until(lambda: len(ops.sent) == 1)  # answered without the tools of a server that is down
+            await calm.wait_until(lambda: len(calm.sent) == 1)
+            assert texts(ops) == texts(calm) == ["shared-model | - | echo: status?"]
             statuses = await eventually_degraded(fleet, "support")
             assert statuses["support"].detail.startswith("the model provider is away")
-            assert statuses["ops"].state == "running" and statuses["ops"].detail == ""
+            assert statuses["ops"].state == "degraded" and statuses["ops"].detail.startswith("MCP server tracker is down")
+            assert statuses["calm"].state == "running" and statuses["calm"].detail == ""
             await support.wait_until(lambda: len(support.sent) == 1)  # the person is told, once; the message is kept
-            assert "support" in fleet.running  # it still takes messages in
+            assert set(fleet.running) == {"support", "ops", "calm"}  # each still takes messages in
 
             rows = {check.name: check for check in await run_checks(settings)}
             assert rows["support provider"].status == "FAIL" and rows["ops provider"].status == "ok"
-            assert rows["support mcp tracker"].status == "FAIL" and "ops mcp tracker" not in rows
+            assert rows["ops mcp tracker"].status == "FAIL" and "support mcp tracker" not in rows
 
 
 async def eventually_degraded(fleet: Fleet, name: str) -> dict[str, Any]:

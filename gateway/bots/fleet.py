@@ -83,6 +83,15 @@ class RunningBot:
     def name(self) -> str:
         return self.bot.name
 
+    def problems(self) -> list[tuple[str, float]]:
+        """What is wrong while it runs, oldest first: its provider away, its MCP servers down (line, since)."""
+        found = list(self.health.problems.values())
+        mcp = self.gateway.runner.mcp
+        for name, server in sorted(mcp.servers.items()) if mcp is not None else ():
+            if server.failure:
+                found.append((f"MCP server {name} is down ({server.failure})", time.time()))
+        return sorted(found, key=lambda problem: problem[1])
+
     async def start_receiving(self, on_failure: Callable[["RunningBot", BaseException], None]) -> None:
         """Start every platform (a poller waits for its lease), and report the first that stops on its own."""
         for adapter in self.adapters.values():
@@ -308,9 +317,9 @@ class Fleet:
             status, running = self.statuses.get(name), self.running.get(name)
             if status is None:
                 continue
-            if running is not None and running.health.detail:
-                since = min(started for _, started in running.health.problems.values())
-                status = BotStatus(name, "degraded", running.health.detail, since)
+            problems = running.problems() if running is not None else []
+            if problems:
+                status = BotStatus(name, "degraded", "; ".join(line for line, _ in problems), problems[0][1])
             statuses.append(status)
         return statuses
 

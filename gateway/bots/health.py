@@ -2,7 +2,8 @@
 
 A bot whose platform stops is stopped (:mod:`.fleet`); one whose provider or tool server fails keeps taking
 messages in (the outage machinery answers them when the provider returns), so it stays up but is shown
-``degraded`` with one line per problem, on ``/admin/bots`` and in the log, until a turn or a call succeeds again.
+``degraded`` with one line per problem, on ``/admin/bots`` and in the log, until a turn succeeds again (or the
+server answers again).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.events import Event, ToolCallEvent, TurnErrorEvent, TurnEvent
+from gateway.events import Event, TurnErrorEvent, TurnEvent
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,8 @@ PROVIDER = "provider"
 
 
 class BotHealth:
-    """A bot's current problems, from its own events (subscribe :meth:`observe` to its event bus)."""
+    """A bot's provider problem, from its own events (subscribe :meth:`observe` to its event bus); its MCP
+    servers say their own state (:attr:`agent.tools.mcp.McpServer.failure`)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -31,15 +33,6 @@ class BotHealth:
             self._report(PROVIDER, f"the model provider is away ({event.error})")
         elif isinstance(event, TurnEvent) and not event.error:
             self._clear(PROVIDER)
-        elif isinstance(event, ToolCallEvent) and event.outcome == "down":
-            self._report(f"mcp {event.server}", f"MCP server {event.server} is down: its tools are not answered")
-        elif isinstance(event, ToolCallEvent) and event.outcome == "ok":
-            self._clear(f"mcp {event.server}")
-
-    @property
-    def detail(self) -> str:
-        """Every problem in one line, oldest first; empty when there is none."""
-        return "; ".join(line for line, _ in sorted(self.problems.values(), key=lambda problem: problem[1]))
 
     def _report(self, key: str, line: str) -> None:
         if key not in self.problems:
