@@ -47,13 +47,13 @@ PROCESS_SECTIONS = ("redis", "gateway", "delivery", "media")
 #: Seconds a bot that failed or is stopped by a reload gives its running turns.
 STOP_GRACE_SECONDS = 60.0
 
-State = Literal["running", "degraded", "failed", "stopped"]
+State = Literal["running", "degraded", "failed"]
 
 
 @dataclass(frozen=True)
 class BotStatus:
     """What the operator sees of a bot in this process: running, degraded (its provider or a tool server away:
-    it still takes messages in), failed (stopped, and why) or stopped; since when."""
+    it still takes messages in) or failed (stopped, and why); since when."""
 
     name: str
     state: State

