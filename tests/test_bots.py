@@ -289,3 +289,27 @@ async def test_when_no_bot_can_start_each_says_why_and_nothing_is_left_open(redi
         assert "bot support could not start" in lines[0] and "rejected the bot token" in lines[0]
         assert "bot ops could not start" in lines[1]
         assert explain(refused.value).startswith("bots: none of the 2 bots")
+
+
+async def test_reload_restarts_a_changed_bot_but_never_the_one_holding_the_web_chat(redis_url, key_prefix, llm):
+    async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops:
+        def bots(prompt: str) -> list[dict[str, Any]]:
+            return [{"name": "support", "model": {"system_prompt": prompt}, "platforms": telegram(support, TOKEN_A)},
+                    {"name": "ops", "model": {"system_prompt": prompt}, "platforms": telegram(ops, TOKEN_B)}]
+
+        plain = fleet_settings(redis_url, key_prefix, llm, bots("Be brief."))
+        async with serving(plain) as fleet:
+            lines = await fleet.reload(fleet_settings(redis_url, key_prefix, llm, bots("Be kind.")))
+            assert lines == ["bot support restarted", "bot ops restarted"]
+            support.push(support.private_message(PERSON, "hello"))
+            await support.wait_until(lambda: len(support.sent) == 1)
+            assert texts(support) == ["shared-model | Be kind. | echo: hello"]
+
+        with_web = plain.model_copy(update={"platforms": plain.platforms.model_copy(update={
+            "local": plain.platforms.local.model_copy(update={"enabled": True, "web": True, "port": 0})})})
+        async with serving(with_web) as fleet:
+            changed = with_web.model_copy(update={"bots": fleet_settings(redis_url, key_prefix, llm,
+                                                                         bots("Be kind.")).bots})
+            lines = await fleet.reload(changed)
+            assert lines == ["bot support serves the terminal or web chat: restart foldgate to change or remove it",
+                             "bot ops restarted"]

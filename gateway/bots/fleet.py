@@ -33,6 +33,7 @@ from gateway.bots.health import BotHealth
 from gateway.config import Settings
 from gateway.config.bots import Bot
 from gateway.platforms.base import PlatformAdapter
+from gateway.platforms.local import TerminalAdapter
 from gateway.run.assembly import RunningGateway, connect, open_on
 from gateway.run.platforms import enabled_adapters, stop_adapters, verify_platforms
 from gateway.server.lifecycle import EmbeddedRedis
@@ -336,7 +337,7 @@ class Fleet:
         stop = [name for name, bot in self.configured.items()
                 if name not in wanted or wanted[name].settings != bot.settings or name not in self.running]
         front = self.configured.get(self.front)
-        if front is not None and front.settings.platforms.local.enabled and self.front in stop:
+        if front is not None and self.front in stop and self._serves_local_chat():
             # the terminal or web chat holds this bot's parts: only a restart replaces them
             lines.append(f"bot {self.front} serves the terminal or web chat: restart foldgate to change or remove it")
             stop.remove(self.front)
@@ -362,6 +363,14 @@ class Fleet:
                   if name not in self.running and name in self.statuses]
         self.changed.set()
         return lines
+
+    def _serves_local_chat(self) -> bool:
+        """Whether the front bot has the web chat (its page holds the bot's parts) or a terminal chat still open."""
+        front, running = self.configured[self.front], self.running.get(self.front)
+        local = front.settings.platforms.local
+        terminal = running.adapters.get("local") if running is not None else None
+        open_terminal = isinstance(terminal, TerminalAdapter) and not terminal.closed.is_set()
+        return local.enabled and (local.web or open_terminal)
 
     # ------------------------------------------------------------------ the end
 
