@@ -183,7 +183,7 @@ class GatewayCollector(Collector):
         running = GaugeMetricFamily("foldgate_chats_running", "Chats whose turn runs in this process now", labels=bot)
         rate = GaugeMetricFamily("foldgate_turns_per_second",
                                  f"Turns answered per second over the last {RATE_WINDOW_SECONDS} s", labels=bot)
-        memory = GaugeMetricFamily("foldgate_redis_used_memory_bytes", "Memory the Redis server uses", labels=bot)
+        memory = GaugeMetricFamily("foldgate_redis_used_memory_bytes", "Memory the Redis server uses")  # one server
         tokens = GaugeMetricFamily("foldgate_send_budget_tokens", "Sends a bot-wide bucket would grant at once",
                                    labels=[*bot, "bucket"])
         paused = GaugeMetricFamily("foldgate_send_budget_paused_seconds",
@@ -191,8 +191,8 @@ class GatewayCollector(Collector):
         for labels, figures in sampled:
             running.add_metric(labels, figures.chats_running)
             rate.add_metric(labels, round(figures.turns_per_second, 3))
-            if figures.redis_used_memory is not None:
-                memory.add_metric(labels, figures.redis_used_memory)
+            if figures.redis_used_memory is not None and not memory.samples:  # every bot's sample asks the same server
+                memory.add_metric([], figures.redis_used_memory)
             for state in figures.budgets:
                 bucket = f"{state.bucket.key_tag}:{state.bucket.name}"
                 tokens.add_metric([*labels, bucket], round(state.tokens, 3))

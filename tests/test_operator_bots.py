@@ -18,6 +18,7 @@ from yarl import URL
 from gateway.config import Settings
 from gateway.config.bots import BotSettings
 from gateway.platforms.base import IncomingMessage
+from gateway.web.operator_pages import chat_link
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings
@@ -77,6 +78,11 @@ async def test_each_page_shows_the_bot_chosen_and_remembers_it(redis_url, key_pr
                 await text_of(session, "/admin?bot=alpha")
                 page = await text_of(session, "/admin/chats/" + quote(chat, safe=""))
                 assert "alpha-person" in page
+                # a page's links and refreshes keep its bot, whatever another tab chooses meanwhile
+                assert '/charts?bot=alpha"' in page and 'href="/admin?bot=alpha"' in page
+                listed = await text_of(session, "/admin?bot=alpha")
+                assert f'href="{chat_link(chat)}?bot=alpha"' in listed and "&amp;bot=alpha" in listed
+                assert 'data-refresh="/admin/gateway/figures?bot=alpha"' in await text_of(session, "/admin/gateway")
                 gateway = await text_of(session, "/admin/gateway")
                 assert gateway.count('class="bot-running"') == 2
                 assert await text_of(session, "/admin/spend")
@@ -84,9 +90,10 @@ async def test_each_page_shows_the_bot_chosen_and_remembers_it(redis_url, key_pr
                 metrics = await text_of(session, "/metrics")
     assert 'foldgate_turns_total{bot="alpha"} 1.0' in metrics and 'foldgate_turns_total{bot="beta"} 0.0' in metrics
     assert 'foldgate_bot_up{bot="alpha"} 1.0' in metrics and 'foldgate_bot_up{bot="beta"} 1.0' in metrics
-    assert re.search(r'foldgate_redis_used_memory_bytes\{bot="beta"\} \d', metrics)
+    assert re.search(r"^foldgate_redis_used_memory_bytes \d", metrics, re.MULTILINE)  # one server: once, unlabelled
     assert "process_resident_memory_bytes" in metrics
-    assert not re.search(r"^foldgate_\w+ ", metrics, re.MULTILINE)  # every figure names its bot
+    # every other figure names its bot
+    assert not re.search(r"^foldgate_(?!redis_used_memory_bytes )\w+ ", metrics, re.MULTILINE)
 
 
 async def test_a_failed_bot_is_listed_with_what_to_fix_and_scraped_as_down(redis_url, key_prefix):

@@ -54,9 +54,14 @@ class FleetReader:
     def watches(self) -> dict[str, "GatewayWatch"]:
         return {name: watch for name, (_, watch) in self._current().items()}
 
+    def several(self) -> bool:
+        """Whether figures and pages name their bot: with ``bots:``, or more than one bot running (a reload
+        that dropped ``bots:`` keeps the bot that holds the web chat beside the new one)."""
+        return bool(self.fleet.settings.bots) or len(self.fleet.configured) > 1
+
     def states(self) -> dict[str, bool] | None:
-        """Whether each configured bot runs; None without ``bots:`` (one bot, whose figures carry no label)."""
-        if not self.fleet.settings.bots:
+        """Whether each configured bot runs; None for one bot, whose figures carry no label."""
+        if not self.several():
             return None
         return {status.name: status.up for status in self.fleet.status_list()}
 
@@ -64,7 +69,7 @@ class FleetReader:
         from gateway.web.operator_pages import OperatedBots
 
         running = {name: _operated(name, gateway, watch) for name, (gateway, watch) in self._current().items()}
-        return OperatedBots(running, self.fleet.status_list(), several=bool(self.fleet.settings.bots))
+        return OperatedBots(running, self.fleet.status_list(), several=self.several())
 
 
 def _operated(name: str, gateway: "RunningGateway", watch: "GatewayWatch") -> "OperatedBot":

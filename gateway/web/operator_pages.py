@@ -300,7 +300,8 @@ class OperatorView:
 
 def _page(name: str, bots: OperatedBots, bot: OperatedBot | None, **context: Any) -> web.Response:
     """An operator page; the navigation names the bot it shows when the deployment configures several."""
-    return render(name, shown_bot=bot.name if bot else "", several=bots.several, **context)
+    bot_q = f"bot={quote(bot.name, safe='')}" if bots.several and bot else ""  # links keep the bot a page shows
+    return render(name, shown_bot=bot.name if bot else "", several=bots.several, bot_q=bot_q, **context)
 
 
 async def _compactions(store: SessionStore, chat: str, events: list[Event]) -> list[Compaction]:
