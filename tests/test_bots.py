@@ -313,3 +313,41 @@ async def test_reload_restarts_a_changed_bot_but_never_the_one_holding_the_web_c
             lines = await fleet.reload(changed)
             assert lines == ["bot support serves the terminal or web chat: restart foldgate to change or remove it",
                              "bot ops restarted"]
+
+
+def test_foldgate_reload_signals_only_live_gateways_never_a_recycled_pid(tmp_path):
+    import subprocess
+    import sys
+
+    from gateway.run.registry import serving_dir, serving_processes
+
+    folder = serving_dir(tmp_path)
+    folder.mkdir(parents=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    try:
+        (folder / str(stranger.pid)).write_text("")  # no start time: counts only if it is a foldgate
+        (folder / str(gone.pid)).write_text("12345")  # dead: its file is removed
+        assert serving_processes(tmp_path) == []
+        assert not (folder / str(gone.pid)).exists() and not (folder / str(stranger.pid)).exists()
+        assert stranger.poll() is None  # never signalled
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_what_a_bot_leaves_empty_or_names_anew_is_read_as_a_person_would_expect(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings = Settings(
+        model={"provider": "custom", "base_url": "https://a.example/v1", "api_key": "key-for-a"},
+        platforms={"local": {"enabled": False}},
+        access={"budgets": {"per_user": {"usd": 5.0, "period": "day"}}},
+        bots=[{"name": "elsewhere", "model": {"base_url": "https://b.example/v1"}, "platforms": {"local": {"enabled": True}},
+               "access": {"budgets": {"per_user": {"tokens": 1000, "period": "week"}}}},
+              {"name": "empty", "model": None, "platforms": {"local": {"enabled": True}, "telegram": None}}])
+    elsewhere, empty = settings.each_bot()
+    assert elsewhere.settings.model.api_key is None  # another endpoint never gets the top level's key
+    budget = elsewhere.settings.access.budgets.per_user
+    assert budget is not None and budget.tokens == 1000 and budget.usd is None  # a budget is replaced, not patched
+    assert empty.settings.model == settings.model  # an empty section changes nothing

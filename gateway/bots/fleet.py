@@ -78,6 +78,8 @@ class RunningBot:
         self.leases = leases
         self.health = BotHealth(bot.name)
         gateway.events.subscribe(self.health.observe)
+        #: When each MCP server was first seen down.
+        self._down_since: dict[str, float] = {}
         self._watch: asyncio.Task[None] | None = None
 
     @property
@@ -89,8 +91,11 @@ class RunningBot:
         found = list(self.health.problems.values())
         mcp = self.gateway.runner.mcp
         for name, server in sorted(mcp.servers.items()) if mcp is not None else ():
-            if server.failure:
-                found.append((f"MCP server {name} is down ({server.failure})", time.time()))
+            if not server.failure:
+                self._down_since.pop(name, None)
+                continue
+            since = self._down_since.setdefault(name, time.time())  # first seen down (looked at on each status)
+            found.append((f"MCP server {name} is down ({server.failure})", since))
         return sorted(found, key=lambda problem: problem[1])
 
     async def start_receiving(self, on_failure: Callable[["RunningBot", BaseException], None]) -> None:

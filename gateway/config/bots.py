@@ -19,11 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import InitSettingsSource
 
 from agent.settings import StrictModel
 from gateway.config.errors import require
+from gateway.config.schema import drop_empty_sections
 from gateway.config.sources import PROVIDER_KEY_ENV
 
 #: :class:`gateway.config.Settings`, which holds ``bots:`` and so imports this module (not the other way round).
@@ -51,6 +52,12 @@ class BotSettings(StrictModel):
     tools: dict[str, Any] = Field(default_factory=dict)
     access: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator(*BOT_SECTIONS, mode="before")
+    @classmethod
+    def _empty_is_nothing_changed(cls, value: Any) -> Any:
+        """A section left empty (its keys commented out) changes nothing, as at the top level."""
+        return {} if value is None else value
+
 
 @dataclass(frozen=True)
 class Bot:
@@ -64,11 +71,18 @@ class Bot:
         return self.settings.redis.key_prefix
 
 
-def merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``changes`` laid over it, maps merged key by key; lists and values are replaced."""
+#: Maps a bot replaces whole instead of merging into the top level's: a budget is one limit, not a patch of one.
+WHOLE = frozenset({("access", "budgets", "per_user"), ("access", "budgets", "per_chat")})
+
+
+def merged(base: Mapping[str, Any], changes: Mapping[str, Any], path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``base`` with ``changes`` laid over it, maps merged key by key (but those in :data:`WHOLE`); lists and
+    values are replaced."""
     out = dict(base)
     for key, value in changes.items():
-        out[key] = merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        inner = (*path, str(key))
+        mergeable = isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and inner not in WHOLE
+        out[key] = merged(out[key], value, inner) if mergeable else value
     return out
 
 
@@ -83,7 +97,8 @@ def resolve_bots(settings: Settings) -> list[Bot]:
     bots: list[tuple[int, Bot]] = []
     problems: list[tuple[str, str]] = []
     for index, entry in enumerate(settings.bots):
-        changes = _own_provider_keys(entry.model_dump(include=set(BOT_SECTIONS), exclude_unset=True), base)
+        given = drop_empty_sections(entry.model_dump(include=set(BOT_SECTIONS), exclude_unset=True), type(settings))
+        changes = _own_provider_keys(given, base)
         prefix = entry.key_prefix or f"{settings.redis.key_prefix}.{entry.name}"
         layered = merged(base, {**changes, "redis": {"key_prefix": prefix}})
         try:
@@ -102,14 +117,17 @@ def _validated(settings_class: Any, values: dict[str, Any]) -> Settings:
 
 
 def _own_provider_keys(changes: dict[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
-    """A bot that names another provider than the top level, and no key, uses that provider's usual variable,
-    never the key the top level has for its own provider (an OpenAI key is not sent to Anthropic)."""
+    """A bot that names another provider or endpoint than the top level, and no key, uses that provider's usual
+    variable, never the top level's key (an OpenAI key is not sent to Anthropic, nor one endpoint's to another)."""
     pairs = [(changes.get("model"), base["model"]),
              ((changes.get("auxiliary") or {}).get("compression"), base["auxiliary"]["compression"])]
     for section, inherited in pairs:
-        if (isinstance(section, dict) and "provider" in section and "api_key" not in section
-                and section["provider"] != inherited.get("provider")):
-            variable = PROVIDER_KEY_ENV.get(str(section["provider"]))
+        if not isinstance(section, dict) or "api_key" in section:
+            continue
+        provider = section.get("provider", inherited.get("provider"))
+        if provider != inherited.get("provider") or section.get("base_url", inherited.get("base_url")) != \
+                inherited.get("base_url"):  # another endpoint: the top level's key is not for it
+            variable = PROVIDER_KEY_ENV.get(str(provider))
             section["api_key"] = os.environ.get(variable) if variable else None
     return changes
 

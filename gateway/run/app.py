@@ -68,14 +68,12 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout, con
 
 async def _until_done(fleet: Fleet, signals: ShutdownSignals, reload: ReloadSignal, config_path: str | None) -> int:
     """Run until a signal, the terminal chat's end, or no bot left running (the exit code); reload on SIGHUP."""
-    front = fleet.running.get(fleet.front)
-    terminal = front.adapters.get("local") if front is not None else None
-    watching_terminal = isinstance(terminal, TerminalAdapter) and len(fleet.running) == 1 and len(front.adapters) == 1
     while True:
+        terminal = _lone_terminal(fleet)
         waiters = [asyncio.create_task(signals.stop.wait()), asyncio.create_task(reload.requested.wait()),
                    asyncio.create_task(fleet.changed.wait())]
-        if watching_terminal:
-            waiters.append(asyncio.create_task(terminal.closed.wait()))  # type: ignore[union-attr]
+        if terminal is not None:
+            waiters.append(asyncio.create_task(terminal.closed.wait()))
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for waiter in waiters:
             waiter.cancel()
@@ -83,15 +81,19 @@ async def _until_done(fleet: Fleet, signals: ShutdownSignals, reload: ReloadSign
             return 0
         if reload.requested.is_set():
             reload.requested.clear()
-            await _reload(fleet, config_path)
+            if not await _reload_unless_stopped(fleet, config_path, signals):
+                return 0
         fleet.changed.clear()
         if not fleet.running:
             print(f"foldgate: {fleet.failure_line()}", file=sys.stderr)
             return 1
-        if watching_terminal and terminal.closed.is_set():  # type: ignore[union-attr]
+        if terminal is not None and terminal.closed.is_set():
             break
     # the terminal chat ended: answer what it sent, unless a signal comes first
-    idle = asyncio.create_task(fleet.running[fleet.front].gateway.runner.wait_idle(timeout=60))
+    front = fleet.running.get(fleet.front)
+    if front is None:
+        return 0
+    idle = asyncio.create_task(front.gateway.runner.wait_idle(timeout=60))
     interrupted = asyncio.create_task(signals.stop.wait())
     await asyncio.wait((idle, interrupted), return_when=asyncio.FIRST_COMPLETED)
     interrupted.cancel()
@@ -100,6 +102,28 @@ async def _until_done(fleet: Fleet, signals: ShutdownSignals, reload: ReloadSign
     else:
         idle.cancel()
     return 0
+
+
+def _lone_terminal(fleet: Fleet) -> TerminalAdapter | None:
+    """The terminal chat when it is all the process serves (its end then ends the run), else None."""
+    front = fleet.running.get(fleet.front)
+    terminal = front.adapters.get("local") if front is not None else None
+    if isinstance(terminal, TerminalAdapter) and len(fleet.running) == 1 and len(front.adapters) == 1:  # type: ignore[union-attr]
+        return terminal
+    return None
+
+
+async def _reload_unless_stopped(fleet: Fleet, config_path: str | None, signals: ShutdownSignals) -> bool:
+    """Reload; a stop signal meanwhile cuts the reload's waits short (the service manager's limit stands).
+    False when the process is to end."""
+    reloading = asyncio.create_task(_reload(fleet, config_path))
+    stopping = asyncio.create_task(signals.stop.wait())
+    await asyncio.wait((reloading, stopping), return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not reloading.done():
+        fleet.cut_short.set()  # the bots being stopped stop waiting for their turns
+        await reloading
+    return not signals.stop.is_set()
 
 
 async def _reload(fleet: Fleet, config_path: str | None) -> None:

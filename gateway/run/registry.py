@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,19 +43,37 @@ def process_registered(home: Path) -> Iterator[None]:
 
 
 def serving_processes(home: Path) -> list[int]:
-    """The live serving processes of ``home`` (the files of dead ones are removed)."""
+    """The live serving processes of ``home`` (the files of dead ones are removed). A pid whose start time
+    could not be recorded (no ``/proc``) counts only while its command line still names foldgate: a recycled
+    pid must not be sent a SIGHUP, which would end most programs."""
     pids: list[int] = []
-    folder = serving_dir(home)
-    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+    try:
+        entries = sorted(serving_dir(home).iterdir())
+    except OSError:  # no such folder (nothing served from here yet), or not ours to read
+        return []
+    for entry in entries:
         if not entry.name.isdigit():
             continue
-        recorded = entry.read_text(encoding="utf-8").strip()
-        if alive(int(entry.name), int(recorded) if recorded.isdigit() else None):
-            pids.append(int(entry.name))
+        try:
+            recorded = entry.read_text(encoding="utf-8").strip()
+        except OSError:  # it ended while we looked
+            continue
+        pid = int(entry.name)
+        if alive(pid, int(recorded) if recorded.isdigit() else None) and (recorded.isdigit() or _is_foldgate(pid)):
+            pids.append(pid)
         else:
             with contextlib.suppress(OSError):
                 entry.unlink()
     return pids
+
+
+def _is_foldgate(pid: int) -> bool:
+    try:
+        command = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True,
+                                 timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "foldgate" in command or "gateway.cli" in command
 
 
 def reload_command(args: argparse.Namespace) -> int:
@@ -69,9 +88,17 @@ def reload_command(args: argparse.Namespace) -> int:
         print(f"foldgate: no foldgate run serves from {settings.home_path}; nothing to reload "
               "(in a container, send SIGHUP to foldgate's process instead)", file=sys.stderr)
         return 1
+    asked: list[int] = []
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(pid, signal.SIGHUP)
-    print(f"foldgate: asked {len(pids)} process{'es' if len(pids) != 1 else ''} ({', '.join(map(str, pids))}) to reload;"
-          " each says what it changed in its log")
-    return 0
+            asked.append(pid)
+        except ProcessLookupError:  # it ended meanwhile
+            continue
+        except PermissionError:
+            print(f"foldgate: cannot signal process {pid} — run foldgate reload as the user the gateway runs as",
+                  file=sys.stderr)
+    if asked:
+        print(f"foldgate: asked {len(asked)} process{'es' if len(asked) != 1 else ''} ({', '.join(map(str, asked))}) to"
+              " reload; each says what it changed in its log")
+    return 0 if len(asked) == len(pids) else 1
