@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import discord
+import discord.gateway
 import pytest
 import pytest_asyncio
+import yarl
 
 from gateway.bots import Fleet
 from gateway.cli.doctor import run_checks
@@ -28,7 +30,7 @@ from gateway.startup_errors import StartupError, explain
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import free_port
-from tests.test_discord import ALICE, DM_CHANNEL_ID, FakeDiscordAPI, guild_payload, message_payload, receive
+from tests.test_discord import ALICE, DM_CHANNEL_ID, GUILD_ID, FakeDiscordAPI, message_payload, receive
 from tests.test_discord import TOKEN as DISCORD_TOKEN
 
 TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
@@ -52,6 +54,7 @@ async def llm() -> AsyncIterator[FakeLLMServer]:
 async def discord_api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscordAPI]:
     async with FakeDiscordAPI() as api:
         monkeypatch.setattr(discord.http.Route, "BASE", api.base)
+        monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(api.gateway))
         yield api
 
 
@@ -76,9 +79,14 @@ async def serving(settings: Settings) -> AsyncIterator[Fleet]:
     fleet = await Fleet.open(settings, io.StringIO(), exclusive=False)
     try:
         await fleet.start_receiving()
-        discord_bot = next((bot for bot in fleet.running.values() if "dc" in bot.adapters), None)
-        if discord_bot is not None:  # the server the Discord bot is in, as the gateway connection would announce it
-            discord_bot.adapters["dc"].client._connection.parse_guild_create(guild_payload())  # type: ignore[attr-defined]
+        for bot in fleet.running.values():  # a Discord bot is connected to the fake gateway, its server announced
+            if "dc" in bot.adapters:
+                client = bot.adapters["dc"].client  # type: ignore[attr-defined]
+                for _ in range(200):
+                    if client.get_guild(GUILD_ID) is not None:
+                        break
+                    await asyncio.sleep(0.05)
+                assert client.get_guild(GUILD_ID) is not None, "the Discord bot never joined the fake gateway"
         yield fleet
     finally:
         await fleet.close(grace_seconds=5)

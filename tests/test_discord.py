@@ -164,6 +164,11 @@ class FakeDiscordAPI:
         self._by_nonce: dict[str, dict[str, Any]] = {}
         self._runner: Optional[web.AppRunner] = None
         self.base = ""
+        #: Where the gateway websocket listens (``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY`` in tests).
+        self.gateway = ""
+        #: The IDENTIFY payloads received: one per gateway session a client opened.
+        self.identified: list[dict[str, Any]] = []
+        self._sockets: set[web.WebSocketResponse] = set()
 
     async def __aenter__(self) -> "FakeDiscordAPI":
         app = web.Application()
@@ -174,17 +179,49 @@ class FakeDiscordAPI:
         app.router.add_post("/api/v10/interactions/{interaction_id}/{token}/callback", self._interaction_callback)
         app.router.add_patch("/api/v10/channels/{channel_id}/messages/{message_id}", self._edit_message)
         app.router.add_delete("/api/v10/channels/{channel_id}/messages/{message_id}", self._delete_message)
+        app.router.add_get("/gateway", self._gateway)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.base = f"http://{host}:{port}/api/v10"
+        self.gateway = f"ws://{host}:{port}/gateway"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._runner is not None
+        for socket in list(self._sockets):
+            await socket.close()
         await self._runner.cleanup()
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        """The gateway as a bot's session sees it, in plain JSON text frames: HELLO, heartbeats acknowledged,
+        IDENTIFY answered with READY (no guilds) then the server's GUILD_CREATE; a wrong token closed with 4004."""
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self._sockets.add(socket)
+        sequence = iter(range(1, 10**9))
+        try:
+            await socket.send_json({"op": 10, "d": {"heartbeat_interval": 41_250}})
+            async for frame in socket:
+                if frame.type != web.WSMsgType.TEXT:
+                    break
+                message = json.loads(frame.data)
+                if message.get("op") == 1:
+                    await socket.send_json({"op": 11})
+                elif message.get("op") == 2:
+                    if message["d"].get("token") != TOKEN:
+                        await socket.close(code=4004, message=b"Authentication failed.")
+                        break
+                    self.identified.append(message["d"])
+                    ready = {"v": 10, "user": BOT, "guilds": [], "session_id": "fake-session",
+                             "resume_gateway_url": self.gateway, "application": {"id": str(BOT_ID), "flags": 0}}
+                    await socket.send_json({"op": 0, "t": "READY", "s": next(sequence), "d": ready})
+                    await socket.send_json({"op": 0, "t": "GUILD_CREATE", "s": next(sequence), "d": guild_payload()})
+        finally:
+            self._sockets.discard(socket)
+        return socket
 
     def contents(self, channel_id: int) -> list[str]:
         return [m["content"] for m in self.created if m["channel_id"] == str(channel_id)]

@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 import httpx2
 import mcp_types as types
@@ -48,6 +48,7 @@ from agent.items import MediaSource
 from agent.tools.registry import CallOutcome, Tool, ToolOutput
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Policy = Literal["auto", "ask", "deny"]
 #: Separates a server's name from its tool's in the name the model sees.
@@ -58,6 +59,8 @@ MAX_TOOL_NAME = 64
 RETRY_FIRST, RETRY_MOST = 1.0, 60.0
 #: Longest wait for a server to start and answer its handshake.
 CONNECT_TIMEOUT = 30.0
+#: Seconds a cancelled call has to end before its session is let go instead.
+CANCEL_GRACE_SECONDS = 5.0
 #: An HTTP server's timeouts: a request, and a result streamed back (the call's own timeout ends it sooner).
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 #: Most pages of a tool listing read (a paginator that never ends cannot hang a turn).
@@ -237,7 +240,7 @@ class McpServer:
         ``timeout_seconds``; the call was cancelled, the server told)."""
         client = await self._connected()
         try:
-            result = await asyncio.wait_for(client.call_tool(tool, arguments), self.spec.timeout_seconds)
+            result = await self._in_time(client, client.call_tool(tool, arguments))
         except MCPError as error:
             if error.code != CONNECTION_CLOSED and self._holder is not None and not self._holder.done():
                 raise ToolFailed(error.message) from error  # the server's own answer: bad arguments, its bug …
@@ -250,6 +253,28 @@ class McpServer:
             raise ServerDown(self.spec.name, self.failure) from error
         self._failures = 0
         return result
+
+    async def _in_time(self, client: Client, call: Awaitable[T]) -> T:
+        """``call`` within ``timeout_seconds``, else cancelled and TimeoutError. A cancelled call gets
+        :data:`CANCEL_GRACE_SECONDS` to end (the SDK tells the server); one that does not — a cancellation the
+        SDK's own scopes held back — costs the session, never the turn: it is dropped and opened again later."""
+        task = asyncio.ensure_future(call)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.spec.timeout_seconds)
+        except asyncio.CancelledError:  # the turn was stopped: the call goes with it
+            task.cancel()
+            raise
+        if task in done:
+            return task.result()
+        task.cancel()
+        ended, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+        if not ended:
+            log.warning("mcp %s: a cancelled call did not end within %g s; its session is opened again at the next use",
+                        self.spec.name, CANCEL_GRACE_SECONDS)
+            async with self._lock:
+                if self._client is client:
+                    await self._drop()
+        raise TimeoutError(f"{self.spec.name} did not answer within {self.spec.timeout_seconds:g} s")
 
     async def aclose(self) -> None:
         """End the session (the SDK stops a stdio server's process)."""
