@@ -161,7 +161,8 @@ class GatewayCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         states = self.watches.states()
         if states is not None:
-            up = GaugeMetricFamily("foldgate_bot_up", "1 while the bot takes messages in (running or degraded), 0 when it failed",
+            up = GaugeMetricFamily("foldgate_bot_up",
+                                   "1 while the bot takes messages in (running or degraded), 0 when it failed",
                                    labels=["bot"])
             for name, running in states.items():
                 up.add_metric([name], 1 if running else 0)

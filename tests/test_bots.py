@@ -30,7 +30,7 @@ from gateway.startup_errors import StartupError, explain
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import free_port
-from tests.test_discord import ALICE, DM_CHANNEL_ID, GUILD_ID, FakeDiscordAPI, message_payload, receive
+from tests.test_discord import ALICE, DM_CHANNEL_ID, GUILD_ID, FakeDiscordAPI, message_payload
 from tests.test_discord import TOKEN as DISCORD_TOKEN
 
 TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
@@ -117,8 +117,8 @@ async def test_three_bots_answer_each_with_its_own_model_and_prompt_and_keep_the
             assert [status.state for status in fleet.status_list()] == ["running"] * 3
             support.push(support.private_message(PERSON, "my order is late"))
             ops.push(ops.private_message(PERSON, "the deploy is stuck"))
-            await receive(fleet.running["community"].adapters["dc"],  # type: ignore[arg-type]
-                          message_payload(ALICE, "hello from discord", channel_id=DM_CHANNEL_ID, guild=False))
+            hello = message_payload(ALICE, "hello from discord", channel_id=DM_CHANNEL_ID, guild=False)
+            await discord_api.dispatch("MESSAGE_CREATE", hello)  # through the gateway connection, as Discord pushes it
             await support.wait_until(lambda: len(support.sent) == 1)
             await ops.wait_until(lambda: len(ops.sent) == 1)
             for _ in range(200):
@@ -166,8 +166,8 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
 
             # the others go on answering
             ops.push(ops.private_message(PERSON, "still there?"))
-            await receive(fleet.running["community"].adapters["dc"],  # type: ignore[arg-type]
-                          message_payload(ALICE, "and here?", channel_id=DM_CHANNEL_ID, guild=False))
+            await discord_api.dispatch("MESSAGE_CREATE",
+                                       message_payload(ALICE, "and here?", channel_id=DM_CHANNEL_ID, guild=False))
             await ops.wait_until(lambda: len(ops.sent) == 1)
             assert texts(ops) == ["shared-model | - | echo: still there?"]
             for _ in range(200):
@@ -264,7 +264,8 @@ async def test_an_unreachable_provider_or_tool_server_for_one_bot_is_its_own_deg
             assert texts(ops) == texts(calm) == ["shared-model | - | echo: status?"]
             statuses = await eventually_degraded(fleet, "support")
             assert statuses["support"].detail.startswith("the model provider is away")
-            assert statuses["ops"].state == "degraded" and statuses["ops"].detail.startswith("MCP server tracker is down")
+            assert statuses["ops"].state == "degraded"
+            assert statuses["ops"].detail.startswith("MCP server tracker is down")
             assert statuses["calm"].state == "running" and statuses["calm"].detail == ""
             await support.wait_until(lambda: len(support.sent) == 1)  # the person is told, once; the message is kept
             assert set(fleet.running) == {"support", "ops", "calm"}  # each still takes messages in
@@ -351,7 +352,8 @@ def test_what_a_bot_leaves_empty_or_names_anew_is_read_as_a_person_would_expect(
         model={"provider": "custom", "base_url": "https://a.example/v1", "api_key": "key-for-a"},
         platforms={"local": {"enabled": False}},
         access={"budgets": {"per_user": {"usd": 5.0, "period": "day"}}},
-        bots=[{"name": "elsewhere", "model": {"base_url": "https://b.example/v1"}, "platforms": {"local": {"enabled": True}},
+        bots=[{"name": "elsewhere", "model": {"base_url": "https://b.example/v1"},
+               "platforms": {"local": {"enabled": True}},
                "access": {"budgets": {"per_user": {"tokens": 1000, "period": "week"}}}},
               {"name": "empty", "model": None, "platforms": {"local": {"enabled": True}, "telegram": None}}])
     elsewhere, empty = settings.each_bot()

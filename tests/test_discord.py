@@ -169,6 +169,7 @@ class FakeDiscordAPI:
         #: The IDENTIFY payloads received: one per gateway session a client opened.
         self.identified: list[dict[str, Any]] = []
         self._sockets: set[web.WebSocketResponse] = set()
+        self._sequence = 0
 
     async def __aenter__(self) -> "FakeDiscordAPI":
         app = web.Application()
@@ -195,13 +196,18 @@ class FakeDiscordAPI:
             await socket.close()
         await self._runner.cleanup()
 
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send a gateway event (``MESSAGE_CREATE`` …) to every connected session, as Discord pushes it."""
+        for socket in list(self._sockets):
+            self._sequence += 1
+            await socket.send_json({"op": 0, "t": event, "s": self._sequence, "d": data})
+
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         """The gateway as a bot's session sees it, in plain JSON text frames: HELLO, heartbeats acknowledged,
         IDENTIFY answered with READY (no guilds) then the server's GUILD_CREATE; a wrong token closed with 4004."""
         socket = web.WebSocketResponse()
         await socket.prepare(request)
         self._sockets.add(socket)
-        sequence = iter(range(1, 10**9))
         try:
             await socket.send_json({"op": 10, "d": {"heartbeat_interval": 41_250}})
             async for frame in socket:
@@ -217,8 +223,9 @@ class FakeDiscordAPI:
                     self.identified.append(message["d"])
                     ready = {"v": 10, "user": BOT, "guilds": [], "session_id": "fake-session",
                              "resume_gateway_url": self.gateway, "application": {"id": str(BOT_ID), "flags": 0}}
-                    await socket.send_json({"op": 0, "t": "READY", "s": next(sequence), "d": ready})
-                    await socket.send_json({"op": 0, "t": "GUILD_CREATE", "s": next(sequence), "d": guild_payload()})
+                    self._sequence += 2
+                    await socket.send_json({"op": 0, "t": "READY", "s": self._sequence - 1, "d": ready})
+                    await socket.send_json({"op": 0, "t": "GUILD_CREATE", "s": self._sequence, "d": guild_payload()})
         finally:
             self._sockets.discard(socket)
         return socket

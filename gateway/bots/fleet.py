@@ -146,7 +146,8 @@ def _none_started(settings: Settings, bots: list[Bot], errors: list[Any], out: T
     if not settings.bots:
         return errors[0]
     for bot, error in zip(bots, errors):
-        out.write(f"foldgate: bot {bot.name} could not start: {explain(error, bot.settings) or one_line(error, 1000)}\n")
+        detail = explain(error, bot.settings) or one_line(error, 1000)
+        out.write(f"foldgate: bot {bot.name} could not start: {detail}\n")
     out.flush()
     return StartupError(f"none of the {len(bots)} bots could start (each line above says why) — fix those, then start "
                         "again", setting="bots")
@@ -294,9 +295,12 @@ class Fleet:
         self._record_failure(running.bot, error, "stopped")
         task = asyncio.create_task(_closed(running, self.cut_short), name=f"bot-{running.name}-stop")
         self._stopping[running.name] = task
-        task.add_done_callback(lambda _: self._stopping.pop(running.name, None) if self._stopping.get(running.name) is task
-                               else None)
+        task.add_done_callback(lambda _: self._stopped(running.name, task))
         self.changed.set()
+
+    def _stopped(self, name: str, task: "asyncio.Task[int]") -> None:
+        if self._stopping.get(name) is task:
+            del self._stopping[name]
 
     def _record_failure(self, bot: Bot, error: BaseException, what: str) -> None:
         self.failures[bot.name] = error
@@ -337,7 +341,8 @@ class Fleet:
         delivery, media) stay as they started: bots are rebuilt on them. Returns one line per thing done."""
         lines = [f"{section} changed: restart foldgate to apply it (a reload changes bots only)"
                  for section in PROCESS_SECTIONS if getattr(settings, section) != getattr(self.settings, section)]
-        settings = settings.model_copy(update={section: getattr(self.settings, section) for section in PROCESS_SECTIONS})
+        kept = {section: getattr(self.settings, section) for section in PROCESS_SECTIONS}
+        settings = settings.model_copy(update=kept)
         wanted = {bot.name: bot for bot in settings.each_bot()}
         stop = [name for name, bot in self.configured.items()
                 if name not in wanted or wanted[name].settings != bot.settings or name not in self.running]
@@ -385,8 +390,8 @@ class Fleet:
         if cut_short is not None and cut_short.is_set() or grace_seconds <= 0:
             self.cut_short.set()  # bots already stopping after a failure stop waiting too
         running, self.running = list(self.running.values()), {}
-        results = await asyncio.gather(*(bot.close(grace_seconds=grace_seconds, cut_short=cut_short) for bot in running),
-                                       return_exceptions=True)
+        closing = (bot.close(grace_seconds=grace_seconds, cut_short=cut_short) for bot in running)
+        results = await asyncio.gather(*closing, return_exceptions=True)
         for bot, result in zip(running, results):
             if isinstance(result, BaseException):
                 log.warning("bot %s did not close cleanly: %s", bot.name, result)

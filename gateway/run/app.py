@@ -53,7 +53,8 @@ async def serve(settings: Settings, *, demo: bool, out: TextIO = sys.stdout, con
         servers = await serve_web(fleet, out)
         front = fleet.front_gateway
         terminal = fleet.running[fleet.front].adapters.get("local") if front is not None else None
-        if front is not None and terminal is not None and fleet.running[fleet.front].bot.settings.model.provider == "local":
+        local_model = front is not None and fleet.running[fleet.front].bot.settings.model.provider == "local"
+        if terminal is not None and local_model:
             await open_terminal_chat(front, out)
         if demo:
             return 0
