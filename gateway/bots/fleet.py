@@ -153,11 +153,12 @@ def _none_started(settings: Settings, bots: list[Bot], errors: list[Any], out: T
                         "again", setting="bots")
 
 
-async def _closed(running: RunningBot, cut_short: asyncio.Event) -> int:
-    """Stop a bot with the grace a failure or a reload gives its turns (less once ``cut_short`` is set);
-    what goes wrong is logged, never raised into the process."""
+async def _closed(running: RunningBot, cut_short: asyncio.Event | None,
+                  grace_seconds: float = STOP_GRACE_SECONDS) -> int:
+    """Stop a bot with ``grace_seconds`` for its turns (by default the grace a failure or a reload gives them;
+    less once ``cut_short`` is set); what goes wrong is logged, never raised into the process."""
     try:
-        return await running.close(grace_seconds=STOP_GRACE_SECONDS, cut_short=cut_short)
+        return await running.close(grace_seconds=grace_seconds, cut_short=cut_short)
     except Exception as error:
         log.warning("bot %s did not close cleanly: %s", running.name, error)
         return 0
@@ -316,9 +317,9 @@ class Fleet:
 
     def failure_line(self) -> str:
         """Why the process ends when no bot is left: the failure's one line (of several bots, named)."""
-        name, error = next(iter(self.failures.items()))
+        name = next(iter(self.failures))
         detail = self.statuses[name].detail
-        return f"bot {name} stopped: {detail}" if self.settings.bots else (explain(error, self.settings) or str(error))
+        return f"bot {name} stopped: {detail}" if self.settings.bots else detail
 
     def status_list(self) -> list[BotStatus]:
         """Each configured bot's status in the configuration's order; a running one with problems is degraded."""
@@ -390,11 +391,7 @@ class Fleet:
         if cut_short is not None and cut_short.is_set() or grace_seconds <= 0:
             self.cut_short.set()  # bots already stopping after a failure stop waiting too
         running, self.running = list(self.running.values()), {}
-        closing = (bot.close(grace_seconds=grace_seconds, cut_short=cut_short) for bot in running)
-        results = await asyncio.gather(*closing, return_exceptions=True)
-        for bot, result in zip(running, results):
-            if isinstance(result, BaseException):
-                log.warning("bot %s did not close cleanly: %s", bot.name, result)
+        results = await asyncio.gather(*(_closed(bot, cut_short, grace_seconds) for bot in running))
         if self._stopping:
             await asyncio.gather(*self._stopping.values(), return_exceptions=True)
         with contextlib.suppress(Exception):
@@ -404,7 +401,7 @@ class Fleet:
         if self.embedded is not None:
             with contextlib.suppress(Exception):
                 await self.embedded.stop()
-        return sum(result for result in results if isinstance(result, int))
+        return sum(results)
 
     @property
     def busy_chats(self) -> int:
