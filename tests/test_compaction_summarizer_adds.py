@@ -13,13 +13,22 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
+from agent.compaction import framing
+from agent.compaction.digest import Digest, build_digest
+from agent.compaction.fallback_summary import render_body
 from agent.compaction.summary_prompt import SECTION_HEADINGS
-from agent.context_compressor import ContextCompressor
+from agent.context_compressor import (
+    DETERMINISTIC_BODY_SHARE,
+    LISTING_SHARE,
+    MODEL_NOTES_SHARE,
+    QUOTE_SHARE,
+    ContextCompressor,
+)
 from agent.messages import SUMMARY_PREFIX, is_real_user_message, is_summary
 from agent.settings import CompressionSettings
-from agent.tokens import content_text
+from agent.tokens import content_text, count_message, count_text
 from tests.fakes.histories import Transcript
 
 WINDOW = 60_000
@@ -72,7 +81,18 @@ model_outputs = st.one_of(
 )
 
 
+def rambling(n: int) -> str:
+    """Valid sections whose first bullet alone is about ``6 × n`` tokens."""
+    return sections("the model rambles on " * n)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Notes whose cut landed just under their share, then overshot it by the heading and the cut marker:
+# the oldest quote of the second compaction fell out of the lean summary.
+@example(output=rambling(85), tail_mode="lean", forced=False)
+@example(output=rambling(85), tail_mode="lean", forced=True)
+@example(output=rambling(85), tail_mode="legacy", forced=False)
+@example(output=rambling(85), tail_mode="legacy", forced=True)
 @given(output=model_outputs, tail_mode=st.sampled_from(["lean", "legacy"]), forced=st.booleans())
 def test_whatever_the_model_writes_every_user_quote_and_anchor_stays_in_the_context(output, tail_mode, forced):
     compressor = ContextCompressor(
@@ -92,3 +112,54 @@ def test_whatever_the_model_writes_every_user_quote_and_anchor_stays_in_the_cont
     for anchor in {a for m in everything if m.get("role") == "tool" for a in ANCHOR.findall(content_text(m["content"]))}:
         assert anchor in text, anchor
     assert sum(1 for m in final if is_summary(m)) <= 1
+
+
+def test_a_model_cut_to_its_share_stays_within_it_heading_and_marker_included():
+    """Every n around the edge where the first bullet stops fitting: the block never passes its budget."""
+    for budget in (300, 531, 700):
+        for n in range(60, 121):
+            notes = rambling(n)
+            block = framing.fit_model_notes(notes, budget)
+            assert count_text(block) <= budget, (budget, n)
+            lines = block.splitlines()
+            assert lines[0] == framing.MODEL_NOTES_HEADING
+            kept, marker = lines[1:-1], lines[-1]
+            assert kept == notes.splitlines()[: len(kept)]
+            assert f"went on for {len(notes.splitlines()) - len(kept):,} more lines" in marker
+
+
+def test_a_model_note_that_fits_is_kept_whole_and_none_too_small_for_its_heading_is_kept_at_all():
+    assert framing.fit_model_notes("## Goal\n- ship it", 100) == f"{framing.MODEL_NOTES_HEADING}\n## Goal\n- ship it"
+    assert framing.fit_model_notes(rambling(80), 5) == ""
+
+
+def compose_like_the_compressor(digest: Digest, room: int, model_notes: str | None) -> framing.Notes:
+    return framing.compose(
+        digest,
+        room,
+        model_notes=model_notes,
+        render_body=lambda budget, quoted, said: render_body(digest, budget, quoted_ids=quoted, said=said),
+        retained=lambda anchor: False,
+        body_share=DETERMINISTIC_BODY_SHARE,
+        quote_share=QUOTE_SHARE,
+        listing_share=LISTING_SHARE,
+        model_share=MODEL_NOTES_SHARE,
+    )
+
+
+def test_however_much_of_its_share_a_model_fills_the_quotes_claim_and_every_quote_stay():
+    """The quotes first claimed are those a summary without a model claims, for every n across the edge.
+
+    1,900 tokens hold every quote without a model but not the quotes beside a model that takes
+    more than its share, nor all of them when its notes shrink the quotes' first claim.
+    """
+    messages = history(14)[1:]
+    digest, _ = build_digest(messages, [count_message(m) for m in messages])
+    room = 1_900
+    alone = compose_like_the_compressor(digest, room, None)
+    assert all(quote.text in alone.text for quote in digest.quotes)
+    for n in range(60, 121):
+        notes = compose_like_the_compressor(digest, room, rambling(n))
+        assert notes.quoted_ids == alone.quoted_ids, n
+        assert all(quote.text in notes.text for quote in digest.quotes), n
+        assert count_text(notes.text) <= room + count_text(framing.header(digest)) + 50, n

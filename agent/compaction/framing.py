@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from agent.compaction.anchor_index import render_index
 from agent.compaction.digest import Digest
-from agent.compaction.fitting import Shown, clip, holds_sentence, take_lines
+from agent.compaction.fitting import Shown, clip, count_line, holds_sentence, take_lines
 from agent.compaction.listings import render_listings
 from agent.messages import SUMMARY_PREFIX
 from agent.tokens import count_text
@@ -93,20 +93,54 @@ class Notes:
 #: Heading of the model's notes when the digest's notes follow them.
 MODEL_NOTES_HEADING = "## Summary (written by the summarizer model)"
 #: Heading of the digest's notes after a model's: what was taken verbatim, whatever the model wrote.
-DIGEST_NOTES_HEADING = "## Notes Taken Verbatim (from the transcript itself; they stand where the summary above is silent)"
+DIGEST_NOTES_HEADING = (
+    "## Notes Taken Verbatim (from the transcript itself; they stand where the summary above is silent)"
+)
 
 
 def fit_model_notes(notes: str, budget_tokens: int) -> str:
-    """A model's notes within ``budget_tokens``: whole lines in order, the cut marked.
+    """A model's notes under their heading, within ``budget_tokens`` exactly: whole lines in order, the cut marked.
 
     The model is asked for about that much; one that writes far more must not crowd out the
-    quotes and anchors that follow (they are the part no model may lose).
+    quotes and anchors that follow (they are the part no model may lose). The heading and the
+    cut marker are weighed with the lines, not added on top: a cut landing just under the
+    budget would otherwise overshoot it by both, and the overshoot comes out of the quotes'
+    room. Returns "" when not even the heading and the marker fit.
     """
     lines = notes.splitlines()
-    kept, _ = take_lines(lines, budget_tokens, stop_at_first_misfit=True)
-    if len(kept) == len(lines):
-        return notes
-    return "\n".join(kept + [f"- … (the summary went on for {len(lines) - len(kept):,} more lines; cut to its budget)"])
+    heading = count_line(MODEL_NOTES_HEADING) + 1
+    kept, _ = take_lines(lines, budget_tokens - heading, stop_at_first_misfit=True)
+    whole = f"{MODEL_NOTES_HEADING}\n{notes}"
+    if len(kept) == len(lines) and count_text(whole) <= budget_tokens:
+        return whole
+    marker = count_line(_cut_marker(len(lines))) + 1
+    kept, _ = take_lines(lines, budget_tokens - heading - marker, stop_at_first_misfit=True)
+    while True:
+        block = "\n".join([MODEL_NOTES_HEADING, *kept, _cut_marker(len(lines) - len(kept))])
+        if count_text(block) <= budget_tokens:
+            return block
+        if not kept:
+            return ""
+        kept.pop()  # per-line counts only estimate the joined text's; the exact count has the last word
+
+
+def _cut_marker(left_out: int) -> str:
+    """The line that says how much of the model's notes did not fit."""
+    return f"- … (the summary went on for {left_out:,} more lines; cut to its budget)"
+
+
+def quote_claim(room: int, model_used: int, quote_share: float, other_shares: float) -> int:
+    """Tokens the verbatim quotes may claim first, once the model's notes (``model_used``) are out of ``room``.
+
+    Their share is of the room as it would be without the model's notes: a model writing up to
+    its own share must not leave fewer quotes than no model at all (the older quotes would then
+    depend on what the anchor index happens to leave). It is capped by what the shares of the
+    notes and listing lines (``other_shares``) leave, so the claims never add up past the room,
+    and it is never below the share of what is left.
+    """
+    own = int(room * quote_share)
+    wider = min(int((room + model_used) * quote_share), room - int(room * other_shares))
+    return max(own, wider)
 
 
 def compose(
@@ -123,26 +157,25 @@ def compose(
 ) -> Notes:
     """Header, notes and continuity appendix within ``room`` tokens (plus the header).
 
-    A model's notes never replace the digest; they come first, fitted to ``model_share``.
-    Then the claims on the budget, in order: the user's messages verbatim, newest first
-    (strict order, stopping at the first that does not fit) up to ``quote_share``; the
-    deterministic notes (``render_body(budget, quoted_ids, said)``, ``said`` telling what the
-    model's notes hold word for word) up to ``body_share``; the
-    telling lines of tool listings, best first, up to ``listing_share``; then the anchor
-    index takes everything left, skipping anchors that survive verbatim in the kept messages
-    (``retained``), the quotes, the notes or the listing lines; anything still left goes to
-    older quotes.
+    A model's notes never replace the digest; they come first, fitted with their heading to ``model_share``.
+    Then the claims on the budget, in order: the user's messages verbatim, newest first (strict order,
+    stopping at the first that does not fit) up to ``quote_share`` of the room as it would be without the
+    model's notes (:func:`quote_claim`); the deterministic notes (``render_body(budget, quoted_ids, said)``,
+    ``said`` telling what the model's notes hold word for word) up to ``body_share``; the telling lines of
+    tool listings, best first, up to ``listing_share``; then the anchor index takes everything left,
+    skipping anchors that survive verbatim in the kept messages (``retained``), the quotes, the notes or
+    the listing lines; anything still left goes to older quotes.
     """
     hints = recovery_hints(digest)
     room -= count_text(hints) + 30
-    model_text = ""
-    if model_notes:
-        model_text = f"{MODEL_NOTES_HEADING}\n{fit_model_notes(model_notes, int(room * model_share))}"
-        room -= count_text(model_text)
+    model_text = fit_model_notes(model_notes, int(room * model_share)) if model_notes else ""
+    model_used = count_text(model_text)
+    room -= model_used
     items, items_used = item_lines(digest, int(room * ITEM_SHARE))
     room -= items_used
     all_quotes = quote_lines(digest)
-    quotes, quotes_used = take_lines(all_quotes, int(room * quote_share), stop_at_first_misfit=True)
+    claim = quote_claim(room, model_used, quote_share, body_share + listing_share)
+    quotes, quotes_used = take_lines(all_quotes, claim, stop_at_first_misfit=True)
     quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
     body = render_body(int(room * body_share), quoted, lambda sentence: holds_sentence(model_text, sentence))
     if model_text:
