@@ -24,6 +24,7 @@ from typing import Any
 
 from agent import json_codec
 from agent.llm.errors import BadResponse, ContextTooLong, ProviderError, ProviderTimeout, ProviderUnavailable
+from agent.llm.window_refusals import read_window_refusal
 from agent.usage import Usage
 
 # The route's log: one logger, the chat model's, for the app-server's process and its turns.
@@ -319,7 +320,7 @@ class CodexAppServer:
         text = f"codex app-server turn {turn.get('status')}: {error.get('message') or 'no detail'}"
         info = error.get("codexErrorInfo")
         if info == "ContextWindowExceeded" or (isinstance(info, Mapping) and "ContextWindowExceeded" in info):
-            return ContextTooLong(text)
+            return ContextTooLong.from_refusal(text, read_window_refusal(json_codec.dumps_text(error, default=str)))
         return AppServerError(text)
 
     async def run_turn(self, thread_id: str, text: str, *, model: str | None = None) -> TurnOutcome:

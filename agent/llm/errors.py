@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agent.llm.window_refusals import WindowRefusal, read_window_refusal
+
 
 class ProviderError(Exception):
     """Any failure to get a usable completion from a provider."""
@@ -57,7 +59,27 @@ class RetryWaitTooLong(ProviderError):
 
 
 class ContextTooLong(ProviderError):
-    """The request does not fit the model's window (a 400/413 that says so)."""
+    """The request does not fit the model's window (a 400/413 that says so).
+
+    ``window``, ``prompt_tokens`` and ``input_limit`` are what the refusal itself says (see
+    :class:`agent.llm.window_refusals.WindowRefusal`), None where it names no number: the provider's
+    figure for its window is worth more than any catalog's, so it travels with the error.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
+                 retry_after: float | None = None, window: int | None = None, prompt_tokens: int | None = None,
+                 input_limit: int | None = None) -> None:
+        super().__init__(message, status=status, body=body, retry_after=retry_after)
+        self.window = window
+        self.prompt_tokens = prompt_tokens
+        self.input_limit = input_limit
+
+    @classmethod
+    def from_refusal(cls, message: str, refusal: WindowRefusal, *, status: int | None = None,
+              body: str | None = None) -> ContextTooLong:
+        """The error for a refusal whose numbers were already read."""
+        return cls(message, status=status, body=body, window=refusal.window, prompt_tokens=refusal.prompt_tokens,
+                   input_limit=refusal.input_limit)
 
 
 class WindowExceeded(ContextTooLong):
@@ -110,7 +132,9 @@ class InvalidRequest(ValueError):
         self.problems = problems
 
 
-#: Phrases providers use when a prompt does not fit the window (lower case).
+#: Phrases providers use when a prompt does not fit the window (lower case). Each is specific to a refusal
+#: over the window: an output cap ("max_tokens is too large: 8192. This model supports at most 4096 completion
+#: tokens") names no context, and compacting the conversation would not cure it.
 CONTEXT_LENGTH_MARKERS = (
     "context_length_exceeded",
     "context length",
@@ -122,22 +146,43 @@ CONTEXT_LENGTH_MARKERS = (
     "reduce the length",
     "request too large",
     "exceeds the maximum",
+    # Anthropic, when the prompt and max_tokens together overrun the window.
+    "exceed context limit",
+    # llama.cpp's server: its error type, and its sentence (which Ollama and LM Studio relay).
+    "exceed_context_size_error",
+    "available context size",
+    "exceeds context size",
+    # LM Studio: its MLX engine, and its llama.cpp engine before it named the context length.
+    "context size has been exceeded",
+    "cannot truncate prompt with n_keep",
+    # vLLM, for a prompt over --max-model-len.
+    "maximum model length",
+    # OpenAI, for models whose input has a cap of its own (the GPT-5 family).
+    "input tokens exceed the configured limit",
 )
+#: Markers no other failure uses, trusted even on an HTTP 500: llama.cpp answered an over-long prompt with
+#: a 500 before it had an error type for it, and retrying such a request can never succeed.
+_UNMISTAKABLE_MARKERS = ("context_length_exceeded", "exceed_context_size_error", "available context size")
 #: Error types and codes providers use for a failure that another try may cure (lower case).
 _TRANSIENT_KINDS = frozenset({"overloaded_error", "api_error", "server_error", "timeout_error", "internal_error",
                               "service_unavailable", "rate_limit_error", "rate_limit_exceeded"})
 
 
-def classify_failure(message: str, *, status: int | None, detail: str, kind: str = "") -> ProviderError:
+def classify_failure(message: str, *, status: int | None, detail: str, kind: str = "",
+                     body: str | None = None) -> ProviderError:
     """The typed error for a provider's refusal: from an HTTP status, or from an error reported mid-stream.
 
     ``detail`` is the provider's own text (searched for context-length phrases); ``kind`` its
     error type or code, which decides when there is no status (a stream's ``error`` event).
+    ``body`` is the whole error body when ``detail`` is a digest of it: fields the digest drops
+    (llama.cpp's ``n_ctx``, a router's relayed upstream error) are read from it.
     """
     kind = kind.lower()
-    lowered = f"{kind} {detail}".lower()
-    if status in (None, 400, 413, 422) and any(marker in lowered for marker in CONTEXT_LENGTH_MARKERS):
-        return ContextTooLong(message, status=status, body=detail)
+    if _is_context_refusal(status, f"{kind} {detail} {body or ''}".lower()):
+        refusal = read_window_refusal(detail)
+        if body:
+            refusal = refusal.or_else(read_window_refusal(body))
+        return ContextTooLong.from_refusal(message, refusal, status=status, body=detail)
     if status == 429 or (status is None and kind in ("rate_limit_error", "rate_limit_exceeded")):
         return RateLimited(message, status=status, body=detail)
     if status == 408 or (status is None and kind == "timeout_error"):
@@ -147,6 +192,13 @@ def classify_failure(message: str, *, status: int | None, detail: str, kind: str
     if status is None and (kind in _TRANSIENT_KINDS or not kind):
         return ProviderUnavailable(message, body=detail)
     return ProviderRejected(message, status=status, body=detail)
+
+
+def _is_context_refusal(status: int | None, lowered: str) -> bool:
+    """Whether a failure with ``status`` and this (lower-cased) text says the request is over the window."""
+    if status in (None, 400, 413, 422):
+        return any(marker in lowered for marker in CONTEXT_LENGTH_MARKERS)
+    return status == 500 and any(marker in lowered for marker in _UNMISTAKABLE_MARKERS)
 
 
 def empty_answer(finish_reason: str) -> BadResponse:

@@ -186,7 +186,8 @@ def stream_error(error: Any) -> ProviderError:
     detail = str(error.get("message") or error)
     status = code if isinstance(code, int) and 400 <= code < 600 else None
     kind = str(error.get("type") or (code if isinstance(code, str) else ""))
-    return classify_failure(f"the stream reported an error: {detail}"[:500], status=status, detail=detail, kind=kind)
+    return classify_failure(f"the stream reported an error: {detail}"[:500], status=status, detail=detail, kind=kind,
+                            body=json_codec.dumps_text(error))
 
 
 class ChatStream:

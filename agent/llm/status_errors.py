@@ -20,6 +20,10 @@ _STATUS_HINTS = {
 }
 
 
+#: The most of an error body the classifier reads; a real one is a few hundred bytes.
+_BODY_LIMIT = 64_000
+
+
 def _error_text(response: httpx.Response) -> str:
     """The provider's own words from an error body (OpenAI/Anthropic ``error`` object, or the raw text)."""
     try:
@@ -36,14 +40,19 @@ def _error_text(response: httpx.Response) -> str:
 
 
 def error_for_status(response: httpx.Response, *, config_key: str = "model") -> ProviderError:
-    """The typed exception for a non-2xx response (its body already read)."""
+    """The typed exception for a non-2xx response (its body already read).
+
+    The classifier gets the whole body as well as its digest: the digest keeps only the error's
+    type, code and message, and a context-length refusal may say its window elsewhere (llama.cpp's
+    ``n_ctx`` field, or the upstream error a router relays inside ``metadata``).
+    """
     status = response.status_code
     detail = _error_text(response)
     hint = _STATUS_HINTS.get(status)
     message = f"HTTP {status} from {response.request.url}: {detail}"[:1000]
     if hint:
         message = f"{message} — {hint.format(key=config_key)}"
-    error = classify_failure(message, status=status, detail=detail)
+    error = classify_failure(message, status=status, detail=detail, body=response.text[:_BODY_LIMIT])
     error.retry_after = parse_retry_after(response.headers)
     error.should_retry = should_retry_header(response.headers)
     return error
