@@ -3,19 +3,28 @@
 ``redis_url`` is the machine's server at 127.0.0.1:6379 when it answers, otherwise one
 embedded server started for the whole test session. ``FOLDGATE_TEST_REDIS_URL`` overrides
 the choice: a URL to use, or ``embedded`` to run the suite on the embedded server.
+
+Hypothesis draws the same examples on every run unless a randomized search is asked for (see
+the comment above ``HYPOTHESIS_CHOICE``), and keeps its files outside the checkout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import pytest_asyncio
 import redis as sync_redis
+from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
+from hypothesis.database import DirectoryBasedExampleDatabase
 from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -30,6 +39,104 @@ if TYPE_CHECKING:
     from tests.test_discord import FakeDiscordAPI
 
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+# ------------------------------------------------------------------------------ hypothesis
+#
+# A run of the suite must give the same answer as the last one, so hypothesis is derandomized by
+# default (the "ci" profile; CI sets CI=true and gets the same): each property test draws the same
+# examples every time, and a failure is one that reproduces. Searching for new failures is a
+# separate, deliberate run with ten times the examples, drawn at random:
+#
+#     FOLDGATE_HYPOTHESIS=search ./dev test        (or: ./dev test --hypothesis-profile=search)
+#
+# Hypothesis keeps its files (caches; in a search, the failing examples it tries first next time)
+# under $HYPOTHESIS_STORAGE_DIRECTORY, by default in the system's temporary directory, never in
+# the checkout.
+
+#: The variable that picks the profile: unset (or "ci") for the same examples every run, "search" to look for new ones.
+HYPOTHESIS_CHOICE = "FOLDGATE_HYPOTHESIS"
+#: How many times its usual examples a test draws in a search.
+SEARCH_FACTOR = 10
+#: Health checks that time the test rather than judge it: on a loaded machine they fail tests that are fine.
+TIMING_HEALTH_CHECKS = [HealthCheck.too_slow]
+
+
+def _hypothesis_home() -> Path:
+    """Where hypothesis keeps its files: the caller's choice, else a directory of this user's outside the
+    checkout. Exported, so xdist workers and the children tests start use it too."""
+    chosen = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY", "").strip()
+    user = os.getuid() if hasattr(os, "getuid") else "user"
+    home = Path(chosen) if chosen else Path(tempfile.gettempdir()) / f"foldgate-hypothesis-{user}"
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(home)
+    set_hypothesis_home_dir(home)  # in case hypothesis already looked before this module ran
+    return home
+
+
+def _register_hypothesis_profiles(home: Path) -> None:
+    """``ci``: derandomized, no example database, no deadline; a test's own ``@settings`` (its
+    max_examples, its health checks) still apply on top. ``search``: random, ten times the examples."""
+    base = settings.get_profile("default")
+    settings.register_profile("ci", base, derandomize=True, database=None, print_blob=True, deadline=None,
+                              suppress_health_check=TIMING_HEALTH_CHECKS)
+    settings.register_profile("search", base, derandomize=False, print_blob=True, deadline=None,
+                              max_examples=base.max_examples * SEARCH_FACTOR,
+                              suppress_health_check=TIMING_HEALTH_CHECKS,
+                              database=DirectoryBasedExampleDatabase(home / "examples"))
+
+
+_register_hypothesis_profiles(_hypothesis_home())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Load the profile before the test modules build their ``@settings`` (each takes what it does not set
+    from the profile loaded then); ``--hypothesis-profile``, applied after this, still wins."""
+    asked = os.environ.get(HYPOTHESIS_CHOICE, "").strip()
+    if asked not in ("", "ci", "search"):
+        raise pytest.UsageError(f"{HYPOTHESIS_CHOICE}={asked!r}: set it to 'search' for a randomized search, "
+                                "or leave it unset for the same examples on every run")
+    settings.load_profile(asked or "ci")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A derandomized run also draws no constants from the modules imported so far.
+
+    Hypothesis now and then draws a literal it found in the code under test, from the modules
+    loaded in this process; under xdist which test files a worker ran before decides that set,
+    so the same test could get other examples on another run. Without them the examples
+    depend on the test alone.
+    """
+    if not settings.default.derandomize:
+        return
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # a hypothesis without local constants: nothing varies
+        return
+    if hasattr(providers, "_get_local_constants"):
+        none_found = Constants()
+        providers._get_local_constants = lambda: none_found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a search, a test that sets its own max_examples draws ``SEARCH_FACTOR`` times as many too.
+
+    A test's ``@settings`` win over the profile, so the profile alone would leave most property
+    tests at their usual count; hypothesis offers no public way to scale them.
+    """
+    if not settings.get_current_profile_name().startswith("search"):  # also "search-with-verbose-verbosity"
+        return
+    for item in items:
+        test = getattr(item, "function", None)
+        chosen = getattr(test, "_hypothesis_internal_use_settings", None)
+        if chosen is None or not getattr(test, "_hypothesis_internal_settings_applied", False):
+            continue  # not a property test, or one without @settings: the profile's count applies
+        if not isinstance(chosen, settings):
+            warnings.warn(f"{item.nodeid}: could not raise its max_examples for the search", stacklevel=1)
+            continue
+        if chosen.max_examples == settings.default.max_examples:
+            continue  # its @settings left max_examples to the profile
+        test._hypothesis_internal_use_settings = settings(chosen, max_examples=chosen.max_examples * SEARCH_FACTOR)
 
 
 def _answers_ping(url: str) -> bool:

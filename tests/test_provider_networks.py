@@ -5,12 +5,14 @@ host name, refused before any request is sent), a CONNECT proxy from ``HTTPS_PRO
 ``model.proxy``) that every route goes through and ``NO_PROXY`` bypasses, a host whose first
 address drops connections (Happy Eyeballs answers through the second), compressed answers,
 the User-Agent, and the idle timeout that applies per streamed event.
+
+None of them reads a stopwatch: "not retried" is the retry waits the policy was asked for, "did
+not wait for the connect timeout" is an answer that came while that timeout was an hour away.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,6 +23,7 @@ from agent.llm.errors import ProviderTimeout, ProviderUnreachable
 from agent.http_options import HttpOptions
 from agent.llm.responses import ResponsesClient
 from agent.llm.retry import RetryPolicy
+from agent.llm.stream import StreamEvent, TextDelta
 from agent.settings import AuxiliaryModelSettings
 from tests.fakes.connect_proxy import ConnectProxy
 from tests.fakes.llm_server import FakeLLMServer, Reply
@@ -30,6 +33,15 @@ from tests.fakes.tls import TestPKI
 
 HI = [{"role": "user", "content": "hi"}]
 ONCE = RetryPolicy(max_retries=0)
+#: Seconds before a call that should answer at once is given up as hung (never reached by a slow machine).
+PATIENCE = 60.0
+
+
+class RecordedWaits(list[float]):
+    """The waits a :class:`RetryPolicy` sleeps before its retries, recorded (and not slept): one per retry."""
+
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
 
 
 @pytest.fixture(autouse=True)
@@ -67,13 +79,13 @@ async def test_without_the_ca_the_default_trust_store_refuses_the_certificate(tl
 @pytest.mark.parametrize("certificate", ["untrusted_context", "wrong_host_context"])
 async def test_an_untrusted_or_misnamed_certificate_fails_before_any_request(pki, monkeypatch, certificate):
     monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca_file))
+    waits = RecordedWaits()
     async with FakeLLMServer(ssl=getattr(pki, certificate), server_name="localhost") as server:
-        started = time.monotonic()
-        async with ChatClient(server.openai_base_url, retry=RetryPolicy(max_retries=3)) as client:
+        async with ChatClient(server.openai_base_url, retry=RetryPolicy(max_retries=3, sleep=waits)) as client:
             with pytest.raises(ProviderUnreachable) as caught:
                 await client.complete(HI, model="m", max_tokens=5)
         assert server.requests == []  # the handshake failed: nothing reached the server
-    assert time.monotonic() - started < 2  # and it was not retried
+    assert waits == []  # and it was not retried
     assert "certificate" in str(caught.value) and len(str(caught.value).splitlines()) == 1
 
 
@@ -157,18 +169,19 @@ async def test_a_proxy_that_wants_credentials_says_so_and_takes_them_from_the_ur
 
 
 async def test_a_first_address_that_drops_packets_costs_a_fraction_of_the_connect_timeout():
+    """Happy Eyeballs tries the next address after 0.25 s, not once the first has timed out: with the connect
+    timeout an hour away, an answer within ``PATIENCE`` came through the second address without waiting it out."""
     async with FakeLLMServer() as server:
         with BlackHole("127.0.0.2", server.port) as hole:
             assert await connect_hangs(hole.address)  # a plain connect to the first address would hang
             with resolve({"fake-provider.test": ["127.0.0.2", "127.0.0.1"]}) as looked_up:
-                options = HttpOptions(connect_timeout_seconds=10.0)
+                options = HttpOptions(connect_timeout_seconds=3600.0)
                 async with ChatClient(f"http://fake-provider.test:{server.port}/v1", options=options,
                                       retry=ONCE) as client:
-                    started = time.monotonic()
-                    completion = await client.complete(HI, model="m", max_tokens=5)
-                    elapsed = time.monotonic() - started
+                    async with asyncio.timeout(PATIENCE):
+                        completion = await client.complete(HI, model="m", max_tokens=5)
     assert completion.text == "ok" and looked_up
-    assert elapsed < 2.0  # well within the 10 s connect timeout (Happy Eyeballs tries the next after 0.25 s)
+    assert len(server.requests) == 1  # one request, on the one connection the second address gave
 
 
 # --------------------------------------------------------------------------- the wire
@@ -191,14 +204,23 @@ async def test_requests_say_they_come_from_foldgate():
 
 
 async def test_the_timeout_applies_to_each_streamed_event_not_the_whole_answer():
-    slow_but_steady = Reply(text="one two three four five six seven eight", chunk_size=4, event_delay=0.25)
+    """The server sleeps ``event_delay`` between two events, and a sleep never ends early: a stream of more than
+    ``timeout / event_delay`` events lasts longer than the timeout, yet each gap is a tenth of it."""
+    timeout, gap = 1.0, 0.1
+    slow_but_steady = Reply(text="one two three four five six seven eight nine ten eleven twelve", chunk_size=4,
+                            event_delay=gap)
+    deltas: list[StreamEvent] = []
+
+    async def seen(event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            deltas.append(event)
+
     async with FakeLLMServer(default=slow_but_steady) as server:
         async with ChatClient(server.openai_base_url, stream=True, retry=ONCE,
-                              options=HttpOptions(timeout_seconds=0.6)) as client:
-            started = time.monotonic()
-            completion = await client.complete(HI, model="m", max_tokens=50)
-            elapsed = time.monotonic() - started
-    assert completion.text == slow_but_steady.text and elapsed > 1.2  # longer than the timeout, never idle that long
+                              options=HttpOptions(timeout_seconds=timeout)) as client:
+            completion = await client.complete(HI, model="m", max_tokens=50, on_event=seen)
+    assert completion.text == slow_but_steady.text
+    assert (len(deltas) - 1) * gap > timeout  # the answer as a whole outlasted the timeout, no gap came near it
 
 
 async def test_a_stream_that_goes_quiet_times_out():

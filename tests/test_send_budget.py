@@ -1,11 +1,16 @@
 """The shared send budget on the real test Redis: bursts and refill, the finals' reserve, pauses seen
-by every process, no overshoot under concurrent takers, no leaked tokens, hash tags and expiry."""
+by every process, no overshoot under concurrent takers, no leaked tokens, hash tags and expiry.
+
+Every budget decision is made on the Redis server's clock (``TIME`` in its scripts), so the bounds
+here are stated on that clock too, read before and after what they bound: a reading taken late
+only widens the span, so a busy machine can loosen these checks but never fail them. How long
+:meth:`SendBudget.take` sleeps is what it was told to (recorded), not what the machine made of it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -30,6 +35,29 @@ from gateway.store.channel import PipelinedConnection
 CHAT = "tg:-100777"
 #: Refills so slowly that nothing comes back during a test.
 STILL = 0.001
+#: Rounding of the scripts' microsecond arithmetic, in seconds.
+TICK = 0.001
+#: Seconds before a wait that should end soon is given up as hung (a slow machine never gets near it).
+PATIENCE = 60.0
+
+
+async def redis_seconds(redis: Redis) -> float:
+    """The Redis server's clock (``TIME``), the one every bucket decision is made on."""
+    seconds, micros = await redis.time()
+    return seconds + micros / 1_000_000
+
+
+async def seconds_since(redis: Redis, moment: float) -> float:
+    """Seconds on the server's clock from ``moment`` to now: at least the span of anything awaited in between."""
+    return await redis_seconds(redis) - moment
+
+
+class RecordedSleeps(list[float]):
+    """The waits :meth:`SendBudget.take` was told to sleep, each recorded, then slept."""
+
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+        await asyncio.sleep(seconds)
 
 
 @pytest_asyncio.fixture
@@ -43,8 +71,13 @@ async def other_channel(redis: Redis) -> AsyncIterator[PipelinedConnection]:
 
 
 @pytest.fixture
-def budget(channel: PipelinedConnection, key_prefix: str) -> SendBudget:
-    return SendBudget(channel, key_prefix)
+def sleeps() -> RecordedSleeps:
+    return RecordedSleeps()
+
+
+@pytest.fixture
+def budget(channel: PipelinedConnection, key_prefix: str, sleeps: RecordedSleeps) -> SendBudget:
+    return SendBudget(channel, key_prefix, sleep=sleeps)
 
 
 @pytest.fixture
@@ -56,28 +89,29 @@ async def tokens(redis: Redis, budget: SendBudget, bucket: Bucket) -> float:
     return float(await redis.hget(budget.key(bucket), "tokens"))
 
 
-async def test_a_burst_of_capacity_then_the_refill_rate(budget: SendBudget) -> None:
+async def test_a_burst_of_capacity_then_the_refill_rate(budget: SendBudget, sleeps: RecordedSleeps,
+                                                        redis: Redis) -> None:
     bucket = Bucket(CHAT, Limit(capacity=3, per_second=10), "chat")
+    began = await redis_seconds(redis)
     for _ in range(3):
         assert await budget.try_take([bucket], priority="final") == 0.0
     wait = await budget.try_take([bucket], priority="final")
-    assert 0.0 < wait <= 0.1 + 1e-6  # one token comes back within 1/10 s
+    assert wait <= 0.1 + 1e-6  # one token comes back within 1/10 s
+    assert wait > 0.0 or await seconds_since(redis, began) >= 0.1  # refused, unless one had come back already
 
-    started = time.monotonic()
     for _ in range(5):
-        assert await budget.take([bucket], max_wait=2)
-    elapsed = time.monotonic() - started
-    assert 0.4 <= elapsed <= 1.2  # five more at 10/s take half a second, never much less
+        assert await budget.take([bucket], max_wait=PATIENCE)
+    assert await seconds_since(redis, began) >= 0.5 - TICK  # five more at 10/s: half a second, never less
+    assert all(0.0 < wait <= 0.1 + 1e-6 for wait in sleeps)  # each sleep one token's refill, as Redis said
 
 
-async def test_previews_leave_the_reserve_to_finals(budget: SendBudget) -> None:
+async def test_previews_leave_the_reserve_to_finals(budget: SendBudget, sleeps: RecordedSleeps) -> None:
     bucket = Bucket(CHAT, Limit(capacity=3, per_second=STILL, preview_reserve=1), "chat")
     assert await budget.try_take([bucket], priority="preview") == 0.0  # 3 -> 2
     assert await budget.try_take([bucket], priority="preview") == 0.0  # 2 -> 1
-    started = time.monotonic()
     assert await budget.try_take([bucket], priority="preview") > 0  # the last token is the finals'
     assert await budget.take([bucket], priority="preview", max_wait=0.05) is False
-    assert time.monotonic() - started < 0.5  # refused previews answer at once, they do not wait
+    assert sleeps == []  # refused previews answer at once, they do not wait
     assert await budget.try_take([bucket], priority="final") == 0.0  # 1 -> 0
     assert await budget.try_take([bucket], priority="final") > 0
 
@@ -89,9 +123,11 @@ async def test_previews_leave_the_reserve_to_finals(budget: SendBudget) -> None:
 
 
 async def test_a_waiting_final_goes_before_previews(budget: SendBudget, other_budget: SendBudget) -> None:
-    bucket = Bucket(CHAT, Limit(capacity=2, per_second=10), "chat")
-    assert await budget.try_take([bucket], priority="final") == 0.0
-    assert await budget.try_take([bucket], priority="final") == 0.0
+    """A final is granted as soon as one token is back; a preview here needs the bucket full (1 + 4 tokens, a
+    second of refill), so only a final that overslept its wait by most of a second could let one in."""
+    bucket = Bucket(CHAT, Limit(capacity=5, per_second=5, preview_reserve=4), "chat")
+    for _ in range(5):
+        assert await budget.try_take([bucket], priority="final") == 0.0
     previews = 0
     finals_done = asyncio.Event()
 
@@ -102,57 +138,64 @@ async def test_a_waiting_final_goes_before_previews(budget: SendBudget, other_bu
             await asyncio.sleep(0.005)
 
     spam = asyncio.create_task(preview_spam())
-    for _ in range(3):  # every final gets the token as soon as one is back, before previews see two
-        assert await budget.take([bucket], max_wait=1)
+    for _ in range(3):  # every final gets the token as soon as one is back, before previews see five
+        assert await budget.take([bucket], max_wait=PATIENCE)
     finals_done.set()
     await spam
     assert previews == 0
 
 
-async def test_a_pause_blocks_every_process_then_lets_them_go(budget: SendBudget, other_budget: SendBudget) -> None:
-    bucket = Bucket(CHAT, Limit(capacity=5, per_second=1), "chat")
-    assert await other_budget.try_take([bucket], priority="final") == 0.0
-    started = time.monotonic()
-    await budget.pause([bucket], 0.5)  # the platform said retry_after=0.5 to one process
+async def test_a_pause_blocks_every_process_then_lets_them_go(budget: SendBudget, other_budget: SendBudget,
+                                                             redis: Redis) -> None:
+    held = Bucket(CHAT, Limit(capacity=5, per_second=1), "chat")
+    assert await other_budget.try_take([held], priority="final") == 0.0
+    paused = await redis_seconds(redis)
+    await budget.pause([held], 30)  # the platform said retry_after=30 to one process
 
     for each in (budget, other_budget):
-        wait = await each.try_take([bucket], priority="final")
-        assert 0.3 < wait <= 0.5 + 1e-6  # finals included, on every connection
-    assert await other_budget.take([bucket], max_wait=0.1) is False
-    await budget.pause([bucket], 0.1)  # a shorter pause does not cut the longer one short
-    assert await other_budget.try_take([bucket], priority="final") > 0.2
+        wait = await each.try_take([held], priority="final")
+        assert 30 - await seconds_since(redis, paused) - TICK <= wait <= 30 + TICK  # finals too, every connection
+    assert await other_budget.take([held], max_wait=1) is False  # refused at once: the pause is longer
+    await budget.pause([held], 0.1)  # a shorter pause does not cut the longer one short
+    wait = await other_budget.try_take([held], priority="final")
+    assert wait >= 30 - await seconds_since(redis, paused) - TICK
 
-    assert await other_budget.take([bucket], max_wait=1.5)
-    assert time.monotonic() - started >= 0.45
-    # after the pause one send goes (the retried one), not the burst the bucket held before
-    wait = await budget.try_take([bucket], priority="final")
-    assert 0.5 < wait <= 1.0 + 1e-6
+    retried = Bucket(CHAT, Limit(capacity=5, per_second=1), "retried")
+    assert await other_budget.try_take([retried], priority="final") == 0.0
+    paused = await redis_seconds(redis)
+    await budget.pause([retried], 0.3)
+    assert await other_budget.take([retried], max_wait=PATIENCE)  # sleeps the pause out, then goes
+    assert await seconds_since(redis, paused) >= 0.3 - TICK  # not before the pause ended
+    # after the pause one send goes (the retried one), not the burst the bucket held before: the next waits for
+    # a whole token's refill from the pause's end (0.3 s after `paused`), less what has passed since
+    wait = await budget.try_take([retried], priority="final")
+    assert 1.3 - await seconds_since(redis, paused) - TICK <= wait <= 1.0 + TICK
 
 
 async def test_concurrent_takers_on_two_connections_never_exceed_the_limit(
-    budget: SendBudget, other_budget: SendBudget
+    budget: SendBudget, other_budget: SendBudget, redis: Redis
 ) -> None:
     limit = Limit(capacity=4, per_second=20)
     bucket = Bucket("tg:bot", limit, "bot")
-    duration = 1.0
-    grants: list[float] = []
-    started = time.monotonic()
+    wanted = 24  # the burst and a second's refill: the budget is used, by 16 takers at once
+    grants: list[tuple[float, float]] = []  # the server's clock before each take began and after it returned
 
     async def taker(each: SendBudget) -> None:
-        while (left := started + duration - time.monotonic()) > 0:
-            if await each.take([bucket], max_wait=left):
-                grants.append(time.monotonic())
+        while len(grants) < wanted:
+            asked = await redis_seconds(redis)
+            assert await each.take([bucket], max_wait=PATIENCE)
+            grants.append((asked, await redis_seconds(redis)))
 
-    await asyncio.gather(*(taker(each) for each in (budget, other_budget) for _ in range(8)))
-    elapsed = time.monotonic() - started
-    assert len(grants) <= limit.capacity + limit.per_second * elapsed
-    assert len(grants) >= limit.capacity + limit.per_second * duration * 0.5  # and the budget is used
-    # in every window, by the time the grants were seen (late by up to the jitter)
-    window, jitter = 0.25, 0.1
-    grants.sort()
-    for i, first in enumerate(grants):
-        inside = sum(1 for moment in grants[i:] if moment - first <= window)
-        assert inside <= limit.capacity + limit.per_second * (window + jitter) + 1
+    async with asyncio.timeout(PATIENCE):
+        await asyncio.gather(*(taker(each) for each in (budget, other_budget) for _ in range(8)))
+    assert len(grants) >= wanted
+    # Each grant happened between its two readings. Over any stretch [start, end] of the server's clock, the
+    # grants that fall wholly inside it number at most capacity + per_second * (end - start).
+    for start, _ in grants:
+        for _, end in grants:
+            if end > start:
+                inside = sum(1 for asked, done in grants if asked >= start and done <= end)
+                assert inside <= limit.capacity + limit.per_second * (end - start) + TICK, (start, end)
 
 
 async def test_a_refusal_by_the_bot_bucket_leaves_the_chat_bucket_alone(budget: SendBudget, redis: Redis) -> None:
@@ -189,17 +232,19 @@ async def test_keys_carry_their_scope_hash_tag_and_expire_when_idle(
     assert key_slot(budget.key(chat).encode()) == key_slot(ChatKeys(key_prefix, CHAT).session.encode())
     assert key_slot(budget.key(chat).encode()) == key_slot(CHAT.encode())
 
+    taken = await redis_seconds(redis)
     assert await budget.try_take([chat, bot], priority="final") == 0.0
-    for bucket in (chat, bot):
+    for bucket in (chat, bot):  # one token short: full again in 0.1 s, and kept the margin past that
         ttl = await redis.pttl(budget.key(bucket))
-        assert 0 < ttl <= 100 + EXPIRY_MARGIN_MS + 1  # one token short: full again in 0.1 s
+        assert EXPIRY_MARGIN_MS - await seconds_since(redis, taken) * 1000 - 1 <= ttl <= 100 + EXPIRY_MARGIN_MS + 1
+    paused = await redis_seconds(redis)
     await budget.pause([chat], 0.3)
-    assert await redis.pttl(budget.key(chat)) > 300  # a pause outlives its expiry
+    ttl = await redis.pttl(budget.key(chat))
+    assert ttl >= 300 + EXPIRY_MARGIN_MS - await seconds_since(redis, paused) * 1000 - 1  # a pause outlives its expiry
 
-    deadline = time.monotonic() + 1.8
-    while await redis.exists(budget.key(bot)) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert not await redis.exists(budget.key(bot))
+    async with asyncio.timeout(PATIENCE):  # Redis lets the idle bot bucket go
+        while await redis.exists(budget.key(bot)):
+            await asyncio.sleep(0.05)
     # gone means full
     assert await budget.try_take([bot], priority="final") == 0.0
     assert await budget.try_take([bot], priority="final") == 0.0

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -139,11 +139,15 @@ class SendBudget:
     """The shared send budget: every process builds one on its channel with the same prefix.
 
     Every process must give a bucket the same :class:`Limit` (limits travel with each call, not
-    in Redis); a lowered capacity takes effect at once.
+    in Redis); a lowered capacity takes effect at once. ``sleep`` is how :meth:`take` waits for a
+    refill: the waits come from Redis, so a test that records them sees what was asked for, not
+    what a busy machine made of it.
     """
 
-    def __init__(self, channel: RedisChannel, prefix: str = "fg") -> None:
+    def __init__(self, channel: RedisChannel, prefix: str = "fg", *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.buckets = TokenBuckets(channel, check_key_part("prefix", prefix))
+        self.sleep = sleep
 
     def key(self, bucket: Bucket) -> str:
         """The hash holding ``bucket``: ``{prefix}:{<tag>}:budget:<name>``."""
@@ -203,7 +207,7 @@ class SendBudget:
                 return True
             if deadline is not None and loop.time() + wait > deadline:
                 return False
-            await asyncio.sleep(wait)
+            await self.sleep(wait)
 
     async def pause(self, buckets: Sequence[Bucket], seconds: float) -> None:
         """A platform's 429 ``retry_after``: every process finds these buckets empty for ``seconds``
