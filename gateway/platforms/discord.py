@@ -39,6 +39,9 @@ A question the bot asks before running a tool carries an Approve and a Refuse bu
 (:class:`ApprovalButtons`); a press is acknowledged at once and handed to the intake as the presser's
 ``/approve <id>`` or ``/refuse <id>``.
 Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping anyone.
+An answer discord.py cannot read is one line naming ``platforms.discord`` and what came back
+(:mod:`gateway.platforms.discord_answers`): at login it stops the start; a post or an edit that
+Discord took is not made again.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ import hashlib
 import io
 import logging
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import aiohttp
 import discord
@@ -71,6 +74,7 @@ from gateway.platforms.base import (
     approval_command,
     check_size,
 )
+from gateway.platforms.discord_answers import Answers, Reader, UnreadableDiscordAnswer, accepted
 from gateway.platforms.discord_events import Allowlist, incoming_message
 from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
 from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
@@ -84,6 +88,7 @@ if TYPE_CHECKING:
     from gateway.config import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 #: How the intake's log lines name Discord and what it hands over.
 DISCORD = Source("discord", "message", log)
 
@@ -95,6 +100,16 @@ DISCORD_UPLOAD_LIMIT = 10 * 1024 * 1024
 TRANSIENT_SEND_ERRORS: tuple[type[BaseException], ...] = (
     discord.DiscordServerError, aiohttp.ClientError, asyncio.TimeoutError, OSError,
 )
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth another attempt at the same chunk: a network failure, a 5xx discord.py gave up on, or an answer that
+    cannot be read and was not a success (the nonce keeps a repeated post from showing twice)."""
+    if isinstance(error, UnreadableDiscordAnswer):
+        return not error.accepted
+    return isinstance(error, TRANSIENT_SEND_ERRORS)
+
+
 #: Seconds the login at start (and in ``foldgate doctor``) may take, every attempt included, before
 #: Discord counts as unreachable: a firewalled network fails in seconds.
 LOGIN_TIMEOUT = 8.0
@@ -133,9 +148,12 @@ def discord_intents() -> discord.Intents:
     return intents
 
 
-def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None) -> discord.Client:
-    """A plain client, or an ``AutoShardedClient`` for exactly ``shard_ids`` of ``shard_count``."""
-    options = dict(intents=discord_intents(), allowed_mentions=NO_PINGS, chunk_guilds_at_startup=False)
+def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None,
+                 http_trace: Optional[aiohttp.TraceConfig] = None) -> discord.Client:
+    """A plain client, or an ``AutoShardedClient`` for exactly ``shard_ids`` of ``shard_count``; ``http_trace``
+    sees every REST request it makes."""
+    options: dict[str, Any] = dict(intents=discord_intents(), allowed_mentions=NO_PINGS,
+                                   chunk_guilds_at_startup=False, http_trace=http_trace)
     # the bot never joins voice: skip discord.py's start-up warnings about missing voice libraries
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     if shard_ids is None and shard_count is None:
@@ -189,9 +207,11 @@ class DiscordAdapter(PlatformAdapter):
         self.attempts = attempts
         self.retry_delay = retry_delay
         #: The one retry policy for final sends, whole or streamed (discord.py waits out 429s itself).
-        self.retry = SendRetry(log=log, transient=lambda error: isinstance(error, TRANSIENT_SEND_ERRORS),
-                               retries=attempts - 1, backoff=doubling(retry_delay))
-        self.client = build_client(shard_ids=shard_ids, shard_count=shard_count)
+        self.retry = SendRetry(log=log, transient=is_transient, retries=attempts - 1, backoff=doubling(retry_delay))
+        #: The client's last REST answers, to say what came back when one cannot be read.
+        self.answers = Answers()
+        self.client = build_client(shard_ids=shard_ids, shard_count=shard_count, http_trace=self.answers.trace())
+        self.reader = Reader(self.answers, token.strip(), api_base)
         self._intake: Optional[Intake] = None
         #: The bot's account once a login succeeded; ``start`` logs in only when nothing did yet.
         self.me: Optional[discord.ClientUser] = None
@@ -237,7 +257,7 @@ class DiscordAdapter(PlatformAdapter):
 
         A token of the wrong shape is refused before anything is sent. An unreachable API is tried
         again, up to ``attempts`` times within ``timeout`` seconds in all, without a log line. A
-        rejected token, an unreachable or silent API or a refusal becomes a
+        rejected token, an unreachable or silent API, an answer discord.py cannot read or a refusal becomes a
         :class:`DiscordAdapterError` naming the setting to fix. The caller closes the client
         (:meth:`stop`) either way.
         """
@@ -251,13 +271,15 @@ class DiscordAdapter(PlatformAdapter):
                 while True:
                     made += 1
                     try:
-                        await self.client.login(self.token)
+                        await self.reader.read(functools.partial(self.client.login, self.token))
                         break
                     except (aiohttp.ClientError, OSError):
                         if made >= attempts:
                             raise
                         await self._reopen_http()
                         await asyncio.sleep(0.5 * 2 ** (made - 1))
+        except UnreadableDiscordAnswer as error:  # logging in again gets the same answer
+            raise DiscordAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
         except discord.LoginFailure as error:
             raise DiscordTokenRejected(f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}",
                                        setting="platforms.discord.token") from error
@@ -358,8 +380,13 @@ class DiscordAdapter(PlatformAdapter):
                            ) -> Optional[str]:
         """The question with an Approve and a Refuse button; the message's id, to edit it once answered."""
         view = ApprovalButtons(self, prompt.approval_id)
-        sent = await self.retry.run(functools.partial(self._channel(chat_id).send, prompt.question, view=view,
-                                                      allowed_mentions=NO_PINGS), f"dc:{chat_id}: asking")
+        ask = functools.partial(self._channel(chat_id).send, prompt.question, view=view, allowed_mentions=NO_PINGS)
+        try:
+            sent = await self.retry.run(functools.partial(self._read, chat_id, ask), f"dc:{chat_id}: asking")
+        except UnreadableDiscordAnswer as error:
+            if not accepted(log, error, f"dc:{chat_id}: asking"):
+                raise
+            return error.message_id or None  # without it, the outcome comes as a message of its own
         return str(sent.id)
 
     async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
@@ -369,8 +396,8 @@ class DiscordAdapter(PlatformAdapter):
             await super().settle_approval(chat_id, message_id, prompt, outcome)
             return
         message = self._channel(chat_id).get_partial_message(int(message_id))
-        await self.retry.run(functools.partial(message.edit, content=f"{prompt.question}\n→ {outcome}", view=None),
-                             f"dc:{chat_id}: settling a question")
+        edit = functools.partial(message.edit, content=f"{prompt.question}\n→ {outcome}", view=None)
+        await self._taken(chat_id, edit, f"dc:{chat_id}: settling a question")
 
     def _channel(self, chat_id: str) -> ReplyChannel:
         """The cached channel or thread, else a handle by id: sending needs no lookup request."""
@@ -391,8 +418,8 @@ class DiscordAdapter(PlatformAdapter):
                     message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
                 )
             nonce = chunk_nonce(anchor, index, chunk)
-            await self.retry.run(functools.partial(channel.send, chunk, nonce=nonce, reference=reference,
-                                                   allowed_mentions=NO_PINGS), f"dc:{chat_id}: sending")
+            await self._taken(chat_id, functools.partial(channel.send, chunk, nonce=nonce, reference=reference,
+                                                         allowed_mentions=NO_PINGS), f"dc:{chat_id}: sending")
 
     async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
         """The file as an attachment (an image shows inline); one over what a bot may upload is named instead."""
@@ -408,7 +435,21 @@ class DiscordAdapter(PlatformAdapter):
             await channel.send(file=discord.File(io.BytesIO(file.data), filename=file.name or file.kind),
                                nonce=nonce, allowed_mentions=NO_PINGS)
 
-        await self.retry.run(post, f"dc:{chat_id}: sending a file")
+        await self._taken(chat_id, post, f"dc:{chat_id}: sending a file")
+
+    async def _read(self, chat_id: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, a REST call in ``chat_id``, whose answer discord.py cannot read is said so (see
+        :mod:`gateway.platforms.discord_answers`)."""
+        return await self.reader.read(call, where=f"/channels/{chat_id}/")
+
+    async def _taken(self, chat_id: str, call: Callable[[], Awaitable[object]], what: str) -> None:
+        """``call()`` under the retry policy for final sends; one Discord took although its answer cannot be read
+        is done (and not made again)."""
+        try:
+            await self.retry.run(functools.partial(self._read, chat_id, call), what)
+        except UnreadableDiscordAnswer as error:
+            if not accepted(log, error, what):
+                raise
 
     def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
                       journal: Optional[Journal] = None) -> Surface:
@@ -418,7 +459,7 @@ class DiscordAdapter(PlatformAdapter):
         if reply_to:
             reference = discord.MessageReference(message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False)
         anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
-        messenger = DiscordMessenger(self._channel(chat_id), anchor, reference)
+        messenger = DiscordMessenger(self._channel(chat_id), anchor, reference, reader=self.reader)
         return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", retry=self.retry,
                            what=f"dc:{chat_id}: a message", journal=journal)
 

@@ -2,17 +2,26 @@
 
 Every post carries a nonce derived from the reply and the chunk, so a post repeated after a
 dropped connection (or by an attempt after a crash) is not posted twice. Replies never ping anyone.
+
+A post or an edit Discord took but whose answer cannot be read (:mod:`gateway.platforms.discord_answers`)
+is not made again; a message so posted keeps the id its answer still shows, and when even that cannot
+be read its key is empty and its next text is posted anew, since there is nothing to edit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import logging
 from typing import Optional, Union
 
 import discord
 
 from gateway.platforms.base import PlatformRateLimited
+from gateway.platforms.discord_answers import Reader, UnreadableDiscordAnswer, accepted
+
+log = logging.getLogger("gateway.platforms.discord")  # the adapter's log
 
 #: Replies may quote names but must never notify anyone.
 NO_PINGS = discord.AllowedMentions.none()
@@ -33,34 +42,56 @@ def chunk_nonce(anchor: str, index: int, chunk: str) -> str:
 class DiscordMessenger:
     """One channel's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
 
-    def __init__(self, channel: ReplyChannel, anchor: str,
-                 reference: Optional[discord.MessageReference]) -> None:
+    def __init__(self, channel: ReplyChannel, anchor: str, reference: Optional[discord.MessageReference], *,
+                 reader: Reader) -> None:
         self.channel = channel
         self.anchor = anchor
         self.reference = reference
+        self.reader = reader
         self._sent: dict[str, discord.Message] = {}
+        #: Key of a message whose id could not be read -> the message that carries its text on.
+        self._reposted: dict[str, str] = {}
 
     async def post(self, text: str, *, index: int) -> str:
+        return await self._post(text, chunk_nonce(self.anchor, index, "reply"), self.reference if index == 0 else None)
+
+    async def _post(self, text: str, nonce: str, reference: Optional[discord.MessageReference]) -> str:
+        send = functools.partial(self.channel.send, text, nonce=nonce, reference=reference, allowed_mentions=NO_PINGS)
         try:
-            message = await self.channel.send(text, nonce=chunk_nonce(self.anchor, index, "reply"),
-                                              reference=self.reference if index == 0 else None,
-                                              allowed_mentions=NO_PINGS)
+            message = await self.reader.read(send, where=f"/channels/{self.channel.id}/")
         except discord.HTTPException as error:
             raise _rate_limited(error) or error
+        except UnreadableDiscordAnswer as error:
+            if not accepted(log, error, f"a message to {self.channel.id}"):
+                raise
+            return error.message_id
         self._sent[str(message.id)] = message
         return str(message.id)
 
     async def edit(self, message_id: str, text: str) -> None:
+        key = self._reposted.get(message_id, message_id)
+        if not key:  # posted, but its id could not be read: nothing to edit
+            self._reposted[message_id] = await self._post(text, chunk_nonce(self.anchor, -1, text), None)
+            return
         # A message an earlier attempt posted (known only by its id) is edited through a partial message.
-        target = self._sent.get(message_id) or self.channel.get_partial_message(int(message_id))
+        target = self._sent.get(key) or self.channel.get_partial_message(int(key))
         try:
-            self._sent[message_id] = await target.edit(content=text, allowed_mentions=NO_PINGS)
+            edited = await self.reader.read(functools.partial(target.edit, content=text, allowed_mentions=NO_PINGS),
+                                            where=f"/channels/{self.channel.id}/")
         except discord.HTTPException as error:
             raise _rate_limited(error) or error
+        except UnreadableDiscordAnswer as error:
+            if not accepted(log, error, f"an edit in {self.channel.id}"):
+                raise
+            return
+        self._sent[key] = edited
 
     async def delete(self, message_id: str) -> None:
+        key = self._reposted.pop(message_id, message_id)
+        if not key:  # its id could not be read: it stays
+            return
         # A message an earlier attempt posted is known only by its id: it is deleted through a partial message.
-        message = self._sent.pop(message_id, None) or self.channel.get_partial_message(int(message_id))
+        message = self._sent.pop(key, None) or self.channel.get_partial_message(int(key))
         with contextlib.suppress(discord.HTTPException):
             await message.delete()
 

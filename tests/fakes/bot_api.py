@@ -98,6 +98,12 @@ text), ``message(chat, id)``, ``edits(chat, id)``, ``drafts`` / ``drafts_in(chat
 status, and every call refused because its group was upgraded), ``migrated_to(chat)``,
 ``counted``, ``rate_limited``, ``accounting()``; ``sent`` and ``send_attempts`` as before.
 ``clock`` (default ``time.monotonic``) can be a function the test advances by hand.
+
+Answers of another server. ``answer_as(method, body, status=200, times=1)`` answers the next ``times``
+calls of ``method`` (every call with ``times=None``) with ``body`` — a dict or list sent as JSON, a
+string sent as it is — and ``status``, in place of the fake's own answer: an emulator's ``getMe``
+without ``is_bot``, a batch that is not Telegram's, a method it does not have. Such a call is logged
+in ``calls`` (and ``scripted``) and changes nothing else.
 """
 
 from __future__ import annotations
@@ -469,6 +475,10 @@ class FakeBotAPI:
         self.on_answer: Optional[Callable[[str, dict[str, str], int], None]] = None
         self._pending: list[dict[str, Any]] = []
         self._send_script: list[tuple[int, dict[str, Any]]] = []
+        #: method (lower case) -> [answers left (None: every call), status, body], from ``answer_as``.
+        self._answers_as: dict[str, list[Any]] = {}
+        #: The methods (lower case) answered as ``answer_as`` said, in order.
+        self.scripted: list[str] = []
         #: chat id -> (sendMessages to accept first, retry_after of the one 429 that follows).
         self._send_after: dict[str, tuple[int, int]] = {}
         #: old group id -> (its supergroup's id, accepted sendMessages to the group after which it moved).
@@ -591,6 +601,26 @@ class FakeBotAPI:
 
     def _accepted_sends(self, chat_id: str) -> int:
         return sum(1 for sent in self.sent if sent.chat_id == chat_id)
+
+    def answer_as(self, method: str, body: Any, *, status: int = 200, times: Optional[int] = 1) -> None:
+        """Answer the next ``times`` calls of ``method`` (every one with None) with ``body`` and ``status``: a dict
+        or list as JSON, a string as it is (see the module docstring)."""
+        self._answers_as[method.lower()] = [times, status, body]
+
+    def _answer_as(self, method: str) -> Optional[web.Response]:
+        scripted = self._answers_as.get(method)
+        if scripted is None:
+            return None
+        left, status, body = scripted
+        if left is not None:
+            if left <= 1:
+                del self._answers_as[method]
+            else:
+                scripted[0] = left - 1
+        self.scripted.append(method)
+        if isinstance(body, str):
+            return web.Response(text=body, status=status)
+        return web.json_response(body, status=status)
 
     def fail_sends(self, count: int = 1, *, status: int = 502) -> None:
         """Answer the next ``count`` sendMessage calls with a server error."""
@@ -802,6 +832,9 @@ class FakeBotAPI:
         if handler is not None and self.migrated_to(params.get("chat_id", "")) is not None:
             handler = functools.partial(self._upgraded, request.match_info["method"])
         try:
+            scripted = self._answer_as(method)
+            if scripted is not None:
+                return scripted
             if handler is None:
                 return self._error(404, "Not Found: method not found")
             response = await handler(params)

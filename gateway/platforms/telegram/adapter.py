@@ -15,7 +15,8 @@ Replies are split to 4096 UTF-16 code units (what Telegram counts) and sent in o
 text — no parse mode, so nothing a user or the model writes can break the formatting. A 429
 is answered by waiting exactly its ``retry_after`` and sending the same chunk again, as often
 as Telegram asks: the reply always arrives. Network and 5xx errors are retried a few times
-with backoff. A streamed message posted in an old group before its upgrade can no longer be
+with backoff; an answer foldgate cannot read is one line naming the setting (:mod:`.answers`),
+and a call whose answer said ``ok`` is not made again (:mod:`.calls`). A streamed message posted in an old group before its upgrade can no longer be
 edited: its text continues in a new message in the supergroup. Messages written in the
 supergroup arrive under its new id: a chat, and a session, of its own.
 """
@@ -50,7 +51,8 @@ from gateway.platforms.failure import Failure
 from gateway.platforms.retry import Sleep
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram.albums import ALBUM_WINDOW
-from gateway.platforms.telegram.calls import once, send_retry
+from gateway.platforms.telegram.answers import UnreadableAnswer
+from gateway.platforms.telegram.calls import accepted, once, send_retry
 from gateway.platforms.telegram.checks import bot_for, check_webhook
 from gateway.platforms.telegram.errors import TelegramAdapterError
 from gateway.platforms.telegram.identify import START_ATTEMPTS, START_SECONDS, identify
@@ -81,6 +83,9 @@ class TelegramAdapter(PlatformAdapter):
 
     platform = "tg"
     max_message_length = TELEGRAM_MESSAGE_LIMIT
+    #: False (for this adapter) once its Bot API answered that it has no sendMessageDraft: private replies then
+    #: arrive whole.
+    drafts = True
 
     def __init__(
         self,
@@ -194,8 +199,12 @@ class TelegramAdapter(PlatformAdapter):
         if self.set_webhook:
             set_webhook = functools.partial(self.bot.set_webhook, url=self.webhook_url or "",
                                             secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES)
-            await self.retry.run(functools.partial(once, set_webhook, "setWebhook"), "telegram: setWebhook",
-                                 pause=functools.partial(self._wait_out, "setWebhook"))
+            try:
+                await self.retry.run(functools.partial(once, set_webhook, "setWebhook"), "telegram: setWebhook",
+                                     pause=functools.partial(self._wait_out, "setWebhook"))
+            except UnreadableAnswer as error:
+                if not accepted(log, error, "setWebhook"):
+                    raise TelegramAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
         log.info("telegram: webhook for @%s on %s:%s%s", self.me.username, self.listen_host, self.webhook_port,
                  self.webhook_path)
 
@@ -322,8 +331,12 @@ class TelegramAdapter(PlatformAdapter):
                 return await once(functools.partial(self.bot.send_photo, target, photo=upload), what)
             return await once(functools.partial(self.bot.send_document, target, document=upload), what)
 
-        await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
-                             pause=functools.partial(self._wait_out, what), retries=0)
+        try:
+            await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
+                                 pause=functools.partial(self._wait_out, what), retries=0)
+        except UnreadableAnswer as error:
+            if not accepted(log, error, what):
+                raise
 
     async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
                            ) -> Optional[str]:
@@ -338,8 +351,14 @@ class TelegramAdapter(PlatformAdapter):
             return await once(functools.partial(self.bot.send_message, target, prompt.question, parse_mode=None,
                                                 reply_markup=buttons), what)
 
-        sent = await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
-                                    pause=functools.partial(self._wait_out, what))
+        try:
+            sent = await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
+                                        pause=functools.partial(self._wait_out, what))
+        except UnreadableAnswer as error:
+            if not accepted(log, error, what):
+                raise
+            number = error.result_number("message_id")  # without it, the outcome comes as a message of its own
+            return None if number is None else str(number)
         return str(sent.message_id)
 
     async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
@@ -352,8 +371,12 @@ class TelegramAdapter(PlatformAdapter):
         edit = functools.partial(self.bot.edit_message_text, text=f"{prompt.question}\n→ {outcome}",
                                  chat_id=self.moves.target(chat_id), message_id=int(message_id), parse_mode=None,
                                  reply_markup=None)
-        await self.retry.run(functools.partial(once, edit, what), f"telegram: {what}",
-                             pause=functools.partial(self._wait_out, what))
+        try:
+            await self.retry.run(functools.partial(once, edit, what), f"telegram: {what}",
+                                 pause=functools.partial(self._wait_out, what))
+        except UnreadableAnswer as error:
+            if not accepted(log, error, what):
+                raise
 
     async def _wait_out(self, what: str, retry_after: float) -> None:
         """A reply sent whole has no send budget: a 429 is waited out here, exactly as long as Telegram asks."""

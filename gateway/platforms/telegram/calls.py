@@ -5,6 +5,11 @@ Final sends — whole replies, a streamed reply's final messages, ``setWebhook``
 as Telegram asks, as often as it asks (a streamed reply's through the shared send budget); network and
 5xx errors are retried ``network_retries`` times where the reply is sent whole.
 A message too large for Telegram is a refusal, although aiogram reports it as a network error.
+
+An answer foldgate cannot read (:mod:`.answers`) that said ``ok`` means the call took effect: it is
+not made again (a message would be sent twice), the caller goes on without what the answer would
+have told, and one line says so (:func:`accepted`). One that did not say ``ok`` is treated like an
+answer lost on the way: the call may not have happened, so it is tried again like a network failure.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from aiogram.exceptions import (
 
 from gateway.platforms.base import PlatformRateLimited
 from gateway.platforms.retry import SendRetry, Sleep, doubling
+from gateway.platforms.telegram.answers import UnreadableAnswer
 
 T = TypeVar("T")
 
@@ -31,8 +37,19 @@ backoff = doubling(0.5, 30.0)
 
 
 def is_transient(error: BaseException) -> bool:
-    """A network failure or a 5xx, worth another attempt; an entity too large never is."""
+    """A network failure, a 5xx or an unread answer that did not say ``ok``, worth another attempt; an entity
+    too large never is."""
+    if isinstance(error, UnreadableAnswer):
+        return not error.accepted
     return isinstance(error, (TelegramNetworkError, TelegramServerError)) and not isinstance(error, TelegramEntityTooLarge)
+
+
+def accepted(log: logging.Logger, error: UnreadableAnswer, what: str) -> bool:
+    """Whether the call ``what`` took effect although its answer cannot be read (then one line says so, and
+    the caller goes on); False when it may not have, for the caller to raise ``error``."""
+    if error.accepted:
+        log.warning("telegram: %s; %s went through all the same, so it is not made again", error, what)
+    return error.accepted
 
 
 def _described(error: BaseException) -> str:

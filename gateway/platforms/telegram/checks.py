@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Optional
 
 from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import TelegramAPIServer
 from aiogram.utils.token import TokenValidationError
 
+from gateway.platforms.telegram.answers import ReadingSession
 from gateway.platforms.telegram.errors import TelegramAdapterError
 
 
@@ -38,13 +37,14 @@ def check_webhook(mode: str, secret: Optional[str], set_webhook: bool, url: Opti
 
 
 def bot_for(token: str, api_server: Optional[str]) -> Bot:
-    """The aiogram bot for ``token``, refused with the setting named when the token is not one."""
+    """The aiogram bot for ``token``, refused with the setting named when the token is not one; an answer it cannot
+    read is one line naming the setting (see :mod:`.answers`)."""
     problem = token_problem(token)
     if problem:
         raise TelegramAdapterError(
             f"not a Telegram bot token ({problem}) — copy the whole token @BotFather gave you into "
             "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
-    session = AiohttpSession(api=TelegramAPIServer.from_base(api_server)) if api_server else AiohttpSession()
+    session = ReadingSession(api_server)
     try:
         return Bot(token, session=session)
     except TokenValidationError as error:  # aiogram's own check, should it ever be stricter than ours

@@ -1,4 +1,5 @@
-"""Who the bot is (getMe), asked at start and by ``foldgate doctor``: a wrong token or address is one sentence.
+"""Who the bot is (getMe), asked at start and by ``foldgate doctor``: a wrong token or address is one sentence,
+and so is an answer foldgate cannot read (an emulator that leaves out a field aiogram requires).
 
 A network failure or a 5xx is tried again within a short deadline, without a log line: the operator
 reads one sentence at the end, not a retry per line. Nothing in a sentence shows the bot token.
@@ -21,11 +22,9 @@ from aiogram.exceptions import (
 from aiogram.types import User
 
 from gateway.platforms.retry import Sleep
+from gateway.platforms.telegram.answers import DEFAULT_API_SERVER, UnreadableAnswer, api_setting
 from gateway.platforms.telegram.calls import backoff
 from gateway.platforms.telegram.errors import TelegramAdapterError
-
-#: Where aiogram sends requests unless ``platforms.telegram.api_server`` says otherwise.
-DEFAULT_API_SERVER = "https://api.telegram.org"
 #: Attempts of getMe at start: a Bot API briefly out of reach (the network still coming up) gets two more.
 START_ATTEMPTS = 3
 #: Seconds getMe at start (and in ``foldgate doctor``) may take, every attempt included: a wrong or
@@ -37,7 +36,7 @@ async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempt
                    within: float = START_SECONDS) -> User:
     """Ask Telegram who the bot is (getMe), up to ``attempts`` times within ``within`` seconds in all.
 
-    A rejected token, an unreachable or silent Bot API or a refusal becomes a
+    A rejected token, an unreachable or silent Bot API, an answer foldgate cannot read or a refusal becomes a
     :class:`TelegramAdapterError` naming the setting to fix, because at start nobody but the
     operator can act on it.
     """
@@ -55,6 +54,8 @@ async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempt
             raise TelegramAdapterError(
                 f"Telegram rejected the bot token ({error.message}) — copy the current token from @BotFather into "
                 "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token") from error
+        except UnreadableAnswer as error:  # asking again gets the same answer: the server is not what aiogram reads
+            raise TelegramAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
         except TimeoutError as error:
             raise unreachable(api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
         except TelegramRetryAfter as error:
@@ -74,7 +75,7 @@ async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempt
                 if isinstance(error, TelegramServerError):
                     raise TelegramAdapterError(
                         f"the Bot API at {where} failed getMe {tries} ({reason}) — try again later, or check "
-                        "platforms.telegram.api_server", setting="platforms.telegram") from error
+                        "platforms.telegram.api_server", setting=api_setting(api_server)) from error
                 raise unreachable(api_server, f"cannot reach the Telegram Bot API at {where} {tries} ({reason})") from error
             await sleep(delay)
         except TelegramAPIError as error:

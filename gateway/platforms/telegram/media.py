@@ -13,6 +13,7 @@ limit, so an oversized file costs at most ``limit`` bytes of memory and stops th
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Optional
 
 from aiogram import Bot
@@ -25,6 +26,9 @@ from gateway.media.download import CHUNK, DOWNLOAD_SECONDS, LimitedBuffer
 from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
 from gateway.platforms.base import MediaItem, check_size
+from gateway.platforms.telegram.answers import UnreadableAnswer
+
+log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
 
 #: The most the public Bot API lets a bot download (getFile refuses bigger files).
 BOT_API_DOWNLOAD_LIMIT = TELEGRAM_DOWNLOAD_LIMIT
@@ -75,6 +79,9 @@ async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
         if "too big" in error.message.lower():
             raise MediaTooLarge(name, item.size or limit + 1, limit, reported=bool(item.size)) from error
         raise MediaError(f"Telegram would not give out {name} ({error.message})") from error
+    except UnreadableAnswer as error:  # the operator's log names the server; the chat hears only what failed
+        log.warning("telegram: %s", error)
+        raise MediaError(f"Telegram's answer about {name} could not be read") from error
     except (ClientError, OSError, asyncio.TimeoutError) as error:
         raise MediaError(f"could not reach Telegram for {name} ({type(error).__name__})") from error
     if file.file_size is not None and file.file_size > limit:

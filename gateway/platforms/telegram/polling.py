@@ -4,7 +4,9 @@
 durable in Redis — BEFORE the next offset is requested, and the offset is what acknowledges
 updates to Telegram, so nothing is acknowledged before it is safe. When the intake fails, the same
 offset is asked for again; the intake deduplicates by update id, so what was already stored is not
-stored twice. A ``409 Conflict`` means another process polls the same token (or a webhook is set):
+stored twice. A batch foldgate cannot read (:mod:`.answers`) is one log line naming the setting, and
+the same offset is asked for again after a backoff, so its updates are neither lost nor acknowledged
+unread. A ``409 Conflict`` means another process polls the same token (or a webhook is set):
 the poller reports what that means and how to fix it, and stops rather than fight the other
 process for updates.
 
@@ -35,6 +37,7 @@ from gateway.platforms.base import Intake, ReceivingTurn
 from gateway.platforms.intake import HandOver
 from gateway.platforms.retry import Sleep
 from gateway.platforms.telegram.albums import ALBUM_WINDOW, Album, Albums
+from gateway.platforms.telegram.answers import UnreadableAnswer
 from gateway.platforms.telegram.calls import backoff
 from gateway.platforms.telegram.errors import PollingConflict, TelegramAdapterError
 from gateway.platforms.telegram.receiving import Reader, take_in
@@ -105,10 +108,14 @@ class Poller:
             except TelegramRetryAfter as error:
                 await self.sleep(error.retry_after)
                 continue
-            except Exception as error:  # network, 5xx, anything unexpected: back off and ask again
+            except Exception as error:  # network, 5xx, an unreadable batch, anything unexpected: back off, ask again
                 failures += 1
                 delay = backoff(failures)
-                log.warning("telegram: getUpdates failed (%s: %s); retrying in %.1f s", type(error).__name__, error, delay)
+                if isinstance(error, UnreadableAnswer):  # nothing was acknowledged: the same updates come again
+                    log.warning("telegram: %s; asking for the same updates again in %.1f s", error, delay)
+                else:
+                    log.warning("telegram: getUpdates failed (%s: %s); retrying in %.1f s", type(error).__name__, error,
+                                delay)
                 await self.sleep(delay)
                 continue
             failures = 0

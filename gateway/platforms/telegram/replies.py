@@ -8,35 +8,53 @@ A group upgraded to a supergroup keeps its messages under the old chat id, and a
 numbers its messages afresh, so a message is always edited in the chat it was posted in: its
 key names that chat when it is not the reply's own (``"<chat id>:<message id>"``). A message
 left in the old group can no longer be edited; its next text is posted in the supergroup.
+
+A send or an edit whose answer foldgate cannot read but which said ``ok`` took effect (see
+:mod:`.calls`): it is not made again. A message sent so keeps the id its answer still shows; when
+even that cannot be read, its key is empty, and the next text of that message is posted anew
+(as for a message deleted meanwhile), since there is nothing to edit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import secrets
 from typing import Optional, Protocol
 
 from aiogram import Bot
-from aiogram.exceptions import TelegramBadRequest, TelegramMigrateToChat, TelegramRetryAfter
+from aiogram.exceptions import (
+    TelegramAPIError,
+    TelegramBadRequest,
+    TelegramMigrateToChat,
+    TelegramNotFound,
+    TelegramRetryAfter,
+)
 from aiogram.types import Message
 
 from gateway.platforms.base import Journal, PlatformRateLimited, SendGate
 from gateway.platforms.retry import SendRetry, budget_pause
 from gateway.platforms.split import split_message
-from gateway.platforms.telegram.calls import once
+from gateway.platforms.telegram.answers import DEFAULT_API_SERVER, UnreadableAnswer, api_setting
+from gateway.platforms.telegram.calls import accepted, once
 from gateway.platforms.telegram.moves import ChatMoves, chat_ref
+
+log = logging.getLogger("gateway.platforms.telegram")  # the adapter's log: one logger to filter for Telegram
 
 #: Longest message Telegram accepts, in UTF-16 code units.
 TELEGRAM_MESSAGE_LIMIT = 4096
 
 
 class TelegramChats(Protocol):
-    """What a reply needs of the adapter: its bot, its preview pace, its retry policy for final sends, where
-    a group that became a supergroup went, and its typing indicator (which a sent message ends)."""
+    """What a reply needs of the adapter: its bot and Bot API server, its preview pace, whether that server takes
+    drafts, its retry policy for final sends, where a group that became a supergroup went, and its typing
+    indicator (which a sent message ends)."""
 
     bot: Bot
+    api_server: Optional[str]
     preview_interval: float
+    drafts: bool
     retry: SendRetry
     moves: ChatMoves
 
@@ -48,7 +66,9 @@ class DraftReply:
 
     A draft is Telegram's ephemeral preview (``sendMessageDraft``); the final ``sendMessage``
     replaces it. Past 4096 units the draft shows the part still being written. Each final chunk
-    delivered is recorded in the journal, so an attempt after a crash sends only the rest.
+    delivered is recorded in the journal, so an attempt after a crash sends only the rest. A Bot API
+    server without the method (an emulator) is asked once: from then on replies in private chats
+    arrive whole, and one line said why.
     """
 
     def __init__(self, adapter: TelegramChats, chat_id: str, gate: SendGate, journal: Optional[Journal]) -> None:
@@ -62,6 +82,8 @@ class DraftReply:
         self.posted = 0
 
     async def preview(self, text: str) -> bool:
+        if not self.adapter.drafts:
+            return True  # nothing to show it with: the stream waits for the final text
         if not await self.gate.allow_preview():
             return False
         tail = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")[-1]
@@ -71,7 +93,23 @@ class DraftReply:
         except TelegramRetryAfter as error:
             await self.gate.rate_limited(error.retry_after)
             return False
+        except UnreadableAnswer as error:
+            if not accepted(log, error, f"sendMessageDraft to {self.chat_id}"):
+                raise
+        except (TelegramNotFound, TelegramBadRequest) as error:
+            if not lacks_method(error):
+                raise
+            self._no_drafts(error)
         return True
+
+    def _no_drafts(self, error: TelegramAPIError) -> None:
+        """The server has no sendMessageDraft: said once, and not asked again."""
+        if self.adapter.drafts:
+            self.adapter.drafts = False
+            where = self.adapter.api_server or DEFAULT_API_SERVER
+            log.warning("telegram: %s: the Bot API at %s has no sendMessageDraft (%s); replies in private chats "
+                        "arrive whole, without a preview while they are written", api_setting(self.adapter.api_server),
+                        where, error.message)
 
     async def finish(self, text: str) -> None:
         messenger = TelegramMessenger(self.adapter, self.chat_id)
@@ -89,6 +127,12 @@ class DraftReply:
                 await self.journal.record({"finals": str(self.posted)})
 
 
+def lacks_method(error: TelegramAPIError) -> bool:
+    """Whether the Bot API refused a call because it does not have the method (a 404 is only ever that,
+    for a bot whose token it took)."""
+    return isinstance(error, TelegramNotFound) or "method not found" in (error.message or "").lower()
+
+
 class TelegramMessenger:
     """One Telegram chat's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
 
@@ -101,7 +145,12 @@ class TelegramMessenger:
     async def post(self, text: str, *, index: int = 0) -> str:
         """Send ``text`` as a new message (one attempt; a 429 raised as :class:`PlatformRateLimited`); its key."""
         self.adapter.stop_typing(self.chat_id)
-        message = await self.adapter.moves.in_chat(self.chat_id, functools.partial(self._send, text))
+        try:
+            message = await self.adapter.moves.in_chat(self.chat_id, functools.partial(self._send, text))
+        except UnreadableAnswer as error:
+            if not accepted(log, error, f"sendMessage to {self.chat_id}"):
+                raise
+            return self._unread_key(error)
         return self._key(message)
 
     async def _send(self, text: str, target: int | str) -> Message:
@@ -110,11 +159,18 @@ class TelegramMessenger:
 
     async def edit(self, message_id: str, text: str) -> None:
         key = self._reposted.get(message_id, message_id)
+        if not key:  # sent, but its id could not be read: nothing to edit
+            self._reposted[message_id] = await self.post(text)
+            return
         chat, number = self._locate(key)
         if self.adapter.moves.target(chat) == chat_ref(chat):  # the chat takes edits (as far as is known)
             try:
                 await self.adapter.bot.edit_message_text(text=text, chat_id=chat_ref(chat), message_id=number,
                                                          parse_mode=None)
+                return
+            except UnreadableAnswer as error:
+                if not accepted(log, error, f"editMessageText in {self.chat_id}"):
+                    raise
                 return
             except TelegramRetryAfter as error:
                 raise PlatformRateLimited(error.retry_after, f"editMessageText in {self.chat_id}") from error
@@ -129,14 +185,28 @@ class TelegramMessenger:
         self._reposted[message_id] = await self.post(text)
 
     async def delete(self, message_id: str) -> None:
-        chat, number = self._locate(self._reposted.pop(message_id, message_id))
-        with contextlib.suppress(TelegramBadRequest, TelegramMigrateToChat):  # gone, or left in an upgraded group
+        key = self._reposted.pop(message_id, message_id)
+        if not key:  # its id could not be read: it stays
+            return
+        chat, number = self._locate(key)
+        # gone, left in an upgraded group, or deleted with an answer that cannot be read
+        with contextlib.suppress(TelegramBadRequest, TelegramMigrateToChat, UnreadableAnswer):
             await self.adapter.bot.delete_message(chat_id=chat_ref(chat), message_id=number)
 
     def _key(self, message: Message) -> str:
         """The message's key: its id in the reply's chat, ``"<chat id>:<id>"`` in the supergroup it moved to."""
         chat = str(message.chat.id)
         return str(message.message_id) if chat == self.chat_id else f"{chat}:{message.message_id}"
+
+    def _unread_key(self, error: UnreadableAnswer) -> str:
+        """The key of a message sent with an answer that cannot be read as a whole: from the ids it still shows,
+        or empty when its id is not among them."""
+        number = error.result_number("message_id")
+        if number is None:
+            return ""
+        chat = error.result_number("chat", "id")
+        where = str(chat) if chat is not None else str(self.adapter.moves.target(self.chat_id))
+        return str(number) if where == self.chat_id else f"{where}:{number}"
 
     def _locate(self, key: str) -> tuple[str, int]:
         """The chat a message key was posted in, and its id there."""
