@@ -56,6 +56,7 @@ from agent.compaction.summarizer import (
     Summarizer,
     SummarizerFailure,
     SummaryOutcome,
+    WindowRefused,
     piece_capacity,
     summarize_transcript,
 )
@@ -152,12 +153,11 @@ class ContextCompressor(ContextEngine):
 
     @property
     def summarizer_window(self) -> int:
-        """The summarizer's window: configured, else the summarizer's own, else the main model's."""
-        if self.summarizer_context_length:
-            return self.summarizer_context_length
-        if self.summarizer is not None and getattr(self.summarizer, "context_length", None):
-            return int(self.summarizer.context_length)
-        return self.context_length
+        """The summarizer's window: the smaller of the one given and the summarizer's own (which a refusal may
+        have lowered since), else the main model's."""
+        own = getattr(self.summarizer, "context_length", None) if self.summarizer is not None else None
+        windows = [int(w) for w in (self.summarizer_context_length, own) if w]
+        return min(windows) if windows else self.context_length
 
     # -- decisions ---------------------------------------------------------------------
 
@@ -225,7 +225,8 @@ class ContextCompressor(ContextEngine):
         digest = digest.merge(self._digest)
         budget = summary_budget(digest.tokens, self.context_length)
         room = max(budget - count_text(framing.header(digest)), 500)
-        model = await self._model_notes(cut, room, previous.notes, focus_topic, critical)
+        asked = framing.model_notes_request(digest, room, MODEL_NOTES_SHARE)
+        model = await self._model_notes(cut, asked, previous.notes, focus_topic, critical)
         if model.abort is not None:
             return self._unchanged(messages, "aborted", model.abort, base, error=model.error, calls=model.calls)
         text = self._summary_text(digest, room, cut, model.body, previous, focus_topic)
@@ -283,7 +284,7 @@ class ContextCompressor(ContextEngine):
             stubbed += [(tail_seq + index, message) for index, message in tail_originals]
         return _Cut(head, middle, counts[plan.head_end : plan.tail_start], tail, seq_start, stubbed)
 
-    async def _model_notes(self, cut: "_Cut", room: int, previous_summary: str | None, focus_topic: str | None,
+    async def _model_notes(self, cut: "_Cut", asked: int, previous_summary: str | None, focus_topic: str | None,
                            critical: bool) -> "_ModelNotes":
         """The summarizer's notes on the middle; below the critical level a summarizer that cannot run
         aborts the compaction (nothing is dropped without its notes), at it the digest's notes go alone."""
@@ -295,7 +296,7 @@ class ContextCompressor(ContextEngine):
             if not critical:
                 return _ModelNotes(source="fallback", abort=reason)
             return _ModelNotes(source="fallback", error=reason)
-        body_budget = min(int(room * MODEL_NOTES_SHARE), self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
+        body_budget = min(asked, self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
         try:
             outcome = await self._summarize(cut.middle, cut.middle_counts, body_budget, previous_summary, focus_topic)
         except SummarizerFailure as failure:
@@ -364,9 +365,34 @@ class ContextCompressor(ContextEngine):
         previous_summary: str | None,
         focus_topic: str | None,
     ) -> SummaryOutcome:
+        """The summarizer's notes on ``middle``; a refusal that teaches a smaller window plans the pieces again
+        within it (a guessed window must never cost the model's notes)."""
+        refused_calls = 0
+        while True:
+            window = self.summarizer_window
+            try:
+                outcome = await self._summarize_within(window, middle, counts, budget, previous_summary, focus_topic)
+            except WindowRefused as refused:
+                refused_calls += refused.calls
+                if refused.window >= window:
+                    refused.calls = refused_calls
+                    raise
+                continue
+            return SummaryOutcome(outcome.text, outcome.calls + refused_calls)
+
+    async def _summarize_within(
+        self,
+        window: int,
+        middle: Sequence[Mapping[str, Any]],
+        counts: Sequence[int],
+        budget: int,
+        previous_summary: str | None,
+        focus_topic: str | None,
+    ) -> SummaryOutcome:
         assert self.summarizer is not None
+        budget = min(budget, window // SUMMARIZER_WINDOW_SHARE)
         previous_tokens = count_text(previous_summary) if previous_summary else 0
-        capacity = piece_capacity(self.summarizer_window, budget, max(previous_tokens, budget))
+        capacity = piece_capacity(window, budget, max(previous_tokens, budget))
         entries = transcript_entries(
             prune_tool_outputs(middle),
             counts,
@@ -380,7 +406,7 @@ class ContextCompressor(ContextEngine):
             previous_summary=previous_summary,
             previous_summary_tokens=previous_tokens,
             focus_topic=focus_topic,
-            summarizer_context=self.summarizer_window,
+            summarizer_context=window,
         )
 
     def _stub_only(self, messages: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:

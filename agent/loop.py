@@ -45,6 +45,7 @@ from agent.context_engine import ContextEngine
 from agent.excerpts import excerpt, tokens_over
 from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
+from agent.windows import WindowTeacher, WindowUnknown
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion, MadeImage
 from agent.messages import Message, tool_call_ids
@@ -235,11 +236,13 @@ class Agent:
         results: ResultArchive | None = None,
         result_limit: int | None = None,
         system_prompt: str | None = None,
+        window_teacher: WindowTeacher | None = None,
     ) -> None:
         """``system_prompt`` goes first in every request, never into the transcript (a changed prompt applies
         to old conversations at once, and compaction never folds it away); ``media`` reads the chat's stored items; ``max_images`` bounds the images one request carries;
         ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``);
-        a tool result over ``result_limit`` tokens is archived whole in ``results`` and goes as an excerpt."""
+        a tool result over ``result_limit`` tokens is archived whole in ``results`` and goes as an excerpt;
+        ``window_teacher`` keeps what a context-length refusal teaches about the chat model's window."""
         self.client = model_client
         self.engine = engine
         self.model = model
@@ -251,6 +254,7 @@ class Agent:
         self.results = results
         self.result_limit = result_limit
         self.head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        self.window_teacher = window_teacher
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
@@ -282,6 +286,25 @@ class Agent:
             raise WindowExceeded(f"the request would be {tokens:,} tokens, over the {limit:,} the model's window "
                                  "leaves, even after compaction; it was not sent")
         return messages
+
+    async def _learn_window(self, refusal: ContextTooLong, messages: list[Message], done: "_SoFar") -> bool:
+        """Whether ``refusal`` taught a smaller window for the chat model, which the engine then plans for (the
+        request is then compacted into it and sent again); a refusal that can teach nothing more ends the turn
+        with the setting to fix."""
+        if self.window_teacher is None:
+            return False
+        assumed = self.engine.context_length
+        try:
+            window = await self.window_teacher.refused(refusal, assumed)
+        except WindowUnknown as unknown:
+            failure = ContextTooLong(str(unknown), status=refusal.status, body=refusal.body)
+            raise TurnFailed(failure, self._result(messages, "", done)) from refusal
+        if window >= assumed:
+            return False
+        log.warning("%s refused a request as too long: its window is %d tokens, not %d; compacting to fit",
+                    self.model, window, assumed)
+        self.engine.update_model(self.engine.model, window)
+        return True
 
     async def _run_tool(self, name: str, arguments: str) -> ToolOutput:
         engine_tools = {schema["function"]["name"] for schema in self.engine.get_tool_schemas()}
@@ -353,15 +376,18 @@ class Agent:
             except TurnStopped as stop:
                 return self._stopped(messages, [], stop, done)
             except ProviderError as error:
-                if isinstance(error, ContextTooLong) and not isinstance(error, WindowExceeded) and not context_retry_used:
-                    context_retry_used = True
-                    try:
-                        new = await self._compact(messages, None, force=True, folded=done.folded)
-                    except ProviderError as again:  # the compaction's own call refused (a spent budget)
-                        raise TurnFailed(again, self._result(messages, "", done)) from again
-                    if new is not None:
-                        messages, done.compacted = new, True
-                        continue
+                if isinstance(error, ContextTooLong) and not isinstance(error, WindowExceeded):
+                    lowered = await self._learn_window(error, messages, done)
+                    if lowered or not context_retry_used:
+                        context_retry_used = True
+                        try:
+                            new = await self._compact(messages, None, force=True, folded=done.folded)
+                        except ProviderError as again:  # the compaction's own call refused (a spent budget)
+                            raise TurnFailed(again, self._result(messages, "", done)) from again
+                        if new is not None:
+                            messages, done.compacted = new, True
+                        if new is not None or lowered:
+                            continue
                 # What the turn did so far (whole tool-call pairs: a failure falls between requests)
                 # travels with the error, so the gateway keeps tool results that were already paid for.
                 raise TurnFailed(error, self._result(messages, "", done)) from error

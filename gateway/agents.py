@@ -34,10 +34,12 @@ from agent.llm.responses import ResponsesClient, classify_route
 from agent.llm.retry import RetryPolicy
 from agent.loop import Agent, ChatModel, ResultArchive
 from agent.metering import Meter, MeteredModel
-from agent.models import api_model_id, context_length_for
+from agent.models import api_model_id
 from agent.prompt_caching import CachingPlan, plan_prompt_caching
 from agent.tools import ToolRegistry
+from agent.windows import WindowBook
 from gateway.config import Settings
+from gateway.model_windows import ModelWindows, Route
 from gateway.session_source import ChatHistory
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,12 @@ def resolve_api_mode(provider: str, api_mode: str) -> str:
     if api_mode != "auto":
         return api_mode
     return "responses" if provider == "openai-codex" else "chat"
+
+
+def _asking(client: object) -> tuple[Any, dict[str, str] | None]:
+    """The pooled HTTP client and headers to ask a provider about its models with, when ``client`` has them."""
+    endpoint = getattr(client, "endpoint", None)
+    return getattr(client, "http", None), getattr(endpoint, "headers", None)
 
 
 def _accepts_keyword(factory: Callable[..., Any], name: str) -> bool:
@@ -99,6 +107,9 @@ class AgentBuilder:
         if self.api_mode == "codex_app_server":
             self.app_server = CodexAppServer(shlex.split(model.app_server_command))
         self.chat_model: ChatModel = chat_model or self._build_chat_model()
+        self.windows = self._model_windows()
+        #: One line per model saying its window and where it came from, once :meth:`settle_windows` ran.
+        self.window_lines: list[str] = []
         self.summarizer = None if self.api_mode == "codex_app_server" else self._build_summarizer()
         self.engine_factory, warning = resolve_context_engine(settings.context.engine)
         self._engine_takes_provider = _accepts_keyword(self.engine_factory, "provider")
@@ -144,12 +155,15 @@ class AgentBuilder:
         model = self.settings.model
         auxiliary = self.settings.auxiliary.compression
         summarizer: LLMSummarizer | None
+        window = self.windows.summarizer_start()
+        teacher = self.windows.summarizer_teacher()
+        if window is None:
+            return None
         if self.api_mode == "responses" and not auxiliary.base_url:
             # The main route speaks the Responses API only; the summarizer shares it, without native compaction.
-            name = auxiliary.model or model.name
             client = self._responses_client(native=False, summarizer=True)
-            window = auxiliary.context_length or context_length_for(name, self._configured_windows())
-            summarizer = LLMSummarizer(client, name, window)  # type: ignore[arg-type]
+            summarizer = LLMSummarizer(client, auxiliary.model or model.name, window.tokens,  # type: ignore[arg-type]
+                                       teacher=teacher)
         else:
             summarizer = build_summarizer(
                 auxiliary,
@@ -159,29 +173,61 @@ class AgentBuilder:
                 main_dialect=self.dialect,
                 main_route=model.provider,
                 stream=model.stream,
-                context_overrides=self._configured_windows(),
+                window=window,
+                teacher=teacher,
             )
         if summarizer is not None:
-            # A -900k alias keeps its large window for planning but is sent as its base id (S4.5).
+            # A -900k alias keeps its large window for planning but is sent as its base id.
             summarizer.model = api_model_id(summarizer.model)
+            route = self.windows.summarizer_route
+            if route is not None and route.http is None:
+                route.http, route.headers = _asking(summarizer.client)
         return summarizer
 
-    def _configured_windows(self) -> dict[str, int]:
-        """``model.context_length`` for the chat model, so a summarizer that is the same model on the same
-        route plans its requests for the window the operator set, not the catalog's."""
+    def _model_windows(self) -> ModelWindows:
+        """Where the chat model's and the summarizer's windows come from. A summarizer that is the same model
+        on the same route plans its requests for the window the operator set for the chat model."""
         model, auxiliary = self.settings.model, self.settings.auxiliary.compression
         same_model = not auxiliary.base_url and auxiliary.model in (None, model.name)
-        return {model.name: model.context_length} if model.context_length and same_model else {}
+        chat = Route(self.base_url, self.dialect, *_asking(self.chat_model))
+        summarizer_endpoint = auxiliary.base_url or (None if model.provider == "local" else self.base_url)
+        # A summarizer elsewhere is asked through its own client (and key), set once it is built.
+        summarizer = Route(summarizer_endpoint, "anthropic" if "anthropic.com" in summarizer_endpoint else self.dialect,
+                           *(_asking(self.chat_model) if not auxiliary.base_url else (None, None))
+                           ) if summarizer_endpoint else None
+        return ModelWindows(
+            chat_model=model.name, chat_configured=model.context_length, chat_route=chat,
+            summarizer_model=(auxiliary.model or model.name) if summarizer else None,
+            summarizer_configured=auxiliary.context_length or (model.context_length if same_model else None),
+            summarizer_route=summarizer,
+        )
+
+    async def settle_windows(self, book: WindowBook | None = None) -> list[str]:
+        """Ask the provider for every window the configuration leaves open and keep refusals in ``book``;
+        returns one line per model saying its window and where it came from."""
+        if book is not None:
+            self.windows.book = book
+        if self.settings.model.provider != "local" and self.api_mode != "codex_app_server":
+            await self.windows.discover()
+        if isinstance(self.summarizer, LLMSummarizer):
+            self.summarizer.teacher = self.windows.summarizer_teacher()
+        self.window_lines = self.windows.lines() if self.settings.model.provider != "local" else []
+        for line in self.window_lines:
+            log.info("%s", line)
+        return self.window_lines
+
+    async def refresh_windows(self) -> None:
+        """Read what refusals taught other processes, when the book is shared and its copy is old."""
+        refresh = getattr(self.windows.book, "refresh", None)
+        if callable(refresh):
+            await refresh()
 
     # -- per model -------------------------------------------------------------------------
 
     def context_length(self, model: str) -> int:
-        configured = self.settings.model.context_length
-        if configured and model == self.settings.model.name:
-            return configured
         if self.settings.model.provider == "local":
-            return LocalDemoModel.context_length
-        return context_length_for(model)
+            return self.settings.model.context_length or LocalDemoModel.context_length
+        return self.windows.chat_window(model)
 
     def caching_plan(self, model: str) -> CachingPlan:
         """Prompt caching for ``model`` on this route (S8.3): breakpoints only for Claude where the route takes them.
@@ -227,9 +273,7 @@ class AgentBuilder:
                 "summarizer": self.summarizer,
             }
             if meter is not None and isinstance(self.summarizer, LLMSummarizer):  # its calls count against the budget
-                kwargs["summarizer"] = LLMSummarizer(MeteredModel(self.summarizer.client, meter), self.summarizer.model,
-                                                     self.summarizer.context_length,
-                                                     temperature=self.summarizer.temperature)
+                kwargs["summarizer"] = self.summarizer.on_client(MeteredModel(self.summarizer.client, meter))  # type: ignore[arg-type]
             if self.summarizer is not None:
                 kwargs["summarizer_context_length"] = self.summarizer.context_length
             if self._engine_takes_provider:
@@ -276,6 +320,7 @@ class AgentBuilder:
             results=results,
             result_limit=result_limit,
             system_prompt=self.settings.model.system_prompt,
+            window_teacher=None if self.settings.model.provider == "local" else self.windows.chat_teacher(model),
         )
 
     async def aclose(self) -> None:

@@ -166,7 +166,8 @@ LAYERS: dict[str, list[list[str]]] = {
         ["agent.messages", "agent.search", "agent.transcript_repair", "agent.items", "agent.excerpts",
          "agent.tools"],
         ["agent.llm", "agent.metering"],  # requests and answers, one module per route; every call metered
-        ["agent.compaction", "agent.context_engine", "agent.codex"],  # the pure phases and the engine's contract
+        ["agent.compaction", "agent.context_engine", "agent.codex", "agent.windows"],  # the pure phases, the engine's
+        # contract, and where a model's window comes from
         ["agent.context_compressor", "agent.codex_engine"],  # the engines
         ["agent.engine_registry", "agent.codex_chat", "agent.loop", "agent"],  # what composes them
     ],
@@ -176,7 +177,7 @@ LAYERS: dict[str, list[list[str]]] = {
         ["gateway.startup_errors"],
         ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
         ["gateway.store"],  # everything that talks to Redis
-        ["gateway.outage", "gateway.session_source", "gateway.agents",
+        ["gateway.outage", "gateway.session_source", "gateway.agents", "gateway.model_windows",
          "gateway.media",  # what people send besides text: fetched, read, kept in the store
          "gateway.access"],  # who the bot answers and what they may spend
         ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters

@@ -124,6 +124,13 @@ def fit_model_notes(notes: str, budget_tokens: int) -> str:
         kept.pop()  # per-line counts only estimate the joined text's; the exact count has the last word
 
 
+def model_notes_request(digest: Digest, room: int, model_share: float) -> int:
+    """Tokens to ask the model for: what :func:`compose` will keep of its notes, their heading left out (a model
+    that writes exactly what it was asked for then keeps its last line)."""
+    room -= count_text(recovery_hints(digest)) + 30
+    return max(0, int(room * model_share) - count_line(MODEL_NOTES_HEADING) - 1)
+
+
 def _cut_marker(left_out: int) -> str:
     """The line that says how much of the model's notes did not fit."""
     return f"- … (the summary went on for {left_out:,} more lines; cut to its budget)"

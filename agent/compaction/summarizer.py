@@ -5,7 +5,9 @@ truncated or malformed answer, notes missing a section — surfaces as one
 :class:`SummarizerFailure`, never as ``None``: the caller then keeps the transcript or
 falls back to the deterministic summary (L1), so the middle is never dropped silently.
 When the transcript does not fit the summarizer's window it is summarized in pieces,
-each piece updating the notes of the one before.
+each piece updating the notes of the one before. A context-length refusal is not such a failure
+when it teaches a smaller window: it raises :class:`WindowRefused`, and the caller plans the pieces
+again within the window it taught.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from agent.compaction.summary_prompt import TranscriptEntry, build_request, clean_summary, missing_sections
 from agent.llm.client import ChatClient
-from agent.llm.errors import ProviderError
+from agent.llm.errors import ContextTooLong, ProviderError
 from agent.llm.retry import RetryPolicy
 from agent.metering import BudgetExceeded
-from agent.models import context_length_for, route_of_url
+from agent.models import route_of_url
 from agent.settings import AuxiliaryModelSettings
 from agent.tokens import count_messages
 from agent.usage import Usage
+from agent.windows import ModelWindow, WindowTeacher, WindowUnknown, resolve_window
 
 #: Tokens kept free in the summarizer's window besides the answer (tokenizer differences).
 WINDOW_MARGIN_RATIO = 0.08
@@ -43,6 +46,14 @@ class SummarizerFailure(Exception):
         self.calls = calls
 
 
+class WindowRefused(SummarizerFailure):
+    """The summarizer refused a request as too long and taught a smaller window: plan again within ``window``."""
+
+    def __init__(self, reason: str, *, window: int, calls: int = 1) -> None:
+        super().__init__(reason, calls=calls)
+        self.window = window
+
+
 @runtime_checkable
 class Summarizer(Protocol):
     """Something that answers a summarizing request with text, or raises :class:`SummarizerFailure`."""
@@ -56,16 +67,42 @@ class Summarizer(Protocol):
 
 
 class LLMSummarizer:
-    """A :class:`Summarizer` over a :class:`ChatClient` and an auxiliary model."""
+    """A :class:`Summarizer` over a :class:`ChatClient` and an auxiliary model.
 
-    def __init__(self, client: ChatClient, model: str, context_length: int, *, temperature: float | None = 0.2) -> None:
+    With a ``teacher`` its window is the one refusals taught anywhere (read on every use), and a
+    context-length refusal becomes :class:`WindowRefused` once the smaller window is learned.
+    """
+
+    def __init__(self, client: ChatClient, model: str, context_length: int, *, temperature: float | None = 0.2,
+                 teacher: WindowTeacher | None = None) -> None:
         self.client = client
         self.model = model
         self.name = model
-        self.context_length = context_length
+        self._context_length = context_length
         self.temperature = temperature
+        self.teacher = teacher
         self.calls = 0
         self.usage = Usage()
+
+    @property
+    def context_length(self) -> int:
+        """The window to plan requests for: the teacher's when there is one, else the one it was built with."""
+        return self.teacher.window.tokens if self.teacher is not None else self._context_length
+
+    def on_client(self, client: ChatClient) -> "LLMSummarizer":
+        """The same summarizer calling through ``client`` (a metered one), learning into the same book."""
+        return LLMSummarizer(client, self.model, self._context_length, temperature=self.temperature,
+                             teacher=self.teacher)
+
+    async def _learn(self, refusal: ContextTooLong, task: str) -> WindowRefused:
+        """The failure to raise for a context-length refusal, once its lesson is kept."""
+        assert self.teacher is not None
+        assumed = self.context_length
+        try:
+            window = await self.teacher.refused(refusal, assumed)
+        except WindowUnknown as unknown:
+            return WindowRefused(f"{task}: {unknown}", window=assumed)
+        return WindowRefused(f"{task}: the summarizer's window is {window:,} tokens, not {assumed:,}", window=window)
 
     async def call_llm(self, *, task: str = "compression", messages: list[dict[str, Any]], max_tokens: int) -> str:
         """One completion for ``task``; truncated, empty or failed answers raise :class:`SummarizerFailure`."""
@@ -76,6 +113,10 @@ class LLMSummarizer:
             )
         except BudgetExceeded:
             raise  # not the summarizer failing: the person's budget is spent (no cooldown for the chat's summarizer)
+        except ContextTooLong as error:
+            if self.teacher is None:
+                raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}") from error
+            raise await self._learn(error, task) from error
         except ProviderError as error:
             raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}", retry_after=error.retry_after) from error
         self.usage = self.usage + completion.usage
@@ -95,11 +136,13 @@ def build_summarizer(
     main_dialect: str = "openai",
     main_route: str = "custom",
     stream: bool = False,
-    context_overrides: dict[str, int] | None = None,
+    window: ModelWindow | None = None,
+    teacher: WindowTeacher | None = None,
 ) -> LLMSummarizer | None:
     """The summarizer ``auxiliary.compression`` describes, or None when no endpoint is known.
 
     A null model means the main model; a null base_url means the main route (and its request rules).
+    ``window`` is where its window starts; ``teacher`` keeps what refusals teach about it.
     """
     model = settings.model or main_model
     base_url = settings.base_url or main_base_url
@@ -117,8 +160,10 @@ def build_summarizer(
         retry=RetryPolicy(max_retries=SUMMARIZER_RETRIES),
         config_key="auxiliary.compression",
     )
-    context_length = settings.context_length or context_length_for(model, context_overrides)
-    return LLMSummarizer(client, model, context_length)
+    if window is None:
+        window = resolve_window(model, configured=settings.context_length,
+                                configured_key="auxiliary.compression.context_length")
+    return LLMSummarizer(client, model, window.tokens, teacher=teacher)
 
 
 @dataclass(frozen=True)

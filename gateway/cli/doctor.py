@@ -23,12 +23,16 @@ import shutil
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional, TextIO
+from typing import TYPE_CHECKING, Literal, Optional, TextIO
 
 from redis.exceptions import RedisError
 
 from gateway.config import PROVIDER_KEY_ENV, ConfigError, Settings, load_settings, resolve_config_path
 from gateway.startup_errors import explain, one_line, redis_address, redis_failure, setting_label
+
+if TYPE_CHECKING:
+    from agent.windows import WindowBook
+    from gateway.agents import AgentBuilder
 
 #: Seconds each check may take; a check still waiting then fails and names what to look at.
 #: (Telegram and Discord keep theirs in their adapters, shared with ``foldgate run``.)
@@ -123,9 +127,8 @@ def _probe_settings(settings: Settings) -> Settings:
 
 
 async def check_provider(settings: Settings) -> Check:
-    """Ask the configured model for a one-token answer through the same client a turn uses."""
-    from agent.llm.errors import BadResponse, ProviderError
-    from agent.models import api_model_id
+    """Ask the configured model for a one-token answer through the same client a turn uses, then each model's
+    window and where it came from."""
     from gateway.agents import AgentBuilder, resolve_api_mode
 
     model = settings.model
@@ -138,22 +141,55 @@ async def check_provider(settings: Settings) -> Check:
         return Check("provider", "FAIL", f"{setting_label('model.app_server_command')}: {program!r} is not on the PATH"
                                          " — install the codex CLI, or give its full path")
     agents = AgentBuilder(_probe_settings(settings))
-    where = agents.base_url
+    try:
+        answered = await _answer(agents, settings)
+        if isinstance(answered, Check):
+            return answered
+        windows = await _window_lines(agents, settings)  # it answered, so it can be asked about its models too
+    finally:
+        await agents.aclose()
+    return Check("provider", "ok", "; ".join([answered, *windows]))
+
+
+async def _answer(agents: "AgentBuilder", settings: Settings) -> "str | Check":
+    """What the model said to a one-token request, or the failed row that says what to fix."""
+    from agent.llm.errors import BadResponse, ProviderError
+    from agent.models import api_model_id
+
+    model, where = settings.model, agents.base_url
     try:
         async with asyncio.timeout(PROVIDER_TIMEOUT):
             await agents.chat_model.complete([{"role": "user", "content": "Reply with the word OK."}],
                                              model=api_model_id(model.name), max_tokens=1)
     except BadResponse as error:  # e.g. a reasoning model spends one token thinking: it was reached and answered
-        return Check("provider", "ok", f"{model.name} at {where} answered ({one_line(error, 120)})")
+        return f"{model.name} at {where} answered ({one_line(error, 120)})"
     except ProviderError as error:
         return Check("provider", "FAIL", _failed(error, settings, "model.base_url"))
     except TimeoutError:
         return Check("provider", "FAIL", f"{setting_label('model.base_url')}: no answer from {where} within "
                                          f"{PROVIDER_TIMEOUT:g} s — check model.base_url, the network, and "
                                          "model.proxy / HTTPS_PROXY if this network needs a proxy")
-    finally:
-        await agents.aclose()
-    return Check("provider", "ok", f"{model.name} at {where} answered")
+    return f"{model.name} at {where} answered"
+
+
+async def _window_lines(agents: "AgentBuilder", settings: Settings) -> list[str]:
+    """Each model's window and where it came from, what refusals taught the running gateways included; nothing
+    when the provider does not say within the check's time (the answer's own check says why)."""
+    try:
+        async with asyncio.timeout(PROVIDER_TIMEOUT / 2):
+            return await agents.settle_windows(await _learned_windows(settings))
+    except TimeoutError:
+        return []
+
+
+async def _learned_windows(settings: Settings) -> "WindowBook | None":
+    """The windows refusals taught the running gateways, from the configured Redis (None without one, or when it
+    does not answer: the redis row says why)."""
+    from gateway.store.windows import read_learned
+
+    if not settings.redis.url.strip():
+        return None
+    return await read_learned(settings.redis.url, settings.redis.key_prefix, timeout=REDIS_TIMEOUT)
 
 
 async def check_telegram(settings: Settings) -> Check:

@@ -29,6 +29,7 @@ from gateway.store.activity import ActivityLog
 from gateway.store.channel import channel_for
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
+from gateway.store.windows import LearnedWindows
 from gateway.web.chat_platform import PLATFORM as WEB_PLATFORM
 from gateway.web.chat_platform import WebChatAdapter
 from gateway.worker.runner import GatewayRunner
@@ -137,6 +138,9 @@ async def open_on(redis: Any, settings: Settings, adapters: dict[str, PlatformAd
         activity = ActivityLog(redis, store.channel, settings.redis.key_prefix)
         events.subscribe(activity.record)  # whichever process serves the operator view reads them
         agents = AgentBuilder(settings, **builder_options)
+        learned = LearnedWindows(store.channel, settings.redis.key_prefix)
+        await learned.refresh(force=True)
+        await agents.settle_windows(learned)
         budget = SendBudget(store.channel, settings.redis.key_prefix)
         live = LiveHub(redis, store.channel, settings.redis.key_prefix)
         # Any process may run a web chat's turn, served here or not: each one can send its replies.

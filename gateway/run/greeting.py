@@ -38,6 +38,8 @@ def announce(fleet: "Fleet", out: TextIO) -> None:
         out.write(f"foldgate: {label}{', '.join(served) or 'no platform'} on {where}; model {bot.model.name}"
                   f" ({bot.model.provider}, {gateway.agents.api_mode}), engine {bot.context.engine}\n")
         out.write(gateway.agents.caching_status + "\n")
+        for line in gateway.agents.window_lines:
+            out.write(f"foldgate: {label}{line}\n")
 
 
 def print_compactions(out: TextIO) -> Callable[[Event], None]:

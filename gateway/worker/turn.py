@@ -240,6 +240,7 @@ class Turn:
         elif options.coalesce_backlog and not continues:
             batch = await take_backlog(self.parts.inbox, self.entries, max_messages=options.coalesce_max_messages)
         model = self.model(turn)
+        await self.agents.refresh_windows()
         window = self.agents.context_length(model)
         archive = ChatHistory(self.store, self.chat, turn.session_id)
         notes: list[str] = []

@@ -62,7 +62,7 @@ import json
 import re
 import ssl as ssl_module
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Union
 
@@ -609,10 +609,13 @@ class FakeLLMServer:
         processing_comments: int = 2,
         processing_interval: float = 0.02,
         overflow: Literal["refuse", "truncate"] = "refuse",
+        context_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.handler = handler
         self.default = default or Reply()
         self.context_limit = context_limit
+        #: Windows of particular models (a summarizer smaller than the chat model), over ``context_limit``.
+        self.context_limits = dict(context_limits or {})
         self.overflow = overflow
         #: ``(request, prompt tokens as it arrived)`` for every request larger than ``context_limit``.
         self.overflowed: list[tuple[RecordedRequest, int]] = []
@@ -749,8 +752,9 @@ class FakeLLMServer:
             usage = self._usage(request)
         except Refused as refused:
             return await self._send_json(http, request, refused.status, refused.body)
-        if self.context_limit is not None and usage.prompt > self.context_limit and reply.status == 200:
-            reply = Reply.context_too_long(self.context_limit, usage.prompt)
+        limit = self.limit_for(request)
+        if limit is not None and usage.prompt > limit and reply.status == 200:
+            reply = Reply.context_too_long(limit, usage.prompt)
         if reply.status != 200 or reply.body is not None:
             status, body = self._error_reply(request, reply, usage)
             return await self._send_json(http, request, status, body, reply.headers, delay=reply.first_byte_delay)
@@ -760,12 +764,17 @@ class FakeLLMServer:
         return await self._send_json(http, request, 200, self._body(request, reply, usage), reply.headers,
                                      delay=reply.first_byte_delay)
 
+    def limit_for(self, request: RecordedRequest) -> int | None:
+        """The window of the model ``request`` asks: its own in ``context_limits``, else ``context_limit``."""
+        return self.context_limits.get(request.model, self.context_limit)
+
     def _check_window(self, request: RecordedRequest) -> None:
-        """Record a prompt over ``context_limit``; in ``truncate`` mode cut its oldest messages until it fits."""
-        if self.context_limit is None:
+        """Record a prompt over the model's window; in ``truncate`` mode cut its oldest messages until it fits."""
+        limit = self.limit_for(request)
+        if limit is None:
             return
         arrived = prompt_tokens(request)
-        if arrived <= self.context_limit:
+        if arrived <= limit:
             return
         self.overflowed.append((request, arrived))
         if self.overflow != "truncate":
@@ -776,7 +785,7 @@ class FakeLLMServer:
         while len(rest) > 1:
             rest.pop(0)
             request.body = {**request.body, "messages": keep_system + rest}
-            if prompt_tokens(request) <= self.context_limit:
+            if prompt_tokens(request) <= limit:
                 break
 
     def _refusal(self, request: RecordedRequest) -> dict[str, Any] | None:
@@ -1137,10 +1146,11 @@ class FakeLLMServer:
         if self.flavor == "openrouter":
             prompt, completion = next((p for key, p in _OPENROUTER_PRICES.items() if key in name), _DEFAULT_PRICE)
             return {"id": name, "canonical_slug": name, "name": name, "created": 1_750_000_000,
-                    "context_length": self.context_limit or 200_000,
+                    "context_length": self.context_limits.get(name, self.context_limit or 200_000),
                     "architecture": {"modality": "text->text", "input_modalities": ["text"], "output_modalities": ["text"]},
                     "pricing": {"prompt": f"{prompt:.10f}", "completion": f"{completion:.10f}"},
-                    "top_provider": {"context_length": self.context_limit or 200_000, "is_moderated": False},
+                    "top_provider": {"context_length": self.context_limits.get(name, self.context_limit or 200_000),
+                                     "is_moderated": False},
                     "supported_parameters": ["max_tokens", "temperature", "tools", "tool_choice", "stream"]}
         owner = "openai" if self.flavor == "openai" else "system"
         return {"id": name, "object": "model", "created": 1_750_000_000, "owned_by": owner}

@@ -63,3 +63,5 @@ SPEND_SETTLE = load("spend_settle")
 # Leases: which process of the cluster does a thing only one may do (poll a Telegram token).
 LEASE_RENEW = load("lease_renew", helpers=None)
 LEASE_RELEASE = load("lease_release", helpers=None)
+# Model windows that context-length refusals taught, for every process.
+WINDOW_LEARN = load("window_learn", helpers=None)
