@@ -192,10 +192,13 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
     root = Path(__file__).resolve().parents[1]
     answer = "The ledger service moved its settlement job to the new queue and raised the batch size. " * 6
     access = json.dumps({"budgets": {"per_user": {"usd": 0.05, "period": "day"}}})
+    # coalescing off: every message is a model call of its own, so the forty calls at once overrun the budget
+    each_message_alone = json.dumps({"coalesce_backlog": False})
     async with FakeLLMServer(handler=lambda request: Reply.answer(answer), context_limit=WINDOW) as llm:
         workers = [subprocess.Popen([sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url,
                                      "--prefix", key_prefix, "--base-url", llm.openai_base_url,
-                                     "--context-length", str(WINDOW), "--model", MODEL, "--access", access],
+                                     "--context-length", str(WINDOW), "--model", MODEL, "--access", access,
+                                     "--gateway", each_message_alone],
                                     cwd=root, env={**os.environ, "PYTHONPATH": str(root)}) for _ in range(2)]
         try:
             await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60)

@@ -93,7 +93,7 @@ async def test_gateway_coalesce_max_messages_bounds_what_one_turn_takes_in(redis
         _, inbox = message_path(redis, settings)
         for number in range(12):
             await inbox.put(message("c1", str(number), f"{number}: note"))
-        async with running_gateway(settings, redis, coalesce_backlog=True) as (runner, adapter, _):
+        async with running_gateway(settings, redis) as (runner, adapter, _):
             await runner.wait_idle()
     assert [text for _, text in adapter.sent] == ["noted"] * 3  # 5 + 5 + 2
     assert len(server.requests) == 3
@@ -109,7 +109,7 @@ async def test_gateway_coalesce_max_tokens_bounds_what_the_request_carries_verba
         texts = [f"{number}: {words}" for number in range(12)]
         for number, text in enumerate(texts):
             await inbox.put(message("c1", str(number), text))
-        async with running_gateway(settings, redis, coalesce_backlog=True) as (runner, adapter, _):
+        async with running_gateway(settings, redis) as (runner, adapter, _):
             await runner.wait_idle()
         sid = await store.current_session("local:c1")
         stored = [m["content"] for m in await store.active("local:c1", sid) if m["role"] == "user"]

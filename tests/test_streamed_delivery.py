@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import signal
@@ -216,8 +217,9 @@ async def test_200_chats_streaming_across_two_processes_share_one_budget(redis, 
                                                                context_limit=WINDOW) as llm:
         workers = [subprocess.Popen(
             [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", key_prefix,
-             "--base-url", llm.openai_base_url, "--max-chats", "120", "--telegram-api", api.base_url,
-             "--telegram-token", api.token],
+             "--base-url", llm.openai_base_url, "--telegram-api", api.base_url, "--telegram-token", api.token,
+             # 120 chats each rather than the shipped 32: all 200 stream at once, the budget under its full load
+             "--gateway", json.dumps({"max_concurrent_chats": 120})],
             cwd=root, env={**os.environ, "PYTHONPATH": str(root)}) for _ in range(2)]
         try:
             inbox = Inbox(redis, key_prefix)
@@ -248,8 +250,9 @@ async def test_kill_9_during_streamed_replies_then_a_restart_delivers_every_repl
     def worker() -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", key_prefix,
-             "--base-url", llm.openai_base_url, "--lock-ttl", "2", "--telegram-api", api.base_url,
-             "--telegram-token", api.token],
+             "--base-url", llm.openai_base_url, "--telegram-api", api.base_url, "--telegram-token", api.token,
+             # a 2 s lock, not the shipped 15 s: a killed worker's chats are taken over while the test waits
+             "--gateway", json.dumps({"lock_ttl_seconds": 2})],
             cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
 
     rng = random.Random(20261201)

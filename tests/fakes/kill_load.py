@@ -26,6 +26,11 @@ may be restarted under the same load (cleanly and with SIGKILL in turn) through 
 the end each chat's visible messages are compared with what each of its user messages should
 have got, and its stored session is checked.
 
+The workers run foldgate's shipped ``gateway`` settings (coalescing of a backlog on, as users
+get it); only the lock's ttl can be set, and a run that sets it says why: a killed worker's chat
+is taken over when its lock expires, so a soak of many kills runs at a 2 s lock to measure that
+takeover many times rather than wait out the default lock each time.
+
 Used by ``tests/reliability/test_kill_anywhere.py`` (30 kills) and ``foldgate bench chaos`` (the
 longer soak).
 """
@@ -57,6 +62,7 @@ from redis.asyncio import Redis
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.messages import is_real_user_message, text_of
 from agent.transcript_repair import repair_transcript
+from gateway.config import GatewaySettings
 from gateway.store.inbox import Inbox
 from gateway.platforms.split import split_message
 from gateway.store import SessionStore
@@ -241,12 +247,14 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     return context
 
 
-async def start_worker(redis_url: str, prefix: str, base_url: str, *, lock_ttl: float, context_length: int,
-                       bots: Optional[list[dict[str, object]]] = None, log_file: Optional[Path] = None,
-                       ) -> multiprocessing.process.BaseProcess:
-    """One gateway worker process (see :mod:`tests.fakes.worker_process`), answering as ``bots`` when given."""
-    argv = ["--redis", redis_url, "--prefix", prefix, "--base-url", base_url, "--lock-ttl", str(lock_ttl),
-            "--context-length", str(context_length)]
+async def start_worker(redis_url: str, prefix: str, base_url: str, *, context_length: int,
+                       lock_ttl: Optional[float] = None, bots: Optional[list[dict[str, object]]] = None,
+                       log_file: Optional[Path] = None) -> multiprocessing.process.BaseProcess:
+    """One gateway worker process (see :mod:`tests.fakes.worker_process`), answering as ``bots`` when given;
+    its lock ttl is ``gateway.lock_ttl_seconds`` as shipped unless ``lock_ttl`` sets it."""
+    argv = ["--redis", redis_url, "--prefix", prefix, "--base-url", base_url, "--context-length", str(context_length)]
+    if lock_ttl is not None:
+        argv += ["--gateway", json.dumps({"lock_ttl_seconds": lock_ttl})]
     if log_file is not None:
         argv += ["--log-file", str(log_file)]
     if bots is not None:
@@ -273,7 +281,7 @@ class KillLoad:
     """See the module docstring: ``await KillLoad(redis, url, prefix, kills=28).run()``."""
 
     def __init__(self, redis: Redis, redis_url: str, prefix: str, *, kills: int = 28, workers: int = 2,
-                 private_chats: int = 8, groups: int = 4, lock_ttl: float = 2.0, window: int = 20_000,
+                 private_chats: int = 8, groups: int = 4, lock_ttl: Optional[float] = None, window: int = 20_000,
                  seed: int = 15, redis_restarts: int = 0,
                  restart_redis: Optional[Callable[[bool], Awaitable[Optional[float]]]] = None,
                  on_fault: Optional[Callable[[int], None]] = None) -> None:
@@ -283,6 +291,7 @@ class KillLoad:
         self.kill_count = kills
         self.slots = workers
         self.chats = [str(8100 + i) for i in range(private_chats)] + [str(-1008100 - i) for i in range(groups)]
+        #: The workers' ``gateway.lock_ttl_seconds``: the shipped one unless the run sets it (see the module docstring).
         self.lock_ttl = lock_ttl
         self.window = window
         self.rng = random.Random(seed)
@@ -310,6 +319,11 @@ class KillLoad:
         self._stopping = False
         self._processes: list[Optional[multiprocessing.process.BaseProcess]] = [None] * workers
         self.log_file: Optional[Path] = None
+
+    @property
+    def _lock_seconds(self) -> float:
+        """The workers' lock ttl in seconds, the shipped default when the run does not set one."""
+        return self.lock_ttl if self.lock_ttl is not None else float(GatewaySettings().lock_ttl_seconds)
 
     # ------------------------------------------------------------------ the model
 
@@ -505,7 +519,7 @@ class KillLoad:
                     await self._killer(llms)
                 finally:
                     self._stopping = True
-                    done, pending = await asyncio.wait(users, timeout=max(120.0, self.lock_ttl * 20))
+                    done, pending = await asyncio.wait(users, timeout=max(120.0, self._lock_seconds * 20))
                     for task in pending:
                         task.cancel()
                 for process in self._processes:

@@ -13,6 +13,11 @@ whose ``intake`` is ``"polling"`` or ``"webhook"`` (on ``127.0.0.1:<port>``, reg
 setWebhook) has its updates taken in by this process through the real Telegram adapter. A
 token has either a webhook or getUpdates, never both, so a polling process and a webhook
 process sharing one Redis serve a bot each, and both answer either bot's chats.
+
+The gateway is opened as ``foldgate run`` opens it (:func:`gateway.run.assembly.open_on`): every
+``gateway`` setting is the shipped default unless ``--gateway`` (a JSON object of that section's
+keys, as ``config.yaml`` writes them) names it, so a test that runs with a 2 s lock or without
+coalescing says so on the command line.
 """
 
 from __future__ import annotations
@@ -27,13 +32,9 @@ from typing import Any, Optional
 
 from redis.asyncio import Redis
 
-from gateway.agents import AgentBuilder
-from gateway.delivery.budget import SendBudget
-from gateway.delivery.gate import gates
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT, TelegramAdapter
-from gateway.run.assembly import message_path
-from gateway.worker.runner import GatewayRunner
+from gateway.run.assembly import open_on
 from tests.fakes.gateway import make_settings
 
 
@@ -117,36 +118,26 @@ async def main(args: argparse.Namespace) -> None:
 
         logging.basicConfig(filename=args.log_file, level=logging.INFO, format=f"%(process)d {LOG_FORMAT}")
     redis = Redis.from_url(args.redis, decode_responses=True)
-    extra = {"access": json.loads(args.access), "gateway": {"coalesce_backlog": False}} if args.access else {}
+    sections: dict[str, Any] = {"gateway": json.loads(args.gateway)} if args.gateway else {}
+    if args.access:
+        sections["access"] = json.loads(args.access)
     settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length,
-                             model=args.model, **extra)
-    builder = AgentBuilder(settings)
-    store, inbox = message_path(redis, settings)
+                             model=args.model, **sections)
     adapters: dict[str, PlatformAdapter] = {"local": RedisReplyLog(redis, f"{args.prefix}:sent")}
     if args.telegram_api:
         adapters["tg"] = TelegramAdapter(args.telegram_token, api_server=args.telegram_api, typing_interval=0,
                                          preview_interval=0.5)
     if args.bots:
         adapters["tg"] = telegram_bots(args.bots)
-    runner = GatewayRunner(
-        store, inbox, builder,
-        adapters=adapters, compression=settings.compression,
-        lock_ttl_seconds=args.lock_ttl, poll_interval=0.01, max_concurrent_chats=args.max_chats,
-        gates=gates(SendBudget(store.channel, args.prefix), settings.delivery), access=settings.access,
-    )
+    gateway = await open_on(redis, settings, adapters)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, log_tasks)
-    await runner.start()
     if args.bots:  # the one adapter that takes updates in (polling or the webhook), as ``foldgate run`` starts it
-        await adapters["tg"].start(runner.intake)
+        await adapters["tg"].start(gateway.runner.intake)
     await redis.rpush(f"{args.prefix}:workers", str(os.getpid()))
     await stop.wait()
-    await runner.stop()
-    for adapter in adapters.values():
-        await adapter.stop()
-    await builder.aclose()
-    await store.channel.aclose()
+    await gateway.close()  # the runner, every adapter, the agents and the channel; the connection is ours
     await redis.aclose()
 
 
@@ -173,15 +164,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis", required=True)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--base-url", required=True)
-    parser.add_argument("--lock-ttl", type=float, default=30.0)
     parser.add_argument("--context-length", type=int, default=64_000)
-    parser.add_argument("--max-chats", type=int, default=64)
+    parser.add_argument("--gateway", default="",
+                        help='JSON: keys of the gateway section to run with, e.g. {"lock_ttl_seconds": 2};'
+                             " the rest are the shipped defaults")
     parser.add_argument("--telegram-api", default="")
     parser.add_argument("--telegram-token", default="")
     parser.add_argument("--bots", default="", help="JSON: the Telegram bots to answer as, one taken in here")
     parser.add_argument("--log-file", default="", help="where the process logs (INFO and up); default: stderr")
     parser.add_argument("--model", default="test-model", help="the model's name (a priced one meters dollars)")
-    parser.add_argument("--access", default="", help="JSON: the access section (budgets, roles); each message alone")
+    parser.add_argument("--access", default="", help="JSON: the access section (budgets, roles)")
     return parser.parse_args(argv)
 
 

@@ -26,13 +26,13 @@ async def test_a_crashed_workers_chat_is_answered_by_another_within_the_default_
         return Reply.answer(f"echo: {request.last_user_text}")
 
     async with FakeLLMServer(handler=script) as server:
-        doomed = start_worker(redis_url, key_prefix, server.openai_base_url, lock_ttl=DEFAULT_TTL)
+        doomed = start_worker(redis_url, key_prefix, server.openai_base_url)  # the shipped settings, lock ttl too
         survivor = None
         try:
             await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 1), timeout=60)
             await Inbox(redis, key_prefix).put(message("crash", "c-1", "slow question"))
             await asyncio.wait_for(slow_seen.wait(), timeout=60)  # the doomed worker holds the chat mid-turn
-            survivor = start_worker(redis_url, key_prefix, server.openai_base_url, lock_ttl=DEFAULT_TTL)
+            survivor = start_worker(redis_url, key_prefix, server.openai_base_url)
             await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60)
             stalled["on"] = False
             doomed.kill()  # SIGKILL: no release, no goodbye; only the lock's ttl says it is gone

@@ -29,7 +29,8 @@ WINDOW_SECONDS = 0.2
 
 async def test_30_kills_at_every_kind_of_moment_lose_nothing_and_duplicate_only_inside_the_window(
         redis, redis_url, key_prefix) -> None:
-    report = await KillLoad(redis, redis_url, key_prefix, kills=30).run()
+    # takeover speed is measured at a 2 s lock: each killed worker's chat is free again after it, 30 times over
+    report = await KillLoad(redis, redis_url, key_prefix, kills=30, lock_ttl=2.0).run()
     print("\n" + "\n".join(summary_lines(report)))
     assert set(report.kinds) == set(KINDS) and sum(report.kinds.values()) == 30
     assert min(report.kinds.values()) >= 30 // len(KINDS)  # each kind of moment four times or more

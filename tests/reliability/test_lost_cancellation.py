@@ -18,7 +18,7 @@ from agent.cancelling import cancel_and_wait
 from agent.loop import TurnStopped, unless_stopped
 from gateway.store.inbox import Inbox
 from tests.fakes.gateway import make_settings, message, running_gateway
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
 
 def swallowing_first_cancellation():
@@ -79,12 +79,20 @@ async def test_a_chat_whose_stop_check_swallowed_a_cancellation_answers_this_mes
         return None
 
     monkeypatch.setattr(Inbox, "stop_requested_at", stop_requested_at)
-    # The answer takes longer than the watcher's first wait, so the watcher is mid-read when it comes.
-    async with FakeLLMServer(default=Reply.slow(1.2, Reply.answer("first answer"))) as llm:
+    asked = asyncio.Event()
+
+    def slow_answer(request: RecordedRequest) -> Reply:
+        asked.set()
+        # The answer takes longer than the watcher's first wait, so the watcher is mid-read when it comes.
+        return Reply.slow(1.2, Reply.answer(f"answer to {request.last_user_text}"))
+
+    async with FakeLLMServer(handler=slow_answer) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=32_000)
         async with running_gateway(settings, redis) as (runner, adapter, _):
             await runner.intake(message("room", "1", "hello"))
+            await asyncio.wait_for(asked.wait(), timeout=15)
+            # In while the first turn waits for its answer: too late to join it, so it is the chat's next turn.
             await runner.intake(message("room", "2", "and again"))
             await runner.wait_idle(timeout=15)
     assert swallowed == [True]
-    assert [text for _, text in adapter.sent] == ["first answer", "first answer"]
+    assert [text for _, text in adapter.sent] == ["answer to hello", "answer to and again"]

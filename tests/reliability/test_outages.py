@@ -1,8 +1,9 @@
 """Outages: a provider that fails or hangs for a while, one that never comes back, and Redis restarting.
 
-A chat is told once per outage that its messages are kept, every message is answered once and in
-order when the provider returns, a bound ends the wait with one final notice, and the log says
-"away" once and "back" once instead of a traceback per retry.
+A chat is told once per outage that its messages are kept; when the provider returns every one of them
+is stored in order and answered — together, in one reply to the newest, as a backlog is (coalescing on,
+as shipped) — and never twice; a bound ends the wait with one final notice, and the log says "away" once
+and "back" once instead of a traceback per retry.
 """
 
 from __future__ import annotations
@@ -52,20 +53,25 @@ async def wait_for_replies(adapter, chat_id: str, count: int, timeout: float = 2
     raise AssertionError(f"only {adapter.sent!r} after {timeout}s")
 
 
-async def test_a_provider_down_for_a_while_costs_one_notice_and_every_message_is_answered_in_order(
+async def test_a_provider_down_for_a_while_costs_one_notice_and_the_kept_messages_are_answered_together(
         redis, redis_url, key_prefix):
     async with FakeLLMServer(handler=down_for(2.0)) as server:
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=10)
         async with running_gateway(settings, redis) as (runner, adapter, _events):
-            for n in range(1, 5):
+            for n in range(1, 5):  # all four in before the provider is back
                 await runner.intake(message("a", str(n), f"question {n}"))
                 await asyncio.sleep(0.3)
             await runner.intake(message("b", "1", "other chat"))  # another chat waits its own way
-            answers = await wait_for_replies(adapter, "a", 4)
+            await wait_for_replies(adapter, "a", 1)
             await runner.wait_idle(timeout=20)
+            store = SessionStore(redis, key_prefix)
+            stored = [m["content"] for m in await store.active("local:a", await store.current_session("local:a"))
+                      if m["role"] == "user"]
     notices = [text for chat, text in adapter.sent if chat == "a" and not text.startswith("echo:")]
     assert len(notices) == 1 and KEPT in notices[0] and "could not be reached" in notices[0]
-    assert answers == [f"echo: question {n}" for n in range(1, 5)]  # once each, in order
+    answers = [text for chat, text in adapter.sent if chat == "a" and text.startswith("echo:")]
+    assert answers == ["echo: question 4"]  # the retried turn took the other three in: one reply, to the newest
+    assert stored == [f"question {n}" for n in range(1, 5)]  # every message kept, once, in order
     assert [text for chat, text in adapter.sent if chat == "b"][-1] == "echo: other chat"
     assert "127.0.0.1" not in notices[0]
 
@@ -75,16 +81,20 @@ async def test_a_hung_provider_times_out_as_configured_and_counts_as_down(redis,
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=10, timeout=0.3)
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             await runner.intake(message("h", "1", "first"))
-            await runner.intake(message("h", "2", "second"))
-            await wait_for_replies(adapter, "h", 2)
+            await runner.intake(message("h", "2", "second"))  # waits behind the hung turn, then joins its retry
+            await wait_for_replies(adapter, "h", 1)
             sent_at = time.monotonic()
             await runner.intake(message("h", "3", "after recovery"))
-            answers = await wait_for_replies(adapter, "h", 3)
+            answers = await wait_for_replies(adapter, "h", 2)
             latency = time.monotonic() - sent_at
             await runner.wait_idle(timeout=20)
+            store = SessionStore(redis, key_prefix)
+            stored = [m["content"] for m in await store.active("local:h", await store.current_session("local:h"))
+                      if m["role"] == "user"]
     notices = [text for chat, text in adapter.sent if not text.startswith("echo:")]
     assert len(notices) == 1 and "did not answer in time" in notices[0] and KEPT in notices[0]
-    assert answers == ["echo: first", "echo: second", "echo: after recovery"]
+    assert answers == ["echo: second", "echo: after recovery"]
+    assert stored == ["first", "second", "after recovery"]
     assert latency < 2.0  # not stuck behind a 120 s timeout
 
 
