@@ -44,6 +44,7 @@ from gateway.store.access import AccessLists
 from gateway.store.approvals import Approvals
 from gateway.store.buckets import TokenBuckets
 from gateway.store.inbox import Inbox
+from gateway.store.locks import Lock
 from gateway.store.media import MediaStore
 from gateway.store.spend import SpendStore
 from gateway.store.taken import TakenRecords
@@ -106,6 +107,8 @@ class GatewayRunner:
         self.worker_id = uuid.uuid4().hex[:8]
         self.started_at = time.time()
         self.redis_health = Health("Redis")
+        #: Chats whose lock a Redis outage kept this process from releasing: released when Redis answers again.
+        self._owed_releases: dict[str, tuple[Lock, float]] = {}
         self.keeper = LockKeeper(store, inbox, lock_ttl_seconds, self.redis_health)
         self.compactions = Compactions(store, self.events, compression or CompressionSettings())
         #: A message that failed because the provider is away is tried again for this long (``gateway.outage_retry_seconds``).
@@ -258,6 +261,7 @@ class GatewayRunner:
         while not self._stopping:
             wait = self.poll_interval
             try:
+                await self._settle_releases()
                 free = self._max_chats - len(self._busy)
                 chats = await self.inbox.ready_chats(free + len(self._busy)) if free > 0 else []
                 # More chats wait than slots are free: wake up as soon as a slot frees.
@@ -331,11 +335,28 @@ class GatewayRunner:
         finally:
             self.keeper.let_go(lock)
             if not released:  # entries may remain: free the chat and make it due again shortly
-                with contextlib.suppress(Exception):
-                    await self.store.release_lock(lock)
-                    await self.inbox.lease(chat, retry_in)
+                try:
+                    await self._release(chat, lock, retry_in)
+                except Exception:  # Redis away: released as soon as it answers, not when the lock expires
+                    self._owed_releases[chat] = (lock, retry_in)
             if self._saturated:
                 self._wake.set()  # a slot is free and chats are waiting: look again now
+
+    async def _release(self, chat: str, lock: Lock, retry_in: float) -> None:
+        """Free the chat and make it due again in ``retry_in`` seconds."""
+        await self.store.release_lock(lock)
+        await self.inbox.lease(chat, retry_in)
+
+    async def _settle_releases(self) -> None:
+        """Give back the locks a Redis outage kept this process from releasing. Redis keeps them across a
+        restart, so without this each such chat would wait out its whole lock (15 s) once Redis is back; the
+        lock's token makes a late release of a lock another worker has since taken a no-op."""
+        for chat, (lock, retry_in) in list(self._owed_releases.items()):
+            if chat in self._busy:  # taken again here meanwhile: that turn's own lock is what counts now
+                del self._owed_releases[chat]
+                continue
+            await self._release(chat, lock, retry_in)
+            del self._owed_releases[chat]
 
     # ----------------------------------------------------------------- what commands use
 
