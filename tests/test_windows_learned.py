@@ -34,7 +34,7 @@ from gateway.run.assembly import message_path
 from gateway.store.channel import channel_for
 from gateway.store.windows import LearnedWindows
 from tests.fakes.gateway import make_settings, message, running_gateway
-from tests.fakes.llm_server import FakeLLMServer, prompt_tokens
+from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
 
 SUMMARIZER = "fake-summarizer"
 CHAT_WINDOW = 16_000
@@ -228,3 +228,47 @@ async def test_the_start_line_and_the_doctor_say_where_each_window_came_from(tmp
     assert "window of acme/house-model: 24,000 tokens (reported by the provider" in row.detail
     assert ("window of the summarizer acme/house-mini: 9,000 tokens (learned from a refusal (was 12,000, reported "
             "by the provider: OpenRouter /v1/models context_length))") in row.detail
+
+
+# --------------------------------------------------------------------------- a refusal that names no number
+
+SILENT_REFUSAL = {"error": {"message": "The input is too long for this model.", "type": "invalid_request_error",
+                            "param": None, "code": "context_length_exceeded"}}
+
+
+def refusing_silently_over(window: int):
+    """A provider that refuses a prompt over ``window`` without saying its window, else answers as the night's."""
+    def handle(request: RecordedRequest) -> Reply:
+        if prompt_tokens(request) > window:
+            return Reply(status=400, body=SILENT_REFUSAL)
+        return model(request)
+    return handle
+
+
+async def test_a_refusal_without_a_number_halves_the_window_until_the_night_fits(redis, redis_url):
+    """Configured 32K, really 7K, and the provider never says so: halving to 16K and then 8K finds room (a request
+    planned for 8K leaves its answer room), the morning question is answered from the night, and what was learned
+    is kept for every process."""
+    prefix = f"fgtest-{uuid.uuid4().hex[:8]}"
+    async with FakeLLMServer(handler=refusing_silently_over(7_000)) as server:
+        settings = make_settings(redis_url, prefix, server.openai_base_url, context_length=32_000)
+        compactions, replies = await backlog(redis, settings, "night", 400, seed=3)
+        refused = [r for r in server.requests if prompt_tokens(r) > 7_000]
+        assert len(replies) == 1 and "PR #4821" in replies[0][1]
+        learned = await redis.hgetall(f"{prefix}:windows:learned")
+        assert learned == {f"{server.openai_base_url}|test-model": "8000"}
+        assert len(refused) == 2, [prompt_tokens(r) for r in refused]  # one at 32K, one at 16K
+
+
+async def test_past_three_halvings_the_person_is_told_and_the_log_names_the_setting(redis, redis_url, caplog):
+    prefix = f"fgtest-{uuid.uuid4().hex[:8]}"
+    async with FakeLLMServer(handler=refusing_silently_over(500)) as server:
+        settings = make_settings(redis_url, prefix, server.openai_base_url, context_length=32_000)
+        store, inbox = message_path(redis, settings)
+        await inbox.put(message("c", "u1", "hello " * 600))
+        async with running_gateway(settings, redis) as (runner, adapter, _):
+            await asyncio.wait_for(runner.wait_idle(), 60)
+        kept = await store.active("local:c", await store.current_session("local:c"))
+    assert [m["content"] for m in kept if m.get("role") == "user"] == ["hello " * 600]  # nothing lost
+    assert len(adapter.sent) == 1 and "too long" in adapter.sent[0][1]
+    assert "set model.context_length to the model's real window" in caplog.text
