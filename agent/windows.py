@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.llm.errors import ContextTooLong
-from agent.models import CONTEXT_WINDOWS, DEFAULT_CONTEXT_LENGTH, LARGE_ALIAS_CONTEXT_LENGTH, longest_key_match
-from agent.models import split_large_alias
+from agent.models import (
+    CONTEXT_WINDOWS,
+    DEFAULT_CONTEXT_LENGTH,
+    LARGE_ALIAS_CONTEXT_LENGTH,
+    longest_key_match,
+    split_large_alias,
+)
 
 #: Refusals without a number halve the window at most this many times below its starting point.
 MAX_HALVINGS = 3
@@ -83,8 +88,8 @@ def resolve_window(
     if catalog is not None:
         return ModelWindow(catalog, "foldgate's model catalog")
     if default_cap is not None and default_cap.tokens < DEFAULT_CONTEXT_LENGTH:
-        return ModelWindow(default_cap.tokens, f"unknown model: assumed no larger than the chat model's {configured_key}"
-                                               f" — set {configured_key}")
+        return ModelWindow(default_cap.tokens,
+                           f"unknown model: assumed no larger than the chat model's window — set {configured_key}")
     return ModelWindow(DEFAULT_CONTEXT_LENGTH, f"unknown model: a default — set {configured_key}")
 
 
