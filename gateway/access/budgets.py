@@ -25,7 +25,7 @@ from agent.pricing import UnknownPrice, cost, price_for, transcription_usd
 from agent.usage import Usage
 from gateway.config.access import BudgetLimit, BudgetSettings, period_bounds
 from gateway.media.errors import MediaError
-from gateway.media.transcribe import Transcriber
+from gateway.media.transcribe import HeardTally, Transcriber
 from gateway.platforms.base import IncomingMessage
 from gateway.store.spend import Spend, SpendStore
 
@@ -203,9 +203,11 @@ def _granted(tasks: list["asyncio.Future[Held]"]) -> list[Held]:
 
 
 class MeteredTranscriber:
-    """A transcriber whose every transcription counts against the turn's budgets: reserved at the model's price
-    for the audio's length before it is sent, settled to the same after (the endpoint does not say what it billed);
-    refused, it raises a :class:`~gateway.media.errors.MediaError` that tells the person why it was not transcribed."""
+    """A transcriber whose every transcription counts against the turn's budgets: reserved once at the model's
+    price for the whole audio before anything is sent, settled after to what the endpoint heard — the audio's
+    price as reserved when it went whole (the endpoint does not say what it billed), the seconds of the pieces it
+    took when a voice too long for it went in pieces (a refused request costs nothing). Refused by a budget, it
+    raises a :class:`~gateway.media.errors.MediaError` that tells the person why it was not transcribed."""
 
     def __init__(self, transcriber: Transcriber, meter: ChatMeter) -> None:
         self.transcriber = transcriber
@@ -218,16 +220,25 @@ class MeteredTranscriber:
             held = await self.meter.reserve_amount(usd, 0)
         except BudgetExceeded as over:
             raise MediaError(f"it was not transcribed: {over.notice.lstrip('⛔⏳ ')}") from over
+        tally = HeardTally()
         try:
-            words = await self.transcriber.transcribe(data, name=name, mime=mime, seconds=seconds)
-        except MediaError:
-            await settled(self.meter.settle_amount(held, 0.0, 0))  # refused or failed: not billed
+            words = await self.transcriber.transcribe(data, name=name, mime=mime, seconds=seconds, tally=tally)
+        except MediaError:  # refused or failed: only the pieces heard before are billed
+            await settled(self.meter.settle_amount(held, self._heard_usd(tally, usd), 0))
             raise
-        except BaseException:  # stopped while it was being heard: paid for
-            await settled(self.meter.settle_amount(held, usd, 0))
+        except BaseException:  # stopped while it was being heard: what was sent is paid for
+            await settled(self.meter.settle_amount(held, self._heard_usd(tally, usd, in_flight=True), 0))
             raise
-        await settled(self.meter.settle_amount(held, usd, 0))
+        await settled(self.meter.settle_amount(held, self._heard_usd(tally, usd), 0))
         return words
+
+    def _heard_usd(self, tally: HeardTally, whole_usd: float, *, in_flight: bool = False) -> float:
+        """What the endpoint heard costs: ``whole_usd`` (the reservation) when the voice went whole unmeasured,
+        else its seconds in pieces (with the request in flight when stopped)."""
+        sending = tally.sending if in_flight else 0.0
+        if tally.seconds is None or sending is None:
+            return whole_usd
+        return transcription_usd(self.model, tally.seconds + sending)
 
 
 #: Bytes a second of the most compressed voice takes (Opus at 16 kbit/s): an audio whose length is not known is

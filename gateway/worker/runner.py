@@ -121,7 +121,7 @@ class GatewayRunner:
         self.replies = Replies(store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health,
                                self.media_store)
         #: Voice and audio to text (``media.transcription``); None when it is off.
-        self.transcriber = transcriber_from(self.media.transcription)
+        self.transcriber = transcriber_from(self.media.transcription, self.agents.windows.book)
         items = ItemIntake(self.media_store, self.media, self.transcriber,
                            {name: adapter.fetch for name, adapter in self.adapters.items()},
                            records=TakenRecords(store.channel, store.prefix,

@@ -13,14 +13,27 @@ The request is checked the way OpenAI checks it, and refused with OpenAI's 400 e
 is wrong: it must be ``multipart/form-data`` with a ``file`` part that has a file name with an
 extension the service knows, and a ``model`` field; an ``api_key`` given to the server must come
 as ``Authorization: Bearer <key>`` (else 401). Every request, well-formed or not, is recorded.
+
+Limits, as the real endpoints refuse too much audio (before any queued answer is taken)::
+
+    FakeTranscriptionServer(max_seconds=10)    # gpt-4o-transcribe's 400: "audio duration 30 seconds is
+                                               # longer than 10 seconds which is the maximum for this model"
+    FakeTranscriptionServer(max_bytes=40_000)  # whisper-1's 413: "Maximum content size limit (40000)
+                                               # exceeded (52311 bytes read)"
+
+With ``max_seconds`` the audio is decoded (PyAV) to measure it; audio that does not decode is refused the way
+OpenAI refuses it, and each request records the ``seconds`` it measured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+import av
+import av.error
 from aiohttp import BodyPartReader, web
 
 #: The extensions OpenAI's transcription endpoint accepts.
@@ -66,13 +79,17 @@ class TranscriptionRequest:
     audio: bytes = b""
     fields: dict[str, str] = field(default_factory=dict)
     refused: str = ""
+    seconds: float | None = None
 
 
 class FakeTranscriptionServer:
     """OpenAI's transcription endpoint on loopback, with scripted answers."""
 
-    def __init__(self, *, api_key: str | None = None, default: str = "ok", host: str = "127.0.0.1") -> None:
+    def __init__(self, *, api_key: str | None = None, default: str = "ok", host: str = "127.0.0.1",
+                 max_seconds: float | None = None, max_bytes: int | None = None) -> None:
         self.api_key = api_key
+        self.max_seconds = max_seconds
+        self.max_bytes = max_bytes
         self.default = default
         self.host = host
         self.port = 0
@@ -110,6 +127,8 @@ class FakeTranscriptionServer:
         request.refused = await self._read_form(http, request)
         if request.refused:
             return _error(400, request.refused, "invalid_request_error")
+        if (over := self._over_limit(http, request)) is not None:
+            return over
         answer = self.queue.pop(0) if self.queue else Heard(self.default)
         if isinstance(answer, Failure):
             if answer.hang:
@@ -141,6 +160,38 @@ class FakeTranscriptionServer:
             return "The audio file is empty."
         return ""
 
+    def _over_limit(self, http: web.Request, request: TranscriptionRequest) -> web.Response | None:
+        """The refusal of too much audio the real endpoints answer with, or None."""
+        read = http.content_length or len(request.audio)
+        if self.max_bytes is not None and read > self.max_bytes:
+            request.refused = f"Maximum content size limit ({self.max_bytes}) exceeded ({read} bytes read)"
+            return _error(413, request.refused, "server_error")
+        if self.max_seconds is None:
+            return None
+        request.seconds = _duration(request.audio)
+        if request.seconds is None:
+            request.refused = "Audio file might be corrupted or unsupported"
+            return _error(400, request.refused, "invalid_request_error", param="file", code="invalid_value")
+        if request.seconds > self.max_seconds:
+            request.refused = (f"audio duration {request.seconds:g} seconds is longer than {self.max_seconds:g} seconds"
+                               " which is the maximum for this model")
+            return _error(400, request.refused, "invalid_request_error", code="invalid_value")
+        return None
 
-def _error(status: int, message: str, kind: str | None) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": None}}, status=status)
+
+def _duration(audio: bytes) -> float | None:
+    """Seconds of sound in ``audio`` as a decoder hears it, or None when it does not decode."""
+    try:
+        with av.open(io.BytesIO(audio), mode="r") as container:
+            if not container.streams.audio:
+                return None
+            heard = sum(frame.samples / (frame.sample_rate or 1) for frame in container.decode(audio=0))
+    except (av.error.FFmpegError, ValueError):
+        return None
+    return heard or None
+
+
+def _error(status: int, message: str, kind: str | None, *, param: str | None = None,
+           code: str | None = None) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                             status=status)
