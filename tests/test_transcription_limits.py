@@ -200,17 +200,33 @@ async def test_undecodable_audio_refused_as_too_long_gets_the_refusals_own_line(
     assert book.learned(service.base_url, book_model(MODEL, "seconds")) == 1400  # learned all the same
 
 
-async def test_a_refusal_that_names_no_limit_teaches_nothing_and_is_told(book: MemoryWindowBook) -> None:
-    async with FakeTranscriptionServer() as service:
-        service.enqueue(Failure.status(413, "Request Entity Too Large"))
+async def test_a_refusal_that_names_no_limit_halves_what_was_refused_until_it_is_heard(book: MemoryWindowBook) -> None:
+    """A proxy's bare 413 says nothing of the limit: half of what it refused is tried, then half again, and the
+    voice is heard in pieces; what it took is kept for every later voice."""
+    whole = voice(30)
+    async with FakeTranscriptionServer(max_bytes=len(whole) // 3, names_limit=False) as service:
+        transcriber = Transcriber(settings_for(service, "whisper-large-v3"), book=book)
+        try:
+            assert await transcriber.transcribe(whole, name="", mime="audio/ogg")
+        finally:
+            await transcriber.aclose()
+    refused = [request for request in service.requests if request.refused]
+    assert 1 <= len(refused) <= 3
+    learned = book.learned(service.base_url, book_model("whisper-large-v3", "bytes"))
+    assert learned is not None and learned <= len(whole) // 2
+    assert all(len(request.audio) <= len(whole) // 3 for request in service.requests if not request.refused)
+
+
+async def test_a_refusal_that_names_no_limit_is_told_after_three_halvings(book: MemoryWindowBook) -> None:
+    async with FakeTranscriptionServer(max_bytes=64, names_limit=False) as service:
         transcriber = Transcriber(settings_for(service, "whisper-large-v3"), book=book)
         try:
             with pytest.raises(TranscriptionError, match=r"^the transcription service answered 413 Request Entity "
-                                                         r"Too Large: Request Entity Too Large$"):
+                                                         r"Too Large"):
                 await transcriber.transcribe(voice(3), name="", mime="audio/ogg")
         finally:
             await transcriber.aclose()
-    assert len(service.requests) == 1 and book.windows == {}
+    assert len(service.requests) <= 4
 
 
 # --------------------------------------------------------------------------- metering

@@ -80,6 +80,14 @@ class TooLongRefusal(TranscriptionError):
         self.limit = limit
 
 
+def _halved(refused_bytes: int, transcriber: "Transcriber") -> AudioLimit:
+    """What a refusal that names no limit teaches: half the size that was refused (a voice meets at most
+    :data:`MAX_TOO_LONG` refusals, so this halves at most that often before the person is told)."""
+    log.info("%s at %s refused %s bytes of audio as too much without naming its limit: trying half",
+             transcriber.model, transcriber.endpoint, f"{refused_bytes:,}")
+    return AudioLimit("bytes", max(1, refused_bytes // 2))
+
+
 class Transcriber:
     """One transcription endpoint; :meth:`transcribe` turns audio bytes into text. ``book`` keeps the audio
     limits refusals taught (the gateway's shared window book; one of this process's own when None)."""
@@ -113,10 +121,8 @@ class Transcriber:
         try:
             return await self._sent(tally, None, data, upload_name(name, mime), mime or "application/octet-stream")
         except TooLongRefusal as refusal:
-            if refusal.limit is None:
-                log.info("%s at %s refused audio as too long without naming its limit", self.model, self.endpoint)
-                raise
-            return await self._in_pieces(data, tally, await self._learn(refusal.limit, limits), refusal=refusal)
+            limit = refusal.limit or _halved(len(data), self)
+            return await self._in_pieces(data, tally, await self._learn(limit, limits), refusal=refusal)
 
     async def _known_over(self, data: bytes, limits: AudioLimits) -> bool:
         """Whether a limit already learned (here or in another process) would refuse ``data`` as it is."""
@@ -151,17 +157,19 @@ class Transcriber:
                 log.info("a voice over %s's limit at %s could not be cut: %s", self.model, self.endpoint, error)
                 raise refusal or TranscriptionError(
                     f"it is over the transcription service's limit and cannot be cut into pieces: {error}") from error
+            sending = len(data)
             try:
                 for piece in pieces:
-                    upload = f"voice{PIECE_SUFFIX}"
+                    upload, sending = f"voice{PIECE_SUFFIX}", len(piece.data)
                     texts.append(await self._sent(tally, piece.seconds, piece.data, upload, PIECE_MIME))
                     start = piece.end
                 return " ".join(text for text in texts if text)
             except TooLongRefusal as refused:
                 refusals += 1
-                if refused.limit is None or refusals > MAX_TOO_LONG:
+                if refusals > MAX_TOO_LONG:
                     raise
-                limits, refusal = await self._learn(refused.limit, limits), refused
+                limit = refused.limit or _halved(sending, self)
+                limits, refusal = await self._learn(limit, limits), refused
 
     async def _sent(self, tally: HeardTally, length: float | None, data: bytes, upload: str, mime: str) -> str:
         """One request counted in ``tally``: in flight while it is sent, heard once the endpoint took it

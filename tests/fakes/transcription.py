@@ -86,10 +86,12 @@ class FakeTranscriptionServer:
     """OpenAI's transcription endpoint on loopback, with scripted answers."""
 
     def __init__(self, *, api_key: str | None = None, default: str = "ok", host: str = "127.0.0.1",
-                 max_seconds: float | None = None, max_bytes: int | None = None) -> None:
+                 max_seconds: float | None = None, max_bytes: int | None = None, names_limit: bool = True) -> None:
         self.api_key = api_key
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
+        #: False: a body over ``max_bytes`` is refused as a bare proxy does it, "413 Request Entity Too Large".
+        self.names_limit = names_limit
         self.default = default
         self.host = host
         self.port = 0
@@ -164,6 +166,9 @@ class FakeTranscriptionServer:
         """The refusal of too much audio the real endpoints answer with, or None."""
         read = http.content_length or len(request.audio)
         if self.max_bytes is not None and read > self.max_bytes:
+            if not self.names_limit:
+                request.refused = "Request Entity Too Large"
+                return web.Response(status=413, text=request.refused)
             request.refused = f"Maximum content size limit ({self.max_bytes}) exceeded ({read} bytes read)"
             return _error(413, request.refused, "server_error")
         if self.max_seconds is None:
