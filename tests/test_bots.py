@@ -5,6 +5,10 @@ The bots run as ``foldgate run`` runs them (:class:`gateway.bots.Fleet`): two Te
 Bot APIs with different tokens (real aiogram clients), one Discord bot on the fake Discord REST API (messages
 built by discord.py from gateway payloads), one fake OpenAI-compatible model server that answers with the
 model it was asked for and the system prompt it was given.
+
+No wait here stands in for an event: a turn "in flight" is one whose answer the model holds until the test lets
+it go, a message "not answered" is one no poller asked Telegram for, and the waits for what should come soon
+(``until``) only end a test that hangs.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import discord
@@ -36,12 +40,22 @@ from tests.test_discord import TOKEN as DISCORD_TOKEN
 TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
 #: The person who talks to every bot: the same numeric chat id on both Telegram bots.
 PERSON = 42
+#: Seconds before a wait for something that should come soon is given up as a hang; a busy machine never gets near.
+PATIENCE = 30.0
 
 
 def answer(request: RecordedRequest) -> Reply:
     """The model's answer names the model asked for and the system prompt it was given, then echoes."""
-    delay = 2.0 if "slowly" in request.last_user_text else 0.0
-    return Reply(text=f"{request.model} | {request.system or '-'} | echo: {request.last_user_text}", delay=delay)
+    return Reply(text=f"{request.model} | {request.system or '-'} | echo: {request.last_user_text}")
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
+    """Return once ``condition()`` holds (polled); ``timeout`` only ends a test that hangs."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"still waiting for {what} after {timeout:g} s"
+        await asyncio.sleep(0.02)
 
 
 @pytest_asyncio.fixture
@@ -82,11 +96,7 @@ async def serving(settings: Settings) -> AsyncIterator[Fleet]:
         for bot in fleet.running.values():  # a Discord bot is connected to the fake gateway, its server announced
             if "dc" in bot.adapters:
                 client = bot.adapters["dc"].client  # type: ignore[attr-defined]
-                for _ in range(200):
-                    if client.get_guild(GUILD_ID) is not None:
-                        break
-                    await asyncio.sleep(0.05)
-                assert client.get_guild(GUILD_ID) is not None, "the Discord bot never joined the fake gateway"
+                await until(lambda: client.get_guild(GUILD_ID) is not None, "the Discord bot to join the fake gateway")
         yield fleet
     finally:
         await fleet.close(grace_seconds=5)
@@ -121,10 +131,7 @@ async def test_three_bots_answer_each_with_its_own_model_and_prompt_and_keep_the
             await discord_api.dispatch("MESSAGE_CREATE", hello)  # through the gateway connection, as Discord pushes it
             await support.wait_until(lambda: len(support.sent) == 1)
             await ops.wait_until(lambda: len(ops.sent) == 1)
-            for _ in range(200):
-                if discord_api.contents(DM_CHANNEL_ID):
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), "the Discord answer")
 
             assert texts(support) == ["support-model | You are Support. | echo: my order is late"]
             assert texts(ops) == ["ops-model | You are Ops. | echo: the deploy is stuck"]
@@ -156,10 +163,7 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
 
             support.token = "111111:revoked-by-botfather"  # every call with the old token is now 401
             support.push(support.private_message(PERSON, "after"))
-            for _ in range(300):
-                if fleet.statuses["support"].state == "failed":
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: fleet.statuses["support"].state == "failed", "the revoked bot to fail")
             status = fleet.statuses["support"]
             assert status.state == "failed" and "rejected the bot token" in status.detail
             assert "support" not in fleet.running and set(fleet.running) == {"ops", "community"}
@@ -170,10 +174,7 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
                                        message_payload(ALICE, "and here?", channel_id=DM_CHANNEL_ID, guild=False))
             await ops.wait_until(lambda: len(ops.sent) == 1)
             assert texts(ops) == ["shared-model | - | echo: still there?"]
-            for _ in range(200):
-                if discord_api.contents(DM_CHANNEL_ID):
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), "the Discord answer")
             assert discord_api.contents(DM_CHANNEL_ID) == ["shared-model | - | echo: and here?"]
 
             # doctor: one row per bot and platform, the revoked one failed with what to fix
@@ -184,6 +185,18 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
 
 
 async def test_reload_adds_a_bot_and_removes_one_while_turns_are_in_flight(redis_url, key_prefix, llm):
+    released = asyncio.Event()
+
+    async def held_while_slow(request: RecordedRequest) -> Reply:
+        """An answer asked for slowly is held until the test lets it go: its turn is in flight until then."""
+        if "slowly" in request.last_user_text:
+            await released.wait()
+        return answer(request)
+
+    def slow_asks() -> int:
+        return sum(1 for request in list(llm.requests) if request.body and "slowly" in request.last_user_text)
+
+    llm.handler = held_while_slow
     async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops, FakeBotAPI(TOKEN_D) as newcomer:
         before = fleet_settings(redis_url, key_prefix, llm, [
             {"name": "support", "platforms": telegram(support, TOKEN_A)},
@@ -196,27 +209,35 @@ async def test_reload_adds_a_bot_and_removes_one_while_turns_are_in_flight(redis
         async with serving(before) as fleet:
             support.push(support.private_message(PERSON, "answer slowly please"))
             ops.push(ops.private_message(PERSON, "answer slowly too"))
-            await asyncio.sleep(0.8)  # both turns are waiting on the model now
-            assert fleet.busy_chats == 2
+            await until(lambda: slow_asks() == 2, "both turns to ask the model")
+            assert fleet.busy_chats == 2  # both turns are waiting on the model now
 
-            lines = await fleet.reload(after)
+            reloading = asyncio.create_task(fleet.reload(after))
+            await until(lambda: "ops" not in fleet.running, "the reload to stop ops")
+            released.set()  # only now can ops' turn end: a reload that returns has waited for it
+            async with asyncio.timeout(PATIENCE):
+                lines = await reloading
             assert "bot ops stopped" in lines and "bot newcomer started" in lines
             assert [status.name for status in fleet.status_list()] == ["support", "newcomer"]
 
             # the removed bot finished the turn it had begun; the kept one was never touched
-            await support.wait_until(lambda: len(support.sent) == 1)
             assert texts(ops) == ["shared-model | - | echo: answer slowly too"]
+            await support.wait_until(lambda: len(support.sent) == 1)
+            polls_of_ops = len(ops.get_updates_calls)
             ops.push(ops.private_message(PERSON, "anyone?"))  # no one polls the removed bot's token now
             newcomer.push(newcomer.private_message(PERSON, "hi"))
             await newcomer.wait_until(lambda: len(newcomer.sent) == 1)
             assert texts(newcomer) == ["shared-model | You are new. | echo: hi"]
-            await asyncio.sleep(1.0)
-            assert ops.pending_updates == 1 and len(ops.sent) == 1  # kept at Telegram, not lost, not answered
+            # kept at Telegram, not lost, not answered: nobody asked for it, while the fleet went on answering
+            assert len(ops.get_updates_calls) == polls_of_ops
+            assert ops.pending_updates == 1 and len(ops.sent) == 1
 
             # adding it back answers what waited, once
             assert "bot ops started" in await fleet.reload(before)
             await ops.wait_until(lambda: len(ops.sent) == 2)
-            await asyncio.sleep(0.5)
+            # once Telegram has the update confirmed and the bot is idle, nothing can answer it a second time
+            await ops.wait_until(lambda: ops.pending_updates == 0, timeout=PATIENCE)
+            await fleet.running["ops"].gateway.runner.wait_idle(timeout=PATIENCE)
             assert texts(ops) == ["shared-model | - | echo: answer slowly too", "shared-model | - | echo: anyone?"]
             assert texts(support) == ["shared-model | - | echo: answer slowly please"]
             assert "newcomer" not in fleet.running
@@ -276,12 +297,12 @@ async def test_an_unreachable_provider_or_tool_server_for_one_bot_is_its_own_deg
 
 
 async def eventually_degraded(fleet: Fleet, name: str) -> dict[str, Any]:
-    for _ in range(300):
-        statuses = {status.name: status for status in fleet.status_list()}
-        if statuses[name].state == "degraded":
-            return statuses
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"bot {name} never showed its problem: {statuses[name]}")
+    """Every bot's status, once bot ``name`` shows its problem (a running bot's problems show in ``status_list``)."""
+    def statuses() -> dict[str, Any]:
+        return {status.name: status for status in fleet.status_list()}
+
+    await until(lambda: statuses()[name].state == "degraded", f"bot {name} to show its problem")
+    return statuses()
 
 
 async def test_when_no_bot_can_start_each_says_why_and_nothing_is_left_open(redis_url, key_prefix, llm):

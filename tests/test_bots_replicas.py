@@ -1,6 +1,9 @@
 """Two ``foldgate run`` processes serving the same three bots on one Redis: each Telegram token is polled by
 one process at a time (no 409 reaches either), a SIGKILLed poller's tokens move to the other within seconds
 and nothing sent meanwhile is lost; SIGHUP and ``foldgate reload`` re-read the file, refusing an invalid one.
+
+"Within seconds" is the dead poller's lease, which Redis expires by itself within its span; the test does not
+time the takeover (a busy machine takes what it takes), its waits only end a test that hangs.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ from typing import Any
 import pytest_asyncio
 import yaml
 
+from gateway.store.leases import LEASE_SECONDS
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
+#: Seconds before a wait is given up as a hang: two gateway processes on a busy machine may take many seconds to
+#: start, answer or reload, and a wait that ends on its event costs nothing more when they are quick.
+PATIENCE = 90.0
 TOKENS = {"alpha": "710001:alpha-token", "beta": "710002:beta-token", "gamma": "710003:gamma-token"}
 PERSON = 42
 
@@ -59,7 +66,7 @@ def start(tmp_path: Path, config: Path, name: str) -> subprocess.Popen[bytes]:
                             stderr=open(tmp_path / f"{name}.err", "wb"))
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+async def eventually(check: Callable[[], Any], timeout: float = PATIENCE, what: str = "") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -86,17 +93,18 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             return {name: int(value.split(":")[1]) for name, value in values.items() if value}
 
         try:
-            await eventually(lambda: all(len(api.get_updates_calls) for api in apis.values()), 60, "every token polled")
+            await eventually(lambda: all(len(api.get_updates_calls) for api in apis.values()),
+                             what="every token polled")
             for name, api in apis.items():
                 api.push(api.private_message(PERSON, f"first to {name}"))
             for name, api in apis.items():
-                await api.wait_until(lambda api=api: len(api.sent) == 1)
+                await api.wait_until(lambda api=api: len(api.sent) == 1, timeout=PATIENCE)
                 assert [sent.text for sent in api.sent] == [f"{name}-model: first to {name}"]
             async def answered() -> bool:  # every answer recorded (one killed between its send and its record is resent)
                 lengths = [await redis.llen(f"{key_prefix}.{name}:{{tg:{PERSON}}}:inbox") for name in apis]
                 return not any(lengths)
 
-            await eventually(answered, 10, "every inbox emptied")
+            await eventually(answered, what="every inbox emptied")
             held = await holders()
             assert set(held) == set(apis) and set(held.values()) <= {process.pid for process in processes}
 
@@ -105,13 +113,14 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             survivor = next(process for process in processes if process is not victim)
             victim.send_signal(signal.SIGKILL)
             victim.wait(10)
+            # never given up, yet not kept for ever: Redis ends it within its span (-2: already gone)
+            left = await redis.pttl(leases["alpha"])
+            assert left == -2 or 0 < left <= LEASE_SECONDS * 1000, left
             for name, api in apis.items():
                 api.push(api.private_message(PERSON, f"second to {name}"))
-            began = time.monotonic()
             for name, api in apis.items():
-                await api.wait_until(lambda api=api: len(api.sent) == 2, timeout=30)
+                await api.wait_until(lambda api=api: len(api.sent) == 2, timeout=PATIENCE)
                 assert [sent.text for sent in api.sent][1] == f"{name}-model: second to {name}"
-            assert time.monotonic() - began < 15  # the lease lasts 5 s: taken over within seconds
             assert set((await holders()).values()) == {survivor.pid}
             assert all(api.conflicts_seen == 0 for api in apis.values())  # no poller was ever told 409
 
@@ -122,7 +131,7 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             err = tmp_path / "second.err" if survivor is processes[1] else tmp_path / "first.err"
             out = err.with_suffix(".out")
             refused = await eventually(lambda: [line for line in err.read_text(encoding="utf-8").splitlines()
-                                                if "reload refused" in line], 20, "the refusal")
+                                                if "reload refused" in line], what="the refusal")
             assert "model.context_length" in refused[0]
 
             # `foldgate reload` with gamma removed: the others untouched, gamma's lease given up at once
@@ -130,16 +139,19 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             reloaded = subprocess.run([sys.executable, "-m", "gateway.cli", "reload"], env=environment(tmp_path, config),
                                       capture_output=True, text=True, timeout=60)
             assert reloaded.returncode == 0 and f"({survivor.pid})" in reloaded.stdout
-            await eventually(lambda: "bot gamma stopped" in out.read_text(encoding="utf-8"), 30, "the reload")
+            await eventually(lambda: "bot gamma stopped" in out.read_text(encoding="utf-8"), what="the reload")
             async def gamma_free() -> bool:
                 return not await redis.exists(leases["gamma"])
 
-            await eventually(gamma_free, 10, "gamma's lease given up")
+            await eventually(gamma_free, what="gamma's lease given up")
+            polls_of_gamma = len(gamma.get_updates_calls)
             gamma.push(gamma.private_message(PERSON, "third to gamma"))
             alpha.push(alpha.private_message(PERSON, "third to alpha"))
-            await alpha.wait_until(lambda: len(alpha.sent) == 3, timeout=30)
-            await asyncio.sleep(1.0)
-            assert len(gamma.sent) == 2 and gamma.pending_updates == 1  # kept at Telegram for when gamma returns
+            await alpha.wait_until(lambda: len(alpha.sent) == 3, timeout=PATIENCE)
+            # the survivor answers (alpha, sent after gamma's message) but never asked for gamma's updates again:
+            # the message is kept at Telegram for when gamma returns
+            assert len(gamma.get_updates_calls) == polls_of_gamma
+            assert len(gamma.sent) == 2 and gamma.pending_updates == 1
         finally:
             for process in processes:
                 if process.poll() is None:

@@ -1,13 +1,15 @@
 """The fake Bot API's drafts, edits, deletions, flood control and webhook delivery, driven by the real aiogram client.
 
 Most flood tests give the fake a clock they move by hand, so windows of Telegram's real length
-(1 s, 60 s) are checked exactly without waiting; one test runs on the real clock with a 0.2 s window.
+(1 s, 60 s) are checked exactly without waiting; one test runs on the real clock, Telegram's 1 s per-chat
+window, and waits for that clock to pass the window's end (never for a guess of how long that takes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Optional
 
@@ -345,12 +347,21 @@ async def test_a_chat_burst_is_allowed_once_but_the_average_must_stay_at_the_lim
     assert api.accounting().per_chat == {"42": 3} and api.accounting().over_limit() == []
 
 
-async def test_small_windows_free_on_the_real_clock() -> None:
-    async with serving(FloodLimits(per_chat_per_second=1, chat_window=0.2)) as (api, bot):
+async def until_the_clock_reads(moment: float) -> None:
+    """Return once the monotonic clock (the fake's own by default) reads ``moment`` or later."""
+    while (left := moment - time.monotonic()) > 0:
+        await asyncio.sleep(left)
+
+
+async def test_windows_free_on_the_real_clock() -> None:
+    """The window is a whole second, so the refusal never depends on the second call coming quickly on a busy
+    machine; the window is over once the fake's clock has passed it, which the test waits for on that clock."""
+    limits = FloodLimits(per_chat_per_second=1)
+    async with serving(limits) as (api, bot):
         await bot.send_message(PRIVATE, "one")
         with pytest.raises(TelegramRetryAfter) as refused:
             await bot.send_message(PRIVATE, "too soon")
-        await asyncio.sleep(0.25)
+        await until_the_clock_reads(api.counted[0].at + limits.chat_window)
         await bot.send_message(PRIVATE, "two")
     assert refused.value.retry_after == 1  # rounded up to whole seconds, like Telegram's
     assert [m.text for m in api.messages(PRIVATE)] == ["one", "two"] and api.accounting().per_chat == {"42": 1}

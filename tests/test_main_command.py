@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from gateway.run.signals import TERM_GRACE_SECONDS
+
 ROOT = Path(__file__).resolve().parents[1]
+#: Seconds a chat that was quit may take to end before the test gives it up as hung. No stopwatch: a busy
+#: machine takes what it takes. Half the SIGTERM grace, and under the 60 s foldgate waits for a last answer,
+#: so an end within it waited for neither; a chat waiting for an Enter that never comes does not end at all.
+PATIENCE = TERM_GRACE_SECONDS / 2
 
 
 def foldgate(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -64,9 +70,9 @@ def test_dev_passes_any_other_subcommand_to_foldgate():
 
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM", "/quit", "Ctrl-D"])
 def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
-    """Driven in a pseudo-terminal, as a person uses it: each way out ends foldgate within 2 s, exit code 0."""
+    """Driven in a pseudo-terminal, as a person uses it: each way out ends foldgate, exit code 0, without an Enter
+    and without a grace period (nothing was being written)."""
     import signal
-    import time
 
     import pexpect
 
@@ -82,7 +88,6 @@ def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
             chat.expect_exact("⋯ working")  # the terminal shows that the model works, then the reply over it
             chat.expect_exact("#4821")
             chat.expect_exact("you> ")
-        asked = time.monotonic()
         if how == "Ctrl-C":
             chat.sendintr()
         elif how == "SIGTERM":
@@ -91,10 +96,10 @@ def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
             chat.sendline("/quit")
         else:
             chat.sendeof()
-        chat.expect(pexpect.EOF, timeout=10)
+        chat.expect(pexpect.EOF, timeout=PATIENCE)  # no Enter pressed: a read left waiting for one would hang here
         chat.wait()
-        assert time.monotonic() - asked < 2  # no Enter needed, nothing left hanging
         assert chat.exitstatus == 0, chat.before
+        assert "waiting up to" not in chat.before  # no turn in flight, so no grace period was announced or waited
     finally:
         if chat.isalive():
             chat.terminate(force=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+from collections import defaultdict
 from collections.abc import AsyncIterator
 
 import httpx
@@ -18,13 +19,17 @@ from gateway.media.errors import MediaError
 
 MB = 1024 * 1024
 BODY = os.urandom(3 * MB)
+#: Seconds before a wait for the server to end a response is given up as a hang.
+PATIENCE = 30.0
 
 
 class FileServer:
-    """Serves files in the ways servers really do, and records how much of each body it managed to write."""
+    """Serves files in the ways servers really do, and records how much of each body it managed to write;
+    ``ended`` is set for a body once its handler is done writing, whether whole or cut off by the client."""
 
     def __init__(self) -> None:
         self.written: dict[str, int] = {}
+        self.ended: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.release = asyncio.Event()  # a stalled body waits for it (set when the server stops)
         self.app = web.Application()
         self.app.add_routes([
@@ -53,8 +58,15 @@ class FileServer:
             response.content_length = declared
         else:
             response.enable_chunked_encoding()
-        await response.prepare(request)
         self.written[name] = 0
+        try:
+            return await self._write(request, response, name, total, stop_after=stop_after, stall=stall)
+        finally:
+            self.ended[name].set()
+
+    async def _write(self, request: web.Request, response: web.StreamResponse, name: str, total: int, *,
+                     stop_after: int | None, stall: bool) -> web.StreamResponse:
+        await response.prepare(request)
         chunk = b"\x00" * (64 * 1024)
         try:
             while self.written[name] < total:
@@ -105,14 +117,14 @@ async def test_a_body_within_the_limit_arrives_whole(server: FileServer) -> None
 async def test_a_declared_size_over_the_limit_is_refused_before_the_body(server: FileServer) -> None:
     with pytest.raises(MediaError, match=r"^the file is 64 MB, over the 2 MB limit$"):
         await download(f"{server.url}/big", limit=2 * MB)
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(server.ended["big"].wait(), PATIENCE)  # the server found the client gone
     assert server.written["big"] < 16 * MB  # what the socket buffers took before the client hung up
 
 
 async def test_a_body_without_a_length_stops_as_soon_as_it_passes_the_limit(server: FileServer) -> None:
     with pytest.raises(MediaError, match=r"^the file is more than 2 MB, over the 2 MB limit$"):
         await download(f"{server.url}/unsized", limit=2 * MB)
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(server.ended["unsized"].wait(), PATIENCE)
     assert server.written["unsized"] < 16 * MB
 
 

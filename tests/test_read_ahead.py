@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from redis.asyncio import Redis
 from gateway.store import caches as store_caches
 from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
+from tests.test_store_locks import until_gone
 
 CHAT = "tg:5150"
 
@@ -171,7 +171,9 @@ async def test_a_worker_that_stalled_past_its_lock_reads_afresh(worker: SessionS
     await queue(redis, worker, "entry-1")
     lock, _ = await worker.claim(CHAT, 0.1)
     assert lock is not None
-    await asyncio.sleep(0.2)  # stalled: the lock expired, and another worker answered the entry
+    # stalled: the lock expired (Redis' word for it; its 0.1 s are past, and the 0.05 s of the read-ahead with
+    # them), and another worker answered the entry
+    await until_gone(redis, worker.keys(CHAT).lock)
     other = await reader.acquire_lock(CHAT, 30)
     assert other is not None
     await reader.append(CHAT, sid, turn(2), lock=other, meta={"last_entry_id": "tg:1"})

@@ -18,6 +18,22 @@ from gateway.store.channel import (
     Address, PipelinedConnection, RedisPyChannel, Script, UnsupportedRedisOption, channel_for, pack,
 )
 
+#: Seconds before a wait for the server is given up as a hang.
+PATIENCE = 30.0
+
+
+async def until_blocked(redis: Redis, client_id: int) -> None:
+    """Return once the server shows connection ``client_id`` blocked in a command (flag ``b``): the command was
+    written and the server holds its reply back, which is the moment the tests act in."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PATIENCE
+    while True:
+        clients = {int(client["id"]): client for client in await redis.client_list()}
+        if "b" in clients.get(client_id, {}).get("flags", ""):
+            return
+        assert loop.time() < deadline, f"connection {client_id} never blocked"
+        await asyncio.sleep(0.01)
+
 
 def test_pack_writes_the_resp_redis_py_would_send():
     assert pack(("SET", "k", "välue")) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$6\r\nv\xc3\xa4lue\r\n"
@@ -72,16 +88,18 @@ async def test_a_script_the_server_forgot_is_loaded_again(channel: PipelinedConn
 
 
 async def test_a_caller_that_gives_up_does_not_shift_the_replies_of_the_others(
-    channel: PipelinedConnection, key_prefix: str
+    channel: PipelinedConnection, redis: Redis, key_prefix: str
 ):
-    key = f"{key_prefix}:after"
+    key, empty = f"{key_prefix}:after", f"{key_prefix}:empty-list"
     await channel.call("SET", key, "mine")
-    blocked = asyncio.ensure_future(channel.call("BLPOP", f"{key_prefix}:empty-list", 0.3))
-    await asyncio.sleep(0.05)
+    client_id = await channel.call("CLIENT", "ID")
+    blocked = asyncio.ensure_future(channel.call("BLPOP", empty, 0))  # until something is pushed
+    await until_blocked(redis, client_id)  # sent: its reply is owed to this caller
     blocked.cancel()
     with pytest.raises(asyncio.CancelledError):
         await blocked
-    assert await channel.call("GET", key) == "mine"  # not the cancelled BLPOP's empty reply
+    await redis.rpush(empty, "for nobody")  # the BLPOP's reply comes now, for a caller that gave up
+    assert await asyncio.wait_for(channel.call("GET", key), PATIENCE) == "mine"  # not the BLPOP's reply
     assert await channel.call("PING") == "PONG"
 
 
@@ -89,11 +107,11 @@ async def test_a_lost_connection_fails_what_is_in_flight_and_the_next_command_re
     channel: PipelinedConnection, redis: Redis, key_prefix: str
 ):
     client_id = await channel.call("CLIENT", "ID")
-    waiting = asyncio.ensure_future(channel.call("BLPOP", f"{key_prefix}:never", 5))
-    await asyncio.sleep(0.05)
+    waiting = asyncio.ensure_future(channel.call("BLPOP", f"{key_prefix}:never", 0))  # never answered by itself
+    await until_blocked(redis, client_id)  # in flight at the server
     await redis.execute_command("CLIENT", "KILL", "ID", client_id)
     with pytest.raises(RedisConnectionError):
-        await asyncio.wait_for(waiting, 2)
+        await asyncio.wait_for(waiting, PATIENCE)
     assert await channel.call("CLIENT", "ID") != client_id  # a new connection
     assert await channel.call("PING") == "PONG"
 

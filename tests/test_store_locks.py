@@ -10,6 +10,20 @@ from redis.asyncio import Redis
 from gateway.store import Lock, SessionStore, StaleLock
 
 CHAT = "tg:424242"
+#: Seconds before a wait for Redis to expire a key is given up as a hang (the keys here live 50 ms).
+PATIENCE = 30.0
+
+
+async def until_gone(redis: Redis, key: str, timeout: float = PATIENCE) -> None:
+    """Return once Redis no longer has ``key``: an expiry is Redis' to decide, on its own clock, so the test
+    watches for it rather than guessing how long it takes. ``timeout`` only ends a test that hangs."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while await redis.exists(key):
+        assert loop.time() < deadline, f"{key} still there after {timeout:g} s"
+        await asyncio.sleep(0.01)
+
+
 def turn() -> list[dict[str, str]]:
     return [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
 
@@ -50,7 +64,7 @@ async def test_an_expired_lock_refuses_every_write_and_writes_nothing(store: Ses
     await store.append(CHAT, sid, turn(), lock=lock)
     before = await state_of(store, sid)
     await store.extend_lock(lock, 0.05)
-    await asyncio.sleep(0.3)  # well past the lock's last 50 ms
+    await until_gone(store.redis, store.keys(CHAT).lock)  # the lock's last 50 ms ran out
 
     with pytest.raises(StaleLock):
         await store.append(CHAT, sid, [{"role": "user", "content": "late"}], lock=lock)

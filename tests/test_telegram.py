@@ -308,15 +308,21 @@ async def test_an_empty_reply_sends_nothing(api: FakeBotAPI) -> None:
     assert api.send_attempts == []
 
 
+def typing_keepers() -> list[asyncio.Task[object]]:
+    """The tasks that keep a chat's "typing…" shown (named ``telegram-typing-<chat>``): the only senders of it."""
+    return [task for task in asyncio.all_tasks() if task.get_name().startswith("telegram-typing-")]
+
+
 async def test_typing_is_kept_alive_until_the_reply_is_sent(api: FakeBotAPI) -> None:
     adapter = adapter_for(api, typing_interval=0.02)
     try:
         await adapter.typing("42")
         await api.wait_until(lambda: len(api.chat_actions) >= 4)
+        (keeper,) = typing_keepers()
         await adapter.send("42", "done")
-        after_reply = len(api.chat_actions)
-        await asyncio.sleep(0.2)
-        assert len(api.chat_actions) == after_reply  # the reply ended the indicator
+        # the reply ended the indicator: its keeper is cancelled, so nothing is left to send another one
+        await asyncio.wait([keeper], timeout=30)
+        assert keeper.cancelled() and typing_keepers() == []
         assert set(api.chat_actions) == {("42", "typing")}
     finally:
         await adapter.stop()

@@ -38,7 +38,10 @@ FRAME_GRACE_SECONDS = 5.0
 class ReplyStream:
     """The turn's stream sink for one reply on one :class:`Surface`; call :meth:`finish` exactly once."""
 
-    def __init__(self, surface: Surface, *, previews: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, surface: Surface, *, previews: bool = True, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """``clock`` and ``sleep`` are the time the frames are paced by: one pair, so a test that moves its own
+        clock also decides when a frame's wait ends."""
         if surface.interval <= 0:
             raise ValueError(f"a surface's interval must be positive, got {surface.interval!r}")
         self.surface = surface
@@ -46,6 +49,7 @@ class ReplyStream:
         #: False: the surface only delivers the final reply (``delivery.stream_replies: false``).
         self.previews = previews
         self.clock = clock
+        self.sleep = sleep
         self.frames = 0
         self._text: list[str] = []
         self._tool: str | None = None
@@ -96,7 +100,7 @@ class ReplyStream:
             await self._dirty.wait()
             wait = last + self.interval - self.clock()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self.sleep(wait)
                 if self._closed:
                     return
             self._dirty.clear()

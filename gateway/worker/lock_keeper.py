@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.cancelling import cancel_and_wait
@@ -31,24 +32,30 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Hold:
     owner: asyncio.Task[None]
-    extended: float  # monotonic time of the acquisition or of the last extension that succeeded
+    extended: float  # the keeper's clock at the acquisition or at the last extension that succeeded
 
 
 class LockKeeper:
     """Extends the chat locks held in this process until they are let go."""
 
-    def __init__(self, store: SessionStore, inbox: Inbox, ttl_seconds: float, redis_health: Health | None = None) -> None:
+    def __init__(self, store: SessionStore, inbox: Inbox, ttl_seconds: float, redis_health: Health | None = None, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """``clock`` and ``sleep`` pace the passes and judge how long extensions have failed: a test that holds
+        them decides when a pass runs and how much time it saw pass."""
         self.store = store
         self.inbox = inbox
         self.ttl = ttl_seconds
         #: Where a Redis outage is reported (once for all of it); without one each failure is logged.
         self.redis_health = redis_health
+        self.clock = clock
+        self.sleep = sleep
         self._held: dict[Lock, _Hold] = {}
         self._task: asyncio.Task[None] | None = None
 
     def hold(self, lock: Lock, owner: asyncio.Task[None]) -> None:
         """Keep ``lock`` (just acquired) alive; ``owner`` is cancelled if it is lost."""
-        self._held[lock] = _Hold(owner, time.monotonic())
+        self._held[lock] = _Hold(owner, self.clock())
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="lock-keeper")
 
@@ -69,13 +76,13 @@ class LockKeeper:
 
     async def _run(self) -> None:
         while self._held:
-            await asyncio.sleep(self.ttl / 3)
+            await self.sleep(self.ttl / 3)
             await asyncio.gather(*(self._extend(lock, hold) for lock, hold in list(self._held.items())))
 
     async def _extend(self, lock: Lock, hold: _Hold) -> None:
         try:
             await self.store.extend_lock(lock, self.ttl)
-            hold.extended = time.monotonic()  # the lock is safe for a ttl, whatever the lease does
+            hold.extended = self.clock()  # the lock is safe for a ttl, whatever the lease does
             if lock not in self._held:
                 return  # let go meanwhile: nothing to lease
             await self.inbox.extend_lease(lock.chat, self.ttl)
@@ -90,7 +97,7 @@ class LockKeeper:
             outage = is_redis_outage(error) and self.redis_health is not None
             if outage:
                 self.redis_health.failed(error, lock.chat)  # type: ignore[union-attr]
-            if time.monotonic() - hold.extended >= self.ttl:
+            if self.clock() - hold.extended >= self.ttl:
                 log.warning("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat,
                             exc_info=not outage)
                 self._abandon(lock, hold)
