@@ -195,5 +195,8 @@ class TurnWatch:
                 if await self.stop_requested():
                     return self._stopped()
             except Exception as error:  # Redis away: the dispatcher says so once for the whole outage
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():  # a cancellation a client turned into an error: still one
+                    raise asyncio.CancelledError from error
                 log.log(logging.DEBUG if is_redis_outage(error) else logging.WARNING,
                         "could not ask whether the turn was stopped: %s: %s", type(error).__name__, error)
