@@ -33,7 +33,7 @@ async def overnight(redis, redis_url: str, key_prefix: str, window: int, overflo
         for chat, texts in backlogs.items():
             for index, text in enumerate(texts):
                 await inbox.put(message(chat, f"{chat}-{index}", text))
-        async with running_gateway(settings, redis, coalesce_backlog=True) as (runner, adapter, _):
+        async with running_gateway(settings, redis) as (runner, adapter, _):
             await asyncio.wait_for(runner.wait_idle(), 240)
         stored: dict[str, list[str]] = {}
         for chat in backlogs:

@@ -247,7 +247,7 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
                                  media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
                                  access={"budgets": {"per_user": {"usd": 0.02}}})
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media, access=settings.access) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             for number in (1, 2):
                 api.push(api.voice_message(chat, chat, b"OggS" + bytes(4000), duration=120))
                 await api.wait_until(lambda: len(api.sent) == number, timeout=60)

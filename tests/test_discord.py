@@ -3,8 +3,8 @@
 Messages are built by discord.py itself from the raw MESSAGE_CREATE / GUILD_CREATE payloads Discord's
 gateway sends, on the client's own connection state. The client's REST side (login, sending,
 typing) talks to a fake Discord API: a real HTTP server on loopback that discord.py's HTTP layer is
-pointed at, so its rate-limit handling runs for real. Pipeline tests put the adapter in front of a
-real GatewayRunner on real Redis with the fake LLM server echoing.
+pointed at, so its rate-limit handling runs for real. Pipeline tests put the adapter in front of the
+gateway ``foldgate run`` opens (shipped settings, shared send budget) on real Redis, the fake LLM server echoing.
 """
 
 from __future__ import annotations
@@ -21,15 +21,13 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.platforms.base import ApprovalPrompt, IncomingMessage
 from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
-from gateway.store import SessionStore
-from gateway.store.inbox import Inbox
 from gateway.worker.runner import GatewayRunner
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.platform_gateway import platform_gateway
 
 #: Shaped like a bot token (user id in base64, timestamp, HMAC), too short to pass for a real one.
 TOKEN = "NDI0Mg.test.fake-hmac-for-the-fake-api"
@@ -426,20 +424,15 @@ async def llm() -> AsyncIterator[FakeLLMServer]:
 async def gateway(
     adapter: DiscordAdapter, llm: FakeLLMServer, redis, redis_url, key_prefix
 ) -> AsyncIterator[GatewayRunner]:
-    """A started runner on real Redis whose only platform is the Discord adapter."""
+    """The gateway ``foldgate run`` opens, with the shipped settings, whose platform is the Discord adapter.
+
+    The adapter is bound to the runner's intake rather than started: the tests hand it gateway payloads
+    themselves (:func:`receive`) instead of connecting it to a gateway websocket.
+    """
     settings: Settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=64_000)
-    builder = AgentBuilder(settings)
-    runner = GatewayRunner(
-        SessionStore(redis, key_prefix), Inbox(redis, key_prefix), builder, adapters={"dc": adapter},
-        compression=settings.compression, lock_ttl_seconds=30, poll_interval=0.01,
-    )
-    adapter.bind(runner.intake)
-    await runner.start()
-    try:
-        yield runner
-    finally:
-        await runner.stop()
-        await builder.aclose()
+    async with platform_gateway(settings, redis, {"dc": adapter}) as running:
+        adapter.bind(running.runner.intake)
+        yield running.runner
 
 
 # --------------------------------------------------------------------------- conversion

@@ -114,6 +114,7 @@ async def test_the_model_uses_a_stdio_servers_tool_and_a_chat_outside_allow_neve
         settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
         async with running_gateway(settings, redis) as (runner, adapter, events):
             await runner.intake(message("ops", "1", "what does ticket 42 say?"))
+            await runner.wait_idle()  # answered before the second question, so each is a turn of its own
             await runner.intake(message("ops", "2", "and the ticket again?"))
             await runner.intake(message("public", "3", "any ticket about logins?"))
             await runner.wait_idle()
@@ -309,10 +310,10 @@ async def test_an_image_a_tool_returns_goes_to_the_person(redis, redis_url, key_
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
         async with running_gateway(settings, redis) as (runner, adapter, events):
-            activity = ActivityLog(redis, runner.store.channel, key_prefix)
-            runner.events.subscribe(activity.record)  # as `foldgate run` wires it
             await runner.intake(message("ops", "1", "draw the latency chart"))
             await runner.wait_idle()
+            # a reader of what the gateway's own log recorded: the gateway records its events as `foldgate run` does
+            activity = ActivityLog(redis, runner.store.channel, key_prefix)
             [totals] = await activity.totals(["local:ops"])
             logged = [event for event in await activity.history("local:ops") if isinstance(event, ToolCallEvent)]
     assert [(file.kind, file.data) for _, file in adapter.files] == [("image", chart_png())]
@@ -403,7 +404,7 @@ async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on
     async with FakeBotAPI() as api, FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         settings = telegram_notes_settings(redis_url, key_prefix, llm.openai_base_url, chat, confirm_timeout_seconds=2)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, tools=settings.tools) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             events: list[Any] = []
             runner.events.subscribe(events.append)
             for number, press in enumerate(["y", "n", None], 1):

@@ -68,7 +68,7 @@ async def test_a_photo_an_album_and_a_voice_note_reach_the_model_as_it_takes_the
                                  media={"transcription": {"provider": "custom", "base_url": speech.base_url}})
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
                                   album_window=0.3)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.photo_message(chat, 1, data=photo))  # no caption: it used to be dropped
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             api.push(*api.album(chat, 1, album, caption="the three dashboards"))
@@ -97,7 +97,7 @@ async def test_a_file_too_large_a_broken_download_and_a_pdf_without_text_each_ge
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.document_message(chat, 1, size=50 * MB, file_name="dump.tar", mime_type="application/x-tar"))
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             broken = api.document_message(chat, 1, b"x" * 400_000, file_name="trace.log", caption="what failed?")
@@ -138,7 +138,7 @@ async def test_the_media_settings_bound_what_is_taken_in_and_what_one_request_ca
         adapter = TelegramAdapter.from_settings(
             settings.model_copy(update={"platforms": settings.platforms.model_copy(update={"telegram": telegram})}))
         adapter.poll_timeout, adapter.album_window = 1, 0.3  # read when polling starts
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(*api.album(chat, 1, album, caption="three charts"))
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             api.push(api.document_message(chat, 1, size=2 * MB, file_name="big.log", mime_type="text/plain"))
@@ -159,7 +159,7 @@ async def test_an_album_delivered_by_webhook_part_by_part_is_answered_once_with_
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret",
                                   listen_port=0, set_webhook=False, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
             async with httpx.AsyncClient(timeout=10) as client:
                 for part in api.album(chat, 1, album, caption="compare these three"):

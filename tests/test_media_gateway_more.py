@@ -50,7 +50,7 @@ async def test_a_pdfs_text_layer_and_a_utf16_log_reach_the_model_as_text_under_t
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.document_message(chat, 1, invoice, file_name="invoice-0425.pdf", mime_type="application/pdf",
                                           caption="is this one paid?"))
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)

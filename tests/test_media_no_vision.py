@@ -28,7 +28,7 @@ async def test_a_chat_whose_model_cannot_see_images_is_told_once(redis, redis_ur
                                                  context_limit=WINDOW) as llm:
         settings = settings_for(redis_url, key_prefix, llm.openai_base_url, "gpt-3.5-turbo")
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             for number, update in enumerate([
                 api.photo_message(first, 1, "what is on this dashboard?", data=png(320, 200)),
                 api.photo_message(first, 1, "and this one?", data=png(300, 200)),
@@ -56,7 +56,7 @@ async def test_a_model_that_sees_images_says_nothing_about_them(redis, redis_url
                                                  context_limit=WINDOW) as llm:
         settings = settings_for(redis_url, key_prefix, llm.openai_base_url, "gpt-4o")
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.photo_message(6300, 3, "look", data=png(320, 200)))
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             await runner.wait_idle()

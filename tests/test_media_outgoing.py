@@ -103,7 +103,7 @@ async def test_an_image_the_model_makes_reaches_telegram_as_a_photo_and_can_be_f
     async with FakeBotAPI() as api, FakeLLMServer(flavor="openrouter", handler=model, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model=IMAGE_MODEL)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
-        async with telegram_gateway(settings, redis, adapter, media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.private_message(chat, "draw the latency chart"))
             await api.wait_until(lambda: len(api.sent_files) == 1 and len(api.sent) == 1, timeout=60)
             api.push(api.private_message(chat, "show it again"))

@@ -15,7 +15,7 @@ from agent.llm.openai_chat import TOOL_IMAGES_HEADING
 from agent.messages import is_summary, stand_in
 from agent.tokens import content_text
 from gateway.config import Settings
-from gateway.events import CompressEvent, EventBus
+from gateway.events import CompressEvent
 from gateway.platforms.telegram import TelegramAdapter
 from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
@@ -73,13 +73,17 @@ async def test_thirty_compactions_and_a_restart_later_session_fetch_shows_the_ph
             return Reply.tool_call("session_fetch", {"ids": asked}, call_id="call_fetch")
         return Reply.answer("noted")
 
-    events = EventBus()
     compactions: list[CompressEvent] = []
-    events.subscribe(lambda event: compactions.append(event) if isinstance(event, CompressEvent) else None)
+
+    def count_compactions(event: object) -> None:
+        if isinstance(event, CompressEvent):
+            compactions.append(event)
+
     async with FakeBotAPI() as api, FakeLLMServer(handler=script, context_limit=window) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=window,
                                  compression={"protect_last_n": 2})
-        async with telegram_gateway(settings, redis, polling(api), media=settings.media, events=events) as runner:
+        async with telegram_gateway(settings, redis, polling(api)) as runner:
+            runner.events.subscribe(count_compactions)  # before any message: nothing has been compacted yet
             api.push(api.private_message(chat, "morning, the budget review starts now"))  # the protected head
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             api.push(api.photo_message(chat, 1, "our plan, on the whiteboard", data=photo))
@@ -96,7 +100,8 @@ async def test_thirty_compactions_and_a_restart_later_session_fetch_shows_the_ph
                 await api.wait_until(lambda n=index: len(api.sent) == 2 + n, timeout=60)
             await runner.wait_idle()
         assert llm.overflowed == []
-        async with telegram_gateway(settings, redis, polling(api), media=settings.media, events=events) as runner:
+        async with telegram_gateway(settings, redis, polling(api)) as runner:
+            runner.events.subscribe(count_compactions)
             before_restart = len(llm.requests)
             api.push(api.private_message(chat, "what was on the whiteboard?"))
             await api.wait_until(lambda: len(api.sent) == 3 + index, timeout=60)
@@ -135,10 +140,15 @@ async def test_a_photo_whose_download_breaks_leaves_nothing_stuck_for_the_messag
     chat = 5161
     async with FakeBotAPI() as api, FakeLLMServer(handler=answer_with_images, context_limit=WIDE) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WIDE)
-        async with telegram_gateway(settings, redis, polling(api), media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, polling(api)) as runner:
             broken = api.photo_message(chat, 1, "the rack after the move", data=png(800, 600))
-            api.break_download(broken["message"]["photo"][-1]["file_id"])
-            api.push(broken, api.private_message(chat, "and the cables are labelled now"))  # sent right after it
+            file_id = broken["message"]["photo"][-1]["file_id"]
+            api.break_download(file_id)
+            api.push(broken)
+            # sent while the photo is being taken in: it waits behind that turn (which took in its backlog already,
+            # so the two are not coalesced) and must not be held up by the broken download
+            await api.wait_until(lambda: file_id in api.file_requests, timeout=60)
+            api.push(api.private_message(chat, "and the cables are labelled now"))
             await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
             await runner.wait_idle()
             assert await runner.inbox.marked() == 0
@@ -168,7 +178,7 @@ async def test_a_turn_the_provider_fails_once_is_retried_and_stores_its_photo_an
         redis, redis_url, key_prefix) -> None:
     chat, photo = 5162, png(320, 240, (90, 200, 90))
     async with provider_first(Reply.server_error(500), redis_url, key_prefix) as (api, llm, settings), \
-            telegram_gateway(settings, redis, polling(api), media=settings.media) as runner:
+            telegram_gateway(settings, redis, polling(api)) as runner:
         api.push(api.photo_message(chat, 1, "the new floor plan", data=photo))
         await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
         await runner.wait_idle()
@@ -187,11 +197,11 @@ async def test_a_turn_cut_short_by_a_stop_after_taking_its_photo_in_is_answered_
     chat, photo = 5163, png(320, 240, (200, 90, 200))
     # the process goes away while the provider is thinking
     async with provider_first(Reply.hang(), redis_url, key_prefix) as (api, llm, settings):
-        async with telegram_gateway(settings, redis, polling(api), media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, polling(api)) as runner:
             api.push(api.photo_message(chat, 1, "the badge for the new office", data=photo))
             await api.wait_until(lambda: len(llm.requests) == 1, timeout=60)
             assert await runner.stop(grace_seconds=0) == 1  # the turn is cancelled: nothing of it committed
-        async with telegram_gateway(settings, redis, polling(api), media=settings.media) as runner:
+        async with telegram_gateway(settings, redis, polling(api)) as runner:
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             await runner.wait_idle()
             users, items, held = await kept(runner, f"tg:{chat}")

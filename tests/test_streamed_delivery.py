@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from gateway.config import Settings
 from gateway.platforms.base import IncomingMessage
@@ -37,12 +38,13 @@ ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." fo
 
 
 @contextlib.asynccontextmanager
-async def streaming_gateway(settings: Settings, redis, api: FakeBotAPI, preview_interval: float = 0.2,
-                            **runner_options) -> AsyncIterator[GatewayRunner]:
-    """A runner on Telegram with the shared send budget, as ``foldgate run`` wires it."""
+async def streaming_gateway(settings: Settings, redis: Any, api: FakeBotAPI, preview_interval: float = 0.2,
+                            **keys: Any) -> AsyncIterator[GatewayRunner]:
+    """The gateway ``foldgate run`` opens, polling ``api``, its replies streamed and paced by the shared send
+    budget; ``keys`` names the settings a test runs with instead of its own (see :func:`telegram_gateway`)."""
     adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
                               preview_interval=preview_interval)
-    async with telegram_gateway(settings, redis, adapter, send_budget=True, **runner_options) as runner:
+    async with telegram_gateway(settings, redis, adapter, **keys) as runner:
         yield runner
 
 
@@ -157,7 +159,7 @@ async def test_a_240_message_backlog_is_one_turn_with_every_message_stored_in_or
         for number in range(240):  # written overnight while no gateway ran: all waiting in the inbox
             await inbox.put(IncomingMessage(platform="tg", chat_id="4545", update_id=str(70_000 + number),
                                             text=f"overnight note {number}"))
-        async with streaming_gateway(settings, redis, api, coalesce_backlog=True) as runner:
+        async with streaming_gateway(settings, redis, api) as runner:  # coalescing is on as shipped
             await api.wait_until(lambda: len(api.messages("4545")) >= 1, timeout=60)
             await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
@@ -177,6 +179,7 @@ async def test_with_coalescing_off_240_replies_all_keep_to_the_budget(redis, red
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
                                  delivery={"telegram": {"per_chat_per_second": 50}})
         api.push(*(api.private_message(4646, f"note {i}") for i in range(240)))
+        # every message a turn and a reply of its own, each sent whole: 240 sends that the budget must pace
         async with streaming_gateway(settings, redis, api, coalesce_backlog=False, stream_replies=False) as runner:
             await api.wait_until(lambda: len(api.messages("4646")) == 240, timeout=120)
             await runner.wait_idle()

@@ -166,8 +166,12 @@ async def test_the_upgrades_service_messages_are_not_recorded_and_replies_go_str
 
 async def test_a_group_upgraded_mid_conversation_gets_its_streamed_replies_whole_in_the_supergroup(
         redis, redis_url, key_prefix) -> None:
+    """Each reply is written over four seconds, for the send budget as shipped: a preview waits until its chat's
+    bucket is full again (two sends, refilled at 0.8 a second; the reply before emptied it with its three
+    messages) and the group's 20 a minute leave it room, so the reply after the upgrade is shown, then edited,
+    while it is written."""
     chunks = split_message(LONG, 4096, units="utf16")
-    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(LONG, seconds=0.6, chunk_size=400),
+    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(LONG, seconds=4.0, chunk_size=400),
                                                   context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
