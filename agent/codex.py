@@ -116,4 +116,3 @@ class AutoraiseNotice:
         self._write(value)
         self._recorded = value
         return notice_text(model, context_length, AUTORAISE_THRESHOLD)
-

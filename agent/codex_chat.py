@@ -103,5 +103,6 @@ class CodexAppServerChat:
         record = {"thread": thread, "turn": outcome.turn_id}
         if outcome.compactions or compacted_before:
             record["compactions"] = {"app_server": outcome.compactions, "gateway": compacted_before}
-        return AppServerCompletion(text=outcome.text, usage=outcome.usage.as_usage(), thread=record,
-                                   raw={"turn": asdict(outcome)})
+        return AppServerCompletion(
+            text=outcome.text, usage=outcome.usage.as_usage(), thread=record, raw={"turn": asdict(outcome)}
+        )

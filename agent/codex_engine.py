@@ -57,10 +57,7 @@ class CodexThreadEngine(ContextEngine):
         """Only in ``hermes`` mode: foldgate's threshold starts the app-server's compaction."""
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
         return (
-            self.settings.enabled
-            and self.mode == "hermes"
-            and tokens is not None
-            and tokens >= self.threshold_tokens
+            self.settings.enabled and self.mode == "hermes" and tokens is not None and tokens >= self.threshold_tokens
         )
 
     async def compress(
@@ -90,8 +87,11 @@ class CodexThreadEngine(ContextEngine):
         if done.tokens_after:
             self.last_prompt_tokens = done.tokens_after
         self.last_compaction = CompactionStats(
-            outcome="compacted", reason=f"{trigger}: codex app-server thread/compact/start",
-            tokens_before=done.tokens_before, tokens_after=done.tokens_after, summarizer="codex app-server",
+            outcome="compacted",
+            reason=f"{trigger}: codex app-server thread/compact/start",
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+            summarizer="codex app-server",
         )
         return done
 
@@ -103,8 +103,14 @@ class CodexThreadEngine(ContextEngine):
 
     def _skip(self, messages: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
         tokens = count_messages(messages)
-        self.last_compaction = CompactionStats(outcome="skipped", reason=reason, tokens_before=tokens, tokens_after=tokens,
-                                               messages_before=len(messages), messages_after=len(messages))
+        self.last_compaction = CompactionStats(
+            outcome="skipped",
+            reason=reason,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            messages_before=len(messages),
+            messages_after=len(messages),
+        )
         return messages
 
     def export_state(self) -> dict[str, Any]:

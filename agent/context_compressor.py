@@ -199,7 +199,9 @@ class ContextCompressor(ContextEngine):
         counts, tokens_before = self._measure(messages, current_tokens, force)
         pressure = current_tokens if current_tokens is not None else tokens_before
         critical = force or pressure >= CRITICAL_RATIO * self.context_length
-        base = dict(tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force)
+        base = dict(
+            tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force
+        )
         if not self.settings.enabled and not force:
             return self._unchanged(messages, "skipped", "compression disabled", base)
         plan = plan_boundaries(
@@ -217,11 +219,17 @@ class ContextCompressor(ContextEngine):
             return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
         cut = self._cut(messages, counts, plan)
         digest, earlier_summary = build_digest(
-            cut.middle, cut.middle_counts, seq_start=cut.seq_start, stubbed=cut.stubbed,
-            queries=search_queries(messages), calls=call_labels(messages),
+            cut.middle,
+            cut.middle_counts,
+            seq_start=cut.seq_start,
+            stubbed=cut.stubbed,
+            queries=search_queries(messages),
+            calls=call_labels(messages),
         )
-        previous = _Previous(self._previous_summary or _notes_of(earlier_summary),
-                             self._previous_summary_source or ("model" if earlier_summary else None))
+        previous = _Previous(
+            self._previous_summary or _notes_of(earlier_summary),
+            self._previous_summary_source or ("model" if earlier_summary else None),
+        )
         digest = digest.merge(self._digest)
         budget = summary_budget(digest.tokens, self.context_length)
         room = max(budget - count_text(framing.header(digest)), 500)
@@ -248,24 +256,33 @@ class ContextCompressor(ContextEngine):
             calls=model.calls,
             compacted_messages=len(cut.middle),
             stubbed_messages=len(cut.stubbed),
-            replaced_ids=tuple(str(m["_id"]) for m in messages if m.get("_id") is not None and m["_id"] not in kept_ids),
+            replaced_ids=tuple(
+                str(m["_id"]) for m in messages if m.get("_id") is not None and m["_id"] not in kept_ids
+            ),
             error=model.error,
             **base,
         )
         return compacted
 
-    def _measure(self, messages: Sequence[Mapping[str, Any]], current_tokens: int | None,
-                 force: bool) -> tuple[list[int], int]:
+    def _measure(
+        self, messages: Sequence[Mapping[str, Any]], current_tokens: int | None, force: bool
+    ) -> tuple[list[int], int]:
         """Per-message tokens for planning and the transcript's total (exact when the total decides)."""
         counts = self._planning_counts(messages)
         tokens = REQUEST_OVERHEAD + sum(counts)
         critical_level = CRITICAL_RATIO * self.context_length
-        if current_tokens is None and not force and critical_level / ROUGH_ERROR <= tokens <= critical_level * ROUGH_ERROR:
-            counts = [count_message(m) for m in messages]  # an estimate this near the critical level could be on either side
+        if (
+            current_tokens is None
+            and not force
+            and critical_level / ROUGH_ERROR <= tokens <= critical_level * ROUGH_ERROR
+        ):
+            counts = [
+                count_message(m) for m in messages
+            ]  # an estimate this near the critical level could be on either side
             tokens = REQUEST_OVERHEAD + sum(counts)
         return counts, tokens
 
-    def _cut(self, messages: list[dict[str, Any]], counts: list[int], plan: Any) -> "_Cut":
+    def _cut(self, messages: list[dict[str, Any]], counts: list[int], plan: Any) -> _Cut:
         """Head, middle and tail at the plan's boundaries; in lean mode with old tool results stubbed."""
         head = messages[: plan.head_end]
         tail = messages[plan.tail_start :]
@@ -278,14 +295,17 @@ class ContextCompressor(ContextEngine):
             head, head_originals = stub_old_tool_results(head, len(head))
             budget = self.effective_tail_budget
             fresh = max(int(budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, budget))
-            tail, tail_originals = stub_old_tool_results(tail, old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh))
+            tail, tail_originals = stub_old_tool_results(
+                tail, old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh)
+            )
             tail_seq = seq_start + len(middle)
             stubbed = [(seq_start, message) for _, message in head_originals]
             stubbed += [(tail_seq + index, message) for index, message in tail_originals]
         return _Cut(head, middle, counts[plan.head_end : plan.tail_start], tail, seq_start, stubbed)
 
-    async def _model_notes(self, cut: "_Cut", asked: int, previous_summary: str | None, focus_topic: str | None,
-                           critical: bool) -> "_ModelNotes":
+    async def _model_notes(
+        self, cut: _Cut, asked: int, previous_summary: str | None, focus_topic: str | None, critical: bool
+    ) -> _ModelNotes:
         """The summarizer's notes on the middle; below the critical level a summarizer that cannot run
         aborts the compaction (nothing is dropped without its notes), at it the digest's notes go alone."""
         now = self.clock()
@@ -306,8 +326,9 @@ class ContextCompressor(ContextEngine):
         self.guard.on_summarizer_success()
         return _ModelNotes(source=self.summarizer.name, body=outcome.text, calls=outcome.calls)
 
-    def _summary_text(self, digest: Digest, room: int, cut: "_Cut", body: str | None, previous: "_Previous",
-                      focus_topic: str | None) -> str:
+    def _summary_text(
+        self, digest: Digest, room: int, cut: _Cut, body: str | None, previous: _Previous, focus_topic: str | None
+    ) -> str:
         """The summary's text: the model's notes (if any) first, then the digest's, within ``room``."""
         carried = previous.notes if body is None and previous.source == "model" else None
         notes = framing.compose(
@@ -341,7 +362,9 @@ class ContextCompressor(ContextEngine):
         """
         if self.summarizer is not None:
             return [count_message(m) for m in messages]
-        return planning_counts(messages, tail_budget=self.effective_tail_budget, protect_last_n=self.settings.protect_last_n)
+        return planning_counts(
+            messages, tail_budget=self.effective_tail_budget, protect_last_n=self.settings.protect_last_n
+        )
 
     def _follow_conversation(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Forget carried state when asked to compact a different conversation than the one it carries.
@@ -424,9 +447,14 @@ class ContextCompressor(ContextEngine):
         tokens_after = count_messages(compacted)
         self.last_prompt_tokens = tokens_after
         self.last_compaction = CompactionStats(
-            outcome="stubbed", reason="forced", tokens_after=tokens_after, messages_after=len(compacted),
-            stubbed_messages=len(stubbed), summarizer="none",
-            replaced_ids=tuple(str(m["_id"]) for _, m in stubbed if m.get("_id") is not None), **base,
+            outcome="stubbed",
+            reason="forced",
+            tokens_after=tokens_after,
+            messages_after=len(compacted),
+            stubbed_messages=len(stubbed),
+            summarizer="none",
+            replaced_ids=tuple(str(m["_id"]) for _, m in stubbed if m.get("_id") is not None),
+            **base,
         )
         return compacted
 

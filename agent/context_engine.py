@@ -23,7 +23,6 @@ from agent.usage import Usage
 EngineFactory = Callable[..., "ContextEngine"]
 
 
-
 @dataclass(frozen=True)
 class CompactionStats:
     """What the last :meth:`ContextEngine.compress` did.

@@ -67,7 +67,9 @@ def default_plugins_dir() -> Path:
     return Path(importlib.import_module(_PLUGIN_PACKAGE).__file__ or ".").parent
 
 
-def resolve_context_engine(name: str | None, *, plugins_dir: str | Path | None = None) -> tuple[EngineFactory, str | None]:
+def resolve_context_engine(
+    name: str | None, *, plugins_dir: str | Path | None = None
+) -> tuple[EngineFactory, str | None]:
     """``(factory, warning)`` for ``context.engine: name`` (S1.3); the warning is None when found."""
     if not name or name == BUILTIN_ENGINE:
         return builtin_factory(), None

@@ -30,7 +30,7 @@ def excerpt(text: str, tokens: int, limit: int, original_id: str, *, what: str =
     hint = (
         f"[This {what} is {tokens:,} tokens long, more than the {limit:,} one message may take, so only its "
         f"beginning and its end are shown here. It is stored whole as message {original_id}: "
-        f"session_fetch(ids=[\"{original_id}\"]) returns its first {MAX_FETCH_CHARS:,} characters, and "
+        f'session_fetch(ids=["{original_id}"]) returns its first {MAX_FETCH_CHARS:,} characters, and '
         "session_search finds passages anywhere in it.]"
     )
     room = max(limit - FRAMING_TOKENS, 1)

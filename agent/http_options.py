@@ -33,7 +33,6 @@ class HttpOptions:
         return httpx.Timeout(self.timeout_seconds, connect=self.connect_timeout_seconds, pool=None)
 
 
-
 def proxy_problem(url: str) -> str | None:
     """Why ``url`` cannot be a proxy, or None: shared by ``config check`` and the client's start."""
     parts = urlsplit(url)

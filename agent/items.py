@@ -119,8 +119,9 @@ class ImageInliner:
         self._urls = {sha: url for sha, url in found.items() if url.startswith(DATA_URL_PREFIX)}
         return found
 
-    def _render(self, message: Mapping[str, Any], index: int, chosen: Mapping[tuple[int, int], str],
-                urls: Mapping[str, str]) -> Message:
+    def _render(
+        self, message: Mapping[str, Any], index: int, chosen: Mapping[tuple[int, int], str], urls: Mapping[str, str]
+    ) -> Message:
         """A copy of ``message`` whose content shows its items: stand-in lines, and image parts for the chosen."""
         refs = item_refs(message)
         speaker = speaker_of(message)

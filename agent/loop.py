@@ -45,7 +45,6 @@ from agent.context_engine import ContextEngine
 from agent.excerpts import excerpt, tokens_over
 from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
-from agent.windows import WindowTeacher, WindowUnknown
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion, MadeImage
 from agent.messages import Message, tool_call_ids
@@ -53,6 +52,7 @@ from agent.models import vision_for
 from agent.tokens import ITEMS_KEY, count_messages, count_request
 from agent.tools import RECOVERY_TOOL_NAMES, ToolOutput, ToolRegistry
 from agent.usage import Usage
+from agent.windows import WindowTeacher, WindowUnknown
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,9 @@ class Agent:
         self.max_output_tokens = max_output_tokens
         self.max_iterations = max_iterations
         self.request_hook = request_hook
-        self.inliner = ImageInliner(media, max_images=max_images, vision=vision_for(model) if vision is None else vision)
+        self.inliner = ImageInliner(
+            media, max_images=max_images, vision=vision_for(model) if vision is None else vision
+        )
         self.results = results
         self.result_limit = result_limit
         self.head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
@@ -265,8 +267,9 @@ class Agent:
         window = self.engine.context_length
         return window - min(self.max_output_tokens, int(window * ANSWER_ROOM_SHARE))
 
-    async def _within_window(self, messages: list[Message], tools: list[dict[str, Any]], done: "_SoFar",
-                             until_stopped: StopWaiter | None) -> list[Message]:
+    async def _within_window(
+        self, messages: list[Message], tools: list[dict[str, Any]], done: _SoFar, until_stopped: StopWaiter | None
+    ) -> list[Message]:
         """The last check before a request: a prompt over :attr:`request_limit` is compacted first, and one
         that still does not fit raises :class:`WindowExceeded` — it is never sent (a provider that truncates
         in silence would drop the conversation's start; one that refuses would fail the turn)."""
@@ -276,18 +279,21 @@ class Agent:
         tokens = count_request(self.head + messages, tools)
         if tokens <= limit:
             return messages
-        log.info("the request would be %d tokens, over the %d the window leaves: compacting before sending it",
-                 tokens, limit)
+        log.info(
+            "the request would be %d tokens, over the %d the window leaves: compacting before sending it", tokens, limit
+        )
         new = await self._compact(messages, tokens, force=True, folded=done.folded, until_stopped=until_stopped)
         if new is not None:
             messages, done.compacted = new, True
             tokens = count_request(self.head + messages, tools)
         if tokens > limit:
-            raise WindowExceeded(f"the request would be {tokens:,} tokens, over the {limit:,} the model's window "
-                                 "leaves, even after compaction; it was not sent")
+            raise WindowExceeded(
+                f"the request would be {tokens:,} tokens, over the {limit:,} the model's window "
+                "leaves, even after compaction; it was not sent"
+            )
         return messages
 
-    async def _learn_window(self, refusal: ContextTooLong, messages: list[Message], done: "_SoFar") -> bool:
+    async def _learn_window(self, refusal: ContextTooLong, messages: list[Message], done: _SoFar) -> bool:
         """Whether ``refusal`` taught a smaller window for the chat model, which the engine then plans for (the
         request is then compacted into it and sent again); a refusal that can teach nothing more ends the turn
         with the setting to fix."""
@@ -301,8 +307,12 @@ class Agent:
             raise TurnFailed(failure, self._result(messages, "", done)) from refusal
         if window >= assumed:
             return False
-        log.warning("%s refused a request as too long: its window is %d tokens, not %d; compacting to fit",
-                    self.model, window, assumed)
+        log.warning(
+            "%s refused a request as too long: its window is %d tokens, not %d; compacting to fit",
+            self.model,
+            window,
+            assumed,
+        )
         self.engine.update_model(self.engine.model, window)
         return True
 
@@ -317,7 +327,12 @@ class Agent:
         return await self.tools.run(name, arguments)
 
     async def _compact(
-        self, messages: list[Message], tokens: int | None, *, force: bool, folded: list[Message],
+        self,
+        messages: list[Message],
+        tokens: int | None,
+        *,
+        force: bool,
+        folded: list[Message],
         until_stopped: StopWaiter | None = None,
     ) -> list[Message] | None:
         """The engine's compaction of ``messages``, or None when it kept them as they were.
@@ -334,8 +349,13 @@ class Agent:
         folded += [m for m in messages if "_id" not in m and id(m) not in kept]
         return list(compacted)
 
-    async def _complete(self, messages: list[Message], tools: list[dict[str, Any]], on_event: TurnSink | None,
-                        until_stopped: StopWaiter | None = None) -> Completion:
+    async def _complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        on_event: TurnSink | None,
+        until_stopped: StopWaiter | None = None,
+    ) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list (L3).
         outgoing = self.head + await self.inliner.prepare(messages)
@@ -345,8 +365,14 @@ class Agent:
         )
         return await (request if until_stopped is None else unless_stopped(request, until_stopped))
 
-    async def run_turn(self, history: Sequence[Message], user_message: Message | None, *,
-                       on_event: TurnSink | None = None, until_stopped: StopWaiter | None = None) -> TurnResult:
+    async def run_turn(
+        self,
+        history: Sequence[Message],
+        user_message: Message | None,
+        *,
+        on_event: TurnSink | None = None,
+        until_stopped: StopWaiter | None = None,
+    ) -> TurnResult:
         """Answer ``user_message`` given ``history``; compacts in the loop when the engine says so.
 
         Without a ``user_message`` the turn continues one that ``history`` already holds (its message and
@@ -364,11 +390,16 @@ class Agent:
             # The size to judge: the provider's report for the previous request of this turn; before
             # the first request, the engine's last report (from the previous turn, or the size its last
             # compaction left); a count only where no report exists.
-            tokens = done.last.prompt_tokens or (None if iteration else self.engine.last_prompt_tokens) or count_messages(messages)
+            tokens = (
+                done.last.prompt_tokens
+                or (None if iteration else self.engine.last_prompt_tokens)
+                or count_messages(messages)
+            )
             try:
                 if self.engine.should_compress(tokens):
-                    new = await self._compact(messages, tokens, force=False, folded=done.folded,
-                                              until_stopped=until_stopped)
+                    new = await self._compact(
+                        messages, tokens, force=False, folded=done.folded, until_stopped=until_stopped
+                    )
                     if new is not None:
                         messages, done.compacted = new, True
                 messages = await self._within_window(messages, tools, done, until_stopped)
@@ -412,9 +443,14 @@ class Agent:
             messages.append({"role": "assistant", "content": reply})
         return self._result(messages, reply, done)
 
-    async def _run_calls(self, assistant: Message, messages: list[Message], outgoing: list[dict[str, Any]],
-                         on_event: TurnSink | None, until_stopped: StopWaiter | None = None,
-                         ) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
+    async def _run_calls(
+        self,
+        assistant: Message,
+        messages: list[Message],
+        outgoing: list[dict[str, Any]],
+        on_event: TurnSink | None,
+        until_stopped: StopWaiter | None = None,
+    ) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
         """Run the assistant's tool calls in order, appending each result (and to ``outgoing`` the items of those
         for the person); on a stop, the calls not run yet (a call the stop cut short gets a result saying so,
         and is not among them)."""
@@ -431,7 +467,7 @@ class Agent:
                 result = await (work if until_stopped is None else unless_stopped(work, until_stopped))
             except TurnStopped as stop:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
-                return assistant["tool_calls"][position + 1:], stop
+                return assistant["tool_calls"][position + 1 :], stop
             message = _tool_result(call["id"], result)
             # the recovery tools' results are bounded by themselves (MAX_FETCH_CHARS): never archived again
             messages.append(message if name in RECOVERY_TOOL_NAMES else await self._bounded(message))
@@ -446,20 +482,32 @@ class Agent:
         if not self.result_limit or self.results is None or not isinstance(content, str):
             return message
         if len(content) > MAX_RESULT_CHARS:
-            content = (f"{content[:MAX_RESULT_CHARS]}\n[… the result went on for {len(content) - MAX_RESULT_CHARS:,} "
-                       "more characters, not kept]")
+            content = (
+                f"{content[:MAX_RESULT_CHARS]}\n[… the result went on for {len(content) - MAX_RESULT_CHARS:,} "
+                "more characters, not kept]"
+            )
             message = {**message, "content": content}
         counting = len(content) > 100_000
-        tokens = await (asyncio.to_thread(tokens_over, content, self.result_limit) if counting
-                        else asyncio.sleep(0, tokens_over(content, self.result_limit)))
+        tokens = await (
+            asyncio.to_thread(tokens_over, content, self.result_limit)
+            if counting
+            else asyncio.sleep(0, tokens_over(content, self.result_limit))
+        )
         if tokens is None:
             return message
         digest = hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()[:16]  # a retry's other result: its own
         original_id = await self.results.keep_whole(message, f"{message['tool_call_id']}:{digest}")
-        log.info("a tool result of %d tokens, over the bound of %d: archived whole as message %s", tokens,
-                 self.result_limit, original_id)
-        return {**message, "content": excerpt(content, tokens, self.result_limit, original_id, what="tool result"),
-                "_orig_id": original_id}
+        log.info(
+            "a tool result of %d tokens, over the bound of %d: archived whole as message %s",
+            tokens,
+            self.result_limit,
+            original_id,
+        )
+        return {
+            **message,
+            "content": excerpt(content, tokens, self.result_limit, original_id, what="tool result"),
+            "_orig_id": original_id,
+        }
 
     async def _keep_made(self, images: Sequence[MadeImage]) -> list[dict[str, Any]]:
         """Refs of the images the model made, kept in the chat's store (a ref with ``error`` for one that
@@ -469,14 +517,23 @@ class Agent:
             name = f"image-{number}.{image.mime.rpartition('/')[2] or 'bin'}"
             if self.inliner.media is None:
                 log.warning("the model made an image, but this agent has no media store to keep it in")
-                refs.append({"kind": "image", "sha": "", "name": name, "mime": image.mime, "bytes": len(image.data),
-                             "error": "no media store to keep it in"})
+                refs.append(
+                    {
+                        "kind": "image",
+                        "sha": "",
+                        "name": name,
+                        "mime": image.mime,
+                        "bytes": len(image.data),
+                        "error": "no media store to keep it in",
+                    }
+                )
                 continue
             refs.append(dict(await self.inliner.media.keep(image.data, mime=image.mime, name=name)))
         return refs
 
-    def _stopped(self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped,
-                 done: "_SoFar") -> TurnResult:
+    def _stopped(
+        self, messages: list[Message], pending: Sequence[Mapping[str, Any]], stop: TurnStopped, done: _SoFar
+    ) -> TurnResult:
         """End a stopped turn: calls not yet run get a stand-in result (pairs stay whole), and what the
         person saw of the reply is kept as the reply."""
         for call in pending:
@@ -486,10 +543,20 @@ class Agent:
         return self._result(messages, reply, done)
 
     @staticmethod
-    def _result(messages: list[Message], reply: str, done: "_SoFar") -> TurnResult:
-        new_messages = [] if done.compacted else messages[done.first_new:]
-        return TurnResult(messages, new_messages, reply, done.compacted, done.total, done.last, done.calls,
-                          done.folded, done.native_compactions, done.outgoing)
+    def _result(messages: list[Message], reply: str, done: _SoFar) -> TurnResult:
+        new_messages = [] if done.compacted else messages[done.first_new :]
+        return TurnResult(
+            messages,
+            new_messages,
+            reply,
+            done.compacted,
+            done.total,
+            done.last,
+            done.calls,
+            done.folded,
+            done.native_compactions,
+            done.outgoing,
+        )
 
 
 def _tool_result(call_id: str, output: ToolOutput) -> Message:

@@ -54,13 +54,21 @@ class MeteredModel:
     def __getattr__(self, name: str) -> Any:  # the client's other attributes (its route, its close) stay reachable
         return getattr(self.client, name)
 
-    async def complete(self, messages: Sequence[Mapping[str, Any]], *, model: str, max_tokens: int,
-                       tools: Sequence[Mapping[str, Any]] | None = None, temperature: float | None = None,
-                       on_event: EventSink | None = None) -> Completion:
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        temperature: float | None = None,
+        on_event: EventSink | None = None,
+    ) -> Completion:
         handle = await self.meter.reserve(model, count_request(messages, tools), max_tokens)
         try:
-            completion = await self.client.complete(messages, model=model, max_tokens=max_tokens, tools=tools,
-                                                    temperature=temperature, on_event=on_event)
+            completion = await self.client.complete(
+                messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature, on_event=on_event
+            )
         except ProviderError:  # refused, or never answered: nothing was written to pay for
             await settled(self.meter.settle(handle, model, None))
             raise
@@ -78,5 +86,5 @@ async def settled(settling: Awaitable[None]) -> None:
         await asyncio.shield(settling)
     except asyncio.CancelledError:
         raise
-    except Exception as error:  # noqa: BLE001 - see the docstring
+    except Exception as error:
         log.warning("a model call could not be settled against its budget: %s: %s", type(error).__name__, error)

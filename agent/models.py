@@ -237,7 +237,7 @@ def bare_model_id(model: str) -> str:
 
 def _claude_refuses_sampling(bare: str) -> bool:
     """Claude 4.7 and later refuse ``temperature`` (400 "temperature is deprecated for this model")."""
-    rest = bare[len("claude"):]
+    rest = bare[len("claude") :]
     match = re.search(r"(?<![0-9])([1-9])[.-]([0-9])(?![0-9])", rest)
     if match:
         major, minor = int(match.group(1)), int(match.group(2))
@@ -261,8 +261,11 @@ def request_rules(model: str, route: str) -> RequestRules:
     if route in IMAGE_OUTPUT_ROUTES and _IMAGE_MODELS.search(bare):
         rules = dataclasses.replace(rules, image_output=True)
     if not rules.known:
-        log.info("model %s is not in foldgate's request rules; sending it the conservative default (%s)",
-                 model, rules.describe())
+        log.info(
+            "model %s is not in foldgate's request rules; sending it the conservative default (%s)",
+            model,
+            rules.describe(),
+        )
     return rules
 
 
@@ -270,7 +273,9 @@ def _decide_rules(bare: str, route: str) -> RequestRules:
     if _OPENAI_REASONING.match(bare):
         family = "OpenAI reasoning (o-series, gpt-5)"
         # OpenRouter documents max_tokens for every model and translates it; everywhere else these refuse it.
-        field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens" if route == "openrouter" else "max_completion_tokens"
+        field: Literal["max_tokens", "max_completion_tokens"] = (
+            "max_tokens" if route == "openrouter" else "max_completion_tokens"
+        )
         return RequestRules(family, field, temperature=False)
     native_openai = route in ("openai", "openai-codex")
     field = "max_completion_tokens" if native_openai else "max_tokens"  # OpenAI deprecated max_tokens on its own API

@@ -37,16 +37,16 @@ class Money:
 
     amount: Decimal = Decimal(0)
 
-    def __add__(self, other: "Money") -> "Money":
+    def __add__(self, other: Money) -> Money:
         return Money(self.amount + other.amount)
 
-    def __sub__(self, other: "Money") -> "Money":
+    def __sub__(self, other: Money) -> Money:
         return Money(self.amount - other.amount)
 
     def __float__(self) -> float:
         return float(self.amount)
 
-    def ratio(self, other: "Money") -> float:
+    def ratio(self, other: Money) -> float:
         """This amount as a share of ``other`` (0 when ``other`` is zero)."""
         return float(self.amount / other.amount) if other.amount else 0.0
 

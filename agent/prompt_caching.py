@@ -110,8 +110,7 @@ def breakpoint_indexes(messages: Sequence[Mapping[str, Any]], native_anthropic: 
     """
     system = [i for i, m in enumerate(messages) if m.get("role") == "system"][:1]
     others = [
-        i for i, m in enumerate(messages)
-        if m.get("role") != "system" and (native_anthropic or m.get("role") != "tool")
+        i for i, m in enumerate(messages) if m.get("role") != "system" and (native_anthropic or m.get("role") != "tool")
     ]
     return system + others[-ROLLING_WINDOW:]
 

@@ -42,10 +42,7 @@ _MAX_POSITIONS_PER_TERM = 4_000
 _ELLIPSIS = "…"
 
 STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if in
-    into is it its me my of on or our so that the their them then there these they this to us was
-    we were what when where which who why will with would you your yours about again any some
-    just than too very should tell remind remember said say says""".split()
+    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your", "yours", "about", "again", "any", "some", "just", "than", "too", "very", "should", "tell", "remind", "remember", "said", "say", "says"]
 )
 _QUERY_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
 _EDGE_PUNCTUATION = ".,;:!?()[]{}<>'\"`*"
@@ -278,12 +275,16 @@ def _regex_search(
     scored.sort(key=lambda item: (-item[0], -item[1]))
     tools = tool_names_by_call_id(messages)
     return [
-        _hit(messages[index], score, _snippet(message_search_text(messages[index]), centre, snippet_chars), tools, index)
+        _hit(
+            messages[index], score, _snippet(message_search_text(messages[index]), centre, snippet_chars), tools, index
+        )
         for score, index, centre in scored[:limit]
     ]
 
 
-def _hit(message: Mapping[str, Any], score: float, snippet: str, tools: Mapping[str, str], index: int | None = None) -> SearchHit:
+def _hit(
+    message: Mapping[str, Any], score: float, snippet: str, tools: Mapping[str, str], index: int | None = None
+) -> SearchHit:
     tool_name = message.get("name") if message.get("role") == "tool" else None
     if message.get("role") == "tool" and not tool_name:
         tool_name = tools.get(str(message.get("tool_call_id")))
@@ -291,7 +292,9 @@ def _hit(message: Mapping[str, Any], score: float, snippet: str, tools: Mapping[
     return SearchHit(message_id, str(message.get("role") or ""), round(score, 4), snippet, tool_name or None)
 
 
-def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, snippet_chars: int = 2_500) -> list[SearchHit]:
+def search_messages(
+    messages: Sequence[dict], query: str, *, limit: int = 4, snippet_chars: int = 2_500
+) -> list[SearchHit]:
     """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``.
 
     ``query`` is keywords (identifiers such as SHAs, paths, ``#123`` match exactly;
@@ -317,8 +320,13 @@ def search_messages(messages: Sequence[dict], query: str, *, limit: int = 4, sni
     idf = [math.log(1.0 + (size - df + 0.5) / (df + 0.5)) for df in matched.document_frequency]
     term_weights = [term.weight * value for term, value in zip(terms, idf)]
     candidates = _bm25(matched, term_weights, max(1.0, matched.total_chars / max(1, size) / _CHARS_PER_WORD))
-    ranked = _rerank(candidates[: max(_MIN_CANDIDATES, limit * 10)], matched, parsed, term_weights,
-                     window=max(40, int(snippet_chars * 0.85)))
+    ranked = _rerank(
+        candidates[: max(_MIN_CANDIDATES, limit * 10)],
+        matched,
+        parsed,
+        term_weights,
+        window=max(40, int(snippet_chars * 0.85)),
+    )
     texts = matched.texts
     tools = tool_names_by_call_id(messages)
     return [
@@ -376,8 +384,14 @@ def _bm25(matched: _Matched, term_weights: Sequence[float], average_length: floa
     return candidates
 
 
-def _rerank(candidates: Sequence[tuple[float, int]], matched: _Matched, parsed: _Query, term_weights: Sequence[float],
-            *, window: int) -> list[tuple[float, int, int]]:
+def _rerank(
+    candidates: Sequence[tuple[float, int]],
+    matched: _Matched,
+    parsed: _Query,
+    term_weights: Sequence[float],
+    *,
+    window: int,
+) -> list[tuple[float, int, int]]:
     """``(score, index, snippet centre)``: BM25 plus how many terms one snippet window covers, pairs that
     occur together and the whole quoted phrase; best first."""
     terms, phrase = parsed.terms, parsed.phrase

@@ -7,7 +7,7 @@ These are the sections of ``config.yaml`` the agent reads. They live here, not i
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,11 +25,11 @@ class ConnectionSettings(StrictModel):
 
     timeout_seconds: float = Field(120.0, gt=0)
     connect_timeout_seconds: float = Field(10.0, gt=0)
-    proxy: Optional[str] = None
+    proxy: str | None = None
 
     @field_validator("proxy")
     @classmethod
-    def _proxy_is_usable(cls, value: Optional[str]) -> Optional[str]:
+    def _proxy_is_usable(cls, value: str | None) -> str | None:
         """HTTP(S) proxies (aiohttp's own) or SOCKS 4/5 ones (aiohttp-socks): any other scheme would
         fail only at the first model call, so ``config check`` refuses it."""
         problem = None if value is None else proxy_problem(value)
@@ -70,15 +70,15 @@ class CompressionSettings(StrictModel):
 class AuxiliaryModelSettings(ConnectionSettings):
     """One auxiliary task's model (``auxiliary.compression``): null model = auto-detect."""
 
-    model: Optional[str] = None
+    model: str | None = None
     provider: str = "auto"
-    base_url: Optional[str] = None
-    api_key: Optional[str] = None
-    context_length: Optional[int] = Field(None, ge=1024)
+    base_url: str | None = None
+    api_key: str | None = None
+    context_length: int | None = Field(None, ge=1024)
 
     @field_validator("base_url")
     @classmethod
-    def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
+    def _base_url_is_http(cls, value: str | None) -> str | None:
         if value is not None and (not value.startswith(("http://", "https://")) or len(value) <= len("https://")):
             raise ValueError("must be null or a URL starting with http:// or https://")
         return value

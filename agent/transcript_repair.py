@@ -60,9 +60,13 @@ class Repair:
             ids = [str(m.get("_id", "?")) for m in self.orphans]
             parts.append(f"{len(self.orphans)} orphan tool result(s) moved out (message ids {', '.join(ids)})")
         if self.unanswered:
-            parts.append(f"{len(self.unanswered)} unanswered tool call(s) given a stand-in ({', '.join(self.unanswered)})")
+            parts.append(
+                f"{len(self.unanswered)} unanswered tool call(s) given a stand-in ({', '.join(self.unanswered)})"
+            )
         if self.reused:
-            parts.append(f"{len(self.reused)} reused tool call id(s) left out of the request ({', '.join(self.reused)})")
+            parts.append(
+                f"{len(self.reused)} reused tool call id(s) left out of the request ({', '.join(self.reused)})"
+            )
         return "; ".join(parts)
 
 
@@ -133,7 +137,13 @@ class RepairStore(Protocol):
     """What :func:`repair_for_turn` needs of ``gateway.store.SessionStore``."""
 
     async def store_repair(
-        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str,
+        self,
+        chat: str,
+        sid: str,
+        version: int,
+        keep: Sequence[Message],
+        moved: Sequence[Message],
+        reason: str,
         placements: Sequence[Placement],
     ) -> bool: ...
 
@@ -161,8 +171,9 @@ def placements(history: Sequence[Message], repair: Repair) -> list[Placement]:
     return found
 
 
-async def repair_for_turn(store: RepairStore, chat: str, sid: str, version: int,
-                          history: list[Message]) -> list[Message]:
+async def repair_for_turn(
+    store: RepairStore, chat: str, sid: str, version: int, history: list[Message]
+) -> list[Message]:
     """The history a turn sends, repaired; what can be stored of the repair is stored once.
 
     Stand-ins for unanswered calls are written into the stored transcript at their places and
@@ -190,8 +201,11 @@ def _outcome(repair: Repair, stored: Sequence[Message], placed: Sequence[Placeme
         return "repaired the transcript for this turn only"
     if not applied:
         return "repaired the transcript for this turn (storing the repair waits for the next turn)"
-    whole = (len(stored) == len(repair.orphans) and not repair.reused
-             and sum(len(stand_ins) for _after, _before, stand_ins in placed) == len(repair.unanswered))
+    whole = (
+        len(stored) == len(repair.orphans)
+        and not repair.reused
+        and sum(len(stand_ins) for _after, _before, stand_ins in placed) == len(repair.unanswered)
+    )
     if whole:
         return "stored the transcript's repair"
     return "stored part of the transcript's repair (the rest is for this turn only)"

@@ -36,7 +36,7 @@ class Usage:
     reasoning_tokens: int = 0
 
     @classmethod
-    def from_mapping(cls, usage: Mapping[str, Any] | "Usage" | None) -> "Usage":
+    def from_mapping(cls, usage: Mapping[str, Any] | Usage | None) -> Usage:
         """Read either dialect (or a :class:`Usage`, or our own field names) into one shape."""
         if usage is None:
             return cls()
@@ -52,9 +52,7 @@ class Usage:
             details = {}
         cache_read = _int(details.get("cached_tokens"))
         cache_write = _int(details.get("cache_write_tokens"))
-        reasoning = (
-            _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
-        )
+        reasoning = _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
         return cls(
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -65,7 +63,7 @@ class Usage:
         )
 
     @classmethod
-    def _from_anthropic(cls, usage: Mapping[str, Any]) -> "Usage":
+    def _from_anthropic(cls, usage: Mapping[str, Any]) -> Usage:
         uncached = _int(usage.get("input_tokens"))
         cache_read = _int(usage.get("cache_read_input_tokens"))
         cache_write = _int(usage.get("cache_creation_input_tokens"))
@@ -79,7 +77,7 @@ class Usage:
             cache_write_tokens=cache_write,
         )
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,

@@ -41,7 +41,7 @@ class ModelWindow:
     tokens: int
     source: str
 
-    def lowered_to(self, learned: int | None) -> "ModelWindow":
+    def lowered_to(self, learned: int | None) -> ModelWindow:
         """This window, or the smaller one a refusal taught (which then says what it replaced)."""
         if learned is None or learned >= self.tokens:
             return self
@@ -88,8 +88,9 @@ def resolve_window(
     if catalog is not None:
         return ModelWindow(catalog, "foldgate's model catalog")
     if default_cap is not None and default_cap.tokens < DEFAULT_CONTEXT_LENGTH:
-        return ModelWindow(default_cap.tokens,
-                           f"unknown model: assumed no larger than the chat model's window — set {configured_key}")
+        return ModelWindow(
+            default_cap.tokens, f"unknown model: assumed no larger than the chat model's window — set {configured_key}"
+        )
     return ModelWindow(DEFAULT_CONTEXT_LENGTH, f"unknown model: a default — set {configured_key}")
 
 
@@ -140,7 +141,8 @@ def taught_window(refusal: ContextTooLong, *, assumed: int, started: int, settin
     if halved < max(started >> MAX_HALVINGS, SMALLEST_WINDOW):
         raise WindowUnknown(
             f"the provider keeps refusing requests as too long without saying its window (assumed {assumed:,} "
-            f"tokens, halved {MAX_HALVINGS} times) — set {setting} to the model's real window")
+            f"tokens, halved {MAX_HALVINGS} times) — set {setting} to the model's real window"
+        )
     return halved
 
 

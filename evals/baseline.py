@@ -27,8 +27,9 @@ def run_at(commit: str, bench: str, *, overlay: tuple[str, ...] = (), **options:
     """
     with tempfile.TemporaryDirectory(prefix="fg-baseline-") as scratch:
         tree, out = Path(scratch) / "tree", Path(scratch) / "out"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit], check=True, capture_output=True
+        )
         try:
             for name in overlay:
                 (tree / name).write_bytes((ROOT / name).read_bytes())
@@ -36,8 +37,9 @@ def run_at(commit: str, bench: str, *, overlay: tuple[str, ...] = (), **options:
             # (first on sys.path under -c) and PYTHONPATH are the tree, ahead of the entries that point here.
             code = f"import sys; from evals import {bench} as b; sys.exit(b.main({str(out)!r}, **{options!r}))"
             environment = {**os.environ, "PYTHONPATH": str(tree)}
-            subprocess.run([sys.executable, "-c", code], cwd=tree, env=environment, check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-c", code], cwd=tree, env=environment, check=True, stdout=subprocess.DEVNULL
+            )
             return json.loads((out / f"{bench}.json").read_text())
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)

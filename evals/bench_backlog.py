@@ -41,10 +41,12 @@ OVERLAY = ("evals/bench_backlog.py", "tests/fakes/llm_server.py")
 def night(count: int, seed: int = 7) -> list[str]:
     """``count`` messages: a decision third, chatter around it, the morning question last."""
     rng = random.Random(seed)
-    texts = [f"{index}: {rng.choice(('billing-api', 'auth-gateway', 'search-indexer', 'ledger'))} p99 "
-             f"{rng.randint(20, 900)}ms in {rng.choice(('eu-west', 'us-east', 'ap-south'))}, queue depth "
-             f"{rng.randint(2, 9000)}, restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
-             for index in range(count - 1)]
+    texts = [
+        f"{index}: {rng.choice(('billing-api', 'auth-gateway', 'search-indexer', 'ledger'))} p99 "
+        f"{rng.randint(20, 900)}ms in {rng.choice(('eu-west', 'us-east', 'ap-south'))}, queue depth "
+        f"{rng.randint(2, 9000)}, restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
+        for index in range(count - 1)
+    ]
     texts.insert(2, DECISION)
     texts[-1] = QUESTION
     return texts
@@ -72,8 +74,9 @@ CASES: tuple[tuple[str, int, str | None, int | None], ...] = (
 )
 
 
-async def one_case(redis: Redis, redis_url: str, label: str, window: int, summarizer: str | None,
-                   summarizer_window: int | None) -> dict[str, Any]:
+async def one_case(
+    redis: Redis, redis_url: str, label: str, window: int, summarizer: str | None, summarizer_window: int | None
+) -> dict[str, Any]:
     prefix = f"fgbench-{uuid.uuid4().hex[:8]}"
     limits = {summarizer: summarizer_window} if summarizer and summarizer_window else {}
     async with FakeLLMServer(handler=model, context_limit=window, context_limits=limits) as server:
@@ -123,18 +126,24 @@ async def measure() -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]], label: str) -> list[str]:
-    return [f"| {label} | {r.get('case', 'chat model summarizes')} | {r['window']:,} | {r['replies']} | "
-            f"{r['chat_calls']} | {r['summarizer_calls']} | {r.get('refused', r.get('over_window', 0))} | "
-            f"{r.get('fallback_compactions', '—')} of {r.get('compactions', '—')} | {r['largest_prompt']:,} | "
-            f"{'yes' if r['answered_from_the_night'] else 'no'} | {r['seconds']:.1f} |" for r in rows]
+    return [
+        f"| {label} | {r.get('case', 'chat model summarizes')} | {r['window']:,} | {r['replies']} | "
+        f"{r['chat_calls']} | {r['summarizer_calls']} | {r.get('refused', r.get('over_window', 0))} | "
+        f"{r.get('fallback_compactions', '—')} of {r.get('compactions', '—')} | {r['largest_prompt']:,} | "
+        f"{'yes' if r['answered_from_the_night'] else 'no'} | {r['seconds']:.1f} |"
+        for r in rows
+    ]
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"A {MESSAGES:,}-message backlog in one chat, every message addressed to the bot, against a provider "
-             "that refuses prompts over each model's window:", "",
-             "| code | case | chat window | replies | chat-model calls | summarizer calls | refused requests | "
-             "compactions on the fallback notes | largest prompt | answered from the night | seconds |",
-             "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|"]
+    lines = [
+        f"A {MESSAGES:,}-message backlog in one chat, every message addressed to the bot, against a provider "
+        "that refuses prompts over each model's window:",
+        "",
+        "| code | case | chat window | replies | chat-model calls | summarizer calls | refused requests | "
+        "compactions on the fallback notes | largest prompt | answered from the night | seconds |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|",
+    ]
     lines += table(result["rows"], "this checkout")
     baseline = result.get("baseline")
     if baseline:

@@ -91,9 +91,13 @@ def fleet_settings(config: Mapping[str, Any]) -> Any:
         model={"name": "bench-model", "provider": "custom", "base_url": config["llm_url"], "context_length": 128_000},
         platforms={"local": {"enabled": False}},
         gateway={"home": config["home"]},
-        bots=[{"name": f"b{index:02d}",
-               "platforms": {"telegram": {"enabled": True, "token": bot_token, "api_server": api_server}}}
-              for index, (bot_token, api_server) in enumerate(config["bots"])],
+        bots=[
+            {
+                "name": f"b{index:02d}",
+                "platforms": {"telegram": {"enabled": True, "token": bot_token, "api_server": api_server}},
+            }
+            for index, (bot_token, api_server) in enumerate(config["bots"])
+        ],
     )
 
 
@@ -154,9 +158,18 @@ async def _fleet_child(config: Mapping[str, Any]) -> None:
         leases = [lease for bot in fleet.running.values() for lease in bot.leases]
         await asyncio.wait_for(asyncio.gather(*(lease.wait_held() for lease in leases)), START_TIMEOUT)
         held = time.perf_counter()
-        _say(ready=True, bots=len(fleet.running), leases=len(leases), failed=sorted(fleet.failures),
-             open_s=opened - wall, receive_s=receiving - opened, start_s=held - wall,
-             start_cpu_s=time.process_time() - cpu, base_rss_kb=base_kb, rss_kb=_memory_kb())
+        _say(
+            ready=True,
+            bots=len(fleet.running),
+            leases=len(leases),
+            failed=sorted(fleet.failures),
+            open_s=opened - wall,
+            receive_s=receiving - opened,
+            start_s=held - wall,
+            start_cpu_s=time.process_time() - cpu,
+            base_rss_kb=base_kb,
+            rss_kb=_memory_kb(),
+        )
         runners = [gateway.runner for gateway in fleet.gateways().values()]
         marked, commands = (0.0, 0.0), 0
         while (command := (await loop.run_in_executor(None, sys.stdin.readline)).split()) != ["stop"]:
@@ -168,8 +181,14 @@ async def _fleet_child(config: Mapping[str, Any]) -> None:
                 wall, cpu = time.perf_counter(), time.process_time()
                 await asyncio.sleep(float(command[2]))
                 cpu_s, wall_s = time.process_time() - cpu, time.perf_counter() - wall
-                _say(idle=True, cpu_s=cpu_s, wall_s=wall_s, rss_before_kb=before_kb, rss_kb=_memory_kb(),
-                     redis_commands=COMMANDS[0] - commands)
+                _say(
+                    idle=True,
+                    cpu_s=cpu_s,
+                    wall_s=wall_s,
+                    rss_before_kb=before_kb,
+                    rss_kb=_memory_kb(),
+                    redis_commands=COMMANDS[0] - commands,
+                )
             elif command[0] == "mark":
                 await asyncio.gather(*(runner.wait_idle(timeout=LOAD_TIMEOUT) for runner in runners))
                 commands = COMMANDS[0]
@@ -178,8 +197,14 @@ async def _fleet_child(config: Mapping[str, Any]) -> None:
             elif command[0] == "report":
                 await asyncio.gather(*(runner.wait_idle(timeout=LOAD_TIMEOUT) for runner in runners))
                 cpu_s, wall_s = time.process_time() - marked[1], time.perf_counter() - marked[0]
-                _say(reported=True, cpu_s=cpu_s, wall_s=wall_s, rss_kb=_memory_kb(), hwm_kb=_memory_kb("VmHWM"),
-                     redis_commands=COMMANDS[0] - commands)
+                _say(
+                    reported=True,
+                    cpu_s=cpu_s,
+                    wall_s=wall_s,
+                    rss_kb=_memory_kb(),
+                    hwm_kb=_memory_kb("VmHWM"),
+                    redis_commands=COMMANDS[0] - commands,
+                )
     finally:
         await fleet.close(grace_seconds=0)
 
@@ -193,15 +218,19 @@ def _chat(bot: int, number: int) -> int:
 
 async def _answered(apis: Sequence[Any], chats: Sequence[Sequence[int]], timeout: float) -> None:
     """Until every bot's fake saw a message sent to each of its ``chats``."""
+
     async def one(api: Any, wanted: Sequence[int]) -> None:
-        await api.wait_until(lambda: all(Counter(sent.chat_id for sent in api.sent).get(str(chat), 0) >= 1
-                                          for chat in wanted), timeout=timeout)
+        await api.wait_until(
+            lambda: all(Counter(sent.chat_id for sent in api.sent).get(str(chat), 0) >= 1 for chat in wanted),
+            timeout=timeout,
+        )
 
     await asyncio.gather(*(one(api, wanted) for api, wanted in zip(apis, chats)))
 
 
-async def run_once(redis_url: str, size: int, *, idle_seconds: float, settle_seconds: float,
-                   messages_per_bot: int) -> dict[str, Any]:
+async def run_once(
+    redis_url: str, size: int, *, idle_seconds: float, settle_seconds: float, messages_per_bot: int
+) -> dict[str, Any]:
     """One fresh fleet process of ``size`` bots: started, idle, then loaded; what it took."""
     from tests.fakes.bot_api import FakeBotAPI
     from tests.fakes.llm_server import FakeLLMServer, Reply
@@ -211,21 +240,30 @@ async def run_once(redis_url: str, size: int, *, idle_seconds: float, settle_sec
         with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
             async with contextlib.AsyncExitStack() as stack:
                 llm = await stack.enter_async_context(FakeLLMServer(default=Reply.answer(ANSWER)))
-                apis = [await stack.enter_async_context(FakeBotAPI(token(index), username=f"bench_{index}_bot"))
-                        for index in range(size)]
-                config = {"redis_url": redis_url, "prefix": prefix, "home": home, "llm_url": llm.openai_base_url,
-                          "bots": [(api.token, api.base_url) for api in apis]}
+                apis = [
+                    await stack.enter_async_context(FakeBotAPI(token(index), username=f"bench_{index}_bot"))
+                    for index in range(size)
+                ]
+                config = {
+                    "redis_url": redis_url,
+                    "prefix": prefix,
+                    "home": home,
+                    "llm_url": llm.openai_base_url,
+                    "bots": [(api.token, api.base_url) for api in apis],
+                }
                 spawned = time.perf_counter()
                 child = MeasuredChild("evals.bench_bots", "--fleet", config)
                 try:
                     ready = await child.ask(timeout=START_TIMEOUT)
                     if ready["bots"] != size or ready["failed"]:
                         raise RuntimeError(f"{ready['bots']} of {size} bots started; failed: {ready['failed']}")
-                    await asyncio.gather(*(api.wait_until(lambda api=api: bool(api.get_updates_calls), START_TIMEOUT)
-                                           for api in apis))
+                    await asyncio.gather(
+                        *(api.wait_until(lambda api=api: bool(api.get_updates_calls), START_TIMEOUT) for api in apis)
+                    )
                     polling_s = time.perf_counter() - spawned
-                    idle = await child.ask(f"idle {settle_seconds} {idle_seconds}",
-                                           timeout=settle_seconds + idle_seconds + 60)
+                    idle = await child.ask(
+                        f"idle {settle_seconds} {idle_seconds}", timeout=settle_seconds + idle_seconds + 60
+                    )
                     warm = [[_chat(bot, CHATS_PER_BOT - 1)] for bot in range(size)]
                     for api, chats in zip(apis, warm):
                         api.push(*(api.private_message(chat, "hello, are you there?") for chat in chats))
@@ -234,8 +272,12 @@ async def run_once(redis_url: str, size: int, *, idle_seconds: float, settle_sec
                     load = [[_chat(bot, number) for number in range(messages_per_bot)] for bot in range(size)]
                     pushed = time.perf_counter()
                     for api, chats in zip(apis, load):
-                        api.push(*(api.private_message(chat, f"message {chat}: the nightly export, did it run?")
-                                   for chat in chats))
+                        api.push(
+                            *(
+                                api.private_message(chat, f"message {chat}: the nightly export, did it run?")
+                                for chat in chats
+                            )
+                        )
                     await _answered(apis, load, LOAD_TIMEOUT)
                     answered_s = time.perf_counter() - pushed
                     report = await child.ask("report", timeout=LOAD_TIMEOUT)
@@ -267,7 +309,9 @@ async def run_once(redis_url: str, size: int, *, idle_seconds: float, settle_sec
         "load_cpu_s": round(report["cpu_s"], 4),
         "cpu_ms_per_message": round(1000 * report["cpu_s"] / messages, 3),
         # the same less what the process spends idle over as long (polling, leases): the messages' own share
-        "cpu_ms_per_message_net": round(1000 * (report["cpu_s"] - idle_cpu_percent / 100 * report["wall_s"]) / messages, 3),
+        "cpu_ms_per_message_net": round(
+            1000 * (report["cpu_s"] - idle_cpu_percent / 100 * report["wall_s"]) / messages, 3
+        ),
         "idle_redis_commands_per_s": round(idle["redis_commands"] / idle["wall_s"], 1),
         "redis_commands_per_message": round(report["redis_commands"] / messages, 2),
         "loaded_rss_mb": round(report["rss_kb"] / 1024, 2),
@@ -289,7 +333,7 @@ async def _drop_prefix(redis_url: str, prefix: str) -> None:
         for pattern in (glob_escape(prefix) + ":*", glob_escape(prefix) + ".*"):
             keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
             for start in range(0, len(keys), 500):
-                await client.delete(*keys[start:start + 500])
+                await client.delete(*keys[start : start + 500])
     finally:
         await client.aclose()
 
@@ -303,19 +347,37 @@ def _median(runs: Sequence[Mapping[str, Any]], key: str) -> float:
 
 def summarize(runs: Sequence[Mapping[str, Any]], sizes: Sequence[int]) -> list[dict[str, Any]]:
     """Per size the medians of its runs, and what each bot over the smallest size added."""
-    keys = ("start_s", "open_s", "receive_s", "start_cpu_s", "spawn_to_polling_s", "base_rss_mb", "started_rss_mb",
-            "idle_rss_mb", "idle_cpu_percent", "cpu_ms_per_message", "cpu_ms_per_message_net", "loaded_rss_mb",
-            "peak_rss_mb", "idle_redis_commands_per_s", "redis_commands_per_message")
+    keys = (
+        "start_s",
+        "open_s",
+        "receive_s",
+        "start_cpu_s",
+        "spawn_to_polling_s",
+        "base_rss_mb",
+        "started_rss_mb",
+        "idle_rss_mb",
+        "idle_cpu_percent",
+        "cpu_ms_per_message",
+        "cpu_ms_per_message_net",
+        "loaded_rss_mb",
+        "peak_rss_mb",
+        "idle_redis_commands_per_s",
+        "redis_commands_per_message",
+    )
     rows = []
     for size in sizes:
         mine = [run for run in runs if run["bots"] == size]
         row: dict[str, Any] = {"bots": size, "runs": len(mine)}
         row.update({key: round(_median(mine, key), 3) for key in keys})
         row["idle_rss_mb_range"] = [min(run["idle_rss_mb"] for run in mine), max(run["idle_rss_mb"] for run in mine)]
-        row["idle_cpu_percent_range"] = [min(run["idle_cpu_percent"] for run in mine),
-                                         max(run["idle_cpu_percent"] for run in mine)]
-        row["cpu_ms_per_message_range"] = [min(run["cpu_ms_per_message"] for run in mine),
-                                           max(run["cpu_ms_per_message"] for run in mine)]
+        row["idle_cpu_percent_range"] = [
+            min(run["idle_cpu_percent"] for run in mine),
+            max(run["idle_cpu_percent"] for run in mine),
+        ]
+        row["cpu_ms_per_message_range"] = [
+            min(run["cpu_ms_per_message"] for run in mine),
+            max(run["cpu_ms_per_message"] for run in mine),
+        ]
         row["idle_rss_mb_per_bot_over_base"] = round((row["idle_rss_mb"] - row["base_rss_mb"]) / size, 3)
         row["idle_cpu_percent_per_bot"] = round(row["idle_cpu_percent"] / size, 4)
         rows.append(row)
@@ -323,15 +385,21 @@ def summarize(runs: Sequence[Mapping[str, Any]], sizes: Sequence[int]) -> list[d
     for row in rows:
         added = row["bots"] - first["bots"]
         per = (lambda key: round((row[key] - first[key]) / added, 4)) if added else (lambda key: None)
-        row["per_added_bot"] = {"idle_rss_mb": per("idle_rss_mb"), "loaded_rss_mb": per("loaded_rss_mb"),
-                                "idle_cpu_percent": per("idle_cpu_percent"), "start_s": per("start_s"),
-                                "idle_redis_commands_per_s": per("idle_redis_commands_per_s"),
-                                "start_cpu_s": per("start_cpu_s")}
+        row["per_added_bot"] = {
+            "idle_rss_mb": per("idle_rss_mb"),
+            "loaded_rss_mb": per("loaded_rss_mb"),
+            "idle_cpu_percent": per("idle_cpu_percent"),
+            "start_s": per("start_s"),
+            "idle_redis_commands_per_s": per("idle_redis_commands_per_s"),
+            "start_cpu_s": per("start_cpu_s"),
+        }
     return rows
 
 
 def _sizes(value: Any) -> tuple[int, ...]:
-    sizes = tuple(int(part) for part in str(value).split(",") if part.strip()) if isinstance(value, str) else tuple(value)
+    sizes = (
+        tuple(int(part) for part in str(value).split(",") if part.strip()) if isinstance(value, str) else tuple(value)
+    )
     if not sizes or any(size < 1 for size in sizes):
         raise ValueError(f"sizes must be positive bot counts, not {value!r}")
     return tuple(sorted(set(sizes)))
@@ -344,9 +412,15 @@ def _setting(given: Any, name: str, default: Any, kind: Any) -> Any:
     return kind(raw) if raw else default
 
 
-async def measure(*, sizes: Sequence[int] | str | None = None, repeats: int | None = None,
-                  idle_seconds: float | None = None, settle_seconds: float | None = None,
-                  messages_per_bot: int | None = None, redis_url: str | None = None) -> dict[str, Any]:
+async def measure(
+    *,
+    sizes: Sequence[int] | str | None = None,
+    repeats: int | None = None,
+    idle_seconds: float | None = None,
+    settle_seconds: float | None = None,
+    messages_per_bot: int | None = None,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
     """Every size ``repeats`` times, each in a fresh process, interleaved; ``redis_url`` None picks
     127.0.0.1:6379 when it answers, else (and for "") an embedded server started here for the run."""
     from evals.bench_throughput import describe_redis, local_redis_url, reference_loop_ms
@@ -370,8 +444,13 @@ async def measure(*, sizes: Sequence[int] | str | None = None, repeats: int | No
             with progress(len(order), "run", "bench bots") as bar:
                 for number, size in enumerate(order):
                     bar.update(number, note=f"{size} bots")
-                    run = await run_once(serving, size, idle_seconds=idle_seconds, settle_seconds=settle_seconds,
-                                         messages_per_bot=messages_per_bot)
+                    run = await run_once(
+                        serving,
+                        size,
+                        idle_seconds=idle_seconds,
+                        settle_seconds=settle_seconds,
+                        messages_per_bot=messages_per_bot,
+                    )
                     run["order"] = number
                     runs.append(run)
                 bar.update(len(order), note="")
@@ -382,12 +461,21 @@ async def measure(*, sizes: Sequence[int] | str | None = None, repeats: int | No
                 await embedded.stop()
     return {
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
-                    "reference_loop_ms_before_after": [yardstick_before, reference_loop_ms()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+            "reference_loop_ms_before_after": [yardstick_before, reference_loop_ms()],
+        },
         "redis": describe_redis(url),
-        "sizes": list(chosen), "repeats": repeats, "idle_seconds": idle_seconds, "settle_seconds": settle_seconds,
-        "messages_per_bot": messages_per_bot, "poll_timeout_s": 25, "total_seconds": round(time.perf_counter() - started, 1),
+        "sizes": list(chosen),
+        "repeats": repeats,
+        "idle_seconds": idle_seconds,
+        "settle_seconds": settle_seconds,
+        "messages_per_bot": messages_per_bot,
+        "poll_timeout_s": 25,
+        "total_seconds": round(time.perf_counter() - started, 1),
         "rows": summarize(runs, chosen),
         "runs": runs,
     }
@@ -422,7 +510,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(
             f"| {row['bots']} | {row['idle_rss_mb']:.1f} | {_per(per['idle_rss_mb'], 2)} | {row['loaded_rss_mb']:.1f} | "
             f"{row['idle_cpu_percent']:.2f} | {_per(per['idle_cpu_percent'], 3)} | {row['cpu_ms_per_message']:.2f} | "
-            f"{row['start_s']:.2f} | {_per(per['start_s'], 3)} |")
+            f"{row['start_s']:.2f} | {_per(per['start_s'], 3)} |"
+        )
     lines += [
         "",
         f"Per added bot: the difference to {smallest} bot{'s' if smallest != 1 else ''}, divided by the bots added. "
@@ -439,14 +528,18 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"| {row['bots']} | {row['base_rss_mb']:.1f} | {row['idle_rss_mb_per_bot_over_base']:.2f} | "
             f"{row['idle_cpu_percent_per_bot']:.3f} | {row['cpu_ms_per_message_net']:.2f} | {row['peak_rss_mb']:.1f} | "
             f"{row['start_cpu_s']:.2f} | {row['spawn_to_polling_s']:.2f} | {row['idle_redis_commands_per_s']:,.0f} | "
-            f"{row['redis_commands_per_message']:.1f} |")
+            f"{row['redis_commands_per_message']:.1f} |"
+        )
     lines += [
         "",
         "Every run, in the order run (idle RSS MB / idle CPU % / CPU ms per message / fleet start s):",
         "",
     ]
-    lines += [f"- {run['order'] + 1}. {run['bots']} bots: {run['idle_rss_mb']:.1f} / {run['idle_cpu_percent']:.2f} / "
-              f"{run['cpu_ms_per_message']:.2f} / {run['start_s']:.2f}" for run in result["runs"]]
+    lines += [
+        f"- {run['order'] + 1}. {run['bots']} bots: {run['idle_rss_mb']:.1f} / {run['idle_cpu_percent']:.2f} / "
+        f"{run['cpu_ms_per_message']:.2f} / {run['start_s']:.2f}"
+        for run in result["runs"]
+    ]
     lines += [
         "",
         f"Load average {machine['load_average_before_after'][0]} before, {machine['load_average_before_after'][1]} "

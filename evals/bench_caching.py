@@ -66,8 +66,16 @@ SUMMARIZER_MARK = "You write compaction notes"
 #: Size the system prompt is brought to (a typical agent prompt with its tool documentation).
 SYSTEM_TOKENS = 3_000
 SUMMARY_SECTIONS = (
-    "## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress", "### Blocked",
-    "## Key Decisions", "## Relevant Files", "## Next Steps", "## Critical Context",
+    "## Goal",
+    "## Constraints & Preferences",
+    "## Progress",
+    "### Done",
+    "### In Progress",
+    "### Blocked",
+    "## Key Decisions",
+    "## Relevant Files",
+    "## Next Steps",
+    "## Critical Context",
 )
 
 
@@ -101,8 +109,12 @@ def split_turns(messages: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], lis
         elif turns and message["role"] == "assistant":
             turns[-1].replies.append(message)
         elif turns and message["role"] == "tool":
-            name = next(call["function"]["name"] for reply in turns[-1].replies for call in reply.get("tool_calls") or ()
-                        if call["id"] == message["tool_call_id"])
+            name = next(
+                call["function"]["name"]
+                for reply in turns[-1].replies
+                for call in reply.get("tool_calls") or ()
+                if call["id"] == message["tool_call_id"]
+            )
             turns[-1].outputs[name].append(str(message["content"]))
     return system, [turn for turn in turns if turn.replies]
 
@@ -119,7 +131,9 @@ def with_tool_documentation(system: dict[str, Any], names: set[str], tokens: int
     index = 0
     while count_text(text) < tokens:
         name = sorted(names)[index % len(names)]
-        text += f"\n\n### Using `{name}` (note {index + 1})\n" + " ".join(rules[(index + k) % len(rules)] for k in range(4))
+        text += f"\n\n### Using `{name}` (note {index + 1})\n" + " ".join(
+            rules[(index + k) % len(rules)] for k in range(4)
+        )
         index += 1
     return {**system, "content": text}
 
@@ -162,11 +176,14 @@ class Script:
             return Reply.answer("Done.")
         message = self.pending.popleft()
         calls = list(message.get("tool_calls") or [])
-        return Reply(text=message.get("content") or "", tool_calls=calls, finish_reason="tool_calls" if calls else "stop")
+        return Reply(
+            text=message.get("content") or "", tool_calls=calls, finish_reason="tool_calls" if calls else "stop"
+        )
 
     def tools(self, names: set[str]) -> ToolRegistry:
         registry = ToolRegistry()
         for name in sorted(names):
+
             async def run(_args: dict[str, Any], name: str = name) -> str:
                 queue = self.current.outputs.get(name) if self.current else None
                 return queue.popleft() if queue else "(no output)"
@@ -181,8 +198,13 @@ class RecordingCompressor(ContextCompressor):
     ledger_positions: list[int]
     server: Any
 
-    async def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
-                       focus_topic: str | None = None, force: bool = False) -> list[dict[str, Any]]:
+    async def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+    ) -> list[dict[str, Any]]:
         before = self.compression_count
         result = await super().compress(messages, current_tokens, focus_topic, force)
         if self.compression_count > before:
@@ -213,7 +235,12 @@ async def play(ttl: str, turns: int, seed: int = SEED) -> Run:
         target = int(target * 1.25)
     clock = VirtualClock()
     script = Script(all_turns[:turns], clock, rng)
-    names = {call["function"]["name"] for turn in script.turns for reply in turn.replies for call in reply.get("tool_calls") or ()}
+    names = {
+        call["function"]["name"]
+        for turn in script.turns
+        for reply in turn.replies
+        for call in reply.get("tool_calls") or ()
+    }
     system = with_tool_documentation(system, names, SYSTEM_TOKENS)
     plan = plan_prompt_caching(MODEL, "anthropic", cache_ttl=ttl)
     async with AnthropicCacheServer(clock=clock, handler=script.reply) as server:
@@ -264,11 +291,19 @@ def summarise(run: Run) -> dict[str, Any]:
     around = []
     for position in run.compactions:
         first_after = chat_index[position]
-        window = {"before": first_after - 1, "after_1": first_after, "after_2": first_after + 1, "after_3": first_after + 2}
-        around.append({
-            name: round(_share(chat[i].cache_read, chat[i].prompt_tokens), 3) if 0 <= i < len(chat) else None
-            for name, i in window.items()
-        })
+        window = {
+            "before": first_after - 1,
+            "after_1": first_after,
+            "after_2": first_after + 1,
+            "after_3": first_after + 2,
+        }
+        around.append(
+            {
+                name: round(_share(chat[i].cache_read, chat[i].prompt_tokens), 3) if 0 <= i < len(chat) else None
+                for name, i in window.items()
+            }
+        )
+
     def mean(name: str) -> float | None:
         values = [row[name] for row in around if row[name] is not None]
         return round(statistics.fmean(values), 3) if values else None
@@ -316,12 +351,17 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(out: str | Path, turns: int = TURNS, ttls: Sequence[str] = TTLS, seed: int = SEED) -> int:
     rows = [summarise(asyncio.run(play(ttl, turns, seed))) for ttl in ttls]
-    lines = [f"{turns} turns of a generated coding session, {MODEL} with a {CONTEXT_LENGTH:,}-token window, input prices"
-             f" from agent.pricing; 'ratio' = the conversation's input cost with caching / without.", table(rows)]
+    lines = [
+        f"{turns} turns of a generated coding session, {MODEL} with a {CONTEXT_LENGTH:,}-token window, input prices"
+        f" from agent.pricing; 'ratio' = the conversation's input cost with caching / without.",
+        table(rows),
+    ]
     for row in rows:
         verdict = "met" if row["goal_met"] else "MISSED"
-        lines.append(f"goal (input cost ≤ {GOAL_COST_RATIO:.0%} of uncached) with {row['ttl']} TTL: {verdict}"
-                     f" ({row['input_cost_ratio']:.1%}, {1 - row['input_cost_ratio']:.0%} saved)")
+        lines.append(
+            f"goal (input cost ≤ {GOAL_COST_RATIO:.0%} of uncached) with {row['ttl']} TTL: {verdict}"
+            f" ({row['input_cost_ratio']:.1%}, {1 - row['input_cost_ratio']:.0%} saved)"
+        )
     data = {"model": MODEL, "context_length": CONTEXT_LENGTH, "seed": seed, "rows": rows}
     publish(out, "bench_caching", data, "\n".join(lines))
     return 0

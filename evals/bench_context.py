@@ -82,8 +82,15 @@ def records_from_session(messages: Sequence[Mapping[str, Any]], chat: str) -> li
         clock = _epoch(message.get("_ts"), clock + 1)
         if role == "user":
             following = body[index + 1]["role"] if index + 1 < len(body) else None
-            records.append({"kind": "message", "chat": chat, "text": str(message.get("content") or ""),
-                            "ts": clock, "respond": following not in (None, "user")})
+            records.append(
+                {
+                    "kind": "message",
+                    "chat": chat,
+                    "text": str(message.get("content") or ""),
+                    "ts": clock,
+                    "respond": following not in (None, "user"),
+                }
+            )
         elif role == "assistant":
             record: dict[str, Any] = {"kind": "model", "text": str(message.get("content") or "")}
             if message.get("tool_calls"):
@@ -133,8 +140,14 @@ def generated_conversation(path: Path, tokens: int, window: int, seed: int = SEE
         record["ts"] = previous + number * step
     records[at:at] = backlog
     path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8")
-    return {"session": session.name, "session_tokens": session.tokens, "records": len(records),
-            "turns": len(turns), "backlog_messages": len(backlog), "backlog_after_turn": turns.index(at)}
+    return {
+        "session": session.name,
+        "session_tokens": session.tokens,
+        "records": len(records),
+        "turns": len(turns),
+        "backlog_messages": len(backlog),
+        "backlog_after_turn": turns.index(at),
+    }
 
 
 # --------------------------------------------------------------------------- replay and measure
@@ -187,8 +200,10 @@ async def measure_conversation(conversation: Conversation, redis_url: str) -> di
         "replay_seconds": round(seconds, 2),
         "prompt_tokens": prompts,
         "uncompacted_prompt_tokens": uncompacted.prompt_tokens,
-        "compactions": [{"after_request": number, "tokens_after": tokens, "trigger": trigger}
-                        for number, tokens, trigger in report.timeline],
+        "compactions": [
+            {"after_request": number, "tokens_after": tokens, "trigger": trigger}
+            for number, tokens, trigger in report.timeline
+        ],
     }
     result["compaction_points"] = compaction_points(prompts, result["compactions"])
     return result
@@ -225,16 +240,24 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(len(results), 1, figsize=(11, 3.9 * len(results)), squeeze=False)
-    styles = {"hygiene": ("tab:red", "v", "hygiene (85%, before the turn)"),
-              "in_loop": ("tab:green", "o", "in-loop compressor (50%)")}
+    styles = {
+        "hygiene": ("tab:red", "v", "hygiene (85%, before the turn)"),
+        "in_loop": ("tab:green", "o", "in-loop compressor (50%)"),
+    }
     for axis, result in zip(axes[:, 0], results):
         window = result["window"]
         prompts = result["prompt_tokens"]
         requests = range(1, len(prompts) + 1)
         uncompacted = result["uncompacted_prompt_tokens"]
         if len(uncompacted) == len(prompts):
-            axis.plot(requests, uncompacted, color="0.6", linewidth=1, linestyle=":",
-                      label=f"without compaction (peak {max(uncompacted, default=0):,})")
+            axis.plot(
+                requests,
+                uncompacted,
+                color="0.6",
+                linewidth=1,
+                linestyle=":",
+                label=f"without compaction (peak {max(uncompacted, default=0):,})",
+            )
         axis.plot(requests, prompts, color="tab:blue", linewidth=1.2, label="prompt tokens per request")
         axis.axhline(window, color="black", linewidth=1, label=f"window ({window:,})")
         axis.axhline(window * HYGIENE_THRESHOLD, color="tab:red", linewidth=0.8, linestyle="--")
@@ -244,8 +267,15 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
             colour, marker, label = styles.get(point["trigger"], ("tab:purple", "s", point["trigger"]))
             x = point["before_request"] - 0.5
             axis.axvline(x, color=colour, linewidth=0.6, alpha=0.5)
-            axis.plot([x], [point["tokens"]], marker=marker, color=colour, markersize=6, linestyle="none",
-                      label=None if point["trigger"] in labelled else label)
+            axis.plot(
+                [x],
+                [point["tokens"]],
+                marker=marker,
+                color=colour,
+                markersize=6,
+                linestyle="none",
+                label=None if point["trigger"] in labelled else label,
+            )
             labelled.add(point["trigger"])
         axis.set_ylim(0, window * 1.15)
         axis.set_xlim(0, len(prompts) + 1)
@@ -258,16 +288,21 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
         )
         axis.grid(True, alpha=0.3)
         axis.legend(loc="upper left", fontsize=7, ncol=3)
-    axes[-1, 0].set_xlabel("model request number (a marker sits between the requests a compaction separates, "
-                           "at the size that followed it)")
+    axes[-1, 0].set_xlabel(
+        "model request number (a marker sits between the requests a compaction separates, at the size that followed it)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
 async def measure(
-    generated_tokens: int = GENERATED_TOKENS, generated_window: int = GENERATED_WINDOW,
-    fixture: Path = FIXTURE, fixture_window: int = FIXTURE_WINDOW, seed: int = SEED, redis_url: str | None = None,
+    generated_tokens: int = GENERATED_TOKENS,
+    generated_window: int = GENERATED_WINDOW,
+    fixture: Path = FIXTURE,
+    fixture_window: int = FIXTURE_WINDOW,
+    seed: int = SEED,
+    redis_url: str | None = None,
 ) -> dict[str, Any]:
     """``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server."""
     from evals.bench_throughput import describe_redis, local_redis_url
@@ -280,11 +315,15 @@ async def measure(
         if generated_tokens:
             path = Path(scratch) / "generated.jsonl"
             built = generated_conversation(path, generated_tokens, generated_window, seed)
-            conversations.append(Conversation(
-                f"{built['session']} + overnight backlog", path, generated_window,
-                f"generated session (seed {seed}) replayed as a conversation; {built['backlog_messages']} backlog "
-                f"messages after turn {built['backlog_after_turn']} of {built['turns']}",
-            ))
+            conversations.append(
+                Conversation(
+                    f"{built['session']} + overnight backlog",
+                    path,
+                    generated_window,
+                    f"generated session (seed {seed}) replayed as a conversation; {built['backlog_messages']} backlog "
+                    f"messages after turn {built['backlog_after_turn']} of {built['turns']}",
+                )
+            )
         results = [await measure_conversation(conversation, redis_url) for conversation in conversations]
     return {
         "measured_at": time.strftime("%Y-%m-%d"),
@@ -320,8 +359,11 @@ def main(out_dir: str | Path, **options: Any) -> int:
     except ImportError as error:
         if (error.name or "").split(".")[0] != "matplotlib":
             raise
-        print(f"foldgate bench context: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds "
-              "context_over_time.png", file=sys.stderr)
+        print(
+            f"foldgate bench context: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds "
+            "context_over_time.png",
+            file=sys.stderr,
+        )
         return 0
     print(f"plot: {out / 'context_over_time.png'}")
     return 0

@@ -37,8 +37,9 @@ LONG_REPLY_RATE = 50.0
 GOAL_P99_MS = 300.0
 
 
-async def _run(redis_url: str, base_url: str, chats: int, pieces: int, pace: float, bot_per_second: float,
-               chat_ids_from: int) -> dict[str, Any]:
+async def _run(
+    redis_url: str, base_url: str, chats: int, pieces: int, pace: float, bot_per_second: float, chat_ids_from: int
+) -> dict[str, Any]:
     """``chats`` private chats ask at once; what the fake Bot API saw of their replies."""
     from agent.llm.client import ChatClient
     from gateway.config import Settings
@@ -54,8 +55,10 @@ async def _run(redis_url: str, base_url: str, chats: int, pieces: int, pace: flo
                 settings = Settings(
                     redis={"url": redis_url, "key_prefix": prefix},
                     model={"name": MODEL_NAME, "provider": "custom", "base_url": base_url, "context_length": 128_000},
-                    platforms={"telegram": {"enabled": True, "token": api.token, "api_server": api.base_url},
-                               "local": {"enabled": False}},
+                    platforms={
+                        "telegram": {"enabled": True, "token": api.token, "api_server": api.base_url},
+                        "local": {"enabled": False},
+                    },
                     gateway={"home": home, "max_concurrent_chats": chats + 8, "coalesce_backlog": False},
                     delivery={"telegram": {"per_bot_per_second": bot_per_second}},
                 )
@@ -78,19 +81,30 @@ async def _run(redis_url: str, base_url: str, chats: int, pieces: int, pace: flo
                         first.append((drafts[0].at - stamp) * 1000)
                     shown.append((min([d.at for d in drafts[:1]] + [messages[0].sent_at]) - stamp) * 1000)
                     calls.append(len(drafts) + len(messages))
-                return {"first_preview_ms": first, "first_shown_ms": shown, "calls": calls,
-                        "rate_limited": len(api.rate_limited)}
+                return {
+                    "first_preview_ms": first,
+                    "first_shown_ms": shown,
+                    "calls": calls,
+                    "rate_limited": len(api.rate_limited),
+                }
     finally:
         await _drop_prefix(redis_url, prefix)
 
 
 def _ms(values: list[float]) -> dict[str, float]:
-    return {"p50": round(quantile(values, 0.5), 1), "p99": round(quantile(values, 0.99), 1),
-            "max": round(max(values, default=0.0), 1)}
+    return {
+        "p50": round(quantile(values, 0.5), 1),
+        "p99": round(quantile(values, 0.99), 1),
+        "max": round(max(values, default=0.0), 1),
+    }
 
 
-async def measure(concurrent: int = CONCURRENT, long_deltas: int = LONG_REPLY_DELTAS,
-                  long_rate: float = LONG_REPLY_RATE, redis_url: str | None = None) -> dict[str, Any]:
+async def measure(
+    concurrent: int = CONCURRENT,
+    long_deltas: int = LONG_REPLY_DELTAS,
+    long_rate: float = LONG_REPLY_RATE,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
     if redis_url is None:
         redis_url = await local_redis_url()
     server = ModelServer()
@@ -101,9 +115,16 @@ async def measure(concurrent: int = CONCURRENT, long_deltas: int = LONG_REPLY_DE
         for label, per_bot in (("Telegram's 30/s per bot", 30.0), ("per-bot limit raised to 10,000/s", 10_000.0)):
             bar.update(len(rows), note=label)
             seen = await _run(redis_url, base_url, concurrent, PIECES, PACE, per_bot, 10_000)
-            rows.append({"budget": label, "chats": concurrent, "with_a_preview": len(seen["first_preview_ms"]),
-                         "first_preview_ms": _ms(seen["first_preview_ms"]), "first_shown_ms": _ms(seen["first_shown_ms"]),
-                         "rate_limited": seen["rate_limited"]})
+            rows.append(
+                {
+                    "budget": label,
+                    "chats": concurrent,
+                    "with_a_preview": len(seen["first_preview_ms"]),
+                    "first_preview_ms": _ms(seen["first_preview_ms"]),
+                    "first_shown_ms": _ms(seen["first_shown_ms"]),
+                    "rate_limited": seen["rate_limited"],
+                }
+            )
         bar.update(len(rows), note=f"one reply of {long_deltas:,} deltas")
         long = await _run(redis_url, base_url, 1, long_deltas, 1 / long_rate, 30.0, 20_000)
         bar.update(3, note="")
@@ -116,8 +137,13 @@ async def measure(concurrent: int = CONCURRENT, long_deltas: int = LONG_REPLY_DE
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "goal_first_preview_p99_ms": GOAL_P99_MS,
         "first_preview": rows,
-        "long_reply": {"deltas": long_deltas, "deltas_per_second": long_rate, "stream_seconds": seconds,
-                       "platform_calls": long["calls"][0], "calls_per_second_of_stream": round(long["calls"][0] / seconds, 2)},
+        "long_reply": {
+            "deltas": long_deltas,
+            "deltas_per_second": long_rate,
+            "stream_seconds": seconds,
+            "platform_calls": long["calls"][0],
+            "calls_per_second_of_stream": round(long["calls"][0] / seconds, 2),
+        },
     }
 
 
@@ -131,16 +157,21 @@ def markdown(result: Mapping[str, Any]) -> str:
     ]
     for row in result["first_preview"]:
         first, shown = row["first_preview_ms"], row["first_shown_ms"]
-        lines.append(f"| {row['budget']} | {row['chats']} | {row['with_a_preview']} | {first['p50']:.0f} ms | "
-                     f"{first['p99']:.0f} ms | {shown['p50']:.0f} ms | {shown['p99']:.0f} ms | {row['rate_limited']} |")
+        lines.append(
+            f"| {row['budget']} | {row['chats']} | {row['with_a_preview']} | {first['p50']:.0f} ms | "
+            f"{first['p99']:.0f} ms | {shown['p50']:.0f} ms | {shown['p99']:.0f} ms | {row['rate_limited']} |"
+        )
     long = result["long_reply"]
     lines += [
         "",
         f"First preview: from the provider's first text byte to the Bot API accepting the reply's first draft. "
         f"Goal p99 ≤ {result['goal_first_preview_p99_ms']:g} ms, bounded by the budget's first-frame allowance: "
-        + "; ".join(f"{row['budget']}: {row['first_preview_ms']['p99']:.0f} ms "
-                    f"({'met' if row['first_preview_ms']['p99'] <= result['goal_first_preview_p99_ms'] else 'MISSED'})"
-                    for row in result["first_preview"]) + ".",
+        + "; ".join(
+            f"{row['budget']}: {row['first_preview_ms']['p99']:.0f} ms "
+            f"({'met' if row['first_preview_ms']['p99'] <= result['goal_first_preview_p99_ms'] else 'MISSED'})"
+            for row in result["first_preview"]
+        )
+        + ".",
         "",
         f"A reply of {long['deltas']:,} deltas streamed over {long['stream_seconds']:g} s cost "
         f"{long['platform_calls']} platform calls (drafts and final messages), "

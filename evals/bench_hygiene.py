@@ -32,7 +32,7 @@ ITERATIONS = 3_000
 TURN_READS = 30
 CONTEXT_LENGTH = 1_000_000
 #: One stored message of about 500 tokens of varied text.
-_WORDS = "deploy canary rollback latency ledger billing token cache webhook retry shard replica".split()
+_WORDS = ["deploy", "canary", "rollback", "latency", "ledger", "billing", "token", "cache", "webhook", "retry", "shard", "replica"]
 
 
 def _message(index: int) -> dict:
@@ -70,8 +70,10 @@ async def _decide(store: SessionStore, chat: str, sid: str) -> float:
 async def _turn_reads(redis: Redis, prefix: str, sessions: list[tuple[int, str, str, int]], reads: int) -> list[dict]:
     """p50 of a turn's transcript read per session size, with the transcript cache off and on."""
     channel = PipelinedConnection.like(redis)
-    stores = {"off": SessionStore(redis, prefix, channel=channel),
-              "on": SessionStore(redis, prefix, channel=channel, transcript_cache_tokens=2_000_000)}
+    stores = {
+        "off": SessionStore(redis, prefix, channel=channel),
+        "on": SessionStore(redis, prefix, channel=channel, transcript_cache_tokens=2_000_000),
+    }
     rows = []
     try:
         for size, chat, sid, stored in sessions:
@@ -87,8 +89,15 @@ async def _turn_reads(redis: Redis, prefix: str, sessions: list[tuple[int, str, 
                     samples[mode].append(time.perf_counter() - started)
             await stores["off"].release_lock(lock)
             off, on = (statistics.median(samples[mode]) * 1e3 for mode in ("off", "on"))
-            rows.append({"session_tokens": stored, "reads": reads, "cache_off_p50_ms": round(off, 2),
-                         "cache_on_p50_ms": round(on, 2), "speedup": round(off / on, 1)})
+            rows.append(
+                {
+                    "session_tokens": stored,
+                    "reads": reads,
+                    "cache_off_p50_ms": round(off, 2),
+                    "cache_on_p50_ms": round(on, 2),
+                    "speedup": round(off / on, 1),
+                }
+            )
     finally:
         await channel.aclose()
     return rows
@@ -118,12 +127,14 @@ async def _measure(redis_url: str, iterations: int) -> dict[str, list[dict]]:
         rows = []
         for size, chat, _sid, stored in sessions:
             values = sorted(samples[size])
-            rows.append({
-                "session_tokens": stored,
-                "iterations": iterations,
-                "p50_us": round(statistics.median(values) * 1e6, 1),
-                "p99_us": round(values[int(len(values) * 0.99) - 1] * 1e6, 1),
-            })
+            rows.append(
+                {
+                    "session_tokens": stored,
+                    "iterations": iterations,
+                    "p50_us": round(statistics.median(values) * 1e6, 1),
+                    "p99_us": round(values[int(len(values) * 0.99) - 1] * 1e6, 1),
+                }
+            )
         base = rows[0]["p50_us"]
         for row in rows:
             row["p50_ratio"] = round(row["p50_us"] / base, 2)
@@ -137,15 +148,19 @@ async def _measure(redis_url: str, iterations: int) -> dict[str, list[dict]]:
 def table(rows: list[dict]) -> str:
     lines = ["| session tokens | p50 | p99 | p50 × (vs smallest) |", "|---:|---:|---:|---:|"]
     for row in rows:
-        lines.append(f"| {row['session_tokens']:,} | {row['p50_us']:.0f} µs | {row['p99_us']:.0f} µs | {row['p50_ratio']:.2f} |")
+        lines.append(
+            f"| {row['session_tokens']:,} | {row['p50_us']:.0f} µs | {row['p99_us']:.0f} µs | {row['p50_ratio']:.2f} |"
+        )
     return "\n".join(lines)
 
 
 def reads_table(rows: list[dict]) -> str:
     lines = ["| session tokens | cache off p50 | cache on p50 | × |", "|---:|---:|---:|---:|"]
     for row in rows:
-        lines.append(f"| {row['session_tokens']:,} | {row['cache_off_p50_ms']:.2f} ms | {row['cache_on_p50_ms']:.2f} ms "
-                     f"| {row['speedup']:.1f} |")
+        lines.append(
+            f"| {row['session_tokens']:,} | {row['cache_off_p50_ms']:.2f} ms | {row['cache_on_p50_ms']:.2f} ms "
+            f"| {row['speedup']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -157,19 +172,30 @@ BASELINE_ROUNDS = 3
 def _medians(runs: list[dict]) -> list[tuple[str, float]]:
     """``(measurement, median p50 over the runs)`` for every measurement of :func:`measure`."""
     first = runs[0]
-    out = [(f"hygiene decision, {row['session_tokens']:,} tokens, µs",
-            statistics.median(run["rows"][i]["p50_us"] for run in runs)) for i, row in enumerate(first["rows"])]
+    out = [
+        (
+            f"hygiene decision, {row['session_tokens']:,} tokens, µs",
+            statistics.median(run["rows"][i]["p50_us"] for run in runs),
+        )
+        for i, row in enumerate(first["rows"])
+    ]
     for i, row in enumerate(first["turn_reads"]):
         for key, label in (("cache_off_p50_ms", "cache off"), ("cache_on_p50_ms", "cache on")):
-            out.append((f"transcript read, {row['session_tokens']:,} tokens, {label}, ms",
-                        statistics.median(run["turn_reads"][i][key] for run in runs)))
+            out.append(
+                (
+                    f"transcript read, {row['session_tokens']:,} tokens, {label}, ms",
+                    statistics.median(run["turn_reads"][i][key] for run in runs),
+                )
+            )
     return out
 
 
 def baseline_table(current: list[dict], older: list[dict], commit: str) -> str:
     """The median p50 of this checkout's runs beside that of ``commit``'s, measured alternately."""
-    lines = [f"| measurement | this checkout ({len(current)} runs) | {commit} ({len(older)} runs) | × |",
-             "|---|---:|---:|---:|"]
+    lines = [
+        f"| measurement | this checkout ({len(current)} runs) | {commit} ({len(older)} runs) | × |",
+        "|---|---:|---:|---:|",
+    ]
     for (label, now), (_, then) in zip(_medians(current), _medians(older)):
         lines.append(f"| {label} | {now:.2f} | {then:.2f} | {now / then:.2f} |")
     return "\n".join(lines)
@@ -178,9 +204,12 @@ def baseline_table(current: list[dict], older: list[dict], commit: str) -> str:
 def main(out_dir: str, *, baseline: str | None = None) -> int:
     """The measurement; with ``baseline``, that commit's code measured alternately with this checkout's."""
     result = asyncio.run(measure())
-    report = ("Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n\n" + table(result["rows"])
-              + "\n\nA turn's transcript read (snapshot after a turn appended two messages), "
-              "transcript cache off and on, interleaved:\n\n" + reads_table(result["turn_reads"]))
+    report = (
+        "Hygiene decision latency (store.meta + decide), real Redis, interleaved:\n\n"
+        + table(result["rows"])
+        + "\n\nA turn's transcript read (snapshot after a turn appended two messages), "
+        "transcript cache off and on, interleaved:\n\n" + reads_table(result["turn_reads"])
+    )
     if baseline:
         from evals.baseline import run_at
 
@@ -189,7 +218,9 @@ def main(out_dir: str, *, baseline: str | None = None) -> int:
             older.append(run_at(baseline, "bench_hygiene"))
             current.append(asyncio.run(measure()))
         result["baseline"] = {"commit": baseline, "runs": older, "current_runs": current[1:]}
-        report += (f"\n\nMedian p50s of this checkout and of {baseline}, run alternately in this command:\n\n"
-                   + baseline_table(current, older, baseline))
+        report += (
+            f"\n\nMedian p50s of this checkout and of {baseline}, run alternately in this command:\n\n"
+            + baseline_table(current, older, baseline)
+        )
     publish(out_dir, "bench_hygiene", {**result, "measured_at": time.strftime("%Y-%m-%d")}, report)
     return 0

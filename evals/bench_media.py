@@ -80,14 +80,22 @@ def image_token_rows() -> list[dict[str, Any]]:
     rows = []
     for width, height, openai_published, anthropic_published in IMAGE_SIZES:
         openai, anthropic = openai_image_tokens(width, height), anthropic_image_tokens(width, height)
-        rows.append({
-            "width": width, "height": height,
-            "openai": openai, "openai_published": openai_published,
-            "openai_agrees": None if openai_published is None else openai == openai_published,
-            "anthropic": anthropic, "anthropic_published": anthropic_published,
-            "anthropic_agrees": (None if anthropic_published is None else
-                                 abs(anthropic - anthropic_published) <= ANTHROPIC_TOLERANCE * anthropic_published),
-        })
+        rows.append(
+            {
+                "width": width,
+                "height": height,
+                "openai": openai,
+                "openai_published": openai_published,
+                "openai_agrees": None if openai_published is None else openai == openai_published,
+                "anthropic": anthropic,
+                "anthropic_published": anthropic_published,
+                "anthropic_agrees": (
+                    None
+                    if anthropic_published is None
+                    else abs(anthropic - anthropic_published) <= ANTHROPIC_TOLERANCE * anthropic_published
+                ),
+            }
+        )
     return rows
 
 
@@ -150,8 +158,10 @@ async def _gateway_child(config: Mapping[str, Any]) -> None:
     settings = Settings(
         redis={"url": config["redis_url"], "key_prefix": config["prefix"]},
         model={"provider": "local"},
-        platforms={"local": {"enabled": False},
-                   "telegram": {"enabled": True, "token": TOKEN, "api_server": config["api_server"]}},
+        platforms={
+            "local": {"enabled": False},
+            "telegram": {"enabled": True, "token": TOKEN, "api_server": config["api_server"]},
+        },
         gateway={"home": config["home"]},
         delivery={"stream_replies": False},
         media={"max_bytes_in_flight": config["bound"]},
@@ -163,8 +173,13 @@ async def _gateway_child(config: Mapping[str, Any]) -> None:
     try:
         await adapter.start(gateway.runner.intake)
         sampler.start()
-        _say(ready=True, rss_kb=_memory_kb("VmRSS"), max_concurrent_chats=settings.gateway.max_concurrent_chats,
-             max_bytes=settings.media.max_bytes, bytes_in_flight=settings.media.bytes_in_flight)
+        _say(
+            ready=True,
+            rss_kb=_memory_kb("VmRSS"),
+            max_concurrent_chats=settings.gateway.max_concurrent_chats,
+            max_bytes=settings.media.max_bytes,
+            bytes_in_flight=settings.media.bytes_in_flight,
+        )
         while (command := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) != "stop":
             if command == "mark":
                 await gateway.runner.wait_idle(timeout=60)
@@ -172,8 +187,12 @@ async def _gateway_child(config: Mapping[str, Any]) -> None:
                 sampler.reset()
                 _say(marked=True, rss_kb=_memory_kb("VmRSS"), hwm_reset=reset)
             elif command == "report":
-                _say(reported=True, rss_kb=_memory_kb("VmRSS"), hwm_kb=_memory_kb("VmHWM"),
-                     sampled_peak_kb=sampler.peak_kb)
+                _say(
+                    reported=True,
+                    rss_kb=_memory_kb("VmRSS"),
+                    hwm_kb=_memory_kb("VmHWM"),
+                    sampled_peak_kb=sampler.peak_kb,
+                )
             elif not command:  # the parent went away
                 break
     finally:
@@ -203,22 +222,36 @@ async def flood_once(redis_url: str, bound: int | None, chats: int, size: int, w
     ids = [FIRST_CHAT + number for number in range(chats)]
     with tempfile.TemporaryDirectory(prefix="fg-bench-", ignore_cleanup_errors=True) as home:
         async with FakeBotAPI(TOKEN) as api:
-            child = MeasuredChild("evals.bench_media", "--gateway", {"redis_url": redis_url, "prefix": prefix,
-                                                                     "api_server": api.base_url, "home": home,
-                                                                     "bound": bound})
+            child = MeasuredChild(
+                "evals.bench_media",
+                "--gateway",
+                {"redis_url": redis_url, "prefix": prefix, "api_server": api.base_url, "home": home, "bound": bound},
+            )
             try:
                 ready = await child.ask()
                 api.push(*(api.private_message(chat, "hello, files are coming") for chat in ids))
                 await api.wait_until(lambda: _answered(api, ids, {}), timeout=FLOOD_TIMEOUT)
                 before = _sent_counts(api)
-                api.push(*(api.document_message(chat, chat, size=warm_size, file_name=f"warm-{chat}.zip",
-                                                mime_type="application/zip") for chat in ids))
+                api.push(
+                    *(
+                        api.document_message(
+                            chat, chat, size=warm_size, file_name=f"warm-{chat}.zip", mime_type="application/zip"
+                        )
+                        for chat in ids
+                    )
+                )
                 await api.wait_until(lambda: _answered(api, ids, before), timeout=FLOOD_TIMEOUT)
                 marked = await child.ask("mark")
                 before = _sent_counts(api)
                 started = time.perf_counter()
-                api.push(*(api.document_message(chat, chat, size=size, file_name=f"logs-{chat}.zip",
-                                                mime_type="application/zip") for chat in ids))
+                api.push(
+                    *(
+                        api.document_message(
+                            chat, chat, size=size, file_name=f"logs-{chat}.zip", mime_type="application/zip"
+                        )
+                        for chat in ids
+                    )
+                )
                 await api.wait_until(lambda: _answered(api, ids, before), timeout=FLOOD_TIMEOUT)
                 seconds = time.perf_counter() - started
                 report = await child.ask("report")
@@ -255,13 +288,18 @@ async def _drop_prefix(redis_url: str, prefix: str) -> None:
     try:
         keys = [key async for key in client.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(keys), 200):
-            await client.delete(*keys[start:start + 200])
+            await client.delete(*keys[start : start + 200])
     finally:
         await client.aclose()
 
 
-async def measure(chats: int = CHATS, size: int = DOCUMENT_BYTES, bounds: Sequence[int | None] = BOUNDS,
-                  warm_size: int = WARM_DOCUMENT_BYTES, redis_url: str | None = None) -> dict[str, Any]:
+async def measure(
+    chats: int = CHATS,
+    size: int = DOCUMENT_BYTES,
+    bounds: Sequence[int | None] = BOUNDS,
+    warm_size: int = WARM_DOCUMENT_BYTES,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
     """The flood for each bound, then the image tokens; ``redis_url`` None picks 127.0.0.1:6379 when it
     answers, else (and for "") an embedded server started here for the run."""
     from evals.bench_throughput import describe_redis, local_redis_url
@@ -315,11 +353,11 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(
             f"| {flood['max_bytes_in_flight'] / MB:,.0f} MB ({flood['configured']}) | {flood['warm_rss_mb']:,.1f} MB | "
             f"{flood['peak_rss_mb']:,.1f} MB | **{flood['peak_over_warm_mb']:,.1f} MB** | "
-            f"{flood['sampled_peak_over_warm_mb']:,.1f} MB | {flood['seconds_to_answer_all']:,.1f} s |")
+            f"{flood['sampled_peak_over_warm_mb']:,.1f} MB | {flood['seconds_to_answer_all']:,.1f} s |"
+        )
     lines += [
         "",
-        f"Peak: {first['peak_measured_by']}. Warm-up: every chat sent a text and a "
-        "small document first.",
+        f"Peak: {first['peak_measured_by']}. Warm-up: every chat sent a text and a small document first.",
         "",
         "Image tokens by each provider's published rule (agent.tokens), beside the figures the providers publish.",
         "",
@@ -327,9 +365,11 @@ def markdown(result: Mapping[str, Any]) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for row in result["image_tokens"]:
-        lines.append(f"| {row['width']}×{row['height']} | {row['openai']:,} | "
-                     f"{_published(row['openai_published'], row['openai_agrees'])} | {row['anthropic']:,} | "
-                     f"{_published(row['anthropic_published'], row['anthropic_agrees'])} |")
+        lines.append(
+            f"| {row['width']}×{row['height']} | {row['openai']:,} | "
+            f"{_published(row['openai_published'], row['openai_agrees'])} | {row['anthropic']:,} | "
+            f"{_published(row['anthropic_published'], row['anthropic_agrees'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -42,8 +42,12 @@ async def chat_memory(redis: Any, store: Any, chat: str, sid: str) -> dict[str, 
     """Bytes held by each of the chat's keys, and the stored bodies' JSON length by id."""
     keys = store.keys(chat)
     named = {
-        "meta": keys.meta(sid), "msg": keys.msg(sid), "active": keys.active(sid), "archive": keys.archive(sid),
-        "session": keys.session, "fence": keys.fence,
+        "meta": keys.meta(sid),
+        "msg": keys.msg(sid),
+        "active": keys.active(sid),
+        "archive": keys.archive(sid),
+        "session": keys.session,
+        "fence": keys.fence,
     }
     sizes = {name: await _memory(redis, key) for name, key in named.items()}
     every = [key async for key in redis.scan_iter(match=f"{keys.base}:*", count=1000)]
@@ -61,8 +65,9 @@ def _stored(message: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if key not in ("_id", "_ts", "_tok")}
 
 
-async def measure_session(redis: Any, prefix: str, size: int, seed: int = SEED,
-                          context_length: int = CONTEXT_LENGTH) -> dict[str, Any]:
+async def measure_session(
+    redis: Any, prefix: str, size: int, seed: int = SEED, context_length: int = CONTEXT_LENGTH
+) -> dict[str, Any]:
     """Store one generated session, measure, compact in place once, measure again."""
     from agent.context_compressor import ContextCompressor
     from agent.settings import CompressionSettings
@@ -79,7 +84,7 @@ async def measure_session(redis: Any, prefix: str, size: int, seed: int = SEED,
     try:
         messages = [_stored(message) for message in session.messages]
         for start in range(0, len(messages), APPEND_BATCH):
-            await store.append(chat, sid, messages[start:start + APPEND_BATCH], lock=lock)
+            await store.append(chat, sid, messages[start : start + APPEND_BATCH], lock=lock)
         meta = await store.meta(chat, sid)
         before = await chat_memory(redis, store, chat, sid)
 
@@ -87,10 +92,13 @@ async def measure_session(redis: Any, prefix: str, size: int, seed: int = SEED,
         active = await store.active(chat, sid)
         compacted = await engine.compress(active, force=True)
         if [m.get("_id") for m in compacted] == [m["_id"] for m in active]:
-            raise ValueError(f"{session.name}: the compressor kept the session whole at a {context_length:,}-token "
-                             "window; measure a larger session or a smaller window")
-        commit = await store.commit_compaction(chat, sid, compacted, lock=lock, in_place=True,
-                                               compaction_id="bench-memory")
+            raise ValueError(
+                f"{session.name}: the compressor kept the session whole at a {context_length:,}-token "
+                "window; measure a larger session or a smaller window"
+            )
+        commit = await store.commit_compaction(
+            chat, sid, compacted, lock=lock, in_place=True, compaction_id="bench-memory"
+        )
         after_meta = await store.meta(chat, sid)
         after = await chat_memory(redis, store, chat, sid)
         archived = await store.archive(chat, sid)
@@ -138,8 +146,9 @@ async def measure_session(redis: Any, prefix: str, size: int, seed: int = SEED,
     }
 
 
-async def measure(sizes: Sequence[int] = SIZES, seed: int = SEED, context_length: int = CONTEXT_LENGTH,
-                  redis_url: str | None = None) -> dict[str, Any]:
+async def measure(
+    sizes: Sequence[int] = SIZES, seed: int = SEED, context_length: int = CONTEXT_LENGTH, redis_url: str | None = None
+) -> dict[str, Any]:
     """``redis_url``: None picks 127.0.0.1:6379 when it answers; "" runs the embedded server."""
     from evals.bench_throughput import local_redis_url
     from gateway.server.lifecycle import connect_or_embed
@@ -179,7 +188,7 @@ async def _measure_sizes(redis: Any, url: str, sizes: Sequence[int], seed: int, 
     finally:
         keys = [key async for key in redis.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(keys), 500):
-            await redis.delete(*keys[start:start + 500])
+            await redis.delete(*keys[start : start + 500])
 
 
 def table(result: Mapping[str, Any]) -> str:

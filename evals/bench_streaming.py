@@ -76,11 +76,18 @@ class Latencies:
 
     def summary(self) -> dict[str, Any]:
         def ms(values: list[float]) -> dict[str, float]:
-            return {"p50": round(quantile(values, 0.5), 3), "p99": round(quantile(values, 0.99), 3),
-                    "max": round(max(values, default=0.0), 3)}
+            return {
+                "p50": round(quantile(values, 0.5), 3),
+                "p99": round(quantile(values, 0.99), 3),
+                "max": round(max(values, default=0.0), 3),
+            }
 
-        return {"turns": len(self.first), "deltas": len(self.every), "first_delta_ms": ms(self.first),
-                "every_delta_ms": ms(self.every)}
+        return {
+            "turns": len(self.first),
+            "deltas": len(self.every),
+            "first_delta_ms": ms(self.first),
+            "every_delta_ms": ms(self.every),
+        }
 
 
 async def steady(client: Any, concurrent: int, seconds: float, rng: random.Random) -> dict[str, Any]:
@@ -105,8 +112,9 @@ async def burst(client: Any, concurrent: int) -> dict[str, Any]:
     return latencies.summary()
 
 
-async def _load(base_url: str, transport: str, concurrent: int, seconds: float, pace: float | None,
-                seed: int) -> dict[str, Any]:
+async def _load(
+    base_url: str, transport: str, concurrent: int, seconds: float, pace: float | None, seed: int
+) -> dict[str, Any]:
     """One load on a fresh client: a warm-up burst, then the steady load at ``pace`` (None: a measured burst)."""
     from agent.llm.client import ChatClient
     from agent.llm.http import open_http_client
@@ -122,8 +130,10 @@ async def _load(base_url: str, transport: str, concurrent: int, seconds: float, 
             row["cpu_utilisation"] = None
         else:
             begun = time.monotonic()
-            row = {"load": f"steady, {1 / pace:g} deltas/s per stream", **await steady(client, concurrent, seconds,
-                                                                                      random.Random(seed))}
+            row = {
+                "load": f"steady, {1 / pace:g} deltas/s per stream",
+                **await steady(client, concurrent, seconds, random.Random(seed)),
+            }
             row["deltas_per_second"] = round(row["deltas"] / (time.monotonic() - begun))
             row["cpu_utilisation"] = round((time.process_time() - started) / (time.monotonic() - begun), 3)
     finally:
@@ -131,13 +141,19 @@ async def _load(base_url: str, transport: str, concurrent: int, seconds: float, 
     return {"transport": transport, "pace_seconds": pace, **row}
 
 
-async def measure(concurrent: int = CONCURRENT, seconds: float = SECONDS, transports: tuple[str, ...] = TRANSPORTS,
-                  paces: tuple[float, ...] = PACES, seed: int = 7, settle: bool = True) -> dict[str, Any]:
+async def measure(
+    concurrent: int = CONCURRENT,
+    seconds: float = SECONDS,
+    transports: tuple[str, ...] = TRANSPORTS,
+    paces: tuple[float, ...] = PACES,
+    seed: int = 7,
+    settle: bool = True,
+) -> dict[str, Any]:
     """Every load for the first transport; the burst and the middle pace for the others.
 
     ``settle``: settle the process as ``foldgate run`` does (off in the test suite).
     """
-    import agent.context_compressor  # noqa: F401  (imported before the process settles, as a gateway has it)
+    import agent.context_compressor
     import agent.loop  # noqa: F401
     from gateway.run.process import settle_process
 
@@ -147,8 +163,11 @@ async def measure(concurrent: int = CONCURRENT, seconds: float = SECONDS, transp
         settle_process()
     rows: list[dict[str, Any]] = []
     try:
-        loads = [(transport, pace) for position, transport in enumerate(transports)
-                 for pace in (*(paces if position == 0 else paces[len(paces) // 2: len(paces) // 2 + 1]), None)]
+        loads = [
+            (transport, pace)
+            for position, transport in enumerate(transports)
+            for pace in (*(paces if position == 0 else paces[len(paces) // 2 : len(paces) // 2 + 1]), None)
+        ]
         with progress(len(loads), "load", "bench streaming") as bar:
             for transport, pace in loads:
                 bar.update(len(rows), note=f"{transport}, {'burst' if pace is None else f'{1 / pace:g} deltas/s'}")
@@ -159,15 +178,21 @@ async def measure(concurrent: int = CONCURRENT, seconds: float = SECONDS, transp
     ours = [row for row in rows if row["transport"] == transports[0] and row["pace_seconds"] is not None]
     return {
         "measured_at": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+        },
         "concurrent_streams": concurrent,
         "seconds": seconds,
         "pieces": PIECES,
         "goal_p99_ms": GOAL_P99_MS,
         "rows": rows,
-        "verdict": {f"{1 / row['pace_seconds']:g} deltas/s per stream": row["first_delta_ms"]["p99"] <= GOAL_P99_MS
-                    for row in ours},
+        "verdict": {
+            f"{1 / row['pace_seconds']:g} deltas/s per stream": row["first_delta_ms"]["p99"] <= GOAL_P99_MS
+            for row in ours
+        },
     }
 
 
@@ -187,7 +212,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(
             f"| {row['transport']} | {row['load']} | {row['turns']:,} | {rate} | {row['first_delta_ms']['p50']:.2f} ms | "
             f"{row['first_delta_ms']['p99']:.2f} ms | {row['every_delta_ms']['p99']:.2f} ms | "
-            f"{row['every_delta_ms']['max']:.1f} ms | {cpu} |")
+            f"{row['every_delta_ms']['max']:.1f} ms | {cpu} |"
+        )
     verdicts = ", ".join(f"{load}: {'met' if met else 'MISSED'}" for load, met in result["verdict"].items())
     lines += ["", f"Goal: first-delta p99 ≤ {result['goal_p99_ms']:g} ms with foldgate's transport — {verdicts}."]
     return "\n".join(lines) + "\n"

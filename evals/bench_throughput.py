@@ -77,26 +77,41 @@ _TOPICS = ("deploy", "canary", "invoice", "webhook", "ledger", "cache", "migrati
 
 def _completion(prompt_tokens: int, server_seconds: float) -> bytes:
     completion_tokens = len(MODEL_REPLY) // 4
-    return json.dumps({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": MODEL_NAME,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": MODEL_REPLY}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-        "server_seconds": server_seconds,
-    }).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL_NAME,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": MODEL_REPLY}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+            "server_seconds": server_seconds,
+        }
+    ).encode()
 
 
 def _chunk(delta: Mapping[str, Any], finish: str | None = None, usage: Mapping[str, Any] | None = None) -> bytes:
     choices = [] if usage is not None else [{"index": 0, "delta": dict(delta), "finish_reason": finish}]
-    chunk: dict[str, Any] = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0,
-                             "model": MODEL_NAME, "choices": choices}
+    chunk: dict[str, Any] = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL_NAME,
+        "choices": choices,
+    }
     if usage is not None:
         chunk["usage"] = dict(usage)
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
 #: The streamed reply's text deltas: a handful of pieces, as a provider streams a short answer.
-STREAM_PIECES = tuple(MODEL_REPLY[i:i + 24] for i in range(0, len(MODEL_REPLY), 24))
+STREAM_PIECES = tuple(MODEL_REPLY[i : i + 24] for i in range(0, len(MODEL_REPLY), 24))
 
 
 def serve_model() -> None:
@@ -121,7 +136,9 @@ def serve_model() -> None:
         await response.prepare(request)
         stamped = bool(request.headers.get("x-bench-stamp"))
         pace = float(request.headers.get("x-bench-pace") or 0)
-        pieces = [f"{index} " for index in range(int(request.headers.get("x-bench-pieces") or 0))] or list(STREAM_PIECES)
+        pieces = [f"{index} " for index in range(int(request.headers.get("x-bench-pieces") or 0))] or list(
+            STREAM_PIECES
+        )
         for index, piece in enumerate(pieces):
             if index and pace:
                 await asyncio.sleep(pace)
@@ -129,9 +146,17 @@ def serve_model() -> None:
             await response.write(_chunk({"role": "assistant", "content": text} if index == 0 else {"content": text}))
         await response.write(_chunk({}, finish="stop"))
         prompt, completion = len(body) // 4, len(MODEL_REPLY) // 4
-        await response.write(_chunk({}, usage={"prompt_tokens": prompt, "completion_tokens": completion,
-                                               "total_tokens": prompt + completion,
-                                               "server_seconds": time.perf_counter() - started}))
+        await response.write(
+            _chunk(
+                {},
+                usage={
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                    "server_seconds": time.perf_counter() - started,
+                },
+            )
+        )
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -158,10 +183,16 @@ class ModelServer:
 
     def start(self) -> str:
         root = Path(__file__).resolve().parent.parent
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evals.bench_throughput", "--serve-model"],
-            cwd=root, env=environment, stdout=subprocess.PIPE, text=True,
+            cwd=root,
+            env=environment,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline().strip()
@@ -302,9 +333,11 @@ def user_text(chat: int, number: int) -> str:
     """A chat message of about 40 tokens, unique per (chat, number) so its model call can be matched."""
     topic = _TOPICS[(chat + number) % len(_TOPICS)]
     other = _TOPICS[(chat * 7 + number * 3) % len(_TOPICS)]
-    return (f"[{chat}/{number}] quick one about the {topic}: the {other} job on shard {chat % 16} failed twice since "
-            f"{number % 24:02d}:00 with a timeout after {300 + chat % 900} ms; can you check whether it is the same "
-            f"issue as yesterday and what we should do next?")
+    return (
+        f"[{chat}/{number}] quick one about the {topic}: the {other} job on shard {chat % 16} failed twice since "
+        f"{number % 24:02d}:00 with a timeout after {300 + chat % 900} ms; can you check whether it is the same "
+        f"issue as yesterday and what we should do next?"
+    )
 
 
 @dataclass
@@ -331,14 +364,18 @@ class Bench:
         self.per_chat[chat] += 1
         update_id = f"u{self.counter}"
         text = user_text(chat, number)
-        message = IncomingMessage(platform="local", chat_id=f"c{chat}", user_id=f"p{chat}", update_id=update_id, text=text)
+        message = IncomingMessage(
+            platform="local", chat_id=f"c{chat}", user_id=f"p{chat}", update_id=update_id, text=text
+        )
         return message, Sent(update_id, text, 0.0)
 
     async def intake(self, message: IncomingMessage, sent: Sent, arrival: float | None = None) -> None:
         sent.arrival = time.perf_counter() if arrival is None else arrival
         await self.gateway.runner.intake(message)
 
-    def phase(self, name: str, sent: Sequence[Sent], started: float, cpu: float, offered: float | None) -> dict[str, Any]:
+    def phase(
+        self, name: str, sent: Sequence[Sent], started: float, cpu: float, offered: float | None
+    ) -> dict[str, Any]:
         """Latencies of ``sent`` (all answered) and the phase's throughput."""
         replies = self.adapter.sent
         missing = [item.update_id for item in sent if item.update_id not in replies]
@@ -468,9 +505,13 @@ async def _round_trips(bench: Bench, count: int, rate: float) -> dict[str, Any]:
     finally:
         del channel.call, channel.call_in_order
     by_command = {name: round(number / messages, 2) for name, number in seen.most_common()}
-    return {"messages": messages, "rate_per_second": round(rate, 1),
-            "per_message": round(sum(seen.values()) / messages, 2),
-            "writes_per_message": round(writes / messages, 2), "by_command": by_command}
+    return {
+        "messages": messages,
+        "rate_per_second": round(rate, 1),
+        "per_message": round(sum(seen.values()) / messages, 2),
+        "writes_per_message": round(writes / messages, 2),
+        "by_command": by_command,
+    }
 
 
 async def unit_costs(redis: Any, channel: Any, base_url: str, repeats: int = UNIT_REPEATS) -> dict[str, float]:
@@ -509,9 +550,11 @@ async def unit_costs(redis: Any, channel: Any, base_url: str, repeats: int = UNI
             "redis_evalsha": await cpu_per_call(lambda: script(keys=[key])),
             "channel_evalsha": await cpu_per_call(lambda: same_script.run(channel, [key], [])),
             "chat_client_request": await cpu_per_call(
-                lambda: client.complete(messages, model=MODEL_NAME, max_tokens=4096)),
+                lambda: client.complete(messages, model=MODEL_NAME, max_tokens=4096)
+            ),
         }
         async with aiohttp.ClientSession() as session:
+
             async def post() -> Any:
                 async with session.post(base_url + "/chat/completions", json=body) as response:
                     return json.loads(await response.read())
@@ -565,7 +608,11 @@ def component_of(filename: str, function: str) -> str:
 ENTRY_POINTS: tuple[tuple[str, str, str], ...] = (
     ("Redis commands (redis-py)", "redis/asyncio/client.py", "execute_command"),
     ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/store/channel.py", "call"),
-    ("Redis commands (pipelined channel; replies are parsed in the event loop)", "gateway/store/channel.py", "call_in_order"),
+    (
+        "Redis commands (pipelined channel; replies are parsed in the event loop)",
+        "gateway/store/channel.py",
+        "call_in_order",
+    ),
     ("model requests (ChatClient over httpx)", "agent/llm/client.py", "complete"),
     ("token counting (tiktoken)", "agent/tokens.py", "count_text"),
     ("IncomingMessage JSON (pydantic, inbox)", "pydantic/main.py", "model_validate_json"),
@@ -587,10 +634,18 @@ def profile_summary(profiler: cProfile.Profile, top: int = 25) -> dict[str, Any]
             if filename.endswith(suffix) and function == name:
                 by_entry[label] += entry[3]
         short = filename.split("site-packages/")[-1].replace(root, "")
-        functions.append({"function": f"{short}:{line}({function})", "calls": entry[1],
-                          "self_ms": round(entry[2] * 1000, 1), "cumulative_ms": round(entry[3] * 1000, 1)})
+        functions.append(
+            {
+                "function": f"{short}:{line}({function})",
+                "calls": entry[1],
+                "self_ms": round(entry[2] * 1000, 1),
+                "cumulative_ms": round(entry[3] * 1000, 1),
+            }
+        )
     functions.sort(key=lambda item: item["cumulative_ms"], reverse=True)
-    shares = {label: round(100 * by_entry[label] / total, 1) for label, _suffix, _name in ENTRY_POINTS}  # labels may repeat
+    shares = {
+        label: round(100 * by_entry[label] / total, 1) for label, _suffix, _name in ENTRY_POINTS
+    }  # labels may repeat
     shares["the rest: event loop, tasks, foldgate's own logic"] = round(100 - sum(shares.values()), 1)
     return {
         "cpu_seconds": round(total, 3),
@@ -640,11 +695,18 @@ async def measure(
         try:
             settings = Settings(
                 redis={"url": redis_url, "key_prefix": prefix},
-                model={"name": MODEL_NAME, "provider": "custom", "base_url": base_url, "context_length": CONTEXT_LENGTH},
+                model={
+                    "name": MODEL_NAME,
+                    "provider": "custom",
+                    "base_url": base_url,
+                    "context_length": CONTEXT_LENGTH,
+                },
                 platforms={"local": {"enabled": True}},
                 # Every message is answered on its own: the figure is the cost per message, not per backlog.
                 gateway={"home": home, "coalesce_backlog": False},
-                access={"budgets": {"per_user": {"usd": 1_000_000.0}, "per_chat": {"tokens": 10**15}}} if budgets else {},
+                access={"budgets": {"per_user": {"usd": 1_000_000.0}, "per_chat": {"tokens": 10**15}}}
+                if budgets
+                else {},
             )
             adapter = TimedAdapter()
             http = open_http_client(transport=transport)  # type: ignore[arg-type]
@@ -655,8 +717,14 @@ async def measure(
             try:
                 bench = Bench(gateway, adapter, model, chats)
                 phases, round_trips, profile = await _run_phases(
-                    bench, messages_per_chat, bursts, unloaded_messages, paced_seconds, round_trip_messages,
-                    profile_chats, random.Random(seed),
+                    bench,
+                    messages_per_chat,
+                    bursts,
+                    unloaded_messages,
+                    paced_seconds,
+                    round_trip_messages,
+                    profile_chats,
+                    random.Random(seed),
                 )
             finally:
                 with contextlib.suppress(Exception):
@@ -671,10 +739,15 @@ async def measure(
     unloaded = next(phase for phase in phases if phase["phase"] == "unloaded")
     return {
         "measured_at": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
-                    "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
-                    "reference_loop_ms_before_after": [speed_before, reference_loop_ms()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+            "load_average_before": load_before,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "reference_loop_ms_before_after": [speed_before, reference_loop_ms()],
+        },
         "redis": describe_redis(redis_url),
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
         "provider_client": {"transport": transport, "stream": stream, "budgets": budgets},
@@ -696,14 +769,22 @@ async def measure(
 
 def median_burst(phases: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The burst run with the median throughput (the lower middle one of an even number)."""
-    bursts = sorted((phase for phase in phases if phase["phase"].startswith("burst")),
-                    key=lambda phase: float(phase["messages_per_second"] or 0))
+    bursts = sorted(
+        (phase for phase in phases if phase["phase"].startswith("burst")),
+        key=lambda phase: float(phase["messages_per_second"] or 0),
+    )
     return bursts[(len(bursts) - 1) // 2]
 
 
 async def _run_phases(
-    bench: Bench, messages_per_chat: int, bursts: int, unloaded_messages: int, paced_seconds: float,
-    round_trip_messages: int, profile_chats: int, rng: random.Random,
+    bench: Bench,
+    messages_per_chat: int,
+    bursts: int,
+    unloaded_messages: int,
+    paced_seconds: float,
+    round_trip_messages: int,
+    profile_chats: int,
+    rng: random.Random,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     chats = bench.chats
     # Printed between phases only, so the display never runs inside a measurement.
@@ -721,8 +802,12 @@ async def _run_phases(
     bar.update(bursts + 3, note="Redis round trips")
     round_trips = await _round_trips(bench, round_trip_messages, min(rate, 100.0))
     bar.update(bursts + 4, note="unit costs")
-    round_trips["unit_cpu_us"] = await unit_costs(bench.gateway.redis, bench.gateway.store.channel, bench.gateway.agents.base_url,
-                                                  max(20, min(UNIT_REPEATS, round_trip_messages * 3)))
+    round_trips["unit_cpu_us"] = await unit_costs(
+        bench.gateway.redis,
+        bench.gateway.store.channel,
+        bench.gateway.agents.base_url,
+        max(20, min(UNIT_REPEATS, round_trip_messages * 3)),
+    )
     bar.update(bursts + 5, note="profiled burst")
     profiler = cProfile.Profile()
     profiler.enable()
@@ -749,7 +834,7 @@ async def _drop_prefix(redis_url: str, prefix: str) -> None:
     try:
         keys = [key async for key in client.scan_iter(match=every_key_pattern(prefix), count=1000)]
         for start in range(0, len(keys), 500):
-            await client.delete(*keys[start:start + 500])
+            await client.delete(*keys[start : start + 500])
     finally:
         await client.aclose()
 
@@ -820,25 +905,41 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"bare aiohttp POST of the same body {unit['aiohttp_request']:.0f} µs.",
     ]
     profile = result["profile"]
-    lines += ["", f"Where the gateway's CPU goes (cProfile, {profile['workload']}, {profile['cpu_seconds']} s of CPU "
-                  "profiled; the profiler itself roughly doubles the cost of every call):", "",
-              "| cumulative inside | share |", "|---|---:|"]
+    lines += [
+        "",
+        f"Where the gateway's CPU goes (cProfile, {profile['workload']}, {profile['cpu_seconds']} s of CPU "
+        "profiled; the profiler itself roughly doubles the cost of every call):",
+        "",
+        "| cumulative inside | share |",
+        "|---|---:|",
+    ]
     for label, share in profile["by_entry_point"].items():
         lines.append(f"| {label} | {share}% |")
     lines += ["", "| self time by component | share |", "|---|---:|"]
     for component, share in profile["by_component"].items():
         lines.append(f"| {component} | {share}% |")
-    lines += ["", "| function (cumulative) | calls (with coroutine resumptions) | cumulative ms | self ms |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "| function (cumulative) | calls (with coroutine resumptions) | cumulative ms | self ms |",
+        "|---|---:|---:|---:|",
+    ]
     for item in profile["top_cumulative"][:15]:
-        lines.append(f"| `{item['function']}` | {item['calls']:,} | {item['cumulative_ms']:,.1f} | {item['self_ms']:,.1f} |")
+        lines.append(
+            f"| `{item['function']}` | {item['calls']:,} | {item['cumulative_ms']:,.1f} | {item['self_ms']:,.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 #: The provider-client set-ups measured side by side: (transport under httpx, streaming). The first is foldgate's.
 #: (transport, streaming, budgets on): budgets on meters every model call against a person's and a chat's budget
 #: (one reservation and one settlement each, in Redis) that is never reached, so the cost is all there is to see.
-VARIANTS: tuple[tuple[str, bool, bool], ...] = (("aiohttp", True, False), ("aiohttp", True, True),
-                                                ("aiohttp", False, False), ("httpx", True, False), ("httpx", False, False))
+VARIANTS: tuple[tuple[str, bool, bool], ...] = (
+    ("aiohttp", True, False),
+    ("aiohttp", True, True),
+    ("aiohttp", False, False),
+    ("httpx", True, False),
+    ("httpx", False, False),
+)
 
 
 def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -860,30 +961,46 @@ def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_baseline(commit: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The same benchmark at an older commit; only the parameters the old code's ``measure`` also takes are passed on."""
-    return run_at(commit, "bench_throughput", **{k: v for k, v in options.items() if k not in ("transport", "stream", "settle")})
+    return run_at(
+        commit, "bench_throughput", **{k: v for k, v in options.items() if k not in ("transport", "stream", "settle")}
+    )
 
 
 def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["", "Provider client set-ups, side by side in this run (same gateway, Redis and model server):", "",
-             "| transport under httpx | streaming | budgets | messages/s (median burst) | bursts | CPU / message | paced p99 added | yardstick loop before/after |",
-             "|---|---|---|---:|---|---:|---:|---|"]
+    lines = [
+        "",
+        "Provider client set-ups, side by side in this run (same gateway, Redis and model server):",
+        "",
+        "| transport under httpx | streaming | budgets | messages/s (median burst) | bursts | CPU / message | paced p99 added | yardstick loop before/after |",
+        "|---|---|---|---:|---|---:|---:|---|",
+    ]
     for row in rows:
         bursts = ", ".join(f"{value:,.0f}" for value in row["bursts"])
         loop = "/".join(f"{value:g}" for value in row["reference_loop_ms_before_after"])
-        lines.append(f"| {row['transport']} | {'on' if row['stream'] else 'off'} | {'on' if row.get('budgets') else 'off'} | "
-                     f"{row['messages_per_second']:,.0f} | "
-                     f"{bursts} | {row['cpu_ms_per_message']:.2f} ms | {row['paced_p99_added_ms']:.1f} ms | {loop} ms |")
+        lines.append(
+            f"| {row['transport']} | {'on' if row['stream'] else 'off'} | {'on' if row.get('budgets') else 'off'} | "
+            f"{row['messages_per_second']:,.0f} | "
+            f"{bursts} | {row['cpu_ms_per_message']:.2f} ms | {row['paced_p99_added_ms']:.1f} ms | {loop} ms |"
+        )
     return "\n".join(lines) + "\n"
 
 
-def main(out_dir: str | Path, *, variants: Sequence[tuple[str, bool] | tuple[str, bool, bool]] = VARIANTS,
-         baseline: str | None = None,
-         **options: Any) -> int:
+def main(
+    out_dir: str | Path,
+    *,
+    variants: Sequence[tuple[str, bool] | tuple[str, bool, bool]] = VARIANTS,
+    baseline: str | None = None,
+    **options: Any,
+) -> int:
     """Every variant in turn (the first is the published result), then ``baseline``'s code if given."""
     from gateway.run.process import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
 
-    results = [run_gateway_loop(measure(transport=variant[0], stream=variant[1], budgets=len(variant) > 2 and bool(variant[2]),
-                                        **options)) for variant in variants]
+    results = [
+        run_gateway_loop(
+            measure(transport=variant[0], stream=variant[1], budgets=len(variant) > 2 and bool(variant[2]), **options)
+        )
+        for variant in variants
+    ]
     rows = [variant_summary(result) for result in results]
     if baseline:
         row = variant_summary(run_baseline(baseline, options))

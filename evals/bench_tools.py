@@ -49,12 +49,19 @@ async def call_latency(calls: int) -> dict[str, dict[str, float]]:
     command, args = stdio_command()
     in_process = Tool("lookup", "Look a ticket up.", {"type": "object"}, _lookup)
     async with serve_http(TOKEN) as (url, _guard):
-        mcp = McpTools([McpServerSpec("stdio", command=command, args=tuple(args), cwd=ROOT),
-                        McpServerSpec("http", url=url, headers={"Authorization": f"Bearer {TOKEN}"})])
+        mcp = McpTools(
+            [
+                McpServerSpec("stdio", command=command, args=tuple(args), cwd=ROOT),
+                McpServerSpec("http", url=url, headers={"Authorization": f"Bearer {TOKEN}"}),
+            ]
+        )
         try:
             tools = {tool.name: tool for tool in await mcp.tools(["stdio", "http"], None)}
-            handlers = {"in-process": in_process.handler, "stdio": tools["stdio__lookup"].handler,
-                        "http": tools["http__lookup"].handler}
+            handlers = {
+                "in-process": in_process.handler,
+                "stdio": tools["stdio__lookup"].handler,
+                "http": tools["http__lookup"].handler,
+            }
             times: dict[str, list[float]] = {name: [] for name in handlers}
             for handler in handlers.values():  # warm-up: sessions open, code paths run once
                 for _ in range(20):
@@ -69,9 +76,15 @@ async def call_latency(calls: int) -> dict[str, dict[str, float]]:
         finally:
             await mcp.aclose()
     base = {q: quantile(times["in-process"], q) for q in (0.5, 0.99)}
-    return {name: {"p50_ms": quantile(values, 0.5), "p99_ms": quantile(values, 0.99),
-                   "added_p50_ms": quantile(values, 0.5) - base[0.5], "added_p99_ms": quantile(values, 0.99) - base[0.99]}
-            for name, values in times.items()}
+    return {
+        name: {
+            "p50_ms": quantile(values, 0.5),
+            "p99_ms": quantile(values, 0.99),
+            "added_p50_ms": quantile(values, 0.5) - base[0.5],
+            "added_p99_ms": quantile(values, 0.99) - base[0.99],
+        }
+        for name, values in times.items()
+    }
 
 
 class ProviderThread:
@@ -105,9 +118,18 @@ class ProviderThread:
 
 async def turn_cpu(turns: int, listed: int) -> dict[str, Any]:
     command, args = stdio_command()
-    mcp = McpTools([McpServerSpec("inv", command=command, args=tuple(args), cwd=ROOT,
-                                  env={"FAKE_MCP_MANY": str(listed)}, include=frozenset(
-                                      f"tool_{number:02d}" for number in range(listed)))])
+    mcp = McpTools(
+        [
+            McpServerSpec(
+                "inv",
+                command=command,
+                args=tuple(args),
+                cwd=ROOT,
+                env={"FAKE_MCP_MANY": str(listed)},
+                include=frozenset(f"tool_{number:02d}" for number in range(listed)),
+            )
+        ]
+    )
     cpu: dict[str, list[float]] = {"none": [], f"{listed} tools": []}
     bodies: dict[str, int] = {}
     try:
@@ -117,42 +139,70 @@ async def turn_cpu(turns: int, listed: int) -> dict[str, Any]:
                 assert len(offered) == listed, f"the server offered {len(offered)} tools, not {listed}"
                 with progress(turns, "turn", "turns") as bar:
                     for round_number in range(turns):
-                        for name in (cpu if round_number % 2 == 0 else reversed(list(cpu))):
+                        for name in cpu if round_number % 2 == 0 else reversed(list(cpu)):
                             started = time.thread_time()  # listing the tools is part of every turn
                             registry = ToolRegistry()
                             if name != "none":
                                 for tool in await mcp.tools(["inv"], None):
                                     registry.add(tool)
-                            agent = Agent(client, ContextCompressor(model="test-model", context_length=128_000),
-                                          model="test-model", tools=registry)
+                            agent = Agent(
+                                client,
+                                ContextCompressor(model="test-model", context_length=128_000),
+                                model="test-model",
+                                tools=registry,
+                            )
                             await agent.run_turn([], {"role": "user", "content": f"turn {round_number}: anything new?"})
                             cpu[name].append((time.thread_time() - started) * 1000)
                             bodies[name] = len(llm.requests[-1].raw)
                         bar.update()
     finally:
         await mcp.aclose()
-    return {name: {"cpu_ms_median": statistics.median(values), "cpu_ms_p90": quantile(values, 0.9),
-                   "request_bytes": bodies[name]} for name, values in cpu.items()}
+    return {
+        name: {
+            "cpu_ms_median": statistics.median(values),
+            "cpu_ms_p90": quantile(values, 0.9),
+            "request_bytes": bodies[name],
+        }
+        for name, values in cpu.items()
+    }
 
 
 async def measure(*, calls: int = 500, turns: int = 200, listed: int = 50) -> dict[str, Any]:
-    return {"machine": {"python": sys.version.split()[0], "platform": platform.platform()},
-            "calls": calls, "turns": turns, "listed": listed,
-            "latency": await call_latency(calls), "turn_cpu": await turn_cpu(turns, listed)}
+    return {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
+        "calls": calls,
+        "turns": turns,
+        "listed": listed,
+        "latency": await call_latency(calls),
+        "turn_cpu": await turn_cpu(turns, listed),
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# foldgate bench tools", "",
-             f"{result['calls']} sequential calls of one tool per transport, interleaved (wall time of the handler):", "",
-             "| transport | p50 | p99 | added p50 | added p99 |", "|---|---|---|---|---|"]
+    lines = [
+        "# foldgate bench tools",
+        "",
+        f"{result['calls']} sequential calls of one tool per transport, interleaved (wall time of the handler):",
+        "",
+        "| transport | p50 | p99 | added p50 | added p99 |",
+        "|---|---|---|---|---|",
+    ]
     for name, row in result["latency"].items():
-        lines.append(f"| {name} | {row['p50_ms']:.3f} ms | {row['p99_ms']:.3f} ms | {row['added_p50_ms']:.3f} ms | "
-                     f"{row['added_p99_ms']:.3f} ms |")
-    lines += ["", f"One turn's CPU (the thread that runs it), {result['turns']} turns each, alternating:", "",
-              "| tools offered | CPU per turn (median) | p90 | request body |", "|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {row['p50_ms']:.3f} ms | {row['p99_ms']:.3f} ms | {row['added_p50_ms']:.3f} ms | "
+            f"{row['added_p99_ms']:.3f} ms |"
+        )
+    lines += [
+        "",
+        f"One turn's CPU (the thread that runs it), {result['turns']} turns each, alternating:",
+        "",
+        "| tools offered | CPU per turn (median) | p90 | request body |",
+        "|---|---|---|---|",
+    ]
     for name, row in result["turn_cpu"].items():
-        lines.append(f"| {name} | {row['cpu_ms_median']:.2f} ms | {row['cpu_ms_p90']:.2f} ms | "
-                     f"{row['request_bytes']:,} bytes |")
+        lines.append(
+            f"| {name} | {row['cpu_ms_median']:.2f} ms | {row['cpu_ms_p90']:.2f} ms | {row['request_bytes']:,} bytes |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -23,11 +23,17 @@ class MeasuredChild:
     def __init__(self, module: str, flag: str, config: Mapping[str, Any]) -> None:
         self.module = module
         root = Path(__file__).resolve().parent.parent
-        environment = {**os.environ,
-                       "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", module, flag, json.dumps(dict(config))],
-            cwd=root, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=root,
+            env=environment,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
 
     async def ask(self, command: str | None = None, timeout: float = 120.0) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from pathlib import Path
 from evals.report import PLOT_EXTRA_HINT
 
 
-
 def available_benchmarks() -> list[str]:
     return sorted(path.stem.removeprefix("bench_") for path in Path(__file__).parent.glob("bench_*.py"))
 
@@ -77,8 +76,16 @@ def eval_command(args: argparse.Namespace) -> int:
     default_policies, default_window = EVAL_DEFAULTS[args.kind]
     policies = [name.strip() for name in (args.policies or default_policies).split(",") if name.strip()]
     try:
-        _, paths = module.main(args.sessions, args.probes, policies, args.context_length or default_window, args.out,
-                               progress=sys.stderr, summarizer=args.summarizer, config=getattr(args, "config", None))
+        _, paths = module.main(
+            args.sessions,
+            args.probes,
+            policies,
+            args.context_length or default_window,
+            args.out,
+            progress=sys.stderr,
+            summarizer=args.summarizer,
+            config=getattr(args, "config", None),
+        )
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"foldgate eval: {error}", file=sys.stderr)
         return 2
@@ -86,8 +93,10 @@ def eval_command(args: argparse.Namespace) -> int:
     for label, path in paths.items():
         print(f"{label}: {path}")
     if args.kind == "compaction" and "plot" not in paths:
-        print(f"foldgate eval: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds compaction_eval.png",
-              file=sys.stderr)
+        print(
+            f"foldgate eval: no plot, matplotlib is not installed; {PLOT_EXTRA_HINT} adds compaction_eval.png",
+            file=sys.stderr,
+        )
     return 0
 
 

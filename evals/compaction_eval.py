@@ -58,8 +58,7 @@ SHORT_SUBJECT_CHARS = 3
 _SUBJECT_SEPARATOR = r"[ \t_/-]+"
 #: Query words that name the kind of fact asked for, not its subject (probe files without ``subject`` fall back on the rest).
 _QUERY_KIND_WORDS = frozenset(
-    """commit commits issue bug file error code port rate limit cost month timeout owns owner deployment decided
-    use why instead run before never name format what which""".split()
+    ["commit", "commits", "issue", "bug", "file", "error", "code", "port", "rate", "limit", "cost", "month", "timeout", "owns", "owner", "deployment", "decided", "use", "why", "instead", "run", "before", "never", "name", "format", "what", "which"]
 )
 
 
@@ -82,7 +81,7 @@ class Probe:
     subject: tuple[str, ...] = ()
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "Probe":
+    def from_record(cls, record: Mapping[str, Any]) -> Probe:
         missing = [key for key in ("session", "question", "answer", "query") if not record.get(key)]
         if missing:
             raise ValueError(f"probe {record!r} lacks {', '.join(missing)}")
@@ -214,7 +213,8 @@ def _plain(value: Any) -> Any:
 def _compact_stats(stats: dict[str, Any]) -> dict[str, Any]:
     """Stats without long id lists (a 500K session replaces ~1,000 ids): their counts instead."""
     return {
-        key: ({"count": len(value)} if isinstance(value, list) and len(value) > 20 else value) for key, value in stats.items()
+        key: ({"count": len(value)} if isinstance(value, list) and len(value) > 20 else value)
+        for key, value in stats.items()
     }
 
 
@@ -562,8 +562,13 @@ class Run:
                 if not r.closed_book
             ],
             "unattributed": [
-                {"question": r.probe.question, "answer": r.probe.answer, "kind": r.probe.kind,
-                 "subject": list(r.probe.about), "line": r.line}
+                {
+                    "question": r.probe.question,
+                    "answer": r.probe.answer,
+                    "kind": r.probe.kind,
+                    "subject": list(r.probe.about),
+                    "line": r.line,
+                }
                 for r in self.results
                 if r.closed_book and not r.attributed
             ],
@@ -734,7 +739,9 @@ def markdown_report(runs: Sequence[Run], context_length: int, summarizer: str = 
             "| session | policy | what happened to the answer's message | facts missed closed-book |",
             "|---|---|---|---:|",
         ]
-        lines += [f"| {session} | {policy} | {cause} | {count} |" for (session, policy, cause), count in reasons.items()]
+        lines += [
+            f"| {session} | {policy} | {cause} | {count} |" for (session, policy, cause), count in reasons.items()
+        ]
     lost = [(run, result) for run in runs for result in run.results if not result.recovered]
     if lost:
         lines += [
@@ -866,8 +873,9 @@ def figure_of(runs: Sequence[Run], context_length: int | None = None) -> Any:
     policies = list(dict.fromkeys(run.policy for run in runs))
     columns = max(1, min(3, len(sessions)))
     rows = max(1, -(-len(sessions) // columns))
-    figure, axes = plt.subplots(rows, columns, figsize=(4.4 * columns, 3.8 * rows + 1.0), sharey=True,
-                                squeeze=False, layout="constrained")
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(4.4 * columns, 3.8 * rows + 1.0), sharey=True, squeeze=False, layout="constrained"
+    )
     colours = plt.get_cmap("tab10")
     markers = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<"]
     style = {policy: (colours(number % 10), markers[number % len(markers)]) for number, policy in enumerate(policies)}
@@ -880,12 +888,31 @@ def figure_of(runs: Sequence[Run], context_length: int | None = None) -> Any:
             closed, recovered = 100 * run.closed_book / probes, 100 * run.recovered / probes
             where = offset_copy(axis.transData, fig=figure, x=shift, y=0, units="points")
             axis.plot([x, x], [closed, recovered], color=colour, linewidth=1.2, alpha=0.5, transform=where, zorder=2)
-            axis.plot([x], [closed], linestyle="none", marker=marker, markersize=7, color=colour, transform=where, zorder=4)
-            axis.plot([x], [recovered], linestyle="none", marker=marker, markersize=13, markerfacecolor="none",
-                      markeredgecolor=colour, markeredgewidth=1.5, transform=where, zorder=3)
+            axis.plot(
+                [x], [closed], linestyle="none", marker=marker, markersize=7, color=colour, transform=where, zorder=4
+            )
+            axis.plot(
+                [x],
+                [recovered],
+                linestyle="none",
+                marker=marker,
+                markersize=13,
+                markerfacecolor="none",
+                markeredgecolor=colour,
+                markeredgewidth=1.5,
+                transform=where,
+                zorder=3,
+            )
             if closed < recovered:
-                axis.annotate(f"{closed:.0f}%", (x, closed), xycoords=where, textcoords="offset points", xytext=(11, -4),
-                              fontsize=8, color=colour)
+                axis.annotate(
+                    f"{closed:.0f}%",
+                    (x, closed),
+                    xycoords=where,
+                    textcoords="offset points",
+                    xytext=(11, -4),
+                    fontsize=8,
+                    color=colour,
+                )
         axis.set_xscale("log")
         axis.set_xlim(min(kept) / 1.8, max(kept) * 1.8)
         axis.xaxis.set_major_locator(FixedLocator(_ticks_at(kept)))
@@ -899,16 +926,32 @@ def figure_of(runs: Sequence[Run], context_length: int | None = None) -> Any:
         axis.set_xlabel("tokens kept (log scale)")
     for axis in axes[:, 0]:
         axis.set_ylabel("facts recalled (%)")
-    for axis in list(axes.flat)[len(sessions):]:
+    for axis in list(axes.flat)[len(sessions) :]:
         axis.set_visible(False)
     handles = [Line2D([], [], linestyle="none", marker=style[p][1], color=style[p][0], label=p) for p in policies]
     handles += [
         Line2D([], [], linestyle="none", marker="o", color="0.3", markersize=7, label="closed-book recall (filled)"),
-        Line2D([], [], linestyle="none", marker="o", markersize=12, markerfacecolor="none", markeredgecolor="0.3",
-               markeredgewidth=1.5, label="recovery recall (ring)"),
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker="o",
+            markersize=12,
+            markerfacecolor="none",
+            markeredgecolor="0.3",
+            markeredgewidth=1.5,
+            label="recovery recall (ring)",
+        ),
     ]
-    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False, fontsize=9,
-                  title="policies that kept about as many tokens are drawn side by side", title_fontsize=8)
+    figure.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=min(len(handles), 5),
+        frameon=False,
+        fontsize=9,
+        title="policies that kept about as many tokens are drawn side by side",
+        title_fontsize=8,
+    )
     window = f", {context_length:,}-token window" if context_length else ""
     figure.suptitle(f"Tokens kept against planted facts recalled{window}", fontsize=11)
     return figure
@@ -929,14 +972,20 @@ def _matplotlib_missing(error: ImportError) -> bool:
     return (error.name or "").split(".")[0] == "matplotlib"
 
 
-def write_report(runs: Sequence[Run], out: Path, context_length: int, summarizer: str = "deterministic") -> dict[str, Path]:
+def write_report(
+    runs: Sequence[Run], out: Path, context_length: int, summarizer: str = "deterministic"
+) -> dict[str, Path]:
     """``compaction_eval.json``, ``.md`` and ``.png`` under ``out``; returns their paths.
 
     Without matplotlib (the ``evals`` extra) the PNG is skipped, and absent from the result:
     the numbers do not need it.
     """
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out / "compaction_eval.json", "markdown": out / "compaction_eval.md", "plot": out / "compaction_eval.png"}
+    paths = {
+        "json": out / "compaction_eval.json",
+        "markdown": out / "compaction_eval.md",
+        "plot": out / "compaction_eval.png",
+    }
     document = {
         "context_length": context_length,
         "summarizer": summarizer,

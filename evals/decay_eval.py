@@ -173,7 +173,9 @@ async def replay(
         wall_seconds=wall,
         cpu_seconds=cpu,
         listing=listing_load(messages),
-        first_facts=[(probe.kind, probe.where) for probe, position in placed if quarter_of(position, len(messages)) == 0],
+        first_facts=[
+            (probe.kind, probe.where) for probe, position in placed if quarter_of(position, len(messages)) == 0
+        ],
     )
 
 
@@ -251,13 +253,17 @@ def markdown_report(runs: Sequence[DecayRun], context_length: int, summarizer: s
         "",
         ATTRIBUTED_NOTE,
         "",
-        "| session | policy | compactions | " + " | ".join(f"{quarter} quarter at the end" for quarter in QUARTERS) + " |",
+        "| session | policy | compactions | "
+        + " | ".join(f"{quarter} quarter at the end" for quarter in QUARTERS)
+        + " |",
         "|---|---|---:|" + "---:|" * len(QUARTERS),
     ]
     for run in runs:
         last = run.checkpoints[-1].quarters if run.checkpoints else [QuarterScore() for _ in QUARTERS]
         lines.append(
-            f"| {run.session} | {run.policy} | {len(run.checkpoints)} | " + " | ".join(_cell(score) for score in last) + " |"
+            f"| {run.session} | {run.policy} | {len(run.checkpoints)} | "
+            + " | ".join(_cell(score) for score in last)
+            + " |"
         )
     lines += _first_quarter_listings(runs, context_length)
     for run in runs:

@@ -28,4 +28,3 @@ def publish(out_dir: str | Path, name: str, data: Any, markdown: str) -> Path:
 def progress(total: int, unit: str, label: str) -> Progress:
     """A benchmark's progress on stderr: stdout carries its table, so the two can be redirected apart."""
     return Progress(total, unit, sys.stderr, label=label)
-

@@ -36,7 +36,9 @@ MAX_FILES = 16
 _ENTRY = re.compile(r"^\[([^\]\n]+)\] (user|assistant|system|tool result(?: \([^)\n]*\))?)(?: \(synthetic\))?: ", re.M)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 _RULE = re.compile(r"\b(always|never|don't|do not|from now on|house rule|remember|prefer|must|make sure)\b", re.I)
-_DONE = re.compile(r"\b(committed|opened|fixed|merged|pushed|added|switched|checked|patched|deployed|wrote|moved)\b", re.I)
+_DONE = re.compile(
+    r"\b(committed|opened|fixed|merged|pushed|added|switched|checked|patched|deployed|wrote|moved)\b", re.I
+)
 _DECISION = re.compile(r"\b(decid\w*|decision|we go with|we'll use|instead of|rather than|agreed)\b", re.I)
 _ERROR_LINE = re.compile(r"^(?:[A-Z]\w*(?:Error|Exception)\b.*|.*\b(?:ERROR|FAILED)\b.*)$")
 _IDENTIFIER = re.compile(r"\b[0-9a-f]{7,40}\b|#\d{2,}|\b[A-Z][A-Z0-9]+-\d+\b|\bE\d{3,}\b|\b\d[\d,.]*(?:ms|s|%)?\b")
@@ -61,7 +63,8 @@ def parse_request(messages: Sequence[dict[str, Any]]) -> tuple[str | None, list[
     marks = list(_ENTRY.finditer(turns))
     ends = [mark.start() for mark in marks[1:]] + [len(turns)]
     entries = [
-        Entry(mark.group(1), mark.group(2).split(" ")[0], turns[mark.end() : end].strip()) for mark, end in zip(marks, ends)
+        Entry(mark.group(1), mark.group(2).split(" ")[0], turns[mark.end() : end].strip())
+        for mark, end in zip(marks, ends)
     ]
     return parts.get("previous_notes"), entries
 

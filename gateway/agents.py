@@ -116,8 +116,10 @@ class AgentBuilder:
         if warning:
             log.warning(warning)
         if self.api_mode == "codex_app_server" and settings.context.engine != "compressor":
-            log.warning("context.engine %s is not used on api_mode codex_app_server: the app-server owns the thread",
-                        settings.context.engine)
+            log.warning(
+                "context.engine %s is not used on api_mode codex_app_server: the app-server owns the thread",
+                settings.context.engine,
+            )
 
     # -- the shared clients --------------------------------------------------------------
 
@@ -147,8 +149,13 @@ class AgentBuilder:
         if self.api_mode == "responses":
             return self._responses_client(native=self.settings.compression.codex_responses_native)
         return ChatClient(
-            self.base_url, api_key=self.api_key, dialect=self.dialect, route=model.provider,  # type: ignore[arg-type]
-            stream=model.stream, options=model.http_options(), retry=RetryPolicy(max_retries=model.max_retries),
+            self.base_url,
+            api_key=self.api_key,
+            dialect=self.dialect,
+            route=model.provider,  # type: ignore[arg-type]
+            stream=model.stream,
+            options=model.http_options(),
+            retry=RetryPolicy(max_retries=model.max_retries),
         )
 
     def _build_summarizer(self) -> LLMSummarizer | None:
@@ -162,8 +169,12 @@ class AgentBuilder:
         if self.api_mode == "responses" and not auxiliary.base_url:
             # The main route speaks the Responses API only; the summarizer shares it, without native compaction.
             client = self._responses_client(native=False, summarizer=True)
-            summarizer = LLMSummarizer(client, auxiliary.model or model.name, window.tokens,  # type: ignore[arg-type]
-                                       teacher=teacher)
+            summarizer = LLMSummarizer(
+                client,
+                auxiliary.model or model.name,
+                window.tokens,  # type: ignore[arg-type]
+                teacher=teacher,
+            )
         else:
             summarizer = build_summarizer(
                 auxiliary,
@@ -192,11 +203,19 @@ class AgentBuilder:
         chat = Route(self.base_url, self.dialect, *_asking(self.chat_model))
         summarizer_endpoint = auxiliary.base_url or (None if model.provider == "local" else self.base_url)
         # A summarizer elsewhere is asked through its own client (and key), set once it is built.
-        summarizer = Route(summarizer_endpoint, "anthropic" if "anthropic.com" in summarizer_endpoint else self.dialect,
-                           *(_asking(self.chat_model) if not auxiliary.base_url else (None, None))
-                           ) if summarizer_endpoint else None
+        summarizer = (
+            Route(
+                summarizer_endpoint,
+                "anthropic" if "anthropic.com" in summarizer_endpoint else self.dialect,
+                *(_asking(self.chat_model) if not auxiliary.base_url else (None, None)),
+            )
+            if summarizer_endpoint
+            else None
+        )
         return ModelWindows(
-            chat_model=model.name, chat_configured=model.context_length, chat_route=chat,
+            chat_model=model.name,
+            chat_configured=model.context_length,
+            chat_route=chat,
             summarizer_model=(auxiliary.model or model.name) if summarizer else None,
             summarizer_configured=auxiliary.context_length or (model.context_length if same_model else None),
             summarizer_route=summarizer,
@@ -237,8 +256,9 @@ class AgentBuilder:
         plan = self._caching_plans.get(model)
         if plan is None:
             if self.api_mode != "chat":
-                plan = CachingPlan(False, f"api_mode {self.api_mode} has no cache_control",
-                                   self.settings.prompt_caching.cache_ttl)
+                plan = CachingPlan(
+                    False, f"api_mode {self.api_mode} has no cache_control", self.settings.prompt_caching.cache_ttl
+                )
             else:
                 plan = plan_prompt_caching(
                     model,
@@ -257,14 +277,17 @@ class AgentBuilder:
 
     # -- per turn --------------------------------------------------------------------------
 
-    def build_engine(self, model: str, state: Mapping[str, Any], history: ChatHistory,
-                     meter: Meter | None = None) -> ContextEngine:
+    def build_engine(
+        self, model: str, state: Mapping[str, Any], history: ChatHistory, meter: Meter | None = None
+    ) -> ContextEngine:
         context_length = self.context_length(model)
         compression = self.settings.compression
         engine: ContextEngine
         if self.api_mode == "codex_app_server":
             assert self.app_server is not None
-            engine = CodexThreadEngine(model, context_length, compression, server=self.app_server, provider=self.provider)
+            engine = CodexThreadEngine(
+                model, context_length, compression, server=self.app_server, provider=self.provider
+            )
         else:
             kwargs: dict[str, Any] = {
                 "model": model,
@@ -291,10 +314,18 @@ class AgentBuilder:
             self._sessions[engine] = f"{history.chat}/{history.session_id}"
         return engine
 
-    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
-                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES,
-                    results: ResultArchive | None = None, result_limit: int | None = None,
-                    meter: Meter | None = None) -> Agent:
+    def build_agent(
+        self,
+        engine: ContextEngine,
+        model: str,
+        tools: ToolRegistry,
+        *,
+        media: MediaSource | None = None,
+        max_images: int = DEFAULT_MAX_IMAGES,
+        results: ResultArchive | None = None,
+        result_limit: int | None = None,
+        meter: Meter | None = None,
+    ) -> Agent:
         """The agent of one turn; ``media`` is the chat's stored items, of which the newest ``max_images``
         images go into each request; a tool result over ``result_limit`` tokens is archived whole in ``results``."""
         chat_model: ChatModel = self.chat_model

@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agent import pricing
@@ -45,14 +45,17 @@ if TYPE_CHECKING:
 Command = Callable[[ChatTurn, str], Awaitable[str]]
 
 
-def _engine(turn: ChatTurn, model: str) -> "ContextEngine":
+def _engine(turn: ChatTurn, model: str) -> ContextEngine:
     """The chat's context engine for ``model``, with its saved state and its archive; its summarizer's calls count
     against the budgets of the person who asked (and the chat)."""
     runner = turn.runner
     meter = ChatMeter(runner.spending, runner.budgets, turn.message, cache_ttl=runner.cache_ttl, notes=[])
-    return runner.agents.build_engine(model, turn.meta.engine_state,
-                                      ChatHistory(runner.store, turn.chat, turn.session_id),
-                                      meter if meter.active else None)
+    return runner.agents.build_engine(
+        model,
+        turn.meta.engine_state,
+        ChatHistory(runner.store, turn.chat, turn.session_id),
+        meter if meter.active else None,
+    )
 
 
 def _percent(tokens: int, window: int) -> str:
@@ -97,17 +100,33 @@ async def _compress_codex_thread(turn: ChatTurn, engine: CodexThreadEngine) -> s
         return "Nothing to compress yet: this chat has no codex thread."
     done = await engine.compact_thread(thread, trigger="manual")
     await runner.store.commit_compaction(
-        turn.chat, turn.session_id, messages, lock=turn.lock, in_place=True,
+        turn.chat,
+        turn.session_id,
+        messages,
+        lock=turn.lock,
+        in_place=True,
         compaction_id=f"{turn.entry_id}:codex-thread",
-        meta={"engine_state": engine.export_state(), "last_prompt_tokens": done.tokens_after or None,
-              "tokens_at_report": turn.meta.tokens},
+        meta={
+            "engine_state": engine.export_state(),
+            "last_prompt_tokens": done.tokens_after or None,
+            "tokens_at_report": turn.meta.tokens,
+        },
     )
     turn.meta = await runner.store.meta(turn.chat, turn.session_id)
-    await runner.events.emit(CompressEvent(
-        platform=turn.message.platform, chat=turn.chat, session_id=turn.session_id, old_session_id="", in_place=True,
-        compression_count=engine.compression_count, trigger="manual", tokens_before=done.tokens_before,
-        tokens_after=done.tokens_after, summarizer="codex app-server",
-    ))
+    await runner.events.emit(
+        CompressEvent(
+            platform=turn.message.platform,
+            chat=turn.chat,
+            session_id=turn.session_id,
+            old_session_id="",
+            in_place=True,
+            compression_count=engine.compression_count,
+            trigger="manual",
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+            summarizer="codex app-server",
+        )
+    )
     return (
         f"Compacted the codex thread: {done.tokens_before:,} → {done.tokens_after:,} tokens of context"
         " (the app-server's own compaction). The conversation here is unchanged."
@@ -175,14 +194,19 @@ async def model(turn: ChatTurn, name: str) -> str:
     served, why = await _provider_models(runner.agents)
     if served is not None and not lists_model(served, api_model_id(name)):
         close = difflib.get_close_matches(api_model_id(name), served, n=5, cutoff=0.4)
-        hint = f" Close names it serves: {', '.join(close)}." if close else (
-            f" It serves: {', '.join(served[:10])}{' …' if len(served) > 10 else ''}." if served else "")
+        hint = (
+            f" Close names it serves: {', '.join(close)}."
+            if close
+            else (f" It serves: {', '.join(served[:10])}{' …' if len(served) > 10 else ''}." if served else "")
+        )
         return f"⚠️ {provider} does not serve {name}; staying on {current}.{hint}"
     await runner.store.update_meta(turn.chat, turn.session_id, lock=turn.lock, model=name)
     engine = _engine(turn, name)
     tokens, _source = hygiene.estimate_session_tokens(turn.meta)
-    text = (f"Switched {current} → {name} (window {runner.agents.context_length(name):,} tokens, compaction at"
-            f" {engine.threshold:.0%}).")
+    text = (
+        f"Switched {current} → {name} (window {runner.agents.context_length(name):,} tokens, compaction at"
+        f" {engine.threshold:.0%})."
+    )
     if provider not in UNBILLED_PROVIDERS:
         text += _cold_cache_warning(runner.agents.caching_plan(name), tokens, name)
     if served is None:
@@ -196,8 +220,10 @@ async def new(turn: ChatTurn, _arg: str) -> str:
     sid = await turn.runner.store.new_session(turn.chat, lock=turn.lock)
     turn.session_id = sid
     turn.meta = await turn.runner.store.meta(turn.chat, sid)
-    return (f"Started a new conversation (session {sid}). The previous one ({old}) is kept:"
-            " /sessions lists it, /resume goes back.")
+    return (
+        f"Started a new conversation (session {sid}). The previous one ({old}) is kept:"
+        " /sessions lists it, /resume goes back."
+    )
 
 
 #: Conversations ``/sessions`` shows at most (the newest); ``/resume`` reaches older ones by number too.
@@ -209,7 +235,9 @@ async def _newest_first(turn: ChatTurn) -> list[Conversation]:
 
 
 def _size(size: int) -> str:
-    return f"{size / 1_048_576:.1f} MB" if size >= 1_048_576 else f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} B"
+    return (
+        f"{size / 1_048_576:.1f} MB" if size >= 1_048_576 else f"{size / 1024:.1f} KB" if size >= 1024 else f"{size} B"
+    )
 
 
 def _ago(seconds: float) -> str:
@@ -229,7 +257,7 @@ async def sessions(turn: ChatTurn, _arg: str) -> str:
     for number, conversation in enumerate(listed[:MAX_LISTED], start=1):
         about = await outline(store, turn.chat, conversation)
         mark = "▶" if turn.session_id in conversation.sessions else " "
-        when = datetime.fromtimestamp(about.last_activity_at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        when = datetime.fromtimestamp(about.last_activity_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
         first = f"“{about.first_line}”" if about.first_line else "(nothing said yet)"
         lines.append(
             f"{mark} {number}. {first} — {about.live + about.archived} messages ({about.live} live,"
@@ -252,8 +280,11 @@ async def resume(turn: ChatTurn, which: str) -> str:
     else:  # a session id works too (as /sessions and /status print them)
         chosen = next(((n, c) for n, c in enumerate(listed, start=1) if which and which in c.sessions), None)
     if chosen is None:
-        return (f"⚠️ /resume needs a number from /sessions (1 to {len(listed)})." if which
-                else "Which one? /sessions lists this chat's conversations; /resume N continues number N.")
+        return (
+            f"⚠️ /resume needs a number from /sessions (1 to {len(listed)})."
+            if which
+            else "Which one? /sessions lists this chat's conversations; /resume N continues number N."
+        )
     number, conversation = chosen
     if turn.session_id in conversation.sessions:
         return f"Conversation {number} (session {conversation.head}) is the current one already."
@@ -267,12 +298,17 @@ async def resume(turn: ChatTurn, which: str) -> str:
     turn.meta = await store.meta(turn.chat, sid)
     about = await outline(store, turn.chat, conversation)
     first = f" “{about.first_line}”" if about.first_line else ""
-    return (f"Resumed conversation {number}{first} (session {sid}, {about.live + about.archived} messages)."
-            f" The one you left ({old}) is kept: /sessions lists it.")
+    return (
+        f"Resumed conversation {number}{first} (session {sid}, {about.live + about.archived} messages)."
+        f" The one you left ({old}) is kept: /sessions lists it."
+    )
 
 
 #: Routes whose tokens are not billed per token (a subscription, or nothing at all).
-UNBILLED_PROVIDERS = {"local": "the local demo model is free", "openai-codex": "a ChatGPT subscription, not per-token billing"}
+UNBILLED_PROVIDERS = {
+    "local": "the local demo model is free",
+    "openai-codex": "a ChatGPT subscription, not per-token billing",
+}
 
 
 def _money_line(agents: AgentBuilder, model: str, totals: dict) -> str:
@@ -309,8 +345,10 @@ async def usage(turn: ChatTurn, arg: str) -> str:
     compactions = f"Compactions: {meta.compaction_count}"
     native = (meta.engine_state or {}).get("native_compactions")
     if native:
-        compactions += (f" (codex thread: {native.get('manual', 0)} by /compress, {native.get('gateway', 0)} at foldgate's"
-                        f" threshold, {native.get('app_server', 0)} by the app-server itself)")
+        compactions += (
+            f" (codex thread: {native.get('manual', 0)} by /compress, {native.get('gateway', 0)} at foldgate's"
+            f" threshold, {native.get('app_server', 0)} by the app-server itself)"
+        )
     lines = [
         f"Context: {tokens:,} / {window:,} tokens ({_percent(tokens, window)}; {source}), {meta.count} messages",
         compactions,
@@ -326,13 +364,15 @@ async def usage(turn: ChatTurn, arg: str) -> str:
 async def budget_lines(runner: CommandHost, message: IncomingMessage, person: str) -> list[str]:
     """What the sender of ``message`` (and its chat) spent this period, against each budget that applies."""
     lines = []
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for subject, who, limit in subjects(message, runner.budgets):
         period, ends = period_bounds(now, limit.period, runner.budgets.timezone)
         spent = await runner.spending.spent(subject, period)
         owner = person if subject.startswith("user:") else "this chat"
-        lines.append(f"Budget ({owner}, {limit.period}): {budget_amount(limit, spent.usd, spent.tokens)}; "
-                     f"resets {reset_time(ends)}")
+        lines.append(
+            f"Budget ({owner}, {limit.period}): {budget_amount(limit, spent.usd, spent.tokens)}; "
+            f"resets {reset_time(ends)}"
+        )
     return lines
 
 
@@ -342,12 +382,14 @@ async def status(turn: ChatTurn, _arg: str) -> str:
     meta = turn.meta
     uptime = int(time.time() - runner.started_at)
     pending = await runner.inbox.pending(turn.chat)
-    return "\n".join([
-        f"Session {turn.session_id} ({'continues ' + meta.parent_session_id if meta.parent_session_id else 'root'})",
-        f"Model {meta.model or runner.agents.default_model}",
-        f"Messages {meta.count}, compactions {meta.compaction_count}, pending in inbox {max(0, pending - 1)}",
-        f"Worker {runner.worker_id}, up {uptime // 3600}h{uptime % 3600 // 60:02d}m, chats running here {runner.busy_chats}",
-    ])
+    return "\n".join(
+        [
+            f"Session {turn.session_id} ({'continues ' + meta.parent_session_id if meta.parent_session_id else 'root'})",
+            f"Model {meta.model or runner.agents.default_model}",
+            f"Messages {meta.count}, compactions {meta.compaction_count}, pending in inbox {max(0, pending - 1)}",
+            f"Worker {runner.worker_id}, up {uptime // 3600}h{uptime % 3600 // 60:02d}m, chats running here {runner.busy_chats}",
+        ]
+    )
 
 
 async def stop(turn: ChatTurn, _arg: str) -> str:
@@ -365,8 +407,10 @@ def _admin_target(turn: ChatTurn, arg: str) -> tuple[str | None, str]:
         return None, "Only an admin may change who I answer (access.admins)."
     person = named_person(arg, turn.message.platform)
     if person is None:
-        return None, ("Name the person by their numeric id (123456789, or tg:123456789) or a Discord mention: a "
-                      "username can change hands.")
+        return None, (
+            "Name the person by their numeric id (123456789, or tg:123456789) or a Discord mention: a "
+            "username can change hands."
+        )
     return person, ""
 
 
@@ -380,8 +424,11 @@ async def allow(turn: ChatTurn, arg: str) -> str:
         return f"{person} is blocked in the configuration (access.blocked): only the file can change that."
     first = not roles.settings.allowed and not (await roles.lists.read()).allowed
     await roles.lists.allow(person)
-    note = (" From now on I answer only the people allowed (and the admins): /allow the others you want answered."
-            if first else "")
+    note = (
+        " From now on I answer only the people allowed (and the admins): /allow the others you want answered."
+        if first
+        else ""
+    )
     return f"✅ {person} is allowed: I answer them from their next message.{note}"
 
 
@@ -414,8 +461,10 @@ async def answer(turn: ChatTurn, arg: str) -> str:
     An answer that reaches a waiting turn is taken as it arrives and never queued; one that comes here found
     nothing it could answer."""
     approval_id = arg.split()[0] if arg else "?"
-    return (f"No question with id {approval_id} is waiting for your answer: it was answered already, its time ran "
-            "out, or someone else was asked.")
+    return (
+        f"No question with id {approval_id} is waiting for your answer: it was answered already, its time ran "
+        "out, or someone else was asked."
+    )
 
 
 async def show_help(turn: ChatTurn, _arg: str) -> str:
@@ -450,8 +499,16 @@ COMMANDS: dict[str, Command] = {
 ANSWERS = frozenset({"approve", "refuse"})
 
 #: What a command takes after its name, as ``/help`` shows it (``[...]`` when it may be left out).
-ARGUMENTS = {"compress": "[focus]", "model": "[name]", "resume": "N", "approve": "ID", "allow": "PERSON",
-             "block": "PERSON", "unblock": "PERSON", "usage": "[PERSON]"}
+ARGUMENTS = {
+    "compress": "[focus]",
+    "model": "[name]",
+    "resume": "N",
+    "approve": "ID",
+    "allow": "PERSON",
+    "block": "PERSON",
+    "unblock": "PERSON",
+    "usage": "[PERSON]",
+}
 
 #: Telegram's command syntax: a letter, then up to 31 letters, digits or underscores, maybe ``@botname``.
 _COMMAND_WORD = re.compile(r"/([A-Za-z][A-Za-z0-9_]{0,31})(?:@\w+)?")

@@ -111,7 +111,7 @@ class ToolCallEvent(BaseModel):
 Event = Union[CompressEvent, TurnEvent, TurnErrorEvent, ToolCallEvent]
 #: Reads an event back from its JSON (the activity log stores them so).
 EVENT_JSON: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="name")])
-Subscriber = Callable[[Event], Union[None, Awaitable[None]]]
+Subscriber = Callable[[Event], None | Awaitable[None]]
 
 
 class EventBus:

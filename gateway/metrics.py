@@ -106,8 +106,9 @@ class GatewayFigures:
 class GatewayWatch:
     """Takes :class:`GatewayFigures` samples; the Prometheus collector reads the latest one."""
 
-    def __init__(self, events: EventBus, runner: GatewayRunner, budget: SendBudget | None = None,
-                 buckets: Sequence[Bucket] = ()) -> None:
+    def __init__(
+        self, events: EventBus, runner: GatewayRunner, budget: SendBudget | None = None, buckets: Sequence[Bucket] = ()
+    ) -> None:
         self.events = events
         self.runner = runner
         self.budget = budget
@@ -129,10 +130,13 @@ class GatewayWatch:
                 except (RedisError, OSError):
                     continue
         self.latest = GatewayFigures(
-            worker_id=self.runner.worker_id, uptime_seconds=time.time() - self.runner.started_at,
+            worker_id=self.runner.worker_id,
+            uptime_seconds=time.time() - self.runner.started_at,
             counters={name: float(self.events.counters.get(name, 0)) for name in COUNTER_HELP},
-            turns_per_second=self.rate.per_second(), chats_running=self.runner.busy_chats,
-            redis_used_memory=memory, budgets=budgets,
+            turns_per_second=self.rate.per_second(),
+            chats_running=self.runner.busy_chats,
+            redis_used_memory=memory,
+            budgets=budgets,
         )
         return self.latest
 
@@ -148,7 +152,7 @@ class BotWatches:
     states: Callable[[], dict[str, bool] | None] = lambda: None
 
     @classmethod
-    def one(cls, watch: GatewayWatch) -> "BotWatches":
+    def one(cls, watch: GatewayWatch) -> BotWatches:
         return cls(lambda: {"": watch})
 
 
@@ -161,14 +165,19 @@ class GatewayCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         states = self.watches.states()
         if states is not None:
-            up = GaugeMetricFamily("foldgate_bot_up",
-                                   "1 while the bot takes messages in (running or degraded), 0 when it failed",
-                                   labels=["bot"])
+            up = GaugeMetricFamily(
+                "foldgate_bot_up",
+                "1 while the bot takes messages in (running or degraded), 0 when it failed",
+                labels=["bot"],
+            )
             for name, running in states.items():
                 up.add_metric([name], 1 if running else 0)
             yield up
-        labelled = [([name] if states is not None else [], watch.latest)
-                    for name, watch in self.watches.watches().items() if watch.latest is not None]
+        labelled = [
+            ([name] if states is not None else [], watch.latest)
+            for name, watch in self.watches.watches().items()
+            if watch.latest is not None
+        ]
         if labelled:
             yield from self._figures(labelled, [] if states is None else ["bot"])
 
@@ -182,13 +191,18 @@ class GatewayCollector(Collector):
                 counter.add_metric(labels, int(value) if value.is_integer() else round(value, 6))
             yield counter
         running = GaugeMetricFamily("foldgate_chats_running", "Chats whose turn runs in this process now", labels=bot)
-        rate = GaugeMetricFamily("foldgate_turns_per_second",
-                                 f"Turns answered per second over the last {RATE_WINDOW_SECONDS} s", labels=bot)
+        rate = GaugeMetricFamily(
+            "foldgate_turns_per_second", f"Turns answered per second over the last {RATE_WINDOW_SECONDS} s", labels=bot
+        )
         memory = GaugeMetricFamily("foldgate_redis_used_memory_bytes", "Memory the Redis server uses")  # one server
-        tokens = GaugeMetricFamily("foldgate_send_budget_tokens", "Sends a bot-wide bucket would grant at once",
-                                   labels=[*bot, "bucket"])
-        paused = GaugeMetricFamily("foldgate_send_budget_paused_seconds",
-                                   "Seconds a platform's 429 still pauses a bucket", labels=[*bot, "bucket"])
+        tokens = GaugeMetricFamily(
+            "foldgate_send_budget_tokens", "Sends a bot-wide bucket would grant at once", labels=[*bot, "bucket"]
+        )
+        paused = GaugeMetricFamily(
+            "foldgate_send_budget_paused_seconds",
+            "Seconds a platform's 429 still pauses a bucket",
+            labels=[*bot, "bucket"],
+        )
         for labels, figures in sampled:
             running.add_metric(labels, figures.chats_running)
             rate.add_metric(labels, round(figures.turns_per_second, 3))

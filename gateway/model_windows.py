@@ -35,9 +35,17 @@ class Route:
 class ModelWindows:
     """The windows of one bot's models, from its settings, the provider's word, the catalog and refusals."""
 
-    def __init__(self, *, chat_model: str, chat_configured: int | None, chat_route: Route,
-                 summarizer_model: str | None = None, summarizer_configured: int | None = None,
-                 summarizer_route: Route | None = None, book: WindowBook | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        chat_model: str,
+        chat_configured: int | None,
+        chat_route: Route,
+        summarizer_model: str | None = None,
+        summarizer_configured: int | None = None,
+        summarizer_route: Route | None = None,
+        book: WindowBook | None = None,
+    ) -> None:
         self.book: WindowBook = book or MemoryWindowBook()
         self.chat_model = chat_model
         self.chat_configured = chat_configured
@@ -55,17 +63,25 @@ class ModelWindows:
     def chat_start(self, model: str) -> ModelWindow:
         """Where ``model``'s window starts on the chat route, before any refusal."""
         configured = self.chat_configured if model == self.chat_model else None
-        return resolve_window(model, configured=configured, configured_key="model.context_length",
-                              reported=self._reported.get((self.chat_route.endpoint, model)))
+        return resolve_window(
+            model,
+            configured=configured,
+            configured_key="model.context_length",
+            reported=self._reported.get((self.chat_route.endpoint, model)),
+        )
 
     def summarizer_start(self) -> ModelWindow | None:
         """Where the summarizer's window starts: never a guess larger than the chat model's window."""
         if self.summarizer_model is None or self.summarizer_route is None:
             return None
         reported = self._reported.get((self.summarizer_route.endpoint, self.summarizer_model))
-        return resolve_window(self.summarizer_model, configured=self.summarizer_configured,
-                              configured_key="auxiliary.compression.context_length", reported=reported,
-                              default_cap=self.chat_teacher(self.chat_model).window)
+        return resolve_window(
+            self.summarizer_model,
+            configured=self.summarizer_configured,
+            configured_key="auxiliary.compression.context_length",
+            reported=reported,
+            default_cap=self.chat_teacher(self.chat_model).window,
+        )
 
     # -- what turns read -----------------------------------------------------------------------
 
@@ -73,8 +89,9 @@ class ModelWindows:
         """The chat route's window for ``model``, and where its refusals are kept."""
         teacher = self._teachers.get(model)
         if teacher is None:
-            teacher = WindowTeacher(self.book, self.chat_route.endpoint, model, start=self.chat_start(model),
-                                    setting="model.context_length")
+            teacher = WindowTeacher(
+                self.book, self.chat_route.endpoint, model, start=self.chat_start(model), setting="model.context_length"
+            )
             self._teachers[model] = teacher
         return teacher
 
@@ -83,8 +100,13 @@ class ModelWindows:
         if start is None or self.summarizer_route is None or self.summarizer_model is None:
             return None
         if self._summarizer is None or self._summarizer.start != start:
-            self._summarizer = WindowTeacher(self.book, self.summarizer_route.endpoint, self.summarizer_model,
-                                             start=start, setting="auxiliary.compression.context_length")
+            self._summarizer = WindowTeacher(
+                self.book,
+                self.summarizer_route.endpoint,
+                self.summarizer_model,
+                start=start,
+                setting="auxiliary.compression.context_length",
+            )
         return self._summarizer
 
     def chat_window(self, model: str) -> int:
@@ -101,8 +123,14 @@ class ModelWindows:
             if configured or route.http is None or (route.endpoint, model) in self._asked:
                 continue
             self._asked.add((route.endpoint, model))
-            found = await reported_window(route.http, route.endpoint, model, headers=route.headers or {},
-                                          dialect=route.dialect, timeout=DISCOVERY_SECONDS)
+            found = await reported_window(
+                route.http,
+                route.endpoint,
+                model,
+                headers=route.headers or {},
+                dialect=route.dialect,
+                timeout=DISCOVERY_SECONDS,
+            )
             if found is not None:
                 source = found.source + (" (until the model is loaded)" if found.provisional else "")
                 self._reported[(route.endpoint, model)] = (found.tokens, source)

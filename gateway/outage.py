@@ -49,6 +49,7 @@ MAX_RETRY_SECONDS = 30.0
 REDIS_FIRST_WAIT = 0.05
 REDIS_MAX_WAIT = 2.0
 
+
 def counts_as_down(error: BaseException) -> bool:
     """Whether a failed turn means the provider is away (wait for it) rather than that it refused the request."""
     return isinstance(error, DOWN_KINDS)
@@ -82,15 +83,19 @@ class RetryLater(Exception):
 
 def waiting_notice(error: ProviderError) -> str:
     """The one message a chat gets per outage: nothing is lost and no action is needed."""
-    return (f"⚠️ The model provider {plain_reason(error)}. Your message is kept and will be answered "
-            "as soon as the provider is back.")
+    return (
+        f"⚠️ The model provider {plain_reason(error)}. Your message is kept and will be answered "
+        "as soon as the provider is back."
+    )
 
 
 def final_notice(error: ProviderError, waited: float) -> str:
     """What a chat is told when the provider stayed away for the whole bound."""
     minutes = max(1, round(waited / 60))
-    return (f"⚠️ The model provider {plain_reason(error)} for {minutes} min, so I have stopped waiting. "
-            "Your messages are saved in our conversation; please send them again later.")
+    return (
+        f"⚠️ The model provider {plain_reason(error)} for {minutes} min, so I have stopped waiting. "
+        "Your messages are saved in our conversation; please send them again later."
+    )
 
 
 @dataclass(frozen=True)
@@ -124,8 +129,9 @@ class ChatOutages:
         """Record a failed try that began at ``started``; a try begun long after the last failure starts a new outage."""
         now = time.time()
         stale_after = 2 * self.cap + 10.0  # a chat waiting for its next try is handed out within about ``cap``
-        since, tries = await self.records.failed(chat, now=now, started=started, stale_after=stale_after,
-                                                 ttl_seconds=int(self.bound + 600))
+        since, tries = await self.records.failed(
+            chat, now=now, started=started, stale_after=stale_after, ttl_seconds=int(self.bound + 600)
+        )
         waited = now - since
         remaining = self.bound - waited
         if remaining <= 0:
@@ -159,8 +165,12 @@ class Health:
             self._waiting.add(what)
         if self.down_since is None:
             self.down_since = time.monotonic()
-            log.warning("%s is away (%s: %s); waiting for it, retrying quietly",
-                        self.name, type(error).__name__, _first_line(error))
+            log.warning(
+                "%s is away (%s: %s); waiting for it, retrying quietly",
+                self.name,
+                type(error).__name__,
+                _first_line(error),
+            )
         else:
             log.debug("%s still away: %s", self.name, _first_line(error))
 
@@ -171,8 +181,13 @@ class Health:
         seconds = time.monotonic() - self.down_since
         count = len(self._waiting) if waited is None else waited
         self.down_since, self._waiting = None, set()
-        log.info("%s is back after %.1fs; %d %s waited", self.name, seconds, count,
-                 "message(s)" if waited is None else "chat(s)")
+        log.info(
+            "%s is back after %.1fs; %d %s waited",
+            self.name,
+            seconds,
+            count,
+            "message(s)" if waited is None else "chat(s)",
+        )
 
 
 class ProviderWatch:

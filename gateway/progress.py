@@ -41,8 +41,9 @@ class Progress:
     final newline, a pipe its last line.
     """
 
-    def __init__(self, total: int, unit: str, stream: TextIO | None, *, label: str = "",
-                 terminal: bool | None = None) -> None:
+    def __init__(
+        self, total: int, unit: str, stream: TextIO | None, *, label: str = "", terminal: bool | None = None
+    ) -> None:
         self.total = max(0, total)
         self.unit = unit
         self.stream = stream
@@ -70,7 +71,9 @@ class Progress:
                 self._draw_bar(now)
             return
         step = int(self.done / (self.total * LINE_EVERY_FRACTION)) if self.total else self.done
-        if step > self._printed_step or (now - self._drawn_at >= LINE_EVERY_SECONDS and self.done != self._printed_done):
+        if step > self._printed_step or (
+            now - self._drawn_at >= LINE_EVERY_SECONDS and self.done != self._printed_done
+        ):
             self._print_line(now)
             self._printed_step = step
 
@@ -87,10 +90,12 @@ class Progress:
             self._print_line(time.monotonic())
         self._closed = True
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.close()
 
     def _text(self, percent: bool = False) -> str:

@@ -138,8 +138,9 @@ class TurnArchive:
         self.entry_id = entry_id
 
     async def keep_whole(self, message: dict[str, Any], key: str) -> str:
-        return await self.store.archive_original(self.chat, self.session_id, message, lock=self.lock,
-                                                 entry_id=f"{self.entry_id}:{key}")
+        return await self.store.archive_original(
+            self.chat, self.session_id, message, lock=self.lock, entry_id=f"{self.entry_id}:{key}"
+        )
 
 
 class ChatHistory:
@@ -187,9 +188,11 @@ class ChatHistory:
         if plain:
             found.update(await _by_id(self.store, self.chat, await self._chain(), plain))
         if qualified:
-            chains = {sid: conversation.sessions
-                      for conversation in await conversations(self.store, self.chat, self.session_id)
-                      for sid in conversation.sessions}
+            chains = {
+                sid: conversation.sessions
+                for conversation in await conversations(self.store, self.chat, self.session_id)
+                for sid in conversation.sessions
+            }
             for sid, pairs in qualified.items():
                 chain = chains.get(sid)  # only sessions of this chat's own conversations are read
                 if chain is None:
@@ -223,16 +226,25 @@ class ChatHit:
     snippet: str
 
 
-async def search_conversations(store: SessionStore, chat: str, session_id: str, query: str, limit: int) -> list[ChatHit]:
+async def search_conversations(
+    store: SessionStore, chat: str, session_id: str, query: str, limit: int
+) -> list[ChatHit]:
     """Search the original messages of every conversation of the chat (``/new`` keeps the old ones),
     never another chat's; compaction summaries only repeat them. Raises
     :class:`agent.search.SearchError` for a query that cannot run."""
     everything = await ChatHistory(store, chat, session_id, every_session=True).all_messages()
     messages = searchable([message for message in everything if not is_summary(message)])
     sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
-    return [ChatHit(sessions.get(str(hit.message_id), ""), str(hit.message_id).rpartition(ID_SEPARATOR)[2], hit.role,
-                    hit.score, hit.snippet)
-            for hit in search_messages(messages, query, limit=limit)]
+    return [
+        ChatHit(
+            sessions.get(str(hit.message_id), ""),
+            str(hit.message_id).rpartition(ID_SEPARATOR)[2],
+            hit.role,
+            hit.score,
+            hit.snippet,
+        )
+        for hit in search_messages(messages, query, limit=limit)
+    ]
 
 
 @dataclass(frozen=True)
@@ -251,7 +263,9 @@ def _numeric(message_id: str) -> tuple[int, str]:
     return (int(message_id), "") if message_id.isdigit() else (1 << 62, message_id)
 
 
-async def outline(store: SessionStore, chat: str, conversation: Conversation, *, width: int = 60) -> ConversationOutline:
+async def outline(
+    store: SessionStore, chat: str, conversation: Conversation, *, width: int = 60
+) -> ConversationOutline:
     """Counts, stored size, first user line and last activity of a conversation, reading only a few bodies."""
     sizes: dict[str, int] = {}
     live: set[str] = set()

@@ -15,7 +15,7 @@ import socket
 import ssl
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from redis.exceptions import AuthenticationError, AuthorizationError, RedisError, ResponseError
@@ -39,7 +39,7 @@ class StartupError(RuntimeError):
 
 def _causes(error: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
-    current: Optional[BaseException] = error
+    current: BaseException | None = error
     while current is not None and all(current is not seen for seen in chain):
         chain.append(current)
         current = current.__cause__ or current.__context__
@@ -52,7 +52,7 @@ def one_line(text: object, limit: int = 300) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def setting_label(key: str, environ: Optional[Mapping[str, str]] = None, *, provider: Optional[str] = None) -> str:
+def setting_label(key: str, environ: Mapping[str, str] | None = None, *, provider: str | None = None) -> str:
     """``key``, naming the variable that set it when the value came from the environment.
 
     The operator edits where the value lives: a token from ``TELEGRAM_BOT_TOKEN`` is not fixed by
@@ -85,7 +85,9 @@ def redis_address(url: str) -> str:
     return f"{host}:{parts.port or 6379}"
 
 
-def redis_failure(error: BaseException, settings: "Settings", *, timeout: float = REDIS_CONNECT_SECONDS) -> StartupError:
+def redis_failure(
+    error: BaseException, settings: Settings, *, timeout: float = REDIS_CONNECT_SECONDS
+) -> StartupError:
     """The one-line error for a failure to reach the Redis ``settings`` name (or to start the embedded one);
     ``timeout`` is the deadline the caller gave it."""
     from gateway.server.lifecycle import EmbeddedRedisError, EmbeddedRedisInUse
@@ -95,37 +97,59 @@ def redis_failure(error: BaseException, settings: "Settings", *, timeout: float 
         if isinstance(error, EmbeddedRedisInUse):
             return StartupError(one_line(error), setting="gateway.home")
         if isinstance(error, EmbeddedRedisError):
-            return StartupError(f"the embedded Redis server did not start ({one_line(error)}) — read that log, "
-                                "or set redis.url to a Redis server you run", setting="gateway.home")
-        return StartupError(f"the embedded Redis server did not answer ({type(error).__name__}: {one_line(error)})"
-                            " — set redis.url to a Redis server you run", setting="gateway.home")
+            return StartupError(
+                f"the embedded Redis server did not start ({one_line(error)}) — read that log, "
+                "or set redis.url to a Redis server you run",
+                setting="gateway.home",
+            )
+        return StartupError(
+            f"the embedded Redis server did not answer ({type(error).__name__}: {one_line(error)})"
+            " — set redis.url to a Redis server you run",
+            setting="gateway.home",
+        )
     where = redis_address(url)
     chain = _causes(error)
     if any(isinstance(cause, (RedisTimeoutError, TimeoutError)) for cause in chain):
-        return StartupError(f"no answer from {where} within {timeout:g} s — check the host and port "
-                            "in redis.url and that a firewall lets this machine reach it", setting="redis.url")
+        return StartupError(
+            f"no answer from {where} within {timeout:g} s — check the host and port "
+            "in redis.url and that a firewall lets this machine reach it",
+            setting="redis.url",
+        )
     if any(isinstance(cause, (AuthenticationError, AuthorizationError)) for cause in chain) or (
         isinstance(error, ResponseError)
         and (str(error).split(" ", 1)[0] in ("NOAUTH", "WRONGPASS", "NOPERM") or str(error).startswith("ERR AUTH"))
     ):
-        return StartupError(f"Redis at {where} refused the login ({one_line(error)}) — put the right user and password in "
-                            "redis.url (redis://USER:PASSWORD@host:port/0)", setting="redis.url")
+        return StartupError(
+            f"Redis at {where} refused the login ({one_line(error)}) — put the right user and password in "
+            "redis.url (redis://USER:PASSWORD@host:port/0)",
+            setting="redis.url",
+        )
     for cause in chain:
         if isinstance(cause, socket.gaierror):
-            return StartupError(f"cannot resolve the host of {where} ({cause.strerror or cause}) — check the host "
-                                "name in redis.url", setting="redis.url")
+            return StartupError(
+                f"cannot resolve the host of {where} ({cause.strerror or cause}) — check the host name in redis.url",
+                setting="redis.url",
+            )
         if isinstance(cause, ConnectionRefusedError):
-            return StartupError(f"nothing accepts connections at {where} (connection refused) — start Redis there, "
-                                "or correct the host and port in redis.url (empty = the embedded server)",
-                                setting="redis.url")
+            return StartupError(
+                f"nothing accepts connections at {where} (connection refused) — start Redis there, "
+                "or correct the host and port in redis.url (empty = the embedded server)",
+                setting="redis.url",
+            )
         if isinstance(cause, FileNotFoundError):
-            return StartupError(f"no Redis socket at {where} — start Redis there, or correct redis.url",
-                                setting="redis.url")
+            return StartupError(
+                f"no Redis socket at {where} — start Redis there, or correct redis.url", setting="redis.url"
+            )
         if isinstance(cause, ssl.SSLError):
-            return StartupError(f"the TLS handshake with {where} failed ({one_line(cause)}) — rediss:// needs a "
-                                "server that speaks TLS; check redis.url", setting="redis.url")
-    return StartupError(f"cannot use Redis at {where} ({type(error).__name__}: {one_line(error)}) — check redis.url",
-                        setting="redis.url")
+            return StartupError(
+                f"the TLS handshake with {where} failed ({one_line(cause)}) — rediss:// needs a "
+                "server that speaks TLS; check redis.url",
+                setting="redis.url",
+            )
+    return StartupError(
+        f"cannot use Redis at {where} ({type(error).__name__}: {one_line(error)}) — check redis.url",
+        setting="redis.url",
+    )
 
 
 def provider_setting(error: BaseException, config_key: str = "model") -> str:
@@ -139,8 +163,9 @@ def provider_setting(error: BaseException, config_key: str = "model") -> str:
     return f"{config_key}.base_url"
 
 
-def explain(error: BaseException, settings: Optional["Settings"] = None,
-            environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def explain(
+    error: BaseException, settings: Settings | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
     """``<setting>: <what happened> — <what to do>`` for a failure foldgate knows, else None."""
     from agent.llm.errors import ProviderError
 
@@ -158,7 +183,7 @@ def explain(error: BaseException, settings: Optional["Settings"] = None,
     return None
 
 
-def exit_code_of(command: str, settings: "Settings", work: Callable[[], int]) -> int:
+def exit_code_of(command: str, settings: Settings, work: Callable[[], int]) -> int:
     """Run a command's ``work``: a failure :func:`explain` knows becomes one line on stderr and exit
     code 1; anything else keeps its traceback, since it is a bug."""
     try:

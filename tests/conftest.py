@@ -29,9 +29,9 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from gateway.store.channel import PipelinedConnection
 from gateway.server.lifecycle import EmbeddedRedis
 from gateway.store import SessionStore
+from gateway.store.channel import PipelinedConnection
 
 if TYPE_CHECKING:
     from tests.fakes.bot_api import FakeBotAPI
@@ -76,12 +76,25 @@ def _register_hypothesis_profiles(home: Path) -> None:
     """``ci``: derandomized, no example database, no deadline; a test's own ``@settings`` (its
     max_examples, its health checks) still apply on top. ``search``: random, ten times the examples."""
     base = settings.get_profile("default")
-    settings.register_profile("ci", base, derandomize=True, database=None, print_blob=True, deadline=None,
-                              suppress_health_check=TIMING_HEALTH_CHECKS)
-    settings.register_profile("search", base, derandomize=False, print_blob=True, deadline=None,
-                              max_examples=base.max_examples * SEARCH_FACTOR,
-                              suppress_health_check=TIMING_HEALTH_CHECKS,
-                              database=DirectoryBasedExampleDatabase(home / "examples"))
+    settings.register_profile(
+        "ci",
+        base,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+        deadline=None,
+        suppress_health_check=TIMING_HEALTH_CHECKS,
+    )
+    settings.register_profile(
+        "search",
+        base,
+        derandomize=False,
+        print_blob=True,
+        deadline=None,
+        max_examples=base.max_examples * SEARCH_FACTOR,
+        suppress_health_check=TIMING_HEALTH_CHECKS,
+        database=DirectoryBasedExampleDatabase(home / "examples"),
+    )
 
 
 _register_hypothesis_profiles(_hypothesis_home())
@@ -93,8 +106,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from the profile loaded then); ``--hypothesis-profile``, applied after this, still wins."""
     asked = os.environ.get(HYPOTHESIS_CHOICE, "").strip()
     if asked not in ("", "ci", "search"):
-        raise pytest.UsageError(f"{HYPOTHESIS_CHOICE}={asked!r}: set it to 'search' for a randomized search, "
-                                "or leave it unset for the same examples on every run")
+        raise pytest.UsageError(
+            f"{HYPOTHESIS_CHOICE}={asked!r}: set it to 'search' for a randomized search, "
+            "or leave it unset for the same examples on every run"
+        )
     settings.load_profile(asked or "ci")
 
 
@@ -199,8 +214,11 @@ async def key_prefix(redis: Redis) -> AsyncIterator[str]:
     try:
         yield prefix
     finally:
-        stale = [key for pattern in (f"{prefix}:*", f"{prefix}.*")  # and its bots' keys (<prefix>.<bot>:…)
-                 async for key in redis.scan_iter(match=pattern, count=1000)]
+        stale = [
+            key
+            for pattern in (f"{prefix}:*", f"{prefix}.*")  # and its bots' keys (<prefix>.<bot>:…)
+            async for key in redis.scan_iter(match=pattern, count=1000)
+        ]
         for start in range(0, len(stale), 500):
             await redis.delete(*stale[start : start + 500])
 
@@ -222,7 +240,7 @@ async def store(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> 
 
 
 @pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> "TestPKI":
+def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
     """A throwaway CA and a server certificate for localhost, shared by every TLS test of the run."""
     from tests.fakes.tls import make_pki
 
@@ -230,7 +248,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> "TestPKI":
 
 
 @pytest_asyncio.fixture
-async def bot_api() -> AsyncIterator["FakeBotAPI"]:
+async def bot_api() -> AsyncIterator[FakeBotAPI]:
     """A fake Telegram Bot API on loopback (see tests/fakes/bot_api.py)."""
     from tests.fakes.bot_api import FakeBotAPI
 
@@ -239,7 +257,7 @@ async def bot_api() -> AsyncIterator["FakeBotAPI"]:
 
 
 @pytest_asyncio.fixture
-async def discord_api() -> AsyncIterator["FakeDiscordAPI"]:
+async def discord_api() -> AsyncIterator[FakeDiscordAPI]:
     """A fake Discord HTTP API on loopback (see tests/test_discord.py, which also patches discord.py onto it)."""
     from tests.test_discord import FakeDiscordAPI
 

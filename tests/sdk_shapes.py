@@ -184,27 +184,37 @@ def _validate(params: type, body: Any, label: str) -> None:
     except _Invalid as invalid:
         lines, cause = invalid.lines, invalid.cause
     shown = lines[:_MAX_LINES] + ([f"... and {len(lines) - _MAX_LINES} more"] if len(lines) > _MAX_LINES else [])
-    raise AssertionError(f"{label} body rejected by {params.__module__}.{params.__name__}:\n  " + "\n  ".join(shown)) from cause
+    raise AssertionError(
+        f"{label} body rejected by {params.__module__}.{params.__name__}:\n  " + "\n  ".join(shown)
+    ) from cause
 
 
 def validate_chat_completions(body: dict[str, Any]) -> None:
     """Against openai's chat-completions create params (streaming or not, by ``stream``)."""
     streaming = bool(body.get("stream")) if isinstance(body, Mapping) else False
-    params = chat_params.CompletionCreateParamsStreaming if streaming else chat_params.CompletionCreateParamsNonStreaming
+    params = (
+        chat_params.CompletionCreateParamsStreaming if streaming else chat_params.CompletionCreateParamsNonStreaming
+    )
     _validate(params, body, "chat.completions")
 
 
 def validate_anthropic_messages(body: dict[str, Any]) -> None:
     """Against anthropic's Messages create params (streaming or not, by ``stream``)."""
     streaming = bool(body.get("stream")) if isinstance(body, Mapping) else False
-    params = anthropic_params.MessageCreateParamsStreaming if streaming else anthropic_params.MessageCreateParamsNonStreaming
+    params = (
+        anthropic_params.MessageCreateParamsStreaming if streaming else anthropic_params.MessageCreateParamsNonStreaming
+    )
     _validate(params, body, "anthropic.messages")
 
 
 def validate_responses(body: dict[str, Any]) -> None:
     """Against openai's Responses create params (streaming or not, by ``stream``)."""
     streaming = bool(body.get("stream")) if isinstance(body, Mapping) else False
-    params = responses_params.ResponseCreateParamsStreaming if streaming else responses_params.ResponseCreateParamsNonStreaming
+    params = (
+        responses_params.ResponseCreateParamsStreaming
+        if streaming
+        else responses_params.ResponseCreateParamsNonStreaming
+    )
     _validate(params, body, "responses")
 
 
@@ -223,7 +233,9 @@ def _check_cache_control(marker: Any, path: str) -> None:
     if marker.get("type") != "ephemeral":
         raise AssertionError(f"openrouter: {path}.cache_control.type must be 'ephemeral', got {marker.get('type')!r}")
     if "ttl" in marker and marker["ttl"] not in _CACHE_TTLS:
-        raise AssertionError(f"openrouter: {path}.cache_control.ttl must be one of {_CACHE_TTLS}, got {marker['ttl']!r}")
+        raise AssertionError(
+            f"openrouter: {path}.cache_control.ttl must be one of {_CACHE_TTLS}, got {marker['ttl']!r}"
+        )
 
 
 def validate_openrouter_chat(body: dict[str, Any]) -> None:

@@ -14,8 +14,14 @@ WINDOW = 64_000
 
 
 def said(user: str, number: int, text: str, chat: str = "room") -> IncomingMessage:
-    return IncomingMessage(platform="local", chat_id=chat, user_id=user, user_name=user.capitalize(),
-                           update_id=f"{user}-{number}", text=text)
+    return IncomingMessage(
+        platform="local",
+        chat_id=chat,
+        user_id=user,
+        user_name=user.capitalize(),
+        update_id=f"{user}-{number}",
+        text=text,
+    )
 
 
 def echo(request: RecordedRequest) -> Reply:
@@ -24,26 +30,38 @@ def echo(request: RecordedRequest) -> Reply:
 
 async def test_an_admin_blocks_and_unblocks_and_every_process_sees_it_at_once(redis, redis_url, key_prefix) -> None:
     async with FakeLLMServer(handler=echo) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 gateway={"coalesce_backlog": False},
-                                 access={"admins": ["local:root"], "blocked": ["local:mallory"]})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            gateway={"coalesce_backlog": False},
+            access={"admins": ["local:root"], "blocked": ["local:mallory"]},
+        )
         first, second = RecordingAdapter(), RecordingAdapter()
-        async with running_gateway(settings, redis, adapter=first) as (one, _a, _e), \
-                running_gateway(settings, redis, adapter=second) as (two, _b, _f):
-            for step in [(one, said("bob", 1, "/block local:eve")),  # not an admin
-                         (one, said("root", 2, "/block eve")),  # an admin, a bare id: this platform's
-                         (two, said("eve", 3, "hello from eve")),  # the other process: blocked already
-                         (two, said("mallory", 4, "hello from mallory")),  # blocked in the file
-                         (one, said("root", 5, "/unblock mallory")),
-                         (one, said("root", 6, "/unblock eve")),
-                         (two, said("eve", 7, "eve again")),
-                         (two, said("root", 8, "/block local:eve"))]:
+        async with (
+            running_gateway(settings, redis, adapter=first) as (one, _a, _e),
+            running_gateway(settings, redis, adapter=second) as (two, _b, _f),
+        ):
+            for step in [
+                (one, said("bob", 1, "/block local:eve")),  # not an admin
+                (one, said("root", 2, "/block eve")),  # an admin, a bare id: this platform's
+                (two, said("eve", 3, "hello from eve")),  # the other process: blocked already
+                (two, said("mallory", 4, "hello from mallory")),  # blocked in the file
+                (one, said("root", 5, "/unblock mallory")),
+                (one, said("root", 6, "/unblock eve")),
+                (two, said("eve", 7, "eve again")),
+                (two, said("root", 8, "/block local:eve")),
+            ]:
                 await step[0].intake(step[1])
                 await one.wait_idle()
                 await two.wait_idle()
             store = SessionStore(redis, key_prefix)
-            kept = [m["content"] for m in await store.active("local:room", await store.current_session("local:room"))
-                    if m["role"] == "user"]
+            kept = [
+                m["content"]
+                for m in await store.active("local:room", await store.current_session("local:room"))
+                if m["role"] == "user"
+            ]
         # a restart: the admin's change is still there
         async with running_gateway(settings, redis, adapter=RecordingAdapter()) as (three, again, _g):
             await three.intake(said("eve", 9, "eve after the restart"))
@@ -62,12 +80,22 @@ async def test_an_admin_blocks_and_unblocks_and_every_process_sees_it_at_once(re
 
 async def test_usage_shows_the_budget_and_an_admin_may_ask_for_anyone(redis, redis_url, key_prefix) -> None:
     async with FakeLLMServer(handler=echo) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model="gpt-4o",
-                                 gateway={"coalesce_backlog": False},
-                                 access={"admins": ["local:root"], "budgets": {"per_user": {"usd": 1.0}}})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            model="gpt-4o",
+            gateway={"coalesce_backlog": False},
+            access={"admins": ["local:root"], "budgets": {"per_user": {"usd": 1.0}}},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
-            for message in [said("bob", 1, "hello"), said("bob", 2, "/usage"), said("bob", 3, "/usage local:root"),
-                            said("root", 4, "/usage local:bob")]:
+            for message in [
+                said("bob", 1, "hello"),
+                said("bob", 2, "/usage"),
+                said("bob", 3, "/usage local:root"),
+                said("root", 4, "/usage local:bob"),
+            ]:
                 await runner.intake(message)
                 await runner.wait_idle()
     replies = [text for _, text in adapter.sent]
@@ -76,11 +104,18 @@ async def test_usage_shows_the_budget_and_an_admin_may_ask_for_anyone(redis, red
     assert replies[3].startswith("Budget (local:bob, day): $0.00") and "of $1.00" in replies[3]
 
 
-async def test_a_flood_from_one_member_is_kept_unanswered_and_the_others_are_answered(redis, redis_url,
-                                                                                      key_prefix) -> None:
+async def test_a_flood_from_one_member_is_kept_unanswered_and_the_others_are_answered(
+    redis, redis_url, key_prefix
+) -> None:
     async with FakeLLMServer(handler=echo) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 gateway={"coalesce_backlog": False}, access={"messages_per_minute": 3})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            gateway={"coalesce_backlog": False},
+            access={"messages_per_minute": 3},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for number in range(10):
                 await runner.intake(said("flood", number, f"flood {number}"))
@@ -89,8 +124,11 @@ async def test_a_flood_from_one_member_is_kept_unanswered_and_the_others_are_ans
             await runner.intake(said("flood", 50, "flood elsewhere", chat="other"))
             await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
-            kept = [m for m in await store.active("local:room", await store.current_session("local:room"))
-                    if m["role"] == "user"]
+            kept = [
+                m
+                for m in await store.active("local:room", await store.current_session("local:room"))
+                if m["role"] == "user"
+            ]
     replies = [text for _, text in adapter.sent]
     assert [text for text in replies if text.startswith("echo: flood")] == [f"echo: flood {n}" for n in range(3)]
     assert "echo: ann 4" in replies and "echo: ann 8" in replies  # the others in the group are not starved
@@ -104,18 +142,26 @@ async def test_an_admin_may_answer_a_question_asked_of_someone_else(redis, key_p
     approvals = Approvals(SessionStore(redis, key_prefix).channel, key_prefix)
     asked = await approvals.open("tg:-100", asker="42")
     assert await approvals.answer("tg:-100", asked, approved=True, user_id="7", user_name="Eve") == "not yours"
-    assert await approvals.answer("tg:-100", asked, approved=False, user_id="1", user_name="Root",
-                                  admin=True) == "recorded"
+    assert (
+        await approvals.answer("tg:-100", asked, approved=False, user_id="1", user_name="Root", admin=True)
+        == "recorded"
+    )
     assert await approvals.answer("tg:-100", asked, approved=True, user_id="42", user_name="Ann") == "already answered"
     assert await approvals.wait("tg:-100", asked, 1) == Answer(False, "1", "Root")
 
 
 async def test_names_are_not_ids_the_files_block_stands_and_the_first_allow_says_what_changes(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     async with FakeLLMServer(handler=echo) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 gateway={"coalesce_backlog": False}, access={"admins": ["local:root"],
-                                                                             "blocked": ["tg:666"]})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            gateway={"coalesce_backlog": False},
+            access={"admins": ["local:root"], "blocked": ["tg:666"]},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for number, text in enumerate(["/block tg:alice", "/allow tg:666", "/allow local:ann", "/allow local:bob"]):
                 await runner.intake(said("root", number, text))
@@ -127,11 +173,16 @@ async def test_names_are_not_ids_the_files_block_stands_and_the_first_allow_says
     assert replies[3] == "✅ local:bob is allowed: I answer them from their next message."
 
 
-async def test_a_person_held_back_by_the_rate_limit_can_still_stop(redis, redis_url,
-                                                                                    key_prefix) -> None:
+async def test_a_person_held_back_by_the_rate_limit_can_still_stop(redis, redis_url, key_prefix) -> None:
     async with FakeLLMServer(handler=echo) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 gateway={"coalesce_backlog": False}, access={"messages_per_minute": 1})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            gateway={"coalesce_backlog": False},
+            access={"messages_per_minute": 1},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for number, text in enumerate(["one", "two", "/help", "/stop"]):
                 await runner.intake(said("flood", number, text))
@@ -149,12 +200,18 @@ def test_a_person_is_named_by_a_number_a_mention_or_a_web_chat_id() -> None:
     assert named_person("@alice", "tg") is None and named_person("tg:alice", "dc") is None
 
 
-async def test_with_people_allowed_in_the_file_only_they_and_the_admins_are_answered(redis, redis_url,
-                                                                                      key_prefix) -> None:
+async def test_with_people_allowed_in_the_file_only_they_and_the_admins_are_answered(
+    redis, redis_url, key_prefix
+) -> None:
     async with FakeLLMServer(handler=echo) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 gateway={"coalesce_backlog": False},
-                                 access={"admins": ["local:root"], "allowed": ["local:ann"]})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            gateway={"coalesce_backlog": False},
+            access={"admins": ["local:root"], "allowed": ["local:ann"]},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for number, (user, text) in enumerate([("ann", "ann asks"), ("bob", "bob asks"), ("root", "root asks")]):
                 await runner.intake(said(user, number, text))

@@ -15,21 +15,52 @@ from tests.fakes.llm_server import FakeLLMServer, Reply
 
 
 def turn(chat: str = "tg:1", **fields) -> TurnEvent:
-    values = dict(platform="tg", chat=chat, session_id="s1", prompt_tokens=1200, completion_tokens=40,
-                  cache_read_tokens=1000, cache_write_tokens=100, latency_ms=12.0, model="m", cost_usd=0.002,
-                  saved_usd=0.003, context_tokens=5000, context_window=200_000)
+    values = dict(
+        platform="tg",
+        chat=chat,
+        session_id="s1",
+        prompt_tokens=1200,
+        completion_tokens=40,
+        cache_read_tokens=1000,
+        cache_write_tokens=100,
+        latency_ms=12.0,
+        model="m",
+        cost_usd=0.002,
+        saved_usd=0.003,
+        context_tokens=5000,
+        context_window=200_000,
+    )
     return TurnEvent(**{**values, **fields})
 
 
 def compaction(chat: str = "tg:1", **fields) -> CompressEvent:
-    values = dict(platform="tg", chat=chat, session_id="s1", old_session_id="", in_place=True, compression_count=1,
-                  trigger="hygiene", tokens_before=170_000, tokens_after=21_000, summarizer="deterministic",
-                  summary_id="900", archived_ids=[str(i) for i in range(3, 500)] + ["x7", "502"])
+    values = dict(
+        platform="tg",
+        chat=chat,
+        session_id="s1",
+        old_session_id="",
+        in_place=True,
+        compression_count=1,
+        trigger="hygiene",
+        tokens_before=170_000,
+        tokens_after=21_000,
+        summarizer="deterministic",
+        summary_id="900",
+        archived_ids=[str(i) for i in range(3, 500)] + ["x7", "502"],
+    )
     return CompressEvent(**{**values, **fields})
 
 
-@given(st.lists(st.one_of(st.integers(0, 400).map(str), st.text("abc-:", min_size=1, max_size=4)
-                          .filter(lambda t: not t.isdigit() and "," not in t and "-" not in t))))
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(0, 400).map(str),
+            st.text("abc-:", min_size=1, max_size=4).filter(
+                lambda t: not t.isdigit() and "," not in t and "-" not in t
+            ),
+        )
+    )
+)
 def test_archived_ids_come_back_exactly_as_written(ids):
     assert expand_ranges(id_ranges(ids)) == ids
 
@@ -42,14 +73,28 @@ async def test_events_are_read_back_in_order_with_the_chats_totals(redis, channe
     log = ActivityLog(redis, channel, key_prefix)
     await log.record(turn(ts=100.0))
     await log.record(compaction(ts=101.0))
-    await log.record(TurnErrorEvent(platform="tg", chat="tg:1", session_id="s1", kind="provider_away",
-                                    error="the model provider is not reachable", ts=102.0))
+    await log.record(
+        TurnErrorEvent(
+            platform="tg",
+            chat="tg:1",
+            session_id="s1",
+            kind="provider_away",
+            error="the model provider is not reachable",
+            ts=102.0,
+        )
+    )
     await log.record(turn(ts=103.0, error="the model provider timed out", cost_usd=0.001, saved_usd=0.0))
     events = await log.history("tg:1")
     assert [e.name for e in events] == ["turn:done", "session:compress", "turn:error", "turn:done"]
     assert events[1] == compaction(ts=101.0)  # archived ids included, exactly
     totals = (await log.totals(["tg:1"]))[0]
-    assert (totals.turns, totals.prompt_tokens, totals.cache_read_tokens, totals.compactions, totals.errors) == (2, 2400, 2000, 1, 2)
+    assert (totals.turns, totals.prompt_tokens, totals.cache_read_tokens, totals.compactions, totals.errors) == (
+        2,
+        2400,
+        2000,
+        1,
+        2,
+    )
     assert round(totals.cost_usd, 6) == 0.003 and round(totals.saved_usd, 6) == 0.003
     assert totals.by_trigger == {"hygiene": 1}
 
@@ -75,8 +120,9 @@ async def test_a_failed_write_never_reaches_the_turn(redis, key_prefix, caplog):
 async def test_every_chat_that_writes_is_listed_newest_first(redis, channel, key_prefix):
     inbox = Inbox(redis, key_prefix, channel=channel)
     for number, chat_id in enumerate(["a", "b", "c"]):
-        await inbox.put(IncomingMessage(platform="tg", chat_id=chat_id, update_id=str(number), text="hi",
-                                        ts=1000.0 + number))
+        await inbox.put(
+            IncomingMessage(platform="tg", chat_id=chat_id, update_id=str(number), text="hi", ts=1000.0 + number)
+        )
     listed = [chat for chat, _ in await ActivityLog(redis, channel, key_prefix).chats()]
     assert listed == ["tg:c", "tg:b", "tg:a"]
 

@@ -10,10 +10,10 @@ from agent.context_compressor import ContextCompressor
 from agent.llm.client import ChatClient
 from agent.loop import Agent
 from agent.messages import api_problems
-from agent.tools import ToolRegistry, Tool
+from agent.tools import Tool, ToolRegistry
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
-WORDS = "deploy canary ledger invoice webhook retry shard replica latency rollback cache token".split()
+WORDS = ["deploy", "canary", "ledger", "invoice", "webhook", "retry", "shard", "replica", "latency", "rollback", "cache", "token"]
 
 
 def history(tokens_wanted: int, seed: int = 1) -> list[dict]:
@@ -22,7 +22,9 @@ def history(tokens_wanted: int, seed: int = 1) -> list[dict]:
     index = 0
     while sum(len(str(m["content"])) for m in messages) < tokens_wanted * 5:
         text = " ".join(rng.choice(WORDS) + str(rng.randint(0, 999)) for _ in range(120))
-        messages.append({"role": "user" if index % 2 == 0 else "assistant", "content": f"{index}: {text}", "_id": str(index)})
+        messages.append(
+            {"role": "user" if index % 2 == 0 else "assistant", "content": f"{index}: {text}", "_id": str(index)}
+        )
         index += 1
     if messages[-1]["role"] == "user":
         messages.append({"role": "assistant", "content": "ok", "_id": str(index)})
@@ -90,9 +92,14 @@ def test_results_of_the_newest_calls_are_never_stubbed():
     big = "line of output\n" * 2_000
     tail = [
         {"role": "user", "content": "read both files"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{}"}},
-            {"id": "b", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "a", "content": big},
         {"role": "tool", "tool_call_id": "b", "content": big},
     ]

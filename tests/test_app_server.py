@@ -29,8 +29,13 @@ def received(log: Path) -> list[str]:
 
 
 def engine_for(server: CodexAppServer, mode: str, *, context_length: int = 200_000) -> CodexThreadEngine:
-    return CodexThreadEngine("gpt-4o", context_length, CompressionSettings(codex_app_server_auto=mode), server=server,
-                             provider="openai-codex")
+    return CodexThreadEngine(
+        "gpt-4o",
+        context_length,
+        CompressionSettings(codex_app_server_auto=mode),
+        server=server,
+        provider="openai-codex",
+    )
 
 
 async def chat(agent: Agent, history: list[dict], text: str) -> list[dict]:
@@ -160,14 +165,21 @@ async def test_a_restarted_app_server_resumes_the_thread(tmp_path):
     assert history[-1]["content"] == "echo: and now?" and thread_of(history) == history[1][THREAD_KEY]["thread"]
 
 
-async def test_through_the_gateway_compress_waits_and_the_transcript_is_untouched(tmp_path, redis, redis_url, key_prefix):
+async def test_through_the_gateway_compress_waits_and_the_transcript_is_untouched(
+    tmp_path, redis, redis_url, key_prefix
+):
     log = tmp_path / "log.jsonl"
     command = " ".join([*FAKE, "--log", str(log), "--compact-delay", "0.2", "--carry", "40"])
     settings = Settings(
         redis={"url": redis_url, "key_prefix": key_prefix},
-        model={"name": "gpt-5.5", "provider": "openai-codex", "api_mode": "codex_app_server",
-               "app_server_command": command},
-        platforms={"local": {"enabled": True}}, gateway={"home": str(tmp_path)},
+        model={
+            "name": "gpt-5.5",
+            "provider": "openai-codex",
+            "api_mode": "codex_app_server",
+            "app_server_command": command,
+        },
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(tmp_path)},
     )
     store = SessionStore(redis, key_prefix)
     async with running_gateway(settings, redis) as (runner, adapter, events):
@@ -191,22 +203,31 @@ async def test_through_the_gateway_compress_waits_and_the_transcript_is_untouche
     assert [m["_id"] for m in after] == [m["_id"] for m in before] and len(before) == 6
     assert archived == []
     assert meta.compaction_count == 1 and meta.last_prompt_tokens == 40
-    assert "Compactions: 1 (codex thread: 1 by /compress, 0 at foldgate's threshold, 0 by the app-server itself)" in replies[4]
+    assert (
+        "Compactions: 1 (codex thread: 1 by /compress, 0 at foldgate's threshold, 0 by the app-server itself)"
+        in replies[4]
+    )
     assert "not billed per token" in replies[4]
     assert replies[5] == "echo: still there?"
     assert [e.trigger for e in events if isinstance(e, CompressEvent)] == ["manual"]
     assert received(log).count("thread/start") == 1  # one thread for the chat, across turns and /compress
 
 
-async def test_through_the_gateway_the_app_servers_own_compactions_are_marked_as_native(tmp_path, redis, redis_url,
-                                                                                        key_prefix):
+async def test_through_the_gateway_the_app_servers_own_compactions_are_marked_as_native(
+    tmp_path, redis, redis_url, key_prefix
+):
     log = tmp_path / "log.jsonl"
     command = " ".join([*FAKE, "--log", str(log), "--auto-compact-at", "120"])
     settings = Settings(
         redis={"url": redis_url, "key_prefix": key_prefix},
-        model={"name": "gpt-5.5", "provider": "openai-codex", "api_mode": "codex_app_server",
-               "app_server_command": command},
-        platforms={"local": {"enabled": True}}, gateway={"home": str(tmp_path)},
+        model={
+            "name": "gpt-5.5",
+            "provider": "openai-codex",
+            "api_mode": "codex_app_server",
+            "app_server_command": command,
+        },
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(tmp_path)},
     )
     async with running_gateway(settings, redis) as (runner, _adapter, events):
         for index in range(8):

@@ -25,9 +25,19 @@ def test_the_new_benchmarks_are_found_by_foldgate_bench():
 
 @pytest.mark.timeout(60)
 def test_throughput_answers_every_message_and_accounts_for_its_time(tmp_path, redis_url):
-    code = bench_throughput.main(tmp_path, redis_url=redis_url, chats=20, messages_per_chat=2, bursts=2,
-                                 unloaded_messages=5, paced_seconds=0.5, round_trip_messages=5, profile_chats=5,
-                                 settle=False, variants=(("aiohttp", True), ("httpx", False)))
+    code = bench_throughput.main(
+        tmp_path,
+        redis_url=redis_url,
+        chats=20,
+        messages_per_chat=2,
+        bursts=2,
+        unloaded_messages=5,
+        paced_seconds=0.5,
+        round_trip_messages=5,
+        profile_chats=5,
+        settle=False,
+        variants=(("aiohttp", True), ("httpx", False)),
+    )
     assert code == 0
     result = json.loads((tmp_path / "bench_throughput.json").read_text())
     phases = {phase["phase"]: phase for phase in result["phases"]}
@@ -101,8 +111,11 @@ def test_a_generated_session_becomes_replay_records_with_turns_and_playback():
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "fyi the backup ran", "_ts": "2026-11-29T21:00:00+01:00"},
         {"role": "user", "content": "check the deploy"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "call_a", "content": "ok"},
         {"role": "assistant", "content": "deploy is green"},
     ]
@@ -117,8 +130,10 @@ def test_a_generated_session_becomes_replay_records_with_turns_and_playback():
 
 def test_compactions_in_the_loop_are_placed_where_the_prompt_dropped():
     prompts = [100, 200, 300, 120, 150, 900, 400]
-    events = [{"after_request": 5, "tokens_after": 150, "trigger": "in_loop"},
-              {"after_request": 6, "tokens_after": 380, "trigger": "hygiene"}]
+    events = [
+        {"after_request": 5, "tokens_after": 150, "trigger": "in_loop"},
+        {"after_request": 6, "tokens_after": 380, "trigger": "hygiene"},
+    ]
     points = bench_context.compaction_points(prompts, events)
     assert points == [
         {"before_request": 4, "tokens": 120, "trigger": "in_loop"},  # between requests 3 and 4
@@ -219,8 +234,12 @@ def test_bots_measures_memory_and_cpu_for_each_fleet_size(tmp_path, redis_url, m
     from evals import bench_bots
 
     monkeypatch.setenv("FOLDGATE_BENCH_BOTS_SIZES", "1,2")
-    assert bench_bots.main(tmp_path, redis_url=redis_url, repeats=1, idle_seconds=0.5, settle_seconds=0.2,
-                           messages_per_bot=2) == 0
+    assert (
+        bench_bots.main(
+            tmp_path, redis_url=redis_url, repeats=1, idle_seconds=0.5, settle_seconds=0.2, messages_per_bot=2
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "bench_bots.json").read_text())
     assert [row["bots"] for row in result["rows"]] == [1, 2]
     for row in result["rows"]:

@@ -113,16 +113,27 @@ async def user_texts(fleet: Fleet, bot: str, chat: str) -> list[str]:
 
 
 async def test_three_bots_answer_each_with_its_own_model_and_prompt_and_keep_their_own_sessions(
-        redis_url, key_prefix, llm, discord_api):
-    async with FakeBotAPI(TOKEN_A, username="support_bot") as support, \
-            FakeBotAPI(TOKEN_B, username="ops_bot") as ops:
-        settings = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "model": {"name": "support-model", "system_prompt": "You are Support."},
-             "platforms": telegram(support, TOKEN_A)},
-            {"name": "ops", "model": {"name": "ops-model", "system_prompt": "You are Ops."},
-             "platforms": telegram(ops, TOKEN_B)},
-            {"name": "community", "platforms": {"discord": {"enabled": True, "token": DISCORD_TOKEN}}},
-        ])
+    redis_url, key_prefix, llm, discord_api
+):
+    async with FakeBotAPI(TOKEN_A, username="support_bot") as support, FakeBotAPI(TOKEN_B, username="ops_bot") as ops:
+        settings = fleet_settings(
+            redis_url,
+            key_prefix,
+            llm,
+            [
+                {
+                    "name": "support",
+                    "model": {"name": "support-model", "system_prompt": "You are Support."},
+                    "platforms": telegram(support, TOKEN_A),
+                },
+                {
+                    "name": "ops",
+                    "model": {"name": "ops-model", "system_prompt": "You are Ops."},
+                    "platforms": telegram(ops, TOKEN_B),
+                },
+                {"name": "community", "platforms": {"discord": {"enabled": True, "token": DISCORD_TOKEN}}},
+            ],
+        )
         async with serving(settings) as fleet:
             assert [status.state for status in fleet.status_list()] == ["running"] * 3
             support.push(support.private_message(PERSON, "my order is late"))
@@ -145,18 +156,25 @@ async def test_three_bots_answer_each_with_its_own_model_and_prompt_and_keep_the
             support_store, ops_store = fleet.gateways()["support"].store, fleet.gateways()["ops"].store
             assert support_store.prefix == f"{key_prefix}.support" and ops_store.prefix == f"{key_prefix}.ops"
             # a search in one bot never finds another's messages
-            found = [await search_conversations(store, chat, await store.current_session(chat), "deploy", 5)
-                     for store in (support_store, ops_store)]
+            found = [
+                await search_conversations(store, chat, await store.current_session(chat), "deploy", 5)
+                for store in (support_store, ops_store)
+            ]
             assert found[0] == [] and "user" in [hit.role for hit in found[1]]
 
 
 async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_url, key_prefix, llm, discord_api):
     async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops:
-        settings = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "platforms": telegram(support, TOKEN_A)},
-            {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
-            {"name": "community", "platforms": {"discord": {"enabled": True, "token": DISCORD_TOKEN}}},
-        ])
+        settings = fleet_settings(
+            redis_url,
+            key_prefix,
+            llm,
+            [
+                {"name": "support", "platforms": telegram(support, TOKEN_A)},
+                {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
+                {"name": "community", "platforms": {"discord": {"enabled": True, "token": DISCORD_TOKEN}}},
+            ],
+        )
         async with serving(settings) as fleet:
             support.push(support.private_message(PERSON, "before"))
             await support.wait_until(lambda: len(support.sent) == 1)
@@ -170,8 +188,9 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
 
             # the others go on answering
             ops.push(ops.private_message(PERSON, "still there?"))
-            await discord_api.dispatch("MESSAGE_CREATE",
-                                       message_payload(ALICE, "and here?", channel_id=DM_CHANNEL_ID, guild=False))
+            await discord_api.dispatch(
+                "MESSAGE_CREATE", message_payload(ALICE, "and here?", channel_id=DM_CHANNEL_ID, guild=False)
+            )
             await ops.wait_until(lambda: len(ops.sent) == 1)
             assert texts(ops) == ["shared-model | - | echo: still there?"]
             await until(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), "the Discord answer")
@@ -198,14 +217,28 @@ async def test_reload_adds_a_bot_and_removes_one_while_turns_are_in_flight(redis
 
     llm.handler = held_while_slow
     async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops, FakeBotAPI(TOKEN_D) as newcomer:
-        before = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "platforms": telegram(support, TOKEN_A)},
-            {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
-        ])
-        after = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "platforms": telegram(support, TOKEN_A)},
-            {"name": "newcomer", "model": {"system_prompt": "You are new."}, "platforms": telegram(newcomer, TOKEN_D)},
-        ])
+        before = fleet_settings(
+            redis_url,
+            key_prefix,
+            llm,
+            [
+                {"name": "support", "platforms": telegram(support, TOKEN_A)},
+                {"name": "ops", "platforms": telegram(ops, TOKEN_B)},
+            ],
+        )
+        after = fleet_settings(
+            redis_url,
+            key_prefix,
+            llm,
+            [
+                {"name": "support", "platforms": telegram(support, TOKEN_A)},
+                {
+                    "name": "newcomer",
+                    "model": {"system_prompt": "You are new."},
+                    "platforms": telegram(newcomer, TOKEN_D),
+                },
+            ],
+        )
         async with serving(before) as fleet:
             support.push(support.private_message(PERSON, "answer slowly please"))
             ops.push(ops.private_message(PERSON, "answer slowly too"))
@@ -245,9 +278,17 @@ async def test_reload_adds_a_bot_and_removes_one_while_turns_are_in_flight(redis
 
 async def test_bots_that_would_be_one_are_refused_naming_the_key(redis_url, key_prefix, llm):
     with pytest.raises(ConfigError) as refused:
-        load_layers({"bots": [{"name": "a", "platforms": {"telegram": {"enabled": True, "token": "1:x"}}},
-                              {"name": "a", "platforms": {"telegram": {"enabled": True, "token": "1:x"}}},
-                              {"name": "c", "model": {"provider": "custom"}}]}, {}, "test")
+        load_layers(
+            {
+                "bots": [
+                    {"name": "a", "platforms": {"telegram": {"enabled": True, "token": "1:x"}}},
+                    {"name": "a", "platforms": {"telegram": {"enabled": True, "token": "1:x"}}},
+                    {"name": "c", "model": {"provider": "custom"}},
+                ]
+            },
+            {},
+            "test",
+        )
     problems = refused.value.problems
     assert any(p.startswith("bots[1].name: the same as bots[0]'s") for p in problems)
     assert any(p.startswith("bots[1].platforms.telegram.token: the same as bots[0]'s") for p in problems)
@@ -256,12 +297,22 @@ async def test_bots_that_would_be_one_are_refused_naming_the_key(redis_url, key_
 
 def test_a_bot_on_another_provider_never_gets_the_top_levels_key(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-bot")
-    settings = Settings(model={"provider": "openai", "name": "gpt-4o", "api_key": "sk-openai-top"},
-                        platforms={"local": {"enabled": False}},
-                        bots=[{"name": "claude", "model": {"provider": "anthropic", "name": "claude-sonnet-4"},
-                               "platforms": {"local": {"enabled": True}}},
-                              {"name": "same", "model": {"provider": "openai", "name": "gpt-4o-mini"},
-                               "platforms": {"local": {"enabled": True}}}])
+    settings = Settings(
+        model={"provider": "openai", "name": "gpt-4o", "api_key": "sk-openai-top"},
+        platforms={"local": {"enabled": False}},
+        bots=[
+            {
+                "name": "claude",
+                "model": {"provider": "anthropic", "name": "claude-sonnet-4"},
+                "platforms": {"local": {"enabled": True}},
+            },
+            {
+                "name": "same",
+                "model": {"provider": "openai", "name": "gpt-4o-mini"},
+                "platforms": {"local": {"enabled": True}},
+            },
+        ],
+    )
     claude, same = settings.each_bot()
     assert claude.settings.model.api_key.get_secret_value() == "sk-ant-bot"
     assert same.settings.model.api_key.get_secret_value() == "sk-openai-top"  # the same provider keeps its key
@@ -269,14 +320,25 @@ def test_a_bot_on_another_provider_never_gets_the_top_levels_key(monkeypatch):
 
 async def test_an_unreachable_provider_or_tool_server_for_one_bot_is_its_own_degraded_state(redis_url, key_prefix, llm):
     away = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: connections are refused
-    broken_tools = {"mcp_servers": {"tracker": {"url": f"http://127.0.0.1:{free_port()}/mcp"}},
-                    "allow": [{"servers": ["tracker"]}]}
+    broken_tools = {
+        "mcp_servers": {"tracker": {"url": f"http://127.0.0.1:{free_port()}/mcp"}},
+        "allow": [{"servers": ["tracker"]}],
+    }
     async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops, FakeBotAPI(TOKEN_D) as calm:
-        settings = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "model": {"base_url": away, "max_retries": 0}, "platforms": telegram(support, TOKEN_A)},
-            {"name": "ops", "tools": broken_tools, "platforms": telegram(ops, TOKEN_B)},
-            {"name": "calm", "platforms": telegram(calm, TOKEN_D)},
-        ])
+        settings = fleet_settings(
+            redis_url,
+            key_prefix,
+            llm,
+            [
+                {
+                    "name": "support",
+                    "model": {"base_url": away, "max_retries": 0},
+                    "platforms": telegram(support, TOKEN_A),
+                },
+                {"name": "ops", "tools": broken_tools, "platforms": telegram(ops, TOKEN_B)},
+                {"name": "calm", "platforms": telegram(calm, TOKEN_D)},
+            ],
+        )
         async with serving(settings) as fleet:
             for api in (support, ops, calm):
                 api.push(api.private_message(PERSON, "status?"))
@@ -298,6 +360,7 @@ async def test_an_unreachable_provider_or_tool_server_for_one_bot_is_its_own_deg
 
 async def eventually_degraded(fleet: Fleet, name: str) -> dict[str, Any]:
     """Every bot's status, once bot ``name`` shows its problem (a running bot's problems show in ``status_list``)."""
+
     def statuses() -> dict[str, Any]:
         return {status.name: status for status in fleet.status_list()}
 
@@ -307,10 +370,15 @@ async def eventually_degraded(fleet: Fleet, name: str) -> dict[str, Any]:
 
 async def test_when_no_bot_can_start_each_says_why_and_nothing_is_left_open(redis_url, key_prefix, llm):
     async with FakeBotAPI("999999:the-only-token-it-knows") as api:
-        settings = fleet_settings(redis_url, key_prefix, llm, [
-            {"name": "support", "platforms": telegram(api, TOKEN_A)},
-            {"name": "ops", "platforms": telegram(api, TOKEN_B)},
-        ])
+        settings = fleet_settings(
+            redis_url,
+            key_prefix,
+            llm,
+            [
+                {"name": "support", "platforms": telegram(api, TOKEN_A)},
+                {"name": "ops", "platforms": telegram(api, TOKEN_B)},
+            ],
+        )
         out = io.StringIO()
         with pytest.raises(StartupError, match="none of the 2 bots could start") as refused:
             await Fleet.open(settings, out, exclusive=False)
@@ -323,9 +391,12 @@ async def test_when_no_bot_can_start_each_says_why_and_nothing_is_left_open(redi
 
 async def test_reload_restarts_a_changed_bot_but_never_the_one_holding_the_web_chat(redis_url, key_prefix, llm):
     async with FakeBotAPI(TOKEN_A) as support, FakeBotAPI(TOKEN_B) as ops:
+
         def bots(prompt: str) -> list[dict[str, Any]]:
-            return [{"name": "support", "model": {"system_prompt": prompt}, "platforms": telegram(support, TOKEN_A)},
-                    {"name": "ops", "model": {"system_prompt": prompt}, "platforms": telegram(ops, TOKEN_B)}]
+            return [
+                {"name": "support", "model": {"system_prompt": prompt}, "platforms": telegram(support, TOKEN_A)},
+                {"name": "ops", "model": {"system_prompt": prompt}, "platforms": telegram(ops, TOKEN_B)},
+            ]
 
         plain = fleet_settings(redis_url, key_prefix, llm, bots("Be brief."))
         async with serving(plain) as fleet:
@@ -335,14 +406,22 @@ async def test_reload_restarts_a_changed_bot_but_never_the_one_holding_the_web_c
             await support.wait_until(lambda: len(support.sent) == 1)
             assert texts(support) == ["shared-model | Be kind. | echo: hello"]
 
-        with_web = plain.model_copy(update={"platforms": plain.platforms.model_copy(update={
-            "local": plain.platforms.local.model_copy(update={"enabled": True, "web": True, "port": 0})})})
+        with_web = plain.model_copy(
+            update={
+                "platforms": plain.platforms.model_copy(
+                    update={"local": plain.platforms.local.model_copy(update={"enabled": True, "web": True, "port": 0})}
+                )
+            }
+        )
         async with serving(with_web) as fleet:
-            changed = with_web.model_copy(update={"bots": fleet_settings(redis_url, key_prefix, llm,
-                                                                         bots("Be kind.")).bots})
+            changed = with_web.model_copy(
+                update={"bots": fleet_settings(redis_url, key_prefix, llm, bots("Be kind.")).bots}
+            )
             lines = await fleet.reload(changed)
-            assert lines == ["bot support serves the terminal or web chat: restart foldgate to change or remove it",
-                             "bot ops restarted"]
+            assert lines == [
+                "bot support serves the terminal or web chat: restart foldgate to change or remove it",
+                "bot ops restarted",
+            ]
 
 
 def test_foldgate_reload_signals_only_live_gateways_never_a_recycled_pid(tmp_path):
@@ -373,10 +452,16 @@ def test_what_a_bot_leaves_empty_or_names_anew_is_read_as_a_person_would_expect(
         model={"provider": "custom", "base_url": "https://a.example/v1", "api_key": "key-for-a"},
         platforms={"local": {"enabled": False}},
         access={"budgets": {"per_user": {"usd": 5.0, "period": "day"}}},
-        bots=[{"name": "elsewhere", "model": {"base_url": "https://b.example/v1"},
-               "platforms": {"local": {"enabled": True}},
-               "access": {"budgets": {"per_user": {"tokens": 1000, "period": "week"}}}},
-              {"name": "empty", "model": None, "platforms": {"local": {"enabled": True}, "telegram": None}}])
+        bots=[
+            {
+                "name": "elsewhere",
+                "model": {"base_url": "https://b.example/v1"},
+                "platforms": {"local": {"enabled": True}},
+                "access": {"budgets": {"per_user": {"tokens": 1000, "period": "week"}}},
+            },
+            {"name": "empty", "model": None, "platforms": {"local": {"enabled": True}, "telegram": None}},
+        ],
+    )
     elsewhere, empty = settings.each_bot()
     assert elsewhere.settings.model.api_key is None  # another endpoint never gets the top level's key
     budget = elsewhere.settings.access.budgets.per_user

@@ -42,15 +42,32 @@ async def llm() -> AsyncIterator[FakeLLMServer]:
         yield server
 
 
-def write_config(path: Path, redis_url: str, prefix: str, llm: FakeLLMServer, apis: dict[str, FakeBotAPI],
-                 names: list[str], **extra: Any) -> None:
-    bots = [{"name": name, "model": {"name": f"{name}-model"},
-             "platforms": {"telegram": {"enabled": True, "token": TOKENS[name], "api_server": apis[name].base_url}}}
-            for name in names]
-    config = {"redis": {"url": redis_url, "key_prefix": prefix},
-              "model": {"name": "shared", "provider": "custom", "base_url": llm.openai_base_url, "context_length": 64_000},
-              "platforms": {"local": {"enabled": False}}, "gateway": {"lock_ttl_seconds": 3},
-              "delivery": {"stream_replies": False}, "bots": bots, **extra}
+def write_config(
+    path: Path,
+    redis_url: str,
+    prefix: str,
+    llm: FakeLLMServer,
+    apis: dict[str, FakeBotAPI],
+    names: list[str],
+    **extra: Any,
+) -> None:
+    bots = [
+        {
+            "name": name,
+            "model": {"name": f"{name}-model"},
+            "platforms": {"telegram": {"enabled": True, "token": TOKENS[name], "api_server": apis[name].base_url}},
+        }
+        for name in names
+    ]
+    config = {
+        "redis": {"url": redis_url, "key_prefix": prefix},
+        "model": {"name": "shared", "provider": "custom", "base_url": llm.openai_base_url, "context_length": 64_000},
+        "platforms": {"local": {"enabled": False}},
+        "gateway": {"lock_ttl_seconds": 3},
+        "delivery": {"stream_replies": False},
+        "bots": bots,
+        **extra,
+    }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
 
 
@@ -61,9 +78,13 @@ def environment(tmp_path: Path, config: Path) -> dict[str, str]:
 
 
 def start(tmp_path: Path, config: Path, name: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=environment(tmp_path, config),
-                            stdin=subprocess.DEVNULL, stdout=open(tmp_path / f"{name}.out", "wb"),
-                            stderr=open(tmp_path / f"{name}.err", "wb"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "run"],
+        env=environment(tmp_path, config),
+        stdin=subprocess.DEVNULL,
+        stdout=open(tmp_path / f"{name}.out", "wb"),
+        stderr=open(tmp_path / f"{name}.err", "wb"),
+    )
 
 
 async def eventually(check: Callable[[], Any], timeout: float = PATIENCE, what: str = "") -> Any:
@@ -78,10 +99,14 @@ async def eventually(check: Callable[[], Any], timeout: float = PATIENCE, what: 
         await asyncio.sleep(0.1)
 
 
-async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_move(redis, redis_url, key_prefix,
-                                                                                   tmp_path, llm):
-    async with FakeBotAPI(TOKENS["alpha"]) as alpha, FakeBotAPI(TOKENS["beta"]) as beta, \
-            FakeBotAPI(TOKENS["gamma"]) as gamma:
+async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_move(
+    redis, redis_url, key_prefix, tmp_path, llm
+):
+    async with (
+        FakeBotAPI(TOKENS["alpha"]) as alpha,
+        FakeBotAPI(TOKENS["beta"]) as beta,
+        FakeBotAPI(TOKENS["gamma"]) as gamma,
+    ):
         apis = {"alpha": alpha, "beta": beta, "gamma": gamma}
         config = tmp_path / "config.yaml"
         write_config(config, redis_url, key_prefix, llm, apis, list(apis))
@@ -93,14 +118,18 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             return {name: int(value.split(":")[1]) for name, value in values.items() if value}
 
         try:
-            await eventually(lambda: all(len(api.get_updates_calls) for api in apis.values()),
-                             what="every token polled")
+            await eventually(
+                lambda: all(len(api.get_updates_calls) for api in apis.values()), what="every token polled"
+            )
             for name, api in apis.items():
                 api.push(api.private_message(PERSON, f"first to {name}"))
             for name, api in apis.items():
                 await api.wait_until(lambda api=api: len(api.sent) == 1, timeout=PATIENCE)
                 assert [sent.text for sent in api.sent] == [f"{name}-model: first to {name}"]
-            async def answered() -> bool:  # every answer recorded (one killed between its send and its record is resent)
+
+            async def answered() -> (
+                bool
+            ):  # every answer recorded (one killed between its send and its record is resent)
                 lengths = [await redis.llen(f"{key_prefix}.{name}:{{tg:{PERSON}}}:inbox") for name in apis]
                 return not any(lengths)
 
@@ -125,21 +154,31 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             assert all(api.conflicts_seen == 0 for api in apis.values())  # no poller was ever told 409
 
             # an invalid file is refused in one line; the bots go on as they were
-            config.write_text(config.read_text(encoding="utf-8").replace("context_length: 64000",
-                                                                         "context_length: 12"), encoding="utf-8")
+            config.write_text(
+                config.read_text(encoding="utf-8").replace("context_length: 64000", "context_length: 12"),
+                encoding="utf-8",
+            )
             survivor.send_signal(signal.SIGHUP)
             err = tmp_path / "second.err" if survivor is processes[1] else tmp_path / "first.err"
             out = err.with_suffix(".out")
-            refused = await eventually(lambda: [line for line in err.read_text(encoding="utf-8").splitlines()
-                                                if "reload refused" in line], what="the refusal")
+            refused = await eventually(
+                lambda: [line for line in err.read_text(encoding="utf-8").splitlines() if "reload refused" in line],
+                what="the refusal",
+            )
             assert "model.context_length" in refused[0]
 
             # `foldgate reload` with gamma removed: the others untouched, gamma's lease given up at once
             write_config(config, redis_url, key_prefix, llm, apis, ["alpha", "beta"])
-            reloaded = subprocess.run([sys.executable, "-m", "gateway.cli", "reload"], env=environment(tmp_path, config),
-                                      capture_output=True, text=True, timeout=60)
+            reloaded = subprocess.run(
+                [sys.executable, "-m", "gateway.cli", "reload"],
+                env=environment(tmp_path, config),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert reloaded.returncode == 0 and f"({survivor.pid})" in reloaded.stdout
             await eventually(lambda: "bot gamma stopped" in out.read_text(encoding="utf-8"), what="the reload")
+
             async def gamma_free() -> bool:
                 return not await redis.exists(leases["gamma"])
 

@@ -28,20 +28,35 @@ WINDOW = 128_000
 
 
 def from_ann(chat: str, number: int) -> IncomingMessage:
-    return IncomingMessage(platform="local", chat_id=chat, user_id="ann", user_name="Ann", update_id=f"{chat}-{number}",
-                           text=f"question {number}: what changed in the ledger service this week? " * 4)
+    return IncomingMessage(
+        platform="local",
+        chat_id=chat,
+        user_id="ann",
+        user_name="Ann",
+        update_id=f"{chat}-{number}",
+        text=f"question {number}: what changed in the ledger service this week? " * 4,
+    )
 
 
-async def test_two_processes_serving_one_person_at_once_overspend_by_one_call_at_most(redis, redis_url,
-                                                                                      key_prefix) -> None:
+async def test_two_processes_serving_one_person_at_once_overspend_by_one_call_at_most(
+    redis, redis_url, key_prefix
+) -> None:
     answer = "The ledger service moved its settlement job to the new queue and raised the batch size. " * 6
     async with FakeLLMServer(handler=lambda request: Reply.answer(answer), context_limit=WINDOW) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model=MODEL,
-                                 gateway={"coalesce_backlog": False},
-                                 access={"budgets": {"per_user": {"usd": 0.05, "period": "day"}}})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            model=MODEL,
+            gateway={"coalesce_backlog": False},
+            access={"budgets": {"per_user": {"usd": 0.05, "period": "day"}}},
+        )
         first, second = RecordingAdapter(), RecordingAdapter()
-        async with running_gateway(settings, redis, adapter=first) as (one, _a, _e), \
-                running_gateway(settings, redis, adapter=second) as (two, _b, _f):
+        async with (
+            running_gateway(settings, redis, adapter=first) as (one, _a, _e),
+            running_gateway(settings, redis, adapter=second) as (two, _b, _f),
+        ):
             for number in range(20):  # forty messages at once, in two chats, half through each process
                 await (one if number % 2 else two).intake(from_ann("desk", number))
                 await (two if number % 2 else one).intake(from_ann("phone", number))
@@ -56,7 +71,9 @@ async def test_two_processes_serving_one_person_at_once_overspend_by_one_call_at
             spent = await SpendStore(store.channel, key_prefix).spent("user:local:ann", period)
     replies = first.sent + second.sent
     over = [(chat, text) for chat, text in replies if text.startswith("⛔")]
-    one_call = worst_usd(MODEL, max(prompt_tokens(request) for request in llm.requests), settings.model.max_output_tokens)
+    one_call = worst_usd(
+        MODEL, max(prompt_tokens(request) for request in llm.requests), settings.model.max_output_tokens
+    )
     assert stored == 40  # every message kept, answered or not
     assert sorted(chat for chat, _ in over) == ["desk", "phone"]  # told once per chat
     assert "Your daily budget is used up ($0.05" in over[0][1] and "at 00:00 UTC" in over[0][1]
@@ -72,8 +89,14 @@ async def test_a_budget_resets_at_midnight_where_the_owner_lives_and_warns_befor
     store = SessionStore(redis, key_prefix)
     budgets = BudgetSettings(per_user={"tokens": 1_000}, timezone="Europe/Berlin")
     notes: list[str] = []
-    meter = ChatMeter(SpendStore(store.channel, key_prefix), budgets, from_ann("desk", 1), cache_ttl="5m",
-                      notes=notes, clock=lambda: now[0])
+    meter = ChatMeter(
+        SpendStore(store.channel, key_prefix),
+        budgets,
+        from_ann("desk", 1),
+        cache_ttl="5m",
+        notes=notes,
+        clock=lambda: now[0],
+    )
     held = await meter.reserve(MODEL, 200, 100)
     await meter.settle(held, MODEL, Usage(prompt_tokens=700, completion_tokens=100))  # 800 of 1,000: a warning
     assert notes == ["ℹ️ 75% of your daily budget is used (800 of 1,000 tokens); it resets at 00:00 CET on Sat 05 Dec."]
@@ -85,7 +108,9 @@ async def test_a_budget_resets_at_midnight_where_the_owner_lives_and_warns_befor
     now[0] = datetime(2026, 12, 5, 0, 0, 1, tzinfo=zone).timestamp()  # a second after Berlin's midnight (23:00 UTC)
     held = await meter.reserve(MODEL, 10, 10)  # a new day, from nothing
     await meter.settle(held, MODEL, Usage(prompt_tokens=10, completion_tokens=10))
-    assert notes[1:] == ["ℹ️ 90% of your daily budget is used (1,100 of 1,000 tokens); it resets at 00:00 CET on Sat 05 Dec."]
+    assert notes[1:] == [
+        "ℹ️ 90% of your daily budget is used (1,100 of 1,000 tokens); it resets at 00:00 CET on Sat 05 Dec."
+    ]
 
 
 async def test_the_operator_sees_who_spent_most_against_their_budget(redis_url, key_prefix) -> None:
@@ -95,16 +120,21 @@ async def test_the_operator_sees_who_spent_most_against_their_budget(redis_url, 
     from tests.test_web_chat import open_chat
 
     async with FakeLLMServer(handler=lambda request: Reply.answer("noted " * 40)) as llm:
-        settings = web_settings(redis_url, key_prefix, llm.openai_base_url,
-                                access={"budgets": {"per_user": {"usd": 0.5}, "per_chat": {"tokens": 100_000}}})
+        settings = web_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            access={"budgets": {"per_user": {"usd": 0.5}, "per_chat": {"tokens": 100_000}}},
+        )
         settings.model.name = MODEL
         async with web_gateway(settings) as running:
             async with httpx.AsyncClient(base_url=running.chat_url) as chat:
                 for text in ("first question about the ledger", "second question about the ledger"):
                     await chat.post("/send", data={"text": text, "nonce": await open_chat(chat)})
                     await running.gateway.runner.wait_idle(timeout=20)
-            async with httpx.AsyncClient(base_url=running.operator_url,
-                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as operator:
+            async with httpx.AsyncClient(
+                base_url=running.operator_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            ) as operator:
                 by_dollars = await operator.get("/admin/spend")
                 by_tokens = await operator.get("/admin/spend?by=tokens")
     assert by_dollars.status_code == 200 and by_tokens.status_code == 200
@@ -119,8 +149,13 @@ async def test_the_operator_sees_who_spent_most_against_their_budget(redis_url, 
 async def test_an_unpriced_model_counts_in_tokens_and_a_free_call_settles(redis, key_prefix) -> None:
     store = SessionStore(redis, key_prefix)
     notes: list[str] = []
-    meter = ChatMeter(SpendStore(store.channel, key_prefix), BudgetSettings(per_chat={"tokens": 500}),
-                      from_ann("desk", 1), cache_ttl="5m", notes=notes)
+    meter = ChatMeter(
+        SpendStore(store.channel, key_prefix),
+        BudgetSettings(per_chat={"tokens": 500}),
+        from_ann("desk", 1),
+        cache_ttl="5m",
+        notes=notes,
+    )
     held = await meter.reserve("some-local-model", 100, 50)  # no price: nothing in dollars, all in tokens
     await meter.settle(held, "some-local-model", None)  # a call that failed costs nothing and lets go
     held = await meter.reserve("some-local-model", 100, 50)
@@ -141,8 +176,11 @@ async def test_a_call_stopped_mid_answer_is_charged_its_reservation_and_holds_no
     store = SessionStore(redis, key_prefix)
     budgets = BudgetSettings(per_user={"tokens": 10_000}, per_chat={"tokens": 20_000})
     meter = ChatMeter(SpendStore(store.channel, key_prefix), budgets, from_ann("desk", 1), cache_ttl="5m", notes=[])
-    call = asyncio.ensure_future(MeteredModel(Hanging(), meter).complete(
-        [{"role": "user", "content": "write a long story"}], model=MODEL, max_tokens=500))
+    call = asyncio.ensure_future(
+        MeteredModel(Hanging(), meter).complete(
+            [{"role": "user", "content": "write a long story"}], model=MODEL, max_tokens=500
+        )
+    )
     await asyncio.sleep(0.2)
     call.cancel()  # the person sent /stop while the provider wrote
     with pytest.raises(asyncio.CancelledError):
@@ -155,8 +193,9 @@ async def test_a_call_stopped_mid_answer_is_charged_its_reservation_and_holds_no
 
 async def test_a_settlement_sent_twice_counts_once(redis, key_prefix) -> None:
     spend = SpendStore(SessionStore(redis, key_prefix).channel, key_prefix)
-    reservation, _ = await spend.reserve("user:local:bob", "2026-12-04", usd=0.01, tokens=100, usd_limit=1.0,
-                                         token_limit=None, keep_seconds=60)
+    reservation, _ = await spend.reserve(
+        "user:local:bob", "2026-12-04", usd=0.01, tokens=100, usd_limit=1.0, token_limit=None, keep_seconds=60
+    )
     assert reservation is not None
     for _ in range(2):  # a settlement resent after its answer was lost
         after = await spend.settle("user:local:bob", "2026-12-04", reservation, usd=0.002, tokens=40, keep_seconds=60)
@@ -195,11 +234,32 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
     # coalescing off: every message is a model call of its own, so the forty calls at once overrun the budget
     each_message_alone = json.dumps({"coalesce_backlog": False})
     async with FakeLLMServer(handler=lambda request: Reply.answer(answer), context_limit=WINDOW) as llm:
-        workers = [subprocess.Popen([sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url,
-                                     "--prefix", key_prefix, "--base-url", llm.openai_base_url,
-                                     "--context-length", str(WINDOW), "--model", MODEL, "--access", access,
-                                     "--gateway", each_message_alone],
-                                    cwd=root, env={**os.environ, "PYTHONPATH": str(root)}) for _ in range(2)]
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.fakes.worker_process",
+                    "--redis",
+                    redis_url,
+                    "--prefix",
+                    key_prefix,
+                    "--base-url",
+                    llm.openai_base_url,
+                    "--context-length",
+                    str(WINDOW),
+                    "--model",
+                    MODEL,
+                    "--access",
+                    access,
+                    "--gateway",
+                    each_message_alone,
+                ],
+                cwd=root,
+                env={**os.environ, "PYTHONPATH": str(root)},
+            )
+            for _ in range(2)
+        ]
         try:
             await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60)
             inbox = Inbox(redis, key_prefix)
@@ -241,11 +301,20 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
     from tests.test_telegram_gateway import telegram_gateway
 
     chat = 8802
-    async with FakeBotAPI() as api, FakeLLMServer(handler=lambda request: Reply.answer("heard you")) as llm, \
-            FakeTranscriptionServer(default="the deploy froze at step four") as speech:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model=MODEL,
-                                 media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
-                                 access={"budgets": {"per_user": {"usd": 0.02}}})
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(handler=lambda request: Reply.answer("heard you")) as llm,
+        FakeTranscriptionServer(default="the deploy froze at step four") as speech,
+    ):
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            model=MODEL,
+            media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
+            access={"budgets": {"per_user": {"usd": 0.02}}},
+        )
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             for number in (1, 2):
@@ -260,8 +329,9 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
     assert spent.usd >= 0.024 and spent.reserved_usd == 0  # both transcriptions counted, with the one answer
 
 
-async def test_a_reply_stopped_while_it_streams_pays_its_reservation_and_a_refusal_pays_nothing(redis,
-                                                                                                 key_prefix) -> None:
+async def test_a_reply_stopped_while_it_streams_pays_its_reservation_and_a_refusal_pays_nothing(
+    redis, key_prefix
+) -> None:
     from agent.llm.errors import ProviderError
     from agent.loop import TurnStopped
 
@@ -274,12 +344,20 @@ async def test_a_reply_stopped_while_it_streams_pays_its_reservation_and_a_refus
 
     store = SessionStore(redis, key_prefix)
     period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
-    for chat, error, paid in (("stopped", TurnStopped("half a reply"), True),
-                              ("refused", ProviderError("400 bad request"), False)):
-        meter = ChatMeter(SpendStore(store.channel, key_prefix), BudgetSettings(per_chat={"tokens": 10_000}),
-                          from_ann(chat, 1), cache_ttl="5m", notes=[])
+    for chat, error, paid in (
+        ("stopped", TurnStopped("half a reply"), True),
+        ("refused", ProviderError("400 bad request"), False),
+    ):
+        meter = ChatMeter(
+            SpendStore(store.channel, key_prefix),
+            BudgetSettings(per_chat={"tokens": 10_000}),
+            from_ann(chat, 1),
+            cache_ttl="5m",
+            notes=[],
+        )
         with pytest.raises(type(error)):
-            await MeteredModel(Answers(error), meter).complete([{"role": "user", "content": "hi"}], model=MODEL,
-                                                               max_tokens=300)
+            await MeteredModel(Answers(error), meter).complete(
+                [{"role": "user", "content": "hi"}], model=MODEL, max_tokens=300
+            )
         spent = await SpendStore(store.channel, key_prefix).spent(f"chat:local:{chat}", period)
         assert (spent.tokens > 300) is paid and spent.reserved_tokens == 0

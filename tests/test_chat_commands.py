@@ -24,8 +24,12 @@ def completions(server: FakeLLMServer) -> list[RecordedRequest]:
 
 
 def local_settings(redis_url: str, prefix: str, tmp_path) -> Settings:
-    return Settings(redis={"url": redis_url, "key_prefix": prefix}, model={"name": "foldgate-local", "provider": "local"},
-                    platforms={"local": {"enabled": True}}, gateway={"home": str(tmp_path)})
+    return Settings(
+        redis={"url": redis_url, "key_prefix": prefix},
+        model={"name": "foldgate-local", "provider": "local"},
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(tmp_path)},
+    )
 
 
 async def say(runner, chat: str, update: str, text: str, **kwargs) -> None:
@@ -41,8 +45,16 @@ def test_a_command_is_a_first_word_of_telegram_command_shape():
     assert parse("/Model  gpt-4o ") == ("model", "gpt-4o")
     assert parse("/compress@foldgate_bot the deploy\nand the rollback") == ("compress", "the deploy\nand the rollback")
     assert parse("/frobnicate now") == ("frobnicate", "now")  # unknown, but a command: it is answered, not chatted
-    for text in ("/usr/bin is missing", "/etc/hosts has it", "/ nothing", "/9lives", "//comment", "hello /help",
-                 "/" + "x" * 33, ""):
+    for text in (
+        "/usr/bin is missing",
+        "/etc/hosts has it",
+        "/ nothing",
+        "/9lives",
+        "//comment",
+        "hello /help",
+        "/" + "x" * 33,
+        "",
+    ):
         assert parse(text) is None, text
 
 
@@ -134,7 +146,9 @@ class NoModelList(FakeLLMServer):
     """A provider whose model list is down (it still answers chat)."""
 
     async def _models(self, request: RecordedRequest, http: web.Request, path: str) -> web.StreamResponse:
-        return await self._send_json(http, request, 503, {"error": {"message": "models unavailable", "type": "server_error"}})
+        return await self._send_json(
+            http, request, 503, {"error": {"message": "models unavailable", "type": "server_error"}}
+        )
 
 
 async def test_model_switches_but_says_so_when_the_list_cannot_be_read(redis, redis_url, key_prefix):
@@ -150,7 +164,8 @@ async def test_model_switches_but_says_so_when_the_list_cannot_be_read(redis, re
 
 
 async def test_model_on_the_local_provider_knows_what_it_serves_and_warns_of_no_cost(
-        redis, redis_url, key_prefix, tmp_path, monkeypatch):
+    redis, redis_url, key_prefix, tmp_path, monkeypatch
+):
     async with running_gateway(local_settings(redis_url, key_prefix, tmp_path), redis) as (runner, adapter, _events):
         await say(runner, "l", "1", "/model gpt-4o")
         await say(runner, "l", "2", "/model foldgate-local")

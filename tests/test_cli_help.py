@@ -33,7 +33,9 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return found
 
 
-def every_command(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+def every_command(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """(``("config", "set")``, its parser) for every subcommand at any depth."""
     for name, child in subcommands(parser).items():
         yield (*path, name), child
@@ -76,11 +78,17 @@ def test_bench_help_lists_every_benchmark_module_with_a_line_each(capsys: pytest
     with pytest.raises(SystemExit):
         cli.main(["bench", "--help"])
     text = capsys.readouterr().out
-    listed = {line.split()[0]: line.split(maxsplit=1)[1] for line in text.split("benchmarks:\n", 1)[1].splitlines() if line.strip()}
+    listed = {
+        line.split()[0]: line.split(maxsplit=1)[1]
+        for line in text.split("benchmarks:\n", 1)[1].splitlines()
+        if line.strip()
+    }
     modules = {path.stem.removeprefix("bench_") for path in (REPO / "evals").glob("bench_*.py")}
     assert modules and set(listed) == modules
     assert all(len(line) > 20 for line in listed.values())
-    assert "foldgate bench" not in text.split("benchmarks:\n", 1)[1]  # the docstrings' "``foldgate bench NAME``:" is taken off
+    assert (
+        "foldgate bench" not in text.split("benchmarks:\n", 1)[1]
+    )  # the docstrings' "``foldgate bench NAME``:" is taken off
 
 
 def test_an_unknown_benchmark_is_refused_with_the_list(capsys: pytest.CaptureFixture[str]) -> None:
@@ -94,8 +102,11 @@ def test_an_unknown_benchmark_is_refused_with_the_list(capsys: pytest.CaptureFix
 @pytest.mark.parametrize("command", DOCUMENTED_COMMANDS)
 def test_every_option_of_the_offline_commands_has_help(command: str) -> None:
     parser = subcommands(cli.build_parser())[command]
-    undocumented = [action.dest for action in parser._actions
-                    if not isinstance(action, argparse._HelpAction) and not (action.help or "").strip()]
+    undocumented = [
+        action.dest
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction) and not (action.help or "").strip()
+    ]
     assert undocumented == []
     assert parser.description
 
@@ -145,7 +156,10 @@ def test_compact_refuses_a_context_length_the_config_would_refuse(tmp_path: Path
     transcript.write_text('{"role": "user", "content": "hello"}\n')
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "compact", "--input", str(transcript), "--context-length", "100"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode != 0
     assert "Traceback" not in done.stderr

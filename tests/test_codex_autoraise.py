@@ -24,8 +24,9 @@ class FakeHistory:
         return []
 
 
-@pytest.mark.parametrize("model", ["gpt-5.5", "gpt-5.4", "gpt-5.6", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna",
-                                   "openai/gpt-5.5"])
+@pytest.mark.parametrize(
+    "model", ["gpt-5.5", "gpt-5.4", "gpt-5.6", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna", "openai/gpt-5.5"]
+)
 def test_272k_models_on_the_codex_route_compact_at_85_percent(model):
     engine = ContextCompressor(model, 272_000, CompressionSettings(), provider="openai-codex")
     assert engine.threshold == AUTORAISE_THRESHOLD
@@ -90,7 +91,9 @@ def test_the_notice_switch_hides_it_and_other_routes_never_show_it(tmp_path):
 def codex_settings(tmp_path, **compression) -> Settings:
     return Settings(
         model={"name": "gpt-5.5", "provider": "openai-codex", "api_mode": "chat", "base_url": "http://127.0.0.1:9/v1"},
-        compression=compression, gateway={"home": str(tmp_path)}, platforms={"local": {"enabled": True}},
+        compression=compression,
+        gateway={"home": str(tmp_path)},
+        platforms={"local": {"enabled": True}},
     )
 
 
@@ -129,23 +132,32 @@ def test_a_900k_alias_that_does_not_exist_is_refused_at_load(tmp_path, alias):
     assert "model.name" in str(error.value) and "has no -900k variant" in str(error.value)
 
 
-@pytest.mark.parametrize("alias, base", [("gpt-5.6-sol-900k", "gpt-5.6-sol"), ("gpt-5.6-terra-900k", "gpt-5.6-terra"),
-                                         ("gpt-5.6-luna-900k", "gpt-5.6-luna"), ("gpt-5.4-900k", "gpt-5.4")])
+@pytest.mark.parametrize(
+    "alias, base",
+    [
+        ("gpt-5.6-sol-900k", "gpt-5.6-sol"),
+        ("gpt-5.6-terra-900k", "gpt-5.6-terra"),
+        ("gpt-5.6-luna-900k", "gpt-5.6-luna"),
+        ("gpt-5.4-900k", "gpt-5.4"),
+    ],
+)
 async def test_the_provider_sees_the_base_id_for_every_alias(tmp_path, alias, base):
     # provider "custom" is an OpenAI-compatible relay: the generic flavor, which (unlike OpenAI
     # itself) takes max_tokens for GPT-5 models, as the client sends it on this route.
     async with FakeLLMServer(flavor="generic") as server:
         settings = Settings(
             model={"name": alias, "provider": "custom", "base_url": server.openai_base_url},
-            gateway={"home": str(tmp_path)}, platforms={"local": {"enabled": True}},
+            gateway={"home": str(tmp_path)},
+            platforms={"local": {"enabled": True}},
         )
         builder = AgentBuilder(settings)
         engine = builder.build_engine(alias, {}, FakeHistory())
         assert engine.context_length == 911_000 and engine.threshold_tokens == 455_500
         agent = builder.build_agent(engine, alias, ToolRegistry())
         await agent.run_turn([], {"role": "user", "content": "hello"})
-        summary = await builder.summarizer.call_llm(task="compression", messages=[{"role": "user", "content": "x"}],
-                                                   max_tokens=50)
+        summary = await builder.summarizer.call_llm(
+            task="compression", messages=[{"role": "user", "content": "x"}], max_tokens=50
+        )
         await builder.aclose()
     assert summary == "ok"
     assert [request.model for request in server.requests] == [base, base]

@@ -221,7 +221,7 @@ def _described(text, kind, anchor, conversation=False):
 
 
 def test_a_pasted_traceback_keeps_the_sentence_that_introduced_it():
-    text = 'I get this when I run the settle job by hand:\n```\nTraceback (most recent call last):\n  File "billing/worker.py", line 88, in settle\n    x = 1\nKeyError: \'customer_ref\'\n```'
+    text = "I get this when I run the settle job by hand:\n```\nTraceback (most recent call last):\n  File \"billing/worker.py\", line 88, in settle\n    x = 1\nKeyError: 'customer_ref'\n```"
     start = text.index("KeyError")
     assert producer(text, start, "KeyError: 'customer_ref'").startswith(
         'from billing/worker.py:88 in settle; under "I get this when I run the settle job'
@@ -231,7 +231,10 @@ def test_a_pasted_traceback_keeps_the_sentence_that_introduced_it():
 def test_pytest_javascript_and_rust_errors_name_their_test_or_location():
     pytest_out = "____ test_totals ____\n\n    def test_totals():\n>       assert total == 3\nE       AssertionError: assert 4 == 3\n\ntests/test_invoice.py:12: AssertionError"
     start = pytest_out.index("E       AssertionError")
-    assert producer(pytest_out, start, "E       AssertionError: assert 4 == 3") == "from tests/test_invoice.py:12 in test_totals"
+    assert (
+        producer(pytest_out, start, "E       AssertionError: assert 4 == 3")
+        == "from tests/test_invoice.py:12 in test_totals"
+    )
     location = pytest_out.index("tests/test_invoice.py:12: AssertionError")
     assert producer(pytest_out, location, "tests/test_invoice.py:12: AssertionError") == "in test_totals"
     node = "TypeError: x is undefined\n    at settle (src/billing/worker.js:88:13)\n    at main (src/index.js:3:1)"
@@ -243,7 +246,9 @@ def test_pytest_javascript_and_rust_errors_name_their_test_or_location():
 
 def test_index_entries_show_their_context_on_their_own_line_and_the_tail_bare():
     index = AnchorIndex()
-    index.add("identifier", "ENABLE_FAST_SETTLE", seq=1, weight=5000, context="billing retry rollout", message_id="m812")
+    index.add(
+        "identifier", "ENABLE_FAST_SETTLE", seq=1, weight=5000, context="billing retry rollout", message_id="m812"
+    )
     index.add("identifier", "PLAIN_FLAG", seq=2)
     index.add("error", "KeyError: 'customer_ref' [E7139]", seq=3, context="from billing/worker.py:88 in settle")
     text, _ = render_index(index, 500)
@@ -256,7 +261,13 @@ def test_index_entries_show_their_context_on_their_own_line_and_the_tail_bare():
 def test_a_binding_budget_tells_the_best_entries_and_lists_the_tail_bare():
     index = AnchorIndex()
     for i in range(300):
-        index.add("path", f"src/module_{i:03d}.py", seq=i, weight=10_000 - i, context=f"the {i} module handles refunds and payouts")
+        index.add(
+            "path",
+            f"src/module_{i:03d}.py",
+            seq=i,
+            weight=10_000 - i,
+            context=f"the {i} module handles refunds and payouts",
+        )
     text, used = render_index(index, 600)
     assert used <= 600
     assert "src/module_000.py (the 0 module handles refunds and payouts)" in text
@@ -295,7 +306,9 @@ def test_index_state_round_trips_with_contexts_and_old_state_loads():
     nonempty = lambda buckets: {kind: bucket for kind, bucket in buckets.items() if bucket}  # noqa: E731
     assert nonempty(restored.entries) == nonempty(index.entries)
     assert nonempty(restored.seen) == nonempty(index.seen)
-    assert restored.described("error", "KeyError: 'customer_ref' [E7139]") == index.described("error", "KeyError: 'customer_ref' [E7139]")
+    assert restored.described("error", "KeyError: 'customer_ref' [E7139]") == index.described(
+        "error", "KeyError: 'customer_ref' [E7139]"
+    )
     assert "in settle" in restored.described("error", "KeyError: 'customer_ref' [E7139]")
     old = AnchorIndex.from_state({"ref": [["PR #7", 1000, 3]], "path": [["a/b.py", 5, 1, "junk"]]})
     assert old.entries["ref"] == {"PR #7": [1000, 3]} and old.context("ref", "PR #7") == ""

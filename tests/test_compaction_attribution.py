@@ -28,8 +28,12 @@ CRASH = (
     '    ref = row.meta["customer_ref"]\n'
     "KeyError: 'customer_ref' [E7139]\n"
 )
-PYTEST = "____ test_refund ____\n\nE       AssertionError: assert 4 == 3\n\ntests/billing/test_refund.py:12: AssertionError"
-REJECTED = "2025-03-24T22:20:53.403Z WARNING [app.http] upstream rejected dunning throttling request code=EDUN-5169 status=422"
+PYTEST = (
+    "____ test_refund ____\n\nE       AssertionError: assert 4 == 3\n\ntests/billing/test_refund.py:12: AssertionError"
+)
+REJECTED = (
+    "2025-03-24T22:20:53.403Z WARNING [app.http] upstream rejected dunning throttling request code=EDUN-5169 status=422"
+)
 
 
 def filler(t: Transcript, start: int, turns: int) -> None:
@@ -43,7 +47,11 @@ def first_part() -> Transcript:
     t = Transcript(system="You are a release assistant.")
     t.exchange("Help me ship the billing service.", "Sure.")  # the protected head
     t.user("Why does the nightly settle keep failing?")
-    t.call("terminal", {"command": "kubectl logs deploy/billing-worker --since=2h"}, "\n".join([REJECTED] * 1 + ["ok"] * 50) + "\n" + CRASH)
+    t.call(
+        "terminal",
+        {"command": "kubectl logs deploy/billing-worker --since=2h"},
+        "\n".join([REJECTED] * 1 + ["ok"] * 50) + "\n" + CRASH,
+    )
     t.call("run_tests", {"command": "pytest tests/billing -x"}, PYTEST)
     t.assistant("We keep ENABLE_FAST_SETTLE off for the billing retry rollout until the backfill is done.")
     t.user("Decision: for billing we use exponential backoff capped at 55 seconds.")

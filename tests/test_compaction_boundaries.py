@@ -167,8 +167,13 @@ def test_planning_counts_estimate_the_middle_and_cut_where_exact_counts_would():
         counts = planning_counts(raw, tail_budget=budget, protect_last_n=last_n)
         untouched = [m for m in raw if "_tok" not in m]
         assert len(untouched) > len(raw) // 2  # the middle was estimated, not tokenized
-        options = dict(protect_first_n=3, tail_budget=budget, protect_last_n=last_n, min_tail_user_messages=2,
-                       max_tail_tokens=60_000)
+        options = dict(
+            protect_first_n=3,
+            tail_budget=budget,
+            protect_last_n=last_n,
+            min_tail_user_messages=2,
+            max_tail_tokens=60_000,
+        )
         exact = [count_message(m) for m in raw]
         assert plan_boundaries(raw, counts, **options) == plan_boundaries(raw, exact, **options)
         assert abs(sum(counts) - sum(exact)) < 0.35 * sum(exact)

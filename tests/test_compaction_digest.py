@@ -96,8 +96,14 @@ def listing_session():
     log = [f"{0xA000000 + i:07x} chore(core): tidy the worker module" for i in range(25)]
     log.insert(11, "abc1234 fix(billing): refunds double counted on retries")
     t.call("terminal", {"command": "git log --oneline -n 26"}, "\n".join(log))
-    t.call("search_files", {"pattern": "listen_port"}, "deploy/values.yaml:14:  listen_port: 23409\ndeploy/values.yaml:15:  replicas: 3")
-    t.call("read_file", {"path": "deploy/values.yaml"}, "escrow:\n  enabled: true\n  listen_port: 23409\n  owner: ops\n")
+    t.call(
+        "search_files",
+        {"pattern": "listen_port"},
+        "deploy/values.yaml:14:  listen_port: 23409\ndeploy/values.yaml:15:  replicas: 3",
+    )
+    t.call(
+        "read_file", {"path": "deploy/values.yaml"}, "escrow:\n  enabled: true\n  listen_port: 23409\n  owner: ops\n"
+    )
     return t.messages
 
 
@@ -117,7 +123,12 @@ def test_listing_lines_are_taken_with_their_context_and_carried():
 def test_stubbed_tail_results_give_anchors_and_listing_lines():
     middle = Transcript(system=None)
     middle.user("start")
-    tail_result = {"role": "tool", "tool_call_id": "call_9", "_id": "t-2", "content": "src/pay/settle.py:40:def settle(batch):\nsrc/pay/other.py:3:x = 1"}
+    tail_result = {
+        "role": "tool",
+        "tool_call_id": "call_9",
+        "_id": "t-2",
+        "content": "src/pay/settle.py:40:def settle(batch):\nsrc/pay/other.py:3:x = 1",
+    }
     digest, _ = build_digest(
         middle.messages,
         [count_message(m) for m in middle.messages],
@@ -149,10 +160,16 @@ def crash_session():
 def test_an_error_line_is_kept_with_its_frame_and_job_or_the_command_that_printed_it():
     digest, _ = digest_of(crash_session())
     entry = digest.anchors.described("error", "KeyError: 'customer_ref' [E7139]")
-    assert entry.startswith("KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle; under \"[celery.task] billing")
-    failed = digest.anchors.described("error", "FAILED tests/billing/test_settle.py::test_refund - AssertionError: 3 != 4")
+    assert entry.startswith(
+        "KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle; under \"[celery.task] billing"
+    )
+    failed = digest.anchors.described(
+        "error", "FAILED tests/billing/test_settle.py::test_refund - AssertionError: 3 != 4"
+    )
     assert failed.endswith('— (run_tests "pytest tests/billing")')
-    assert digest.anchors.context("ref", "EBIL-5169") == "app.http upstream rejected billing settle request … status=422"
+    assert (
+        digest.anchors.context("ref", "EBIL-5169") == "app.http upstream rejected billing settle request … status=422"
+    )
     assert digest.anchors.context("identifier", "ENABLE_FAST_SETTLE") == "keep … off billing retry"
     assert digest.anchors.seen["identifier"]["ENABLE_FAST_SETTLE"][1] == crash_session()[-1]["_id"]
 
@@ -162,8 +179,13 @@ def test_a_result_gets_the_label_of_the_latest_call_with_its_id_and_a_stub_gives
     t.call("run_tests", {"path": "tests/a.py"}, "FAILED tests/a.py - ValueError: one")
     t._calls = 0  # a later turn reusing call ids, as some providers do
     t.call("run_tests", {"path": "tests/b.py"}, "FAILED tests/b.py - ValueError: two")
-    stub = {"role": "tool", "tool_call_id": "call_1", "_id": "s-1", "_stubbed_chars": 900,
-            "content": "[Old terminal output stubbed: 900 chars, 'FAILED x'; the FLAG_ZED was set in the stub]"}
+    stub = {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "_id": "s-1",
+        "_stubbed_chars": 900,
+        "content": "[Old terminal output stubbed: 900 chars, 'FAILED x'; the FLAG_ZED was set in the stub]",
+    }
     digest, _ = digest_of([*t.messages, stub])
     assert digest.anchors.context("error", "FAILED tests/b.py - ValueError: two") == '(run_tests "tests/b.py")'
     assert digest.anchors.context("error", "FAILED tests/a.py - ValueError: one") == '(run_tests "tests/a.py")'
@@ -175,7 +197,10 @@ def test_contexts_survive_merges_and_state_and_an_old_state_still_loads():
     later, _ = digest_of([{"role": "user", "content": "and ENABLE_FAST_SETTLE?", "_id": "x-1"}], seq_start=first.seq)
     merged = later.merge(first)
     restored = Digest.from_state(json.loads(json.dumps(merged.to_state())))
-    assert restored.anchors.described("identifier", "ENABLE_FAST_SETTLE") == "ENABLE_FAST_SETTLE (keep … off billing retry)"
+    assert (
+        restored.anchors.described("identifier", "ENABLE_FAST_SETTLE")
+        == "ENABLE_FAST_SETTLE (keep … off billing retry)"
+    )
     assert restored.anchors.described("error", "KeyError: 'customer_ref' [E7139]") == merged.anchors.described(
         "error", "KeyError: 'customer_ref' [E7139]"
     )
@@ -188,7 +213,12 @@ def test_contexts_survive_merges_and_state_and_an_old_state_still_loads():
 def test_a_stubbed_result_takes_its_origin_from_the_labels_given():
     middle = Transcript(system=None)
     middle.user("start")
-    result = {"role": "tool", "tool_call_id": "call_7", "_id": "t-1", "content": "error: failed to push some refs to origin"}
+    result = {
+        "role": "tool",
+        "tool_call_id": "call_7",
+        "_id": "t-1",
+        "content": "error: failed to push some refs to origin",
+    }
     digest, _ = build_digest(middle.messages, [1], stubbed=[(3, result)], calls={"call_7": 'terminal "git push"'})
     assert digest.anchors.described("error", "error: failed to push some refs to origin") == (
         'error: failed to push some refs to origin — (terminal "git push")'

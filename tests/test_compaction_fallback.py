@@ -107,8 +107,11 @@ def quoted_decisions():
     t = Transcript(system=None)
     t.user("Decision: for billing we use exponential backoff capped at 55 seconds.")
     t.user("I prefer Decimal for money, never float.")
-    t.call("run_tests", {"command": "pytest tests/billing"},
-           'Traceback (most recent call last):\n  File "billing/worker.py", line 88, in settle\n    x = row["customer_ref"]\nKeyError: \'customer_ref\' [E7139]')
+    t.call(
+        "run_tests",
+        {"command": "pytest tests/billing"},
+        'Traceback (most recent call last):\n  File "billing/worker.py", line 88, in settle\n    x = row["customer_ref"]\nKeyError: \'customer_ref\' [E7139]',
+    )
     return build_digest(t.messages, [count_message(m) for m in t.messages])[0]
 
 
@@ -117,7 +120,10 @@ def test_decisions_and_preferences_of_quoted_messages_are_listed_by_id_not_none_
     decisions = text.split("## Key Decisions")[1].split("\n## ")[0]
     preferences = text.split("## Constraints & Preferences")[1].split("\n## ")[0]
     assert "(none recorded)" not in decisions and "(none recorded)" not in preferences
-    assert "- [m-1, quoted under User Messages] Decision: for billing we use exponential backoff capped at 55 seconds." in decisions
+    assert (
+        "- [m-1, quoted under User Messages] Decision: for billing we use exponential backoff capped at 55 seconds."
+        in decisions
+    )
     assert "- [m-2, quoted under User Messages] I prefer Decimal for money, never float." in preferences
     assert "[m-1] Decision: for billing we use exponential backoff capped at 55 seconds." in text  # the quote itself
 
@@ -130,7 +136,9 @@ def test_none_recorded_only_when_there_are_none_and_a_long_sentence_is_pointed_t
     body = render_body(digest, 2_000, quoted_ids=frozenset({"m-1", "m-2"}))
     assert body.split("## Constraints & Preferences")[1].split("\n## ")[0].strip() == "- (none recorded)"
     decision = body.split("## Key Decisions")[1].split("\n## ")[0].strip()
-    assert decision.startswith("- [m-2, quoted under User Messages] We decided to move every nightly export") and decision.endswith("…")
+    assert decision.startswith(
+        "- [m-2, quoted under User Messages] We decided to move every nightly export"
+    ) and decision.endswith("…")
     assert len(decision) < 150
 
 
@@ -141,7 +149,10 @@ def test_recent_errors_carry_what_produced_them_and_files_the_words_they_were_se
     t.assistant("The retry loop in svc/ingest/worker.py drops the batch id.")
     digest = build_digest(t.messages, [count_message(m) for m in t.messages])[0].merge(digest)
     body = render_body(digest, 2_000)
-    assert "- Recent error: KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle (run_tests \"pytest tests/billing\")" in body
+    assert (
+        "- Recent error: KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle (run_tests \"pytest tests/billing\")"
+        in body
+    )
     files = body.split("## Relevant Files")[1].split("\n## ")[0]
     assert "- svc/ingest/worker.py (retry loop in … drops batch id)" in files
 
@@ -160,11 +171,15 @@ def test_stated_sentences_share_one_pool_so_a_quiet_section_leaves_room_to_a_bus
     t = Transcript(system=None)
     t.user("We decided to keep Postgres because the team knows it.")
     for i in range(30):
-        t.assistant(f'Committed it as `{0xa000000 + i:07x}` on `main`: "fix(ledger): rework the ledger {word(i)} export".')
+        t.assistant(
+            f'Committed it as `{0xA000000 + i:07x}` on `main`: "fix(ledger): rework the ledger {word(i)} export".'
+        )
     digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
     body = render_body(digest, 2_000)
     done = section(body, "### Done").split("### In Progress")[0]
-    assert all(f'`{0xa000000 + i:07x}` on `main`: "fix(ledger): rework the ledger {word(i)} export"' in done for i in range(30))
+    assert all(
+        f'`{0xA000000 + i:07x}` on `main`: "fix(ledger): rework the ledger {word(i)} export"' in done for i in range(30)
+    )
     assert "We decided to keep Postgres because the team knows it." in section(body, "## Key Decisions")
 
 
@@ -210,7 +225,10 @@ def test_a_heading_says_both_what_did_not_fit_and_what_the_model_holds():
     t = Transcript(system=None)
     t.user("Let's settle the exports.")
     short = "We decided to use Decimal for money."
-    longer = [f"We decided to use {word} queues for the {word} export, since cron lost rows twice last month." for word in ("amber", "cobalt")]
+    longer = [
+        f"We decided to use {word} queues for the {word} export, since cron lost rows twice last month."
+        for word in ("amber", "cobalt")
+    ]
     t.assistant(" ".join([short, *longer]))
     digest, _ = build_digest(t.messages, [count_message(m) for m in t.messages])
     body = render_body(digest, 60, said=lambda sentence: sentence == short)

@@ -11,7 +11,9 @@ def test_count_line_is_the_exact_count():
 
 
 def test_shown_finds_whole_words_column_parts_and_phrases():
-    shown = Shown("- src/shop/rounding.py:113:def handle(batch):", "Committed `3b7dc54` (see PR #12).", "ValueError: bad row 7")
+    shown = Shown(
+        "- src/shop/rounding.py:113:def handle(batch):", "Committed `3b7dc54` (see PR #12).", "ValueError: bad row 7"
+    )
     assert "src/shop/rounding.py" in shown  # a search hit's path
     assert "3b7dc54" in shown and "PR #12" in shown and "#12" in shown
     assert "ValueError: bad row 7" in shown

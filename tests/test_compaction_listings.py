@@ -72,7 +72,9 @@ def test_settings_carry_their_section_and_only_keys_that_name_a_setting():
 
 
 def test_issue_and_pull_request_rows_keep_number_and_title():
-    rows = texts(records_in("#646\tOPEN\tcatalog totals are wrong\tbug, p1\tabout 5 days ago\nPROJ-12  Fix the login"), "ref")
+    rows = texts(
+        records_in("#646\tOPEN\tcatalog totals are wrong\tbug, p1\tabout 5 days ago\nPROJ-12  Fix the login"), "ref"
+    )
     assert rows == ["#646 | OPEN | catalog totals are wrong | bug, p1 | about 5 days ago", "PROJ-12 | Fix the login"]
 
 

@@ -58,12 +58,19 @@ def histories(draw):
             for call_id in answered:
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": draw(TEXT), "_id": next_id()})
         elif kind == "orphan":
-            messages.append({"role": "tool", "tool_call_id": f"ghost_{next(calls)}", "content": draw(TEXT), "_id": next_id()})
+            messages.append(
+                {"role": "tool", "tool_call_id": f"ghost_{next(calls)}", "content": draw(TEXT), "_id": next_id()}
+            )
         elif kind == "synthetic":
             messages.append({"role": "user", "content": "continue", "_synthetic": True, "_id": next_id()})
         else:
             messages.append(
-                {"role": "user", "content": f"{SUMMARY_PREFIX} earlier notes", "_compressed_summary": True, "_id": next_id()}
+                {
+                    "role": "user",
+                    "content": f"{SUMMARY_PREFIX} earlier notes",
+                    "_compressed_summary": True,
+                    "_id": next_id(),
+                }
             )
     return messages
 

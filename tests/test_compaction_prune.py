@@ -5,7 +5,12 @@ from agent.compaction.prune import PRUNED_TOOL_OUTPUT, prune_tool_outputs
 
 def test_tool_results_over_200_chars_are_cleared():
     messages = [
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}], "_id": "m-1"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}],
+            "_id": "m-1",
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "x" * 201, "_id": "m-2", "_tok": 99},
     ]
     pruned = prune_tool_outputs(messages)

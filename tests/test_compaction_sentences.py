@@ -10,7 +10,11 @@ from agent.compaction.sentences import classify, fact_sentences, normalised
     [
         ("From now on always run `just check-all` before you commit anything, ok?", True, "preference"),
         ("Don't touch src/legacy/serializers.py yet.", True, "preference"),
-        ("We go with SQLite in WAL mode rather than a Postgres sidecar, since the edge boxes have no room.", False, "decision"),
+        (
+            "We go with SQLite in WAL mode rather than a Postgres sidecar, since the edge boxes have no room.",
+            False,
+            "decision",
+        ),
         ("Beatriz Zhao owns the catalog migration, so ask them first.", False, "fact"),
         ("The sandbox service in dev listens on port 12571, not the default.", False, "fact"),
         ("Committed it as `8093226` on `fix/document-fetch`.", False, "progress"),
@@ -85,4 +89,7 @@ def test_a_sentence_made_only_of_cue_words_is_not_a_fact():
 
 def test_work_the_assistant_reports_is_progress():
     assert classify("I opened PR #4692 with the ledger warmup change.", False).kind == "progress"
-    assert classify("Committed it as `83273e4` on `main`: \"fix(ledger): rework the ledger cutoff\".", False).kind == "progress"
+    assert (
+        classify('Committed it as `83273e4` on `main`: "fix(ledger): rework the ledger cutoff".', False).kind
+        == "progress"
+    )

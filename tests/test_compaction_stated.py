@@ -21,22 +21,49 @@ from tests.fakes.histories import Transcript
 
 #: (what a message says, the answer asked about later, the subject that must stand beside it).
 STATED = [
-    ("user", "Decision for the coupon failover: we go with server-sent events, not websockets, because proxies kill idle sockets.",
-     "server-sent events", "coupon failover"),
-    ("user", "btw, house rule: keep functions under 35 lines, split anything longer. please remember that",
-     "under 35 lines", "functions"),
-    ("user", "fyi the refund warmup code moved to src/shop/refund/warmup.py last sprint, ignore the old module",
-     "src/shop/refund/warmup.py", "refund warmup"),
-    ("user", "Aurelio Lindgren owns the remittance rounding, ping them before you change anything there",
-     "Aurelio Lindgren", "remittance rounding"),
-    ("user", "fyi the voucher import service in canary listens on port 19077, not the default",
-     "19077", "voucher import"),
-    ("assistant", 'Committed it as `83273e4` on `chore/hydrate`: "build(subscription): rework the subscription nightly export".',
-     "83273e4", "subscription nightly export"),
-    ("assistant", "I opened PR #4692 with the remittance warmup change. CI is running.",
-     "#4692", "remittance warmup"),
-    ("assistant", "Agreed, for the checkout migration we'll use optimistic locking rather than SELECT FOR UPDATE, since row locks stalled batches.",
-     "optimistic locking", "checkout migration"),
+    (
+        "user",
+        "Decision for the coupon failover: we go with server-sent events, not websockets, because proxies kill idle sockets.",
+        "server-sent events",
+        "coupon failover",
+    ),
+    (
+        "user",
+        "btw, house rule: keep functions under 35 lines, split anything longer. please remember that",
+        "under 35 lines",
+        "functions",
+    ),
+    (
+        "user",
+        "fyi the refund warmup code moved to src/shop/refund/warmup.py last sprint, ignore the old module",
+        "src/shop/refund/warmup.py",
+        "refund warmup",
+    ),
+    (
+        "user",
+        "Aurelio Lindgren owns the remittance rounding, ping them before you change anything there",
+        "Aurelio Lindgren",
+        "remittance rounding",
+    ),
+    (
+        "user",
+        "fyi the voucher import service in canary listens on port 19077, not the default",
+        "19077",
+        "voucher import",
+    ),
+    (
+        "assistant",
+        'Committed it as `83273e4` on `chore/hydrate`: "build(subscription): rework the subscription nightly export".',
+        "83273e4",
+        "subscription nightly export",
+    ),
+    ("assistant", "I opened PR #4692 with the remittance warmup change. CI is running.", "#4692", "remittance warmup"),
+    (
+        "assistant",
+        "Agreed, for the checkout migration we'll use optimistic locking rather than SELECT FOR UPDATE, since row locks stalled batches.",
+        "optimistic locking",
+        "checkout migration",
+    ),
 ]
 
 
@@ -103,7 +130,10 @@ def test_a_compaction_that_folds_little_keeps_the_notes_it_carries():
     engine = ContextCompressor("test-model", 200_000, CompressionSettings(tail_mode="legacy"))
     t = Transcript(system="You are a coding assistant.")
     t.exchange("Let's go through the exports.", "Sure.")
-    decisions = [f"Decision for the {word(i)} export: we go with {word(i)} queues, not cron, because cron lost rows." for i in range(120)]
+    decisions = [
+        f"Decision for the {word(i)} export: we go with {word(i)} queues, not cron, because cron lost rows."
+        for i in range(120)
+    ]
     for i, decision in enumerate(decisions):
         t.user(decision)
         t.call("read_file", {"path": f"src/exports/{word(i)}.py"}, f"def {word(i)}():\n" + "    step()\n" * 300)
@@ -129,7 +159,10 @@ def test_what_the_conversation_stated_takes_room_before_identifiers_from_tool_ou
     engine = ContextCompressor("test-model", 60_000, CompressionSettings(tail_mode="lean", protect_last_n=4))
     t = Transcript(system="You are a coding assistant.")
     t.exchange("Let's go through the exports.", "Sure.")
-    decisions = [f"Agreed, for the {word(i)} export we'll use {word(i)} queues rather than cron, since cron lost rows." for i in range(40)]
+    decisions = [
+        f"Agreed, for the {word(i)} export we'll use {word(i)} queues rather than cron, since cron lost rows."
+        for i in range(40)
+    ]
     for i, decision in enumerate(decisions):
         t.assistant(decision)
         tool_round(t, rng, i)

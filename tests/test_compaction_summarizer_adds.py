@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from agent.compaction import framing
 from agent.compaction.digest import Digest, build_digest
@@ -56,8 +57,12 @@ def history(turns: int, first: int = 0, ids_from: int = 0) -> list[dict[str, Any
         t.exchange("Help me ship the ingest service.", "Sure.")
     for i in range(first, first + turns):
         t.user(f"Step {i}: Decision: for step {i} we pin the worker to {i * 7}% of the pool.")
-        t.call("run_tests", {"path": f"src/step_{i}.py"},
-               f"commit {i:04d}{'ab12cd34'} broke it\nFAILED src/step_{i}.py - IngestError [E{1000 + i}]\n" + "log line\n" * 150)
+        t.call(
+            "run_tests",
+            {"path": f"src/step_{i}.py"},
+            f"commit {i:04d}{'ab12cd34'} broke it\nFAILED src/step_{i}.py - IngestError [E{1000 + i}]\n"
+            + "log line\n" * 150,
+        )
         t.assistant(f"Step {i} checked.")
     return t.messages
 
@@ -73,11 +78,18 @@ def sections(fill: str) -> str:
 model_outputs = st.one_of(
     st.just(""),
     st.text(max_size=300),
-    st.text(alphabet="xyz \n#-", min_size=1, max_size=200).map(lambda garbage: garbage * 400),  # far too long, no sections
+    st.text(alphabet="xyz \n#-", min_size=1, max_size=200).map(
+        lambda garbage: garbage * 400
+    ),  # far too long, no sections
     st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120).map(sections),
     st.integers(50, 4_000).map(lambda n: sections("the model rambles on " * n)),  # valid, and huge
-    st.text(max_size=80).map(lambda t: f"{SUMMARY_PREFIX} {t}\n\n" + sections("nothing happened")
-                             + "\n## User Messages (verbatim, newest first)\n[m-9] I never said that"),
+    st.text(max_size=80).map(
+        lambda t: (
+            f"{SUMMARY_PREFIX} {t}\n\n"
+            + sections("nothing happened")
+            + "\n## User Messages (verbatim, newest first)\n[m-9] I never said that"
+        )
+    ),
 )
 
 
@@ -96,7 +108,9 @@ def rambling(n: int) -> str:
 @given(output=model_outputs, tail_mode=st.sampled_from(["lean", "legacy"]), forced=st.booleans())
 def test_whatever_the_model_writes_every_user_quote_and_anchor_stays_in_the_context(output, tail_mode, forced):
     compressor = ContextCompressor(
-        model="main-model", context_length=WINDOW, summarizer=ScriptedSummarizer(output),
+        model="main-model",
+        context_length=WINDOW,
+        summarizer=ScriptedSummarizer(output),
         settings=CompressionSettings(tail_mode=tail_mode, protect_last_n=4),
     )
     first = history(12)
@@ -109,7 +123,9 @@ def test_whatever_the_model_writes_every_user_quote_and_anchor_stays_in_the_cont
     for message in everything:
         if is_real_user_message(message):
             assert content_text(message["content"]) in text
-    for anchor in {a for m in everything if m.get("role") == "tool" for a in ANCHOR.findall(content_text(m["content"]))}:
+    for anchor in {
+        a for m in everything if m.get("role") == "tool" for a in ANCHOR.findall(content_text(m["content"]))
+    }:
         assert anchor in text, anchor
     assert sum(1 for m in final if is_summary(m)) <= 1
 

@@ -46,7 +46,9 @@ def test_transcript_shows_ids_roles_tool_names_arguments_and_pruned_outputs():
     t.user("read the config")
     t.call("read_file", {"path": "conf/app.yaml"}, "k: v\n" * 100)
     pruned = prune_tool_outputs(t.messages)
-    entries = transcript_entries(pruned, [count_message(m) for m in t.messages], tool_names_by_call_id(t.messages), 10_000)
+    entries = transcript_entries(
+        pruned, [count_message(m) for m in t.messages], tool_names_by_call_id(t.messages), 10_000
+    )
     text = "\n".join(entry.text for entry in entries)
     assert "[m-1] user: read the config" in text
     assert '-> calls read_file({"path": "conf/app.yaml"})' in text

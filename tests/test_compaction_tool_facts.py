@@ -39,7 +39,9 @@ def traceback(rng: random.Random, job: str, module: str, function: str, error: s
 
 def noisy_log(rng: random.Random, planted: list[str] | None = None) -> str:
     """Routine log lines around one generic crash (and the planted lines, when given)."""
-    lines = [f"2025-03-24T21:00:{k:02d}.000Z INFO    [app.http] GET /v1/rows/{rng.randrange(99_999)} 200" for k in range(30)]
+    lines = [
+        f"2025-03-24T21:00:{k:02d}.000Z INFO    [app.http] GET /v1/rows/{rng.randrange(99_999)} 200" for k in range(30)
+    ]
     kind = rng.choice(GENERIC)
     lines[12:12] = traceback(rng, "row sweep", "rows", "sweep_rows", f"{kind}: row {rng.randrange(10**6)} was rejected")
     if planted:
@@ -55,7 +57,11 @@ def replay(tail_mode: str, tool: str = "terminal") -> str:
     t = Transcript(system="You are a coding assistant.")
     t.exchange("Let's look at the shop workers tonight.", "Sure.")
     planted = traceback(
-        rng, "settlement lag", "settlement", "run_settlement_lag", "SettlementLagError: settlement lag gave up for batch_91x"
+        rng,
+        "settlement lag",
+        "settlement",
+        "run_settlement_lag",
+        "SettlementLagError: settlement lag gave up for batch_91x",
     ) + traceback(rng, "ledger export", "ledger", "export_ledger", "KeyError: 'ledger_ref' [E4711]")
     t.user("check the worker log")
     t.call(tool, {"command": "tail -n 200 worker.log"}, noisy_log(rng, planted))
@@ -113,7 +119,10 @@ def test_a_failure_seen_once_ranks_above_one_seen_a_hundred_times(ident):
     assert ranked[0] == "SettlementLagError: settlement lag gave up"
     timeouts = [anchor for anchor in ranked if anchor.startswith("TimeoutError")]
     assert timeouts[0] == "TimeoutError: the one said in conversation"  # within a kind: score, then recency
-    assert timeouts[1:3] == [f"TimeoutError: {ident.format(k=1099)} closed", f"TimeoutError: {ident.format(k=1098)} closed"]
+    assert timeouts[1:3] == [
+        f"TimeoutError: {ident.format(k=1099)} closed",
+        f"TimeoutError: {ident.format(k=1098)} closed",
+    ]
 
 
 def test_a_config_value_keeps_the_section_it_stands_under():

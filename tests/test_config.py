@@ -101,12 +101,21 @@ INVALID = [
     ("compression: {min_tail_user_messages: 0}", "compression.min_tail_user_messages = 0", "at least 1"),
     ("compression: {protect_first_n: 5}", "compression.protect_first_n = 5", "3 (fixed)"),
     ("compression: {idle_compact_after_seconds: -1}", "compression.idle_compact_after_seconds = -1", "at least 0"),
-    ("compression: {codex_app_server_auto: sometimes}", "compression.codex_app_server_auto = 'sometimes'",
-     "one of native, hermes, off"),
-    ("compression: {codex_responses_compact_threshold: 0}", "compression.codex_responses_compact_threshold = 0",
-     "at least 1"),
-    ("compression: {model_thresholds: {glm-5.2: 1.2}}", "compression.model_thresholds.glm-5.2 = 1.2",
-     "between 0.0 and 1.0"),
+    (
+        "compression: {codex_app_server_auto: sometimes}",
+        "compression.codex_app_server_auto = 'sometimes'",
+        "one of native, hermes, off",
+    ),
+    (
+        "compression: {codex_responses_compact_threshold: 0}",
+        "compression.codex_responses_compact_threshold = 0",
+        "at least 1",
+    ),
+    (
+        "compression: {model_thresholds: {glm-5.2: 1.2}}",
+        "compression.model_thresholds.glm-5.2 = 1.2",
+        "between 0.0 and 1.0",
+    ),
     ("compression: {threshold: half}", "compression.threshold = 'half'", "a number between 0.0 and 1.0"),
     ("compression: {enabled: maybe}", "compression.enabled = 'maybe'", "true or false"),
     ("prompt_caching: {cache_ttl: 10m}", "prompt_caching.cache_ttl = '10m'", "one of 5m, 1h"),
@@ -116,11 +125,13 @@ INVALID = [
     ("gateway: {lock_ttl_seconds: 0}", "gateway.lock_ttl_seconds = 0", "at least 1"),
     ("gateway: {max_concurrent_chats: many}", "gateway.max_concurrent_chats = 'many'", "a whole number at least 1"),
     ("auxiliary: {compression: {timeout_seconds: 0}}", "auxiliary.compression.timeout_seconds = 0", "greater than 0"),
-    ("auxiliary: {compression: {context_length: 512}}", "auxiliary.compression.context_length = 512",
-     "at least 1024"),
+    ("auxiliary: {compression: {context_length: 512}}", "auxiliary.compression.context_length = 512", "at least 1024"),
     ("model: {context_length: 100}", "model.context_length = 100", "at least 1024"),
-    ("model: {provider: gemini}", "model.provider = 'gemini'",
-     "one of local, openai, anthropic, openrouter, openai-codex, custom"),
+    (
+        "model: {provider: gemini}",
+        "model.provider = 'gemini'",
+        "one of local, openai, anthropic, openrouter, openai-codex, custom",
+    ),
     ("redis: {url: 'http://localhost:6379'}", "redis.url = 'http://localhost:6379'", "redis://, rediss:// or unix://"),
     ("redis: {key_prefix: 'a:b'}", "redis.key_prefix = 'a:b'", "matching"),
     ("platforms: {telegram: {mode: push}}", "platforms.telegram.mode = 'push'", "one of polling, webhook"),
@@ -141,8 +152,9 @@ def test_the_operator_token_needs_the_port_it_is_served_on(write):
     assert problems_of(write("gateway: {admin_token: a-long-enough-operator-token}")) == [
         "gateway.admin_token: the operator view is served on gateway.metrics_port, which is 0 (off): set a port"
     ]
-    settings = load_settings(write("gateway: {metrics_port: 9100}"),
-                             env={"FOLDGATE_GATEWAY__ADMIN_TOKEN": "a-long-enough-operator-token"})
+    settings = load_settings(
+        write("gateway: {metrics_port: 9100}"), env={"FOLDGATE_GATEWAY__ADMIN_TOKEN": "a-long-enough-operator-token"}
+    )
     assert settings.gateway.admin_token.get_secret_value() == "a-long-enough-operator-token"
 
 
@@ -205,7 +217,9 @@ def test_cross_key_requirements_name_the_missing_key(write):
     problems = problems_of(write("platforms:\n  telegram: {enabled: true, mode: webhook}\nmodel: {provider: custom}\n"))
     assert "platforms.telegram.token: required when enabled is true (or set TELEGRAM_BOT_TOKEN)" in problems
     assert "platforms.telegram.webhook_url: required when mode is webhook" in problems
-    assert any(problem.startswith("platforms.telegram.webhook_secret: required when mode is webhook") for problem in problems)
+    assert any(
+        problem.startswith("platforms.telegram.webhook_secret: required when mode is webhook") for problem in problems
+    )
     assert any(problem.startswith("model.base_url: required when provider is custom") for problem in problems)
 
 
@@ -306,7 +320,9 @@ def test_environment_problems_name_the_variable(write):
         "FOLDGATE_GATEWAY__METRICS_PORT": "http",
     }
     problems = problems_of(write(""), env)
-    assert "compression.threshold = '1.5' (from FOLDGATE_COMPRESSION__THRESHOLD): must be between 0.0 and 1.0" in problems
+    assert (
+        "compression.threshold = '1.5' (from FOLDGATE_COMPRESSION__THRESHOLD): must be between 0.0 and 1.0" in problems
+    )
     assert (
         "compression.treshold (from FOLDGATE_COMPRESSION__TRESHOLD): unknown key (did you mean compression.threshold?)"
         in problems
@@ -350,8 +366,9 @@ def test_provider_key_variables_apply_only_to_their_provider(write):
     assert routed.model.api_key.get_secret_value() == "sk-openai"
     local = load_settings(write(""), env=env)
     assert local.model.api_key is None
-    summarizer = load_settings(write("auxiliary: {compression: {provider: openrouter}}"),
-                               env={"OPENROUTER_API_KEY": "sk-or"})
+    summarizer = load_settings(
+        write("auxiliary: {compression: {provider: openrouter}}"), env={"OPENROUTER_API_KEY": "sk-or"}
+    )
     assert summarizer.auxiliary.compression.api_key == "sk-or"
     assert summarizer.model.api_key is None
 

@@ -96,8 +96,10 @@ def test_check_reports_a_yaml_syntax_error_with_its_line(tmp_path, capsys):
 
 
 def test_show_prints_the_effective_configuration_with_secrets_redacted(shipped, capsys, monkeypatch):
-    text = shipped.read_text().replace("    token: null                             # bot token from @BotFather",
-                                       "    token: 123456:file-secret               # bot token from @BotFather")
+    text = shipped.read_text().replace(
+        "    token: null                             # bot token from @BotFather",
+        "    token: 123456:file-secret               # bot token from @BotFather",
+    )
     shipped.write_text(text)
     monkeypatch.setenv("DISCORD_BOT_TOKEN", "discord-env-secret")
     monkeypatch.setenv("FOLDGATE_MODEL__PROVIDER", "openrouter")

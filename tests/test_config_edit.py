@@ -43,7 +43,7 @@ def test_setting_any_documented_key_changes_only_its_own_line(path):
     assert len(changed) == 1
     old, new = changed[0]
     assert old.split(":")[0] == new.split(":")[0]  # same key, same indentation
-    assert old[old.index("#"):] == new[new.index("#"):]  # comment kept
+    assert old[old.index("#") :] == new[new.index("#") :]  # comment kept
     assert lookup(yaml.safe_load(new_text), path) == "changed value"
 
 
@@ -93,7 +93,9 @@ def test_an_explicit_null_section_gets_children():
 
 
 def test_a_file_without_a_final_newline_gets_one_before_the_new_key():
-    assert set_in_yaml("model:\n  name: m", ("context", "engine"), "lcm") == "model:\n  name: m\ncontext:\n  engine: lcm\n"
+    assert (
+        set_in_yaml("model:\n  name: m", ("context", "engine"), "lcm") == "model:\n  name: m\ncontext:\n  engine: lcm\n"
+    )
 
 
 def test_keys_that_need_quotes_are_quoted():
@@ -114,4 +116,7 @@ def test_a_block_scalar_is_replaced_without_touching_the_next_line():
 
 def test_an_empty_value_is_filled_and_its_comment_keeps_its_column():
     text = "compression:\n  model_thresholds:      # per model\n"
-    assert set_in_yaml(text, ("compression", "model_thresholds"), {}) == "compression:\n  model_thresholds: {}   # per model\n"
+    assert (
+        set_in_yaml(text, ("compression", "model_thresholds"), {})
+        == "compression:\n  model_thresholds: {}   # per model\n"
+    )

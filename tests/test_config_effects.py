@@ -21,8 +21,9 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 def settings_for(tmp_path, base_url: str, **model) -> Settings:
-    return Settings(model={"provider": "custom", "name": "gpt-4o", "base_url": base_url, **model},
-                    gateway={"home": str(tmp_path)})
+    return Settings(
+        model={"provider": "custom", "name": "gpt-4o", "base_url": base_url, **model}, gateway={"home": str(tmp_path)}
+    )
 
 
 async def answer(settings: Settings):
@@ -71,10 +72,11 @@ async def test_model_connect_timeout_seconds(tmp_path):
 
 async def test_model_and_summarizer_proxy(tmp_path):
     async with FakeLLMServer() as server, ConnectProxy() as proxy:
-        settings = Settings(model={"provider": "custom", "name": "gpt-4o", "base_url": server.openai_base_url,
-                                   "proxy": proxy.url},
-                            auxiliary={"compression": {"proxy": proxy.url, "connect_timeout_seconds": 3}},
-                            gateway={"home": str(tmp_path)})
+        settings = Settings(
+            model={"provider": "custom", "name": "gpt-4o", "base_url": server.openai_base_url, "proxy": proxy.url},
+            auxiliary={"compression": {"proxy": proxy.url, "connect_timeout_seconds": 3}},
+            gateway={"home": str(tmp_path)},
+        )
         builder = AgentBuilder(settings)
         try:
             await builder.chat_model.complete(HI, model="gpt-4o", max_tokens=5)
@@ -88,8 +90,9 @@ async def test_model_and_summarizer_proxy(tmp_path):
 
 async def test_gateway_coalesce_max_messages_bounds_what_one_turn_takes_in(redis, redis_url, key_prefix):
     async with FakeLLMServer(default=Reply.answer("noted")) as server:
-        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=64_000,
-                                 gateway={"coalesce_max_messages": 5})
+        settings = make_settings(
+            redis_url, key_prefix, server.openai_base_url, context_length=64_000, gateway={"coalesce_max_messages": 5}
+        )
         _, inbox = message_path(redis, settings)
         for number in range(12):
             await inbox.put(message("c1", str(number), f"{number}: note"))
@@ -102,8 +105,9 @@ async def test_gateway_coalesce_max_messages_bounds_what_one_turn_takes_in(redis
 async def test_gateway_coalesce_max_tokens_bounds_what_the_request_carries_verbatim(redis, redis_url, key_prefix):
     """Past the bound the older messages are stored ahead of the turn: still one turn, one reply, all in order."""
     async with FakeLLMServer(default=Reply.answer("noted")) as server:
-        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=64_000,
-                                 gateway={"coalesce_max_tokens": 100})
+        settings = make_settings(
+            redis_url, key_prefix, server.openai_base_url, context_length=64_000, gateway={"coalesce_max_tokens": 100}
+        )
         store, inbox = message_path(redis, settings)
         words = " ".join(f"word{k}" for k in range(8))
         texts = [f"{number}: {words}" for number in range(12)]
@@ -122,8 +126,11 @@ async def test_gateway_coalesce_max_tokens_bounds_what_the_request_carries_verba
 async def test_gateway_coalesce_backlog_reaches_the_runner(tmp_path, redis_url, key_prefix, coalesce):
     from gateway.run.assembly import open_gateway
 
-    settings = Settings(redis={"url": redis_url, "key_prefix": key_prefix}, platforms={"local": {"enabled": True}},
-                        gateway={"home": str(tmp_path), "coalesce_backlog": coalesce, "coalesce_max_messages": 7})
+    settings = Settings(
+        redis={"url": redis_url, "key_prefix": key_prefix},
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(tmp_path), "coalesce_backlog": coalesce, "coalesce_max_messages": 7},
+    )
     gateway = await open_gateway(settings, {})
     try:
         assert gateway.runner.coalesce_backlog is coalesce and gateway.runner.coalesce_max_messages == 7
@@ -131,12 +138,16 @@ async def test_gateway_coalesce_backlog_reaches_the_runner(tmp_path, redis_url, 
         await gateway.close()
 
 
-async def test_gateway_lock_ttl_seconds_is_the_ttl_chats_are_claimed_and_renewed_with(tmp_path, redis, redis_url,
-                                                                                       key_prefix):
+async def test_gateway_lock_ttl_seconds_is_the_ttl_chats_are_claimed_and_renewed_with(
+    tmp_path, redis, redis_url, key_prefix
+):
     from gateway.run.assembly import open_gateway
 
-    settings = Settings(redis={"url": redis_url, "key_prefix": key_prefix}, platforms={"local": {"enabled": True}},
-                        gateway={"home": str(tmp_path), "lock_ttl_seconds": 7})
+    settings = Settings(
+        redis={"url": redis_url, "key_prefix": key_prefix},
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(tmp_path), "lock_ttl_seconds": 7},
+    )
     gateway = await open_gateway(settings, {})
     try:
         assert gateway.runner.lock_ttl == 7 and gateway.runner.keeper.ttl == 7
@@ -148,13 +159,21 @@ async def test_gateway_lock_ttl_seconds_is_the_ttl_chats_are_claimed_and_renewed
 
 
 def test_delivery_limits_shape_the_buckets():
-    buckets = ChatBuckets(DeliverySettings(telegram={"per_chat_per_second": 2, "per_group_per_minute": 40,
-                                                     "per_bot_per_second": 60},
-                                           discord={"per_channel_per_5_seconds": 10, "per_bot_per_second": 100}))
+    buckets = ChatBuckets(
+        DeliverySettings(
+            telegram={"per_chat_per_second": 2, "per_group_per_minute": 40, "per_bot_per_second": 60},
+            discord={"per_channel_per_5_seconds": 10, "per_bot_per_second": 100},
+        )
+    )
     group = buckets.for_message(IncomingMessage(platform="tg", chat_id="-100", update_id="1", text="x"))
     assert [(b.name, b.limit.capacity + b.limit.per_second * window) for b, window in zip(group, (1, 60, 1))] == [
-        ("chat", 2 + 1.6), ("group", 40), ("bot", 60)]
+        ("chat", 2 + 1.6),
+        ("group", 40),
+        ("bot", 60),
+    ]
     channel = buckets.for_message(IncomingMessage(platform="dc", chat_id="7", update_id="1", text="x"))
     assert [(b.name, round(b.limit.capacity + b.limit.per_second * w, 6)) for b, w in zip(channel, (5, 1))] == [
-        ("channel", 10), ("bot", 100)]
+        ("channel", 10),
+        ("bot", 100),
+    ]
     assert buckets.for_message(IncomingMessage(platform="local", chat_id="t", update_id="1", text="x")) == []

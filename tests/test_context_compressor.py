@@ -115,7 +115,9 @@ async def test_the_telling_line_of_a_long_listing_survives_with_what_says_what_i
     log.insert(17, "abc1234 fix(billing): refunds double counted on retries")
     t.call("terminal", {"command": "git log --oneline -n 31"}, "\n".join(log))
     config = "\n".join(f"section_{i}:\n  flag_{i}: true\n  note_{i}: plain" for i in range(40))
-    t.call("read_file", {"path": "deploy/values.yaml"}, config + "\nescrow:\n  listen_port: 23409\n  environment: canary")
+    t.call(
+        "read_file", {"path": "deploy/values.yaml"}, config + "\nescrow:\n  listen_port: 23409\n  environment: canary"
+    )
     hits = "\n".join(f"src/app/mod_{i}.py:{i}:    value_{i} = compute(x)" for i in range(30))
     t.call("search_files", {"pattern": "def settle_refund"}, hits + "\nsrc/pay/settle.py:40:def settle_refund(batch):")
     session(turns=30, t=t, start=1)

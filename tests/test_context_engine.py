@@ -124,7 +124,9 @@ def test_a_plugin_directory_wins_and_its_factory_builds_the_engine(plugin_dir):
     assert engine.name == "tiny" and engine.context_length == 1000
 
 
-@pytest.mark.parametrize(("name", "problem"), [("broken", "plugin bug"), ("empty", "neither create_engine() nor ENGINE")])
+@pytest.mark.parametrize(
+    ("name", "problem"), [("broken", "plugin bug"), ("empty", "neither create_engine() nor ENGINE")]
+)
 def test_a_broken_plugin_falls_back_with_the_reason(plugin_dir, name, problem):
     factory, warning = resolve_context_engine(name, plugins_dir=plugin_dir)
     assert factory is ContextCompressor and problem in warning

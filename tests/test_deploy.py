@@ -226,8 +226,12 @@ def test_docker_compose_accepts_the_file(tmp_path):
     if created:
         shutil.copy(DEPLOY / "foldgate.env.example", env_file)
     try:
-        result = subprocess.run([*command, "-f", str(DEPLOY / "docker-compose.yml"), "config", "--quiet"],
-                                capture_output=True, text=True, cwd=DEPLOY)
+        result = subprocess.run(
+            [*command, "-f", str(DEPLOY / "docker-compose.yml"), "config", "--quiet"],
+            capture_output=True,
+            text=True,
+            cwd=DEPLOY,
+        )
     finally:
         if created:
             env_file.unlink()
@@ -265,8 +269,9 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
     packaged = shlex.split(unit_entries(text)["Service.ExecStart"][0])[0]
     # the unit names the path of a production install; verify it against this machine's install
     (tmp_path / "foldgate.service").write_text(text.replace(packaged, installed))
-    result = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / "foldgate.service")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [analyze, "verify", "--man=no", str(tmp_path / "foldgate.service")], capture_output=True, text=True
+    )
     assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), result.stderr
 
 
@@ -296,7 +301,9 @@ def test_kustomization_lists_every_manifest_but_the_secret_example(folder):
 def test_the_base_starts_no_discord_pods_unless_asked():
     base = [doc for path in KUBE.glob("*.yaml") for doc in load_all(path)]
     assert not [doc for doc in base if "discord" in doc.get("metadata", {}).get("name", "")]
-    images = [yaml.safe_load((folder / "kustomization.yaml").read_text())["images"] for folder in (KUBE, KUBE / "discord")]
+    images = [
+        yaml.safe_load((folder / "kustomization.yaml").read_text())["images"] for folder in (KUBE, KUBE / "discord")
+    ]
     assert images[0] == images[1]  # both run the same image
 
 
@@ -373,8 +380,10 @@ def test_redis_statefulset_persists_an_append_only_file():
         assert redis[probe]["exec"]["command"] == ["redis-cli", "ping"]
     service = kube("Service", "foldgate-redis")
     assert service["spec"]["ports"][0]["port"] == 6379
-    assert f"redis://{service['metadata']['name']}:6379" in env_of(container(kube("Deployment", "foldgate-telegram")))[
-        "FOLDGATE_REDIS__URL"]
+    assert (
+        f"redis://{service['metadata']['name']}:6379"
+        in env_of(container(kube("Deployment", "foldgate-telegram")))["FOLDGATE_REDIS__URL"]
+    )
 
 
 def test_discord_pods_split_the_shards_between_them(tmp_path):
@@ -396,8 +405,11 @@ def test_discord_pods_split_the_shards_between_them(tmp_path):
     assert replicas >= 2
     seen: list[int] = []
     for ordinal in range(replicas):
-        env = {**env_of(gateway), "HOSTNAME": f"{statefulset['metadata']['name']}-{ordinal}",
-               "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        env = {
+            **env_of(gateway),
+            "HOSTNAME": f"{statefulset['metadata']['name']}-{ordinal}",
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        }
         result = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=True)
         shard_ids, *argv = result.stdout.splitlines()
         assert config_path_of(argv) == "/etc/foldgate/config.yaml"
@@ -424,7 +436,9 @@ def test_every_service_manager_waits_longer_than_the_gateway_lets_turns_finish()
         "compose stop_grace_period": seconds(compose["services"]["gateway"]["stop_grace_period"]),
     }
     for workload in (kube("Deployment", "foldgate-telegram"), kube("StatefulSet", "foldgate-discord")):
-        waits[workload["metadata"]["name"]] = float(workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+        waits[workload["metadata"]["name"]] = float(
+            workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        )
     assert all(wait > TERM_GRACE_SECONDS for wait in waits.values()), waits
     for path in (UNIT, DEPLOY / "docker-compose.yml", KUBE / "deployment.yaml"):
         assert f"up to {TERM_GRACE_SECONDS:g} s" in path.read_text(), path  # the comments say the same figure

@@ -14,7 +14,7 @@ import itertools
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Optional
+from typing import Any
 
 import discord
 import pytest
@@ -49,8 +49,15 @@ DM_CHANNEL_ID = snowflake()
 
 
 def user_payload(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:
-    return {"id": str(user_id), "username": name.lower(), "global_name": name, "discriminator": "0",
-            "avatar": None, "bot": bot, "public_flags": 0}
+    return {
+        "id": str(user_id),
+        "username": name.lower(),
+        "global_name": name,
+        "discriminator": "0",
+        "avatar": None,
+        "bot": bot,
+        "public_flags": 0,
+    }
 
 
 BOT = user_payload(BOT_ID, "Foldbot", bot=True)
@@ -60,28 +67,96 @@ BOB = user_payload(BOB_ID, "Bob")
 
 def guild_payload() -> dict[str, Any]:
     """GUILD_CREATE for a server with two text channels, a thread, and the bot's managed role."""
-    role = {"id": str(GUILD_ID), "name": "@everyone", "permissions": "0", "position": 0, "color": 0,
-            "hoist": False, "managed": False, "mentionable": False}
-    bot_role = {**role, "id": str(BOT_ROLE_ID), "name": "Foldbot", "position": 1, "managed": True,
-                "tags": {"bot_id": str(BOT_ID)}}
+    role = {
+        "id": str(GUILD_ID),
+        "name": "@everyone",
+        "permissions": "0",
+        "position": 0,
+        "color": 0,
+        "hoist": False,
+        "managed": False,
+        "mentionable": False,
+    }
+    bot_role = {
+        **role,
+        "id": str(BOT_ROLE_ID),
+        "name": "Foldbot",
+        "position": 1,
+        "managed": True,
+        "tags": {"bot_id": str(BOT_ID)},
+    }
     channels = [
-        {"id": str(CHANNEL_ID), "type": 0, "name": "general", "position": 0, "guild_id": str(GUILD_ID),
-         "permission_overwrites": [], "nsfw": False, "parent_id": None},
-        {"id": str(QUIET_CHANNEL_ID), "type": 0, "name": "quiet", "position": 1, "guild_id": str(GUILD_ID),
-         "permission_overwrites": [], "nsfw": False, "parent_id": None},
+        {
+            "id": str(CHANNEL_ID),
+            "type": 0,
+            "name": "general",
+            "position": 0,
+            "guild_id": str(GUILD_ID),
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+        },
+        {
+            "id": str(QUIET_CHANNEL_ID),
+            "type": 0,
+            "name": "quiet",
+            "position": 1,
+            "guild_id": str(GUILD_ID),
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+        },
     ]
-    thread = {"id": str(THREAD_ID), "type": 11, "name": "incident-42", "guild_id": str(GUILD_ID),
-              "parent_id": str(CHANNEL_ID), "owner_id": str(ALICE_ID), "message_count": 0, "member_count": 1,
-              "rate_limit_per_user": 0,
-              "thread_metadata": {"archived": False, "auto_archive_duration": 1440, "locked": False,
-                                  "archive_timestamp": "2025-01-01T00:00:00+00:00"}}
-    me = {"user": BOT, "roles": [str(BOT_ROLE_ID)], "joined_at": "2025-01-01T00:00:00+00:00", "deaf": False,
-          "mute": False, "flags": 0}
-    return {"id": str(GUILD_ID), "name": "Ops", "icon": None, "owner_id": str(ALICE_ID), "features": [],
-            "roles": [role, bot_role], "emojis": [], "stickers": [], "channels": channels, "threads": [thread],
-            "members": [me], "member_count": 3, "large": False, "unavailable": False, "verification_level": 0,
-            "default_message_notifications": 0, "explicit_content_filter": 0, "mfa_level": 0,
-            "premium_tier": 0, "preferred_locale": "en-US", "nsfw_level": 0, "voice_states": [], "presences": []}
+    thread = {
+        "id": str(THREAD_ID),
+        "type": 11,
+        "name": "incident-42",
+        "guild_id": str(GUILD_ID),
+        "parent_id": str(CHANNEL_ID),
+        "owner_id": str(ALICE_ID),
+        "message_count": 0,
+        "member_count": 1,
+        "rate_limit_per_user": 0,
+        "thread_metadata": {
+            "archived": False,
+            "auto_archive_duration": 1440,
+            "locked": False,
+            "archive_timestamp": "2025-01-01T00:00:00+00:00",
+        },
+    }
+    me = {
+        "user": BOT,
+        "roles": [str(BOT_ROLE_ID)],
+        "joined_at": "2025-01-01T00:00:00+00:00",
+        "deaf": False,
+        "mute": False,
+        "flags": 0,
+    }
+    return {
+        "id": str(GUILD_ID),
+        "name": "Ops",
+        "icon": None,
+        "owner_id": str(ALICE_ID),
+        "features": [],
+        "roles": [role, bot_role],
+        "emojis": [],
+        "stickers": [],
+        "channels": channels,
+        "threads": [thread],
+        "members": [me],
+        "member_count": 3,
+        "large": False,
+        "unavailable": False,
+        "verification_level": 0,
+        "default_message_notifications": 0,
+        "explicit_content_filter": 0,
+        "mfa_level": 0,
+        "premium_tier": 0,
+        "preferred_locale": "en-US",
+        "nsfw_level": 0,
+        "voice_states": [],
+        "presences": [],
+    }
 
 
 def message_payload(
@@ -93,44 +168,67 @@ def message_payload(
     mentions: tuple[dict[str, Any], ...] = (),
     mention_roles: tuple[int, ...] = (),
     mention_everyone: bool = False,
-    replying_to: Optional[dict[str, Any]] = None,
+    replying_to: dict[str, Any] | None = None,
     message_type: int = 0,
     attachments: tuple[dict[str, Any], ...] = (),
-    webhook_id: Optional[int] = None,
-    message_id: Optional[int] = None,
+    webhook_id: int | None = None,
+    message_id: int | None = None,
 ) -> dict[str, Any]:
     """A MESSAGE_CREATE payload as Discord's gateway sends it."""
     data: dict[str, Any] = {
-        "id": str(message_id or snowflake()), "channel_id": str(channel_id), "author": author, "content": content,
-        "timestamp": "2025-06-01T09:00:00.000000+00:00", "edited_timestamp": None, "tts": False,
-        "mention_everyone": mention_everyone, "mentions": list(mentions),
-        "mention_roles": [str(role) for role in mention_roles], "attachments": list(attachments), "embeds": [],
-        "pinned": False, "type": message_type, "flags": 0, "components": [],
+        "id": str(message_id or snowflake()),
+        "channel_id": str(channel_id),
+        "author": author,
+        "content": content,
+        "timestamp": "2025-06-01T09:00:00.000000+00:00",
+        "edited_timestamp": None,
+        "tts": False,
+        "mention_everyone": mention_everyone,
+        "mentions": list(mentions),
+        "mention_roles": [str(role) for role in mention_roles],
+        "attachments": list(attachments),
+        "embeds": [],
+        "pinned": False,
+        "type": message_type,
+        "flags": 0,
+        "components": [],
     }
     if guild:
         data["guild_id"] = str(GUILD_ID)
-        data["member"] = {"roles": [], "joined_at": "2025-01-01T00:00:00+00:00", "deaf": False, "mute": False,
-                          "flags": 0, "nick": None}
+        data["member"] = {
+            "roles": [],
+            "joined_at": "2025-01-01T00:00:00+00:00",
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "nick": None,
+        }
     if replying_to is not None:
         data["type"] = 19
-        data["message_reference"] = {"message_id": replying_to["id"], "channel_id": replying_to["channel_id"],
-                                     **({"guild_id": str(GUILD_ID)} if guild else {})}
+        data["message_reference"] = {
+            "message_id": replying_to["id"],
+            "channel_id": replying_to["channel_id"],
+            **({"guild_id": str(GUILD_ID)} if guild else {}),
+        }
         data["referenced_message"] = replying_to
     if webhook_id is not None:
         data["webhook_id"] = str(webhook_id)
     return data
 
 
-def json_response(body: Any, status: int = 200, headers: Optional[dict[str, str]] = None) -> web.Response:
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """JSON with Discord's exact content type (discord.py parses a body as JSON only then)."""
-    return web.Response(body=json.dumps(body).encode(), status=status,
-                        headers={"Content-Type": "application/json", **(headers or {})})
+    return web.Response(
+        body=json.dumps(body).encode(), status=status, headers={"Content-Type": "application/json", **(headers or {})}
+    )
 
 
 def mention(user: dict[str, Any]) -> dict[str, Any]:
     """An entry of a message's ``mentions`` as the gateway sends it in a server (user plus partial member)."""
-    return {**user, "member": {"roles": [], "joined_at": "2025-01-01T00:00:00+00:00", "deaf": False, "mute": False,
-                               "flags": 0}}
+    return {
+        **user,
+        "member": {"roles": [], "joined_at": "2025-01-01T00:00:00+00:00", "deaf": False, "mute": False, "flags": 0},
+    }
 
 
 # --------------------------------------------------------------------------- a fake Discord REST API
@@ -160,7 +258,7 @@ class FakeDiscordAPI:
         self.uploads: list[tuple[str, str, bytes]] = []  # (channel id, file name, bytes) of every file posted
         self.interaction_answers: list[dict[str, Any]] = []  # every acknowledged button press
         self._by_nonce: dict[str, dict[str, Any]] = {}
-        self._runner: Optional[web.AppRunner] = None
+        self._runner: web.AppRunner | None = None
         self.base = ""
         #: Where the gateway websocket listens (``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY`` in tests).
         self.gateway = ""
@@ -169,7 +267,7 @@ class FakeDiscordAPI:
         self._sockets: set[web.WebSocketResponse] = set()
         self._sequence = 0
 
-    async def __aenter__(self) -> "FakeDiscordAPI":
+    async def __aenter__(self) -> FakeDiscordAPI:
         app = web.Application()
         app.router.add_get("/api/v10/users/@me", self._me)
         app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
@@ -219,8 +317,14 @@ class FakeDiscordAPI:
                         await socket.close(code=4004, message=b"Authentication failed.")
                         break
                     self.identified.append(message["d"])
-                    ready = {"v": 10, "user": BOT, "guilds": [], "session_id": "fake-session",
-                             "resume_gateway_url": self.gateway, "application": {"id": str(BOT_ID), "flags": 0}}
+                    ready = {
+                        "v": 10,
+                        "user": BOT,
+                        "guilds": [],
+                        "session_id": "fake-session",
+                        "resume_gateway_url": self.gateway,
+                        "application": {"id": str(BOT_ID), "flags": 0},
+                    }
                     self._sequence += 2
                     await socket.send_json({"op": 0, "t": "READY", "s": self._sequence - 1, "d": ready})
                     await socket.send_json({"op": 0, "t": "GUILD_CREATE", "s": self._sequence, "d": guild_payload()})
@@ -242,9 +346,19 @@ class FakeDiscordAPI:
 
     async def _application(self, request: web.Request) -> web.Response:
         self._authorized(request)
-        return json_response({"id": str(BOT_ID), "name": "Foldbot", "description": "", "icon": None,
-                                  "bot_public": True, "bot_require_code_grant": False, "owner": ALICE,
-                                  "verify_key": "0" * 64, "flags": 0})
+        return json_response(
+            {
+                "id": str(BOT_ID),
+                "name": "Foldbot",
+                "description": "",
+                "icon": None,
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "owner": ALICE,
+                "verify_key": "0" * 64,
+                "flags": 0,
+            }
+        )
 
     async def _typing(self, request: web.Request) -> web.Response:
         self._authorized(request)
@@ -260,16 +374,28 @@ class FakeDiscordAPI:
         self.attempts.append({"channel_id": channel_id, **body})
         fault = self.faults.pop(0) if self.faults else None
         if fault == "rate_limited":
-            return json_response({"message": "You are being rate limited.", "retry_after": 0.05, "global": False},
-                                     status=429, headers={"Via": "1.1 google", "Retry-After": "1"})
+            return json_response(
+                {"message": "You are being rate limited.", "retry_after": 0.05, "global": False},
+                status=429,
+                headers={"Via": "1.1 google", "Retry-After": "1"},
+            )
         if fault == "forbidden":
             return json_response({"message": "Missing Permissions", "code": 50013}, status=403)
         if fault == "drop":
             return self._drop(request)
         if len(body.get("content") or "") > 2000:
-            return json_response({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {
-                "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}},
-                status=400)
+            return json_response(
+                {
+                    "message": "Invalid Form Body",
+                    "code": 50035,
+                    "errors": {
+                        "content": {
+                            "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]
+                        }
+                    },
+                },
+                status=400,
+            )
         if not body.get("content") and not files:
             return json_response({"message": "Cannot send an empty message", "code": 50006}, status=400)
         if any(len(data) > 10 * 1024 * 1024 for _, data, _ in files):
@@ -286,8 +412,9 @@ class FakeDiscordAPI:
         for message in self.created:
             if message["channel_id"] == channel_id and message["id"] == message_id:
                 return message
-        raise web.HTTPNotFound(text=json.dumps({"message": "Unknown Message", "code": 10008}),
-                               content_type="application/json")
+        raise web.HTTPNotFound(
+            text=json.dumps({"message": "Unknown Message", "code": 10008}), content_type="application/json"
+        )
 
     async def _edit_message(self, request: web.Request) -> web.Response:
         self._authorized(request)
@@ -308,9 +435,17 @@ class FakeDiscordAPI:
         self.interaction_answers.append({"id": interaction_id, **body})
         if request.query.get("with_response") not in ("1", "true"):
             return web.Response(status=204)
-        return json_response({"interaction": {"id": interaction_id, "type": 3, "response_message_loading": False,
-                                              "response_message_ephemeral": False},
-                              "resource": {"type": body.get("type", 6)}})
+        return json_response(
+            {
+                "interaction": {
+                    "id": interaction_id,
+                    "type": 3,
+                    "response_message_loading": False,
+                    "response_message_ephemeral": False,
+                },
+                "resource": {"type": body.get("type", 6)},
+            }
+        )
 
     async def _delete_message(self, request: web.Request) -> web.Response:
         self._authorized(request)
@@ -331,13 +466,22 @@ class FakeDiscordAPI:
                 files.append((part.filename or "", bytes(await part.read()), part.headers.get("Content-Type", "")))
         return body, files
 
-    def _create(self, channel_id: str, body: dict[str, Any],
-                files: list[tuple[str, bytes, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    def _create(
+        self, channel_id: str, body: dict[str, Any], files: list[tuple[str, bytes, str]] = ()
+    ) -> dict[str, Any]:  # type: ignore[assignment]
         message = message_payload(BOT, body.get("content") or "", channel_id=int(channel_id), guild=False)
         message["components"] = body.get("components", [])
-        message["attachments"] = [{"id": str(snowflake()), "filename": name, "size": len(data), "content_type": kind,
-                                   "url": f"{self.base}/attachments/{channel_id}/{name}", "proxy_url": ""}
-                                  for name, data, kind in files]
+        message["attachments"] = [
+            {
+                "id": str(snowflake()),
+                "filename": name,
+                "size": len(data),
+                "content_type": kind,
+                "url": f"{self.base}/attachments/{channel_id}/{name}",
+                "proxy_url": "",
+            }
+            for name, data, kind in files
+        ]
         self.uploads += [(channel_id, name, data) for name, data, _ in files]
         message["nonce"] = body.get("nonce")
         self.created.append(message)
@@ -385,8 +529,9 @@ def as_message(adapter: DiscordAdapter, data: dict[str, Any]) -> discord.Message
     if "guild_id" in data:
         channel = client.get_channel(channel_id) or client.get_partial_messageable(channel_id, guild_id=GUILD_ID)
     else:
-        channel = discord.DMChannel(me=client.user, state=state,
-                                    data={"id": str(channel_id), "type": 1, "recipients": [data["author"]]})
+        channel = discord.DMChannel(
+            me=client.user, state=state, data={"id": str(channel_id), "type": 1, "recipients": [data["author"]]}
+        )
     return discord.Message(state=state, channel=channel, data=data)
 
 
@@ -447,12 +592,23 @@ async def test_a_dm_is_answered_and_keyed_by_channel_and_message_id(adapter):
     assert message.chat == f"dc:{DM_CHANNEL_ID}"
 
 
-@pytest.mark.parametrize("content", [f"<@{BOT_ID}> what broke overnight?", f"<@!{BOT_ID}> what broke overnight?",
-                                     f"what broke overnight? <@{BOT_ID}>", f"<@&{BOT_ROLE_ID}> what broke overnight?"],
-                         ids=["user mention first", "nickname mention", "user mention last", "role mention"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"<@{BOT_ID}> what broke overnight?",
+        f"<@!{BOT_ID}> what broke overnight?",
+        f"what broke overnight? <@{BOT_ID}>",
+        f"<@&{BOT_ROLE_ID}> what broke overnight?",
+    ],
+    ids=["user mention first", "nickname mention", "user mention last", "role mention"],
+)
 async def test_a_mention_in_a_server_is_answered_without_the_mention(adapter, content):
-    data = message_payload(ALICE, content, mentions=(mention(BOT),) if "@&" not in content else (),
-                           mention_roles=(BOT_ROLE_ID,) if "@&" in content else ())
+    data = message_payload(
+        ALICE,
+        content,
+        mentions=(mention(BOT),) if "@&" not in content else (),
+        mention_roles=(BOT_ROLE_ID,) if "@&" in content else (),
+    )
     message = incoming(adapter, data)
     assert message is not None and message.respond
     assert message.text == "what broke overnight?"
@@ -494,33 +650,44 @@ async def test_other_mentions_are_shown_by_name(adapter):
     assert message.text == "ask @Bob about #quiet"
 
 
-@pytest.mark.parametrize("payload", [
-    message_payload(user_payload(OTHER_BOT_ID, "Otherbot", bot=True), f"<@{BOT_ID}> hi", mentions=(mention(BOT),)),
-    message_payload(BOT, "my own reply"),
-    message_payload(BOT, "my own DM reply", channel_id=DM_CHANNEL_ID, guild=False),
-    message_payload(user_payload(OTHER_BOT_ID, "Hook", bot=True), "alert", webhook_id=snowflake()),
-    message_payload(ALICE, "", message_type=7),  # "Alice joined the server"
-    message_payload(ALICE, f"<@{BOT_ID}>", mentions=(mention(BOT),)),  # nothing left to answer
-], ids=["other-bot", "itself", "itself-dm", "webhook", "system", "bare-mention"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        message_payload(user_payload(OTHER_BOT_ID, "Otherbot", bot=True), f"<@{BOT_ID}> hi", mentions=(mention(BOT),)),
+        message_payload(BOT, "my own reply"),
+        message_payload(BOT, "my own DM reply", channel_id=DM_CHANNEL_ID, guild=False),
+        message_payload(user_payload(OTHER_BOT_ID, "Hook", bot=True), "alert", webhook_id=snowflake()),
+        message_payload(ALICE, "", message_type=7),  # "Alice joined the server"
+        message_payload(ALICE, f"<@{BOT_ID}>", mentions=(mention(BOT),)),  # nothing left to answer
+    ],
+    ids=["other-bot", "itself", "itself-dm", "webhook", "system", "bare-mention"],
+)
 async def test_bots_system_messages_and_empty_messages_are_ignored(adapter, payload):
     assert incoming(adapter, payload) is None
 
 
 async def test_a_thread_is_its_own_chat(adapter):
-    message = incoming(adapter, message_payload(ALICE, f"<@{BOT_ID}> status?", channel_id=THREAD_ID,
-                                                mentions=(mention(BOT),)))
+    message = incoming(
+        adapter, message_payload(ALICE, f"<@{BOT_ID}> status?", channel_id=THREAD_ID, mentions=(mention(BOT),))
+    )
     assert message.chat_id == str(THREAD_ID) and message.respond
 
 
 async def test_attachments_are_the_messages_items(adapter):
-    attachment = {"id": str(snowflake()), "filename": "trace.log", "size": 10,
-                  "url": "https://cdn.discordapp.com/attachments/1/2/trace.log",
-                  "proxy_url": "https://media.discordapp.net/attachments/1/2/trace.log"}
-    message = incoming(adapter, message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False,
-                                                attachments=(attachment,)))
+    attachment = {
+        "id": str(snowflake()),
+        "filename": "trace.log",
+        "size": 10,
+        "url": "https://cdn.discordapp.com/attachments/1/2/trace.log",
+        "proxy_url": "https://media.discordapp.net/attachments/1/2/trace.log",
+    }
+    message = incoming(
+        adapter, message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(attachment,))
+    )
     assert message.text == ""
     assert [(item.kind, item.name, item.file_id, item.size) for item in message.items] == [
-        ("document", "trace.log", attachment["url"], 10)]
+        ("document", "trace.log", attachment["url"], 10)
+    ]
 
 
 async def test_user_allowlist(discord_api):
@@ -557,8 +724,18 @@ async def test_channel_allowlist_covers_the_threads_of_a_listed_channel(discord_
 
 
 def test_from_settings_passes_tokens_allowlists_and_shards():
-    settings = Settings(platforms={"local": {"enabled": False}, "discord": {
-        "enabled": True, "token": "t0ken", "allowed_guild_ids": [GUILD_ID], "shard_ids": [2, 3], "shard_count": 4}})
+    settings = Settings(
+        platforms={
+            "local": {"enabled": False},
+            "discord": {
+                "enabled": True,
+                "token": "t0ken",
+                "allowed_guild_ids": [GUILD_ID],
+                "shard_ids": [2, 3],
+                "shard_count": 4,
+            },
+        }
+    )
     sharded = DiscordAdapter.from_settings(settings)
     assert sharded.platform == "dc" and sharded.max_message_length == 2000 and sharded.token == "t0ken"
     assert isinstance(sharded.client, discord.AutoShardedClient)
@@ -568,8 +745,9 @@ def test_from_settings_passes_tokens_allowlists_and_shards():
     assert intents.message_content and intents.guild_messages and intents.dm_messages and intents.guilds
     assert not intents.members and not intents.presences
 
-    single = DiscordAdapter.from_settings(Settings(platforms={"local": {"enabled": False},
-                                                              "discord": {"enabled": True, "token": "t0ken"}}))
+    single = DiscordAdapter.from_settings(
+        Settings(platforms={"local": {"enabled": False}, "discord": {"enabled": True, "token": "t0ken"}})
+    )
     assert not isinstance(single.client, discord.AutoShardedClient)
     with pytest.raises(ValueError):
         DiscordAdapter("")
@@ -607,8 +785,9 @@ async def test_a_failing_intake_is_retried_before_the_message_is_given_up(adapte
 
     adapter.bind(broken_intake)
     with pytest.raises(ConnectionError):
-        await adapter.handle(as_message(adapter, message_payload(ALICE, "hello?", channel_id=DM_CHANNEL_ID,
-                                                                 guild=False)))
+        await adapter.handle(
+            as_message(adapter, message_payload(ALICE, "hello?", channel_id=DM_CHANNEL_ID, guild=False))
+        )
 
 
 # --------------------------------------------------------------------------- through the gateway
@@ -708,11 +887,23 @@ async def test_a_streamed_reply_is_one_message_edited_as_it_is_written(adapter, 
 
 def button_press(message: dict[str, Any], custom_id: str, user: dict[str, Any]) -> dict[str, Any]:
     """The INTERACTION_CREATE Discord's gateway sends when ``user`` presses a button of the bot's ``message``."""
-    return {"id": str(snowflake()), "application_id": str(BOT_ID), "type": 3, "token": "press-token", "version": 1,
-            "channel_id": message["channel_id"], "user": user, "message": message, "locale": "en-US",
-            "channel": {"id": message["channel_id"], "type": 1, "recipients": [user]},  # a DM, as Discord sends it
-            "data": {"custom_id": custom_id, "component_type": 2}, "entitlements": [], "authorizing_integration_owners": {},
-            "app_permissions": "0", "attachment_size_limit": 8388608}
+    return {
+        "id": str(snowflake()),
+        "application_id": str(BOT_ID),
+        "type": 3,
+        "token": "press-token",
+        "version": 1,
+        "channel_id": message["channel_id"],
+        "user": user,
+        "message": message,
+        "locale": "en-US",
+        "channel": {"id": message["channel_id"], "type": 1, "recipients": [user]},  # a DM, as Discord sends it
+        "data": {"custom_id": custom_id, "component_type": 2},
+        "entitlements": [],
+        "authorizing_integration_owners": {},
+        "app_permissions": "0",
+        "attachment_size_limit": 8388608,
+    }
 
 
 async def test_a_question_has_buttons_whose_press_is_the_pressers_answer(adapter, discord_api):

@@ -31,7 +31,7 @@ def rows(output: str) -> dict[str, tuple[str, str]]:
     """check name -> (result, detail), from the table; the header and the summary are checked too."""
     lines = output.splitlines()
     header = next(index for index, line in enumerate(lines) if line.split()[:3] == ["check", "result", "detail"])
-    table = lines[header + 1: header + 1 + len(CHECKS)]
+    table = lines[header + 1 : header + 1 + len(CHECKS)]
     assert [line.split()[0] for line in table] == CHECKS, output
     assert lines[header + 1 + len(CHECKS)].startswith("foldgate doctor: "), output
     parsed = {}
@@ -59,9 +59,13 @@ platforms:
 
 
 async def test_every_check_passes_against_the_fakes(tmp_path, redis_url, llm, bot_api, discord_api):
-    code, output = await foldgate(tmp_path, everything(redis_url, llm, bot_api), "doctor",
-                                  env={"TELEGRAM_BOT_TOKEN": bot_api.token, "DISCORD_BOT_TOKEN": DISCORD_TOKEN},
-                                  discord_base=discord_api.base)
+    code, output = await foldgate(
+        tmp_path,
+        everything(redis_url, llm, bot_api),
+        "doctor",
+        env={"TELEGRAM_BOT_TOKEN": bot_api.token, "DISCORD_BOT_TOKEN": DISCORD_TOKEN},
+        discord_base=discord_api.base,
+    )
     assert code == 0, output
     found = rows(output)
     assert {name: result for name, (result, _) in found.items()} == dict.fromkeys(CHECKS, "ok"), output
@@ -118,16 +122,19 @@ platforms:
   telegram: {{enabled: true, token: "123456789:abc", api_server: "{telegram_hole.url}"}}
   discord: {{enabled: true, token: "{DISCORD_TOKEN}"}}
 """
-        code, output = await foldgate(tmp_path, config, "doctor", timeout=PATIENCE,
-                                      discord_base=f"{discord_hole.url}/api/v10")
+        code, output = await foldgate(
+            tmp_path, config, "doctor", timeout=PATIENCE, discord_base=f"{discord_hole.url}/api/v10"
+        )
     assert code == 1, output
     found = rows(output)  # each ended by its own deadline, the one its row names
     assert found["redis"][0] == "FAIL"
-    assert found["redis"][1].startswith(f"redis.url: no answer from {redis_hole.host}:{redis_hole.port} within "
-                                        f"{doctor.REDIS_TIMEOUT:g} s")
+    assert found["redis"][1].startswith(
+        f"redis.url: no answer from {redis_hole.host}:{redis_hole.port} within {doctor.REDIS_TIMEOUT:g} s"
+    )
     assert found["telegram"][0] == "FAIL"
-    assert found["telegram"][1].startswith(f"platforms.telegram.api_server: no answer from the Telegram Bot API at "
-                                           f"{telegram_hole.url} within 8 s")
+    assert found["telegram"][1].startswith(
+        f"platforms.telegram.api_server: no answer from the Telegram Bot API at {telegram_hole.url} within 8 s"
+    )
     assert found["discord"][0] == "FAIL"
     assert found["discord"][1].startswith(f"platforms.discord: no answer from the Discord API at {discord_hole.url}")
 
@@ -145,6 +152,7 @@ async def test_the_checks_wait_side_by_side(monkeypatch: pytest.MonkeyPatch) -> 
                 everyone.set()
             await everyone.wait()
             return doctor.Check(name, "ok", "every other check had started")
+
         return check
 
     monkeypatch.setattr(doctor, "SERVICE_CHECKS", {name: waiting_for_the_others(name) for name in CHECKS[1:]})
@@ -161,13 +169,20 @@ platforms:
   telegram: {{enabled: true, token: "123456789:abc", api_server: "{api}"}}
   discord: {{enabled: true}}
 """
-    code, output = await foldgate(tmp_path, config, "doctor", env={"DISCORD_BOT_TOKEN": "garbage"}, timeout=PATIENCE,
-                                  discord_base=f"http://127.0.0.1:{closed_port()}/api/v10")
+    code, output = await foldgate(
+        tmp_path,
+        config,
+        "doctor",
+        env={"DISCORD_BOT_TOKEN": "garbage"},
+        timeout=PATIENCE,
+        discord_base=f"http://127.0.0.1:{closed_port()}/api/v10",
+    )
     assert code == 1, output
     found = rows(output)  # three quick attempts, or none: no deadline was needed
     assert found["telegram"][0] == "FAIL"
-    assert found["telegram"][1].startswith(f"platforms.telegram.api_server: cannot reach the Telegram Bot API at {api} "
-                                           "after 3 attempts (")
+    assert found["telegram"][1].startswith(
+        f"platforms.telegram.api_server: cannot reach the Telegram Bot API at {api} after 3 attempts ("
+    )
     assert found["discord"][0] == "FAIL"
     assert found["discord"][1].startswith("platforms.discord.token (from DISCORD_BOT_TOKEN): not a Discord bot token (")
     assert "developer portal" in found["discord"][1]

@@ -24,8 +24,17 @@ KEY = "sk-transcribe-right"
 
 
 def settings_for(base_url: str, *, api_key: str = KEY, model: str = "whisper-1", timeout: float = 60.0) -> Settings:
-    return Settings(media={"transcription": {"provider": "custom", "base_url": base_url, "api_key": api_key,
-                                             "model": model, "timeout_seconds": timeout}})
+    return Settings(
+        media={
+            "transcription": {
+                "provider": "custom",
+                "base_url": base_url,
+                "api_key": api_key,
+                "model": model,
+                "timeout_seconds": timeout,
+            }
+        }
+    )
 
 
 def test_the_probe_is_half_a_second_of_audio_every_server_reads() -> None:
@@ -48,8 +57,10 @@ async def test_a_refused_key_names_the_key() -> None:
     async with FakeTranscriptionServer(api_key=KEY) as service:
         check = await check_transcription(settings_for(service.base_url, api_key="sk-wrong-key"))
     assert check.status == "FAIL"
-    assert check.detail == ("media.transcription.api_key: the transcription service answered 401 Unauthorized: "
-                            f"Incorrect API key provided. ({service.base_url})")
+    assert check.detail == (
+        "media.transcription.api_key: the transcription service answered 401 Unauthorized: "
+        f"Incorrect API key provided. ({service.base_url})"
+    )
 
 
 async def test_an_unknown_model_names_the_model() -> None:
@@ -57,8 +68,10 @@ async def test_an_unknown_model_names_the_model() -> None:
         service.enqueue(Failure.status(404, "The model `whisper-9` does not exist or you do not have access to it."))
         check = await check_transcription(settings_for(service.base_url, model="whisper-9"))
     assert check.status == "FAIL"
-    assert check.detail.startswith("media.transcription.model: the transcription service answered 404 Not Found: "
-                                   "The model `whisper-9` does not exist")
+    assert check.detail.startswith(
+        "media.transcription.model: the transcription service answered 404 Not Found: "
+        "The model `whisper-9` does not exist"
+    )
 
 
 async def test_a_server_error_names_the_url() -> None:
@@ -66,8 +79,10 @@ async def test_a_server_error_names_the_url() -> None:
         service.enqueue(Failure.status(503, "The engine is currently overloaded."))
         check = await check_transcription(settings_for(service.base_url))
     assert check.status == "FAIL"
-    assert check.detail.startswith("media.transcription.base_url: the transcription service answered 503 Service "
-                                   "Unavailable: The engine is currently overloaded.")
+    assert check.detail.startswith(
+        "media.transcription.base_url: the transcription service answered 503 Service "
+        "Unavailable: The engine is currently overloaded."
+    )
 
 
 async def test_a_server_that_never_answers_fails_on_its_own_timeout() -> None:
@@ -85,9 +100,11 @@ async def test_an_endpoint_nobody_listens_on_says_where_to_look() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     check = await check_transcription(settings_for(url))
     assert check.status == "FAIL"
-    assert check.detail == (f"media.transcription.base_url: the transcription service could not be reached "
-                            f"(ConnectError) ({url}) — check media.transcription.base_url, the network, and "
-                            "HTTPS_PROXY if this network needs a proxy")
+    assert check.detail == (
+        f"media.transcription.base_url: the transcription service could not be reached "
+        f"(ConnectError) ({url}) — check media.transcription.base_url, the network, and "
+        "HTTPS_PROXY if this network needs a proxy"
+    )
 
 
 async def test_transcription_off_has_no_row() -> None:

@@ -159,9 +159,16 @@ def start_run(home: Path, processes: Processes) -> subprocess.Popen[bytes]:
     home.mkdir(parents=True, exist_ok=True)
     out, err = home.parent / "run.out", home.parent / "run.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=home.parent, env=environment(home),
-                                   stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, start_new_session=True,
-                                   preexec_fn=_as_a_terminal_job)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "run"],
+            cwd=home.parent,
+            env=environment(home),
+            stdin=subprocess.PIPE,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=_as_a_terminal_job,
+        )
     processes.popens.append(process)
     return process
 
@@ -182,8 +189,15 @@ def wait_for_server(home: Path, process: subprocess.Popen[bytes], processes: Pro
 
 
 def foldgate(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=home.parent, env=environment(home),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=STARTUP_SECONDS)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=home.parent,
+        env=environment(home),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_SECONDS,
+    )
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGHUP"])
@@ -210,8 +224,13 @@ def test_the_server_is_gone_within_two_seconds_of_a_killed_or_hung_up_foldgate(h
 
 @pytest.mark.parametrize("style", ["legacy", "record"])
 async def test_a_server_left_behind_is_stopped_once_with_its_data_kept(home, processes, style):
-    planted = subprocess.run([sys.executable, "-c", PLANT, str(home), style], capture_output=True, text=True,
-                             timeout=STARTUP_SECONDS, cwd=ROOT)
+    planted = subprocess.run(
+        [sys.executable, "-c", PLANT, str(home), style],
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_SECONDS,
+        cwd=ROOT,
+    )
     assert planted.returncode == 0, planted.stderr
     server, owner = (int(word) for word in planted.stdout.split())
     processes.track(server)
@@ -222,8 +241,9 @@ async def test_a_server_left_behind_is_stopped_once_with_its_data_kept(home, pro
     try:
         assert embedded is not None and embedded.owns_server
         by = f"an earlier foldgate (pid {owner})" if style == "record" else "an earlier foldgate"
-        assert lines == [f"foldgate: stopped an embedded Redis (pid {server}) left running by {by}"
-                         f" on {home.resolve() / 'redis'}"]
+        assert lines == [
+            f"foldgate: stopped an embedded Redis (pid {server}) left running by {by} on {home.resolve() / 'redis'}"
+        ]
         assert embedded.notice == lines[0] and gone(server)
         assert await client.get("left:behind") == "still here"  # the AOF was complete before the new server read it
     finally:
@@ -233,8 +253,13 @@ async def test_a_server_left_behind_is_stopped_once_with_its_data_kept(home, pro
 
 
 def test_a_foldgate_command_recovers_a_left_behind_server_in_one_line(home, processes):
-    planted = subprocess.run([sys.executable, "-c", PLANT, str(home), "legacy"], capture_output=True, text=True,
-                             timeout=STARTUP_SECONDS, cwd=ROOT)
+    planted = subprocess.run(
+        [sys.executable, "-c", PLANT, str(home), "legacy"],
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_SECONDS,
+        cwd=ROOT,
+    )
     assert planted.returncode == 0, planted.stderr
     server = processes.track(int(planted.stdout.split()[0]))
 

@@ -17,18 +17,34 @@ from evals.compaction_eval import (
     summarize,
 )
 
-SHA = Probe("demo", "Which commit hardened the ledger cutoff?", "9f3c2a1", "commit ledger cutoff", "sha", "tool",
-            subject=("ledger cutoff",))
-PATH = Probe("demo", "Which file implements the ledger cutoff?", "src/app/ledger/cutoff.py", "ledger cutoff file", "path",
-             "user", subject=("ledger cutoff",))
+SHA = Probe(
+    "demo",
+    "Which commit hardened the ledger cutoff?",
+    "9f3c2a1",
+    "commit ledger cutoff",
+    "sha",
+    "tool",
+    subject=("ledger cutoff",),
+)
+PATH = Probe(
+    "demo",
+    "Which file implements the ledger cutoff?",
+    "src/app/ledger/cutoff.py",
+    "ledger cutoff file",
+    "path",
+    "user",
+    subject=("ledger cutoff",),
+)
 
 
 def test_an_answer_beside_its_subject_is_attributed_and_one_in_a_far_bare_list_is_only_literal() -> None:
     same_line = "## Commits\n- 9f3c2a1 fix(ledger): harden the ledger cutoff\n- 1234abc chore: bump deps"
     next_line = "The ledger cutoff fix was committed as\n9f3c2a1\nand pushed."
     previous_line = "9f3c2a1\nthat was the Ledger-Cutoff hardening"
-    far = ("## Ledger cutoff work\nWe looked at it.\nThen at the tests.\nThen at the logs.\n\n"
-           "## Identifiers\n- 9f3c2a1, #4821")
+    far = (
+        "## Ledger cutoff work\nWe looked at it.\nThen at the tests.\nThen at the logs.\n\n"
+        "## Identifiers\n- 9f3c2a1, #4821"
+    )
     for context in (same_line, next_line, previous_line):
         assert literal_and_attributed(SHA, context) == (True, True), context
     assert literal_and_attributed(SHA, far) == (True, False)
@@ -56,8 +72,13 @@ def test_subjects_match_across_case_and_separators_and_short_ones_only_as_words(
 def test_probes_load_their_subject_and_old_probe_files_fall_back_on_the_query(tmp_path: Path) -> None:
     probes = tmp_path / "probes.jsonl"
     records = [
-        {"session": "demo", "question": "q?", "answer": "9f3c2a1", "query": "commit ledger cutoff",
-         "subject": ["ledger cutoff"]},
+        {
+            "session": "demo",
+            "question": "q?",
+            "answer": "9f3c2a1",
+            "query": "commit ledger cutoff",
+            "subject": ["ledger cutoff"],
+        },
         {"session": "demo", "question": "q?", "answer": "38733", "query": "payout warmup port staging"},
         {"session": "demo", "question": "q?", "answer": "x", "query": "q", "subject": "one phrase"},
     ]
@@ -76,8 +97,10 @@ class BareList:
     name: str = "bare-list"
 
     async def compact(self, messages: list[dict]) -> Compaction:
-        note = ("## Progress\nWorked on the ledger cutoff and the invoice rounding.\n\nThen lunch.\n\nThen more tests.\n\n"
-                "## Identifiers\n9f3c2a1\n#4821")
+        note = (
+            "## Progress\nWorked on the ledger cutoff and the invoice rounding.\n\nThen lunch.\n\nThen more tests.\n\n"
+            "## Identifiers\n9f3c2a1\n#4821"
+        )
         return Compaction(messages[:1] + [{"role": "user", "content": note}], summarizer_calls=0)
 
 

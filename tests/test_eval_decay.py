@@ -83,14 +83,24 @@ async def test_the_replay_continues_from_the_compacted_list_and_scores_only_repl
         assert first.probes == 2  # "early" and "kept" (message m2 is in the first quarter); never "late" before m16
         assert first.literal == first.attributed == 1  # "turn 1:" is gone; the note keeps 9f3c2a1 beside its subject
         assert point.tokens_after < point.tokens_before and point.summary_by == "deterministic"
-    assert sum(score.probes for score in run.checkpoints[-1].quarters) == (3 if run.checkpoints[-1].replayed > 16 else 2)
+    assert sum(score.probes for score in run.checkpoints[-1].quarters) == (
+        3 if run.checkpoints[-1].replayed > 16 else 2
+    )
     text = markdown_report([run], 4_000, "deterministic")
     assert "| s | fake |" in text and "## s × fake" in text and "first quarter" in text
 
 
 def test_cli_decay_refuses_what_it_cannot_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["eval", "decay", "--sessions", str(DATA / "night-50k-s7.jsonl"), "--probes", str(DATA / "probes.jsonl"),
-            "--out", str(tmp_path)]
+    args = [
+        "eval",
+        "decay",
+        "--sessions",
+        str(DATA / "night-50k-s7.jsonl"),
+        "--probes",
+        str(DATA / "probes.jsonl"),
+        "--out",
+        str(tmp_path),
+    ]
     assert cli.main([*args, "--policies", "lean,uncompacted"]) == 2
     assert "legacy and lean" in capsys.readouterr().err
     assert cli.main([*args, "--summarizer", "configured", "--config", str(tmp_path / "none.yaml")]) == 2
@@ -100,8 +110,25 @@ def test_cli_decay_refuses_what_it_cannot_replay(tmp_path: Path, capsys: pytest.
 
 
 def test_decay_json_has_a_row_per_compaction(tmp_path: Path) -> None:
-    assert cli.main(["eval", "decay", "--sessions", str(DATA / "night-50k-s8.jsonl"), "--probes", str(DATA / "probes.jsonl"),
-                     "--policies", "lean", "--context-length", "30000", "--out", str(tmp_path)]) == 0
+    assert (
+        cli.main(
+            [
+                "eval",
+                "decay",
+                "--sessions",
+                str(DATA / "night-50k-s8.jsonl"),
+                "--probes",
+                str(DATA / "probes.jsonl"),
+                "--policies",
+                "lean",
+                "--context-length",
+                "30000",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     document = json.loads((tmp_path / "decay_eval.json").read_text(encoding="utf-8"))
     assert document["context_length"] == 30_000 and document["summarizer"] == "deterministic"
     [run] = document["runs"]

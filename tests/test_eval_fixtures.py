@@ -80,7 +80,9 @@ def test_sessions_are_valid_tool_using_conversations_dominated_by_tool_output() 
 
 def test_text_is_varied_so_repetition_cannot_be_exploited() -> None:
     session = generate_session("varied", 150_000, seed=4)
-    lines = [line for message in session.messages for line in (message.get("content") or "").splitlines() if len(line) > 40]
+    lines = [
+        line for message in session.messages for line in (message.get("content") or "").splitlines() if len(line) > 40
+    ]
     counts = collections.Counter(lines)
     assert len(counts) / len(lines) > 0.9
     assert counts.most_common(1)[0][1] < 0.01 * len(lines)
@@ -98,7 +100,9 @@ def test_each_committed_probe_answer_occurs_only_in_its_planted_message(path: Pa
         assert by_id[probe["message_id"]]["role"] == probe["where"], probe
         assert probe["query"] and probe["question"].endswith("?")
         # The subject says what the fact is about; it is never the answer, and the planted message has it beside the answer.
-        assert probe["subject"] and all(alternative.lower() != probe["answer"].lower() for alternative in probe["subject"])
+        assert probe["subject"] and all(
+            alternative.lower() != probe["answer"].lower() for alternative in probe["subject"]
+        )
         assert is_attributed(message_search_text(by_id[probe["message_id"]]), probe["answer"], probe["subject"]), probe
 
 

@@ -119,8 +119,20 @@ def test_cli_eval_decay_compacts_a_small_night_twice_and_reports_attributed_reca
 ) -> None:
     """A 50K session at a 40K window: the replay passes the 20K threshold again and again."""
     out = tmp_path / "out"
-    code = cli.main(["eval", "decay", "--sessions", str(DATA / "night-50k-s7.jsonl"),
-                     "--probes", str(DATA / "probes.jsonl"), "--context-length", "40000", "--out", str(out)])
+    code = cli.main(
+        [
+            "eval",
+            "decay",
+            "--sessions",
+            str(DATA / "night-50k-s7.jsonl"),
+            "--probes",
+            str(DATA / "probes.jsonl"),
+            "--context-length",
+            "40000",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "# Decay eval (context window 40,000 tokens)" in printed and "## night-50k-s7 × lean" in printed
@@ -175,8 +187,19 @@ def test_the_stand_in_summarizer_writes_every_section_within_budget_and_updates_
 def test_cli_eval_compaction_with_the_stand_in_summarizer_says_who_wrote_the_notes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main([*EVAL_ARGS, "--policies", "uncompacted,lean", "--context-length", "200000",
-                     "--summarizer", "stand-in", "--out", str(tmp_path)])
+    code = cli.main(
+        [
+            *EVAL_ARGS,
+            "--policies",
+            "uncompacted,lean",
+            "--context-length",
+            "200000",
+            "--summarizer",
+            "stand-in",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     assert "Summarizer: stand-in." in capsys.readouterr().out
     document = json.loads((tmp_path / "compaction_eval.json").read_text(encoding="utf-8"))
@@ -190,9 +213,11 @@ async def test_the_configured_summarizer_is_the_one_the_gateway_builds(tmp_path:
     from evals.compaction_eval import open_summarizer, summarizer_label
 
     config = tmp_path / "config.yaml"
-    config.write_text(f"gateway:\n  home: {tmp_path / 'home'}\nmodel:\n  provider: custom\n  name: eval-main\n"
-                      "  base_url: http://127.0.0.1:9/v1\n  api_key: unused\n"
-                      "auxiliary:\n  compression:\n    model: eval-notes\n    context_length: 64000\n")
+    config.write_text(
+        f"gateway:\n  home: {tmp_path / 'home'}\nmodel:\n  provider: custom\n  name: eval-main\n"
+        "  base_url: http://127.0.0.1:9/v1\n  api_key: unused\n"
+        "auxiliary:\n  compression:\n    model: eval-notes\n    context_length: 64000\n"
+    )
     async with open_summarizer("configured", str(config)) as summarizer:  # built and closed, never called
         assert isinstance(summarizer, LLMSummarizer)
         assert (summarizer.name, summarizer.context_length) == ("eval-notes", 64_000)
@@ -201,7 +226,9 @@ async def test_the_configured_summarizer_is_the_one_the_gateway_builds(tmp_path:
         assert none is None and summarizer_label("deterministic", none) == "deterministic"
 
 
-def test_cli_eval_refuses_unknown_policies_and_missing_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_eval_refuses_unknown_policies_and_missing_sessions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     probes = str(DATA / "probes.jsonl")
     assert (
         cli.main(
@@ -222,7 +249,10 @@ def test_cli_eval_refuses_unknown_policies_and_missing_sessions(tmp_path: Path, 
     )
     assert "no_such_engine" in capsys.readouterr().err
     assert (
-        cli.main(["eval", "compaction", "--sessions", str(tmp_path / "nothing"), "--probes", probes, "--out", str(tmp_path)]) == 2
+        cli.main(
+            ["eval", "compaction", "--sessions", str(tmp_path / "nothing"), "--probes", probes, "--out", str(tmp_path)]
+        )
+        == 2
     )
     assert "no session file" in capsys.readouterr().err
 
@@ -233,7 +263,9 @@ def test_cli_bench_refuses_an_unknown_benchmark(capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.skipif(not HAS_COMPRESSOR, reason="agent.context_compressor is not in this tree")
-def test_bench_compress_reports_medians_and_ratios_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_compress_reports_medians_and_ratios_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert bench_compress.main(tmp_path, sizes=(10_000, 30_000), runs=1) == 0
     rows = json.loads((tmp_path / "bench_compress.json").read_text(encoding="utf-8"))["rows"]
     assert {(row["tail_mode"], row["tokens_ratio"] > 1.5) for row in rows} == {
@@ -257,7 +289,11 @@ async def test_an_engine_registered_by_name_is_evaluated_like_the_built_in_polic
             self.last_compaction = None
 
         async def compress(self, messages: list[dict], force: bool = False) -> list[dict]:
-            self.last_compaction = {"outcome": "compacted", "calls": 3, "replaced_ids": [m["_id"] for m in messages[1:-20]]}
+            self.last_compaction = {
+                "outcome": "compacted",
+                "calls": 3,
+                "replaced_ids": [m["_id"] for m in messages[1:-20]],
+            }
             return messages[:1] + messages[-20:]
 
     register_context_engine("eval_last_twenty", LastTwenty)
@@ -277,7 +313,14 @@ async def test_an_engine_registered_by_name_is_evaluated_like_the_built_in_polic
 # --- the eval without matplotlib, progress, and the chart -----------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
-EVAL_ARGS = ["eval", "compaction", "--sessions", str(DATA / "night-50k-s7.jsonl"), "--probes", str(DATA / "probes.jsonl")]
+EVAL_ARGS = [
+    "eval",
+    "compaction",
+    "--sessions",
+    str(DATA / "night-50k-s7.jsonl"),
+    "--probes",
+    str(DATA / "probes.jsonl"),
+]
 
 
 def _extra_with_matplotlib() -> str:
@@ -287,11 +330,17 @@ def _extra_with_matplotlib() -> str:
     return next(name for name, requirements in extras.items() if any(r.startswith("matplotlib") for r in requirements))
 
 
-def _run_cli(argv: list[str], cwd: Path, *, prelude: str = "") -> "subprocess.CompletedProcess[str]":
+def _run_cli(argv: list[str], cwd: Path, *, prelude: str = "") -> subprocess.CompletedProcess[str]:
     """``foldgate ARGV`` in a fresh interpreter, stdout and stderr to pipes (so not a terminal)."""
     code = f"{prelude}\nimport sys\nfrom gateway.cli import main\nsys.exit(main({argv!r}))"
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def test_eval_without_matplotlib_writes_the_numbers_and_says_how_to_get_the_plot(tmp_path: Path) -> None:
@@ -321,10 +370,18 @@ def test_eval_progress_on_a_pipe_is_a_few_plain_lines(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not HAS_COMPRESSOR, reason="agent.context_compressor is not in this tree")
 def test_bench_progress_on_a_pipe_is_a_few_plain_lines(tmp_path: Path) -> None:
-    code = (f"from evals import bench_compress\n"
-            f"raise SystemExit(bench_compress.main({str(tmp_path)!r}, sizes=(5_000, 8_000), runs=3))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        f"from evals import bench_compress\n"
+        f"raise SystemExit(bench_compress.main({str(tmp_path)!r}, sizes=(5_000, 8_000), runs=3))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("bench compress:")]
@@ -380,10 +437,12 @@ def test_the_chart_keeps_sessions_apart_and_every_marker_visible() -> None:
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    runs = _runs({
-        "small": [("uncompacted", 49_502, 10, 10), ("legacy", 49_502, 10, 10), ("lean", 11_730, 8, 10)],
-        "large": [("uncompacted", 496_886, 10, 10), ("legacy", 112_274, 9, 10), ("lean", 18_900, 9, 10)],
-    })
+    runs = _runs(
+        {
+            "small": [("uncompacted", 49_502, 10, 10), ("legacy", 49_502, 10, 10), ("lean", 11_730, 8, 10)],
+            "large": [("uncompacted", 496_886, 10, 10), ("legacy", 112_274, 9, 10), ("lean", 18_900, 9, 10)],
+        }
+    )
     figure = figure_of(runs, 1_000_000)
     try:
         panels = [axis for axis in figure.axes if axis.get_visible()]
@@ -397,8 +456,11 @@ def test_the_chart_keeps_sessions_apart_and_every_marker_visible() -> None:
             for line in axis.get_lines():
                 assert len(set(line.get_xdata())) == 1
             # markers of equal data are drawn apart: the uncompacted and legacy rings of "small" do not coincide
-            centres = {tuple(line.get_transform().transform((line.get_xdata()[0], line.get_ydata()[0])).round(1))
-                       for line in axis.get_lines() if len(line.get_xdata()) == 1 and line.get_markerfacecolor() == "none"}
+            centres = {
+                tuple(line.get_transform().transform((line.get_xdata()[0], line.get_ydata()[0])).round(1))
+                for line in axis.get_lines()
+                if len(line.get_xdata()) == 1 and line.get_markerfacecolor() == "none"
+            }
             assert len(centres) == 3
         labels = [text.get_text() for text in figure.legends[0].get_texts()]
         assert {"uncompacted", "legacy", "lean"} <= set(labels)
@@ -415,7 +477,9 @@ def test_the_png_keeps_its_labels_inside(tmp_path: Path) -> None:
     plot(runs, tmp_path / "chart.png", 1_000_000)
     pixels = image.imread(tmp_path / "chart.png")
     # a tight bounding box leaves only a thin white margin: the outermost rows and columns are blank paper
-    assert pixels[:2].min() > 0.9 and pixels[-2:].min() > 0.9 and pixels[:, :2].min() > 0.9 and pixels[:, -2:].min() > 0.9
+    assert (
+        pixels[:2].min() > 0.9 and pixels[-2:].min() > 0.9 and pixels[:, :2].min() > 0.9 and pixels[:, -2:].min() > 0.9
+    )
 
 
 def test_the_by_kind_table_says_which_number_is_which(monkeypatch: pytest.MonkeyPatch) -> None:

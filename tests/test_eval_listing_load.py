@@ -14,7 +14,11 @@ def test_it_counts_the_listing_lines_of_tool_output_only():
     messages = [
         {"role": "user", "content": git_log(5)},
         {"role": "tool", "tool_call_id": "c1", "content": git_log(40)},
-        {"role": "tool", "tool_call_id": "c2", "content": "#4821\tfix the ledger\tana:fix-1\tOPEN\n#4822\tdocs\tbo:doc-2\tOPEN"},
+        {
+            "role": "tool",
+            "tool_call_id": "c2",
+            "content": "#4821\tfix the ledger\tana:fix-1\tOPEN\n#4822\tdocs\tbo:doc-2\tOPEN",
+        },
         {"role": "tool", "tool_call_id": "c3", "content": "all tests passed"},
     ]
     load = listing_load(messages)

@@ -49,7 +49,9 @@ def conversation() -> list[dict]:
     ]
 
 
-PR = Probe("demo", "What is the PR number for the invoice rounding change?", "#4821", "PR invoice rounding", "pr", "user")
+PR = Probe(
+    "demo", "What is the PR number for the invoice rounding change?", "#4821", "PR invoice rounding", "pr", "user"
+)
 SHA = Probe("demo", "Which commit hardened the ledger cutoff?", "9f3c2a1", "commit ledger cutoff", "sha", "tool")
 
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Optional
+from typing import Any
 
 import aiohttp
 import pytest
@@ -23,8 +23,18 @@ from aiogram.types import Update
 from aiohttp import web
 
 from tests.fakes.bot_api import (
-    CANT_EDIT, DELETE_NOT_FOUND, DRAFT_PEER_INVALID, EDIT_NOT_FOUND, NOT_MODIFIED, TEXT_EMPTY, TOO_LONG, UPGRADED,
-    FakeBotAPI, FloodLimits, WebhookRetry, most_in_window,
+    CANT_EDIT,
+    DELETE_NOT_FOUND,
+    DRAFT_PEER_INVALID,
+    EDIT_NOT_FOUND,
+    NOT_MODIFIED,
+    TEXT_EMPTY,
+    TOO_LONG,
+    UPGRADED,
+    FakeBotAPI,
+    FloodLimits,
+    WebhookRetry,
+    most_in_window,
 )
 
 PRIVATE, OTHER, GROUP = 42, 43, -100123
@@ -44,8 +54,9 @@ class Clock:
 
 
 @contextlib.asynccontextmanager
-async def serving(limits: Optional[FloodLimits] = None,
-                  clock: Optional[Clock] = None) -> AsyncIterator[tuple[FakeBotAPI, Bot]]:
+async def serving(
+    limits: FloodLimits | None = None, clock: Clock | None = None
+) -> AsyncIterator[tuple[FakeBotAPI, Bot]]:
     """A started fake and a real aiogram Bot pointed at it, exactly as the Telegram adapter builds one."""
     options = {"clock": clock} if clock is not None else {}
     async with FakeBotAPI(limits=limits, **options) as api:  # type: ignore[arg-type]
@@ -58,6 +69,7 @@ async def serving(limits: Optional[FloodLimits] = None,
 
 # ---------------------------------------------------------------------- drafts
 
+
 async def test_drafts_are_recorded_in_order_and_the_current_one_ends_when_the_message_is_sent() -> None:
     clock = Clock()
     async with serving(clock=clock) as (api, bot):
@@ -66,7 +78,11 @@ async def test_drafts_are_recorded_in_order_and_the_current_one_ends_when_the_me
             clock.advance(0.25)
             assert await bot.send_message_draft(PRIVATE, 7, text=text) is True
         assert [(d.chat_id, d.draft_id, d.text) for d in api.drafts] == [
-            ("42", 7, ""), ("42", 7, "The"), ("42", 7, "The answer"), ("42", 7, "The answer is 42")]
+            ("42", 7, ""),
+            ("42", 7, "The"),
+            ("42", 7, "The answer"),
+            ("42", 7, "The answer is 42"),
+        ]
         assert [d.at for d in api.drafts] == [1000.0, 1000.25, 1000.5, 1000.75]
         current = api.current_draft(PRIVATE)
         assert current is not None and current.text == "The answer is 42"
@@ -98,10 +114,14 @@ async def test_a_draft_to_a_group_or_with_draft_id_0_is_refused_with_a_400() -> 
     assert "draft_id" in zero.value.message and long.value.message == TOO_LONG
     assert api.drafts == [] and api.current_draft(GROUP) is None
     assert [(a.method, a.chat_id, a.status) for a in api.attempts] == [
-        ("sendMessageDraft", str(GROUP), 400), ("sendMessageDraft", "42", 400), ("sendMessageDraft", "42", 400)]
+        ("sendMessageDraft", str(GROUP), 400),
+        ("sendMessageDraft", "42", 400),
+        ("sendMessageDraft", "42", 400),
+    ]
 
 
 # ---------------------------------------------------------------------- message ids, edits, deletions
+
 
 async def test_message_ids_increase_per_chat_and_are_shared_with_the_users_messages() -> None:
     async with serving() as (api, bot):
@@ -124,9 +144,13 @@ async def test_an_edit_changes_the_message_and_is_kept_in_its_history() -> None:
     assert edited.message_id == first.message_id and edited.text == "Deploy started" and edited.edit_date is not None
     assert edited.chat.id == PRIVATE and edited.from_user is not None and edited.from_user.is_bot
     assert [(m.message_id, m.text) for m in api.messages(PRIVATE)] == [
-        (first.message_id, "Deploy finished ✅"), (second.message_id, "Anything else?")]
+        (first.message_id, "Deploy finished ✅"),
+        (second.message_id, "Anything else?"),
+    ]
     assert [(e.text, e.at) for e in api.edits(PRIVATE, first.message_id)] == [
-        ("Deploy started", 1001.0), ("Deploy finished ✅", 1002.0)]
+        ("Deploy started", 1001.0),
+        ("Deploy finished ✅", 1002.0),
+    ]
     assert api.edits(PRIVATE, second.message_id) == []
     assert [m.text for m in api.sent] == ["Deploy", "Anything else?"]  # what was sent, not what it became
 
@@ -141,8 +165,10 @@ async def test_an_edit_to_the_same_text_is_refused_as_not_modified() -> None:
             await bot.edit_message_text("changed", chat_id=PRIVATE, message_id=sent.message_id)
         await bot.edit_message_text("changed", chat_id=PRIVATE, message_id=sent.message_id, parse_mode="HTML")
     assert unchanged.value.message == NOT_MODIFIED
-    assert NOT_MODIFIED == ("Bad Request: message is not modified: specified new message content and reply markup "
-                            "are exactly the same as a current content and reply markup of the message")
+    assert NOT_MODIFIED == (
+        "Bad Request: message is not modified: specified new message content and reply markup "
+        "are exactly the same as a current content and reply markup of the message"
+    )
     assert [e.text for e in api.edits(PRIVATE, sent.message_id)] == ["changed", "changed"]  # new parse_mode: modified
     assert [a.status for a in api.attempts if a.method == "editMessageText"] == [400, 200, 400, 200]
 
@@ -156,7 +182,9 @@ async def test_edits_of_unknown_foreign_deleted_empty_or_overlong_messages_are_r
             with pytest.raises(TelegramBadRequest) as refused:
                 await bot.edit_message_text(text, chat_id=PRIVATE, message_id=message_id)
             refusals.append(refused.value.message)
-        assert await bot.edit_message_text("😀" * 2048, chat_id=PRIVATE, message_id=sent.message_id)  # 4096 UTF-16 units
+        assert await bot.edit_message_text(
+            "😀" * 2048, chat_id=PRIVATE, message_id=sent.message_id
+        )  # 4096 UTF-16 units
         with pytest.raises(TelegramBadRequest) as unknown_chat:
             await bot.edit_message_text("x", chat_id=OTHER, message_id=sent.message_id)
     assert refusals == [EDIT_NOT_FOUND, CANT_EDIT, TEXT_EMPTY, TOO_LONG]
@@ -190,31 +218,46 @@ async def test_an_upgraded_group_refuses_every_call_with_telegrams_400_naming_th
         kept = await bot.send_message(OLD_GROUP, "the last one the group takes")
         assert api.migrated_to(OLD_GROUP) == SUPERGROUP and api.migrated_to(SUPERGROUP) is None
         refused = []
-        for call in (bot.send_message(OLD_GROUP, "after"),
-                     bot.edit_message_text("edited", chat_id=OLD_GROUP, message_id=before.message_id),
-                     bot.delete_message(OLD_GROUP, before.message_id),
-                     bot.send_chat_action(OLD_GROUP, "typing")):
+        for call in (
+            bot.send_message(OLD_GROUP, "after"),
+            bot.edit_message_text("edited", chat_id=OLD_GROUP, message_id=before.message_id),
+            bot.delete_message(OLD_GROUP, before.message_id),
+            bot.send_chat_action(OLD_GROUP, "typing"),
+        ):
             with pytest.raises(TelegramMigrateToChat) as moved:
                 await call
             refused.append(moved.value.migrate_to_chat_id)
         async with aiohttp.ClientSession() as client:
-            raw = await client.post(f"{api.base_url}/bot{api.token}/sendMessage",
-                                    json={"chat_id": OLD_GROUP, "text": "raw"})
+            raw = await client.post(
+                f"{api.base_url}/bot{api.token}/sendMessage", json={"chat_id": OLD_GROUP, "text": "raw"}
+            )
             body = await raw.json()
         there = await bot.send_message(SUPERGROUP, "in the supergroup")
         with pytest.raises(TelegramBadRequest):  # a supergroup numbers its messages afresh
             await bot.edit_message_text("edited", chat_id=SUPERGROUP, message_id=kept.message_id)
     assert refused == [SUPERGROUP] * 4
-    assert raw.status == 400 and body == {"ok": False, "error_code": 400, "description": UPGRADED,
-                                          "parameters": {"migrate_to_chat_id": SUPERGROUP}}
+    assert raw.status == 400 and body == {
+        "ok": False,
+        "error_code": 400,
+        "description": UPGRADED,
+        "parameters": {"migrate_to_chat_id": SUPERGROUP},
+    }
     assert UPGRADED == "Bad Request: group chat was upgraded to a supergroup chat"
     assert [m.text for m in api.messages(OLD_GROUP)] == ["before the upgrade", "the last one the group takes"]
     assert [m.text for m in api.messages(SUPERGROUP)] == ["in the supergroup"] and there.chat.id == SUPERGROUP
     assert [(a.text, a.status) for a in api.send_attempts if a.chat_id == str(OLD_GROUP)] == [
-        ("before the upgrade", 200), ("the last one the group takes", 200), ("after", 400), ("raw", 400)]
+        ("before the upgrade", 200),
+        ("the last one the group takes", 200),
+        ("after", 400),
+        ("raw", 400),
+    ]
     assert [(a.method, a.status) for a in api.attempts if a.description == UPGRADED] == [
-        ("sendMessage", 400), ("editMessageText", 400), ("deleteMessage", 400), ("sendChatAction", 400),
-        ("sendMessage", 400)]
+        ("sendMessage", 400),
+        ("editMessageText", 400),
+        ("deleteMessage", 400),
+        ("sendChatAction", 400),
+        ("sendMessage", 400),
+    ]
     assert api.chat_actions == [] and api.deleted == []
 
 
@@ -226,12 +269,16 @@ def test_the_upgrades_two_service_messages_read_as_telegram_sends_them() -> None
     assert (to.message.chat.id, to.message.chat.type, to.message.migrate_to_chat_id) == (OLD_GROUP, "group", SUPERGROUP)
     assert to.message.from_user is not None and to.message.from_user.id == 7 and to.message.text is None
     assert (since.message.chat.id, since.message.chat.type, since.message.migrate_from_chat_id) == (
-        SUPERGROUP, "supergroup", OLD_GROUP)
+        SUPERGROUP,
+        "supergroup",
+        OLD_GROUP,
+    )
     assert since.message.sender_chat is not None and since.message.sender_chat.id == SUPERGROUP
     assert since.message.message_id == 1 and since.message.text is None
 
 
 # ---------------------------------------------------------------------- flood control
+
 
 async def test_without_limits_nothing_is_refused_but_every_call_is_accounted() -> None:
     clock = Clock()
@@ -248,8 +295,10 @@ async def test_without_limits_nothing_is_refused_but_every_call_is_accounted() -
 
 async def test_a_second_message_to_a_chat_within_a_second_gets_a_429_with_retry_after_1() -> None:
     clock = Clock()
-    async with serving(FloodLimits(per_chat_per_second=1, per_group_per_minute=20, per_bot_per_second=30),
-                       clock) as (api, bot):
+    async with serving(FloodLimits(per_chat_per_second=1, per_group_per_minute=20, per_bot_per_second=30), clock) as (
+        api,
+        bot,
+    ):
         first = await bot.send_message(PRIVATE, "one")
         clock.advance(0.4)
         with pytest.raises(TelegramRetryAfter) as refused:
@@ -263,8 +312,10 @@ async def test_a_second_message_to_a_chat_within_a_second_gets_a_429_with_retry_
         await bot.send_message(PRIVATE, "two")
     assert refused.value.retry_after == 1 and "retry after 1" in refused.value.message
     assert [(r.method, r.chat_id, r.at, r.retry_after, r.scope) for r in api.rate_limited] == [
-        ("sendMessage", "42", 1000.4, 1, "chat"), ("editMessageText", "42", 1000.4, 1, "chat"),
-        ("sendMessageDraft", "42", 1000.4, 1, "chat")]
+        ("sendMessage", "42", 1000.4, 1, "chat"),
+        ("editMessageText", "42", 1000.4, 1, "chat"),
+        ("sendMessageDraft", "42", 1000.4, 1, "chat"),
+    ]
     assert [m.text for m in api.messages(PRIVATE)] == ["one", "two"] and api.drafts == []
     assert api.accounting().over_limit() == [] and api.accounting().per_chat == {"42": 1, "43": 1}
 
@@ -286,8 +337,12 @@ async def test_a_full_group_window_answers_with_telegrams_429_body_and_retry_aft
         await bot.send_message(GROUP, "room again")
     assert refused.value.retry_after == 50
     assert status == 429 and retry_header == "50"
-    assert body == {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 50",
-                    "parameters": {"retry_after": 50}}
+    assert body == {
+        "ok": False,
+        "error_code": 429,
+        "description": "Too Many Requests: retry after 50",
+        "parameters": {"retry_after": 50},
+    }
     assert [(r.scope, r.retry_after) for r in api.rate_limited] == [("group", 50), ("group", 50)]
     accounting = api.accounting()
     assert accounting.per_group == {str(GROUP): 3} and accounting.per_chat == {str(GROUP): 1}
@@ -397,6 +452,7 @@ def test_most_in_window_counts_half_open_windows() -> None:
 
 # ---------------------------------------------------------------------- webhook delivery
 
+
 class Receiver:
     """A webhook endpoint on loopback that answers each POST with the next scripted status (200 when none is left)."""
 
@@ -405,10 +461,10 @@ class Receiver:
         self.received: list[tuple[int, str, dict[str, Any]]] = []
         #: Update ids whose answer waits until the test sets their event.
         self.held: dict[int, asyncio.Event] = {}
-        self._runner: Optional[web.AppRunner] = None
+        self._runner: web.AppRunner | None = None
         self.url = ""
 
-    async def __aenter__(self) -> "Receiver":
+    async def __aenter__(self) -> Receiver:
         app = web.Application()
         app.router.add_post("/hook", self._on_post)
         self._runner = web.AppRunner(app, access_log=None)
@@ -425,7 +481,9 @@ class Receiver:
 
     async def _on_post(self, request: web.Request) -> web.Response:
         update = await request.json()
-        self.received.append((int(update["update_id"]), request.headers.get("X-Telegram-Bot-Api-Secret-Token", ""), update))
+        self.received.append(
+            (int(update["update_id"]), request.headers.get("X-Telegram-Bot-Api-Secret-Token", ""), update)
+        )
         if update["update_id"] in self.held:
             await self.held[update["update_id"]].wait()
         return web.Response(status=self.statuses.pop(0) if self.statuses else 200, text="ok")

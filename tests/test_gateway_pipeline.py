@@ -7,7 +7,6 @@ import asyncio
 import json
 import random
 
-
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.tokens import count_messages
 from gateway.events import CompressEvent
@@ -32,9 +31,11 @@ def answer(request: RecordedRequest) -> Reply:
 
 def chatter(rng: random.Random, index: int) -> str:
     service = rng.choice(SERVICES)
-    return (f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
-            f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
-            f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%")
+    return (
+        f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
+        f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
+        f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
+    )
 
 
 async def test_overnight_backlog_triggers_hygiene_and_no_prompt_exceeds_the_window(redis, redis_url, key_prefix):
@@ -43,7 +44,9 @@ async def test_overnight_backlog_triggers_hygiene_and_no_prompt_exceeds_the_wind
     async with FakeLLMServer(handler=answer, context_limit=window) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window)
         async with running_gateway(settings, redis) as (runner, adapter, events):
-            await runner.intake(message("ops", "u-0", "we are chasing the login timeout tonight, fix is commit 9f3c2ab71d"))
+            await runner.intake(
+                message("ops", "u-0", "we are chasing the login timeout tonight, fix is commit 9f3c2ab71d")
+            )
             await runner.wait_idle()
             night_texts = [chatter(rng, index) for index in range(340)]
             for index, text in enumerate(night_texts):
@@ -87,7 +90,11 @@ async def test_in_loop_compaction_fires_mid_tool_loop_and_the_turn_completes(red
                 return Reply.answer("ok")
             if step < 3:  # two tool rounds, the provider reporting 60% of the window
                 reply = Reply.tool_call("session_search", {"query": "p99 billing-api"}, call_id=f"call_{step}")
-                reply.usage = {"prompt_tokens": int(window * 0.6), "completion_tokens": 20, "total_tokens": int(window * 0.6) + 20}
+                reply.usage = {
+                    "prompt_tokens": int(window * 0.6),
+                    "completion_tokens": 20,
+                    "total_tokens": int(window * 0.6) + 20,
+                }
                 return reply
             return Reply.answer("the billing-api p99 is back to normal")
 
@@ -148,8 +155,9 @@ async def test_rotation_links_parent_sessions_and_the_chat_follows_the_newest(re
     window = 16_000
     rng = random.Random(13)
     async with FakeLLMServer(context_limit=window, handler=answer) as server:
-        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window,
-                                 compression={"in_place": False})
+        settings = make_settings(
+            redis_url, key_prefix, server.openai_base_url, context_length=window, compression={"in_place": False}
+        )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             store = SessionStore(redis, key_prefix)
             await runner.intake(message("r", "0", "start"))
@@ -177,8 +185,13 @@ async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(r
     window = 40_000
     rng = random.Random(17)
     async with FakeLLMServer(context_limit=window, handler=answer) as server:
-        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window,
-                                 compression={"idle_compact_after_seconds": 1})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            server.openai_base_url,
+            context_length=window,
+            compression={"idle_compact_after_seconds": 1},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             await runner.intake(message("idle", "0", "start"))
             await runner.wait_idle()
@@ -212,7 +225,11 @@ async def test_messages_created_and_stubbed_within_one_turn_are_archived(redis, 
             if step < 10:  # ten rounds of searching the history, each result a kilobyte or more
                 reply = Reply.tool_call("session_search", {"query": SERVICES[step % len(SERVICES)]}, call_id=f"r{step}")
                 if step == 8:  # the provider reports 60% of the window: the compressor runs in the loop
-                    reply.usage = {"prompt_tokens": int(window * 0.6), "completion_tokens": 20, "total_tokens": int(window * 0.6) + 20}
+                    reply.usage = {
+                        "prompt_tokens": int(window * 0.6),
+                        "completion_tokens": 20,
+                        "total_tokens": int(window * 0.6) + 20,
+                    }
                 return reply
             return Reply.answer("done investigating")
 
@@ -236,5 +253,3 @@ async def test_messages_created_and_stubbed_within_one_turn_are_archived(redis, 
     originals = {m.get("tool_call_id"): m for m in archived if m.get("role") == "tool"}
     for call_id in stubbed:  # … and every original is in the archive, whole
         assert '"hits"' in originals[call_id]["content"]
-
-

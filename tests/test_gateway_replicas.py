@@ -14,9 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-
-from gateway.store.inbox import Inbox
 from gateway.store import SessionStore
+from gateway.store.inbox import Inbox
 from tests.fakes.gateway import message
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
@@ -26,8 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 def start_worker(redis_url: str, prefix: str, base_url: str, **gateway: Any) -> subprocess.Popen:
     """A gateway worker process (:mod:`tests.fakes.worker_process`) with the shipped gateway settings, but for the
     keys of that section named here (``lock_ttl_seconds=2``)."""
-    argv = [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", prefix,
-            "--base-url", base_url]
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.fakes.worker_process",
+        "--redis",
+        redis_url,
+        "--prefix",
+        prefix,
+        "--base-url",
+        base_url,
+    ]
     if gateway:
         argv += ["--gateway", json.dumps(gateway)]
     return subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -81,9 +89,14 @@ async def test_two_processes_take_in_100_chats_of_20_messages_exactly_once_in_or
             await asyncio.sleep(0.5)  # anything extra would show up now
             replies = await sent(redis, key_prefix)
             store = SessionStore(redis, key_prefix)
-            stored = {chat: [m["content"] for m in await store.active(f"local:{chat}",
-                                                                      await store.current_session(f"local:{chat}"))
-                             if m["role"] == "user"] for chat in last}
+            stored = {
+                chat: [
+                    m["content"]
+                    for m in await store.active(f"local:{chat}", await store.current_session(f"local:{chat}"))
+                    if m["role"] == "user"
+                ]
+                for chat in last
+            }
         finally:
             for worker in workers:
                 stop(worker)

@@ -4,7 +4,6 @@ mid-turn, Redis blips while a turn runs — none of them may lose, repeat or blo
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
 
 import pytest
 
@@ -28,7 +27,7 @@ class RefusingAdapter(RecordingAdapter):
         self.refused_chat = refused_chat
         self.refusals = 0
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         if chat_id == self.refused_chat:
             self.refusals += 1
             raise PermissionError("Forbidden: bot was blocked by the user")
@@ -61,14 +60,17 @@ async def test_replicas_do_not_starve_each_other_of_chats(redis, redis_url, key_
     """Each process runs two chats at a time; all four chats' messages come in through the first one. A chat's
     messages that wait behind its turn join the next one (the backlog coalesced, as shipped), so what counts is
     that every chat's last message is answered, none twice, nothing lost, and both processes did the work."""
+
     async def slow(request: RecordedRequest) -> Reply:
         await asyncio.sleep(0.3)
         return echo(request)
 
     async with FakeLLMServer(handler=slow) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
-        async with running_gateway(settings, redis, max_concurrent_chats=2) as (first, first_out, _), \
-                running_gateway(settings, redis, max_concurrent_chats=2) as (second, second_out, _):
+        async with (
+            running_gateway(settings, redis, max_concurrent_chats=2) as (first, first_out, _),
+            running_gateway(settings, redis, max_concurrent_chats=2) as (second, second_out, _),
+        ):
             for turn in range(3):
                 for chat in range(4):
                     await first.intake(message(f"c{chat}", f"{chat}-{turn}", f"chat {chat} turn {turn}"))
@@ -106,7 +108,9 @@ async def test_a_provider_failure_after_tools_ran_keeps_their_results(redis, red
     assert [m["role"] for m in transcript] == ["user", "assistant", "tool"]  # the tool round is kept, pairs whole
     assert transcript[1]["tool_calls"][0]["id"] == transcript[2]["tool_call_id"] == "t1"
     assert adapter.sent[-1][1].startswith("⚠️ The model provider refused the request. Your message is saved")
-    assert "upstream" not in adapter.sent[-1][1] and "127.0.0.1" not in adapter.sent[-1][1]  # no provider text or address
+    assert (
+        "upstream" not in adapter.sent[-1][1] and "127.0.0.1" not in adapter.sent[-1][1]
+    )  # no provider text or address
 
 
 async def test_a_redis_blip_while_extending_the_lock_does_not_redo_the_turn(redis, redis_url, key_prefix, monkeypatch):
@@ -164,7 +168,9 @@ async def test_a_command_retried_after_a_crash_is_not_run_again(redis, redis_url
     assert replies[0] == "echo: hello" and replies[1].startswith("Started a new conversation")
 
 
-async def test_a_provider_failure_after_an_in_loop_compaction_keeps_the_compaction_and_the_tools(redis, redis_url, key_prefix):
+async def test_a_provider_failure_after_an_in_loop_compaction_keeps_the_compaction_and_the_tools(
+    redis, redis_url, key_prefix
+):
     import random as _random
 
     from gateway.events import CompressEvent
@@ -181,7 +187,11 @@ async def test_a_provider_failure_after_an_in_loop_compaction_keeps_the_compacti
         step = next(steps)
         if step == 0:  # a tool round, reported at 60%: the compressor runs before the next request
             reply = Reply.tool_call("session_search", {"query": "billing"}, call_id="d0")
-            reply.usage = {"prompt_tokens": int(window * 0.6), "completion_tokens": 10, "total_tokens": int(window * 0.6) + 10}
+            reply.usage = {
+                "prompt_tokens": int(window * 0.6),
+                "completion_tokens": 10,
+                "total_tokens": int(window * 0.6) + 10,
+            }
             return reply
         return Reply.error(400, "invalid request: upstream refused", kind="invalid_request_error")
 

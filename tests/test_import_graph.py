@@ -80,9 +80,16 @@ def test_no_module_imports_one_that_imports_it_back():
 
 
 def test_every_import_is_absolute():
-    relative = {name: sorted({node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                              if isinstance(node, ast.ImportFrom) and node.level})
-                for name, path in modules().items()}
+    relative = {
+        name: sorted(
+            {
+                node.lineno
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.ImportFrom) and node.level
+            }
+        )
+        for name, path in modules().items()
+    }
     assert {name: lines for name, lines in relative.items() if lines} == {}
 
 
@@ -91,8 +98,11 @@ def test_a_circle_is_found():
 
 
 def test_the_agent_side_never_imports_the_chat_side():
-    reaching = {name: sorted(t for t in targets if t.startswith("gateway"))
-                for name, targets in import_graph().items() if name.startswith("agent")}
+    reaching = {
+        name: sorted(t for t in targets if t.startswith("gateway"))
+        for name, targets in import_graph().items()
+        if name.startswith("agent")
+    }
     assert {name: targets for name, targets in reaching.items() if targets} == {}
 
 
@@ -122,8 +132,11 @@ def script_uses(path: Path) -> list[str]:
 
 def test_only_the_store_holds_lua_or_runs_scripts():
     """Redis has one home: every script is a .lua file under gateway/store/scripts/, run by the store."""
-    outside = {name: uses for name, path in modules().items()
-               if not (name == "gateway.store" or name.startswith("gateway.store.")) and (uses := script_uses(path))}
+    outside = {
+        name: uses
+        for name, path in modules().items()
+        if not (name == "gateway.store" or name.startswith("gateway.store.")) and (uses := script_uses(path))
+    }
     assert outside == {}
 
 
@@ -131,26 +144,39 @@ def redis_clients(path: Path) -> list[str]:
     """The parts of redis-py other than its exceptions that ``path`` imports."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
-                 else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-        found += [f"{node.lineno}: {name}" for name in names
-                  if (name == "redis" or name.startswith("redis.")) and name != "redis.exceptions"]
+        names = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        found += [
+            f"{node.lineno}: {name}"
+            for name in names
+            if (name == "redis" or name.startswith("redis.")) and name != "redis.exceptions"
+        ]
     return found
 
 
 def test_only_the_store_and_the_embedded_server_hold_a_redis_client():
     """Everything else reaches Redis through the store (and may only catch redis-py's exceptions)."""
     homes = ("gateway.store", "gateway.server")
-    outside = {name: uses for name, path in modules().items()
-               if not any(name == home or name.startswith(f"{home}.") for home in homes)
-               and (uses := redis_clients(path))}
+    outside = {
+        name: uses
+        for name, path in modules().items()
+        if not any(name == home or name.startswith(f"{home}.") for home in homes) and (uses := redis_clients(path))
+    }
     assert outside == {}
 
 
 def test_lua_in_a_module_is_found(tmp_path: Path):
     sample = tmp_path / "sample.py"
-    sample.write_text('X = Script.of("return redis.call(\'GET\', KEYS[1])")\nawait r.evalsha(sha, 0)\n'
-                      'await channel.call("EVALSHA", sha, 0)\n', encoding="utf-8")
+    sample.write_text(
+        "X = Script.of(\"return redis.call('GET', KEYS[1])\")\nawait r.evalsha(sha, 0)\n"
+        'await channel.call("EVALSHA", sha, 0)\n',
+        encoding="utf-8",
+    )
     assert sorted(script_uses(sample)) == ["1: Lua source", "1: of()", "2: evalsha()", "3: the EVALSHA command"]
 
 
@@ -160,11 +186,16 @@ def test_lua_in_a_module_is_found(tmp_path: Path):
 #: it, the store before the turn that writes it, the turn before the process that runs it.
 LAYERS: dict[str, list[list[str]]] = {
     "agent": [
-        ["agent.json_codec", "agent.usage", "agent.models", "agent.http_options", "agent.cancelling",
-         "agent.prompt_caching"],
+        [
+            "agent.json_codec",
+            "agent.usage",
+            "agent.models",
+            "agent.http_options",
+            "agent.cancelling",
+            "agent.prompt_caching",
+        ],
         ["agent.tokens", "agent.settings", "agent.pricing"],
-        ["agent.messages", "agent.search", "agent.transcript_repair", "agent.items", "agent.excerpts",
-         "agent.tools"],
+        ["agent.messages", "agent.search", "agent.transcript_repair", "agent.items", "agent.excerpts", "agent.tools"],
         ["agent.llm", "agent.metering"],  # requests and answers, one module per route; every call metered
         ["agent.compaction", "agent.context_engine", "agent.codex", "agent.windows"],  # the pure phases, the engine's
         # contract, and where a model's window comes from
@@ -172,14 +203,25 @@ LAYERS: dict[str, list[list[str]]] = {
         ["agent.engine_registry", "agent.codex_chat", "agent.loop", "agent"],  # what composes them
     ],
     "gateway": [
-        ["gateway.config", "gateway.progress", "gateway.events", "gateway.server",
-         "gateway.media.errors", "gateway.media.units"],  # what a refused item says, in people's units
+        [
+            "gateway.config",
+            "gateway.progress",
+            "gateway.events",
+            "gateway.server",
+            "gateway.media.errors",
+            "gateway.media.units",
+        ],  # what a refused item says, in people's units
         ["gateway.startup_errors"],
         ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
         ["gateway.store"],  # everything that talks to Redis
-        ["gateway.outage", "gateway.session_source", "gateway.agents", "gateway.model_windows",
-         "gateway.media",  # what people send besides text: fetched, read, kept in the store
-         "gateway.access"],  # who the bot answers and what they may spend
+        [
+            "gateway.outage",
+            "gateway.session_source",
+            "gateway.agents",
+            "gateway.model_windows",
+            "gateway.media",  # what people send besides text: fetched, read, kept in the store
+            "gateway.access",
+        ],  # who the bot answers and what they may spend
         ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters
         ["gateway.worker", "gateway.commands"],  # dispatch, drain, the turn's steps, chat commands
         ["gateway.metrics", "gateway.web"],  # what people and monitors read
@@ -191,8 +233,12 @@ LAYERS: dict[str, list[list[str]]] = {
 
 def layer_of(module: str) -> int | None:
     side = LAYERS.get(module.split(".")[0], [])
-    fits = [(len(prefix), level) for level, prefixes in enumerate(side) for prefix in prefixes
-            if module == prefix or module.startswith(f"{prefix}.")]
+    fits = [
+        (len(prefix), level)
+        for level, prefixes in enumerate(side)
+        for prefix in prefixes
+        if module == prefix or module.startswith(f"{prefix}.")
+    ]
     return max(fits)[1] if fits else None
 
 
@@ -201,8 +247,11 @@ def upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
     found = {}
     for name, targets in graph.items():
         level = layer_of(name)
-        up = sorted(t for t in targets if t.split(".")[0] == name.split(".")[0]
-                    and level is not None and (layer_of(t) or 0) > level)
+        up = sorted(
+            t
+            for t in targets
+            if t.split(".")[0] == name.split(".")[0] and level is not None and (layer_of(t) or 0) > level
+        )
         if up:
             found[name] = up
     return found
@@ -223,6 +272,7 @@ def test_an_upward_import_is_found():
 
 def test_a_redis_client_in_a_module_is_found(tmp_path: Path):
     sample = tmp_path / "sample.py"
-    sample.write_text("from redis.asyncio import Redis\nfrom redis.exceptions import RedisError\nimport redis\n",
-                      encoding="utf-8")
+    sample.write_text(
+        "from redis.asyncio import Redis\nfrom redis.exceptions import RedisError\nimport redis\n", encoding="utf-8"
+    )
     assert redis_clients(sample) == ["1: redis.asyncio", "3: redis"]

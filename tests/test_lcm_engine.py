@@ -33,7 +33,11 @@ def work(t: Transcript, start: int, turns: int, *, fact_at: int | None = None) -
     for i in range(start, start + turns):
         t.user(f"Step {i}: check the worker, see PR #{1000 + i}.")
         extra = f"\n{FACT}" if i == fact_at else ""
-        t.call("read_file", {"path": f"svc/worker_{i}.py"}, f"commit {i:04x}beefcafe{i:04x}\n" + "code line\n" * 300 + extra)
+        t.call(
+            "read_file",
+            {"path": f"svc/worker_{i}.py"},
+            f"commit {i:04x}beefcafe{i:04x}\n" + "code line\n" * 300 + extra,
+        )
         t.assistant(f"Worker {i} looks fine.")
     return t
 
@@ -266,9 +270,20 @@ def test_the_ledger_stays_bounded_and_the_index_still_accounts_for_every_compact
 
     ledger = Ledger()
     for n in range(MAX_RECORDS + 6):
-        ledger.add(at=1_750_000_000.0 + n, trigger="threshold", folded=[[str(10 * n), str(10 * n + 9)]], folded_count=10,
-                   replaced=[], replaced_count=0, tokens=1_000, first_ts=None, last_ts=None, tools={"terminal": 2},
-                   keys=["PAY-278"], summarizer="deterministic")
+        ledger.add(
+            at=1_750_000_000.0 + n,
+            trigger="threshold",
+            folded=[[str(10 * n), str(10 * n + 9)]],
+            folded_count=10,
+            replaced=[],
+            replaced_count=0,
+            tokens=1_000,
+            first_ts=None,
+            last_ts=None,
+            tools={"terminal": 2},
+            keys=["PAY-278"],
+            summarizer="deterministic",
+        )
     restored = Ledger.from_state(json.loads(json.dumps(ledger.to_state())))
     assert len(restored.records) == MAX_RECORDS and restored.older.records == 6
     assert restored.compactions == MAX_RECORDS + 6 and restored.messages == 10 * (MAX_RECORDS + 6)
@@ -276,8 +291,20 @@ def test_the_ledger_stays_bounded_and_the_index_still_accounts_for_every_compact
     assert f"over {MAX_RECORDS + 6} compactions" in text
     assert text.count("\n- r") == index_text.INDEX_LINES + 1 and "- r1–r58 (older, 58 compactions)" in text
     assert f"- r{MAX_RECORDS + 6} · ids 690..699" in text and "## Notes on r1–r70" in text
-    restored.add(at=0.0, trigger="forced", folded=["x"], folded_count=1, replaced=[], replaced_count=0, tokens=1,
-                 first_ts=None, last_ts=None, tools={}, keys=[], summarizer="none")
+    restored.add(
+        at=0.0,
+        trigger="forced",
+        folded=["x"],
+        folded_count=1,
+        replaced=[],
+        replaced_count=0,
+        tokens=1,
+        first_ts=None,
+        last_ts=None,
+        tools={},
+        keys=[],
+        summarizer="none",
+    )
     assert restored.records[-1].label == f"r{MAX_RECORDS + 7}"
 
 
@@ -301,7 +328,7 @@ async def test_property_compactions_lose_nothing_and_keep_the_context_valid(turn
     t.user("and now?")
     if pending:
         t.pending_call("terminal", {"command": "make test"})
-    live = await e.compress(live + t.messages[-(2 if pending else 1):], force=True)
+    live = await e.compress(live + t.messages[-(2 if pending else 1) :], force=True)
     if pending:  # the call being run stays last, unanswered (L3)
         assert live[-1] is t.messages[-1] and api_problems(live[:-1]) == []
     else:
@@ -312,4 +339,6 @@ async def test_property_compactions_lose_nothing_and_keep_the_context_valid(turn
     assert not live_ids & ranged
     recovered = await e.view.by_ids(sorted(ranged))
     assert {m["_id"] for m in recovered} == ranged
-    assert all(m["content"] == original["content"] for m in recovered for original in t.messages if original["_id"] == m["_id"])
+    assert all(
+        m["content"] == original["content"] for m in recovered for original in t.messages if original["_id"] == m["_id"]
+    )

@@ -13,8 +13,22 @@ DATA = Path(__file__).resolve().parents[1] / "evals" / "fixtures" / "data"
 
 def test_cli_eval_accepts_the_lcm_policy(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
-    code = cli.main(["eval", "compaction", "--sessions", str(DATA), "--probes", str(DATA / "probes.jsonl"),
-                     "--policies", "lean,lcm", "--context-length", "200000", "--out", str(out)])
+    code = cli.main(
+        [
+            "eval",
+            "compaction",
+            "--sessions",
+            str(DATA),
+            "--probes",
+            str(DATA / "probes.jsonl"),
+            "--policies",
+            "lean,lcm",
+            "--context-length",
+            "200000",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     assert "| night-50k-s7 | lcm | compacted |" in capsys.readouterr().out
     runs = json.loads((out / "compaction_eval.json").read_text(encoding="utf-8"))["runs"]
@@ -39,5 +53,7 @@ async def test_lcm_grep_then_lcm_expand_recovers_every_probe_answer() -> None:
         for probe in (p for p in probes if p.session == name):
             hits = json.loads(await engine.handle_tool_call("lcm_grep", {"pattern": probe.query, "limit": 4}))["hits"]
             expanded = json.loads(await engine.handle_tool_call("lcm_expand", {"ids": [hit["id"] for hit in hits]}))
-            assert any(probe.answer in message["content"] or probe.answer in json.dumps(message.get("tool_calls"))
-                       for message in expanded["messages"]), probe.question
+            assert any(
+                probe.answer in message["content"] or probe.answer in json.dumps(message.get("tool_calls"))
+                for message in expanded["messages"]
+            ), probe.question

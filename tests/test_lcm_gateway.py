@@ -27,9 +27,11 @@ def is_summary_request(request: RecordedRequest) -> bool:
 
 def chatter(rng: random.Random, index: int) -> str:
     service = rng.choice(SERVICES)
-    return (f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
-            f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
-            f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%")
+    return (
+        f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
+        f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
+        f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
+    )
 
 
 class ArchiveReader:
@@ -61,8 +63,9 @@ async def test_after_two_compactions_the_model_recovers_a_first_range_fact_with_
     model = ArchiveReader()
     chat = "local:ops"
     async with FakeLLMServer(context_limit=window, handler=model) as server:
-        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=window,
-                                 context={"engine": "lcm"})
+        settings = make_settings(
+            redis_url, key_prefix, server.openai_base_url, context_length=window, context={"engine": "lcm"}
+        )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             store = SessionStore(redis, key_prefix)
             await runner.intake(message("ops", "hello", "hello"))
@@ -106,7 +109,9 @@ async def test_after_two_compactions_the_model_recovers_a_first_range_fact_with_
 async def test_the_gateway_builds_lcm_only_when_configured_and_attaches_the_chat_history(redis, redis_url, key_prefix):
     store = SessionStore(redis, key_prefix)
     history = ChatHistory(store, "local:x", await store.current_session("local:x"))
-    chosen = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=32_000, context={"engine": "lcm"})
+    chosen = make_settings(
+        redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=32_000, context={"engine": "lcm"}
+    )
     default = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=32_000)
     builders = [AgentBuilder(chosen), AgentBuilder(default)]
     try:

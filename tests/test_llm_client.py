@@ -5,6 +5,7 @@ import socket
 
 import pytest
 
+from agent.http_options import HttpOptions
 from agent.llm import (
     BadResponse,
     ChatClient,
@@ -15,7 +16,6 @@ from agent.llm import (
     ProviderUnavailable,
     RateLimited,
 )
-from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy, parse_retry_after
 from agent.models import request_rules
 from tests.fakes.llm_server import FakeLLMServer, Reply
@@ -40,7 +40,9 @@ CONVERSATION = [
     {
         "role": "assistant",
         "content": "",
-        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}],
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+        ],
     },
     {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')"},
     {"role": "user", "content": "And now?"},
@@ -79,12 +81,18 @@ async def test_anthropic_request_is_converted_and_the_answer_converted_back(serv
     body = request.body
     assert body["system"] == "You are terse."
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
-    assert body["messages"][1]["content"] == [{"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "a.py"}}]
+    assert body["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "a.py"}}
+    ]
     assert body["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "call_1", "content": "print('hi')"},
         {"type": "text", "text": "And now?"},
     ]
-    assert body["tools"][0] == {"name": "read_file", "description": "Read a file", "input_schema": TOOLS[0]["function"]["parameters"]}
+    assert body["tools"][0] == {
+        "name": "read_file",
+        "description": "Read a file",
+        "input_schema": TOOLS[0]["function"]["parameters"],
+    }
     assert completion.finish_reason == "tool_calls"
     assert completion.tool_calls == [
         {"id": "toolu_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"c.py"}'}}
@@ -110,7 +118,11 @@ async def test_openai_prefix_caching_reports_cached_tokens(server):
     prefix = [{"role": "system", "content": "Policy. " * 1500}, {"role": "user", "content": "one"}]
     async with ChatClient(server.openai_base_url) as client:
         first = await client.complete(prefix, model="gpt-4o", max_tokens=5)
-        second = await client.complete([*prefix, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}], model="gpt-4o", max_tokens=5)
+        second = await client.complete(
+            [*prefix, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}],
+            model="gpt-4o",
+            max_tokens=5,
+        )
     assert first.usage.cache_read_tokens == 0
     assert second.usage.cache_read_tokens >= 1024 and second.usage.cache_read_tokens % 128 == 0
 
@@ -209,11 +221,20 @@ def test_an_image_in_a_tool_result_stays_an_image_block_on_anthropic():
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     messages = [
         {"role": "user", "content": "take a screenshot"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "s1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "s1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "s1", "content": [{"type": "text", "text": "here it is"}, image]},
     ]
-    body = build_request(messages, model="claude-sonnet-4", max_tokens=100, tools=None, temperature=None,
-                         rules=request_rules("claude-sonnet-4", "anthropic"))
+    body = build_request(
+        messages,
+        model="claude-sonnet-4",
+        max_tokens=100,
+        tools=None,
+        temperature=None,
+        rules=request_rules("claude-sonnet-4", "anthropic"),
+    )
     result = body["messages"][-1]["content"][0]
     assert result["type"] == "tool_result" and [b["type"] for b in result["content"]] == ["text", "image"]

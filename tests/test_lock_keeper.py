@@ -113,8 +113,9 @@ def inbox(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> Inbox:
     return Inbox(redis, key_prefix, channel=channel)
 
 
-async def hold(keeper: LockKeeper, store: SessionStore, chat: str,
-               inbox: Inbox | None = None) -> tuple[Lock, asyncio.Task[None]]:
+async def hold(
+    keeper: LockKeeper, store: SessionStore, chat: str, inbox: Inbox | None = None
+) -> tuple[Lock, asyncio.Task[None]]:
     """Take the chat's lock (and, with ``inbox``, lease the chat as a worker does) and keep it."""
     lock = await store.acquire_lock(chat, TTL)
     assert lock is not None
@@ -166,8 +167,9 @@ async def test_a_lock_taken_away_cancels_its_turn(store: SessionStore, inbox: In
         await keeper.close()
 
 
-async def test_redis_failing_for_a_whole_ttl_cancels_the_turn(store: SessionStore, inbox: Inbox,
-                                                              monkeypatch: pytest.MonkeyPatch):
+async def test_redis_failing_for_a_whole_ttl_cancels_the_turn(
+    store: SessionStore, inbox: Inbox, monkeypatch: pytest.MonkeyPatch
+):
     clock = VirtualClock()
     passes = Passes(clock)
     keeper = LockKeeper(store, inbox, TTL, clock=clock, sleep=passes)
@@ -189,8 +191,7 @@ async def test_redis_failing_for_a_whole_ttl_cancels_the_turn(store: SessionStor
         await keeper.close()
 
 
-async def test_the_keeper_stops_when_nothing_is_held_and_starts_again(store: SessionStore, inbox: Inbox,
-                                                                      redis: Redis):
+async def test_the_keeper_stops_when_nothing_is_held_and_starts_again(store: SessionStore, inbox: Inbox, redis: Redis):
     passes = Passes()
     keeper = LockKeeper(store, inbox, TTL, sleep=passes)
     lock, owner = await hold(keeper, store, "tg:1")
@@ -212,7 +213,8 @@ async def test_the_keeper_stops_when_nothing_is_held_and_starts_again(store: Ses
 
 
 async def test_an_extension_on_its_way_when_the_lock_is_let_go_does_not_re_mark_the_chat(
-        store: SessionStore, inbox: Inbox, redis: Redis, monkeypatch: pytest.MonkeyPatch):
+    store: SessionStore, inbox: Inbox, redis: Redis, monkeypatch: pytest.MonkeyPatch
+):
     passes = Passes()
     keeper = LockKeeper(store, inbox, TTL, sleep=passes)
     lock, owner = await hold(keeper, store, "tg:1")

@@ -22,8 +22,15 @@ PATIENCE = TERM_GRACE_SECONDS / 2
 def foldgate(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
     env.update(FOLDGATE_HOME=str(home), FOLDGATE_CONFIG=str(ROOT / "config.yaml"))
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=home.parent, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        cwd=home.parent,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_run_shows_hygiene_and_archive_recovery_then_keeps_the_history_across_a_restart(tmp_path):
@@ -35,7 +42,9 @@ def test_run_shows_hygiene_and_archive_recovery_then_keeps_the_history_across_a_
     assert "hygiene compaction" in first.stdout  # the overnight backlog crossed 85%
     replies = [block.split("you>")[0] for block in first.stdout.split("bot> ")[1:]]
     assert "9f3c2ab71d" in replies[0]  # the morning answer came back out of the archive
-    assert "🔧 session_search" in replies[1] and "fix forward" in replies[1]  # the terminal chat streams: the tool, then the answer
+    assert (
+        "🔧 session_search" in replies[1] and "fix forward" in replies[1]
+    )  # the terminal chat streams: the tool, then the answer
 
     second = foldgate(home, "run")  # stdin at its end: the chat opens, says where it stands, and closes
     assert second.returncode == 0, second.stderr
@@ -50,8 +59,14 @@ def test_the_demo_plays_in_full_every_time_and_leaves_the_users_gateway_alone(tm
     home = tmp_path / "home"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
     for _ in range(2):
-        demo = subprocess.run(["./dev", "run", "--demo"], cwd=ROOT, env={**env, "FOLDGATE_HOME": str(home)},
-                              capture_output=True, text=True, timeout=300)
+        demo = subprocess.run(
+            ["./dev", "run", "--demo"],
+            cwd=ROOT,
+            env={**env, "FOLDGATE_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert demo.returncode == 0, demo.stderr
         assert "Replaying an overnight team chat" in demo.stdout and "hygiene compaction" in demo.stdout
         assert "9f3c2ab71d" in demo.stdout.split("bot> ")[1]
@@ -60,8 +75,14 @@ def test_the_demo_plays_in_full_every_time_and_leaves_the_users_gateway_alone(tm
 
 
 def test_dev_passes_any_other_subcommand_to_foldgate():
-    done = subprocess.run(["./dev", "config", "check"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("FOLDGATE_")})
+    done = subprocess.run(
+        ["./dev", "config", "check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if not k.startswith("FOLDGATE_")},
+    )
     assert done.returncode == 0, done.stderr
     assert "config OK" in done.stdout
     bare = subprocess.run(["./dev"], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -79,8 +100,15 @@ def test_the_terminal_chat_ends_at_once_however_it_is_quit(tmp_path, how):
     home = tmp_path / "home"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
     env.update(FOLDGATE_HOME=str(home), FOLDGATE_CONFIG=str(ROOT / "config.yaml"))
-    chat = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run"], cwd=str(tmp_path), env=env,
-                         encoding="utf-8", timeout=120, dimensions=(40, 200))
+    chat = pexpect.spawn(
+        sys.executable,
+        ["-m", "gateway.cli", "run"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 200),
+    )
     try:
         chat.expect_exact("you> ")  # the demo has played and the chat waits for input
         if how == "/quit":

@@ -15,12 +15,14 @@ from tests.test_web_browser import browser, pytestmark, shot  # noqa: F401 - the
 ROOT = str(Path(__file__).resolve().parents[1])
 
 
-async def test_the_web_chat_asks_before_a_destructive_tool_and_runs_it_only_on_approve(browser, redis_url,
-                                                                                       key_prefix):
+async def test_the_web_chat_asks_before_a_destructive_tool_and_runs_it_only_on_approve(browser, redis_url, key_prefix):
     command, args = stdio_command()
-    tools = {"allowed_commands": [command], "confirm_timeout_seconds": 3,
-             "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}},
-             "allow": [{"servers": ["notes"], "platforms": ["web"]}]}
+    tools = {
+        "allowed_commands": [command],
+        "confirm_timeout_seconds": 3,
+        "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}},
+        "allow": [{"servers": ["notes"], "platforms": ["web"]}],
+    }
     async with FakeLLMServer(handler=agent_for({"wipe": ("notes__wipe", {})})) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url, tools=tools)) as running:
             page = await browser.new_page(viewport={"width": 1000, "height": 900})

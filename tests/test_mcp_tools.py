@@ -44,14 +44,31 @@ WINDOW = 64_000
 ROOT = str(Path(__file__).resolve().parents[1])
 
 
-def notes_settings(redis_url: str, key_prefix: str, base_url: str, *, window: int = WINDOW,
-                   compression: dict[str, Any] | None = None, **server: Any) -> Any:
+def notes_settings(
+    redis_url: str,
+    key_prefix: str,
+    base_url: str,
+    *,
+    window: int = WINDOW,
+    compression: dict[str, Any] | None = None,
+    **server: Any,
+) -> Any:
     command, args = stdio_command()
     config = {"command": command, "args": args, "cwd": ROOT, "timeout_seconds": 3, **server}
-    tools = {"allowed_commands": [command], "mcp_servers": {"notes": config},
-             "allow": [{"servers": ["notes"], "chats": ["local:ops"]}]}
-    return make_settings(redis_url, key_prefix, base_url, context_length=window, tools=tools,
-                         gateway={"max_message_tokens": 4_000}, compression=compression or {})
+    tools = {
+        "allowed_commands": [command],
+        "mcp_servers": {"notes": config},
+        "allow": [{"servers": ["notes"], "chats": ["local:ops"]}],
+    }
+    return make_settings(
+        redis_url,
+        key_prefix,
+        base_url,
+        context_length=window,
+        tools=tools,
+        gateway={"max_message_tokens": 4_000},
+        compression=compression or {},
+    )
 
 
 class SteppedClock:
@@ -108,7 +125,8 @@ def agent_for(calls: dict[str, tuple[str, dict[str, Any]]], *, insist: bool = Fa
 
 
 async def test_the_model_uses_a_stdio_servers_tool_and_a_chat_outside_allow_never_sees_it(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     handler = agent_for({"ticket": ("notes__lookup", {"ticket": "42"})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         settings = notes_settings(redis_url, key_prefix, llm.openai_base_url)
@@ -125,23 +143,28 @@ async def test_the_model_uses_a_stdio_servers_tool_and_a_chat_outside_allow_neve
     assert len({tuple(tool_names(request)) for request in asked}) == 1  # the same tools, in the same order
     names = tool_names(asked[0])
     assert [name for name in names if name.startswith("notes__")] == sorted(  # not broken, not extra
-        ["notes__chart", "notes__die", "notes__dump", "notes__fussy", "notes__hang", "notes__lookup", "notes__wipe"])
+        ["notes__chart", "notes__die", "notes__dump", "notes__fussy", "notes__hang", "notes__lookup", "notes__wipe"]
+    )
     public = [request for request in llm.requests if "logins" in request.text]
     assert public and all(not name.startswith("notes__") for request in public for name in tool_names(request))
     assert ("public", "no tool needed") in adapter.sent and replies
     calls = [event for event in events if isinstance(event, ToolCallEvent)]
     assert [(call.chat, call.server, call.tool, call.outcome) for call in calls] == [
-        ("local:ops", "notes", "lookup", "ok")] * 2
+        ("local:ops", "notes", "lookup", "ok")
+    ] * 2
     assert runner.events.counters["tool_calls"] == 2 and runner.events.counters["tool_calls_failed"] == 0
 
 
-async def test_an_http_server_gets_its_bearer_token_from_the_environment(redis, redis_url, key_prefix,
-                                                                         monkeypatch) -> None:
+async def test_an_http_server_gets_its_bearer_token_from_the_environment(
+    redis, redis_url, key_prefix, monkeypatch
+) -> None:
     monkeypatch.setenv("NOTES_TOKEN", "s3cret-token")
     handler = agent_for({"ticket": ("web__lookup", {"ticket": "42"})})
     async with serve_http("s3cret-token") as (url, guard), FakeLLMServer(handler=handler) as llm:
-        tools = {"mcp_servers": {"web": {"url": url, "headers": {"Authorization": "Bearer ${NOTES_TOKEN}"}}},
-                 "allow": [{"servers": ["web"]}]}
+        tools = {
+            "mcp_servers": {"web": {"url": url, "headers": {"Authorization": "Bearer ${NOTES_TOKEN}"}}},
+            "allow": [{"servers": ["web"]}],
+        }
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, tools=tools)
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             await runner.intake(message("any", "1", "ticket 42?"))
@@ -151,13 +174,16 @@ async def test_an_http_server_gets_its_bearer_token_from_the_environment(redis, 
 
 
 async def test_a_server_that_dies_one_that_hangs_and_a_broken_schema_cost_a_line_each_and_the_chat_goes_on(
-        redis, redis_url, key_prefix, caplog, tmp_path, monkeypatch) -> None:
+    redis, redis_url, key_prefix, caplog, tmp_path, monkeypatch
+) -> None:
     cancelled = tmp_path / "cancelled"
-    handler = agent_for({"crash": ("notes__die", {}), "wait": ("notes__hang", {}),
-                         "ticket": ("notes__lookup", {"ticket": "42"})})
+    handler = agent_for(
+        {"crash": ("notes__die", {}), "wait": ("notes__hang", {}), "ticket": ("notes__lookup", {"ticket": "42"})}
+    )
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
-        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=2,
-                                  env={"FAKE_MCP_CANCELLED": str(cancelled)})
+        settings = notes_settings(
+            redis_url, key_prefix, llm.openai_base_url, timeout_seconds=2, env={"FAKE_MCP_CANCELLED": str(cancelled)}
+        )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             clock = stepped(runner)
             caplog.set_level(logging.WARNING, logger="agent.tools.mcp")
@@ -182,7 +208,8 @@ async def test_a_server_that_dies_one_that_hangs_and_a_broken_schema_cost_a_line
 
 
 async def test_a_five_megabyte_result_goes_as_head_and_tail_and_is_found_and_fetched_after_a_compaction(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     fetched: dict[str, str] = {}
 
     def handler(request: RecordedRequest) -> Reply:
@@ -190,8 +217,11 @@ async def test_a_five_megabyte_result_goes_as_head_and_tail_and_is_found_and_fet
         if not request.body.get("tools"):  # the summarizer's request: the agent's always offers tools
             return Reply.answer("## Goal\nThe person is reviewing a table dump and taking notes.")
         result = last_tool_result(request)
-        called = [call["function"]["name"] for call in request.messages[-2].get("tool_calls") or ()] \
-            if result is not None else []
+        called = (
+            [call["function"]["name"] for call in request.messages[-2].get("tool_calls") or ()]
+            if result is not None
+            else []
+        )
         if called == ["notes__dump"]:
             return Reply.answer(f"the dump is {len(result or ''):,} characters here")
         if called == ["session_search"]:
@@ -208,8 +238,13 @@ async def test_a_five_megabyte_result_goes_as_head_and_tail_and_is_found_and_fet
         return Reply.answer("noted")
 
     async with FakeLLMServer(handler=handler, context_limit=16_000) as llm:
-        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, window=16_000,
-                                  compression={"tail_mode": "legacy", "protect_last_n": 2})
+        settings = notes_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            window=16_000,
+            compression={"tail_mode": "legacy", "protect_last_n": 2},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             for number in range(1, 10):  # the dump comes in the middle of a conversation that goes on after it
                 text = "dump the table" if number == 4 else f"note {number}: row {number} looks fine"
@@ -251,7 +286,8 @@ async def test_a_destructive_tool_runs_without_asking_once_configured_to(redis, 
 
 
 async def test_a_tool_that_appears_after_a_restart_is_not_offered_until_configured(
-        redis, redis_url, key_prefix, tmp_path) -> None:
+    redis, redis_url, key_prefix, tmp_path
+) -> None:
     flag = tmp_path / "extra"
     handler = agent_for({"crash": ("notes__die", {}), "extra": ("notes__extra", {})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
@@ -272,12 +308,17 @@ async def test_a_tool_that_appears_after_a_restart_is_not_offered_until_configur
 def test_the_policy_follows_the_settings_then_the_tools_own_hints() -> None:
     import mcp_types as types
 
-    read = types.Tool(name="read", input_schema={"type": "object"},
-                      annotations=types.ToolAnnotations(read_only_hint=True))
-    drop = types.Tool(name="drop", input_schema={"type": "object"},
-                      annotations=types.ToolAnnotations(destructive_hint=True))
-    add = types.Tool(name="add", input_schema={"type": "object"},
-                     annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    read = types.Tool(
+        name="read", input_schema={"type": "object"}, annotations=types.ToolAnnotations(read_only_hint=True)
+    )
+    drop = types.Tool(
+        name="drop", input_schema={"type": "object"}, annotations=types.ToolAnnotations(destructive_hint=True)
+    )
+    add = types.Tool(
+        name="add",
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
     bare = types.Tool(name="bare", input_schema={"type": "object"})
     spec = McpServerSpec("db", command="x")
     assert [spec.policy(tool) for tool in (read, drop, add, bare)] == ["auto", "ask", "auto", "ask"]
@@ -289,14 +330,17 @@ def test_the_policy_follows_the_settings_then_the_tools_own_hints() -> None:
     assert len(exposed_name("d" * 24, "t" * 80)) == 64
 
 
-@pytest.mark.parametrize("bad, key", [
-    ({"allowed_commands": ["bash"]}, "allowed_commands"),
-    ({"mcp_servers": {"db": {"command": "node"}}}, "mcp_servers.db.command"),
-    ({"allowed_commands": ["node"], "mcp_servers": {"db": {"command": "node", "args": ["-c", "x"]}}}, "args"),
-    ({"mcp_servers": {"db": {"url": "ftp://x"}}}, "url"),
-    ({"mcp_servers": {"db": {"url": "https://x/mcp", "headers": {"A": "${FOLDGATE_TEST_UNSET_VAR}"}}}}, "headers"),
-    ({"allow": [{"servers": ["nope"]}]}, "allow"),
-])
+@pytest.mark.parametrize(
+    "bad, key",
+    [
+        ({"allowed_commands": ["bash"]}, "allowed_commands"),
+        ({"mcp_servers": {"db": {"command": "node"}}}, "mcp_servers.db.command"),
+        ({"allowed_commands": ["node"], "mcp_servers": {"db": {"command": "node", "args": ["-c", "x"]}}}, "args"),
+        ({"mcp_servers": {"db": {"url": "ftp://x"}}}, "url"),
+        ({"mcp_servers": {"db": {"url": "https://x/mcp", "headers": {"A": "${FOLDGATE_TEST_UNSET_VAR}"}}}}, "headers"),
+        ({"allow": [{"servers": ["nope"]}]}, "allow"),
+    ],
+)
 def test_a_bad_tools_section_is_refused_naming_the_key(bad: dict[str, Any], key: str, redis_url, key_prefix) -> None:
     from pydantic import ValidationError
 
@@ -332,15 +376,20 @@ async def test_the_servers_tool_schemas_and_results_fit_every_routes_official_ty
         tools = ToolRegistry()
         for tool in await mcp.tools(["notes"], shelf):
             tools.add(tool)
-        calls = iter([Reply.tool_call("notes__chart", {}, call_id="call_chart"),
-                      Reply.tool_call("notes__lookup", {"ticket": "42"}, call_id="call_lookup")])
+        calls = iter(
+            [
+                Reply.tool_call("notes__chart", {}, call_id="call_chart"),
+                Reply.tool_call("notes__lookup", {"ticket": "42"}, call_id="call_lookup"),
+            ]
+        )
 
         def handler(request: RecordedRequest) -> Reply:
             validate(route, request.body)
             return next(calls, Reply.answer("done"))
 
-        requests, result = await run_route(route, [], {"role": "user", "content": "chart and ticket"}, shelf,
-                                           tools=tools, handler=handler)
+        requests, result = await run_route(
+            route, [], {"role": "user", "content": "chart and ticket"}, shelf, tools=tools, handler=handler
+        )
     finally:
         await mcp.aclose()
     assert result.reply == "done" and len(requests) == 3
@@ -354,8 +403,13 @@ async def test_stop_cancels_a_call_that_hangs_and_the_server_is_told(redis, redi
     handler = agent_for({"wait": ("notes__hang", {}), "ticket": ("notes__lookup", {"ticket": "42"})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         started = tmp_path / "started"
-        settings = notes_settings(redis_url, key_prefix, llm.openai_base_url, timeout_seconds=60,
-                                  env={"FAKE_MCP_CANCELLED": str(cancelled), "FAKE_MCP_STARTED": str(started)})
+        settings = notes_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            timeout_seconds=60,
+            env={"FAKE_MCP_CANCELLED": str(cancelled), "FAKE_MCP_STARTED": str(started)},
+        )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             await runner.intake(message("ops", "1", "wait for it"))
             await wait_for(started.exists, timeout=PATIENCE)  # the call is with the server
@@ -372,17 +426,27 @@ async def test_stop_cancels_a_call_that_hangs_and_the_server_is_told(redis, redi
 
 async def test_doctor_starts_each_server_and_lists_what_the_model_is_offered(redis_url, key_prefix) -> None:
     command, args = stdio_command()
-    settings = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=WINDOW, tools={
-        "allowed_commands": [command],
-        "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT},
-                        "gone": {"url": "http://127.0.0.1:9/mcp"}},
-        "allow": [{"servers": ["notes"]}]})
+    settings = make_settings(
+        redis_url,
+        key_prefix,
+        "http://127.0.0.1:9/v1",
+        context_length=WINDOW,
+        tools={
+            "allowed_commands": [command],
+            "mcp_servers": {
+                "notes": {"command": command, "args": args, "cwd": ROOT},
+                "gone": {"url": "http://127.0.0.1:9/mcp"},
+            },
+            "allow": [{"servers": ["notes"]}],
+        },
+    )
     checks = {name: check for name, check in checks_for(settings).items() if name.startswith("mcp ")}
     rows = {name: await check(settings) for name, check in checks.items()}
     notes, gone = rows["mcp notes"], rows["mcp gone"]
     assert notes.status == "ok" and notes.detail == (
         "6 tools offered: chart, die, dump, fussy, hang, lookup; asking the person first: wipe; left out, input "
-        "schema unusable: broken")
+        "schema unusable: broken"
+    )
     assert gone.status == "FAIL" and gone.detail.startswith("tools.mcp_servers.gone: ")
     assert "\n" not in gone.detail and "Traceback" not in gone.detail
 
@@ -392,13 +456,18 @@ async def test_doctor_starts_each_server_and_lists_what_the_model_is_offered(red
 
 def telegram_notes_settings(redis_url: str, key_prefix: str, base_url: str, chat: int, **tools: Any) -> Any:
     command, args = stdio_command()
-    config = {"allowed_commands": [command], "allow": [{"servers": ["notes"], "chats": [f"tg:{chat}"]}],
-              "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}}, **tools}
+    config = {
+        "allowed_commands": [command],
+        "allow": [{"servers": ["notes"], "chats": [f"tg:{chat}"]}],
+        "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}},
+        **tools,
+    }
     return make_settings(redis_url, key_prefix, base_url, context_length=WINDOW, tools=config)
 
 
 async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on_a_yes_in_time(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat = 8801
     handler = agent_for({"wipe": ("notes__wipe", {})})
     async with FakeBotAPI() as api, FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
@@ -416,7 +485,9 @@ async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on
                     api.push(api.button_press(chat, 99, asked_in, data[0], first_name="Eve"))  # not the one asked
                 if press is not None:
                     api.push(api.button_press(chat, chat, asked_in, data[0] if press == "y" else data[1]))
-                await api.wait_until(lambda: sum(m.text.startswith("tool said") for m in api.sent) == number, timeout=30)
+                await api.wait_until(
+                    lambda: sum(m.text.startswith("tool said") for m in api.sent) == number, timeout=30
+                )
                 assert api.buttons(chat) == []  # the question now says what was decided
             await runner.wait_idle()
     replies = [m.text for m in api.sent if m.text.startswith("tool said")]
@@ -428,8 +499,11 @@ async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on
     assert replies[1].startswith('tool said: {"error":"notes__wipe was not run: refused by Ann"}')
     assert replies[2].startswith('tool said: {"error":"notes__wipe was not run: no answer within 2 s')
     shown = [api.message(str(chat), m.message_id).text for m in asked]
-    assert [line.split("\n")[1] for line in shown] == ["→ approved by Ann", "→ refused by Ann",
-                                                       "→ no answer within 2 s, so it was not run"]
+    assert [line.split("\n")[1] for line in shown] == [
+        "→ approved by Ann",
+        "→ refused by Ann",
+        "→ no answer within 2 s, so it was not run",
+    ]
     assert len(api.answered_queries) == 3  # every press was acknowledged, Eve's too
     assert [event.outcome for event in events if isinstance(event, ToolCallEvent)] == ["ok", "refused", "refused"]
 
@@ -438,9 +512,17 @@ async def test_in_the_terminal_y_answers_the_question(redis, redis_url, key_pref
     handler = agent_for({"wipe": ("notes__wipe", {})})
     async with FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         command, args = stdio_command()
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, tools={
-            "allowed_commands": [command], "allow": [{"servers": ["notes"], "platforms": ["local"]}],
-            "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}}})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            tools={
+                "allowed_commands": [command],
+                "allow": [{"servers": ["notes"], "platforms": ["local"]}],
+                "mcp_servers": {"notes": {"command": command, "args": args, "cwd": ROOT}},
+            },
+        )
         reading, writing = os.pipe()
         typed = os.fdopen(writing, "w", buffering=1)
         terminal = TerminalAdapter(stdin=os.fdopen(reading), stdout=io.StringIO())
@@ -533,22 +615,37 @@ async def test_a_result_of_every_kind_becomes_text_for_the_model_and_files_for_t
 
     shelf = Shelf()
     png = chart_png()
-    result = types.CallToolResult(content=[
-        types.TextContent(text="two files attached"),
-        types.ImageContent(data=base64.b64encode(png).decode(), mime_type="image/png"),
-        types.EmbeddedResource(resource=types.TextResourceContents(uri="file:///srv/notes.md", text="# Notes\nok")),
-        types.EmbeddedResource(resource=types.BlobResourceContents(
-            uri="file:///srv/report.csv", blob=base64.b64encode(b"a,b\n1,2\n").decode(), mime_type="text/csv")),
-        types.ResourceLink(uri="https://tracker.example/T-42", name="TICKET-42"),
-    ])
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="two files attached"),
+            types.ImageContent(data=base64.b64encode(png).decode(), mime_type="image/png"),
+            types.EmbeddedResource(resource=types.TextResourceContents(uri="file:///srv/notes.md", text="# Notes\nok")),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(
+                    uri="file:///srv/report.csv", blob=base64.b64encode(b"a,b\n1,2\n").decode(), mime_type="text/csv"
+                )
+            ),
+            types.ResourceLink(uri="https://tracker.example/T-42", name="TICKET-42"),
+        ]
+    )
     output = await tool_output(result, shelf)
     assert output.text.split("\n") == [
-        "two files attached", "[image image-2.png: shown to the person]", "[file:///srv/notes.md]", "# Notes", "ok",
-        "[file report.csv: shown to the person]", "[link: TICKET-42 https://tracker.example/T-42]"]
-    assert [(item["name"], item["kind"]) for item in output.items] == [("image-2.png", "image"), ("report.csv", "document")]
+        "two files attached",
+        "[image image-2.png: shown to the person]",
+        "[file:///srv/notes.md]",
+        "# Notes",
+        "ok",
+        "[file report.csv: shown to the person]",
+        "[link: TICKET-42 https://tracker.example/T-42]",
+    ]
+    assert [(item["name"], item["kind"]) for item in output.items] == [
+        ("image-2.png", "image"),
+        ("report.csv", "document"),
+    ]
     assert output.deliver and shelf.blobs[output.items[0]["sha"]] == (png, "image/png")
     structured = await tool_output(types.CallToolResult(content=[], structured_content={"rows": 3}), shelf)
     assert json.loads(structured.text) == {"rows": 3} and not structured.deliver
-    failed = await tool_output(types.CallToolResult(content=[types.TextContent(text="no such table")], is_error=True),
-                               shelf)
+    failed = await tool_output(
+        types.CallToolResult(content=[types.TextContent(text="no such table")], is_error=True), shelf
+    )
     assert json.loads(failed.text) == {"error": "no such table"}

@@ -59,8 +59,13 @@ class Shelf:
         return self.blobs.get(sha)
 
     async def keep(self, data: bytes, *, mime: str, name: str) -> dict[str, Any]:
-        return {"kind": "image" if mime.startswith("image/") else "document", "sha": self.put(data, mime),
-                "name": name, "mime": mime, "bytes": len(data)}
+        return {
+            "kind": "image" if mime.startswith("image/") else "document",
+            "sha": self.put(data, mime),
+            "name": name,
+            "mime": mime,
+            "bytes": len(data),
+        }
 
 
 def png(colour: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
@@ -77,8 +82,17 @@ def png(colour: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes
 
 def photo(shelf: Shelf, name: str, colour: tuple[int, int, int] = (200, 30, 30), **extra: Any) -> dict[str, Any]:
     data = png(colour)
-    return {"kind": "image", "sha": shelf.put(data, "image/png"), "name": name, "mime": "image/png",
-            "bytes": len(data), "file_id": f"tg-{name}", "w": 64, "h": 48, **extra}
+    return {
+        "kind": "image",
+        "sha": shelf.put(data, "image/png"),
+        "name": name,
+        "mime": "image/png",
+        "bytes": len(data),
+        "file_id": f"tg-{name}",
+        "w": 64,
+        "h": 48,
+        **extra,
+    }
 
 
 def data_of(ref: dict[str, Any], shelf: Shelf) -> str:
@@ -87,21 +101,29 @@ def data_of(ref: dict[str, Any], shelf: Shelf) -> str:
 
 def image_urls(message: dict[str, Any]) -> list[str]:
     content = message.get("content")
-    return [part["image_url"]["url"] for part in content or () if isinstance(part, dict) and part.get("type") == "image_url"]
+    return [
+        part["image_url"]["url"] for part in content or () if isinstance(part, dict) and part.get("type") == "image_url"
+    ]
 
 
 # --------------------------------------------------------------------------- stand-in lines
 
 
 def test_stand_in_lines_name_the_item_and_its_message():
-    assert stand_in("m231", {"kind": "image", "name": "photo.jpg", "w": 1280, "h": 960}, speaker="Ada") == \
-        "[image m231: photo.jpg, 1280×960, from Ada]"
-    assert stand_in("m240", {"kind": "document", "name": "invoice-0425.pdf", "pages": 3}) == \
-        "[document m240: invoice-0425.pdf, 3 pages]"
+    assert (
+        stand_in("m231", {"kind": "image", "name": "photo.jpg", "w": 1280, "h": 960}, speaker="Ada")
+        == "[image m231: photo.jpg, 1280×960, from Ada]"
+    )
+    assert (
+        stand_in("m240", {"kind": "document", "name": "invoice-0425.pdf", "pages": 3})
+        == "[document m240: invoice-0425.pdf, 3 pages]"
+    )
     assert stand_in("m250", {"kind": "voice", "seconds": 12.4}) == "[voice m250: 0:12]"
     assert stand_in("m251", {"kind": "audio", "name": "talk.mp3", "seconds": 3725}) == "[audio m251: talk.mp3, 1:02:05]"
-    assert stand_in("m252", {"kind": "document", "name": "big.zip", "error": "over the 20 MB limit"}) == \
-        "[document m252: big.zip, not taken in: over the 20 MB limit]"
+    assert (
+        stand_in("m252", {"kind": "document", "name": "big.zip", "error": "over the 20 MB limit"})
+        == "[document m252: big.zip, not taken in: over the 20 MB limit]"
+    )
     assert stand_in(None, {"kind": "image"}) == "[image]"
     # a ref carried by another message names the message it came with
     assert stand_in("m900", {"kind": "image", "name": "a.png", "origin": "m231"}).startswith("[image m231: a.png")
@@ -110,8 +132,18 @@ def test_stand_in_lines_name_the_item_and_its_message():
 
 
 def test_vision_by_model_family():
-    assert all(vision_for(m) for m in ("gpt-4o", "openai/gpt-4.1-mini", "gpt-5", "claude-3-5-sonnet-20241022",
-                                       "anthropic/claude-sonnet-4.5", "gemini-2.5-pro", "some-new-model"))
+    assert all(
+        vision_for(m)
+        for m in (
+            "gpt-4o",
+            "openai/gpt-4.1-mini",
+            "gpt-5",
+            "claude-3-5-sonnet-20241022",
+            "anthropic/claude-sonnet-4.5",
+            "gemini-2.5-pro",
+            "some-new-model",
+        )
+    )
     assert not any(vision_for(m) for m in ("gpt-3.5-turbo", "gpt-4-0613", "claude-2.1", "o3-mini", "deepseek-chat"))
     assert vision_for("qwen2.5-vl-72b") and not vision_for("qwen3-32b")
     assert not vision_for("some-new-model", {"some-new": False}) and vision_for("deepseek-chat", {"deepseek": True})
@@ -123,8 +155,14 @@ def test_vision_by_model_family():
 def conversation(shelf: Shelf, photos: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse.", "_id": "m0"}]
     for n in range(1, photos + 1):
-        messages.append({"role": "user", "content": f"photo {n}" if n % 2 else "", "_id": f"m{2 * n - 1}",
-                         "_items": [photo(shelf, f"p{n}.jpg", (n * 20, 0, 0))]})
+        messages.append(
+            {
+                "role": "user",
+                "content": f"photo {n}" if n % 2 else "",
+                "_id": f"m{2 * n - 1}",
+                "_items": [photo(shelf, f"p{n}.jpg", (n * 20, 0, 0))],
+            }
+        )
         messages.append({"role": "assistant", "content": f"seen {n}", "_id": f"m{2 * n}"})
     messages.append({"role": "user", "content": "compare them", "_id": f"m{2 * photos + 1}"})
     return messages
@@ -146,8 +184,9 @@ async def test_only_the_newest_images_go_inline_and_the_rest_are_stand_ins():
     shown = {index for index, message in enumerate(out) if image_urls(message)}
     assert shown == {5, 7, 9, 11}  # photos 3..6
     for index in (1, 3):
-        assert out[index]["content"] == "\n".join(filter(None, [before[index]["content"],
-                                                               f"[image m{index}: p{(index + 1) // 2}.jpg, 64×48]"]))
+        assert out[index]["content"] == "\n".join(
+            filter(None, [before[index]["content"], f"[image m{index}: p{(index + 1) // 2}.jpg, 64×48]"])
+        )
     photo_six = out[11]["content"]
     assert photo_six[0] == {"type": "text", "text": "[image m11: p6.jpg, 64×48]"}  # no caption: the label leads
     assert image_urls(out[11]) == [f"data:image/png;base64,{data_of(before[11]['_items'][0], shelf)}"]
@@ -181,7 +220,10 @@ async def test_a_format_no_route_takes_is_not_sent():
     ref = photo(shelf, "scan.tiff")
     shelf.blobs[ref["sha"]] = (b"II*\x00", "image/tiff")
     out = await ImageInliner(shelf).prepare([{"role": "user", "content": "", "_id": "m1", "_items": [ref]}])
-    assert out[0]["content"] == "[image m1: scan.tiff, 64×48] (not sent: image/tiff is not an image format the model takes)"
+    assert (
+        out[0]["content"]
+        == "[image m1: scan.tiff, 64×48] (not sent: image/tiff is not an image format the model takes)"
+    )
 
 
 async def test_one_image_goes_once_assistant_messages_never_carry_one_and_errors_are_said():
@@ -196,8 +238,9 @@ async def test_one_image_goes_once_assistant_messages_never_carry_one_and_errors
     ]
     out = await ImageInliner(shelf).prepare(messages)
     assert image_urls(out[2]) and not image_urls(out[0])
-    assert out[0]["content"] == ("first\n[image m1: same.jpg, 64×48]\n"
-                                 "[document m1: huge.pdf, not taken in: over the 20 MB limit]")
+    assert out[0]["content"] == (
+        "first\n[image m1: same.jpg, 64×48]\n[document m1: huge.pdf, not taken in: over the 20 MB limit]"
+    )
     assert out[1]["content"] == "an answer with a photo\n[image m2: out.jpg, 64×48]"
 
 
@@ -247,8 +290,14 @@ def sent_text(request: RecordedRequest) -> str:
 ROUTES = ["openai", "openrouter", "anthropic", "responses"]
 
 
-async def run_route(route: str, history: list[dict[str, Any]], user: dict[str, Any], shelf: Shelf,
-                    tools: ToolRegistry | None = None, handler=None) -> tuple[list[RecordedRequest], Any]:
+async def run_route(
+    route: str,
+    history: list[dict[str, Any]],
+    user: dict[str, Any],
+    shelf: Shelf,
+    tools: ToolRegistry | None = None,
+    handler=None,
+) -> tuple[list[RecordedRequest], Any]:
     handler = handler or (lambda request: Reply.answer("a red square"))
     engine = ContextCompressor(model="m", context_length=200_000)
     if route == "responses":
@@ -272,8 +321,12 @@ async def run_route(route: str, history: list[dict[str, Any]], user: dict[str, A
 
 
 def validate(route: str, body: dict[str, Any]) -> None:
-    {"openai": validate_chat_completions, "openrouter": validate_chat_completions,
-     "anthropic": validate_anthropic_messages, "responses": validate_responses}[route](body)
+    {
+        "openai": validate_chat_completions,
+        "openrouter": validate_chat_completions,
+        "anthropic": validate_anthropic_messages,
+        "responses": validate_responses,
+    }[route](body)
 
 
 def images_in(route: str, body: dict[str, Any]) -> list[str]:
@@ -318,8 +371,14 @@ async def test_session_fetch_gives_a_folded_photo_back_as_an_image(route):
     shelf = Shelf()
     history = conversation(shelf, 5)
     first = history[1]["_items"][0]
-    requests, result = await run_route(route, history[:-1], history[-1], shelf, recovery(history),
-                                       fetch_then_answer(["m1"], "the first photo is dark red"))
+    requests, result = await run_route(
+        route,
+        history[:-1],
+        history[-1],
+        shelf,
+        recovery(history),
+        fetch_then_answer(["m1"], "the first photo is dark red"),
+    )
     assert len(requests) == 2 and result.reply == "the first photo is dark red"
     for request in requests:
         validate(route, request.body)
@@ -356,8 +415,14 @@ async def test_a_tool_may_return_items_and_plain_text_tools_still_work():
     assert await tools.call("chart", "{}") == "drew the chart" and (await tools.run("chart", "{}")).items == (ref,)
 
     calls = iter([Reply.tool_call("chart", {}, call_id="c1"), Reply.tool_call("echo", {}, call_id="c2")])
-    requests, result = await run_route("anthropic", [], {"role": "user", "content": "chart it"}, shelf, tools,
-                                       lambda request: next(calls, Reply.answer("done")))
+    requests, result = await run_route(
+        "anthropic",
+        [],
+        {"role": "user", "content": "chart it"},
+        shelf,
+        tools,
+        lambda request: next(calls, Reply.answer("done")),
+    )
     validate_anthropic_messages(requests[-1].body)
     assert images_in("anthropic", requests[-1].body) == [data_of(ref, shelf)]
     results = [m for m in result.new_messages if m["role"] == "tool"]
@@ -375,7 +440,13 @@ def item_for(kind: str, n: int) -> dict[str, Any]:
     if kind == "image":
         return {"kind": "image", "sha": sha, "name": f"photo-{n}.jpg", "mime": "image/jpeg", "w": 1280, "h": 960}
     if kind == "document":
-        return {"kind": "document", "sha": sha, "name": f"invoice-{n}.pdf", "mime": "application/pdf", "pages": n % 7 + 1}
+        return {
+            "kind": "document",
+            "sha": sha,
+            "name": f"invoice-{n}.pdf",
+            "mime": "application/pdf",
+            "pages": n % 7 + 1,
+        }
     if kind == "refused":
         return {"kind": "document", "name": f"huge-{n}.zip", "error": "over the 20 MB limit"}
     return {"kind": kind, "sha": sha, "name": "" if kind == "voice" else f"talk-{n}.mp3", "seconds": float(n)}
@@ -383,8 +454,10 @@ def item_for(kind: str, n: int) -> dict[str, Any]:
 
 @st.composite
 def chats_with_items(draw):
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse.", "_id": "m0"},
-                                      {"role": "user", "content": "start", "_id": "m1"}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are terse.", "_id": "m0"},
+        {"role": "user", "content": "start", "_id": "m1"},
+    ]
     for n in range(2, 2 + draw(st.integers(6, 30))):
         kinds = draw(st.lists(KINDS, max_size=3))
         text = draw(st.sampled_from(["", "look at this", "the ledger for march " * 40]))
@@ -430,11 +503,13 @@ async def test_every_folded_item_keeps_its_stand_in_line_in_the_summary(chat, co
 async def test_thirty_compactions_later_the_photo_is_named_and_fetched_back():
     shelf = Shelf()
     first = photo(shelf, "whiteboard.jpg")
-    chat = [{"role": "system", "content": "You are terse.", "_id": "m0"},
-            {"role": "user", "content": "hello", "_id": "m1"},
-            {"role": "assistant", "content": "hi", "_id": "m2"},
-            {"role": "user", "content": "our plan", "_id": "m3", "_items": [first]},
-            {"role": "assistant", "content": "noted", "_id": "m4"}]
+    chat = [
+        {"role": "system", "content": "You are terse.", "_id": "m0"},
+        {"role": "user", "content": "hello", "_id": "m1"},
+        {"role": "assistant", "content": "hi", "_id": "m2"},
+        {"role": "user", "content": "our plan", "_id": "m3", "_items": [first]},
+        {"role": "assistant", "content": "noted", "_id": "m4"},
+    ]
     archive = list(chat)
     compressor = ContextCompressor("test-model", 16_000, CompressionSettings(protect_last_n=2))
     next_id = 5
@@ -453,8 +528,14 @@ async def test_thirty_compactions_later_the_photo_is_named_and_fetched_back():
     assert compressor.compression_count == 30
     assert "[image m3: whiteboard.jpg, 64×48]" in content_text(summary_of(chat)["content"])
 
-    requests, result = await run_route("openai", chat, {"role": "user", "content": "what was on the whiteboard?"},
-                                       shelf, recovery(archive), fetch_then_answer(["m3"], "the plan"))
+    requests, result = await run_route(
+        "openai",
+        chat,
+        {"role": "user", "content": "what was on the whiteboard?"},
+        shelf,
+        recovery(archive),
+        fetch_then_answer(["m3"], "the plan"),
+    )
     for request in requests:
         validate_chat_completions(request.body)
     assert data_of(first, shelf) in images_in("openai", requests[-1].body)
@@ -465,12 +546,17 @@ async def test_thirty_compactions_later_the_photo_is_named_and_fetched_back():
 async def test_the_summary_shows_the_newest_folded_photo_while_no_newer_one_crowds_it_out():
     shelf = Shelf()
     ref = photo(shelf, "receipt.jpg")
-    chat = [{"role": "system", "content": "s", "_id": "m0"}, {"role": "user", "content": "hi", "_id": "m1"},
-            {"role": "assistant", "content": "hello", "_id": "m2"},
-            {"role": "assistant", "content": "more " * 50, "_id": "m3"},
-            {"role": "user", "content": "this one", "_id": "m4", "_items": [ref]}]
+    chat = [
+        {"role": "system", "content": "s", "_id": "m0"},
+        {"role": "user", "content": "hi", "_id": "m1"},
+        {"role": "assistant", "content": "hello", "_id": "m2"},
+        {"role": "assistant", "content": "more " * 50, "_id": "m3"},
+        {"role": "user", "content": "this one", "_id": "m4", "_items": [ref]},
+    ]
     chat += [{"role": "assistant" if n % 2 else "user", "content": "talk " * 300, "_id": f"m{n}"} for n in range(5, 13)]
-    out = await ContextCompressor("test-model", 16_000, CompressionSettings(protect_last_n=2)).compress(chat, force=True)
+    out = await ContextCompressor("test-model", 16_000, CompressionSettings(protect_last_n=2)).compress(
+        chat, force=True
+    )
     summary = summary_of(out)
     assert summary[SUMMARY_KEY] and summary["role"] == "user" and summary["_items"] == [{**ref, "origin": "m4"}]
     sent = await ImageInliner(shelf).prepare(out)
@@ -478,13 +564,19 @@ async def test_the_summary_shows_the_newest_folded_photo_while_no_newer_one_crow
 
 
 def test_search_finds_a_photo_by_its_name():
-    messages = [{"role": "user", "content": "", "_id": "m1", "_items": [{"kind": "image", "name": "boarding-pass.png"}]},
-                {"role": "user", "content": "an unrelated note", "_id": "m2"}]
+    messages = [
+        {"role": "user", "content": "", "_id": "m1", "_items": [{"kind": "image", "name": "boarding-pass.png"}]},
+        {"role": "user", "content": "an unrelated note", "_id": "m2"},
+    ]
     hits = search_messages(messages, "boarding-pass.png")
     assert [hit.message_id for hit in hits] == ["m1"]
 
 
 def test_the_summarizer_reads_which_items_a_message_carried():
-    message = {"role": "user", "content": "the contract", "_id": "m7",
-               "_items": [{"kind": "document", "name": "contract.pdf", "pages": 12}]}
+    message = {
+        "role": "user",
+        "content": "the contract",
+        "_id": "m7",
+        "_items": [{"kind": "document", "name": "contract.pdf", "pages": 12}],
+    }
     assert render_message(message, {}) == "[m7] user: the contract\n  [document m7: contract.pdf, 12 pages]"

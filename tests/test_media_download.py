@@ -32,14 +32,20 @@ class FileServer:
         self.ended: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.release = asyncio.Event()  # a stalled body waits for it (set when the server stops)
         self.app = web.Application()
-        self.app.add_routes([
-            web.get("/whole", self.whole), web.get("/big", self.big), web.get("/unsized", self.unsized),
-            web.get("/cut", self.cut), web.get("/bomb", self.bomb), web.get("/stall", self.stall),
-        ])
+        self.app.add_routes(
+            [
+                web.get("/whole", self.whole),
+                web.get("/big", self.big),
+                web.get("/unsized", self.unsized),
+                web.get("/cut", self.cut),
+                web.get("/bomb", self.bomb),
+                web.get("/stall", self.stall),
+            ]
+        )
         self.runner = web.AppRunner(self.app)
         self.url = ""
 
-    async def __aenter__(self) -> "FileServer":
+    async def __aenter__(self) -> FileServer:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
@@ -51,8 +57,16 @@ class FileServer:
         self.release.set()
         await self.runner.cleanup()
 
-    async def _send(self, request: web.Request, name: str, total: int, *, declared: int | None,
-                    stop_after: int | None = None, stall: bool = False) -> web.StreamResponse:
+    async def _send(
+        self,
+        request: web.Request,
+        name: str,
+        total: int,
+        *,
+        declared: int | None,
+        stop_after: int | None = None,
+        stall: bool = False,
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
         if declared is not None:
             response.content_length = declared
@@ -64,8 +78,16 @@ class FileServer:
         finally:
             self.ended[name].set()
 
-    async def _write(self, request: web.Request, response: web.StreamResponse, name: str, total: int, *,
-                     stop_after: int | None, stall: bool) -> web.StreamResponse:
+    async def _write(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        name: str,
+        total: int,
+        *,
+        stop_after: int | None,
+        stall: bool,
+    ) -> web.StreamResponse:
         await response.prepare(request)
         chunk = b"\x00" * (64 * 1024)
         try:
@@ -135,7 +157,9 @@ async def test_a_compressed_body_is_measured_as_it_decodes(server: FileServer) -
 
 
 async def test_a_body_cut_halfway_says_how_far_it_got(server: FileServer) -> None:
-    with pytest.raises(MediaError, match=r"^the download of the file stopped after 1 MB: the connection closed before the whole"):
+    with pytest.raises(
+        MediaError, match=r"^the download of the file stopped after 1 MB: the connection closed before the whole"
+    ):
         await download(f"{server.url}/cut", limit=4 * MB)
 
 
@@ -147,7 +171,9 @@ async def test_a_stalled_body_times_out_with_what_arrived(server: FileServer) ->
 async def test_an_error_status_and_an_unreachable_server_are_clear(server: FileServer) -> None:
     with pytest.raises(MediaError, match=r"^the download of the file was refused: the server answered 404 Not Found$"):
         await download(f"{server.url}/missing", limit=MB)
-    with pytest.raises(MediaError, match=r"^the download of the file stopped after 0 bytes: could not connect") as caught:
+    with pytest.raises(
+        MediaError, match=r"^the download of the file stopped after 0 bytes: could not connect"
+    ) as caught:
         await download("http://127.0.0.1:9/file/bot123:SECRET/photo.jpg", limit=MB)
     assert "SECRET" not in str(caught.value)
 

@@ -16,8 +16,10 @@ from gateway.media.errors import MediaError
 from gateway.media.extract import document_kind, extract_document, read_document
 from gateway.media.images import prepare_image, prepare_image_now
 
-RUSSIAN = ("Счёт номер 0425 за апрель. Оплатить до пятницы, сумма сорок два евро. "
-           "Просьба не задерживать оплату, иначе доставка будет отложена на следующую неделю.")
+RUSSIAN = (
+    "Счёт номер 0425 за апрель. Оплатить до пятницы, сумма сорок два евро. "
+    "Просьба не задерживать оплату, иначе доставка будет отложена на следующую неделю."
+)
 
 
 # --------------------------------------------------------------------------- PDFs, made here
@@ -29,10 +31,16 @@ def pdf(*pages: str, user_password: str | None = None, owner_password: str | Non
     for text in pages:
         page = writer.add_blank_page(612, 792)
         if text:
-            font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                                     NameObject("/BaseFont"): NameObject("/Helvetica")})
+            font = DictionaryObject(
+                {
+                    NameObject("/Type"): NameObject("/Font"),
+                    NameObject("/Subtype"): NameObject("/Type1"),
+                    NameObject("/BaseFont"): NameObject("/Helvetica"),
+                }
+            )
             page[NameObject("/Resources")] = DictionaryObject(
-                {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+                {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+            )
             stream = DecodedStreamObject()
             stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
             page.replace_contents(stream)
@@ -76,12 +84,15 @@ def test_a_corrupt_pdf_is_named_so(data: bytes) -> None:
 # --------------------------------------------------------------------------- text files
 
 
-@pytest.mark.parametrize(("data", "encoding"), [
-    (RUSSIAN.encode("utf-8"), "utf_8"),
-    (codecs.BOM_UTF8 + RUSSIAN.encode("utf-8"), "utf_8"),
-    (RUSSIAN.encode("utf-16"), "utf_16"),  # with its BOM, as Windows Notepad writes it
-    (RUSSIAN.encode("cp1251"), "cp1251"),
-])
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        (RUSSIAN.encode("utf-8"), "utf_8"),
+        (codecs.BOM_UTF8 + RUSSIAN.encode("utf-8"), "utf_8"),
+        (RUSSIAN.encode("utf-16"), "utf_16"),  # with its BOM, as Windows Notepad writes it
+        (RUSSIAN.encode("cp1251"), "cp1251"),
+    ],
+)
 def test_text_files_decode_in_the_encoding_they_came_in(data: bytes, encoding: str) -> None:
     got = extract_document(data, name="notes.txt", mime="text/plain")
     assert (got.text, got.encoding, got.problem) == (RUSSIAN, encoding, "")

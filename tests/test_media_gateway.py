@@ -62,12 +62,21 @@ def blank_pdf(pages: int) -> bytes:
 async def test_a_photo_an_album_and_a_voice_note_reach_the_model_as_it_takes_them(redis, redis_url, key_prefix) -> None:
     chat = 5150
     photo, album = png(640, 480), [png(100 + i, 80, (10 * i, 90, 200)) for i in range(3)]
-    async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm, \
-            FakeTranscriptionServer(default="the deploy froze again at step four") as speech:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 media={"transcription": {"provider": "custom", "base_url": speech.base_url}})
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
-                                  album_window=0.3)
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(handler=checked, context_limit=WINDOW) as llm,
+        FakeTranscriptionServer(default="the deploy froze again at step four") as speech,
+    ):
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
+        )
+        adapter = TelegramAdapter(
+            api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, album_window=0.3
+        )
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.photo_message(chat, 1, data=photo))  # no caption: it used to be dropped
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
@@ -92,7 +101,8 @@ async def test_a_photo_an_album_and_a_voice_note_reach_the_model_as_it_takes_the
 
 
 async def test_a_file_too_large_a_broken_download_and_a_pdf_without_text_each_get_one_clear_reply(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat = 5151
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
@@ -124,19 +134,27 @@ async def test_a_file_too_large_a_broken_download_and_a_pdf_without_text_each_ge
 
 
 async def test_the_media_settings_bound_what_is_taken_in_and_what_one_request_carries(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     """``media.max_bytes``, ``media.image_max_side`` and ``media.max_images_per_request``, set in the configuration,
     reach the adapter, the intake and the agent: a file over the configured limit is refused naming it, images are
     stored and sent scaled to the configured side, and a request carries only the configured number inline."""
     chat = 5152
     album = [png(640, 480, (20 * i, 90, 200)) for i in range(3)]
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 media={"max_bytes": MB, "max_images_per_request": 1, "image_max_side": 256})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            media={"max_bytes": MB, "max_images_per_request": 1, "image_max_side": 256},
+        )
         telegram = settings.platforms.telegram.model_copy(
-            update={"enabled": True, "token": SecretStr(api.token), "api_server": api.base_url})
+            update={"enabled": True, "token": SecretStr(api.token), "api_server": api.base_url}
+        )
         adapter = TelegramAdapter.from_settings(
-            settings.model_copy(update={"platforms": settings.platforms.model_copy(update={"telegram": telegram})}))
+            settings.model_copy(update={"platforms": settings.platforms.model_copy(update={"telegram": telegram})})
+        )
         adapter.poll_timeout, adapter.album_window = 1, 0.3  # read when polling starts
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(*api.album(chat, 1, album, caption="three charts"))
@@ -151,14 +169,22 @@ async def test_the_media_settings_bound_what_is_taken_in_and_what_one_request_ca
 
 
 async def test_an_album_delivered_by_webhook_part_by_part_is_answered_once_with_every_image(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     """Telegram posts a webhook's album one part at a time, each after the last was answered: the parts are
     stored as they come and the turn of the first waits for the rest, so the model sees the whole album."""
     chat, album = 5152, [png(120 + i, 90, (20 * i, 60, 160)) for i in range(3)]
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret",
-                                  listen_port=0, set_webhook=False, typing_interval=0)
+        adapter = TelegramAdapter(
+            api.token,
+            api_server=api.base_url,
+            mode="webhook",
+            webhook_secret="s3cret",
+            listen_port=0,
+            set_webhook=False,
+            typing_interval=0,
+        )
         async with telegram_gateway(settings, redis, adapter) as runner:
             url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
             async with httpx.AsyncClient(timeout=10) as client:

@@ -28,8 +28,10 @@ from tests.test_telegram_gateway import telegram_gateway
 #: The Discord tests' fixtures, used here by name.
 FIXTURES = (adapter, discord_api, gateway)
 WINDOW = 200_000
-LOG = ("2026-04-25 03:12:07 ERROR billing-worker: disk full on /var/lib/ledger\n"
-       "2026-04-25 03:12:09 WARN  billing-worker: retry 1/5 — écriture refusée, Ошибка записи\n")
+LOG = (
+    "2026-04-25 03:12:07 ERROR billing-worker: disk full on /var/lib/ledger\n"
+    "2026-04-25 03:12:09 WARN  billing-worker: retry 1/5 — écriture refusée, Ошибка записи\n"
+)
 
 
 def checked(request: RecordedRequest) -> Reply:
@@ -44,26 +46,37 @@ def last_user(request: RecordedRequest) -> str:
 
 
 async def test_a_pdfs_text_layer_and_a_utf16_log_reach_the_model_as_text_under_their_headers(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat = 5170
     invoice, log = pdf("Invoice 0425", "Total 42 EUR"), LOG.encode("utf-16")
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
-            api.push(api.document_message(chat, 1, invoice, file_name="invoice-0425.pdf", mime_type="application/pdf",
-                                          caption="is this one paid?"))
+            api.push(
+                api.document_message(
+                    chat,
+                    1,
+                    invoice,
+                    file_name="invoice-0425.pdf",
+                    mime_type="application/pdf",
+                    caption="is this one paid?",
+                )
+            )
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
             api.push(api.document_message(chat, 1, log, file_name="billing.log", mime_type="text/plain"))
             await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
             await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
             transcript = await store.active(f"tg:{chat}", await store.current_session(f"tg:{chat}"))
-            stored = [await runner.media_store.get(f"tg:{chat}", m["_items"][0]["sha"])
-                      for m in transcript if m.get("_items")]
+            stored = [
+                await runner.media_store.get(f"tg:{chat}", m["_items"][0]["sha"]) for m in transcript if m.get("_items")
+            ]
     first, second = llm.requests
-    assert last_user(first) == ("is this one paid?\n\n[document invoice-0425.pdf, 2 pages]\n"
-                                "[page 1]\nInvoice 0425\n\n[page 2]\nTotal 42 EUR")
+    assert last_user(first) == (
+        "is this one paid?\n\n[document invoice-0425.pdf, 2 pages]\n[page 1]\nInvoice 0425\n\n[page 2]\nTotal 42 EUR"
+    )
     assert last_user(second) == f"[document billing.log, {len(log)} bytes]\n{LOG}"
     assert images_in(first) == images_in(second) == []
     assert [m.text for m in api.sent] == ["seen 0 images", "seen 0 images"]  # nothing went wrong: no line above
@@ -81,12 +94,17 @@ async def llm() -> AsyncIterator[FakeLLMServer]:
 
 
 async def test_a_discord_attachment_reaches_the_model_as_an_image_part(
-        adapter: DiscordAdapter, discord_api, llm: FakeLLMServer, gateway: GatewayRunner) -> None:
+    adapter: DiscordAdapter, discord_api, llm: FakeLLMServer, gateway: GatewayRunner
+) -> None:
     chart = png(640, 480, (240, 180, 20))
     async with FakeDiscordCDN(channel_id=DM_CHANNEL_ID) as cdn:
         attachment = cdn.attachment("latency.png", chart, content_type="image/png", width=640, height=480)
-        await receive(adapter, message_payload(ALICE, "why the spike at 3am?", channel_id=DM_CHANNEL_ID,
-                                               guild=False, attachments=(attachment,)))
+        await receive(
+            adapter,
+            message_payload(
+                ALICE, "why the spike at 3am?", channel_id=DM_CHANNEL_ID, guild=False, attachments=(attachment,)
+            ),
+        )
         await gateway.wait_idle()
         chat = f"dc:{DM_CHANNEL_ID}"
         transcript = await gateway.store.active(chat, await gateway.store.current_session(chat))
@@ -97,5 +115,10 @@ async def test_a_discord_attachment_reaches_the_model_as_an_image_part(
     assert len(cdn.requests) == 1  # fetched once, from the attachment's URL
     (user,) = [m for m in transcript if m["role"] == "user"]
     ref = user["_items"][0]
-    assert (ref["kind"], ref["name"], ref["w"], ref["h"], ref["file_id"]) == \
-        ("image", "latency.png", 640, 480, attachment["url"])
+    assert (ref["kind"], ref["name"], ref["w"], ref["h"], ref["file_id"]) == (
+        "image",
+        "latency.png",
+        640,
+        480,
+        attachment["url"],
+    )

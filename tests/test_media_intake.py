@@ -63,8 +63,9 @@ def jpeg(size: tuple[int, int]) -> bytes:
 
 @pytest.fixture
 def media(redis: Redis, key_prefix: str, channel: PipelinedConnection) -> MediaStore:
-    return MediaStore(redis, key_prefix, max_bytes=SETTINGS.max_bytes, max_total_bytes=SETTINGS.max_total_bytes,
-                      channel=channel)
+    return MediaStore(
+        redis, key_prefix, max_bytes=SETTINGS.max_bytes, max_total_bytes=SETTINGS.max_total_bytes, channel=channel
+    )
 
 
 @pytest_asyncio.fixture
@@ -90,12 +91,21 @@ async def taken(item: Item, fetch: Files, media: MediaStore, transcriber: Transc
 
 
 async def test_a_photo_is_stored_scaled_and_named_only_by_its_ref(media: MediaStore) -> None:
-    got = await taken(Item("image", "AgAC-1", "photo.jpg", "image/jpeg", 900_000, 4000, 3000),
-                      Files(**{"AgAC-1": jpeg((4000, 3000))}), media)
+    got = await taken(
+        Item("image", "AgAC-1", "photo.jpg", "image/jpeg", 900_000, 4000, 3000),
+        Files(**{"AgAC-1": jpeg((4000, 3000))}),
+        media,
+    )
     assert (got.text, got.problem) == ("", "")
     ref = got.ref
-    assert {key: ref[key] for key in ("kind", "name", "mime", "file_id", "w", "h")} == \
-        {"kind": "image", "name": "photo.jpg", "mime": "image/jpeg", "file_id": "AgAC-1", "w": 2048, "h": 1536}
+    assert {key: ref[key] for key in ("kind", "name", "mime", "file_id", "w", "h")} == {
+        "kind": "image",
+        "name": "photo.jpg",
+        "mime": "image/jpeg",
+        "file_id": "AgAC-1",
+        "w": 2048,
+        "h": 1536,
+    }
     assert "error" not in ref
     stored = await ChatMedia(media, CHAT).read(ref["sha"])
     assert stored is not None and stored[1] == "image/jpeg" and len(stored[0]) == ref["bytes"]
@@ -104,8 +114,9 @@ async def test_a_photo_is_stored_scaled_and_named_only_by_its_ref(media: MediaSt
 
 async def test_a_pdf_gives_its_text_under_a_header_and_keeps_its_bytes(media: MediaStore) -> None:
     data = pdf("Invoice 0425", "Total 42 EUR")
-    got = await taken(Item("document", "BQAC-7", "invoice-0425.pdf", "application/pdf", len(data)),
-                      Files(**{"BQAC-7": data}), media)
+    got = await taken(
+        Item("document", "BQAC-7", "invoice-0425.pdf", "application/pdf", len(data)), Files(**{"BQAC-7": data}), media
+    )
     assert got.text == "[document invoice-0425.pdf, 2 pages]\n[page 1]\nInvoice 0425\n\n[page 2]\nTotal 42 EUR"
     assert (got.ref["pages"], got.ref["bytes"], got.problem) == (2, len(data), "")
     assert await media.get(CHAT, got.ref["sha"]) == (data, "application/pdf")
@@ -123,12 +134,17 @@ async def test_a_photo_sent_as_a_file_is_taken_in_as_an_image(media: MediaStore)
     assert (got.ref["kind"], got.ref["w"], got.ref["h"], got.text) == ("image", 640, 480, "")
 
 
-async def test_voice_is_transcribed_under_a_header(media: MediaStore, service: FakeTranscriptionServer,
-                                                   transcriber: Transcriber) -> None:
+async def test_voice_is_transcribed_under_a_header(
+    media: MediaStore, service: FakeTranscriptionServer, transcriber: Transcriber
+) -> None:
     service.enqueue(Heard("Buy milk on the way home."))
     voice = b"OggS" + bytes(500)
-    got = await taken(Item("voice", "AwAC-3", "", "audio/ogg", len(voice), duration=12),
-                      Files(**{"AwAC-3": voice}), media, transcriber)
+    got = await taken(
+        Item("voice", "AwAC-3", "", "audio/ogg", len(voice), duration=12),
+        Files(**{"AwAC-3": voice}),
+        media,
+        transcriber,
+    )
     assert got.text == "[voice message, 0:12, transcribed]\nBuy milk on the way home."
     assert (got.ref["seconds"], got.ref["bytes"], got.problem) == (12.0, len(voice), "")
     assert service.requests[0].file_name == "voice.ogg"
@@ -174,11 +190,20 @@ async def test_a_download_cut_short_is_said_in_the_reply_and_the_ref() -> None:
         return await download(f"http://127.0.0.1:{port}/file/{item.file_id}", limit=limit)
 
     try:
-        got = await take_in(Item("document", "d1", "report.pdf", "application/pdf", 2 * MB), fetch,
-                            _unused_store(), CHAT, SETTINGS, None)
+        got = await take_in(
+            Item("document", "d1", "report.pdf", "application/pdf", 2 * MB),
+            fetch,
+            _unused_store(),
+            CHAT,
+            SETTINGS,
+            None,
+        )
     finally:
         await runner.cleanup()
-    assert got.problem == "the download of the file stopped after 1 MB: the connection closed before the whole file arrived"
+    assert (
+        got.problem
+        == "the download of the file stopped after 1 MB: the connection closed before the whole file arrived"
+    )
     assert got.text == f"[document report.pdf was not taken in: {got.problem}]" and got.ref["sha"] == ""
 
 
@@ -202,21 +227,30 @@ async def test_an_unreadable_document_is_kept_and_says_why_it_has_no_text(media:
     assert got.text == "[document scan.pdf, 3 pages: no text layer (a scanned PDF?), so its text cannot be read]"
     assert got.ref["error"] == got.problem and got.ref["pages"] == 3
     assert await media.get(CHAT, got.ref["sha"]) == (scanned, "application/pdf")
-    heic = await taken(Item("document", "h", "IMG_0001.HEIC", "image/heic"), Files(h=b"\x00\x00\x00\x18ftypheic"), media)
+    heic = await taken(
+        Item("document", "h", "IMG_0001.HEIC", "image/heic"), Files(h=b"\x00\x00\x00\x18ftypheic"), media
+    )
     assert heic.ref["kind"] == "document" and heic.problem.startswith("cannot read this type (image/heic)")
 
 
-@pytest.mark.parametrize(("answer", "problem"), [
-    (Failure.status(500, "boom"), "the transcription service answered 500 Internal Server Error: boom"),
-    (Failure.status(429, "Rate limit reached"), "the transcription service answered 429 Too Many Requests: Rate limit"),
-])
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (Failure.status(500, "boom"), "the transcription service answered 500 Internal Server Error: boom"),
+        (
+            Failure.status(429, "Rate limit reached"),
+            "the transcription service answered 429 Too Many Requests: Rate limit",
+        ),
+    ],
+)
 async def test_voice_that_cannot_be_transcribed_is_kept_and_says_why(
-        media: MediaStore, service: FakeTranscriptionServer, transcriber: Transcriber, answer: Failure,
-        problem: str) -> None:
+    media: MediaStore, service: FakeTranscriptionServer, transcriber: Transcriber, answer: Failure, problem: str
+) -> None:
     service.enqueue(answer)
     voice = b"OggS" + bytes(300)
-    got = await taken(Item("audio", "a", "interview.mp3", "audio/mpeg", duration=2467), Files(a=voice), media,
-                      transcriber)
+    got = await taken(
+        Item("audio", "a", "interview.mp3", "audio/mpeg", duration=2467), Files(a=voice), media, transcriber
+    )
     assert got.problem.startswith(problem) and got.ref["error"] == got.problem
     assert got.text == f"[audio interview.mp3, 41:07: not transcribed: {got.problem}]"
     assert await media.get(CHAT, got.ref["sha"]) == (voice, "audio/mpeg")
@@ -224,11 +258,14 @@ async def test_voice_that_cannot_be_transcribed_is_kept_and_says_why(
 
 async def test_voice_without_a_transcriber_is_kept_and_says_transcription_is_off(media: MediaStore) -> None:
     got = await taken(Item("voice", "v", "", "audio/ogg", duration=3), Files(v=b"OggS"), media)
-    assert got.text == "[voice message, 0:03: not transcribed: transcription is off here (media.transcription.provider)]"
+    assert (
+        got.text == "[voice message, 0:03: not transcribed: transcription is off here (media.transcription.provider)]"
+    )
     assert got.ref["sha"] and got.ref["error"]
 
 
 def _unused_store() -> MediaStore:
     """A store the test never reaches (the download fails first); its client is never connected."""
-    return MediaStore(Redis(host="127.0.0.1", port=9), "fg", max_bytes=SETTINGS.max_bytes,
-                      max_total_bytes=SETTINGS.max_total_bytes)
+    return MediaStore(
+        Redis(host="127.0.0.1", port=9), "fg", max_bytes=SETTINGS.max_bytes, max_total_bytes=SETTINGS.max_total_bytes
+    )

@@ -84,7 +84,13 @@ async def test_each_kind_of_telegram_media_becomes_its_item(api: FakeBotAPI) -> 
     assert all(message.respond and len(message.items) == 1 for message in messages)
     photo, chart, pdf, voice, audio, note = (message.items[0] for message in messages)
     assert (photo.kind, photo.name, photo.mime, photo.size, photo.width, photo.height) == (
-        "image", "photo.jpg", "image/jpeg", len(PHOTO), 1280, 960)
+        "image",
+        "photo.jpg",
+        "image/jpeg",
+        len(PHOTO),
+        1280,
+        960,
+    )
     assert (chart.kind, chart.name, chart.mime, chart.size) == ("image", "chart.png", "image/png", len(PNG))
     assert (pdf.kind, pdf.name, pdf.mime) == ("document", "invoice-0425.pdf", "application/pdf")
     assert (voice.kind, voice.mime, voice.duration, voice.size) == ("voice", "audio/ogg", 12.0, len(OGG))
@@ -102,8 +108,10 @@ async def test_the_largest_photo_size_within_the_limit_is_taken(api: FakeBotAPI)
 
 async def test_group_media_keeps_the_speaker_and_a_caption_can_address_the_bot(api: FakeBotAPI) -> None:
     intake = Collected()
-    api.push(api.photo_message(-100, 5, first_name="Ann"),
-             api.photo_message(-100, 6, caption="@foldgate_bot what is this?", first_name="Bob"))
+    api.push(
+        api.photo_message(-100, 5, first_name="Ann"),
+        api.photo_message(-100, 6, caption="@foldgate_bot what is this?", first_name="Bob"),
+    )
     messages = await received(api, intake, 2)
     assert [(message.text, message.respond) for message in messages] == [("Ann:", False), ("Bob: what is this?", True)]
     assert all(message.items[0].kind == "image" for message in messages)
@@ -185,8 +193,9 @@ async def test_a_webhook_hands_each_part_of_an_album_over_at_once_naming_its_alb
     intake = Collected()
     parts = api.album(7, 7, [PHOTO, PNG, OGG], caption="three")
     intake.failures[str(parts[1]["update_id"])] = 1  # the second hand-over finds Redis down
-    adapter = TelegramAdapter(api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret",
-                              listen_port=0, set_webhook=False)
+    adapter = TelegramAdapter(
+        api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret", listen_port=0, set_webhook=False
+    )
     await adapter.start(intake)
     try:
         url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
@@ -200,8 +209,10 @@ async def test_a_webhook_hands_each_part_of_an_album_over_at_once_naming_its_alb
     assert answers == [(200, "stored"), (500, "not stored"), (200, "stored"), (200, "stored")]
     group = parts[0]["message"]["media_group_id"]
     assert [(message.update_id, message.album, len(message.items)) for message in intake.messages] == [
-        (str(parts[0]["update_id"]), group, 1), (str(parts[2]["update_id"]), group, 1),
-        (str(parts[1]["update_id"]), group, 1)]
+        (str(parts[0]["update_id"]), group, 1),
+        (str(parts[2]["update_id"]), group, 1),
+        (str(parts[1]["update_id"]), group, 1),
+    ]
     assert intake.messages[0].text == "three"
 
 
@@ -221,8 +232,10 @@ async def test_fetch_returns_the_bytes_by_get_file_and_download(api: FakeBotAPI)
 
 async def test_a_file_over_the_limit_is_refused_before_any_byte_is_downloaded(api: FakeBotAPI) -> None:
     intake = Collected()
-    api.push(api.document_message(7, 7, size=50 * MB, file_name="dump.tar", mime_type="application/x-tar"),
-             api.document_message(7, 7, b"x" * 5000, file_name="notes.txt"))
+    api.push(
+        api.document_message(7, 7, size=50 * MB, file_name="dump.tar", mime_type="application/x-tar"),
+        api.document_message(7, 7, b"x" * 5000, file_name="notes.txt"),
+    )
     async with polling(api, intake) as adapter:
         await api.wait_until(lambda: len(intake.messages) == 2)
         big, small = (message.items[0] for message in intake.messages)
@@ -261,43 +274,49 @@ async def cdn() -> AsyncIterator[FakeDiscordCDN]:
         yield server
 
 
-async def test_discord_attachments_become_items_by_their_type(adapter: DiscordAdapter,
-                                                              cdn: FakeDiscordCDN) -> None:
+async def test_discord_attachments_become_items_by_their_type(adapter: DiscordAdapter, cdn: FakeDiscordCDN) -> None:
     chart = cdn.attachment("chart.png", PNG, content_type="image/png", width=640, height=480)
     voice = cdn.attachment("voice-message.ogg", OGG, content_type="audio/ogg", voice=True, duration=7.5)
     song = cdn.attachment("standup.mp3", b"ID3" * 10, content_type="audio/mpeg")
     pdf = cdn.attachment("invoice.pdf", b"%PDF-1.4", content_type="application/pdf")
     unknown = cdn.attachment("blob.bin", b"\x00" * 10)
-    data = message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False,
-                           attachments=(chart, voice, song, pdf, unknown))
+    data = message_payload(
+        ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(chart, voice, song, pdf, unknown)
+    )
     message = adapter.to_incoming(as_message(adapter, data))
     assert message is not None and message.text == "" and message.respond
     assert [(item.kind, item.name, item.mime, item.size) for item in message.items] == [
-        ("image", "chart.png", "image/png", len(PNG)), ("voice", "voice-message.ogg", "audio/ogg", len(OGG)),
-        ("audio", "standup.mp3", "audio/mpeg", 30), ("document", "invoice.pdf", "application/pdf", 8),
-        ("document", "blob.bin", "", 10)]
+        ("image", "chart.png", "image/png", len(PNG)),
+        ("voice", "voice-message.ogg", "audio/ogg", len(OGG)),
+        ("audio", "standup.mp3", "audio/mpeg", 30),
+        ("document", "invoice.pdf", "application/pdf", 8),
+        ("document", "blob.bin", "", 10),
+    ]
     assert (message.items[0].width, message.items[0].height, message.items[1].duration) == (640, 480, 7.5)
     assert message.items[0].file_id == chart["url"]
 
 
-async def test_a_discord_voice_message_is_known_by_its_flag(adapter: DiscordAdapter,
-                                                            cdn: FakeDiscordCDN) -> None:
+async def test_a_discord_voice_message_is_known_by_its_flag(adapter: DiscordAdapter, cdn: FakeDiscordCDN) -> None:
     recording = cdn.attachment("voice-message.mp3", b"ID3" * 10, content_type="audio/mpeg")
-    data = {**message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(recording,)),
-            "flags": 1 << 13}  # IS_VOICE_MESSAGE
+    data = {
+        **message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(recording,)),
+        "flags": 1 << 13,
+    }  # IS_VOICE_MESSAGE
     message = adapter.to_incoming(as_message(adapter, data))
     assert message is not None and message.items[0].kind == "voice"
 
 
-async def test_server_chatter_with_only_an_attachment_keeps_the_speaker(adapter: DiscordAdapter,
-                                                                         cdn: FakeDiscordCDN) -> None:
+async def test_server_chatter_with_only_an_attachment_keeps_the_speaker(
+    adapter: DiscordAdapter, cdn: FakeDiscordCDN
+) -> None:
     data = message_payload(ALICE, "", attachments=(cdn.attachment("x.png", PNG, content_type="image/png"),))
     message = adapter.to_incoming(as_message(adapter, data))
     assert message is not None and message.text == "Alice:" and not message.respond and len(message.items) == 1
 
 
-async def test_discord_fetch_streams_the_attachment_with_the_limit(adapter: DiscordAdapter,
-                                                                   cdn: FakeDiscordCDN) -> None:
+async def test_discord_fetch_streams_the_attachment_with_the_limit(
+    adapter: DiscordAdapter, cdn: FakeDiscordCDN
+) -> None:
     def item(attachment: dict[str, object]) -> MediaItem:
         data = message_payload(ALICE, "", channel_id=DM_CHANNEL_ID, guild=False, attachments=(attachment,))
         message = adapter.to_incoming(as_message(adapter, data))
@@ -339,7 +358,12 @@ async def test_attach_in_the_terminal_sends_the_file_as_an_item(tmp_path: Path) 
     assert text_file.text == "summarise this" and image.text == ""
     [item] = text_file.items
     assert (item.kind, item.name, item.mime, item.size, item.file_id) == (
-        "document", "my notes.txt", "text/plain", 12, f"path:{notes}")
+        "document",
+        "my notes.txt",
+        "text/plain",
+        12,
+        f"path:{notes}",
+    )
     assert (image.items[0].kind, image.items[0].mime) == ("image", "image/png")
     assert "cannot attach" in stdout.getvalue() and "missing.pdf" in stdout.getvalue()
     assert await adapter.fetch(item, 100) == b"deploy at 9\n"

@@ -47,27 +47,33 @@ class Platform:
 
 
 def photo(update: str, file_id: str, size: int) -> IncomingMessage:
-    return IncomingMessage(platform="tg", chat_id="77", update_id=update,
-                           items=(MediaItem(kind="image", file_id=file_id, name=f"{file_id}.png", mime="image/png",
-                                            size=size),))
+    return IncomingMessage(
+        platform="tg",
+        chat_id="77",
+        update_id=update,
+        items=(MediaItem(kind="image", file_id=file_id, name=f"{file_id}.png", mime="image/png", size=size),),
+    )
 
 
-async def first_of_two_dropped(redis: Redis, key_prefix: str, channel: PipelinedConnection
-                               ) -> tuple[Platform, MediaStore, ItemIntake, dict, bytes]:
+async def first_of_two_dropped(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> tuple[Platform, MediaStore, ItemIntake, dict, bytes]:
     """Two photos into a chat whose allowance holds one: the first one's bytes are dropped, its record kept."""
     first, second = png(64, 10), png(64, 250)
     platform = Platform(first=first, second=second)
     settings = MediaSettings(max_bytes=max(len(first), len(second)), max_total_bytes=max(len(first), len(second)))
-    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
-                       channel=channel)
+    store = MediaStore(
+        redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes, channel=channel
+    )
     intake = ItemIntake(store, settings, None, {"tg": platform.fetch})
     old = (await intake.take(photo("1", "first", len(first)))).refs[0]
     await intake.take(photo("2", "second", len(second)))
     return platform, store, intake, old, first
 
 
-async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key_prefix: str,
-                                                               channel: PipelinedConnection) -> None:
+async def test_a_dropped_image_is_fetched_again_by_its_file_id(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> None:
     platform, store, intake, old, first = await first_of_two_dropped(redis, key_prefix, channel)
     assert await store.get(CHAT, old["sha"]) is None
     media = ChatMedia(store, CHAT, intake.fetch_again)
@@ -76,8 +82,9 @@ async def test_a_dropped_image_is_fetched_again_by_its_file_id(redis: Redis, key
     assert await store.get(CHAT, old["sha"]) == (first, "image/png")  # kept again: the next read asks no one
 
 
-async def test_an_image_the_platform_no_longer_has_is_simply_not_there(redis: Redis, key_prefix: str,
-                                                                       channel: PipelinedConnection) -> None:
+async def test_an_image_the_platform_no_longer_has_is_simply_not_there(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> None:
     platform, store, intake, old, _ = await first_of_two_dropped(redis, key_prefix, channel)
     platform.refuse = True
     assert await ChatMedia(store, CHAT, intake.fetch_again).read(old["sha"]) is None
@@ -86,17 +93,20 @@ async def test_an_image_the_platform_no_longer_has_is_simply_not_there(redis: Re
     assert await ChatMedia(store, "dc:77", intake.fetch_again).read(old["sha"]) is None  # another chat: no record
 
 
-async def test_a_retried_turn_takes_its_items_in_once(redis: Redis, key_prefix: str,
-                                                      channel: PipelinedConnection) -> None:
+async def test_a_retried_turn_takes_its_items_in_once(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> None:
     """A turn retried after a failure (the provider away, a crash) reads what its first attempt took in:
     no second download, no second paid transcription."""
     image = png(64, 3)
     platform = Platform(first=image)
     settings = MediaSettings()
-    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
-                       channel=channel)
-    intake = ItemIntake(store, settings, None, {"tg": platform.fetch},
-                        records=TakenRecords(channel, key_prefix, ttl_seconds=60))
+    store = MediaStore(
+        redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes, channel=channel
+    )
+    intake = ItemIntake(
+        store, settings, None, {"tg": platform.fetch}, records=TakenRecords(channel, key_prefix, ttl_seconds=60)
+    )
     message = photo("1", "first", len(image))
     first, again = await intake.take(message), await intake.take(message)
     assert again == first and first.refs[0]["sha"] and platform.asked == ["first"]

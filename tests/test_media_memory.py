@@ -161,17 +161,20 @@ class SlowFiles:
             self.running -= 1
 
 
-async def test_many_chats_sending_at_once_take_in_at_most_the_bound(redis: Redis, key_prefix: str,
-                                                                    channel: PipelinedConnection) -> None:
+async def test_many_chats_sending_at_once_take_in_at_most_the_bound(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> None:
     settings = MediaSettings(max_bytes=64 * 1024, max_total_bytes=MB, max_bytes_in_flight=3 * 64 * 1024)
-    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
-                       channel=channel)
+    store = MediaStore(
+        redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes, channel=channel
+    )
     files = SlowFiles(bytes(60 * 1024))
     intake = ItemIntake(store, settings, None, {"tg": files})
 
     def document(chat: int, size: int) -> IncomingMessage:
-        item = MediaItem(kind="document", file_id=f"f{chat}", name=f"dump-{chat}.zip", mime="application/zip",
-                         size=size)
+        item = MediaItem(
+            kind="document", file_id=f"f{chat}", name=f"dump-{chat}.zip", mime="application/zip", size=size
+        )
         return IncomingMessage(platform="tg", chat_id=str(chat), update_id=str(chat), items=(item,))
 
     # reported sizes: 60 KB each, so three at once; unknown sizes reserve the whole 64 KB item limit
@@ -181,17 +184,20 @@ async def test_many_chats_sending_at_once_take_in_at_most_the_bound(redis: Redis
     assert intake.in_flight.peak <= settings.bytes_in_flight and intake.in_flight.held == 0
 
 
-async def test_an_item_refused_on_its_reported_size_reserves_nothing(redis: Redis, key_prefix: str,
-                                                                     channel: PipelinedConnection) -> None:
+async def test_an_item_refused_on_its_reported_size_reserves_nothing(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> None:
     settings = MediaSettings(max_bytes=64 * 1024, max_total_bytes=MB)
-    store = MediaStore(redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes,
-                       channel=channel)
+    store = MediaStore(
+        redis, key_prefix, max_bytes=settings.max_bytes, max_total_bytes=settings.max_total_bytes, channel=channel
+    )
     bound = BytesInFlight(settings.max_bytes)
     intake = ItemIntake(store, settings, None, {"tg": SlowFiles(b"")}, in_flight=bound)
     item = MediaItem(kind="document", file_id="big", name="huge.zip", size=10 * MB)
     async with bound.hold(settings.max_bytes):  # the bound is full: a refusal must not wait behind it
-        result = await asyncio.wait_for(intake.take(IncomingMessage(platform="tg", chat_id="1", update_id="1",
-                                                                    items=(item,))), 1)
+        result = await asyncio.wait_for(
+            intake.take(IncomingMessage(platform="tg", chat_id="1", update_id="1", items=(item,))), 1
+        )
     assert "over the" in result.problems[0] and bound.peak == settings.max_bytes
 
 
@@ -204,8 +210,9 @@ def test_the_media_benchmark_is_found_by_foldgate_bench() -> None:
 
 @pytest.mark.timeout(240)
 def test_the_media_benchmark_floods_a_gateway_process_and_reports_its_peak_memory(tmp_path, redis_url) -> None:
-    code = bench_media.main(tmp_path, redis_url=redis_url, chats=4, size=2 * MB, warm_size=16 * 1024,
-                            bounds=(None, 4 * 20 * MB * 10))
+    code = bench_media.main(
+        tmp_path, redis_url=redis_url, chats=4, size=2 * MB, warm_size=16 * 1024, bounds=(None, 4 * 20 * MB * 10)
+    )
     assert code == 0
     result = json.loads((tmp_path / "bench_media.json").read_text())
     default, raised = result["flood"]
@@ -219,7 +226,8 @@ def test_the_media_benchmark_floods_a_gateway_process_and_reports_its_peak_memor
     assert len(rows) == 10
     assert rows[(1024, 1024)]["openai"] == 765 and rows[(2048, 4096)]["openai"] == 1105
     assert rows[(1092, 1092)]["anthropic"] == 1590 and rows[(200, 200)]["anthropic"] == 54
-    assert all(row["openai_agrees"] in (None, True) and row["anthropic_agrees"] in (None, True)
-               for row in rows.values())
+    assert all(
+        row["openai_agrees"] in (None, True) and row["anthropic_agrees"] in (None, True) for row in rows.values()
+    )
     text = (tmp_path / "bench_media.md").read_text()
     assert "peak over warm" in text and "| 1024×1024 | 765 | 765 (agrees)" in text

@@ -17,24 +17,31 @@ WINDOW = 200_000
 
 
 def settings_for(redis_url: str, prefix: str, base_url: str, model: str) -> Settings:
-    return Settings(redis={"url": redis_url, "key_prefix": prefix},
-                    model={"name": model, "provider": "custom", "base_url": base_url, "context_length": WINDOW},
-                    platforms={"local": {"enabled": True}})
+    return Settings(
+        redis={"url": redis_url, "key_prefix": prefix},
+        model={"name": model, "provider": "custom", "base_url": base_url, "context_length": WINDOW},
+        platforms={"local": {"enabled": True}},
+    )
 
 
 async def test_a_chat_whose_model_cannot_see_images_is_told_once(redis, redis_url, key_prefix) -> None:
     first, second = 6100, 6200
-    async with FakeBotAPI() as api, FakeLLMServer(handler=lambda request: Reply.answer("noted"),
-                                                 context_limit=WINDOW) as llm:
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(handler=lambda request: Reply.answer("noted"), context_limit=WINDOW) as llm,
+    ):
         settings = settings_for(redis_url, key_prefix, llm.openai_base_url, "gpt-3.5-turbo")
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
-            for number, update in enumerate([
-                api.photo_message(first, 1, "what is on this dashboard?", data=png(320, 200)),
-                api.photo_message(first, 1, "and this one?", data=png(300, 200)),
-                api.document_message(second, 2, b"deploy log\nall green\n", file_name="deploy.log"),
-                api.photo_message(second, 2, data=png(200, 200)),
-            ], start=1):
+            for number, update in enumerate(
+                [
+                    api.photo_message(first, 1, "what is on this dashboard?", data=png(320, 200)),
+                    api.photo_message(first, 1, "and this one?", data=png(300, 200)),
+                    api.document_message(second, 2, b"deploy log\nall green\n", file_name="deploy.log"),
+                    api.photo_message(second, 2, data=png(200, 200)),
+                ],
+                start=1,
+            ):
                 api.push(update)
                 await api.wait_until(lambda count=number: len(api.sent) == count, timeout=60)
             await runner.wait_idle()
@@ -52,8 +59,10 @@ async def test_a_chat_whose_model_cannot_see_images_is_told_once(redis, redis_ur
 
 
 async def test_a_model_that_sees_images_says_nothing_about_them(redis, redis_url, key_prefix) -> None:
-    async with FakeBotAPI() as api, FakeLLMServer(handler=lambda request: Reply.answer("I see it"),
-                                                 context_limit=WINDOW) as llm:
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(handler=lambda request: Reply.answer("I see it"), context_limit=WINDOW) as llm,
+    ):
         settings = settings_for(redis_url, key_prefix, llm.openai_base_url, "gpt-4o")
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:

@@ -65,26 +65,54 @@ def size_of(data: bytes) -> tuple[int, int]:
 
 
 def test_an_image_model_is_asked_for_images_and_its_answer_carries_them_decoded() -> None:
-    body = build_request([{"role": "user", "content": "draw it"}], model=IMAGE_MODEL, max_tokens=100, tools=None,
-                         temperature=None, rules=request_rules(IMAGE_MODEL, "openrouter"))
+    body = build_request(
+        [{"role": "user", "content": "draw it"}],
+        model=IMAGE_MODEL,
+        max_tokens=100,
+        tools=None,
+        temperature=None,
+        rules=request_rules(IMAGE_MODEL, "openrouter"),
+    )
     assert body["modalities"] == ["image", "text"]
     validate_openrouter_chat(body)
-    plain = build_request([{"role": "user", "content": "hi"}], model="openai/gpt-4o", max_tokens=100, tools=None,
-                          temperature=None, rules=request_rules("openai/gpt-4o", "openrouter"))
+    plain = build_request(
+        [{"role": "user", "content": "hi"}],
+        model="openai/gpt-4o",
+        max_tokens=100,
+        tools=None,
+        temperature=None,
+        rules=request_rules("openai/gpt-4o", "openrouter"),
+    )
     assert "modalities" not in plain
     picture = chart()
-    answer = parse_response({"choices": [{"finish_reason": "stop", "message": {
-        "role": "assistant", "content": "",
-        "images": [{"type": "image_url", "image_url": {"url": data_url(picture)}},
-                   {"type": "image_url", "image_url": {"url": "https://example.invalid/not-inline.png"}}]}}]})
-    assert [(image.mime, image.data) for image in answer.images] == [("image/png", picture)]  # an image alone is an answer
+    answer = parse_response(
+        {
+            "choices": [
+                {
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": "",
+                        "images": [
+                            {"type": "image_url", "image_url": {"url": data_url(picture)}},
+                            {"type": "image_url", "image_url": {"url": "https://example.invalid/not-inline.png"}},
+                        ],
+                    },
+                }
+            ]
+        }
+    )
+    assert [(image.mime, image.data) for image in answer.images] == [
+        ("image/png", picture)
+    ]  # an image alone is an answer
 
 
 # --------------------------------------------------------------------------- Telegram, end to end
 
 
 async def test_an_image_the_model_makes_reaches_telegram_as_a_photo_and_can_be_fetched_back(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat, picture = 6160, chart()
     bodies: list[dict[str, Any]] = []
 
@@ -141,8 +169,9 @@ async def test_a_tool_result_marked_for_the_person_is_the_turns_outgoing_and_a_p
     tools.add(Tool("plot", "draw a plot", {"type": "object", "properties": {}}, plot))
     tools.add(Tool("peek", "look at an old photo", {"type": "object", "properties": {}}, peek))
     async with FakeLLMServer() as llm:
-        llm.enqueue(Reply.tool_call("plot", {}, call_id="c1"), Reply.tool_call("peek", {}, call_id="c2"),
-                    Reply.answer("done"))
+        llm.enqueue(
+            Reply.tool_call("plot", {}, call_id="c1"), Reply.tool_call("peek", {}, call_id="c2"), Reply.answer("done")
+        )
         client = ChatClient(llm.openai_base_url, api_key="k", route="custom")
         engine = ContextCompressor(model="test-model", context_length=WINDOW)
         agent = Agent(client, engine, model="test-model", tools=tools)
@@ -175,8 +204,14 @@ async def test_a_reply_with_files_resent_after_a_failure_posts_each_file_once(re
     media = MediaStore(redis, key_prefix, max_bytes=5_000_000, max_total_bytes=50_000_000)
     chat = "local:outgoing"
     one, two = chart(100, 50), chart(60, 40)
-    refs = [{"kind": "image", "sha": await media.put(chat, data, mime="image/png", name=name, file_id="made:x"),
-             "name": name} for data, name in ((one, "one.png"), (two, "two.png"))]
+    refs = [
+        {
+            "kind": "image",
+            "sha": await media.put(chat, data, mime="image/png", name=name, file_id="made:x"),
+            "name": name,
+        }
+        for data, name in ((one, "one.png"), (two, "two.png"))
+    ]
     refs.append({"kind": "document", "sha": "f" * 64, "name": "gone.csv"})  # dropped from the store meanwhile
     platform = FlakyFiles()
     replies = Replies(store, {"local": platform}, lambda message: OpenGate(), Health("Redis"), media)
@@ -204,11 +239,13 @@ async def test_only_files_are_sent_when_the_reply_has_no_text(redis, key_prefix)
 
 
 async def test_discord_gets_the_image_as_an_attachment_and_a_file_too_big_for_a_bot_as_a_line(
-        adapter, discord_api) -> None:  # noqa: F811 - the fixtures imported above
+    adapter, discord_api
+) -> None:
     picture = chart()
     await adapter.send_file(str(CHANNEL_ID), OutgoingFile("image", picture, "chart.png", "image/png"), reply_to="42")
-    await adapter.send_file(str(CHANNEL_ID), OutgoingFile("document", bytes(11 * 1024 * 1024), "dump.bin",
-                                                          "application/octet-stream"))
+    await adapter.send_file(
+        str(CHANNEL_ID), OutgoingFile("document", bytes(11 * 1024 * 1024), "dump.bin", "application/octet-stream")
+    )
     assert discord_api.uploads == [(str(CHANNEL_ID), "chart.png", picture)]
     posted = [m for m in discord_api.created if m["channel_id"] == str(CHANNEL_ID)]
     assert [a["filename"] for a in posted[0]["attachments"]] == ["chart.png"]
@@ -269,7 +306,12 @@ async def test_telegram_sends_a_panorama_it_refuses_as_a_photo_as_a_document() -
             await adapter.send_file("77", OutgoingFile("document", b"a,b\n1,2\n", "table.csv", "text/csv"))
         finally:
             await adapter.stop()
-    assert [(sent.method, sent.name) for sent in api.sent_files] == [("sendDocument", "wide.png"),
-                                                                    ("sendDocument", "table.csv")]
+    assert [(sent.method, sent.name) for sent in api.sent_files] == [
+        ("sendDocument", "wide.png"),
+        ("sendDocument", "table.csv"),
+    ]
     assert [(attempt.method, attempt.status, attempt.description) for attempt in api.attempts] == [
-        ("sendPhoto", 400, "Bad Request: PHOTO_INVALID_DIMENSIONS"), ("sendDocument", 200, ""), ("sendDocument", 200, "")]
+        ("sendPhoto", 400, "Bad Request: PHOTO_INVALID_DIMENSIONS"),
+        ("sendDocument", 200, ""),
+        ("sendDocument", 200, ""),
+    ]

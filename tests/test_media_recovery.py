@@ -54,12 +54,16 @@ async def kept(runner, chat: str) -> tuple[list[dict], int, int]:
     """The chat's user messages, and how many items its media store holds in how many bytes."""
     transcript = await runner.store.active(chat, await runner.store.current_session(chat))
     media = runner.media_store
-    return ([m for m in transcript if m["role"] == "user"], await runner.store.redis.zcard(media.keys(chat).media_held),
-            await media.held_bytes(chat))
+    return (
+        [m for m in transcript if m["role"] == "user"],
+        await runner.store.redis.zcard(media.keys(chat).media_held),
+        await media.held_bytes(chat),
+    )
 
 
 async def test_thirty_compactions_and_a_restart_later_session_fetch_shows_the_photo_again(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat, window = 5160, 8_000
     photo = png(640, 480, (20, 120, 220))
     rng = random.Random(27)
@@ -80,8 +84,9 @@ async def test_thirty_compactions_and_a_restart_later_session_fetch_shows_the_ph
             compactions.append(event)
 
     async with FakeBotAPI() as api, FakeLLMServer(handler=script, context_limit=window) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=window,
-                                 compression={"protect_last_n": 2})
+        settings = make_settings(
+            redis_url, key_prefix, llm.openai_base_url, context_length=window, compression={"protect_last_n": 2}
+        )
         async with telegram_gateway(settings, redis, polling(api)) as runner:
             runner.events.subscribe(count_compactions)  # before any message: nothing has been compacted yet
             api.push(api.private_message(chat, "morning, the budget review starts now"))  # the protected head
@@ -136,7 +141,8 @@ def answer_with_images(request: RecordedRequest) -> Reply:
 
 
 async def test_a_photo_whose_download_breaks_leaves_nothing_stuck_for_the_message_after_it(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat = 5161
     async with FakeBotAPI() as api, FakeLLMServer(handler=answer_with_images, context_limit=WIDE) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WIDE)
@@ -157,14 +163,18 @@ async def test_a_photo_whose_download_breaks_leaves_nothing_stuck_for_the_messag
     assert first.startswith("⚠️ I could not take in photo.jpg: the download of photo.jpg stopped after")
     assert first.split("\n\n", 1)[1].startswith("seen 0 images: the rack after the move")
     assert second == "seen 0 images: and the cables are labelled now"
-    assert [m["content"].split("\n\n")[0] for m in users] == ["the rack after the move", "and the cables are labelled now"]
+    assert [m["content"].split("\n\n")[0] for m in users] == [
+        "the rack after the move",
+        "and the cables are labelled now",
+    ]
     assert users[0]["_items"][0]["error"] and not users[0]["_items"][0].get("sha")
     assert "_items" not in users[1] and items == held == 0
 
 
 @contextlib.asynccontextmanager
-async def provider_first(reply: Reply, redis_url: str, key_prefix: str
-                         ) -> AsyncIterator[tuple[FakeBotAPI, FakeLLMServer, Settings]]:
+async def provider_first(
+    reply: Reply, redis_url: str, key_prefix: str
+) -> AsyncIterator[tuple[FakeBotAPI, FakeLLMServer, Settings]]:
     """The fake Bot API, a provider whose first request gets ``reply`` (then it answers), and settings for them
     with no retries in the client: a failed request fails the turn itself, after its items were taken in."""
     async with FakeBotAPI() as api, FakeLLMServer(handler=answer_with_images, context_limit=WIDE) as llm:
@@ -175,10 +185,13 @@ async def provider_first(reply: Reply, redis_url: str, key_prefix: str
 
 
 async def test_a_turn_the_provider_fails_once_is_retried_and_stores_its_photo_and_message_once(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat, photo = 5162, png(320, 240, (90, 200, 90))
-    async with provider_first(Reply.server_error(500), redis_url, key_prefix) as (api, llm, settings), \
-            telegram_gateway(settings, redis, polling(api)) as runner:
+    async with (
+        provider_first(Reply.server_error(500), redis_url, key_prefix) as (api, llm, settings),
+        telegram_gateway(settings, redis, polling(api)) as runner,
+    ):
         api.push(api.photo_message(chat, 1, "the new floor plan", data=photo))
         await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
         await runner.wait_idle()
@@ -193,7 +206,8 @@ async def test_a_turn_the_provider_fails_once_is_retried_and_stores_its_photo_an
 
 
 async def test_a_turn_cut_short_by_a_stop_after_taking_its_photo_in_is_answered_after_the_restart_once(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     chat, photo = 5163, png(320, 240, (200, 90, 200))
     # the process goes away while the provider is thinking
     async with provider_first(Reply.hang(), redis_url, key_prefix) as (api, llm, settings):

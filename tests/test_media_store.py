@@ -19,8 +19,9 @@ CHAT = "tg:555"
 KB = 1024
 
 
-def make_store(redis: Redis, prefix: str, channel: PipelinedConnection | None, *, total: int = 10 * KB,
-               each: int = 4 * KB) -> MediaStore:
+def make_store(
+    redis: Redis, prefix: str, channel: PipelinedConnection | None, *, total: int = 10 * KB, each: int = 4 * KB
+) -> MediaStore:
     return MediaStore(redis, prefix, max_bytes=each, max_total_bytes=total, channel=channel)
 
 
@@ -42,7 +43,8 @@ async def test_storing_the_same_bytes_again_keeps_one_copy_and_the_newest_handle
     data = os.urandom(3 * KB)
     first, second = await asyncio.gather(
         media.put(CHAT, data, mime="image/jpeg", name="a.jpg", file_id="old"),
-        media.put(CHAT, data, mime="image/jpeg", name="a.jpg", file_id="old"))
+        media.put(CHAT, data, mime="image/jpeg", name="a.jpg", file_id="old"),
+    )
     assert first == second
     assert await media.held_bytes(CHAT) == 3 * KB
     await media.put(CHAT, data, mime="image/jpeg", name="b.jpg", file_id="new")
@@ -67,8 +69,12 @@ async def test_at_the_allowance_the_oldest_bytes_go_and_their_handles_stay(media
     assert await media.get(CHAT, shas[0]) is None
     assert [await media.get(CHAT, sha) for sha in shas[1:]] == [(data, "image/webp") for data in items[1:]]
     dropped = await media.about(CHAT, shas[0])
-    assert dropped is not None and (dropped.file_id, dropped.name, dropped.size, dropped.held) == \
-        ("file-0", "0.webp", 3 * KB, False)
+    assert dropped is not None and (dropped.file_id, dropped.name, dropped.size, dropped.held) == (
+        "file-0",
+        "0.webp",
+        3 * KB,
+        False,
+    )
     # stored again (fetched from the platform once more), it is the newest: the next to go is the second item
     await media.put(CHAT, items[0], mime="image/webp", name="0.webp", file_id="file-0b")
     assert await media.get(CHAT, shas[0]) == (items[0], "image/webp")
@@ -96,7 +102,8 @@ async def test_one_large_item_can_push_out_several(redis: Redis, key_prefix: str
 
 
 async def test_chats_have_their_own_allowance_and_keys_share_the_chat_tag(
-        media: MediaStore, redis: Redis, key_prefix: str) -> None:
+    media: MediaStore, redis: Redis, key_prefix: str
+) -> None:
     data = os.urandom(4 * KB)
     for chat in ("tg:1", "tg:2", "tg:3"):
         await media.put(chat, data, mime="", name="n", file_id="f")

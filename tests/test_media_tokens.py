@@ -63,8 +63,17 @@ def test_the_route_unknown_takes_the_larger_rule(width, height):
 
 
 def image(w: int, h: int, **extra) -> dict:
-    return {"kind": "image", "sha": "a" * 64, "name": "photo.jpg", "mime": "image/jpeg", "bytes": 1, "file_id": "f",
-            "w": w, "h": h, **extra}
+    return {
+        "kind": "image",
+        "sha": "a" * 64,
+        "name": "photo.jpg",
+        "mime": "image/jpeg",
+        "bytes": 1,
+        "file_id": "f",
+        "w": w,
+        "h": h,
+        **extra,
+    }
 
 
 def test_a_message_counts_its_images_by_rule():
@@ -86,8 +95,10 @@ def test_items_that_are_no_image_or_failed_cost_nothing_beyond_their_text():
 
 def test_an_image_part_is_no_text():
     data = base64.b64encode(bytes(range(256)) * 400).decode()
-    content = [{"type": "text", "text": "what is this?"},
-               {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]
+    content = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
+    ]
     assert content_text(content) == "what is this?"
     message = {"role": "user", "content": content}
     assert count_message(message) == 4 + count_text("what is this?") + image_tokens(0, 0)

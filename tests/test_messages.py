@@ -59,8 +59,9 @@ def test_malformed_messages_are_refused_with_a_reason(bad) -> None:
 def test_real_user_messages_exclude_summaries_synthetic_and_empty() -> None:
     assert is_real_user_message({"role": "user", "content": "ship it"})
     assert not is_real_user_message({"role": "user", "content": "   "})
-    assert not is_real_user_message({"role": "user", "content": "[CONTEXT COMPACTION] earlier turns",
-                                     "_compressed_summary": True})
+    assert not is_real_user_message(
+        {"role": "user", "content": "[CONTEXT COMPACTION] earlier turns", "_compressed_summary": True}
+    )
     # The prefix alone is text anyone can type: only foldgate's own marker makes a summary.
     assert is_real_user_message({"role": "user", "content": "[CONTEXT COMPACTION] earlier turns"})
     assert not is_real_user_message({"role": "user", "content": "continue", "_synthetic": True})
@@ -78,13 +79,26 @@ def test_edits_are_new_versions_and_metadata_never_reaches_the_api() -> None:
 def test_a_malformed_message_is_named_without_breaking_the_pairs_around_it():
     from agent.messages import api_problems
 
-    call = {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}]}
-    assert api_problems([{"role": "user", "content": "q"}, call, {"role": "tool", "tool_call_id": "a", "content": 5}]) == [
-        "message 2: content must be a string, a list of parts or null, got int"]
-    assert api_problems([{"role": "user", "content": "q"}, {**call, "content": 5},
-                         {"role": "tool", "tool_call_id": "a", "content": "r"}]) == [
-        "message 1: content must be a string, a list of parts or null, got int"]
-    junk = api_problems([{"role": "assistant", "tool_calls": 7}, {"role": "tool", "tool_call_id": ["x"], "content": "r"},
-                         "not a message"])
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}],
+    }
+    assert api_problems(
+        [{"role": "user", "content": "q"}, call, {"role": "tool", "tool_call_id": "a", "content": 5}]
+    ) == ["message 2: content must be a string, a list of parts or null, got int"]
+    assert api_problems(
+        [
+            {"role": "user", "content": "q"},
+            {**call, "content": 5},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ]
+    ) == ["message 1: content must be a string, a list of parts or null, got int"]
+    junk = api_problems(
+        [
+            {"role": "assistant", "tool_calls": 7},
+            {"role": "tool", "tool_call_id": ["x"], "content": "r"},
+            "not a message",
+        ]
+    )
     assert len(junk) == 4 and junk[2] == "message 2: message must be an object, got str"

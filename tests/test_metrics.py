@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import httpx
-
-from gateway.events import CompressEvent, EventBus, TurnEvent
 from aiohttp import web
 
+from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.metrics import GatewayWatch, add_metrics_routes
 from gateway.web.server import start_site
 from tests.fakes.gateway import make_settings, running_gateway
@@ -17,12 +16,35 @@ async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redi
     settings = make_settings(redis_url, key_prefix, "http://127.0.0.1:9/v1", context_length=16_000)
     async with running_gateway(settings, redis) as (runner, _adapter, _events):
         bus: EventBus = runner.events
-        await bus.emit(CompressEvent(platform="local", chat="local:a", session_id="s", old_session_id="", in_place=True,
-                                     compression_count=1, trigger="hygiene", tokens_before=9000, tokens_after=2000,
-                                     summarizer="deterministic"))
-        await bus.emit(TurnEvent(platform="local", chat="local:a", session_id="s", prompt_tokens=1200,
-                                 completion_tokens=30, cache_read_tokens=1000, cache_write_tokens=150, latency_ms=5,
-                                 model="claude-sonnet-4", cost_usd=0.0021, saved_usd=0.0027))
+        await bus.emit(
+            CompressEvent(
+                platform="local",
+                chat="local:a",
+                session_id="s",
+                old_session_id="",
+                in_place=True,
+                compression_count=1,
+                trigger="hygiene",
+                tokens_before=9000,
+                tokens_after=2000,
+                summarizer="deterministic",
+            )
+        )
+        await bus.emit(
+            TurnEvent(
+                platform="local",
+                chat="local:a",
+                session_id="s",
+                prompt_tokens=1200,
+                completion_tokens=30,
+                cache_read_tokens=1000,
+                cache_write_tokens=150,
+                latency_ms=5,
+                model="claude-sonnet-4",
+                cost_usd=0.0021,
+                saved_usd=0.0027,
+            )
+        )
         app = web.Application()
         add_metrics_routes(app, GatewayWatch(bus, runner))
         site = await start_site(app, "127.0.0.1", 0, setting="gateway.metrics_port")

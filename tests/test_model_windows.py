@@ -31,18 +31,28 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         await client.aclose()
 
 
-async def ask(http: httpx.AsyncClient, server: FakeModelCatalog, model: str, *, headers: dict[str, str] | None = None,
-              dialect: str = "openai", timeout: float = 3.0) -> ReportedWindow | None:
-    return await reported_window(http, server.base_url, model, headers=AUTH if headers is None else headers,
-                                 dialect=dialect, timeout=timeout)
+async def ask(
+    http: httpx.AsyncClient,
+    server: FakeModelCatalog,
+    model: str,
+    *,
+    headers: dict[str, str] | None = None,
+    dialect: str = "openai",
+    timeout: float = 3.0,
+) -> ReportedWindow | None:
+    return await reported_window(
+        http, server.base_url, model, headers=AUTH if headers is None else headers, dialect=dialect, timeout=timeout
+    )
 
 
 # ------------------------------------------------------------------------------ OpenRouter and vLLM
 
 
 async def test_openrouter_states_the_window_in_its_model_list(http: httpx.AsyncClient) -> None:
-    models = [ServedModel("meta-llama/llama-3.3-70b-instruct", trained=131_072, loaded=65_536),
-              ServedModel("qwen/qwen3-32b", trained=40_960)]
+    models = [
+        ServedModel("meta-llama/llama-3.3-70b-instruct", trained=131_072, loaded=65_536),
+        ServedModel("qwen/qwen3-32b", trained=40_960),
+    ]
     async with FakeModelCatalog("openrouter", models, api_key=KEY) as server:
         found = await ask(http, server, "meta-llama/llama-3.3-70b-instruct")
         assert found == ReportedWindow(131_072, "OpenRouter /api/v1/models context_length")
@@ -57,8 +67,10 @@ async def test_openrouter_top_provider_stands_in_for_a_nonsense_context_length(h
 
 
 async def test_openrouter_routing_suffix_finds_the_model_itself_not_a_variant(http: httpx.AsyncClient) -> None:
-    models = [ServedModel("deepseek/deepseek-chat-v3:free", trained=16_384),
-              ServedModel("deepseek/deepseek-chat-v3", trained=163_840)]
+    models = [
+        ServedModel("deepseek/deepseek-chat-v3:free", trained=16_384),
+        ServedModel("deepseek/deepseek-chat-v3", trained=163_840),
+    ]
     async with FakeModelCatalog("openrouter", models, api_key=KEY) as server:
         nitro = await ask(http, server, "deepseek/deepseek-chat-v3:nitro")
         free = await ask(http, server, "deepseek/deepseek-chat-v3:free")
@@ -121,8 +133,10 @@ async def test_older_llama_cpp_lists_only_the_trained_length_as_provisional(http
 
 
 async def test_llama_cpp_router_is_asked_about_the_named_model_without_loading_it(http: httpx.AsyncClient) -> None:
-    models = [ServedModel("ggml-org/gemma-3-4b-it-GGUF:Q4_K_M", trained=131_072, loaded=8_192),
-              ServedModel("ggml-org/Qwen3-8B-GGUF:Q4_K_M", trained=40_960)]
+    models = [
+        ServedModel("ggml-org/gemma-3-4b-it-GGUF:Q4_K_M", trained=131_072, loaded=8_192),
+        ServedModel("ggml-org/Qwen3-8B-GGUF:Q4_K_M", trained=40_960),
+    ]
     async with FakeModelCatalog("llamacpp", models, llama_router=True) as server:
         loaded = await ask(http, server, "ggml-org/gemma-3-4b-it-GGUF:Q4_K_M")
         unloaded = await ask(http, server, "ggml-org/Qwen3-8B-GGUF:Q4_K_M")
@@ -142,8 +156,9 @@ async def test_lm_studio_loaded_context_is_the_limit(http: httpx.AsyncClient) ->
         assert found == ReportedWindow(4_096, "LM Studio /api/v0/models loaded_context_length")
         assert server.paths == ["/v1/models", "/api/v0/models"]  # its own API first: its list names it
         unloaded = await ask(http, server, "gemma-3-12b")
-    assert unloaded == ReportedWindow(131_072, "LM Studio /api/v0/models max_context_length (model not loaded)",
-                                      provisional=True)
+    assert unloaded == ReportedWindow(
+        131_072, "LM Studio /api/v0/models max_context_length (model not loaded)", provisional=True
+    )
 
 
 # ------------------------------------------------------------------------------ Ollama
@@ -158,18 +173,22 @@ async def test_ollama_loaded_model_reports_its_runtime_window(http: httpx.AsyncC
 
 
 async def test_ollama_num_ctx_parameter_capped_at_the_trained_length(http: httpx.AsyncClient) -> None:
-    models = [ServedModel("qwen2.5:7b", trained=32_768, num_ctx=16_384),
-              ServedModel("tiny:latest", trained=2_048, num_ctx=8_192)]
+    models = [
+        ServedModel("qwen2.5:7b", trained=32_768, num_ctx=16_384),
+        ServedModel("tiny:latest", trained=2_048, num_ctx=8_192),
+    ]
     async with FakeModelCatalog("ollama", models) as server:
         assert await ask(http, server, "qwen2.5:7b") == ReportedWindow(16_384, "Ollama /api/show num_ctx")
         assert await ask(http, server, "tiny") == ReportedWindow(2_048, "Ollama /api/show num_ctx")
 
 
 @pytest.mark.parametrize(("version", "expected"), [("0.12.6", 4_096), ("0.6.5", 2_048), ("not a version", 4_096)])
-async def test_ollama_default_window_for_a_model_not_loaded(http: httpx.AsyncClient, version: str,
-                                                            expected: int) -> None:
-    async with FakeModelCatalog("ollama", [ServedModel("llama3.2:latest", trained=131_072)],
-                                ollama_version=version) as server:
+async def test_ollama_default_window_for_a_model_not_loaded(
+    http: httpx.AsyncClient, version: str, expected: int
+) -> None:
+    async with FakeModelCatalog(
+        "ollama", [ServedModel("llama3.2:latest", trained=131_072)], ollama_version=version
+    ) as server:
         found = await ask(http, server, "llama3.2:latest")
     assert found == ReportedWindow(expected, "Ollama default num_ctx (model not loaded)", provisional=True)
 
@@ -191,8 +210,12 @@ async def test_anthropic_states_max_input_tokens(http: httpx.AsyncClient) -> Non
         zero = ServedModel("claude-haiku-4-5", fields={"max_input_tokens": 0})
         server.models.append(zero)
         assert await ask(http, server, "claude-haiku-4-5", headers=ANTHROPIC_HEADERS, dialect="anthropic") is None
-        assert await ask(http, server, "claude-sonnet-4-5", headers={"anthropic-version": "2023-06-01"},
-                         dialect="anthropic") is None
+        assert (
+            await ask(
+                http, server, "claude-sonnet-4-5", headers={"anthropic-version": "2023-06-01"}, dialect="anthropic"
+            )
+            is None
+        )
 
 
 async def test_a_plain_openai_compatible_server_reports_nothing(http: httpx.AsyncClient) -> None:

@@ -31,8 +31,9 @@ KNOWN_TOKEN, BETA_TOKEN = "111111:the-token-telegram-knows", "222222:a-token-tel
 @asynccontextmanager
 async def operator(web: WebGateway) -> AsyncIterator[aiohttp.ClientSession]:
     """A client of the operator's server with the token, keeping cookies (the server is an IP address)."""
-    async with aiohttp.ClientSession(base_url=web.operator_url, headers=BEARER,
-                                     cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+    async with aiohttp.ClientSession(
+        base_url=web.operator_url, headers=BEARER, cookie_jar=aiohttp.CookieJar(unsafe=True)
+    ) as session:
         yield session
 
 
@@ -45,15 +46,17 @@ async def text_of(session: aiohttp.ClientSession, path: str, status: int = 200) 
 async def chat_in(web: WebGateway, bot: str, chat_id: str, text: str = "hello") -> str:
     """A message taken in by ``bot`` and answered; the chat's key."""
     runner = web.fleet.gateways()[bot].runner
-    await runner.intake(IncomingMessage(platform="web", chat_id=chat_id, user_id=chat_id, update_id=f"{bot}-1",
-                                        text=text))
+    await runner.intake(
+        IncomingMessage(platform="web", chat_id=chat_id, user_id=chat_id, update_id=f"{bot}-1", text=text)
+    )
     await runner.wait_idle(timeout=15)
     return f"web:{chat_id}"
 
 
 def two_bots(redis_url: str, prefix: str, provider: FakeLLMServer, beta: dict | None = None) -> Settings:
-    return web_settings(redis_url, prefix, provider.openai_base_url,
-                        bots=[{"name": "alpha"}, {"name": "beta", **(beta or {})}])
+    return web_settings(
+        redis_url, prefix, provider.openai_base_url, bots=[{"name": "alpha"}, {"name": "beta", **(beta or {})}]
+    )
 
 
 async def test_each_page_shows_the_bot_chosen_and_remembers_it(redis_url, key_prefix):

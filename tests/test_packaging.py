@@ -22,8 +22,13 @@ from gateway import cli
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_PACKAGES = ("agent", "gateway", "plugins")
 #: pip's words when it cannot get the build backend (no network, no index): a reason to skip, not a failure.
-OFFLINE = ("No matching distribution found", "Could not find a version that satisfies", "Failed to establish",
-           "Network is unreachable", "Temporary failure in name resolution")
+OFFLINE = (
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+    "Failed to establish",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+)
 
 
 def _copy_ignoring(directory: str, names: list[str]) -> set[str]:
@@ -49,12 +54,33 @@ def wheel(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # pip with the user's own configuration (the index it may use), which the suite's throwaway ~ hides.
     environment = {**os.environ, "HOME": pwd.getpwuid(os.getuid()).pw_dir}
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check",
-                           "--retries", "1", "--timeout", "15", "--wheel-dir", str(out), str(source)],
-                          capture_output=True, text=True, timeout=240, env=environment)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--retries",
+            "1",
+            "--timeout",
+            "15",
+            "--wheel-dir",
+            str(out),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=environment,
+    )
     if done.returncode != 0 and any(words in done.stdout + done.stderr for words in OFFLINE):
-        pytest.skip(f"cannot build the wheel here: pip could not fetch the build backend (offline?): "
-                    f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+        pytest.skip(
+            f"cannot build the wheel here: pip could not fetch the build backend (offline?): "
+            f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}"
+        )
     assert done.returncode == 0, done.stderr
     (built,) = out.glob("foldgate-*.whl")
     return built
@@ -77,8 +103,12 @@ def test_the_wheel_holds_the_runtime_packages_and_neither_evals_nor_tests(wheel:
 
 def test_the_wheel_holds_every_data_file_the_runtime_packages_read(wheel: Path, source: Path) -> None:
     """Every file beside the code (Lua scripts, YAML, JSON, JSONL …; only Markdown notes aside) ships."""
-    data = {path.relative_to(source).as_posix() for package in RUNTIME_PACKAGES for path in (source / package).rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".py", ".pyc", ".md")}
+    data = {
+        path.relative_to(source).as_posix()
+        for package in RUNTIME_PACKAGES
+        for path in (source / package).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".py", ".pyc", ".md")
+    }
     assert "gateway/cli/starter_config.yaml" in data
     assert data - _names(wheel) == set()
 
@@ -89,18 +119,27 @@ def test_the_installed_wheel_says_bench_and_eval_run_from_a_checkout(wheel: Path
     elsewhere.mkdir()
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(installed)
-    for argv, how in ((["bench", "compress"], "./dev bench NAME"), (["eval", "compaction", "--sessions", "s",
-                                                                     "--probes", "p"], "./dev eval")):
-        done = subprocess.run([sys.executable, "-S", "-m", "gateway.cli", *argv], cwd=elsewhere, capture_output=True,
-                              text=True, timeout=60, env={"PYTHONPATH": str(installed), "PATH": "/usr/bin:/bin"})
+    for argv, how in (
+        (["bench", "compress"], "./dev bench NAME"),
+        (["eval", "compaction", "--sessions", "s", "--probes", "p"], "./dev eval"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-S", "-m", "gateway.cli", *argv],
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(installed), "PATH": "/usr/bin:/bin"},
+        )
         assert done.returncode == 2
         assert done.stdout == ""
         (line,) = done.stderr.splitlines()
         assert "development checkout" in line and how in line
 
 
-def test_bench_and_eval_are_still_listed_where_they_cannot_run(monkeypatch: pytest.MonkeyPatch,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_and_eval_are_still_listed_where_they_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(cli, "from_checkout", lambda: False)
     with pytest.raises(SystemExit):
         cli.main(["--help"])

@@ -26,16 +26,22 @@ from gateway.platforms.telegram import TelegramAdapter
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer
-from tests.test_discord import TOKEN as DISCORD_TOKEN
 from tests.test_discord import BOT, CHANNEL_ID, FakeDiscordAPI, json_response, open_adapter
-from tests.test_startup_failures import (DISCORD_AND_TERMINAL, TELEGRAM, TELEGRAM_AND_TERMINAL, foldgate,
-                                         leftover_servers)
+from tests.test_discord import TOKEN as DISCORD_TOKEN
+from tests.test_startup_failures import (
+    DISCORD_AND_TERMINAL,
+    TELEGRAM,
+    TELEGRAM_AND_TERMINAL,
+    foldgate,
+    leftover_servers,
+)
 from tests.test_streamed_delivery import ANSWER, WINDOW, streaming, streaming_gateway
 from tests.test_telegram_gateway import echo, telegram_gateway
 
 
-async def run_fails(tmp_path: Path, config: str, setting: str, *, env: dict[str, str],
-                    discord_base: str | None = None) -> str:
+async def run_fails(
+    tmp_path: Path, config: str, setting: str, *, env: dict[str, str], discord_base: str | None = None
+) -> str:
     """``foldgate run`` that must fail: its one line, after checking that this line, naming ``setting`` and what
     to do, is all the terminal shows, without a traceback, and that the exit status is 1."""
     code, output = await foldgate(tmp_path, config, "run", env=env, discord_base=discord_base, stdin=None, timeout=60)
@@ -62,8 +68,12 @@ def telegram_lines(records: list[logging.LogRecord], *words: str) -> list[str]:
 
 async def test_run_with_a_bot_api_that_leaves_out_is_bot_is_one_line(tmp_path, bot_api):
     bot_api.answer_as("getMe", without_is_bot(bot_api), times=None)
-    line = await run_fails(tmp_path, TELEGRAM_AND_TERMINAL.format(api=bot_api.base_url),
-                           "platforms.telegram.api_server", env={"TELEGRAM_BOT_TOKEN": bot_api.token})
+    line = await run_fails(
+        tmp_path,
+        TELEGRAM_AND_TERMINAL.format(api=bot_api.base_url),
+        "platforms.telegram.api_server",
+        env={"TELEGRAM_BOT_TOKEN": bot_api.token},
+    )
     assert f"the Bot API at {bot_api.base_url} answered getMe with something foldgate cannot read" in line
     assert "result.is_bot: field required" in line and '"username": "foldgate_bot"' in line  # the field, what came
     assert bot_api.token not in line
@@ -73,8 +83,12 @@ async def test_run_with_a_bot_api_that_leaves_out_is_bot_is_one_line(tmp_path, b
 
 async def test_run_with_a_bot_api_that_answers_a_web_page_is_one_line(tmp_path, bot_api):
     bot_api.answer_as("getMe", f"<html><body>Welcome! (bot{bot_api.token})</body></html>", times=None)
-    line = await run_fails(tmp_path, TELEGRAM_AND_TERMINAL.format(api=bot_api.base_url),
-                           "platforms.telegram.api_server", env={"TELEGRAM_BOT_TOKEN": bot_api.token})
+    line = await run_fails(
+        tmp_path,
+        TELEGRAM_AND_TERMINAL.format(api=bot_api.base_url),
+        "platforms.telegram.api_server",
+        env={"TELEGRAM_BOT_TOKEN": bot_api.token},
+    )
     assert "answered getMe with something foldgate cannot read (not JSON; it sent <html><body>Welcome!" in line
     assert bot_api.token not in line and "bot<token>" in line
 
@@ -93,8 +107,9 @@ async def test_doctor_with_a_bot_api_that_leaves_out_is_bot_says_so_in_its_row(t
 # --------------------------------------------------------------------------- while polling
 
 
-async def test_an_unreadable_batch_is_one_line_and_its_updates_are_asked_for_again(redis, redis_url, key_prefix,
-                                                                                   caplog):
+async def test_an_unreadable_batch_is_one_line_and_its_updates_are_asked_for_again(
+    redis, redis_url, key_prefix, caplog
+):
     caplog.set_level(logging.INFO, logger="gateway.platforms.telegram")
     async with FakeBotAPI() as api, FakeLLMServer(handler=echo, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
@@ -108,13 +123,17 @@ async def test_an_unreadable_batch_is_one_line_and_its_updates_are_asked_for_aga
             await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
             await runner.wait_idle()
             assert adapter.polling and adapter.failure is None
-    assert sorted((m.chat_id, m.text) for m in api.sent) == [("4242", "echo: first question"),
-                                                             ("4343", "echo: second question")]
+    assert sorted((m.chat_id, m.text) for m in api.sent) == [
+        ("4242", "echo: first question"),
+        ("4343", "echo: second question"),
+    ]
     assert api.scripted == ["getupdates"] and api.get_updates_calls[0].offset is None  # the same updates, again
     (line,) = telegram_lines(caplog.records, "getUpdates")
-    assert line.startswith(f"telegram: platforms.telegram.api_server: the Bot API at {api.base_url} answered "
-                           "getUpdates with something foldgate cannot read (result.0.message.chat.type: field "
-                           "required; it sent {"), line
+    assert line.startswith(
+        f"telegram: platforms.telegram.api_server: the Bot API at {api.base_url} answered "
+        "getUpdates with something foldgate cannot read (result.0.message.chat.type: field "
+        "required; it sent {"
+    ), line
     assert "asking for the same updates again in" in line and "\n" not in line and api.token not in line
     assert not any(record.exc_info for record in caplog.records)
 
@@ -143,13 +162,18 @@ async def test_a_send_whose_answer_cannot_be_read_is_not_sent_again(redis, redis
     assert "went through all the same, so it is not made again" in line
 
 
-@pytest.mark.parametrize(("status", "body"), [
-    (404, {"ok": False, "error_code": 404, "description": "Not Found: method not found"}),
-    (400, {"ok": False, "error_code": 400, "description": "Bad Request: method not found"}),
-    (404, "404: Not Found"),
-], ids=["404", "400", "404-plain-text"])
-async def test_an_emulator_without_typing_or_drafts_still_answers_everyone(redis, redis_url, key_prefix, status, body,
-                                                                           caplog):
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (404, {"ok": False, "error_code": 404, "description": "Not Found: method not found"}),
+        (400, {"ok": False, "error_code": 400, "description": "Bad Request: method not found"}),
+        (404, "404: Not Found"),
+    ],
+    ids=["404", "400", "404-plain-text"],
+)
+async def test_an_emulator_without_typing_or_drafts_still_answers_everyone(
+    redis, redis_url, key_prefix, status, body, caplog
+):
     caplog.set_level(logging.INFO)
     async with FakeBotAPI() as api, FakeLLMServer(default=streaming(ANSWER), context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
@@ -163,8 +187,9 @@ async def test_an_emulator_without_typing_or_drafts_still_answers_everyone(redis
     assert {"sendchataction", "sendmessagedraft"} <= set(api.scripted) and api.drafts == []
     assert api.scripted.count("sendmessagedraft") <= 2  # once at most for each reply, not for each frame
     (line,) = telegram_lines(caplog.records, "sendMessageDraft")
-    assert line.startswith(f"telegram: platforms.telegram.api_server: the Bot API at {api.base_url} has no "
-                           "sendMessageDraft ("), line
+    assert line.startswith(
+        f"telegram: platforms.telegram.api_server: the Bot API at {api.base_url} has no sendMessageDraft ("
+    ), line
     assert not [record for record in caplog.records if "preview could not be shown" in record.getMessage()]
 
 
@@ -175,8 +200,9 @@ class OddDiscordAPI(FakeDiscordAPI):
     """The fake Discord API, its ``GET /users/@me`` answered with ``me`` when given, and each message it posts
     answered as ``posted`` makes it over when given (the message is created all the same)."""
 
-    def __init__(self, me: web.Response | None = None,
-                 posted: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, me: web.Response | None = None, posted: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    ) -> None:
         super().__init__()
         self.me = me
         self.posted = posted
@@ -209,25 +235,36 @@ def discord_lines(records: list[logging.LogRecord], *words: str) -> list[str]:
     return [line for line in lines if all(word in line for word in words)]
 
 
-@pytest.mark.parametrize(("answer", "said"), [
-    (lambda: json_response({key: value for key, value in BOT.items() if key != "id"}), "no 'id' in it"),
-    (lambda: web.Response(body=b"{not json", headers={"Content-Type": "application/json"}), "not JSON"),
-    (lambda: web.Response(text="<html>Welcome!</html>", content_type="text/html"), "not JSON"),
-], ids=["no-id", "broken-json", "web-page"])
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (lambda: json_response({key: value for key, value in BOT.items() if key != "id"}), "no 'id' in it"),
+        (lambda: web.Response(body=b"{not json", headers={"Content-Type": "application/json"}), "not JSON"),
+        (lambda: web.Response(text="<html>Welcome!</html>", content_type="text/html"), "not JSON"),
+    ],
+    ids=["no-id", "broken-json", "web-page"],
+)
 async def test_run_with_a_discord_login_answer_it_cannot_read_is_one_line(tmp_path, answer, said):
     async with OddDiscordAPI(answer()) as api:
-        line = await run_fails(tmp_path, DISCORD_AND_TERMINAL, "platforms.discord",
-                               env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, discord_base=api.base)
-    assert (f"the Discord API at {api.base} answered GET /users/@me (HTTP 200) with something foldgate "
-            "cannot read") in line
+        line = await run_fails(
+            tmp_path,
+            DISCORD_AND_TERMINAL,
+            "platforms.discord",
+            env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN},
+            discord_base=api.base,
+        )
+    assert (
+        f"the Discord API at {api.base} answered GET /users/@me (HTTP 200) with something foldgate cannot read"
+    ) in line
     assert said in line and DISCORD_TOKEN not in line
 
 
 async def test_doctor_with_a_discord_login_answer_it_cannot_read_says_so_in_its_row(tmp_path, redis_url):
     async with OddDiscordAPI(json_response({"username": "foldbot"})) as api:
         config = f'redis: {{url: "{redis_url}"}}\n' + DISCORD_AND_TERMINAL
-        code, output = await foldgate(tmp_path, config, "doctor", env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN},
-                                      discord_base=api.base)
+        code, output = await foldgate(
+            tmp_path, config, "doctor", env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, discord_base=api.base
+        )
     assert code == 1 and "Traceback" not in output, output
     (row,) = [line for line in output.splitlines() if line.startswith("discord")]
     assert row.split()[1] == "FAIL" and "platforms.discord: " in row and "GET /users/@me" in row, output
@@ -243,9 +280,11 @@ async def test_a_discord_post_whose_answer_cannot_be_read_is_not_posted_again(od
         await adapter.stop()
     assert odd_discord.contents(CHANNEL_ID) == ["deploy finished"] and len(odd_discord.attempts) == 1
     (line,) = discord_lines(caplog.records, "cannot read")
-    assert line.startswith(f"discord: platforms.discord: the Discord API at {odd_discord.base} answered POST "
-                           f"/channels/{CHANNEL_ID}/messages (HTTP 200) with something foldgate cannot read (no "
-                           "'type' in it; it sent {"), line
+    assert line.startswith(
+        f"discord: platforms.discord: the Discord API at {odd_discord.base} answered POST "
+        f"/channels/{CHANNEL_ID}/messages (HTTP 200) with something foldgate cannot read (no "
+        "'type' in it; it sent {"
+    ), line
     assert "went through all the same, so it is not made again" in line and DISCORD_TOKEN not in line
 
 

@@ -6,7 +6,6 @@ from decimal import Decimal
 
 import pytest
 
-from agent.usage import Usage
 from agent.pricing import (
     Money,
     UnknownPrice,
@@ -18,6 +17,7 @@ from agent.pricing import (
     savings,
     uncached_cost,
 )
+from agent.usage import Usage
 from gateway.config import Settings
 from tests.fakes.anthropic_cache import AnthropicCacheServer
 from tests.fakes.gateway import message, running_gateway
@@ -51,14 +51,21 @@ def test_the_longest_matching_key_prices_a_model(model, key):
 
 def test_cost_of_an_anthropic_usage_part_by_part():
     # 10,000 prompt tokens: 8,000 read from cache, 1,500 written, 500 uncached; 1,000 out
-    usage = {"prompt_tokens": 10_000, "cache_read_tokens": 8_000, "cache_write_tokens": 1_500, "completion_tokens": 1_000}
+    usage = {
+        "prompt_tokens": 10_000,
+        "cache_read_tokens": 8_000,
+        "cache_write_tokens": 1_500,
+        "completion_tokens": 1_000,
+    }
     parts = breakdown(usage, "claude-sonnet-4")
     assert parts.uncached_input == Money(Decimal("0.0015"))  # 500 x $3/M
     assert parts.cache_read == Money(Decimal("0.0024"))  # 8,000 x $0.30/M
     assert parts.cache_write == Money(Decimal("0.005625"))  # 1,500 x $3.75/M
     assert parts.output == Money(Decimal("0.015"))
     assert cost(usage, "claude-sonnet-4") == Money(Decimal("0.024525"))
-    assert cost(usage, "claude-sonnet-4", ttl="1h").amount - cost(usage, "claude-sonnet-4").amount == Decimal("0.003375")
+    assert cost(usage, "claude-sonnet-4", ttl="1h").amount - cost(usage, "claude-sonnet-4").amount == Decimal(
+        "0.003375"
+    )
 
 
 def test_savings_are_what_the_same_tokens_cost_without_caching_minus_what_they_cost():
@@ -80,8 +87,15 @@ def test_openai_reads_are_billed_at_the_cached_input_price_and_writes_cost_nothi
     assert savings(usage, "gpt-4o") == Money(Decimal("0.075"))
 
 
-@pytest.mark.parametrize("alias, base", [("gpt-5.6-sol-900k", "gpt-5.6-sol"), ("gpt-5.4-900k", "gpt-5.4"),
-                                         ("gpt-5.6-terra-900k", "gpt-5.6-terra"), ("gpt-5.6-luna-900k", "gpt-5.6-luna")])
+@pytest.mark.parametrize(
+    "alias, base",
+    [
+        ("gpt-5.6-sol-900k", "gpt-5.6-sol"),
+        ("gpt-5.4-900k", "gpt-5.4"),
+        ("gpt-5.6-terra-900k", "gpt-5.6-terra"),
+        ("gpt-5.6-luna-900k", "gpt-5.6-luna"),
+    ],
+)
 def test_900k_aliases_are_billed_as_their_base_model(alias, base):
     usage = {"prompt_tokens": 500_000, "cache_read_tokens": 300_000, "completion_tokens": 2_000}
     assert billing_model(alias) == base
@@ -100,20 +114,35 @@ def test_money_formats_small_and_large_amounts():
     assert Money(Decimal("1")).ratio(Money(Decimal("4"))) == 0.25
 
 
-async def test_usage_shows_money_spent_and_saved_and_model_warns_about_the_cold_cache(tmp_path, redis, redis_url, key_prefix):
+async def test_usage_shows_money_spent_and_saved_and_model_warns_about_the_cold_cache(
+    tmp_path, redis, redis_url, key_prefix
+):
     async with AnthropicCacheServer() as server:
         server.default = Reply.answer("noted")
-        server.models = ["claude-sonnet-4-20250514", "claude-opus-4-20250514"]  # /model checks the list (dated ids, as Anthropic lists them)
+        server.models = [
+            "claude-sonnet-4-20250514",
+            "claude-opus-4-20250514",
+        ]  # /model checks the list (dated ids, as Anthropic lists them)
         settings = Settings(
             redis={"url": redis_url, "key_prefix": key_prefix},
-            model={"name": "claude-sonnet-4", "provider": "anthropic", "base_url": server.anthropic_base_url, "api_key": "k"},
-            platforms={"local": {"enabled": True}}, gateway={"home": str(tmp_path)},
+            model={
+                "name": "claude-sonnet-4",
+                "provider": "anthropic",
+                "base_url": server.anthropic_base_url,
+                "api_key": "k",
+            },
+            platforms={"local": {"enabled": True}},
+            gateway={"home": str(tmp_path)},
         )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for index in range(4):
                 await runner.intake(message("c", f"u{index}", f"part {index}: " + "context " * 1200))
                 await runner.wait_idle()
-            for update, text in [("usage", "/usage"), ("bad", "/model gpt-5.5-900k"), ("switch", "/model claude-opus-4")]:
+            for update, text in [
+                ("usage", "/usage"),
+                ("bad", "/model gpt-5.5-900k"),
+                ("switch", "/model claude-opus-4"),
+            ]:
                 await runner.intake(message("c", update, text))
                 await runner.wait_idle()
     usage, refused, switched = (text for _, text in adapter.sent[-3:])
@@ -124,7 +153,9 @@ async def test_usage_shows_money_spent_and_saved_and_model_warns_about_the_cold_
         "cache_write_tokens": sum(e.cache_write for e in server.ledger),
         "completion_tokens": completion,
     }
-    assert f"Cache: read {totals['cache_read_tokens']:,} tokens, written {totals['cache_write_tokens']:,} tokens" in usage
+    assert (
+        f"Cache: read {totals['cache_read_tokens']:,} tokens, written {totals['cache_write_tokens']:,} tokens" in usage
+    )
     spent, saved = cost(totals, "claude-sonnet-4"), savings(totals, "claude-sonnet-4")
     assert saved.amount > 0
     assert usage.splitlines()[-1] == (

@@ -30,7 +30,7 @@ HOUR = {"type": "ephemeral", "ttl": "1h"}
 
 
 def call(call_id: str) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}
+    return {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
 
 
 def conversation() -> list[dict]:
@@ -39,8 +39,13 @@ def conversation() -> list[dict]:
         {"role": "user", "content": "open a.py"},
         {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
         {"role": "tool", "tool_call_id": "c1", "content": "print('a')"},
-        {"role": "user", "content": [{"type": "text", "text": "and this image"},
-                                     {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this image"},
+                {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+            ],
+        },
     ]
 
 
@@ -72,9 +77,14 @@ def test_through_openrouter_the_marker_goes_on_the_last_text_part_never_an_image
 
 @pytest.mark.parametrize("empty", [None, "", []])
 def test_empty_content_is_marked_on_the_message(empty):
-    out = apply_anthropic_cache_control([{"role": "user", "content": "x"}, {"role": "assistant", "content": empty,
-                                                                            "tool_calls": [call("c1")]},
-                                         {"role": "tool", "tool_call_id": "c1", "content": "r"}], native_anthropic=True)
+    out = apply_anthropic_cache_control(
+        [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": empty, "tool_calls": [call("c1")]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        ],
+        native_anthropic=True,
+    )
     assert out[1]["cache_control"] == EPHEMERAL
     assert out[1]["content"] == empty
 
@@ -115,7 +125,9 @@ def test_the_callers_messages_are_never_touched():
 
 
 def test_stale_markers_are_replaced_not_added_to():
-    messages = apply_anthropic_cache_control(conversation(), native_anthropic=True) + [{"role": "user", "content": "more"}]
+    messages = apply_anthropic_cache_control(conversation(), native_anthropic=True) + [
+        {"role": "user", "content": "more"}
+    ]
     out = apply_anthropic_cache_control(messages, native_anthropic=True)
     assert count_breakpoints(out) == 4
     assert "cache_control" not in json.dumps(out[2])  # slid out of the window
@@ -125,8 +137,13 @@ message_strategy = st.one_of(
     st.builds(lambda text: {"role": "user", "content": text}, st.text(max_size=5)),
     st.builds(lambda text: {"role": "assistant", "content": text}, st.one_of(st.none(), st.text(max_size=5))),
     st.builds(lambda text: {"role": "system", "content": text}, st.text(max_size=5)),
-    st.builds(lambda texts: {"role": "user", "content": [{"type": "text", "text": t, "cache_control": EPHEMERAL} for t in texts]},
-              st.lists(st.text(max_size=3), max_size=3)),
+    st.builds(
+        lambda texts: {
+            "role": "user",
+            "content": [{"type": "text", "text": t, "cache_control": EPHEMERAL} for t in texts],
+        },
+        st.lists(st.text(max_size=3), max_size=3),
+    ),
     st.just({"role": "tool", "tool_call_id": "c", "content": "r", "cache_control": EPHEMERAL}),
 )
 
@@ -147,15 +164,36 @@ def test_never_more_than_four_breakpoints_and_the_input_is_unchanged(messages, n
 @pytest.mark.parametrize(
     "model, provider, base_url, enabled, line",
     [
-        ("anthropic/claude-sonnet-4", "openrouter", None, True, "💾 Prompt caching: ENABLED (Claude via OpenRouter, 5m TTL)"),
+        (
+            "anthropic/claude-sonnet-4",
+            "openrouter",
+            None,
+            True,
+            "💾 Prompt caching: ENABLED (Claude via OpenRouter, 5m TTL)",
+        ),
         ("claude-sonnet-4-5", "anthropic", None, True, "💾 Prompt caching: ENABLED (Claude via Anthropic, 5m TTL)"),
-        ("anthropic/claude-3.5-haiku", "custom", "https://openrouter.ai/api/v1", True,
-         "💾 Prompt caching: ENABLED (Claude via OpenRouter, 5m TTL)"),
+        (
+            "anthropic/claude-3.5-haiku",
+            "custom",
+            "https://openrouter.ai/api/v1",
+            True,
+            "💾 Prompt caching: ENABLED (Claude via OpenRouter, 5m TTL)",
+        ),
         ("gpt-4o", "openrouter", None, False, "💾 Prompt caching: DISABLED (gpt-4o is not a Claude model)"),
-        ("claude-sonnet-4", "openai", None, False,
-         "💾 Prompt caching: DISABLED (provider openai does not pass cache_control through)"),
-        ("claude-sonnet-4", "custom", "https://relay.example.com/v1", False,
-         "💾 Prompt caching: DISABLED (provider custom does not pass cache_control through)"),
+        (
+            "claude-sonnet-4",
+            "openai",
+            None,
+            False,
+            "💾 Prompt caching: DISABLED (provider openai does not pass cache_control through)",
+        ),
+        (
+            "claude-sonnet-4",
+            "custom",
+            "https://relay.example.com/v1",
+            False,
+            "💾 Prompt caching: DISABLED (provider custom does not pass cache_control through)",
+        ),
     ],
 )
 def test_auto_enabled_only_for_claude_on_routes_that_take_cache_control(model, provider, base_url, enabled, line):
@@ -168,9 +206,11 @@ def test_auto_enabled_only_for_claude_on_routes_that_take_cache_control(model, p
 
 def test_configured_off_and_the_one_hour_ttl_show_in_the_status():
     assert plan_prompt_caching("claude-sonnet-4", "anthropic", enabled=False).status_line == (
-        "💾 Prompt caching: DISABLED (turned off by prompt_caching.enabled)")
+        "💾 Prompt caching: DISABLED (turned off by prompt_caching.enabled)"
+    )
     assert plan_prompt_caching("claude-sonnet-4", "openrouter", cache_ttl="1h").status_line == (
-        "💾 Prompt caching: ENABLED (Claude via OpenRouter, 1h TTL)")
+        "💾 Prompt caching: ENABLED (Claude via OpenRouter, 1h TTL)"
+    )
 
 
 # --------------------------------------------------------------------------- the Anthropic dialect
@@ -192,7 +232,10 @@ def test_the_anthropic_dialect_carries_every_marker_to_its_block():
 
 def test_without_markers_the_system_prompt_stays_a_string():
     client = ChatClient("http://127.0.0.1:9", dialect="anthropic")
-    assert client.build_body(conversation(), model="claude-sonnet-4", max_tokens=10)["system"] == "You are a careful assistant."
+    assert (
+        client.build_body(conversation(), model="claude-sonnet-4", max_tokens=10)["system"]
+        == "You are a careful assistant."
+    )
 
 
 # --------------------------------------------------------------------------- the faithful fake's rules
@@ -200,7 +243,10 @@ def test_without_markers_the_system_prompt_stays_a_string():
 
 def body_with(blocks: list[str], marks: set[int], model: str = "claude-sonnet-4", ttl: str | None = None) -> dict:
     marker = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
-    content = [{"type": "text", "text": text, **({"cache_control": marker} if i in marks else {})} for i, text in enumerate(blocks)]
+    content = [
+        {"type": "text", "text": text, **({"cache_control": marker} if i in marks else {})}
+        for i, text in enumerate(blocks)
+    ]
     return {"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": content}]}
 
 
@@ -278,7 +324,9 @@ async def test_the_agent_hook_earns_cache_reads_on_the_next_turn():
             history = [{"role": "system", "content": SYSTEM_PROMPT}]
             for turn in range(4):
                 clock[0] += 30
-                result = await agent.run_turn(history, {"role": "user", "content": f"point {turn}: " + "details " * 200})
+                result = await agent.run_turn(
+                    history, {"role": "user", "content": f"point {turn}: " + "details " * 200}
+                )
                 history = result.messages
         assert all(request.text.count("cache_control") <= 4 for request in server.requests)
         assert server.ledger[0].cache_read == 0
@@ -291,7 +339,9 @@ def tool_user(request) -> Reply:
     last = request.body["messages"][-1]["content"]
     if any(isinstance(block, dict) and block.get("type") == "tool_result" for block in last):
         return Reply.answer("done " * 30)
-    return Reply.tool_call("read_file", {"path": "notes.txt"}, call_id=f"call_{len(request.raw)}_{len(request.body['messages'])}")
+    return Reply.tool_call(
+        "read_file", {"path": "notes.txt"}, call_id=f"call_{len(request.raw)}_{len(request.body['messages'])}"
+    )
 
 
 def read_file_tools() -> ToolRegistry:
@@ -310,13 +360,17 @@ async def test_the_system_prompt_changes_once_across_three_compactions():
         plan = plan_prompt_caching("claude-sonnet-4", "anthropic")
         engine = ContextCompressor("claude-sonnet-4", 40_000, CompressionSettings(protect_last_n=4))
         async with ChatClient(server.anthropic_base_url, api_key="k", dialect="anthropic") as client:
-            agent = Agent(client, engine, model="claude-sonnet-4", tools=read_file_tools(), request_hook=plan.request_hook())
+            agent = Agent(
+                client, engine, model="claude-sonnet-4", tools=read_file_tools(), request_hook=plan.request_hook()
+            )
             history = [{"role": "system", "content": SYSTEM_PROMPT}]
             turn = 0
             while engine.compression_count < 3:
                 turn += 1
                 assert turn < 100
-                result = await agent.run_turn(history, {"role": "user", "content": f"note {turn}: " + "payload " * 1_500})
+                result = await agent.run_turn(
+                    history, {"role": "user", "content": f"note {turn}: " + "payload " * 1_500}
+                )
                 history = result.messages
         systems = [json.dumps(request.body["system"]) for request in server.requests]
         changes = [i + 1 for i, (before, after) in enumerate(zip(systems, systems[1:])) if before != after]
@@ -337,8 +391,15 @@ async def test_the_gateway_places_breakpoints_and_the_start_up_line_says_so(tmp_
         server.default = Reply.answer("noted")
         settings = Settings(
             redis={"url": redis_url, "key_prefix": key_prefix},
-            model={"name": "claude-sonnet-4", "provider": "anthropic", "base_url": server.anthropic_base_url, "api_key": "k"},
-            prompt_caching={"cache_ttl": "1h"}, platforms={"local": {"enabled": True}}, gateway={"home": str(tmp_path)},
+            model={
+                "name": "claude-sonnet-4",
+                "provider": "anthropic",
+                "base_url": server.anthropic_base_url,
+                "api_key": "k",
+            },
+            prompt_caching={"cache_ttl": "1h"},
+            platforms={"local": {"enabled": True}},
+            gateway={"home": str(tmp_path)},
         )
         out = io.StringIO()
         assert await serve(settings, demo=True, out=out) == 0

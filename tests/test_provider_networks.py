@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agent.compaction.summarizer import build_summarizer
+from agent.http_options import HttpOptions
 from agent.llm import ChatClient
 from agent.llm.errors import ProviderTimeout, ProviderUnreachable
-from agent.http_options import HttpOptions
 from agent.llm.responses import ResponsesClient
 from agent.llm.retry import RetryPolicy
 from agent.llm.stream import StreamEvent, TextDelta
@@ -100,8 +100,11 @@ async def _every_route(base: str, responses_base: str, **options) -> None:
         assert (await messages.complete(HI, model="claude-sonnet-4", max_tokens=5)).text == "ok"
     async with ResponsesClient(responses_base + "/v1", retry=ONCE, **options) as responses:
         assert (await responses.complete(HI, model="gpt-5.6", max_tokens=5)).text == "ok"
-    summarizer = build_summarizer(AuxiliaryModelSettings(proxy=(options.get("options") or HttpOptions()).proxy),
-                                  main_model="gpt-4o", main_base_url=base + "/v1")
+    summarizer = build_summarizer(
+        AuxiliaryModelSettings(proxy=(options.get("options") or HttpOptions()).proxy),
+        main_model="gpt-4o",
+        main_base_url=base + "/v1",
+    )
     assert summarizer is not None
     try:
         assert await summarizer.call_llm(messages=list(HI), max_tokens=5) == "ok"
@@ -110,10 +113,14 @@ async def _every_route(base: str, responses_base: str, **options) -> None:
 
 
 @pytest.fixture
-async def tls_pair(pki: TestPKI, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[FakeLLMServer, FakeResponsesServer]]:
+async def tls_pair(
+    pki: TestPKI, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[FakeLLMServer, FakeResponsesServer]]:
     monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca_file))
-    async with FakeLLMServer(ssl=pki.server_context, server_name="localhost") as chat, \
-            FakeResponsesServer(ssl=pki.server_context, server_name="localhost") as responses:
+    async with (
+        FakeLLMServer(ssl=pki.server_context, server_name="localhost") as chat,
+        FakeResponsesServer(ssl=pki.server_context, server_name="localhost") as responses,
+    ):
         yield chat, responses
 
 
@@ -176,8 +183,9 @@ async def test_a_first_address_that_drops_packets_costs_a_fraction_of_the_connec
             assert await connect_hangs(hole.address)  # a plain connect to the first address would hang
             with resolve({"fake-provider.test": ["127.0.0.2", "127.0.0.1"]}) as looked_up:
                 options = HttpOptions(connect_timeout_seconds=3600.0)
-                async with ChatClient(f"http://fake-provider.test:{server.port}/v1", options=options,
-                                      retry=ONCE) as client:
+                async with ChatClient(
+                    f"http://fake-provider.test:{server.port}/v1", options=options, retry=ONCE
+                ) as client:
                     async with asyncio.timeout(PATIENCE):
                         completion = await client.complete(HI, model="m", max_tokens=5)
     assert completion.text == "ok" and looked_up
@@ -207,8 +215,9 @@ async def test_the_timeout_applies_to_each_streamed_event_not_the_whole_answer()
     """The server sleeps ``event_delay`` between two events, and a sleep never ends early: a stream of more than
     ``timeout / event_delay`` events lasts longer than the timeout, yet each gap is a tenth of it."""
     timeout, gap = 1.0, 0.1
-    slow_but_steady = Reply(text="one two three four five six seven eight nine ten eleven twelve", chunk_size=4,
-                            event_delay=gap)
+    slow_but_steady = Reply(
+        text="one two three four five six seven eight nine ten eleven twelve", chunk_size=4, event_delay=gap
+    )
     deltas: list[StreamEvent] = []
 
     async def seen(event: StreamEvent) -> None:
@@ -216,8 +225,9 @@ async def test_the_timeout_applies_to_each_streamed_event_not_the_whole_answer()
             deltas.append(event)
 
     async with FakeLLMServer(default=slow_but_steady) as server:
-        async with ChatClient(server.openai_base_url, stream=True, retry=ONCE,
-                              options=HttpOptions(timeout_seconds=timeout)) as client:
+        async with ChatClient(
+            server.openai_base_url, stream=True, retry=ONCE, options=HttpOptions(timeout_seconds=timeout)
+        ) as client:
             completion = await client.complete(HI, model="m", max_tokens=50, on_event=seen)
     assert completion.text == slow_but_steady.text
     assert (len(deltas) - 1) * gap > timeout  # the answer as a whole outlasted the timeout, no gap came near it
@@ -226,8 +236,9 @@ async def test_the_timeout_applies_to_each_streamed_event_not_the_whole_answer()
 async def test_a_stream_that_goes_quiet_times_out():
     stalled = Reply(text="one two three four", chunk_size=4, event_delay=1.5)
     async with FakeLLMServer(default=stalled) as server:
-        async with ChatClient(server.openai_base_url, stream=True, retry=ONCE,
-                              options=HttpOptions(timeout_seconds=0.5)) as client:
+        async with ChatClient(
+            server.openai_base_url, stream=True, retry=ONCE, options=HttpOptions(timeout_seconds=0.5)
+        ) as client:
             with pytest.raises(ProviderTimeout):
                 await client.complete(HI, model="m", max_tokens=50)
 
@@ -241,7 +252,9 @@ async def test_streamed_answers_reuse_one_connection_even_when_the_last_bytes_co
         peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
-        await response.write(b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n')
+        await response.write(
+            b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n'
+        )
         await response.write(b"data: [DONE]\n\n")
         await asyncio.sleep(0.1)  # the body's end arrives after the answer is complete
         await response.write_eof()

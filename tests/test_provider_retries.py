@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from agent.http_options import HttpOptions
 from agent.llm import ChatClient
 from agent.llm.errors import (
     ProviderError,
@@ -27,7 +28,6 @@ from agent.llm.errors import (
     RateLimited,
     RetryWaitTooLong,
 )
-from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
@@ -78,7 +78,10 @@ RETRIED = [
     ("502", Reply.server_error(502)),
     ("503", Reply.server_error(503)),
     ("529 overloaded", Reply.error(529, "Overloaded", "overloaded_error")),
-    ("400 with x-should-retry: true", with_header(Reply.error(400, "try again", "invalid_request_error"), "x-should-retry", "true")),
+    (
+        "400 with x-should-retry: true",
+        with_header(Reply.error(400, "try again", "invalid_request_error"), "x-should-retry", "true"),
+    ),
 ]
 
 
@@ -100,7 +103,11 @@ NOT_RETRIED = [
     ("403", Reply.error(403, "forbidden", "permission_error"), ProviderRejected),
     ("404", Reply.error(404, "no such model", "not_found_error"), ProviderRejected),
     ("422", Reply.error(422, "unprocessable", "invalid_request_error"), ProviderRejected),
-    ("500 with x-should-retry: false", with_header(Reply.server_error(500), "x-should-retry", "false"), ProviderUnavailable),
+    (
+        "500 with x-should-retry: false",
+        with_header(Reply.server_error(500), "x-should-retry", "false"),
+        ProviderUnavailable,
+    ),
 ]
 
 
@@ -147,8 +154,7 @@ async def test_a_wait_longer_than_the_cap_fails_at_once_instead_of_retrying_earl
 
 async def test_retries_stop_after_max_retries_with_growing_waits(server):
     server.enqueue(*(Reply.server_error(503) for _ in range(4)))
-    policy = RecordingPolicy(server, max_retries=3, initial_backoff=0.1, max_backoff=1.0,
-                             jitter=lambda low, high: high)
+    policy = RecordingPolicy(server, max_retries=3, initial_backoff=0.1, max_backoff=1.0, jitter=lambda low, high: high)
     async with ChatClient(server.openai_base_url, retry=policy) as client:
         with pytest.raises(ProviderUnavailable):
             await client.complete(HI, model="m", max_tokens=5)
@@ -176,8 +182,9 @@ async def test_a_dropped_connection_and_a_timeout_are_retried(server):
 
 async def test_a_timeout_past_the_retries_is_a_timeout(server):
     server.enqueue(Reply.hang())
-    async with ChatClient(server.openai_base_url, retry=RetryPolicy(max_retries=0),
-                          options=HttpOptions(timeout_seconds=0.3)) as client:
+    async with ChatClient(
+        server.openai_base_url, retry=RetryPolicy(max_retries=0), options=HttpOptions(timeout_seconds=0.3)
+    ) as client:
         with pytest.raises(ProviderTimeout):
             await client.complete(HI, model="m", max_tokens=5)
 

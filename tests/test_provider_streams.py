@@ -23,7 +23,7 @@ from agent.llm.retry import RetryPolicy
 from agent.llm.stream import StreamReset, TextDelta, ToolCallStarted
 
 TEXT = "Checking the deploy log — ünïcødé 🚀 and\nnew lines."
-ARGUMENTS = {"path": "logs/deploy 2026-12-01.txt", "lines": [1, 2, 3], "note": "quote \" and emoji 🧪"}
+ARGUMENTS = {"path": "logs/deploy 2026-12-01.txt", "lines": [1, 2, 3], "note": 'quote " and emoji 🧪'}
 MESSAGES = [{"role": "user", "content": "what broke?"}]
 
 
@@ -36,22 +36,65 @@ def _sse(*events: tuple[str | None, Any]) -> bytes:
 
 
 def _pieces(text: str, size: int = 7) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def openai_stream(*, comments: bool = False) -> bytes:
     arguments = json.dumps(ARGUMENTS, ensure_ascii=False)
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
-    events: list[tuple[str | None, Any]] = [(None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})]
+    events: list[tuple[str | None, Any]] = [
+        (None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    ]
     events += [(None, {**base, "choices": [{"index": 0, "delta": {"content": piece}}]}) for piece in _pieces(TEXT)]
-    events.append((None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_log", "arguments": ""}}]}}]}))
-    events += [(None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "function": {"arguments": piece}}]}}]}) for piece in _pieces(arguments, 5)]
+    events.append(
+        (
+            None,
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": "call_a",
+                                    "type": "function",
+                                    "function": {"name": "read_log", "arguments": ""},
+                                }
+                            ]
+                        },
+                    }
+                ],
+            },
+        )
+    )
+    events += [
+        (
+            None,
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}}],
+            },
+        )
+        for piece in _pieces(arguments, 5)
+    ]
     events.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
-    events.append((None, {**base, "choices": [], "usage": {
-        "prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
-        "prompt_tokens_details": {"cached_tokens": 64, "cache_write_tokens": 16}}}))
+    events.append(
+        (
+            None,
+            {
+                **base,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 120,
+                    "completion_tokens": 30,
+                    "total_tokens": 150,
+                    "prompt_tokens_details": {"cached_tokens": 64, "cache_write_tokens": 16},
+                },
+            },
+        )
+    )
     events.append((None, "[DONE]"))
     body = _sse(*events)
     return b": OPENROUTER PROCESSING\n\n: OPENROUTER PROCESSING\n\n" + body if comments else body
@@ -60,27 +103,68 @@ def openai_stream(*, comments: bool = False) -> bytes:
 def anthropic_stream() -> bytes:
     arguments = json.dumps(ARGUMENTS, ensure_ascii=False)
     events: list[tuple[str | None, Any]] = [
-        ("message_start", {"type": "message_start", "message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4", "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 20, "cache_read_input_tokens": 90, "cache_creation_input_tokens": 10, "output_tokens": 1}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 20,
+                        "cache_read_input_tokens": 90,
+                        "cache_creation_input_tokens": 10,
+                        "output_tokens": 1,
+                    },
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
         ("ping", {"type": "ping"}),
     ]
-    events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                        "delta": {"type": "text_delta", "text": piece}}) for piece in _pieces(TEXT)]
+    events += [
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+        )
+        for piece in _pieces(TEXT)
+    ]
     events += [
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
-            "type": "tool_use", "id": "toolu_a", "name": "read_log", "input": {}}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": "toolu_a", "name": "read_log", "input": {}},
+            },
+        ),
     ]
-    events += [("content_block_delta", {"type": "content_block_delta", "index": 1,
-                                        "delta": {"type": "input_json_delta", "partial_json": piece}})
-               for piece in _pieces(arguments, 5)]
+    events += [
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": piece}},
+        )
+        for piece in _pieces(arguments, 5)
+    ]
     events += [
         ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                           "usage": {"output_tokens": 30}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 30},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
     return _sse(*events)
@@ -88,25 +172,73 @@ def anthropic_stream() -> bytes:
 
 def responses_stream() -> bytes:
     arguments = json.dumps(ARGUMENTS, ensure_ascii=False)
-    final = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5.6", "output": [
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": TEXT, "annotations": []}]},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "read_log", "arguments": arguments},
-    ], "usage": {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 64}, "output_tokens": 30,
-                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 150}}
+    final = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5.6",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": TEXT, "annotations": []}],
+            },
+            {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "read_log", "arguments": arguments},
+        ],
+        "usage": {
+            "input_tokens": 120,
+            "input_tokens_details": {"cached_tokens": 64},
+            "output_tokens": 30,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 150,
+        },
+    }
     events: list[tuple[str | None, Any]] = [
-        ("response.created", {"type": "response.created", "response": {**final, "status": "in_progress", "output": []}}),
-        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                        "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
+        (
+            "response.created",
+            {"type": "response.created", "response": {**final, "status": "in_progress", "output": []}},
+        ),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+            },
+        ),
     ]
-    events += [("response.output_text.delta", {"type": "response.output_text.delta", "output_index": 0,
-                                               "content_index": 0, "delta": piece}) for piece in _pieces(TEXT)]
-    events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": 1,
-                                                  "item": {"type": "function_call", "id": "fc_1", "call_id": "call_a",
-                                                           "name": "read_log", "arguments": ""}}))
-    events += [("response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta",
-                                                           "output_index": 1, "delta": piece})
-               for piece in _pieces(arguments, 5)]
+    events += [
+        (
+            "response.output_text.delta",
+            {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": piece},
+        )
+        for piece in _pieces(TEXT)
+    ]
+    events.append(
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "output_index": 1,
+                "item": {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_a",
+                    "name": "read_log",
+                    "arguments": "",
+                },
+            },
+        )
+    )
+    events += [
+        (
+            "response.function_call_arguments.delta",
+            {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": piece},
+        )
+        for piece in _pieces(arguments, 5)
+    ]
     events.append(("response.completed", {"type": "response.completed", "response": final}))
     return _sse(*events)
 
@@ -163,8 +295,9 @@ async def complete(route: str, chunks: list[bytes], events: list[Any] | None = N
             if events is not None:
                 events.append(event)
 
-        return await client.complete(MESSAGES, model="gpt-5.6" if route == "responses" else "m", max_tokens=100,
-                                     on_event=sink)
+        return await client.complete(
+            MESSAGES, model="gpt-5.6" if route == "responses" else "m", max_tokens=100, on_event=sink
+        )
 
 
 def assert_whole(completion: Any) -> None:
@@ -195,8 +328,9 @@ async def test_a_split_at_every_single_byte_boundary_gives_the_same_message(rout
 
 @pytest.mark.parametrize("route", ROUTES)
 # A test's own list replaces the profile's, so too_slow (a timing, not a verdict) is named again here.
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=st.data())
 async def test_any_split_gives_the_same_message(route, data):
     body = ROUTES[route][0]()
@@ -209,8 +343,12 @@ async def test_any_split_gives_the_same_message(route, data):
 @given(data=st.data())
 async def test_a_stream_cut_anywhere_before_its_end_never_becomes_a_reply(route, data):
     body = ROUTES[route][0]()
-    terminal = {"openai": b"finish_reason\": \"tool_calls", "openrouter": b"finish_reason\": \"tool_calls",
-                "anthropic": b"event: message_stop", "responses": b"event: response.completed"}[route]
+    terminal = {
+        "openai": b'finish_reason": "tool_calls',
+        "openrouter": b'finish_reason": "tool_calls',
+        "anthropic": b"event: message_stop",
+        "responses": b"event: response.completed",
+    }[route]
     end = body.index(terminal)
     cut = data.draw(st.integers(min_value=1, max_value=end))
     with pytest.raises((StreamInterrupted, ProviderUnavailable)):
@@ -228,12 +366,13 @@ async def test_a_cut_stream_is_retried_and_the_preview_is_reset(route):
         async def sink(event: Any) -> None:
             events.append(event)
 
-        completion = await client.complete(MESSAGES, model="gpt-5.6" if route == "responses" else "m",
-                                           max_tokens=100, on_event=sink)
+        completion = await client.complete(
+            MESSAGES, model="gpt-5.6" if route == "responses" else "m", max_tokens=100, on_event=sink
+        )
     assert_whole(completion)
     resets = [i for i, e in enumerate(events) if isinstance(e, StreamReset)]
     assert len(resets) == 1
-    after = events[resets[0] + 1:]
+    after = events[resets[0] + 1 :]
     assert "".join(e.text for e in after if isinstance(e, TextDelta)) == TEXT  # the preview restarts from nothing
 
 
@@ -245,14 +384,29 @@ async def test_openrouter_usage_carries_cache_writes():
 @pytest.mark.parametrize(
     ("route", "event", "error"),
     [
-        ("openrouter", (None, {"error": {"code": 502, "message": "upstream overloaded"},
-                               "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}), ProviderUnavailable),
+        (
+            "openrouter",
+            (
+                None,
+                {
+                    "error": {"code": 502, "message": "upstream overloaded"},
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}],
+                },
+            ),
+            ProviderUnavailable,
+        ),
         ("openrouter", (None, {"error": {"code": 429, "message": "slow down"}}), RateLimited),
         ("openai", (None, {"error": {"code": 400, "message": "bad"}}), ProviderRejected),
-        ("anthropic", ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-         ProviderUnavailable),
-        ("responses", ("response.failed", {"type": "response.failed", "response": {"error": {"code": "server_error"}}}),
-         ProviderUnavailable),
+        (
+            "anthropic",
+            ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            ProviderUnavailable,
+        ),
+        (
+            "responses",
+            ("response.failed", {"type": "response.failed", "response": {"error": {"code": "server_error"}}}),
+            ProviderUnavailable,
+        ),
     ],
 )
 async def test_an_error_reported_inside_the_stream_is_a_typed_error(route, event, error):
@@ -263,8 +417,10 @@ async def test_an_error_reported_inside_the_stream_is_a_typed_error(route, event
 
 
 async def test_an_endpoint_that_ignores_stream_true_is_read_whole():
-    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}, "finish_reason": "stop"}],
-              "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+    answer = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
 
     def handler(request: httpx.Request) -> httpx.Response:
         assert json.loads(request.content)["stream"] is True
@@ -281,8 +437,11 @@ async def test_an_agent_turn_hands_on_text_tool_calls_and_tool_runs_in_order():
     from agent.loop import Agent, ToolRunning
     from agent.tools import Tool, ToolRegistry
 
-    final = _sse(*[(None, {"choices": [{"index": 0, "delta": {"content": piece}}]}) for piece in _pieces("All fine.", 3)],
-                 (None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}), (None, "[DONE]"))
+    final = _sse(
+        *[(None, {"choices": [{"index": 0, "delta": {"content": piece}}]}) for piece in _pieces("All fine.", 3)],
+        (None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        (None, "[DONE]"),
+    )
     tools = ToolRegistry()
     ran: list[dict[str, Any]] = []
 
@@ -297,15 +456,19 @@ async def test_an_agent_turn_hands_on_text_tool_calls_and_tool_runs_in_order():
         events.append(event)
 
     async with serving([openai_stream()], [final]) as http:
-        agent = Agent(ChatClient("https://api.example/v1", stream=True, http=http), ContextCompressor("m", 128_000),
-                      model="m", tools=tools)
+        agent = Agent(
+            ChatClient("https://api.example/v1", stream=True, http=http),
+            ContextCompressor("m", 128_000),
+            model="m",
+            tools=tools,
+        )
         result = await agent.run_turn([], {"role": "user", "content": "check"}, on_event=sink)
     assert result.reply == "All fine." and ran == [ARGUMENTS]
     kinds = [type(event).__name__ for event in events]
     assert kinds.index("ToolCallStarted") < kinds.index("ToolRunning") < len(kinds) - 1
     running = next(event for event in events if isinstance(event, ToolRunning))
     assert running.name == "read_log" and json.loads(running.arguments) == ARGUMENTS
-    after = events[kinds.index("ToolRunning") + 1:]
+    after = events[kinds.index("ToolRunning") + 1 :]
     assert "".join(event.text for event in after if isinstance(event, TextDelta)) == "All fine."
 
 
@@ -327,7 +490,9 @@ async def test_tool_call_pieces_without_an_index_continue_the_call_they_belong_t
     )
     completion = await complete("openai", [body])
     assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in completion.tool_calls] == [
-        ("c1", "lookup", '{"q": "x"}'), ("c2", "fetch", "{}")]
+        ("c1", "lookup", '{"q": "x"}'),
+        ("c2", "fetch", "{}"),
+    ]
 
 
 async def test_a_new_call_id_at_an_index_already_used_is_a_new_call():
@@ -338,14 +503,35 @@ async def test_a_new_call_id_at_an_index_already_used_is_a_new_call():
     )
     completion = await complete("openai", [body])
     assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in completion.tool_calls] == [
-        ("a", "f", "{}"), ("b", "g", '{"k": 1}')]
+        ("a", "f", "{}"),
+        ("b", "g", '{"k": 1}'),
+    ]
 
 
-@pytest.mark.parametrize(("route", "event"), [
-    ("responses", ("response.failed", {"type": "response.failed", "response": {"error": {
-        "code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}}})),
-    ("openrouter", (None, {"error": {"code": 400, "message": "This endpoint's maximum context length is 8192 tokens."}})),
-])
+@pytest.mark.parametrize(
+    ("route", "event"),
+    [
+        (
+            "responses",
+            (
+                "response.failed",
+                {
+                    "type": "response.failed",
+                    "response": {
+                        "error": {
+                            "code": "context_length_exceeded",
+                            "message": "Your input exceeds the context window of this model.",
+                        }
+                    },
+                },
+            ),
+        ),
+        (
+            "openrouter",
+            (None, {"error": {"code": 400, "message": "This endpoint's maximum context length is 8192 tokens."}}),
+        ),
+    ],
+)
 async def test_a_context_length_error_inside_a_stream_lets_the_loop_compact(route, event):
     from agent.llm.errors import ContextTooLong
 
@@ -361,7 +547,9 @@ async def test_a_watcher_that_fails_is_not_taken_for_the_provider_and_nothing_is
     def handler(request: httpx.Request) -> httpx.Response:
         nonlocal requests
         requests += 1
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=ChunkedStream([openai_stream()]))
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=ChunkedStream([openai_stream()])
+        )
 
     async def failing(event: Any) -> None:
         raise ConnectionResetError("the chat platform hung up")
@@ -386,8 +574,9 @@ async def test_an_empty_answer_is_retried_only_when_it_does_not_say_why(finish, 
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=ChunkedStream([body]))
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        client = ChatClient("https://api.example/v1", stream=True, http=http,
-                            retry=RetryPolicy(max_retries=1, initial_backoff=0.0))
+        client = ChatClient(
+            "https://api.example/v1", stream=True, http=http, retry=RetryPolicy(max_retries=1, initial_backoff=0.0)
+        )
         with pytest.raises(BadResponse) as caught:
             await client.complete(MESSAGES, model="m", max_tokens=5)
     assert requests == (1 if final else 2)

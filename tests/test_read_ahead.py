@@ -9,22 +9,25 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from gateway.store import SessionStore
 from gateway.store import caches as store_caches
 from gateway.store.channel import PipelinedConnection
-from gateway.store import SessionStore
 from tests.test_store_locks import until_gone
 
 CHAT = "tg:5150"
 
 
 def turn(number: int) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": f"question {number}: is ticket T-{number:03d} closed?"},
-            {"role": "assistant", "content": f"answer {number}: T-{number:03d} closed on day {number}"}]
+    return [
+        {"role": "user", "content": f"question {number}: is ticket T-{number:03d} closed?"},
+        {"role": "assistant", "content": f"answer {number}: T-{number:03d} closed on day {number}"},
+    ]
 
 
 @pytest_asyncio.fixture(params=[0, 1_000_000], ids=["no-cache", "cache"])
-async def worker(request: pytest.FixtureRequest, redis: Redis, key_prefix: str,
-                 channel: PipelinedConnection) -> SessionStore:
+async def worker(
+    request: pytest.FixtureRequest, redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> SessionStore:
     return SessionStore(redis, key_prefix, channel=channel, transcript_cache_tokens=request.param)
 
 
@@ -62,8 +65,9 @@ async def commands_during(channel: PipelinedConnection, read: Any) -> tuple[int,
     return channel.commands - before, result
 
 
-async def test_claim_reads_the_session_for_its_entry(worker: SessionStore, reader: SessionStore, redis: Redis,
-                                                     channel: PipelinedConnection):
+async def test_claim_reads_the_session_for_its_entry(
+    worker: SessionStore, reader: SessionStore, redis: Redis, channel: PipelinedConnection
+):
     await history(worker, 5)
     await queue(redis, worker, "entry-1")
     lock, head = await worker.claim(CHAT, 30)
@@ -76,8 +80,9 @@ async def test_claim_reads_the_session_for_its_entry(worker: SessionStore, reade
     assert len(snapshot[2]) == 10
 
 
-async def test_finish_entry_reads_the_session_after_its_own_write(worker: SessionStore, reader: SessionStore,
-                                                                   redis: Redis, channel: PipelinedConnection):
+async def test_finish_entry_reads_the_session_after_its_own_write(
+    worker: SessionStore, reader: SessionStore, redis: Redis, channel: PipelinedConnection
+):
     sid = await history(worker, 3)
     await queue(redis, worker, "entry-1", "entry-2")
     lock, head = await worker.claim(CHAT, 30)
@@ -106,8 +111,9 @@ async def test_no_read_ahead_when_the_inbox_is_empty(worker: SessionStore, redis
 
 
 @pytest.mark.parametrize("write", ["append", "update_meta", "new_session"])
-async def test_a_write_after_the_read_ahead_is_seen(write: str, worker: SessionStore, reader: SessionStore,
-                                                    redis: Redis, channel: PipelinedConnection):
+async def test_a_write_after_the_read_ahead_is_seen(
+    write: str, worker: SessionStore, reader: SessionStore, redis: Redis, channel: PipelinedConnection
+):
     sid = await history(worker, 2)
     await queue(redis, worker, "entry-1")
     lock, _ = await worker.claim(CHAT, 30)
@@ -136,8 +142,9 @@ async def test_a_read_ahead_serves_one_snapshot(worker: SessionStore, redis: Red
     assert plain(first) == plain(again)
 
 
-async def test_releasing_the_lock_drops_the_read_ahead(worker: SessionStore, reader: SessionStore, redis: Redis,
-                                                       channel: PipelinedConnection):
+async def test_releasing_the_lock_drops_the_read_ahead(
+    worker: SessionStore, reader: SessionStore, redis: Redis, channel: PipelinedConnection
+):
     await history(worker, 2)
     await queue(redis, worker, "entry-1")
     lock, _ = await worker.claim(CHAT, 30)
@@ -163,9 +170,13 @@ async def test_a_chat_without_a_session_gets_one(worker: SessionStore, redis: Re
     assert await redis.get(worker.keys(CHAT).session) == sid
 
 
-async def test_a_worker_that_stalled_past_its_lock_reads_afresh(worker: SessionStore, reader: SessionStore,
-                                                               redis: Redis, channel: PipelinedConnection,
-                                                               monkeypatch: pytest.MonkeyPatch):
+async def test_a_worker_that_stalled_past_its_lock_reads_afresh(
+    worker: SessionStore,
+    reader: SessionStore,
+    redis: Redis,
+    channel: PipelinedConnection,
+    monkeypatch: pytest.MonkeyPatch,
+):
     monkeypatch.setattr(store_caches, "READ_AHEAD_SECONDS", 0.05)
     sid = await history(worker, 2)
     await queue(redis, worker, "entry-1")
@@ -184,8 +195,9 @@ async def test_a_worker_that_stalled_past_its_lock_reads_afresh(worker: SessionS
     assert snapshot[1].last_entry_id == "tg:1" and len(snapshot[2]) == 6
 
 
-async def test_a_failed_claim_leaves_nothing_read_ahead(worker: SessionStore, reader: SessionStore, redis: Redis,
-                                                        channel: PipelinedConnection):
+async def test_a_failed_claim_leaves_nothing_read_ahead(
+    worker: SessionStore, reader: SessionStore, redis: Redis, channel: PipelinedConnection
+):
     await history(worker, 1)
     await queue(redis, worker, "entry-1")
     lock, _ = await worker.claim(CHAT, 30)

@@ -15,7 +15,13 @@ from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.store.channel import (
-    Address, PipelinedConnection, RedisPyChannel, Script, UnsupportedRedisOption, channel_for, pack,
+    Address,
+    PipelinedConnection,
+    RedisPyChannel,
+    Script,
+    UnsupportedRedisOption,
+    channel_for,
+    pack,
 )
 
 #: Seconds before a wait for the server is given up as a hang.
@@ -37,7 +43,10 @@ async def until_blocked(redis: Redis, client_id: int) -> None:
 
 def test_pack_writes_the_resp_redis_py_would_send():
     assert pack(("SET", "k", "välue")) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$6\r\nv\xc3\xa4lue\r\n"
-    assert pack(("ZADD", "z", 1.5, 7, b"\x00\xff")) == b"*5\r\n$4\r\nZADD\r\n$1\r\nz\r\n$3\r\n1.5\r\n$1\r\n7\r\n$2\r\n\x00\xff\r\n"
+    assert (
+        pack(("ZADD", "z", 1.5, 7, b"\x00\xff"))
+        == b"*5\r\n$4\r\nZADD\r\n$1\r\nz\r\n$3\r\n1.5\r\n$1\r\n7\r\n$2\r\n\x00\xff\r\n"
+    )
     for bad in (None, True, ["list"]):
         with pytest.raises(DataError, match="invalid Redis argument"):
             pack(("SET", "k", bad))  # type: ignore[arg-type]
@@ -48,7 +57,14 @@ def test_pack_writes_the_resp_redis_py_would_send():
 def test_the_address_is_taken_from_a_redis_py_client():
     tcp = Address.of(Redis.from_url("redis://alice:s3cret@example.internal:6380/3"))
     assert (tcp.host, tcp.port, tcp.db, tcp.username, tcp.password, tcp.path, tcp.tls) == (
-        "example.internal", 6380, 3, "alice", "s3cret", None, None)
+        "example.internal",
+        6380,
+        3,
+        "alice",
+        "s3cret",
+        None,
+        None,
+    )
     unix = Address.of(Redis.from_url("unix:///run/valkey.sock?db=2"))
     assert (unix.path, unix.db) == ("/run/valkey.sock", 2)
     assert Address.of(Redis.from_url("rediss://cache.internal:6390/0")).tls is not None
@@ -70,7 +86,12 @@ async def test_call_in_order_runs_a_sequence_in_order_and_an_error_reply_spoils_
     channel: PipelinedConnection, key_prefix: str
 ):
     key, text = f"{key_prefix}:n", f"{key_prefix}:text"
-    assert await channel.call_in_order(("SET", key, 1), ("INCR", key), ("INCRBY", key, 10), ("GET", key)) == ["OK", 2, 12, "12"]
+    assert await channel.call_in_order(("SET", key, 1), ("INCR", key), ("INCRBY", key, 10), ("GET", key)) == [
+        "OK",
+        2,
+        12,
+        "12",
+    ]
     await channel.call("SET", text, "not a number")
     with pytest.raises(ResponseError, match="not an integer"):
         await channel.call_in_order(("INCR", key), ("INCR", text), ("INCR", key))
@@ -171,25 +192,32 @@ async def test_a_closed_channel_refuses_commands(redis: Redis):
         await channel.call("PING")
 
 
-async def test_text_that_is_not_utf8_fails_only_its_own_caller(channel: PipelinedConnection, redis: Redis, key_prefix: str):
+async def test_text_that_is_not_utf8_fails_only_its_own_caller(
+    channel: PipelinedConnection, redis: Redis, key_prefix: str
+):
     await redis.execute_command("SET", f"{key_prefix}:bad", b"\xff\xfe")
     await channel.call("SET", f"{key_prefix}:good", "fine")
-    bad, good = await asyncio.gather(channel.call("GET", f"{key_prefix}:bad"), channel.call("GET", f"{key_prefix}:good"),
-                                     return_exceptions=True)
+    bad, good = await asyncio.gather(
+        channel.call("GET", f"{key_prefix}:bad"), channel.call("GET", f"{key_prefix}:good"), return_exceptions=True
+    )
     assert isinstance(bad, DataError) and "UTF-8" in str(bad)
     assert good == "fine"  # same write, same connection: unaffected
     assert await channel.call("PING") == "PONG"
 
 
-async def test_commands_of_a_sequence_that_cannot_all_be_packed_are_not_sent(channel: PipelinedConnection, key_prefix: str):
+async def test_commands_of_a_sequence_that_cannot_all_be_packed_are_not_sent(
+    channel: PipelinedConnection, key_prefix: str
+):
     with pytest.raises(DataError):
         await channel.call_in_order(("SET", f"{key_prefix}:first", "1"), ("SET", f"{key_prefix}:second", None))  # type: ignore[arg-type]
     assert await channel.call("EXISTS", f"{key_prefix}:first") == 0
 
 
 def test_options_only_redis_py_understands_keep_the_redis_py_route():
-    assert isinstance(channel_for(Redis.from_url("rediss://cache.internal:6390/0?ssl_certfile=/c.pem&ssl_keyfile=/k.pem")),
-                      RedisPyChannel)
+    assert isinstance(
+        channel_for(Redis.from_url("rediss://cache.internal:6390/0?ssl_certfile=/c.pem&ssl_keyfile=/k.pem")),
+        RedisPyChannel,
+    )
     assert isinstance(channel_for(Redis.from_url("rediss://cache.internal:6390/0")), PipelinedConnection)
 
 
@@ -222,5 +250,7 @@ def test_a_url_option_the_connection_does_not_implement_is_refused_in_one_line(o
 
     with pytest.raises(UnsupportedRedisOption) as refused:
         channel_for(Redis.from_url(f"redis://cache.internal:6390/0?{option}"))
-    assert explain(refused.value) == (f"redis.url: the Redis URL option {option} is not supported by foldgate's "
-                                      "Redis connection — remove it from the URL")
+    assert explain(refused.value) == (
+        f"redis.url: the Redis URL option {option} is not supported by foldgate's "
+        "Redis connection — remove it from the URL"
+    )

@@ -46,11 +46,29 @@ async def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     for port in ports:
         directory = base / str(port)
         directory.mkdir()
-        processes.append(subprocess.Popen(
-            [str(server_binary()), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-             "--cluster-config-file", "nodes.conf", "--dir", str(directory), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))
+        processes.append(
+            subprocess.Popen(
+                [
+                    str(server_binary()),
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--dir",
+                    str(directory),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     nodes = [Redis(port=port) for port in ports]
     try:
         for process in processes:
@@ -93,12 +111,25 @@ async def test_store_and_inbox_steps_run_on_a_cluster_with_chats_on_different_no
             sid = await store.current_session(chat)
             lock = await store.acquire_lock(chat, 30)
             assert lock is not None
-            await store.append(chat, sid, [{"role": "user", "content": f"hello from {chat}"},
-                                           {"role": "assistant", "content": "hi"},
-                                           {"role": "user", "content": "fold this"}], lock=lock)
+            await store.append(
+                chat,
+                sid,
+                [
+                    {"role": "user", "content": f"hello from {chat}"},
+                    {"role": "assistant", "content": "hi"},
+                    {"role": "user", "content": "fold this"},
+                ],
+                lock=lock,
+            )
             active = await store.active(chat, sid)
-            commit = await store.commit_compaction(chat, sid, [active[0], {"role": "assistant", "content": "summary"}],
-                                                   lock=lock, in_place=True, compaction_id="c1")
+            commit = await store.commit_compaction(
+                chat,
+                sid,
+                [active[0], {"role": "assistant", "content": "summary"}],
+                lock=lock,
+                in_place=True,
+                compaction_id="c1",
+            )
             assert commit.session_id == sid and len(commit.archived_ids) == 2
             assert [m["content"] for m in await store.archive(chat, sid)] == ["hi", "fold this"]
             assert await store.seen(chat, "u1") and not await store.seen(chat, "u1")

@@ -60,9 +60,7 @@ async def test_starts_on_its_own_socket_and_keeps_sessions_across_stop_and_start
         store = SessionStore(client)
         assert await store.current_session(CHAT) == sid
         assert [m["content"] for m in await store.active(CHAT, sid)] == [summary["content"], turn[2]["content"]]
-        assert to_api(await store.archive(CHAT, sid)) == [
-            {**m, "active": 0, "compacted": 1} for m in to_api(turn[:2])
-        ]
+        assert to_api(await store.archive(CHAT, sid)) == [{**m, "active": 0, "compacted": 1} for m in to_api(turn[:2])]
         assert (await store.meta(CHAT, sid)).compaction_count == 1
         await client.aclose()
 

@@ -124,7 +124,11 @@ async def test_a_running_tool_is_shown_until_the_model_writes_again():
     await stream(TextDelta(" Found it: PR #412."))
     await time.advance(0.05)
     await stream.finish("Found it: PR #412.")
-    assert surface.previews == ["Let me look.", "Let me look.\n\n🔧 session_search …", "Let me look. Found it: PR #412."]
+    assert surface.previews == [
+        "Let me look.",
+        "Let me look.\n\n🔧 session_search …",
+        "Let me look. Found it: PR #412.",
+    ]
 
 
 async def test_a_retried_request_starts_the_preview_over():
@@ -192,8 +196,9 @@ async def test_a_turn_stopped_before_its_tool_runs_keeps_every_tool_call_paired(
     for tool in recovery_tools(Archive()):  # type: ignore[arg-type]
         tools.add(tool)
     agent = Agent(LocalDemoModel(), ContextCompressor("local", 32_768), model="local", tools=tools)
-    result = await agent.run_turn([], {"role": "user", "content": "which PR fixed the login timeout?"},
-                                  on_event=stop_at_the_tool)
+    result = await agent.run_turn(
+        [], {"role": "user", "content": "which PR fixed the login timeout?"}, on_event=stop_at_the_tool
+    )
     assert result.reply == "Let me look"
     assert [m["role"] for m in result.new_messages] == ["user", "assistant", "tool", "assistant"]
     assert result.new_messages[2]["content"] == STOPPED_TOOL_RESULT

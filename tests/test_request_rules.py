@@ -76,8 +76,13 @@ async def test_no_route_sends_gpt_5_a_request_it_refuses(model, stream):
         for route in ("openai", "custom"):
             async with ChatClient(chat.openai_base_url, route=route, stream=stream, retry=ONCE) as client:
                 assert (await client.complete(HI, model=model, max_tokens=10, temperature=0.2)).text == "ok"
-        summarizer = build_summarizer(AuxiliaryModelSettings(), main_model=model, main_base_url=chat.openai_base_url,
-                                      main_route="openai", stream=stream)
+        summarizer = build_summarizer(
+            AuxiliaryModelSettings(),
+            main_model=model,
+            main_base_url=chat.openai_base_url,
+            main_route="openai",
+            stream=stream,
+        )
         assert summarizer is not None and summarizer.temperature == 0.2
         try:
             assert await summarizer.call_llm(messages=list(HI), max_tokens=10) == "ok"
@@ -93,9 +98,16 @@ async def test_no_route_sends_gpt_5_a_request_it_refuses(model, stream):
 
 async def test_the_configured_gateway_sends_gpt_5_what_it_accepts(tmp_path):
     async with FakeLLMServer(flavor="openai") as server:
-        settings = Settings(model={"provider": "openai", "name": "gpt-5", "api_key": "sk-test",
-                                   "base_url": server.openai_base_url, "max_retries": 0},
-                            gateway={"home": str(tmp_path)})
+        settings = Settings(
+            model={
+                "provider": "openai",
+                "name": "gpt-5",
+                "api_key": "sk-test",
+                "base_url": server.openai_base_url,
+                "max_retries": 0,
+            },
+            gateway={"home": str(tmp_path)},
+        )
         builder = AgentBuilder(settings)
         try:
             completion = await builder.chat_model.complete(HI, model="gpt-5", max_tokens=10)
@@ -120,10 +132,20 @@ async def test_claude_4_7_gets_no_temperature_from_the_summarizer():
 
 
 async def test_responses_tools_with_optional_arguments_are_accepted():
-    tools = [{"type": "function", "function": {
-        "name": "session_search", "description": "search",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-                       "required": ["query"]}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "session_search",
+                "description": "search",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+                    "required": ["query"],
+                },
+            },
+        }
+    ]
     async with FakeResponsesServer() as server:
         async with ResponsesClient(server.responses_base_url, route="openai", retry=ONCE) as client:
             assert (await client.complete(HI, model="gpt-5.6", max_tokens=10, tools=tools)).text == "ok"

@@ -27,29 +27,51 @@ from tests.sdk_shapes import (
 
 PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "session_search",
-        "description": "Search this chat's sessions and archive.",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-                       "required": ["query"]},
-    },
-}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "session_search",
+            "description": "Search this chat's sessions and archive.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["query"],
+            },
+        },
+    }
+]
 
 CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "You are foldgate's assistant.", "_id": "m-0"},
     {"role": "user", "content": "Which PR fixed the login timeout?", "_id": "m-1", "_tok": 9},
-    {"role": "assistant", "content": "Let me look.", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "session_search", "arguments": '{"query": "login timeout"}'}}]},
+    {
+        "role": "assistant",
+        "content": "Let me look.",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "session_search", "arguments": '{"query": "login timeout"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": '{"hits": [{"message_id": "m-7", "snippet": "PR #412"}]}'},
     {"role": "assistant", "content": "PR #412."},
-    {"role": "user", "content": [{"type": "text", "text": "And this screenshot?"},
-                                 {"type": "image_url", "image_url": {"url": PNG}}]},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_2", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]},
-    {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "captured"},
-                                                           {"type": "image_url", "image_url": {"url": PNG}}]},
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": "And this screenshot?"}, {"type": "image_url", "image_url": {"url": PNG}}],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "call_2",
+        "content": [{"type": "text", "text": "captured"}, {"type": "image_url", "image_url": {"url": PNG}}],
+    },
     {"role": "user", "content": "Thanks — summarise."},
 ]
 
@@ -77,8 +99,13 @@ CHAT_CASES = list(itertools.product(CHAT_ROUTES, MODELS, [True, False], [0.2, No
 def test_chat_and_messages_bodies_fit_the_sdk_types(route, model, tools, temperature, caching, stream):
     provider, base_url, dialect, validate = CHAT_ROUTES[route]
     client = ChatClient(base_url, dialect=dialect, route=provider, stream=stream)
-    body = client.build_body(outgoing(model, provider, base_url, caching), model=model, max_tokens=512,
-                             tools=TOOLS if tools else None, temperature=temperature)
+    body = client.build_body(
+        outgoing(model, provider, base_url, caching),
+        model=model,
+        max_tokens=512,
+        tools=TOOLS if tools else None,
+        temperature=temperature,
+    )
     validate(body)
     assert body.get("stream", False) is stream
 
@@ -87,8 +114,9 @@ def test_prompt_caching_really_marks_the_bodies_it_validates():
     for route in ("openrouter", "anthropic"):
         provider, base_url, dialect, _ = CHAT_ROUTES[route]
         client = ChatClient(base_url, dialect=dialect, route=provider)
-        body = client.build_body(outgoing("claude-sonnet-4-5", provider, base_url, True), model="claude-sonnet-4-5",
-                                 max_tokens=10)
+        body = client.build_body(
+            outgoing("claude-sonnet-4-5", provider, base_url, True), model="claude-sonnet-4-5", max_tokens=10
+        )
         assert '"cache_control"' in str(body).replace("'", '"')
 
 
@@ -96,28 +124,47 @@ RESPONSES_ROUTES = {
     "openai": ("https://api.openai.com/v1", True),
     "openai-codex": ("https://chatgpt.com/backend-api/codex", False),
 }
-RESPONSES_CASES = list(itertools.product(RESPONSES_ROUTES, ["gpt-5.6", "gpt-5", "gpt-4o"], [True, False],
-                                         [0.2, None], [True, False]))
+RESPONSES_CASES = list(
+    itertools.product(RESPONSES_ROUTES, ["gpt-5.6", "gpt-5", "gpt-4o"], [True, False], [0.2, None], [True, False])
+)
 
 
 @pytest.mark.parametrize(("route", "model", "tools", "temperature", "stream"), RESPONSES_CASES)
 def test_responses_bodies_fit_the_sdk_types(route, model, tools, temperature, stream):
     base_url, token_limit = RESPONSES_ROUTES[route]
-    client = ResponsesClient(base_url, route=route, native_compaction=True, stream=stream or route == "openai-codex",
-                             send_token_limit=token_limit)
-    body = client.build_body(CONVERSATION, model=model, max_tokens=512, tools=TOOLS if tools else None,
-                             temperature=temperature, local_trigger_tokens=100_000)
+    client = ResponsesClient(
+        base_url,
+        route=route,
+        native_compaction=True,
+        stream=stream or route == "openai-codex",
+        send_token_limit=token_limit,
+    )
+    body = client.build_body(
+        CONVERSATION,
+        model=model,
+        max_tokens=512,
+        tools=TOOLS if tools else None,
+        temperature=temperature,
+        local_trigger_tokens=100_000,
+    )
     validate_responses(body)
     assert ("context_management" in body) is (model == "gpt-5.6")
 
 
 def test_a_replayed_compaction_item_fits_too():
     client = ResponsesClient("https://api.openai.com/v1", route="openai", native_compaction=True)
-    replayed = {"role": "assistant", "content": "done",
-                "_responses_items": {"issuer": client.issuer, "model": "gpt-5.6", "items": [
-                    {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}]}}
-    body = client.build_body([*CONVERSATION, replayed, {"role": "user", "content": "more"}], model="gpt-5.6",
-                             max_tokens=100)
+    replayed = {
+        "role": "assistant",
+        "content": "done",
+        "_responses_items": {
+            "issuer": client.issuer,
+            "model": "gpt-5.6",
+            "items": [{"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}],
+        },
+    }
+    body = client.build_body(
+        [*CONVERSATION, replayed, {"role": "user", "content": "more"}], model="gpt-5.6", max_tokens=100
+    )
     assert body["input"][0]["type"] == "compaction"
     validate_responses(body)
 

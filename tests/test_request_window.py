@@ -30,13 +30,17 @@ NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
 
 
 def opening() -> list[dict]:
-    return [{"role": "system", "content": "You are a careful assistant.", "_id": "0"},
-            {"role": "user", "content": "let us read the deploy logs", "_id": "1"},
-            {"role": "assistant", "content": "ready", "_id": "2"}]
+    return [
+        {"role": "system", "content": "You are a careful assistant.", "_id": "0"},
+        {"role": "user", "content": "let us read the deploy logs", "_id": "1"},
+        {"role": "assistant", "content": "ready", "_id": "2"},
+    ]
 
 
 def log_lines(step: object) -> str:
-    return "\n".join(f"{step}.{line} deploy shard-{line} replica lag {line * 7}ms, retry queue {line * 13}" for line in range(90))
+    return "\n".join(
+        f"{step}.{line} deploy shard-{line} replica lag {line * 7}ms, retry queue {line * 13}" for line in range(90)
+    )
 
 
 def reader(calls: list[str]) -> ToolRegistry:
@@ -98,13 +102,27 @@ class RecordingSummarizer:
 async def test_a_summary_request_past_the_summarizers_window_is_never_sent():
     summarizer = RecordingSummarizer()
     fits = [TranscriptEntry(f"[{n}] user: short note {n}", 10) for n in range(5)]
-    outcome = await summarize_transcript(summarizer, fits, budget_tokens=500, previous_summary=None,
-                                         previous_summary_tokens=0, focus_topic=None, summarizer_context=4_000)
+    outcome = await summarize_transcript(
+        summarizer,
+        fits,
+        budget_tokens=500,
+        previous_summary=None,
+        previous_summary_tokens=0,
+        focus_topic=None,
+        summarizer_context=4_000,
+    )
     assert outcome.calls == 1 and len(summarizer.requests) == 1
     misjudged = [TranscriptEntry(log_lines("y") * 2, 10)]  # estimated at 10 tokens, thousands in truth
     with pytest.raises(SummarizerFailure, match="not sent"):
-        await summarize_transcript(summarizer, misjudged, budget_tokens=500, previous_summary=None,
-                                   previous_summary_tokens=0, focus_topic=None, summarizer_context=4_000)
+        await summarize_transcript(
+            summarizer,
+            misjudged,
+            budget_tokens=500,
+            previous_summary=None,
+            previous_summary_tokens=0,
+            focus_topic=None,
+            summarizer_context=4_000,
+        )
     assert len(summarizer.requests) == 1
 
 
@@ -112,6 +130,7 @@ def stop_after(seconds: float):
     async def until_stopped() -> TurnStopped:
         await asyncio.sleep(seconds)
         return TurnStopped("")
+
     return until_stopped
 
 
@@ -126,13 +145,18 @@ async def test_stop_ends_a_running_tool_call_and_leaves_the_pairs_whole():
     tools = ToolRegistry()
     tools.add(Tool("stuck", "a tool that never returns", {"type": "object"}, stuck))
     tools.add(Tool("after", "a second call in the same answer", {"type": "object"}, stuck))
-    calls = [{"id": "c1", "type": "function", "function": {"name": "stuck", "arguments": "{}"}},
-             {"id": "c2", "type": "function", "function": {"name": "after", "arguments": "{}"}}]
-    async with FakeLLMServer(handler=lambda request: Reply(tool_calls=calls, finish_reason="tool_calls", text="")) as server:
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "stuck", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "after", "arguments": "{}"}},
+    ]
+    async with FakeLLMServer(
+        handler=lambda request: Reply(tool_calls=calls, finish_reason="tool_calls", text="")
+    ) as server:
         async with ChatClient(server.openai_base_url) as client:
             agent = Agent(client, ContextCompressor(model="m", context_length=WINDOW), model="m", tools=tools)
             result = await asyncio.wait_for(
-                agent.run_turn(opening(), {"role": "user", "content": "run it"}, until_stopped=stop_after(0.3)), 10)
+                agent.run_turn(opening(), {"role": "user", "content": "run it"}, until_stopped=stop_after(0.3)), 10
+            )
     assert started.is_set() and result.reply == STOPPED_REPLY
     results = {m["tool_call_id"]: m["content"] for m in result.messages if m.get("role") == "tool"}
     assert results["c1"] == INTERRUPTED_TOOL_RESULT and "c2" in results
@@ -149,10 +173,10 @@ async def test_stop_ends_a_compaction_whose_summarizer_never_answers():
 
             engine = ContextCompressor(model="m", context_length=WINDOW, summarizer=LLMSummarizer(aux, "m", WINDOW))
             engine.update_from_response({"prompt_tokens": 12_000, "completion_tokens": 5, "total_tokens": 12_005})
-            history = opening() + [{"role": "user" if n % 2 else "assistant", "content": log_lines(n), "_id": str(n + 3)}
-                                   for n in range(8)]
-            result = await asyncio.wait_for(
-                agent_turn(client, engine, history), 10)
+            history = opening() + [
+                {"role": "user" if n % 2 else "assistant", "content": log_lines(n), "_id": str(n + 3)} for n in range(8)
+            ]
+            result = await asyncio.wait_for(agent_turn(client, engine, history), 10)
     assert result.reply == STOPPED_REPLY and not result.compacted
     assert engine.compression_count == 0
     assert [r for r in server.requests if SYSTEM_PROMPT[:40] not in r.system] == []  # the chat model was never asked

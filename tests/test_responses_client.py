@@ -85,8 +85,11 @@ async def test_request_is_stateless_with_instructions_items_and_converted_tools(
     history = [
         SYSTEM,
         user("find x"),
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "x=1"},
     ]
     async with client:
@@ -96,9 +99,10 @@ async def test_request_is_stateless_with_instructions_items_and_converted_tools(
     assert body["store"] is False and "previous_response_id" not in body
     assert body["instructions"] == "You are terse."
     assert [item["type"] for item in body["input"]] == ["message", "function_call", "function_call_output"]
-    assert body["input"][1] == {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{\"q\": \"x\"}"}
-    assert body["tools"] == [{"type": "function", "name": "lookup", "description": "d", "parameters": {"type": "object"},
-                              "strict": False}]
+    assert body["input"][1] == {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"q": "x"}'}
+    assert body["tools"] == [
+        {"type": "function", "name": "lookup", "description": "d", "parameters": {"type": "object"}, "strict": False}
+    ]
     assert "context_management" not in body  # native compaction not configured
 
 
@@ -195,13 +199,27 @@ async def test_a_streamed_answer_is_read_to_its_completed_event(server):
 
 
 async def test_usage_is_read_as_the_whole_prompt_with_cached_tokens_inside_it(server):
-    server.enqueue(Reply(text="hi", usage={
-        "input_tokens": 1_000, "input_tokens_details": {"cached_tokens": 800},
-        "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 20}, "total_tokens": 1_050}))
+    server.enqueue(
+        Reply(
+            text="hi",
+            usage={
+                "input_tokens": 1_000,
+                "input_tokens_details": {"cached_tokens": 800},
+                "output_tokens": 50,
+                "output_tokens_details": {"reasoning_tokens": 20},
+                "total_tokens": 1_050,
+            },
+        )
+    )
     async with client_for(server, native_compaction=False) as client:
         completion = await client.complete([user("count me")], model="gpt-5.6", max_tokens=20)
     usage = completion.usage
-    assert (usage.prompt_tokens, usage.cache_read_tokens, usage.completion_tokens, usage.reasoning_tokens) == (1_000, 800, 50, 20)
+    assert (usage.prompt_tokens, usage.cache_read_tokens, usage.completion_tokens, usage.reasoning_tokens) == (
+        1_000,
+        800,
+        50,
+        20,
+    )
 
 
 async def test_the_agent_loop_runs_on_it_and_keeps_the_replay_data(server):
@@ -209,7 +227,9 @@ async def test_the_agent_loop_runs_on_it_and_keeps_the_replay_data(server):
     settings = CompressionSettings()
     engine = ContextCompressor("gpt-5.6-sol", 272_000, settings)
     client = client_for(server, compact_threshold=30)
-    agent = Agent(client.for_session("chat-9", local_trigger_tokens=engine.threshold_tokens), engine, model="gpt-5.6-sol")
+    agent = Agent(
+        client.for_session("chat-9", local_trigger_tokens=engine.threshold_tokens), engine, model="gpt-5.6-sol"
+    )
     async with client:
         result = await agent.run_turn([SYSTEM], user("please remember the number 4242 " * 10))
     assert result.reply == "done"

@@ -17,9 +17,12 @@ def test_auto_api_mode_uses_responses_for_the_codex_route_only():
 
 
 async def test_the_codex_route_streams_without_a_token_limit_and_may_compact_natively(tmp_path):
-    settings = Settings(model={"name": "gpt-5.6-sol", "provider": "openai-codex"},
-                        compression={"codex_responses_native": True}, platforms={"local": {"enabled": True}},
-                        gateway={"home": str(tmp_path)})
+    settings = Settings(
+        model={"name": "gpt-5.6-sol", "provider": "openai-codex"},
+        compression={"codex_responses_native": True},
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(tmp_path)},
+    )
     builder = AgentBuilder(settings)
     client = builder.chat_model
     assert isinstance(client, ResponsesClient)
@@ -35,9 +38,15 @@ async def test_a_relay_speaking_responses_gets_no_compaction_field(tmp_path, red
         server.default = Reply.answer("fine")
         settings = Settings(
             redis={"url": redis_url, "key_prefix": key_prefix},
-            model={"name": "gpt-5.6", "provider": "openai", "api_key": "k", "api_mode": "responses",
-                   "base_url": server.responses_base_url},
-            compression={"codex_responses_native": True}, platforms={"local": {"enabled": True}},
+            model={
+                "name": "gpt-5.6",
+                "provider": "openai",
+                "api_key": "k",
+                "api_mode": "responses",
+                "base_url": server.responses_base_url,
+            },
+            compression={"codex_responses_native": True},
+            platforms={"local": {"enabled": True}},
             gateway={"home": str(tmp_path)},
         )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
@@ -55,8 +64,9 @@ async def test_a_relay_speaking_responses_gets_no_compaction_field(tmp_path, red
 async def test_the_store_keeps_the_compaction_item_and_later_turns_replay_it(store):
     async with FakeResponsesServer(name="direct") as server:
         server.default = Reply.answer("stored")
-        client = ResponsesClient(server.responses_base_url, api_key="k", route="openai", native_compaction=True,
-                                 compact_threshold=50)
+        client = ResponsesClient(
+            server.responses_base_url, api_key="k", route="openai", native_compaction=True, compact_threshold=50
+        )
         session = client.for_session("local:c/s1")
         chat = "local:c"
         sid = await store.current_session(chat)

@@ -22,7 +22,9 @@ def tool_call(ident: str, call_id: str, name: str, arguments: dict) -> dict:
         "_id": ident,
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}],
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        ],
     }
 
 
@@ -90,7 +92,10 @@ def test_a_path_matches_exactly_and_outranks_messages_that_only_share_its_words(
 def test_a_short_precise_message_beats_a_huge_log_that_repeats_one_word() -> None:
     rng = random.Random(2)
     log = noise(rng, 60_000)
-    messages = [tool_result("log", "c1", log), user("decision: the invoice rounding uses banker's rounding", "decision")]
+    messages = [
+        tool_result("log", "c1", log),
+        user("decision: the invoice rounding uses banker's rounding", "decision"),
+    ]
     assert log.count("retry") > 500
     hits = search_messages(messages, "invoice rounding retry")
     assert hits[0].message_id == "decision"
@@ -118,7 +123,9 @@ def test_tool_call_arguments_are_searchable_and_hits_name_the_tool() -> None:
 
 def test_snippet_is_centred_on_a_match_deep_inside_a_huge_tool_output() -> None:
     rng = random.Random(3)
-    text = noise(rng, 50_000) + "\nERROR payout cutoff crashed: PayoutCutoffError: cutoff drift 41s\n" + noise(rng, 50_000)
+    text = (
+        noise(rng, 50_000) + "\nERROR payout cutoff crashed: PayoutCutoffError: cutoff drift 41s\n" + noise(rng, 50_000)
+    )
     messages = [tool_result("big", "c9", text)]
     hit = search_messages(messages, "payout cutoff error", snippet_chars=2_500)[0]
     assert len(hit.snippet) <= 2_500
@@ -156,13 +163,17 @@ def test_limit_order_and_empty_queries() -> None:
 
 
 def test_list_content_parts_are_searched() -> None:
-    messages = [{"_id": "parts", "role": "user", "content": [{"type": "text", "text": "the ledger sweeper owner is Priya"}]}]
+    messages = [
+        {"_id": "parts", "role": "user", "content": [{"type": "text", "text": "the ledger sweeper owner is Priya"}]}
+    ]
     assert search_messages(messages, "ledger sweeper owner")[0].message_id == "parts"
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    texts=st.lists(st.text(alphabet=string.ascii_letters + string.digits + " \n_-./#İß", max_size=3_000), min_size=1, max_size=6),
+    texts=st.lists(
+        st.text(alphabet=string.ascii_letters + string.digits + " \n_-./#İß", max_size=3_000), min_size=1, max_size=6
+    ),
     word=st.text(alphabet=string.ascii_lowercase, min_size=3, max_size=8).filter(lambda w: w not in STOPWORDS),
     limit=st.integers(min_value=1, max_value=600),
 )

@@ -89,8 +89,9 @@ async def tokens(redis: Redis, budget: SendBudget, bucket: Bucket) -> float:
     return float(await redis.hget(budget.key(bucket), "tokens"))
 
 
-async def test_a_burst_of_capacity_then_the_refill_rate(budget: SendBudget, sleeps: RecordedSleeps,
-                                                        redis: Redis) -> None:
+async def test_a_burst_of_capacity_then_the_refill_rate(
+    budget: SendBudget, sleeps: RecordedSleeps, redis: Redis
+) -> None:
     bucket = Bucket(CHAT, Limit(capacity=3, per_second=10), "chat")
     began = await redis_seconds(redis)
     for _ in range(3):
@@ -145,8 +146,9 @@ async def test_a_waiting_final_goes_before_previews(budget: SendBudget, other_bu
     assert previews == 0
 
 
-async def test_a_pause_blocks_every_process_then_lets_them_go(budget: SendBudget, other_budget: SendBudget,
-                                                             redis: Redis) -> None:
+async def test_a_pause_blocks_every_process_then_lets_them_go(
+    budget: SendBudget, other_budget: SendBudget, redis: Redis
+) -> None:
     held = Bucket(CHAT, Limit(capacity=5, per_second=1), "chat")
     assert await other_budget.try_take([held], priority="final") == 0.0
     paused = await redis_seconds(redis)

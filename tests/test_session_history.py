@@ -24,7 +24,7 @@ def tool_results(request: RecordedRequest) -> list[dict]:
     """The tool results of the request's own turn (after its newest user message)."""
     messages = request.messages
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return [json.loads(m["content"]) for m in messages[last_user + 1:] if m.get("role") == "tool"]
+    return [json.loads(m["content"]) for m in messages[last_user + 1 :] if m.get("role") == "tool"]
 
 
 def researcher(request: RecordedRequest) -> Reply:
@@ -87,7 +87,8 @@ async def test_sessions_lists_every_conversation_and_resume_continues_the_chosen
 
 
 async def test_session_search_and_fetch_reach_the_conversation_before_new_and_never_another_chat(
-        redis, redis_url, key_prefix, tmp_path, capsys):
+    redis, redis_url, key_prefix, tmp_path, capsys
+):
     async with FakeLLMServer(handler=researcher) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
         async with running_gateway(settings, redis) as (runner, _adapter, _events):
@@ -130,10 +131,24 @@ def test_a_search_skips_the_recovery_tools_own_calls_and_results():
     messages = [
         {"_id": "1", "role": "user", "content": "emeka: found the login timeout, the fix is PR #4821"},
         {"_id": "2", "role": "user", "content": "what fixed the login timeout?"},
-        {"_id": "3", "role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "session_search",
-                                                          "arguments": '{"query": "login timeout"}'}}]},
-        {"_id": "4", "role": "tool", "tool_call_id": "c1", "content": '{"hits": [{"snippet": "login timeout login timeout"}]}'},
+        {
+            "_id": "3",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "session_search", "arguments": '{"query": "login timeout"}'},
+                }
+            ],
+        },
+        {
+            "_id": "4",
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": '{"hits": [{"snippet": "login timeout login timeout"}]}',
+        },
         {"_id": "5", "role": "assistant", "content": "The login timeout was fixed by PR #4821."},
     ]
     kept = searchable(messages)
@@ -156,7 +171,9 @@ async def test_history_ids_stay_apart_per_conversation_and_foreign_sessions_are_
     history = ChatHistory(store, chat, second, every_session=True)
     got = await history.messages_by_id(["1", f"{first}:1", f"{second}:1", f"{foreign}:1", "nope:1"])
     assert [(m["_id"], m["content"]) for m in got] == [
-        ("1", "new conversation line"), (f"{first}:1", "old conversation line"), (f"{second}:1", "new conversation line"),
+        ("1", "new conversation line"),
+        (f"{first}:1", "old conversation line"),
+        (f"{second}:1", "new conversation line"),
     ]
     everything = {m["content"]: m["_session"] for m in await history.all_messages()}
     assert everything == {"old conversation line": first, "new conversation line": second}
@@ -168,10 +185,17 @@ async def test_a_chat_stored_before_the_index_gets_one_and_rotation_stays_one_co
     chat = "tg:7"
     first = await store.current_session(chat)
     lock = await store.acquire_lock(chat, 30)
-    await store.append(chat, first, [{"role": "user", "content": "first words"}, {"role": "assistant", "content": "ok"}],
-                       lock=lock)
-    rotated = await store.commit_compaction(chat, first, [{"role": "user", "content": "[CONTEXT COMPACTION] first words"}],
-                                            lock=lock, in_place=False, compaction_id="r1")
+    await store.append(
+        chat, first, [{"role": "user", "content": "first words"}, {"role": "assistant", "content": "ok"}], lock=lock
+    )
+    rotated = await store.commit_compaction(
+        chat,
+        first,
+        [{"role": "user", "content": "[CONTEXT COMPACTION] first words"}],
+        lock=lock,
+        in_place=False,
+        compaction_id="r1",
+    )
     second = await store.new_session(chat, lock=lock)
     await redis.delete(store.keys(chat).sessions)  # as a chat stored by a foldgate without the index
     third = await store.new_session(chat, lock=lock)  # started while there is no index: not indexed yet

@@ -18,17 +18,16 @@ from pathlib import Path
 import pproxy
 import pytest
 
+from agent.http_options import HttpOptions
 from agent.llm import ChatClient
 from agent.llm import http as http_module
 from agent.llm.errors import ProviderUnreachable
-from agent.http_options import HttpOptions
 from agent.llm.retry import RetryPolicy
 from gateway.agents import AgentBuilder
 from gateway.cli import main
 from gateway.config import Settings
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.network import PROXY_VARIABLES
-from tests.fakes.tls import TestPKI
 
 HI = [{"role": "user", "content": "hi"}]
 ONCE = RetryPolicy(max_retries=0)
@@ -52,7 +51,7 @@ class SocksProxy:
         self.seen.append((user.decode() if user else None, host))
         return lambda direction: lambda count: None  # pproxy's byte counters, unused
 
-    async def __aenter__(self) -> "SocksProxy":
+    async def __aenter__(self) -> SocksProxy:
         server = pproxy.Server(f"socks4+socks5://127.0.0.1:0{'#' + self.users if self.users else ''}")
         # authtime 0: pproxy otherwise lets an address that logged in once skip the login for 30 days
         self._server = await server.start_server({"rserver": [], "authtime": 0, "modstat": self._opened})
@@ -101,8 +100,15 @@ async def ask(base_url: str, options: HttpOptions = HttpOptions()) -> str:
 
 
 async def test_model_proxy_socks5_carries_the_chat_request(tmp_path, provider, socks):
-    settings = Settings(model={"provider": "custom", "name": "gpt-4o", "base_url": provider.openai_base_url,
-                               "proxy": socks.url("socks5")}, gateway={"home": str(tmp_path)})
+    settings = Settings(
+        model={
+            "provider": "custom",
+            "name": "gpt-4o",
+            "base_url": provider.openai_base_url,
+            "proxy": socks.url("socks5"),
+        },
+        gateway={"home": str(tmp_path)},
+    )
     builder = AgentBuilder(settings)
     try:
         assert (await builder.chat_model.complete(HI, model="gpt-4o", max_tokens=5)).text == "ok"
@@ -160,8 +166,9 @@ async def test_no_proxy_bypasses_a_socks_proxy(provider, socks, monkeypatch):
     assert len(provider.requests) == 1
 
 
-async def test_the_start_says_once_where_model_requests_go_and_that_the_platforms_go_direct(provider, socks,
-                                                                                           monkeypatch, caplog):
+async def test_the_start_says_once_where_model_requests_go_and_that_the_platforms_go_direct(
+    provider, socks, monkeypatch, caplog
+):
     monkeypatch.setenv("ALL_PROXY", socks.url("socks5", credentials="fg:s3cret"))
     with caplog.at_level(logging.WARNING, logger="agent.llm.http"):
         for _ in range(2):  # the chat client and the summarizer's: one line
@@ -179,7 +186,8 @@ async def test_the_start_says_once_where_model_requests_go_and_that_the_platform
 
 @pytest.mark.parametrize("where", ["model.proxy", "ALL_PROXY"])
 async def test_a_socks_proxy_that_is_down_is_a_readable_provider_error_not_a_direct_connection(
-        provider, closed_port, monkeypatch, where):
+    provider, closed_port, monkeypatch, where
+):
     down = f"socks5://127.0.0.1:{closed_port}"
     options = HttpOptions(proxy=down) if where == "model.proxy" else HttpOptions()
     if where == "ALL_PROXY":
@@ -210,10 +218,16 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("proxy", "accepted"), [
-    ("socks5://127.0.0.1:1080", True), ("socks5h://proxy.internal", True), ("socks4a://proxy.internal:1080", True),
-    ("ftp://127.0.0.1:2121", False), ("socks6://127.0.0.1:1080", False),
-])
+@pytest.mark.parametrize(
+    ("proxy", "accepted"),
+    [
+        ("socks5://127.0.0.1:1080", True),
+        ("socks5h://proxy.internal", True),
+        ("socks4a://proxy.internal:1080", True),
+        ("ftp://127.0.0.1:2121", False),
+        ("socks6://127.0.0.1:1080", False),
+    ],
+)
 def test_config_check_accepts_socks_and_refuses_an_unknown_scheme_by_its_key(config_dir, capsys, proxy, accepted):
     path = config_dir / "config.yaml"
     path.write_text(f"model:\n  proxy: {proxy}\n")

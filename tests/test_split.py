@@ -48,17 +48,21 @@ def align(text: str, chunks: list[str]) -> list[tuple[int, int, str, str]]:
         tail = lines[-1] if len(lines) > 1 and BARE_FENCE.match(lines[-1]) else None
         options = [(chunk, "", "")]
         if head is not None:
-            options.append((chunk[len(head) + 1:], head, ""))
+            options.append((chunk[len(head) + 1 :], head, ""))
         if tail is not None:
             options.append((chunk[: -len(tail) - 1], "", tail))
         if head is not None and tail is not None and len(lines) > 2:
-            options.append((chunk[len(head) + 1: -len(tail) - 1], head, tail))
+            options.append((chunk[len(head) + 1 : -len(tail) - 1], head, tail))
         gap_end = position
         while gap_end < len(text) and text[gap_end].isspace():
             gap_end += 1
         match = next(
-            ((start, body, opened, closed) for body, opened, closed in options
-             for start in range(position, gap_end + 1) if text.startswith(body, start)),
+            (
+                (start, body, opened, closed)
+                for body, opened, closed in options
+                for start in range(position, gap_end + 1)
+                if text.startswith(body, start)
+            ),
             None,
         )
         assert match is not None, f"chunk not found in order after position {position}: {chunk[:80]!r}"
@@ -77,20 +81,41 @@ REGIONAL = re.compile("[\U0001f1e6-\U0001f1ff]")
 
 words = st.one_of(
     st.text(alphabet="abcdefghij", min_size=1, max_size=12),
-    st.sampled_from(["日本語の文章です。", "中文句子！", "e\u0301te\u0301", "nai\u0308ve", "a\u0301\u0308\u20dd",
-                     "😀", "👍🏽", "👨\u200d👩\u200d👧", "🇩🇪🇫🇷", "❤\ufe0f", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "end.", "why?", "wow!",
-                     "“quoted.”", "x\u00a0y", "https://example.com/a/very/long/path?with=query&and=more"]),
+    st.sampled_from(
+        [
+            "日本語の文章です。",
+            "中文句子！",
+            "e\u0301te\u0301",
+            "nai\u0308ve",
+            "a\u0301\u0308\u20dd",
+            "😀",
+            "👍🏽",
+            "👨\u200d👩\u200d👧",
+            "🇩🇪🇫🇷",
+            "❤\ufe0f",
+            "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+            "end.",
+            "why?",
+            "wow!",
+            "“quoted.”",
+            "x\u00a0y",
+            "https://example.com/a/very/long/path?with=query&and=more",
+        ]
+    ),
 )
 sentences = st.lists(words, min_size=1, max_size=30).map(" ".join)
 paragraphs = st.lists(sentences, min_size=1, max_size=4).map("\n".join)
 code_lines = st.lists(
-    st.one_of(st.text(alphabet="abc=()+_ 0123456789", max_size=60).map(str.rstrip),
-              st.sampled_from(["    return 😀", "    x = 'e\u0301'", "", "\tindented", "    " + "z" * 90])),
-    min_size=1, max_size=25,
+    st.one_of(
+        st.text(alphabet="abc=()+_ 0123456789", max_size=60).map(str.rstrip),
+        st.sampled_from(["    return 😀", "    x = 'e\u0301'", "", "\tindented", "    " + "z" * 90]),
+    ),
+    min_size=1,
+    max_size=25,
 ).filter(lambda lines: any(line.strip() for line in lines))
-code_blocks = st.tuples(st.sampled_from(["```", "````", "~~~"]), st.sampled_from(["", "python", "js", "c++"]), code_lines).map(
-    lambda block: f"{block[0]}{block[1]}\n" + "\n".join(block[2]) + f"\n{block[0]}"
-)
+code_blocks = st.tuples(
+    st.sampled_from(["```", "````", "~~~"]), st.sampled_from(["", "python", "js", "c++"]), code_lines
+).map(lambda block: f"{block[0]}{block[1]}\n" + "\n".join(block[2]) + f"\n{block[0]}")
 replies = st.lists(st.one_of(paragraphs, paragraphs, code_blocks), min_size=1, max_size=12).map("\n\n".join)
 
 
@@ -118,8 +143,11 @@ def test_chunks_fit_keep_everything_in_order_and_keep_fences_balanced(text: str,
 
 
 @settings(max_examples=150, deadline=None)
-@given(text=st.text(min_size=1, max_size=3000), limit=st.integers(min_value=2, max_value=300),
-       units=st.sampled_from(["utf16", "chars"]))
+@given(
+    text=st.text(min_size=1, max_size=3000),
+    limit=st.integers(min_value=2, max_value=300),
+    units=st.sampled_from(["utf16", "chars"]),
+)
 def test_arbitrary_text_never_exceeds_the_limit_and_loses_only_whitespace(text: str, limit: int, units: str) -> None:
     chunks = split_message(text, limit, units=units)  # type: ignore[arg-type]
     measure = utf16_units if units == "utf16" else len
@@ -133,13 +161,19 @@ def test_arbitrary_text_never_exceeds_the_limit_and_loses_only_whitespace(text: 
 
 def test_paragraph_breaks_are_preferred_over_lines_sentences_and_words() -> None:
     rng = random.Random(1)
-    paragraphs = [". ".join(" ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(8))
-                            for _ in range(rng.randint(3, 9))) + "." for _ in range(60)]
+    paragraphs = [
+        ". ".join(
+            " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(8))
+            for _ in range(rng.randint(3, 9))
+        )
+        + "."
+        for _ in range(60)
+    ]
     text = "\n\n".join(p.replace(". ", ".\n", 1) for p in paragraphs)  # every paragraph also has a line break
     chunks = split_message(text, 1000)
     assert len(chunks) > 5
     for start, end, _, _ in align(text, chunks)[:-1]:
-        assert text[end:end + 2] == "\n\n", "cut somewhere other than a paragraph break"
+        assert text[end : end + 2] == "\n\n", "cut somewhere other than a paragraph break"
 
 
 def test_without_paragraphs_a_line_break_then_a_sentence_then_a_space_is_used() -> None:
@@ -258,9 +292,15 @@ def test_a_long_reply_with_every_kind_of_content_splits_and_rejoins() -> None:
     parts = []
     for index in range(300):
         if index % 25 == 0:
-            parts.append("```python\n" + "\n".join(f"    value_{k} = compute({k})" for k in range(rng.randint(5, 80))) + "\n```")
+            parts.append(
+                "```python\n" + "\n".join(f"    value_{k} = compute({k})" for k in range(rng.randint(5, 80))) + "\n```"
+            )
         else:
-            parts.append(" ".join(rng.choice(["déjà", "vu", "😀", "日本", "ok.", "fine!", "word"]) for _ in range(rng.randint(10, 60))))
+            parts.append(
+                " ".join(
+                    rng.choice(["déjà", "vu", "😀", "日本", "ok.", "fine!", "word"]) for _ in range(rng.randint(10, 60))
+                )
+            )
     text = "\n\n".join(parts)
     assert len(text) > 50_000
     chunks = split_message(text, 4096, units="utf16")

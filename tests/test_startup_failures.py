@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-import subprocess
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, cast
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -37,8 +37,10 @@ if TYPE_CHECKING:
     from aiogram.types import User
 
 #: Runs the real CLI with discord.py's REST base pointed elsewhere (as tests/test_discord.py does in-process).
-DISCORD_AT = ("import sys, discord.http; discord.http.Route.BASE = sys.argv.pop(1); "
-              "from gateway.cli import main; sys.exit(main())")
+DISCORD_AT = (
+    "import sys, discord.http; discord.http.Route.BASE = sys.argv.pop(1); "
+    "from gateway.cli import main; sys.exit(main())"
+)
 #: Variables of the machine running the tests that would change what the child reads.
 FOREIGN = ("FOLDGATE_", "REDIS", "TELEGRAM_", "DISCORD_", "OPENAI_", "ANTHROPIC_", "OPENROUTER_")
 
@@ -50,8 +52,15 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def foldgate(tmp_path: Path, config: str, *args: str, env: Optional[Mapping[str, str]] = None,
-                   discord_base: Optional[str] = None, stdin: Optional[str] = "", timeout: float = 120) -> tuple[int, str]:
+async def foldgate(
+    tmp_path: Path,
+    config: str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    discord_base: str | None = None,
+    stdin: str | None = "",
+    timeout: float = 120,
+) -> tuple[int, str]:
     """Run ``foldgate <args> --config <file with config>`` in a child; (exit status, stdout + stderr).
 
     ``stdin`` is written and then closed (the terminal chat reads EOF); None keeps it open and empty,
@@ -60,16 +69,28 @@ async def foldgate(tmp_path: Path, config: str, *args: str, env: Optional[Mappin
     path.write_text(config)
     environ = {key: value for key, value in os.environ.items() if not key.startswith(FOREIGN)}
     environ.update(FOLDGATE_HOME=str(tmp_path / "home"), **(env or {}))
-    command = [sys.executable, "-m", "gateway.cli"] if discord_base is None else [sys.executable, "-c", DISCORD_AT,
-                                                                                  discord_base]
+    command = (
+        [sys.executable, "-m", "gateway.cli"]
+        if discord_base is None
+        else [sys.executable, "-c", DISCORD_AT, discord_base]
+    )
     child = await asyncio.create_subprocess_exec(
-        *command, *args, "--config", str(path), cwd=tmp_path, env=environ, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        *command,
+        *args,
+        "--config",
+        str(path),
+        cwd=tmp_path,
+        env=environ,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         if stdin is None:
             assert child.stdout is not None and child.stderr is not None
-            out, err, _ = await asyncio.wait_for(asyncio.gather(child.stdout.read(), child.stderr.read(), child.wait()),
-                                                 timeout)
+            out, err, _ = await asyncio.wait_for(
+                asyncio.gather(child.stdout.read(), child.stderr.read(), child.wait()), timeout
+            )
         else:
             out, err = await asyncio.wait_for(child.communicate(stdin.encode()), timeout)
     except TimeoutError:
@@ -129,12 +150,20 @@ DISCORD_AND_TERMINAL = DISCORD.replace("local: {enabled: false}", "local: {enabl
 PATIENCE = 60.0
 
 
-async def only_line(tmp_path: Path, config: str, setting: str, *, env: Mapping[str, str],
-                    discord_base: Optional[str] = None, stdin: Optional[str] = None) -> str:
+async def only_line(
+    tmp_path: Path,
+    config: str,
+    setting: str,
+    *,
+    env: Mapping[str, str],
+    discord_base: str | None = None,
+    stdin: str | None = None,
+) -> str:
     """Run ``foldgate run`` that must fail: its one line, after checking that this line, naming ``setting``, is
     all the terminal shows and that the exit status is 1."""
-    code, output = await foldgate(tmp_path, config, "run", env=env, discord_base=discord_base, stdin=stdin,
-                                  timeout=PATIENCE)
+    code, output = await foldgate(
+        tmp_path, config, "run", env=env, discord_base=discord_base, stdin=stdin, timeout=PATIENCE
+    )
     lines = [line for line in output.splitlines() if line.strip()]
     assert code == 1, output
     assert len(lines) == 1, output
@@ -178,12 +207,20 @@ async def test_redis_refusing_the_login(tmp_path, redis_url):
 # --------------------------------------------------------------------------- Telegram
 
 
-@pytest.mark.parametrize(("where", "stdin"), [("closed port", None), ("unresolvable name", "")],
-                         ids=["refused-stdin-open", "dns-stdin-at-eof"])
+@pytest.mark.parametrize(
+    ("where", "stdin"),
+    [("closed port", None), ("unresolvable name", "")],
+    ids=["refused-stdin-open", "dns-stdin-at-eof"],
+)
 async def test_telegram_unreachable(tmp_path, bot_api, where, stdin):
     api = f"http://127.0.0.1:{closed_port()}" if where == "closed port" else "http://foldgate-bot-api.invalid"
-    line = await only_line(tmp_path, TELEGRAM_AND_TERMINAL.format(api=api), "platforms.telegram.api_server",
-                           env={"TELEGRAM_BOT_TOKEN": bot_api.token}, stdin=stdin)
+    line = await only_line(
+        tmp_path,
+        TELEGRAM_AND_TERMINAL.format(api=api),
+        "platforms.telegram.api_server",
+        env={"TELEGRAM_BOT_TOKEN": bot_api.token},
+        stdin=stdin,
+    )
     assert f"cannot reach the Telegram Bot API at {api} after 3 attempts" in line
     assert bot_api.token not in line
     assert not leftover_servers(tmp_path / "home")
@@ -191,8 +228,12 @@ async def test_telegram_unreachable(tmp_path, bot_api, where, stdin):
 
 async def test_a_silent_telegram_bot_api(tmp_path, bot_api):
     with BlackHole() as hole:
-        line = await only_line(tmp_path, TELEGRAM_AND_TERMINAL.format(api=hole.url),
-                               "platforms.telegram.api_server", env={"TELEGRAM_BOT_TOKEN": bot_api.token})
+        line = await only_line(
+            tmp_path,
+            TELEGRAM_AND_TERMINAL.format(api=hole.url),
+            "platforms.telegram.api_server",
+            env={"TELEGRAM_BOT_TOKEN": bot_api.token},
+        )
     assert f"no answer from the Telegram Bot API at {hole.url} within 8 s" in line  # its deadline ended the wait
     assert not leftover_servers(tmp_path / "home")
 
@@ -206,7 +247,7 @@ class SilentBot:
     def __init__(self) -> None:
         self.request_timeouts: list[int] = []
 
-    async def get_me(self, request_timeout: int) -> "User":
+    async def get_me(self, request_timeout: int) -> User:
         from aiogram.exceptions import TelegramNetworkError
         from aiogram.methods import GetMe
 
@@ -232,9 +273,12 @@ async def test_a_silent_telegram_bot_api_gets_the_whole_deadline_in_one_attempt(
 
 
 async def test_telegram_rejects_the_token(tmp_path, bot_api):
-    line = await only_line(tmp_path, TELEGRAM_AND_TERMINAL.format(api=bot_api.base_url),
-                           "platforms.telegram.token (from TELEGRAM_BOT_TOKEN)",
-                           env={"TELEGRAM_BOT_TOKEN": "123456789:not-the-real-secret"})
+    line = await only_line(
+        tmp_path,
+        TELEGRAM_AND_TERMINAL.format(api=bot_api.base_url),
+        "platforms.telegram.token (from TELEGRAM_BOT_TOKEN)",
+        env={"TELEGRAM_BOT_TOKEN": "123456789:not-the-real-secret"},
+    )
     assert "Telegram rejected the bot token" in line and "@BotFather" in line
     assert "not-the-real-secret" not in line
     assert not leftover_servers(tmp_path / "home")
@@ -250,8 +294,9 @@ async def test_a_malformed_telegram_token(tmp_path, bot_api):
 
 async def test_a_telegram_adapter_that_stops_while_running_says_why_in_one_line(tmp_path, bot_api):
     bot_api.webhook = {"url": "https://bot.example.com/telegram/webhook"}  # getUpdates answers 409
-    code, output = await foldgate(tmp_path, TELEGRAM.format(api=bot_api.base_url), "run",
-                                  env={"TELEGRAM_BOT_TOKEN": bot_api.token})
+    code, output = await foldgate(
+        tmp_path, TELEGRAM.format(api=bot_api.base_url), "run", env={"TELEGRAM_BOT_TOKEN": bot_api.token}
+    )
     line = failure_line(code, output, "platforms.telegram.mode", "409 Conflict")
     assert "deleteWebhook" in line
 
@@ -260,29 +305,42 @@ async def test_a_telegram_adapter_that_stops_while_running_says_why_in_one_line(
 
 
 async def test_discord_rejects_the_token(tmp_path, discord_api):
-    line = await only_line(tmp_path, DISCORD_AND_TERMINAL, "platforms.discord.token (from DISCORD_BOT_TOKEN)",
-                           env={"DISCORD_BOT_TOKEN": "NDI0Mg.test.not-the-fake-apis-hmac"},
-                           discord_base=discord_api.base)
+    line = await only_line(
+        tmp_path,
+        DISCORD_AND_TERMINAL,
+        "platforms.discord.token (from DISCORD_BOT_TOKEN)",
+        env={"DISCORD_BOT_TOKEN": "NDI0Mg.test.not-the-fake-apis-hmac"},
+        discord_base=discord_api.base,
+    )
     assert "Discord rejected the bot token" in line
     assert not leftover_servers(tmp_path / "home")
 
 
-@pytest.mark.parametrize(("variable", "token", "said"), [
-    ("DISCORD_BOT_TOKEN", "garbage", "three parts joined by dots"),
-    ("DISCORD_BOT_TOKEN", "abc.def.ghi", "first part is not a user id"),
-    ("FOLDGATE_PLATFORMS__DISCORD__TOKEN", "Bot abc.def", "'Bot '"),
-])
+@pytest.mark.parametrize(
+    ("variable", "token", "said"),
+    [
+        ("DISCORD_BOT_TOKEN", "garbage", "three parts joined by dots"),
+        ("DISCORD_BOT_TOKEN", "abc.def.ghi", "first part is not a user id"),
+        ("FOLDGATE_PLATFORMS__DISCORD__TOKEN", "Bot abc.def", "'Bot '"),
+    ],
+)
 async def test_a_malformed_discord_token(tmp_path, variable, token, said):
     base = f"http://127.0.0.1:{closed_port()}/api/v10"  # were the token sent, this would say "cannot reach"
-    line = await only_line(tmp_path, DISCORD_AND_TERMINAL, f"platforms.discord.token (from {variable})",
-                           env={variable: token}, discord_base=base)
+    line = await only_line(
+        tmp_path,
+        DISCORD_AND_TERMINAL,
+        f"platforms.discord.token (from {variable})",
+        env={variable: token},
+        discord_base=base,
+    )
     assert "not a Discord bot token" in line and said in line and "developer portal" in line
 
 
 async def test_discord_unreachable(tmp_path):
     base = f"http://127.0.0.1:{closed_port()}/api/v10"
-    line = await only_line(tmp_path, DISCORD_AND_TERMINAL, "platforms.discord",
-                           env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, discord_base=base)
+    line = await only_line(
+        tmp_path, DISCORD_AND_TERMINAL, "platforms.discord", env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, discord_base=base
+    )
     assert f"cannot reach the Discord API at {base} after 3 attempts" in line
     assert not leftover_servers(tmp_path / "home")
 
@@ -290,8 +348,14 @@ async def test_discord_unreachable(tmp_path):
 async def test_a_silent_discord_api(tmp_path):
     with BlackHole() as hole:
         base = f"{hole.url}/api/v10"
-        line = await only_line(tmp_path, DISCORD_AND_TERMINAL, "platforms.discord", stdin="",
-                               env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, discord_base=base)
+        line = await only_line(
+            tmp_path,
+            DISCORD_AND_TERMINAL,
+            "platforms.discord",
+            stdin="",
+            env={"DISCORD_BOT_TOKEN": DISCORD_TOKEN},
+            discord_base=base,
+        )
     assert f"no answer from the Discord API at {base} within 8 s" in line  # its deadline ended the wait
 
 
@@ -325,7 +389,9 @@ async def test_a_silent_discord_api_gets_one_deadline_for_every_attempt(monkeypa
 
 async def test_an_unreachable_provider_costs_the_first_turn_a_clear_reply_not_the_process(tmp_path):
     """Nothing contacts the provider at start; the first turn answers what went wrong and the gateway lives on."""
-    config = "model: {provider: custom, name: gpt-4o-mini, base_url: 'http://foldgate-llm.invalid/v1', max_retries: 0}\n"
+    config = (
+        "model: {provider: custom, name: gpt-4o-mini, base_url: 'http://foldgate-llm.invalid/v1', max_retries: 0}\n"
+    )
     code, output = await foldgate(tmp_path, config, "run", stdin="hello?\n")
     assert code == 0 and "Traceback" not in output, output
     reply = next(line for line in output.splitlines() if "bot> " in line)
@@ -339,8 +405,9 @@ async def test_an_unreachable_provider_fails_doctor_naming_the_url(tmp_path):
     async with FakeLLMServer() as llm:  # a real provider on another port: only the configured one is down
         assert llm.openai_base_url
         base = f"http://127.0.0.1:{closed_port()}/v1"
-        code, output = await foldgate(tmp_path, f"model: {{provider: custom, name: gpt-4o-mini, base_url: '{base}'}}\n",
-                                      "doctor")
+        code, output = await foldgate(
+            tmp_path, f"model: {{provider: custom, name: gpt-4o-mini, base_url: '{base}'}}\n", "doctor"
+        )
     assert code == 1 and "Traceback" not in output, output
     row = next(line for line in output.splitlines() if line.startswith("provider"))
     assert "FAIL" in row and "model.base_url" in row and base in row and " — check model.base_url" in row
@@ -352,11 +419,16 @@ async def test_an_unreachable_provider_fails_doctor_naming_the_url(tmp_path):
 def test_the_label_names_the_variable_that_set_the_value():
     assert setting_label("platforms.telegram.token", {}) == "platforms.telegram.token"
     assert setting_label("platforms.telegram.token", {"TELEGRAM_BOT_TOKEN": "1:x"}) == (
-        "platforms.telegram.token (from TELEGRAM_BOT_TOKEN)")
+        "platforms.telegram.token (from TELEGRAM_BOT_TOKEN)"
+    )
     both = {"TELEGRAM_BOT_TOKEN": "1:x", "foldgate_platforms__telegram__token": "2:y"}  # the FOLDGATE_ form wins
     assert setting_label("platforms.telegram.token", both) == (
-        "platforms.telegram.token (from foldgate_platforms__telegram__token)")
-    assert setting_label("model.api_key", {"OPENAI_API_KEY": "sk"}, provider="openai") == "model.api_key (from OPENAI_API_KEY)"
+        "platforms.telegram.token (from foldgate_platforms__telegram__token)"
+    )
+    assert (
+        setting_label("model.api_key", {"OPENAI_API_KEY": "sk"}, provider="openai")
+        == "model.api_key (from OPENAI_API_KEY)"
+    )
     assert setting_label("redis.url", {"FOLDGATE_REDIS": '{"url": "redis://x"}'}) == "redis.url (from FOLDGATE_REDIS)"
 
 
@@ -371,9 +443,14 @@ def test_search_and_replay_on_an_unreachable_redis_say_so_in_one_line(tmp_path, 
     config = tmp_path / "config.yaml"
     config.write_text("redis:\n  url: redis://127.0.0.1:1/0\n")
     argv = [a if a != "FIXTURE" else str(fixture) for a in command]
-    done = subprocess.run([sys.executable, "-m", "gateway.cli", "--config", str(config), *argv], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("FOLDGATE_")})
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "--config", str(config), *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("FOLDGATE_")},
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 1 and "Traceback" not in output, output
     assert "redis.url: nothing accepts connections at 127.0.0.1:1" in output

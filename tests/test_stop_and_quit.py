@@ -57,7 +57,8 @@ async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
 
 @pytest.mark.parametrize("stop_via", ["same process", "another process"])
 async def test_stop_ends_a_turn_whose_provider_never_answers_and_the_next_message_is_answered(
-        redis, redis_url, key_prefix, stop_via):
+    redis, redis_url, key_prefix, stop_via
+):
     async with FakeLLMServer(default=Reply.hang()) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         async with running_gateway(settings, redis) as (runner, adapter, _):
@@ -88,7 +89,8 @@ async def test_stop_ends_a_turn_whose_provider_never_answers_and_the_next_messag
 
 
 async def test_stop_while_hygiene_writes_its_summary_ends_the_turn_without_a_request_or_a_compaction(
-        redis, redis_url, key_prefix):
+    redis, redis_url, key_prefix
+):
     """The pass before the agent can wait a minute on its summary; a /stop ends that wait too: nothing is
     compacted, no chat request goes out, the message is kept, and the next turn compacts as usual."""
     window = 16_000
@@ -103,9 +105,11 @@ async def test_stop_while_hygiene_writes_its_summary_ends_the_turn_without_a_req
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=window)
         async with running_gateway(settings, redis) as (runner, adapter, events):
             for index in range(360):  # the night: stored, not answered, past the hygiene threshold
-                night = (f"{index}: ledger p99 went from {index * 7 % 900}ms to {index * 13 % 900}ms in eu-west; "
-                         f"queue depth {index * 31 % 9000}, restarted {index % 40} pods, canary at {index % 50}% "
-                         "and holding")
+                night = (
+                    f"{index}: ledger p99 went from {index * 7 % 900}ms to {index * 13 % 900}ms in eu-west; "
+                    f"queue depth {index * 31 % 9000}, restarted {index % 40} pods, canary at {index % 50}% "
+                    "and holding"
+                )
                 await runner.intake(message("ops", f"n-{index}", night, respond=False))
             await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
@@ -178,7 +182,7 @@ class ThreadedLLM:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="fake-llm", daemon=True)
 
-    def __enter__(self) -> "ThreadedLLM":
+    def __enter__(self) -> ThreadedLLM:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
         return self
@@ -215,8 +219,15 @@ def spawn_chat(tmp_path: Path, llm: ThreadedLLM) -> Any:
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FOLDGATE_", "REDIS"))}
     env.update(FOLDGATE_HOME=str(tmp_path / "home"), FOLDGATE_CONFIG=str(config))
-    chat = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run"], cwd=str(tmp_path), env=env,
-                         encoding="utf-8", timeout=60, dimensions=(40, 200))
+    chat = pexpect.spawn(
+        sys.executable,
+        ["-m", "gateway.cli", "run"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 200),
+    )
     chat.expect_exact("you> ")
     return chat
 

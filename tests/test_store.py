@@ -179,8 +179,14 @@ async def test_update_meta_round_trips_guard_state_and_clears_with_none(store: S
     sid, lock = await started(store)
     state = {"cooldown_until": 1_800_000_000.0, "ineffective_strikes": 2, "note": "減速"}
     version = await store.update_meta(
-        CHAT, sid, lock=lock, engine_state=state, last_prompt_tokens=91_000, tokens_at_report=40,
-        previous_summary="[CONTEXT COMPACTION] Goal: ship", model="gpt-5.5",
+        CHAT,
+        sid,
+        lock=lock,
+        engine_state=state,
+        last_prompt_tokens=91_000,
+        tokens_at_report=40,
+        previous_summary="[CONTEXT COMPACTION] Goal: ship",
+        model="gpt-5.5",
     )
     meta = await store.meta(CHAT, sid)
     assert isinstance(meta, SessionMeta) and meta.version == version == 1
@@ -194,10 +200,15 @@ async def test_update_meta_round_trips_guard_state_and_clears_with_none(store: S
 
 async def test_update_meta_refuses_store_managed_and_unknown_fields(store: SessionStore) -> None:
     sid, lock = await started(store)
-    for fields in ({"tokens": 5}, {"version": 9}, {"colour": "red"}, {"last_prompt_tokens": -1},
-                   {"engine_state": {"guard": {"cooldown_until": float("inf")}}},  # would read back as null
-                   {"usage_totals": {"prompt_tokens": float("nan")}},
-                   {"engine_state": {"note": "\ud800"}}):  # a lone surrogate is no UTF-8 text
+    for fields in (
+        {"tokens": 5},
+        {"version": 9},
+        {"colour": "red"},
+        {"last_prompt_tokens": -1},
+        {"engine_state": {"guard": {"cooldown_until": float("inf")}}},  # would read back as null
+        {"usage_totals": {"prompt_tokens": float("nan")}},
+        {"engine_state": {"note": "\ud800"}},
+    ):  # a lone surrogate is no UTF-8 text
         with pytest.raises(ValueError):
             await store.update_meta(CHAT, sid, lock=lock, **fields)
     assert (await store.meta(CHAT, sid)).version == 0
@@ -305,9 +316,7 @@ async def test_every_key_of_a_chat_shares_one_hash_tag(store: SessionStore, redi
     kept = await store.get_messages(CHAT, sid, ids[:1])
     summary = {"role": "user", "content": "[CONTEXT COMPACTION] Goal: weather"}
     await store.commit_compaction(CHAT, sid, [*kept, summary], lock=lock, in_place=True, compaction_id="c1")
-    rotated = await store.commit_compaction(
-        CHAT, sid, [*kept, summary], lock=lock, in_place=False, compaction_id="c2"
-    )
+    rotated = await store.commit_compaction(CHAT, sid, [*kept, summary], lock=lock, in_place=False, compaction_id="c2")
     other_sid, other_lock = await started(store, "dc:42")
     await store.append("dc:42", other_sid, conversation()[:2], lock=other_lock)
 
@@ -318,9 +327,21 @@ async def test_every_key_of_a_chat_shares_one_hash_tag(store: SessionStore, redi
     assert set(by_chat) == {CHAT, "dc:42"}
     new = rotated.session_id
     assert by_chat[CHAT] == {
-        ":session", ":sessions", ":lock", ":fence", ":quarantine", ":seen:555", ":compaction:c1", ":compaction:c2",
-        f":s:{sid}:meta", f":s:{sid}:msg", f":s:{sid}:active", f":s:{sid}:archive",
-        f":s:{new}:meta", f":s:{new}:msg", f":s:{new}:active",
+        ":session",
+        ":sessions",
+        ":lock",
+        ":fence",
+        ":quarantine",
+        ":seen:555",
+        ":compaction:c1",
+        ":compaction:c2",
+        f":s:{sid}:meta",
+        f":s:{sid}:msg",
+        f":s:{sid}:active",
+        f":s:{sid}:archive",
+        f":s:{new}:meta",
+        f":s:{new}:msg",
+        f":s:{new}:active",
     }
     assert all(name.startswith(f"{key_prefix}:{{{hash_tag(name)}}}:") for name in names)
 

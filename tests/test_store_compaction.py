@@ -8,9 +8,9 @@ from urllib.parse import urlparse
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.asyncio.retry import Retry
 
 from agent.messages import SUMMARY_PREFIX, InvalidMessage, to_api, with_content
 from agent.tokens import count_message
@@ -37,7 +37,11 @@ def long_chat() -> list[dict[str, Any]]:
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": f"call_{n}", "type": "function", "function": {"name": "sh", "arguments": f'{{"cmd": "pytest pkg{n}"}}'}}
+                    {
+                        "id": f"call_{n}",
+                        "type": "function",
+                        "function": {"name": "sh", "arguments": f'{{"cmd": "pytest pkg{n}"}}'},
+                    }
                 ],
             },
             {"role": "tool", "tool_call_id": f"call_{n}", "content": f"pkg{n}: " + "PASSED test_x\n" * 40},
@@ -93,7 +97,12 @@ async def test_in_place_keeps_the_id_and_archives_every_replaced_message(store: 
     msg_fields_before = await redis.hlen(store.keys(CHAT).msg(sid))
 
     result = await store.commit_compaction(
-        CHAT, sid, new_list, lock=lock, in_place=True, compaction_id="cmp-1",
+        CHAT,
+        sid,
+        new_list,
+        lock=lock,
+        in_place=True,
+        compaction_id="cmp-1",
         meta={"previous_summary": new_list[1]["content"]},
     )
 
@@ -131,7 +140,9 @@ async def test_a_later_compaction_only_ever_grows_the_archive(store: SessionStor
     sid, lock, active = await seeded(store)
     first = await store.commit_compaction(CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="a")
     archive_after_first = [m["_id"] for m in await store.archive(CHAT, sid)]
-    await store.append(CHAT, sid, [{"role": "user", "content": "next task"}, {"role": "assistant", "content": "ok"}], lock=lock)
+    await store.append(
+        CHAT, sid, [{"role": "user", "content": "next task"}, {"role": "assistant", "content": "ok"}], lock=lock
+    )
 
     current = await store.active(CHAT, sid)
     second_list = [current[0], summary("Goal: next task."), *current[-2:]]
@@ -176,7 +187,9 @@ async def test_rotation_links_parent_moves_the_pointer_and_leaves_the_old_sessio
     assert new_ids and min(new_ids) > max(int(m["_id"]) for m in active)  # unique along the chain
 
 
-async def test_rotation_refuses_when_the_chat_already_moved_on(store: SessionStore, redis: Redis, key_prefix: str) -> None:
+async def test_rotation_refuses_when_the_chat_already_moved_on(
+    store: SessionStore, redis: Redis, key_prefix: str
+) -> None:
     sid, lock, active = await seeded(store)
     await store.new_session(CHAT)  # /new arrived while the turn was compacting
     before = await snapshot(redis, key_prefix)
@@ -188,7 +201,9 @@ async def test_rotation_refuses_when_the_chat_already_moved_on(store: SessionSto
 # --------------------------------------------------------------------------- idempotency
 
 
-async def test_committing_the_same_compaction_twice_applies_it_once(store: SessionStore, redis: Redis, key_prefix: str) -> None:
+async def test_committing_the_same_compaction_twice_applies_it_once(
+    store: SessionStore, redis: Redis, key_prefix: str
+) -> None:
     sid, lock, active = await seeded(store)
     first = await store.commit_compaction(CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="same")
     after_first = await snapshot(redis, key_prefix)
@@ -248,7 +263,9 @@ async def test_a_wrong_type_archive_leaves_the_old_state_whole_and_a_retry_then_
     assert len(result.archived_ids) == 5  # the failed attempt did not consume the compaction id
 
 
-async def test_a_stale_lock_fails_the_commit_and_changes_nothing(store: SessionStore, redis: Redis, key_prefix: str) -> None:
+async def test_a_stale_lock_fails_the_commit_and_changes_nothing(
+    store: SessionStore, redis: Redis, key_prefix: str
+) -> None:
     sid, lock, active = await seeded(store)
     await redis.delete(store.keys(CHAT).lock)
     before = await snapshot(redis, key_prefix)
@@ -258,7 +275,9 @@ async def test_a_stale_lock_fails_the_commit_and_changes_nothing(store: SessionS
     assert await snapshot(redis, key_prefix) == before
 
 
-async def test_a_version_mismatch_fails_the_commit_and_changes_nothing(store: SessionStore, redis: Redis, key_prefix: str) -> None:
+async def test_a_version_mismatch_fails_the_commit_and_changes_nothing(
+    store: SessionStore, redis: Redis, key_prefix: str
+) -> None:
     sid, lock, active = await seeded(store)
     read_at = (await store.meta(CHAT, sid)).version
     await store.append(CHAT, sid, [{"role": "user", "content": "arrived meanwhile"}], lock=lock)
@@ -269,7 +288,12 @@ async def test_a_version_mismatch_fails_the_commit_and_changes_nothing(store: Se
         )
     assert await snapshot(redis, key_prefix) == before
     ok = await store.commit_compaction(
-        CHAT, sid, compacted(await store.active(CHAT, sid)), lock=lock, in_place=True, compaction_id="v",
+        CHAT,
+        sid,
+        compacted(await store.active(CHAT, sid)),
+        lock=lock,
+        in_place=True,
+        compaction_id="v",
         expected_version=read_at + 1,
     )
     assert ok.session_id == sid
@@ -282,9 +306,13 @@ async def test_an_unknown_or_duplicated_kept_id_fails_the_commit_and_changes_not
     before = await snapshot(redis, key_prefix)
     ghost = {**active[2], "_id": "999"}
     with pytest.raises(InvalidMessage, match="999"):
-        await store.commit_compaction(CHAT, sid, [active[0], summary(), ghost], lock=lock, in_place=True, compaction_id="g")
+        await store.commit_compaction(
+            CHAT, sid, [active[0], summary(), ghost], lock=lock, in_place=True, compaction_id="g"
+        )
     with pytest.raises(InvalidMessage, match="unique"):
-        await store.commit_compaction(CHAT, sid, [active[0], summary(), active[0]], lock=lock, in_place=True, compaction_id="d")
+        await store.commit_compaction(
+            CHAT, sid, [active[0], summary(), active[0]], lock=lock, in_place=True, compaction_id="d"
+        )
     with pytest.raises(InvalidMessage):
         await store.commit_compaction(CHAT, sid, [], lock=lock, in_place=True, compaction_id="e")
     assert await snapshot(redis, key_prefix) == before
@@ -380,7 +408,9 @@ async def test_a_connection_cut_before_the_request_arrives_changes_nothing(
             before = await snapshot(redis, key_prefix)
             proxy.mode = "drop_request"
             with pytest.raises(RedisConnectionError):
-                await via_proxy.commit_compaction(CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="k")
+                await via_proxy.commit_compaction(
+                    CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="k"
+                )
             assert proxy.cuts == 1
             assert await snapshot(redis, key_prefix) == before
         finally:
@@ -399,7 +429,9 @@ async def test_a_lost_reply_applied_the_commit_once_and_the_retry_does_not_apply
             await via_proxy.commit_compaction(CHAT, sid, active, lock=lock, in_place=True, compaction_id="warm-up")
             proxy.mode = "drop_reply"
             with pytest.raises(RedisConnectionError):
-                await via_proxy.commit_compaction(CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="lost")
+                await via_proxy.commit_compaction(
+                    CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="lost"
+                )
             assert proxy.cuts == 1
             applied = await snapshot(redis, key_prefix)
             meta = await store.meta(CHAT, sid)
@@ -425,7 +457,9 @@ async def test_the_clients_own_retry_after_a_lost_reply_applies_the_commit_once(
         try:
             await via_proxy.commit_compaction(CHAT, sid, active, lock=lock, in_place=True, compaction_id="warm-up")
             proxy.mode = "drop_reply"
-            result = await via_proxy.commit_compaction(CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="auto")
+            result = await via_proxy.commit_compaction(
+                CHAT, sid, compacted(active), lock=lock, in_place=True, compaction_id="auto"
+            )
             assert proxy.cuts == 1  # the first reply was lost; redis-py resent the script
             assert len(result.archived_ids) == 5
             assert len(await store.archive(CHAT, sid)) == 5

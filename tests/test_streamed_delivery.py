@@ -38,12 +38,14 @@ ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." fo
 
 
 @contextlib.asynccontextmanager
-async def streaming_gateway(settings: Settings, redis: Any, api: FakeBotAPI, preview_interval: float = 0.2,
-                            **keys: Any) -> AsyncIterator[GatewayRunner]:
+async def streaming_gateway(
+    settings: Settings, redis: Any, api: FakeBotAPI, preview_interval: float = 0.2, **keys: Any
+) -> AsyncIterator[GatewayRunner]:
     """The gateway ``foldgate run`` opens, polling ``api``, its replies streamed and paced by the shared send
     budget; ``keys`` names the settings a test runs with instead of its own (see :func:`telegram_gateway`)."""
-    adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
-                              preview_interval=preview_interval)
+    adapter = TelegramAdapter(
+        api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, preview_interval=preview_interval
+    )
     async with telegram_gateway(settings, redis, adapter, **keys) as runner:
         yield runner
 
@@ -99,13 +101,22 @@ async def test_a_10000_character_reply_arrives_complete_in_order_and_split_at_th
     assert len(long_answer) > 10_000
     expected = split_message(long_answer, 4096, units="utf16")
     room = -1007002
-    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(long_answer, seconds=2.0, chunk_size=200),
-                                                  context_limit=WINDOW) as llm:
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(default=streaming(long_answer, seconds=2.0, chunk_size=200), context_limit=WINDOW) as llm,
+    ):
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        api.push(api.private_message(4343, "write it all down"), api.group_message(room, 7, "@foldgate_bot write it all"))
+        api.push(
+            api.private_message(4343, "write it all down"), api.group_message(room, 7, "@foldgate_bot write it all")
+        )
         async with streaming_gateway(settings, redis, api) as runner:
-            await api.wait_until(lambda: [m.text for m in api.messages("4343")] == expected
-                                 and [m.text for m in api.messages(str(room))] == expected, timeout=60)
+            await api.wait_until(
+                lambda: (
+                    [m.text for m in api.messages("4343")] == expected
+                    and [m.text for m in api.messages(str(room))] == expected
+                ),
+                timeout=60,
+            )
             await runner.wait_idle()
     for chat in ("4343", str(room)):
         texts = [m.text for m in api.messages(chat)]
@@ -117,23 +128,28 @@ async def test_many_chats_streaming_at_once_stay_inside_telegrams_flood_limits(r
     limits = FloodLimits(chat_burst=1)
     groups = [-1008000 - i for i in range(4)]
     private = [5000 + i for i in range(24)]
-    async with FakeBotAPI(limits=limits) as api, FakeLLMServer(default=streaming(ANSWER, seconds=2.0),
-                                                               context_limit=WINDOW) as llm:
+    async with (
+        FakeBotAPI(limits=limits) as api,
+        FakeLLMServer(default=streaming(ANSWER, seconds=2.0), context_limit=WINDOW) as llm,
+    ):
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        api.push(*(api.private_message(chat, "status?") for chat in private),
-                 *(api.group_message(room, 7, "@foldgate_bot status?") for room in groups))
+        api.push(
+            *(api.private_message(chat, "status?") for chat in private),
+            *(api.group_message(room, 7, "@foldgate_bot status?") for room in groups),
+        )
         async with streaming_gateway(settings, redis, api) as runner:
             await api.wait_until(
-                lambda: all([m.text for m in api.messages(str(c))] == [ANSWER] for c in [*private, *groups]),
-                timeout=90)
+                lambda: all([m.text for m in api.messages(str(c))] == [ANSWER] for c in [*private, *groups]), timeout=90
+            )
             await runner.wait_idle()
             await asyncio.sleep(0)
     assert api.accounting(limits).over_limit() == []  # no chat, group or the bot ever went over
     assert len(api.rate_limited) <= 3  # the budget kept the bot out of Telegram's way
 
 
-async def test_a_turn_taken_over_after_its_process_stopped_mid_stream_edits_the_same_message(redis, redis_url,
-                                                                                              key_prefix):
+async def test_a_turn_taken_over_after_its_process_stopped_mid_stream_edits_the_same_message(
+    redis, redis_url, key_prefix
+):
     room = -1007003
     async with FakeBotAPI() as api, FakeLLMServer(default=streaming(ANSWER, seconds=3.0), context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
@@ -152,13 +168,18 @@ async def test_a_turn_taken_over_after_its_process_stopped_mid_stream_edits_the_
 
 
 async def test_a_240_message_backlog_is_one_turn_with_every_message_stored_in_order(redis, redis_url, key_prefix):
-    async with FakeBotAPI() as api, FakeLLMServer(default=Reply.answer("caught up on all of it"),
-                                                  context_limit=WINDOW) as llm:
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(default=Reply.answer("caught up on all of it"), context_limit=WINDOW) as llm,
+    ):
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         inbox = Inbox(redis, key_prefix)
         for number in range(240):  # written overnight while no gateway ran: all waiting in the inbox
-            await inbox.put(IncomingMessage(platform="tg", chat_id="4545", update_id=str(70_000 + number),
-                                            text=f"overnight note {number}"))
+            await inbox.put(
+                IncomingMessage(
+                    platform="tg", chat_id="4545", update_id=str(70_000 + number), text=f"overnight note {number}"
+                )
+            )
         async with streaming_gateway(settings, redis, api) as runner:  # coalescing is on as shipped
             await api.wait_until(lambda: len(api.messages("4545")) >= 1, timeout=60)
             await runner.wait_idle()
@@ -175,9 +196,17 @@ async def test_a_240_message_backlog_is_one_turn_with_every_message_stored_in_or
 
 async def test_with_coalescing_off_240_replies_all_keep_to_the_budget(redis, redis_url, key_prefix):
     limits = FloodLimits(per_chat_per_second=50, chat_burst=1)
-    async with FakeBotAPI(limits=limits) as api, FakeLLMServer(default=Reply.answer("noted"), context_limit=WINDOW) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 delivery={"telegram": {"per_chat_per_second": 50}})
+    async with (
+        FakeBotAPI(limits=limits) as api,
+        FakeLLMServer(default=Reply.answer("noted"), context_limit=WINDOW) as llm,
+    ):
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            llm.openai_base_url,
+            context_length=WINDOW,
+            delivery={"telegram": {"per_chat_per_second": 50}},
+        )
         api.push(*(api.private_message(4646, f"note {i}") for i in range(240)))
         # every message a turn and a reply of its own, each sent whole: 240 sends that the budget must pace
         async with streaming_gateway(settings, redis, api, coalesce_backlog=False, stream_replies=False) as runner:
@@ -216,22 +245,45 @@ async def test_200_chats_streaming_across_two_processes_share_one_budget(redis, 
     limits = FloodLimits(chat_burst=1)
     groups = [-1009000 - i for i in range(20)]
     private = [6000 + i for i in range(180)]
-    async with FakeBotAPI(limits=limits) as api, FakeLLMServer(default=streaming(ANSWER, seconds=2.0),
-                                                               context_limit=WINDOW) as llm:
-        workers = [subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", key_prefix,
-             "--base-url", llm.openai_base_url, "--telegram-api", api.base_url, "--telegram-token", api.token,
-             # 120 chats each rather than the shipped 32: all 200 stream at once, the budget under its full load
-             "--gateway", json.dumps({"max_concurrent_chats": 120})],
-            cwd=root, env={**os.environ, "PYTHONPATH": str(root)}) for _ in range(2)]
+    async with (
+        FakeBotAPI(limits=limits) as api,
+        FakeLLMServer(default=streaming(ANSWER, seconds=2.0), context_limit=WINDOW) as llm,
+    ):
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.fakes.worker_process",
+                    "--redis",
+                    redis_url,
+                    "--prefix",
+                    key_prefix,
+                    "--base-url",
+                    llm.openai_base_url,
+                    "--telegram-api",
+                    api.base_url,
+                    "--telegram-token",
+                    api.token,
+                    # 120 chats each rather than the shipped 32: all 200 stream at once, the budget under its full load
+                    "--gateway",
+                    json.dumps({"max_concurrent_chats": 120}),
+                ],
+                cwd=root,
+                env={**os.environ, "PYTHONPATH": str(root)},
+            )
+            for _ in range(2)
+        ]
         try:
             inbox = Inbox(redis, key_prefix)
             for number, chat in enumerate([*private, *groups]):
-                await inbox.put(IncomingMessage(platform="tg", chat_id=str(chat), update_id=str(90_000 + number),
-                                                text="status?"))
+                await inbox.put(
+                    IncomingMessage(platform="tg", chat_id=str(chat), update_id=str(90_000 + number), text="status?")
+                )
             everyone = [str(chat) for chat in [*private, *groups]]
-            await api.wait_until(lambda: all([m.text for m in api.messages(c)] == [ANSWER] for c in everyone),
-                                 timeout=240)
+            await api.wait_until(
+                lambda: all([m.text for m in api.messages(c)] == [ANSWER] for c in everyone), timeout=240
+            )
         finally:
             stop_workers(workers)
     assert api.accounting(limits).over_limit() == []  # no chat, group or the bot went over, across both processes
@@ -252,11 +304,27 @@ async def test_kill_9_during_streamed_replies_then_a_restart_delivers_every_repl
 
     def worker() -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", key_prefix,
-             "--base-url", llm.openai_base_url, "--telegram-api", api.base_url, "--telegram-token", api.token,
-             # a 2 s lock, not the shipped 15 s: a killed worker's chats are taken over while the test waits
-             "--gateway", json.dumps({"lock_ttl_seconds": 2})],
-            cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+            [
+                sys.executable,
+                "-m",
+                "tests.fakes.worker_process",
+                "--redis",
+                redis_url,
+                "--prefix",
+                key_prefix,
+                "--base-url",
+                llm.openai_base_url,
+                "--telegram-api",
+                api.base_url,
+                "--telegram-token",
+                api.token,
+                # a 2 s lock, not the shipped 15 s: a killed worker's chats are taken over while the test waits
+                "--gateway",
+                json.dumps({"lock_ttl_seconds": 2}),
+            ],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
 
     rng = random.Random(20261201)
     chats = [7000 + i for i in range(10)] + [-1010000 - i for i in range(10)]
@@ -266,8 +334,9 @@ async def test_kill_9_during_streamed_replies_then_a_restart_delivers_every_repl
         try:
             inbox = Inbox(redis, key_prefix)
             for number, chat in enumerate(chats):
-                await inbox.put(IncomingMessage(platform="tg", chat_id=str(chat), update_id=str(80_000 + number),
-                                                text="status?"))
+                await inbox.put(
+                    IncomingMessage(platform="tg", chat_id=str(chat), update_id=str(80_000 + number), text="status?")
+                )
             groups = [c for c in chats if c < 0]
             await api.wait_until(lambda: sum(1 for c in groups if api.messages(str(c))) >= 3, timeout=60)
             for _ in range(4):  # kills land while replies are streaming into their messages

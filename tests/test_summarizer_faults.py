@@ -11,11 +11,11 @@ import json
 import pytest
 
 from agent.compaction.guard import COOLDOWN_START
-from agent.compaction.summary_prompt import SECTION_HEADINGS, UPDATE_INSTRUCTION
 from agent.compaction.summarizer import LLMSummarizer
+from agent.compaction.summary_prompt import SECTION_HEADINGS, UPDATE_INSTRUCTION
 from agent.context_compressor import ContextCompressor
-from agent.llm import ChatClient
 from agent.http_options import HttpOptions
+from agent.llm import ChatClient
 from agent.llm.retry import RetryPolicy
 from agent.messages import api_problems, is_summary
 from agent.settings import CompressionSettings
@@ -40,7 +40,11 @@ def history(turns=40, start=0, ids_from=0):
         t.exchange("Help me ship the ingest service.", "Sure.")
     for i in range(start, start + turns):
         t.user(f"Step {i}: check PR #{1000 + i} please.")
-        t.call("run_tests", {"path": f"tests/test_{i}.py"}, f"FAILED test_{i} - IngestError: code E{i:03d}\n" + "log line\n" * 200)
+        t.call(
+            "run_tests",
+            {"path": f"tests/test_{i}.py"},
+            f"FAILED test_{i} - IngestError: code E{i:03d}\n" + "log line\n" * 200,
+        )
         t.assistant(f"Step {i} checked.")
     return t.messages
 
@@ -54,8 +58,9 @@ async def server():
 @pytest.fixture
 async def client(server):
     # One try per summarizer request: each fault below is one failed request, as the compactor sees it.
-    async with ChatClient(server.openai_base_url, options=HttpOptions(timeout_seconds=0.5),
-                          retry=RetryPolicy(max_retries=0)) as chat:
+    async with ChatClient(
+        server.openai_base_url, options=HttpOptions(timeout_seconds=0.5), retry=RetryPolicy(max_retries=0)
+    ) as chat:
         yield chat
 
 
@@ -189,10 +194,14 @@ async def test_two_ineffective_compactions_stop_automatic_compaction_until_the_b
     compressor = make(client, clock)
     threshold = compressor.threshold_tokens
     await compressor.compress(history(), current_tokens=31_000)
-    compressor.update_from_response({"prompt_tokens": threshold + 500, "completion_tokens": 5, "total_tokens": threshold + 505})
+    compressor.update_from_response(
+        {"prompt_tokens": threshold + 500, "completion_tokens": 5, "total_tokens": threshold + 505}
+    )
     assert compressor.should_compress()  # one strike: still trying
     await compressor.compress(history(), current_tokens=31_000)
-    compressor.update_from_response({"prompt_tokens": threshold + 400, "completion_tokens": 5, "total_tokens": threshold + 405})
+    compressor.update_from_response(
+        {"prompt_tokens": threshold + 400, "completion_tokens": 5, "total_tokens": threshold + 405}
+    )
     assert not compressor.should_compress()
     state = json.loads(json.dumps(compressor.export_state()))
     restarted = make(client, clock)

@@ -77,8 +77,12 @@ async def running(adapter: TelegramAdapter, intake: object) -> AsyncIterator[Tel
 
 
 async def test_the_configured_api_server_is_where_the_real_client_goes(api: FakeBotAPI) -> None:
-    settings = Settings(platforms={"local": {"enabled": False}, "telegram": {
-        "enabled": True, "token": api.token, "api_server": api.base_url, "allowed_user_ids": [5]}})
+    settings = Settings(
+        platforms={
+            "local": {"enabled": False},
+            "telegram": {"enabled": True, "token": api.token, "api_server": api.base_url, "allowed_user_ids": [5]},
+        }
+    )
     adapter = _adapters(settings, io.StringIO())["tg"]
     assert isinstance(adapter, TelegramAdapter) and adapter.platform == "tg" and adapter.max_message_length == 4096
     assert adapter.allowed_user_ids == {5} and adapter.mode == "polling"
@@ -97,7 +101,10 @@ async def test_polled_updates_reach_the_intake_in_order_before_their_offset_is_a
     api.push(*updates)
     premature: list[int] = []
     api.on_get_updates = lambda offset: premature.extend(
-        u["update_id"] for u in updates if offset is not None and u["update_id"] < offset and u["update_id"] not in intake.ids)
+        u["update_id"]
+        for u in updates
+        if offset is not None and u["update_id"] < offset and u["update_id"] not in intake.ids
+    )
     async with running(adapter_for(api), intake):
         await api.wait_until(lambda: len(intake.messages) == 250 and api.pending_updates == 0)
     assert [m.text for m in intake.messages] == [f"message {i}" for i in range(250)]
@@ -115,8 +122,10 @@ async def test_an_update_the_intake_could_not_store_is_fetched_again_not_skipped
     api.push(first, second, third)
     premature: list[int] = []
     api.on_get_updates = lambda offset: premature.extend(
-        u["update_id"] for u in (first, second, third)
-        if offset is not None and u["update_id"] < offset and u["update_id"] not in intake.ids)
+        u["update_id"]
+        for u in (first, second, third)
+        if offset is not None and u["update_id"] < offset and u["update_id"] not in intake.ids
+    )
     sleeps = Sleeps()
     async with running(adapter_for(api, retry_sleep=sleeps), intake):
         await api.wait_until(lambda: len(intake.messages) == 3)
@@ -127,7 +136,9 @@ async def test_an_update_the_intake_could_not_store_is_fetched_again_not_skipped
     assert len(sleeps.waits) == 2  # and backed off before asking
 
 
-async def test_a_409_conflict_is_reported_with_its_fix_and_polling_stops(api: FakeBotAPI, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_409_conflict_is_reported_with_its_fix_and_polling_stops(
+    api: FakeBotAPI, caplog: pytest.LogCaptureFixture
+) -> None:
     api.conflict = TERMINATED
     adapter = adapter_for(api)
     with caplog.at_level(logging.ERROR, logger="gateway.platforms.telegram"):
@@ -204,7 +215,8 @@ async def test_group_messages_are_answered_only_when_addressed_and_other_chatter
 
 
 async def test_photos_are_recorded_with_or_without_a_caption_and_edits_and_service_messages_are_ignored(
-        api: FakeBotAPI) -> None:
+    api: FakeBotAPI,
+) -> None:
     intake = Collected()
     api.push(
         api.edited_message(8, "fixed typo"),
@@ -215,7 +227,11 @@ async def test_photos_are_recorded_with_or_without_a_caption_and_edits_and_servi
     )
     async with running(adapter_for(api), intake):
         await api.wait_until(lambda: api.pending_updates == 0 and len(api.get_updates_calls) >= 2)
-    assert [(m.text, m.respond) for m in intake.messages] == [("", True), ("the dashboard at 3am", True), ("/start", True)]
+    assert [(m.text, m.respond) for m in intake.messages] == [
+        ("", True),
+        ("the dashboard at 3am", True),
+        ("/start", True),
+    ]
     assert [[item.kind for item in m.items] for m in intake.messages] == [["image"], ["image"], []]
 
 
@@ -248,7 +264,9 @@ async def test_a_429_with_retry_after_2_is_waited_out_and_the_same_chunk_sent_ag
     finally:
         await adapter.stop()
     assert sleeps.waits == [2, 2, 2]
-    assert [(a.status, a.text) for a in api.send_attempts] == [(429, "the reply must arrive")] * 3 + [(200, "the reply must arrive")]
+    assert [(a.status, a.text) for a in api.send_attempts] == [(429, "the reply must arrive")] * 3 + [
+        (200, "the reply must arrive")
+    ]
     assert [(m.chat_id, m.text) for m in api.sent] == [("42", "the reply must arrive")]
 
 
@@ -284,8 +302,12 @@ async def test_a_10000_character_reply_arrives_as_3_messages_in_order_as_plain_t
     rng = random.Random(4)
     paragraphs = []
     while sum(len(p) + 2 for p in paragraphs) < 10_000:
-        paragraphs.append(" ".join(rng.choice(["deploy", "rollback", "😀", "*bold*", "<b>", "naïve", "日本"])
-                                   for _ in range(rng.randint(20, 60))))
+        paragraphs.append(
+            " ".join(
+                rng.choice(["deploy", "rollback", "😀", "*bold*", "<b>", "naïve", "日本"])
+                for _ in range(rng.randint(20, 60))
+            )
+        )
     reply = "\n\n".join(paragraphs)[:10_000].rstrip()
     assert len(reply) >= 9_990 and utf16_len(reply) > len(reply)  # emoji cost two units each
     adapter = adapter_for(api)
@@ -341,8 +363,13 @@ async def test_typing_errors_never_reach_the_turn(api: FakeBotAPI) -> None:
 @pytest_asyncio.fixture
 async def webhook(api: FakeBotAPI, redis, key_prefix) -> AsyncIterator[tuple[TelegramAdapter, Inbox, str]]:
     inbox = Inbox(redis, key_prefix)
-    adapter = adapter_for(api, mode="webhook", webhook_url="https://bot.example.com/telegram/webhook",
-                          webhook_secret=SECRET, listen_port=0)
+    adapter = adapter_for(
+        api,
+        mode="webhook",
+        webhook_url="https://bot.example.com/telegram/webhook",
+        webhook_secret=SECRET,
+        listen_port=0,
+    )
     async with running(adapter, inbox.put):
         yield adapter, inbox, f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
 
@@ -353,7 +380,9 @@ async def test_webhook_registers_itself_with_its_secret(api: FakeBotAPI, webhook
     assert api.webhook["secret_token"] == SECRET and "message" in api.webhook["allowed_updates"]
 
 
-async def test_webhook_stores_the_update_before_answering_200_and_refuses_a_wrong_secret(api: FakeBotAPI, webhook) -> None:
+async def test_webhook_stores_the_update_before_answering_200_and_refuses_a_wrong_secret(
+    api: FakeBotAPI, webhook
+) -> None:
     adapter, inbox, url = webhook
     update = api.private_message(77, "hello over the webhook")
     async with httpx.AsyncClient() as client:

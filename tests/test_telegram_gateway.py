@@ -27,16 +27,16 @@ def echo(request: RecordedRequest) -> Reply:
 
 
 @contextlib.asynccontextmanager
-async def telegram_gateway(settings: Settings, redis: Any, adapter: TelegramAdapter, *,
-                           stream_replies: bool | None = None, **gateway: Any) -> AsyncIterator[GatewayRunner]:
+async def telegram_gateway(
+    settings: Settings, redis: Any, adapter: TelegramAdapter, *, stream_replies: bool | None = None, **gateway: Any
+) -> AsyncIterator[GatewayRunner]:
     """The gateway ``foldgate run`` opens for ``settings``, with ``adapter`` as its Telegram platform, started on
     the runner's intake once the gateway is up; yields the runner (its ``events`` are the gateway's).
 
     Its sends draw on the send budget in Redis, and every setting is the settings' own: a test that runs with
     another one names it (``coalesce_backlog=False``, ``lock_ttl_seconds=2``, ``stream_replies=False``).
     """
-    async with platform_gateway(settings, redis, {"tg": adapter}, stream_replies=stream_replies,
-                                **gateway) as running:
+    async with platform_gateway(settings, redis, {"tg": adapter}, stream_replies=stream_replies, **gateway) as running:
         await adapter.start(running.runner.intake)
         yield running.runner
 
@@ -76,11 +76,15 @@ async def test_a_group_answers_when_addressed_and_keeps_the_rest_as_context(redi
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
-            api.push(api.group_message(room, 1, "the deploy froze at step 4", first_name="Ann"),
-                     api.group_message(room, 2, "@foldgate_bot what froze?", first_name="Bob"))
+            api.push(
+                api.group_message(room, 1, "the deploy froze at step 4", first_name="Ann"),
+                api.group_message(room, 2, "@foldgate_bot what froze?", first_name="Bob"),
+            )
             await api.wait_until(lambda: len(api.sent) == 1)
-            api.push(api.group_message(room, 1, "lunch anyone?", first_name="Ann"),
-                     api.group_message(room, 1, "and why?", first_name="Ann", reply_to_bot=True))
+            api.push(
+                api.group_message(room, 1, "lunch anyone?", first_name="Ann"),
+                api.group_message(room, 1, "and why?", first_name="Ann", reply_to_bot=True),
+            )
             await api.wait_until(lambda: len(api.sent) == 2)
             api.push(api.group_message(room, 2, "/status", first_name="Bob"))
             await api.wait_until(lambda: len(api.sent) == 3)
@@ -100,9 +104,15 @@ async def test_a_group_answers_when_addressed_and_keeps_the_rest_as_context(redi
 async def test_a_webhook_update_delivered_twice_is_answered_once(redis, redis_url, key_prefix) -> None:
     async with FakeBotAPI() as api, FakeLLMServer(handler=echo, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, mode="webhook", webhook_secret=SECRET,
-                                  webhook_url="https://bot.example.com/telegram/webhook", listen_port=0,
-                                  typing_interval=0)
+        adapter = TelegramAdapter(
+            api.token,
+            api_server=api.base_url,
+            mode="webhook",
+            webhook_secret=SECRET,
+            webhook_url="https://bot.example.com/telegram/webhook",
+            listen_port=0,
+            typing_interval=0,
+        )
         async with telegram_gateway(settings, redis, adapter) as runner:
             url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
             update = api.private_message(31, "is the webhook exactly-once?")

@@ -43,7 +43,8 @@ def upgrade_refusals(api: FakeBotAPI) -> list[str]:
 
 
 async def test_a_long_reply_upgraded_after_its_first_chunk_arrives_once_in_order_and_the_next_goes_straight_there(
-        api: FakeBotAPI) -> None:
+    api: FakeBotAPI,
+) -> None:
     chunks = split_message(LONG, 4096, units="utf16")
     assert len(chunks) == 3
     api.migrate_to_supergroup(OLD_GROUP, SUPERGROUP, after_sends=1)  # the group takes the first chunk, then moves
@@ -54,7 +55,12 @@ async def test_a_long_reply_upgraded_after_its_first_chunk_arrives_once_in_order
     finally:
         await adapter.stop()
     assert [(a.chat_id, a.status) for a in api.send_attempts] == [
-        (OLD, 200), (OLD, 400), (NEW, 200), (NEW, 200), (NEW, 200)]  # one 400, the next reply skips it
+        (OLD, 200),
+        (OLD, 400),
+        (NEW, 200),
+        (NEW, 200),
+        (NEW, 200),
+    ]  # one 400, the next reply skips it
     assert [m.text for m in api.messages(OLD)] == chunks[:1]
     assert [m.text for m in api.messages(NEW)] == [*chunks[1:], "and the next reply"]
     assert [m.text for m in api.sent][:3] == chunks  # each chunk once, in order
@@ -72,8 +78,7 @@ async def test_typing_follows_the_upgrade_and_asks_the_old_id_once(api: FakeBotA
     assert upgrade_refusals(api) == ["sendChatAction"]
 
 
-async def test_a_streamed_reply_in_a_group_upgraded_before_it_arrives_whole_in_the_supergroup(
-        api: FakeBotAPI) -> None:
+async def test_a_streamed_reply_in_a_group_upgraded_before_it_arrives_whole_in_the_supergroup(api: FakeBotAPI) -> None:
     chunks = split_message(LONG, 4096, units="utf16")
     api.migrate_to_supergroup(OLD_GROUP, SUPERGROUP)
     adapter = adapter_for(api)
@@ -86,12 +91,14 @@ async def test_a_streamed_reply_in_a_group_upgraded_before_it_arrives_whole_in_t
         await adapter.stop()
     assert [m.text for m in api.messages(NEW)] == chunks
     assert api.messages(OLD) == [] and upgrade_refusals(api) == ["sendMessage"]
-    assert all(edit.params["chat_id"] == NEW for message in api.messages(NEW)
-               for edit in api.edits(NEW, message.message_id))
+    assert all(
+        edit.params["chat_id"] == NEW for message in api.messages(NEW) for edit in api.edits(NEW, message.message_id)
+    )
 
 
 async def test_a_streamed_reply_whose_group_is_upgraded_mid_stream_goes_on_whole_in_the_supergroup(
-        api: FakeBotAPI) -> None:
+    api: FakeBotAPI,
+) -> None:
     chunks = split_message(LONG, 4096, units="utf16")
     adapter = adapter_for(api)
     try:
@@ -122,7 +129,8 @@ class MemoryJournal:
 
 
 async def test_a_streamed_reply_taken_over_by_a_fresh_process_edits_its_messages_in_the_supergroup(
-        api: FakeBotAPI) -> None:
+    api: FakeBotAPI,
+) -> None:
     chunks = split_message(LONG, 4096, units="utf16")
     journal = MemoryJournal()
     api.migrate_to_supergroup(OLD_GROUP, SUPERGROUP)
@@ -143,7 +151,8 @@ async def test_a_streamed_reply_taken_over_by_a_fresh_process_edits_its_messages
 
 
 async def test_the_upgrades_service_messages_are_not_recorded_and_replies_go_straight_to_the_supergroup(
-        api: FakeBotAPI, caplog: pytest.LogCaptureFixture) -> None:
+    api: FakeBotAPI, caplog: pytest.LogCaptureFixture
+) -> None:
     intake = Collected()
     api.push(
         api.group_message(OLD_GROUP, 7, "@foldgate_bot before the upgrade"),
@@ -165,17 +174,21 @@ async def test_the_upgrades_service_messages_are_not_recorded_and_replies_go_str
 
 
 async def test_a_group_upgraded_mid_conversation_gets_its_streamed_replies_whole_in_the_supergroup(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     """Each reply is written over four seconds, for the send budget as shipped: a preview waits until its chat's
     bucket is full again (two sends, refilled at 0.8 a second; the reply before emptied it with its three
     messages) and the group's 20 a minute leave it room, so the reply after the upgrade is shown, then edited,
     while it is written."""
     chunks = split_message(LONG, 4096, units="utf16")
-    async with FakeBotAPI() as api, FakeLLMServer(default=streaming(LONG, seconds=4.0, chunk_size=400),
-                                                  context_limit=WINDOW) as llm:
+    async with (
+        FakeBotAPI() as api,
+        FakeLLMServer(default=streaming(LONG, seconds=4.0, chunk_size=400), context_limit=WINDOW) as llm,
+    ):
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0,
-                                  preview_interval=0.1)
+        adapter = TelegramAdapter(
+            api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, preview_interval=0.1
+        )
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.group_message(OLD_GROUP, 7, "@foldgate_bot how did the migration go?"))
             await api.wait_until(lambda: [m.text for m in api.messages(OLD)] == chunks, timeout=30)

@@ -23,8 +23,9 @@ ENGLISH = (
     "The deployment on Friday went smoothly, although the metrics dashboard showed a short spike in "
     "latency right after the Redis failover, which we traced to connection pool warm-up. "
 ) * 6
-CODE = textwrap.dedent(
-    '''
+CODE = (
+    textwrap.dedent(
+        '''
     async def commit(self, chat: str, messages: list[dict], *, lock: Lock) -> list[str]:
         """Append messages under the chat lock; refuse when the lock has expired."""
         ids = [str(n) for n in range(await self._next_id(chat), len(messages))]
@@ -35,26 +36,31 @@ CODE = textwrap.dedent(
         result = await self._append_script(keys=[self._key(chat, "active")], args=[lock.token, *ids])
         return result if result else []
     '''
-) * 4
+    )
+    * 4
+)
 JAPANESE = (
     "コンテキストの圧縮は、会話が長くなってもモデルの窓に収まるようにするための仕組みです。"
     "ゲートウェイは応答の前に八十五パーセントで整理を行い、エージェントは五十パーセントで要約します。"
     "要約に失敗しても、会話の途中が黙って消えることは決してありません。"
 ) * 5
-JSON_TEXT = json.dumps(
-    {
-        "update_id": 912345678,
-        "message": {
-            "message_id": 4411,
-            "from": {"id": 123456789, "is_bot": False, "first_name": "Aiko", "language_code": "ja"},
-            "chat": {"id": -1001234567890, "type": "supergroup", "title": "ops"},
-            "date": 1764470000,
-            "text": "please check PR #4821 and the failing job on main",
-            "entities": [{"offset": 0, "length": 6, "type": "bot_command"}],
+JSON_TEXT = (
+    json.dumps(
+        {
+            "update_id": 912345678,
+            "message": {
+                "message_id": 4411,
+                "from": {"id": 123456789, "is_bot": False, "first_name": "Aiko", "language_code": "ja"},
+                "chat": {"id": -1001234567890, "type": "supergroup", "title": "ops"},
+                "date": 1764470000,
+                "text": "please check PR #4821 and the failing job on main",
+                "entities": [{"offset": 0, "length": 6, "type": "bot_command"}],
+            },
         },
-    },
-    indent=2,
-) * 4
+        indent=2,
+    )
+    * 4
+)
 
 
 @pytest.mark.parametrize("sample", [ENGLISH, CODE, JAPANESE, JSON_TEXT], ids=["english", "code", "japanese", "json"])
@@ -70,7 +76,11 @@ def test_message_count_includes_role_overhead_tool_envelope_and_arguments() -> N
         "role": "assistant",
         "content": "Looking at the log now.",
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "gateway/store.py"}'}}
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "gateway/store.py"}'},
+            }
         ],
     }
     assert count_message(dict(plain)) > count_text(plain["content"])
@@ -96,9 +106,17 @@ def test_messages_estimate_tracks_exact_on_a_mixed_transcript() -> None:
     transcript = [
         {"role": "system", "content": "You are a careful assistant."},
         {"role": "user", "content": JAPANESE},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": json.dumps({"cmd": "git log -3"})}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": json.dumps({"cmd": "git log -3"})},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": CODE},
         {"role": "assistant", "content": ENGLISH},
         {"role": "user", "content": JSON_TEXT},

@@ -10,15 +10,17 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from agent.messages import with_content
-from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore, TranscriptCache
+from gateway.store.channel import PipelinedConnection
 
 CHAT = "tg:4242"
 
 
 def turn(number: int) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": f"question {number} about invoice INV-{number:04d}"},
-            {"role": "assistant", "content": f"answer {number}: paid on day {number}"}]
+    return [
+        {"role": "user", "content": f"question {number} about invoice INV-{number:04d}"},
+        {"role": "assistant", "content": f"answer {number}: paid on day {number}"},
+    ]
 
 
 @pytest_asyncio.fixture
@@ -58,13 +60,15 @@ async def test_a_second_read_fetches_only_the_new_messages(cached: SessionStore,
     channel.call = recording  # type: ignore[method-assign]
     _, meta, second = await cached.snapshot(CHAT)
     del channel.call
-    (sid_, _pairs, ids, wanted, bodies), = replies
+    ((sid_, _pairs, ids, wanted, bodies),) = replies
     assert len(ids) == 62 and len(wanted) == len(bodies) == 2  # 60 held, 2 new ones crossed the wire
     assert plain(second) == plain(await cached.active(CHAT, sid)) and len(second) == meta.count == 62
     assert plain(second[:60]) == plain(first)
 
 
-async def test_writes_by_another_process_compactions_included_are_seen(cached: SessionStore, other_process: SessionStore):
+async def test_writes_by_another_process_compactions_included_are_seen(
+    cached: SessionStore, other_process: SessionStore
+):
     sid = await cached.current_session(CHAT)
     lock = await cached.acquire_lock(CHAT, 30)
     await cached.append(CHAT, sid, [m for n in range(10) for m in turn(n)], lock=lock)
@@ -90,8 +94,9 @@ async def test_an_old_message_back_in_the_list_is_read_even_though_it_is_not_new
     await cached.commit_compaction(CHAT, sid, everything[4:], lock=lock, in_place=True, compaction_id="fold")
     await cached.snapshot(CHAT)  # held: only the last four
     # A compaction may keep any stored id, an archived one too: it must be read, not assumed held.
-    await cached.commit_compaction(CHAT, sid, [everything[0], *everything[4:]], lock=lock, in_place=True,
-                                   compaction_id="restore")
+    await cached.commit_compaction(
+        CHAT, sid, [everything[0], *everything[4:]], lock=lock, in_place=True, compaction_id="restore"
+    )
     _, _, seen = await cached.snapshot(CHAT)
     assert plain(seen) == plain([everything[0], *everything[4:]])
 
@@ -101,7 +106,9 @@ async def test_a_rotated_session_is_read_whole(cached: SessionStore):
     lock = await cached.acquire_lock(CHAT, 30)
     await cached.append(CHAT, sid, [m for n in range(4) for m in turn(n)], lock=lock)
     _, _, everything = await cached.snapshot(CHAT)
-    commit = await cached.commit_compaction(CHAT, sid, everything[2:], lock=lock, in_place=False, compaction_id="rotate")
+    commit = await cached.commit_compaction(
+        CHAT, sid, everything[2:], lock=lock, in_place=False, compaction_id="rotate"
+    )
     new_sid, _, seen = await cached.snapshot(CHAT)
     assert new_sid == commit.session_id != sid
     assert plain(seen) == plain(await cached.active(CHAT, new_sid))
@@ -173,8 +180,9 @@ async def test_the_held_transcript_matches_the_session_after_appends_and_compact
 
 
 @pytest.mark.parametrize("budget", [0, 1_000_000])
-async def test_with_or_without_the_cache_a_turn_sees_the_same_transcript(redis: Redis, key_prefix: str,
-                                                                         channel: PipelinedConnection, budget: int):
+async def test_with_or_without_the_cache_a_turn_sees_the_same_transcript(
+    redis: Redis, key_prefix: str, channel: PipelinedConnection, budget: int
+):
     store = SessionStore(redis, key_prefix, channel=channel, transcript_cache_tokens=budget)
     sid = await store.current_session(CHAT)
     lock = await store.acquire_lock(CHAT, 30)

@@ -25,8 +25,9 @@ async def service() -> AsyncIterator[FakeTranscriptionServer]:
 
 @pytest_asyncio.fixture
 async def transcriber(service: FakeTranscriptionServer) -> AsyncIterator[Transcriber]:
-    settings = TranscriptionSettings(provider="custom", base_url=service.base_url, api_key="sk-test",
-                                     model="whisper-large-v3", timeout_seconds=1)
+    settings = TranscriptionSettings(
+        provider="custom", base_url=service.base_url, api_key="sk-test", model="whisper-large-v3", timeout_seconds=1
+    )
     made = Transcriber(settings)
     try:
         yield made
@@ -35,24 +36,38 @@ async def transcriber(service: FakeTranscriptionServer) -> AsyncIterator[Transcr
 
 
 async def test_voice_is_sent_as_openai_multipart_and_the_text_comes_back(
-        service: FakeTranscriptionServer, transcriber: Transcriber) -> None:
+    service: FakeTranscriptionServer, transcriber: Transcriber
+) -> None:
     service.enqueue(Heard("  Meet me at the station at ten.  "))
     assert await transcriber.transcribe(OGG, name="", mime="audio/ogg") == "Meet me at the station at ten."
     (request,) = service.requests
-    assert (request.refused, request.model, request.file_name, request.file_type, request.audio) == \
-        ("", "whisper-large-v3", "voice.ogg", "audio/ogg", OGG)
+    assert (request.refused, request.model, request.file_name, request.file_type, request.audio) == (
+        "",
+        "whisper-large-v3",
+        "voice.ogg",
+        "audio/ogg",
+        OGG,
+    )
     assert request.headers["authorization"] == "Bearer sk-test"
 
 
-@pytest.mark.parametrize(("answer", "reason"), [
-    (Failure.status(500, "The server had an error while processing your request."),
-     "the transcription service answered 500 Internal Server Error: The server had an error while processing"),
-    (Failure.status(429, "Rate limit reached for whisper-1"),
-     "the transcription service answered 429 Too Many Requests: Rate limit reached for whisper-1"),
-    (Failure.never_answers(), "the transcription service did not answer within 1 s"),
-])
-async def test_every_failure_says_what_went_wrong(service: FakeTranscriptionServer, transcriber: Transcriber,
-                                                  answer: Failure, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            Failure.status(500, "The server had an error while processing your request."),
+            "the transcription service answered 500 Internal Server Error: The server had an error while processing",
+        ),
+        (
+            Failure.status(429, "Rate limit reached for whisper-1"),
+            "the transcription service answered 429 Too Many Requests: Rate limit reached for whisper-1",
+        ),
+        (Failure.never_answers(), "the transcription service did not answer within 1 s"),
+    ],
+)
+async def test_every_failure_says_what_went_wrong(
+    service: FakeTranscriptionServer, transcriber: Transcriber, answer: Failure, reason: str
+) -> None:
     service.enqueue(answer)
     with pytest.raises(TranscriptionError) as caught:
         await transcriber.transcribe(OGG, name="", mime="audio/ogg")
@@ -77,7 +92,9 @@ async def test_a_refused_key_and_an_unknown_format_are_named(service: FakeTransc
 async def test_an_unreachable_service_is_named() -> None:
     gone = Transcriber(TranscriptionSettings(provider="custom", base_url="http://127.0.0.1:9/v1"))
     try:
-        with pytest.raises(TranscriptionError, match=r"^the transcription service could not be reached \(ConnectError\)"):
+        with pytest.raises(
+            TranscriptionError, match=r"^the transcription service could not be reached \(ConnectError\)"
+        ):
             await gone.transcribe(OGG, name="", mime="audio/ogg")
     finally:
         await gone.aclose()
@@ -97,8 +114,12 @@ def test_the_uploaded_name_tells_the_format() -> None:
 def test_transcription_is_off_by_default_and_then_there_is_no_transcriber() -> None:
     media = load_settings(env={}).media
     assert media == MediaSettings()
-    assert (media.max_bytes, media.max_total_bytes, media.max_images_per_request, media.image_max_side) == \
-        (20 * 1024 * 1024, 200 * 1024 * 1024, 4, 2048)
+    assert (media.max_bytes, media.max_total_bytes, media.max_images_per_request, media.image_max_side) == (
+        20 * 1024 * 1024,
+        200 * 1024 * 1024,
+        4,
+        2048,
+    )
     assert transcriber_from(media.transcription) is None
 
 
@@ -116,12 +137,15 @@ def test_the_media_keys_come_from_foldgate_variables() -> None:
     assert (media.max_bytes, media.image_max_side) == (1048576, 1024)
 
 
-@pytest.mark.parametrize(("env", "problem"), [
-    ({"FOLDGATE_MEDIA__TRANSCRIPTION__PROVIDER": "openai"}, "media.transcription.api_key"),
-    ({"FOLDGATE_MEDIA__TRANSCRIPTION__PROVIDER": "custom"}, "media.transcription.base_url"),
-    ({"FOLDGATE_MEDIA__MAX_BYTES": "300000000"}, "media.max_bytes"),
-    ({"FOLDGATE_MEDIA__TRANSCRIPTION__PROVIDER": "whisper"}, "media.transcription.provider"),
-])
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"FOLDGATE_MEDIA__TRANSCRIPTION__PROVIDER": "openai"}, "media.transcription.api_key"),
+        ({"FOLDGATE_MEDIA__TRANSCRIPTION__PROVIDER": "custom"}, "media.transcription.base_url"),
+        ({"FOLDGATE_MEDIA__MAX_BYTES": "300000000"}, "media.max_bytes"),
+        ({"FOLDGATE_MEDIA__TRANSCRIPTION__PROVIDER": "whisper"}, "media.transcription.provider"),
+    ],
+)
 def test_unusable_media_settings_are_refused_naming_the_key(env: dict[str, str], problem: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(env=env)

@@ -69,37 +69,71 @@ def book() -> MemoryWindowBook:
 # --------------------------------------------------------------------------- what a refusal says
 
 
-@pytest.mark.parametrize(("status", "words", "expected"), [
-    # OpenAI, gpt-4o-transcribe(-diarize): the duration maximum, with the duration it was sent
-    (400, "audio duration 1830.530612 seconds is longer than 1400 seconds which is the maximum for this model",
-     TooLong(AudioLimit("seconds", 1400))),
-    (400, "audio duration 1500.012 seconds is longer than 1400 seconds which is the maximum for this model",
-     TooLong(AudioLimit("seconds", 1400))),
-    # OpenAI, whisper-1: the 25 MiB upload limit, as it comes and as relays pass it on
-    (413, "Maximum content size limit (26214400) exceeded (222592852 bytes read)",
-     TooLong(AudioLimit("bytes", 26_214_400))),
-    (413, "413: Maximum content size limit (26214400) exceeded (26294972 bytes read)",
-     TooLong(AudioLimit("bytes", 26_214_400))),
-    (413, ("Maximum content size limit (26214400) exceeded (26222592 bytes read) (request id: "
-           "20250715191306787520951i8nD7yRe)"), TooLong(AudioLimit("bytes", 26_214_400))),
-    # OpenAI-compatible servers that name their own limits
-    (413, "Audio file exceeds maximum allowed size (104857600 bytes)", TooLong(AudioLimit("bytes", 104_857_600))),
-    (400, "Audio duration must be between 0.1s and 64s", TooLong(AudioLimit("seconds", 64))),
-    # too much, but no limit named: Groq's and proxies' 413, vLLM naming only what it was sent
-    (413, "Request Entity Too Large", TooLong(None)),
-    (413, ("<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity "
-           "Too Large</h1></center><hr><center>cloudflare</center></body></html>"), TooLong(None)),
-    (400, "Maximum file size exceeded (parameter=audio_filesize_mb, value=27.963909149169922)", TooLong(None)),
-    # not about the audio's length or size
-    (400, "Audio file might be corrupted or unsupported", None),
-    (400, "prompt length must be 896 characters or fewer, but provided prompt contains 904 characters", None),
-    (400, ("Invalid file format. Supported formats: ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', "
-           "'wav', 'webm']"), None),
-    (401, "Incorrect API key provided.", None),
-    (429, "Rate limit reached for whisper-1 in organization org-x on requests per min (RPM): Limit 50", None),
-])
-def test_a_refusal_of_too_much_audio_is_read_with_the_limit_it_names(status: int, words: str,
-                                                                     expected: TooLong | None) -> None:
+@pytest.mark.parametrize(
+    ("status", "words", "expected"),
+    [
+        # OpenAI, gpt-4o-transcribe(-diarize): the duration maximum, with the duration it was sent
+        (
+            400,
+            "audio duration 1830.530612 seconds is longer than 1400 seconds which is the maximum for this model",
+            TooLong(AudioLimit("seconds", 1400)),
+        ),
+        (
+            400,
+            "audio duration 1500.012 seconds is longer than 1400 seconds which is the maximum for this model",
+            TooLong(AudioLimit("seconds", 1400)),
+        ),
+        # OpenAI, whisper-1: the 25 MiB upload limit, as it comes and as relays pass it on
+        (
+            413,
+            "Maximum content size limit (26214400) exceeded (222592852 bytes read)",
+            TooLong(AudioLimit("bytes", 26_214_400)),
+        ),
+        (
+            413,
+            "413: Maximum content size limit (26214400) exceeded (26294972 bytes read)",
+            TooLong(AudioLimit("bytes", 26_214_400)),
+        ),
+        (
+            413,
+            (
+                "Maximum content size limit (26214400) exceeded (26222592 bytes read) (request id: "
+                "20250715191306787520951i8nD7yRe)"
+            ),
+            TooLong(AudioLimit("bytes", 26_214_400)),
+        ),
+        # OpenAI-compatible servers that name their own limits
+        (413, "Audio file exceeds maximum allowed size (104857600 bytes)", TooLong(AudioLimit("bytes", 104_857_600))),
+        (400, "Audio duration must be between 0.1s and 64s", TooLong(AudioLimit("seconds", 64))),
+        # too much, but no limit named: Groq's and proxies' 413, vLLM naming only what it was sent
+        (413, "Request Entity Too Large", TooLong(None)),
+        (
+            413,
+            (
+                "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity "
+                "Too Large</h1></center><hr><center>cloudflare</center></body></html>"
+            ),
+            TooLong(None),
+        ),
+        (400, "Maximum file size exceeded (parameter=audio_filesize_mb, value=27.963909149169922)", TooLong(None)),
+        # not about the audio's length or size
+        (400, "Audio file might be corrupted or unsupported", None),
+        (400, "prompt length must be 896 characters or fewer, but provided prompt contains 904 characters", None),
+        (
+            400,
+            (
+                "Invalid file format. Supported formats: ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', "
+                "'wav', 'webm']"
+            ),
+            None,
+        ),
+        (401, "Incorrect API key provided.", None),
+        (429, "Rate limit reached for whisper-1 in organization org-x on requests per min (RPM): Limit 50", None),
+    ],
+)
+def test_a_refusal_of_too_much_audio_is_read_with_the_limit_it_names(
+    status: int, words: str, expected: TooLong | None
+) -> None:
     assert too_long(status, words) == expected
 
 
@@ -119,15 +153,17 @@ async def test_a_long_voice_is_refused_once_and_then_heard_in_pieces_in_order(bo
     refused, *pieces = service.requests
     assert refused.refused.startswith("audio duration 30 seconds is longer than 10 seconds")
     assert (refused.file_name, refused.audio) == ("voice.ogg", long_voice)
-    assert [(piece.refused, piece.file_name, piece.file_type) for piece in pieces] == \
-        [("", "voice.mp3", "audio/mpeg")] * 4
+    assert [(piece.refused, piece.file_name, piece.file_type) for piece in pieces] == [
+        ("", "voice.mp3", "audio/mpeg")
+    ] * 4
     heard = [piece.seconds or 0.0 for piece in pieces]
     assert all(seconds <= 9.05 for seconds in heard) and sum(heard) == pytest.approx(30, abs=0.2)
     assert book.learned(service.base_url, book_model(MODEL, "seconds")) == 10
 
 
-async def test_another_process_on_the_same_book_cuts_before_sending_and_is_never_refused(redis, key_prefix,
-                                                                                        channel) -> None:
+async def test_another_process_on_the_same_book_cuts_before_sending_and_is_never_refused(
+    redis, key_prefix, channel
+) -> None:
     first_book, second_book = LearnedWindows(channel, key_prefix), LearnedWindows(channel, key_prefix)
     async with FakeTranscriptionServer(max_seconds=10) as service:
         first = Transcriber(settings_for(service), book=first_book)
@@ -186,16 +222,22 @@ async def test_a_size_limit_is_learned_from_whisper_1s_413_and_kept_under(book: 
 async def test_undecodable_audio_refused_as_too_long_gets_the_refusals_own_line(book: MemoryWindowBook) -> None:
     garbage = b"OggS\x00\x02" + bytes(range(200)) * 50
     async with FakeTranscriptionServer() as service:
-        service.enqueue(Failure.status(400, "audio duration 1830.530612 seconds is longer than 1400 seconds which "
-                                            "is the maximum for this model"))
+        service.enqueue(
+            Failure.status(
+                400,
+                "audio duration 1830.530612 seconds is longer than 1400 seconds which is the maximum for this model",
+            )
+        )
         transcriber = Transcriber(settings_for(service), book=book)
         try:
             with pytest.raises(TranscriptionError) as caught:
                 await transcriber.transcribe(garbage, name="", mime="audio/ogg")
         finally:
             await transcriber.aclose()
-    assert str(caught.value) == ("the transcription service answered 400 Bad Request: audio duration 1830.530612 "
-                                 "seconds is longer than 1400 seconds which is the maximum for this model")
+    assert str(caught.value) == (
+        "the transcription service answered 400 Bad Request: audio duration 1830.530612 "
+        "seconds is longer than 1400 seconds which is the maximum for this model"
+    )
     assert len(service.requests) == 1
     assert book.learned(service.base_url, book_model(MODEL, "seconds")) == 1400  # learned all the same
 
@@ -221,8 +263,11 @@ async def test_a_refusal_that_names_no_limit_is_told_after_three_halvings(book: 
     async with FakeTranscriptionServer(max_bytes=64, names_limit=False) as service:
         transcriber = Transcriber(settings_for(service, "whisper-large-v3"), book=book)
         try:
-            with pytest.raises(TranscriptionError, match=r"^the transcription service answered 413 Request Entity "
-                                                         r"Too Large"):
+            with pytest.raises(
+                TranscriptionError,
+                match=r"^the transcription service answered 413 Request Entity "
+                r"Too Large",
+            ):
                 await transcriber.transcribe(voice(3), name="", mime="audio/ogg")
         finally:
             await transcriber.aclose()
@@ -233,8 +278,9 @@ async def test_a_refusal_that_names_no_limit_is_told_after_three_halvings(book: 
 
 
 def from_ann() -> IncomingMessage:
-    return IncomingMessage(platform="local", chat_id="desk", user_id="ann", user_name="Ann", update_id="desk-1",
-                           text="")
+    return IncomingMessage(
+        platform="local", chat_id="desk", user_id="ann", user_name="Ann", update_id="desk-1", text=""
+    )
 
 
 async def spent_today(store: SessionStore, key_prefix: str) -> tuple[float, float]:
@@ -244,16 +290,22 @@ async def spent_today(store: SessionStore, key_prefix: str) -> tuple[float, floa
 
 
 async def test_a_voice_heard_in_pieces_is_reserved_once_and_settled_to_the_pieces(store, key_prefix) -> None:
-    meter = ChatMeter(SpendStore(store.channel, key_prefix), BudgetSettings(per_chat=BudgetLimit(usd=5, tokens=None, period="day")),
-                      from_ann(), cache_ttl="5m", notes=[])
+    meter = ChatMeter(
+        SpendStore(store.channel, key_prefix),
+        BudgetSettings(per_chat=BudgetLimit(usd=5, tokens=None, period="day")),
+        from_ann(),
+        cache_ttl="5m",
+        notes=[],
+    )
     async with FakeTranscriptionServer(max_seconds=10) as service:
         transcriber = Transcriber(settings_for(service, "whisper-1"), book=MemoryWindowBook())
         metered = MeteredTranscriber(transcriber, meter)
         try:
             assert await metered.transcribe(voice(30), name="", mime="audio/ogg", seconds=30) == "ok ok ok ok"
             after_one = await spent_today(store, key_prefix)
-            service.enqueue(Heard("heard"), Failure.status(500, "The server had an error while processing your "
-                                                               "request."))
+            service.enqueue(
+                Heard("heard"), Failure.status(500, "The server had an error while processing your request.")
+            )
             with pytest.raises(TranscriptionError, match="answered 500"):
                 await metered.transcribe(voice(30), name="", mime="audio/ogg", seconds=30)
             after_two = await spent_today(store, key_prefix)

@@ -14,28 +14,38 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from playwright import async_api as playwright
 
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings
 
-from playwright import async_api as playwright
-
 CHROMIUM = os.environ.get("FOLDGATE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("FOLDGATE_SCREENSHOTS") or Path(__file__).resolve().parents[1] / "screenshots")
 #: What the machine's closed network needs: no background fetches, no sandbox as root.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-ANSWER = ("The login timeout fix is in PR 4711: it raised the session timeout to 45 minutes and was merged "
-          "after the overnight run went green.")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ANSWER = (
+    "The login timeout fix is in PR 4711: it raised the session timeout to 45 minutes and was merged "
+    "after the overnight run went green."
+)
 FILLER = " and then some more words about the release plan" * 120
 
 #: CI sets FOLDGATE_REQUIRE_BROWSER: there a missing Chromium fails these tests instead of skipping them.
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get("FOLDGATE_REQUIRE_BROWSER"),
-                                reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists() and not os.environ.get("FOLDGATE_REQUIRE_BROWSER"),
+    reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
+)
 
 
 @pytest_asyncio.fixture
-async def browser() -> AsyncIterator["playwright.Browser"]:
+async def browser() -> AsyncIterator[playwright.Browser]:
     async with playwright.async_playwright() as driver:
         launched = await driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -47,18 +57,19 @@ async def browser() -> AsyncIterator["playwright.Browser"]:
 @pytest_asyncio.fixture
 async def web(redis_url: str, key_prefix: str) -> AsyncIterator[WebGateway]:
     async with FakeLLMServer(default=Reply.answer(ANSWER, chunk_size=5, event_delay=0.04)) as provider:
-        settings = web_settings(redis_url, key_prefix, provider.openai_base_url,
-                                compression={"tail_mode": "legacy", "protect_last_n": 2})
+        settings = web_settings(
+            redis_url, key_prefix, provider.openai_base_url, compression={"tail_mode": "legacy", "protect_last_n": 2}
+        )
         async with web_gateway(settings) as running:
             yield running
 
 
-async def shot(page: "playwright.Page", name: str) -> None:
+async def shot(page: playwright.Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-async def say(page: "playwright.Page", text: str) -> None:
+async def say(page: playwright.Page, text: str) -> None:
     """Type a message and send it, then wait until its reply is complete."""
     done = await page.locator('.role-assistant[data-done="1"]').count()
     await page.fill("#composer textarea", text)
@@ -91,7 +102,9 @@ async def test_a_reply_streams_into_the_chat_and_ends_as_the_models_text(browser
     await page.reload()  # and it is the conversation as stored
     assert await page.locator(".role-assistant .text").last.text_content() == ANSWER
     own = web.chat_url.split("://", 1)[1]
-    assert fetched and all(url.split("://", 1)[1].startswith(own + "/") for url in fetched), fetched  # no CDN, nothing else
+    assert fetched and all(url.split("://", 1)[1].startswith(own + "/") for url in fetched), (
+        fetched
+    )  # no CDN, nothing else
 
 
 async def test_messages_sent_in_quick_succession_are_all_taken_in(browser, web):
@@ -102,8 +115,11 @@ async def test_messages_sent_in_quick_succession_are_all_taken_in(browser, web):
         await page.press("#composer textarea", "Enter")  # before the previous post has been answered
     await web.gateway.runner.wait_idle(timeout=30)
     await page.reload()
-    assert await page.locator(".role-user .text").all_text_contents() == ["first question", "second question",
-                                                                          "third question"]
+    assert await page.locator(".role-user .text").all_text_contents() == [
+        "first question",
+        "second question",
+        "third question",
+    ]
 
 
 async def test_without_javascript_the_chat_and_its_search_still_work(browser, web):
@@ -160,11 +176,20 @@ async def test_a_long_chats_chart_shows_every_compaction_by_kind(browser, redis_
         return Reply.answer("Here is what I found in the logs: " + "the job retried and then settled; " * 60)
 
     async with FakeLLMServer(handler=answer) as provider:
-        async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url, context_length=16_000,
-                                            compression={"tail_mode": "legacy", "protect_last_n": 4})) as web:
+        async with web_gateway(
+            web_settings(
+                redis_url,
+                key_prefix,
+                provider.openai_base_url,
+                context_length=16_000,
+                compression={"tail_mode": "legacy", "protect_last_n": 4},
+            )
+        ) as web:
             async with httpx.AsyncClient(base_url=web.chat_url) as client:
                 for number in range(36):
-                    text = "/compress" if number == 30 else f"step {number}: what did the nightly job log?" + FILLER[:900]
+                    text = (
+                        "/compress" if number == 30 else f"step {number}: what did the nightly job log?" + FILLER[:900]
+                    )
                     await client.post("/send", data={"text": text, "nonce": await open_chat(client)})
                     await web.gateway.runner.wait_idle(timeout=20)
                 chat = f"web:{client.cookies['fg_chat']}"
@@ -209,9 +234,15 @@ async def test_markup_in_a_message_is_shown_as_text_and_never_runs(browser, web)
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     await page.goto(web.chat_url + "/")
     await say(page, "<script>alert(1)</script><img src=x onerror=alert(2)>")
-    assert await page.locator(".role-user .text").last.text_content() == "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    assert (
+        await page.locator(".role-user .text").last.text_content()
+        == "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    )
     await page.reload()  # as the server renders it
-    assert await page.locator(".role-user .text").last.text_content() == "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    assert (
+        await page.locator(".role-user .text").last.text_content()
+        == "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    )
     await page.wait_for_timeout(300)
     assert dialogs == []
 

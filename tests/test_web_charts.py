@@ -48,7 +48,16 @@ def a_day():
 
 def test_short_tokens_reads_like_an_axis_label():
     assert [short_tokens(n) for n in (0, 950, 1_000, 1_500, 50_000, 150_000, 200_000, 1_200_000, 999_999)] == [
-        "0", "950", "1K", "1.5K", "50K", "150K", "200K", "1.2M", "1M"]
+        "0",
+        "950",
+        "1K",
+        "1.5K",
+        "50K",
+        "150K",
+        "200K",
+        "1.2M",
+        "1M",
+    ]
 
 
 def test_every_point_dot_and_marker_lies_inside_the_plot_box():
@@ -134,8 +143,9 @@ def test_a_single_sample_or_identical_timestamps_do_not_crash():
     box = one.box
     assert one.dots[0].x == round((box.left + box.right) / 2, 1)
     assert [t.label for t in one.x_ticks] == ["03:12:00"]
-    same = context_chart([ContextSample(T0, 10_000), ContextSample(T0, 20_000)],
-                         [CompactionMark(T0, 20_000, 5_000, "idle")], window=0)
+    same = context_chart(
+        [ContextSample(T0, 10_000), ContextSample(T0, 20_000)], [CompactionMark(T0, 20_000, 5_000, "idle")], window=0
+    )
     xs = [x for x, _ in points(same)]
     assert len(set(xs)) == 3 and xs == sorted(xs)  # one step each, even at one instant
     assert all(inside(box, x, y) for x, y in points(same))
@@ -272,8 +282,9 @@ def test_the_cache_chart_renders_as_svg_without_inline_styles():
 
 def test_markup_in_a_kind_or_label_comes_out_escaped():
     evil = "<script>alert(1)</script>"
-    chart = context_chart([ContextSample(T0, 100)], [CompactionMark(T0 + MIN, 100, 50, evil)], window=1_000,
-                          thresholds=((0.5, evil),))
+    chart = context_chart(
+        [ContextSample(T0, 100)], [CompactionMark(T0 + MIN, 100, 50, evil)], window=1_000, thresholds=((0.5, evil),)
+    )
     html = render("context_chart", chart)
     assert "<script" not in html and "&lt;script&gt;" in html
     root = parse(html)
@@ -285,12 +296,27 @@ def test_markup_in_a_kind_or_label_comes_out_escaped():
 def test_every_drawn_class_has_a_colour_and_kinds_have_distinct_colours():
     css = CSS.read_text()
     assert "@import" not in css and "url(" not in css
-    used = {"context-line", "context-dot", "threshold", "window-line", "marker-drop", "marker-symbol",
-            "cache-read", "cache-write", "cache-none", "gridline", "axis-line", "tick-label", "swatch"}
+    used = {
+        "context-line",
+        "context-dot",
+        "threshold",
+        "window-line",
+        "marker-drop",
+        "marker-symbol",
+        "cache-read",
+        "cache-write",
+        "cache-none",
+        "gridline",
+        "axis-line",
+        "tick-label",
+        "swatch",
+    }
     used |= {f"kind-{k}" for k in charts.KIND_NAMES} | {"kind-other"}
     assert [name for name in sorted(used) if not re.search(rf"\.{name}\b", css)] == []
-    colours = {k: re.search(rf"\.{k}\s*\{{\s*color:\s*([^;]+);", css).group(1)
-               for k in [f"kind-{k}" for k in charts.KIND_NAMES] + ["kind-other"]}
+    colours = {
+        k: re.search(rf"\.{k}\s*\{{\s*color:\s*([^;]+);", css).group(1)
+        for k in [f"kind-{k}" for k in charts.KIND_NAMES] + ["kind-other"]
+    }
     assert len(set(colours.values())) == len(colours), colours
     assert re.search(r"\.threshold\s*\{[^}]*stroke-dasharray", css)
 

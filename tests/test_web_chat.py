@@ -44,8 +44,11 @@ async def test_a_message_gets_a_streamed_reply_over_the_live_socket(redis_url, k
                 cookie = client.cookies["fg_chat"]
                 async with aiohttp.ClientSession(cookies={"fg_chat": cookie}) as session:
                     async with session.ws_connect(web.chat_url + "/live", origin=web.chat_url) as socket:
-                        sent = await client.post("/send", data={"text": "Which PR holds the login fix?", "nonce": nonce},
-                                                 headers={"Accept": "application/json"})
+                        sent = await client.post(
+                            "/send",
+                            data={"text": "Which PR holds the login fix?", "nonce": nonce},
+                            headers={"Accept": "application/json"},
+                        )
                         assert sent.status_code == 200 and sent.json()["update_id"] == nonce
                         events = []
                         while not events or events[-1]["type"] != "final":
@@ -79,21 +82,30 @@ async def test_each_browser_is_its_own_chat_and_never_reads_another(redis_url, k
 
     async with FakeLLMServer(handler=reply) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
-            async with httpx.AsyncClient(base_url=web.chat_url) as alice, httpx.AsyncClient(base_url=web.chat_url) as bob:
-                await alice.post("/send", data={"text": "the vault code is zebra-crocus-91", "nonce": await open_chat(alice)})
+            async with (
+                httpx.AsyncClient(base_url=web.chat_url) as alice,
+                httpx.AsyncClient(base_url=web.chat_url) as bob,
+            ):
+                await alice.post(
+                    "/send", data={"text": "the vault code is zebra-crocus-91", "nonce": await open_chat(alice)}
+                )
                 await bob.post("/send", data={"text": "what is the vault code?", "nonce": await open_chat(bob)})
                 assert alice.cookies["fg_chat"] != bob.cookies["fg_chat"]
 
                 async def stored() -> bool:
-                    return ("noted: the vault code" in (await alice.get("/")).text
-                            and "noted: what is the vault code" in (await bob.get("/")).text)
+                    return (
+                        "noted: the vault code" in (await alice.get("/")).text
+                        and "noted: what is the vault code" in (await bob.get("/")).text
+                    )
 
                 await wait_for(stored)
                 found = await alice.get("/search", params={"q": "zebra-crocus-91"})
                 assert "zebra-crocus-91" in found.text and "/m/" in found.text
                 link = re.search(r'href="(/m/[^"#]+)', found.text).group(1)
                 assert "zebra-crocus-91" in (await alice.get(link)).text  # the hit opens the message in context
-                assert 'class="hit"' in (await bob.get("/search", params={"q": "vault"})).text  # Bob's own chat is searched
+                assert (
+                    'class="hit"' in (await bob.get("/search", params={"q": "vault"})).text
+                )  # Bob's own chat is searched
                 assert 'class="hit"' not in (await bob.get("/search", params={"q": "zebra-crocus-91"})).text
                 assert "zebra-crocus-91" not in (await bob.get("/")).text
                 assert (await bob.get(link)).status_code == 404  # Alice's message id is nothing in Bob's chat
@@ -104,15 +116,20 @@ async def test_the_same_form_sent_twice_is_taken_in_once(redis_url, key_prefix):
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
             async with httpx.AsyncClient(base_url=web.chat_url) as client:
                 nonce = await open_chat(client)
-                first = await client.post("/send", data={"text": "once", "nonce": nonce}, headers={"Accept": "application/json"})
-                again = await client.post("/send", data={"text": "once", "nonce": nonce}, headers={"Accept": "application/json"})
+                first = await client.post(
+                    "/send", data={"text": "once", "nonce": nonce}, headers={"Accept": "application/json"}
+                )
+                again = await client.post(
+                    "/send", data={"text": "once", "nonce": nonce}, headers={"Accept": "application/json"}
+                )
                 assert first.json()["queued"] is True and again.json()["queued"] is False
                 await web.gateway.runner.wait_idle(timeout=10)
             assert len(provider.requests) == 1
 
 
-@pytest.mark.parametrize("headers", [{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"},
-                                     {"Origin": "null"}])
+@pytest.mark.parametrize(
+    "headers", [{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "null"}]
+)
 async def test_cross_site_posts_and_sockets_are_refused(redis_url, key_prefix, headers):
     async with FakeLLMServer(default=Reply.answer("ok")) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
@@ -120,14 +137,22 @@ async def test_cross_site_posts_and_sockets_are_refused(redis_url, key_prefix, h
                 nonce = await open_chat(client)
                 refused = await client.post("/send", data={"text": "/new", "nonce": nonce}, headers=headers)
                 assert refused.status_code == 403
-                socket = await client.get("/live", headers={**headers, "Connection": "Upgrade", "Upgrade": "websocket",
-                                                            "Sec-WebSocket-Version": "13",
-                                                            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+                socket = await client.get(
+                    "/live",
+                    headers={
+                        **headers,
+                        "Connection": "Upgrade",
+                        "Upgrade": "websocket",
+                        "Sec-WebSocket-Version": "13",
+                        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                    },
+                )
                 assert socket.status_code == 403
                 # a post is taken in before it is answered, so a refused one that got in would hold its nonce by
                 # now: the same nonce from the page itself is still new, and it is the only thing answered
-                same_site = await client.post("/send", data={"text": "hello", "nonce": nonce},
-                                              headers={"Accept": "application/json"})
+                same_site = await client.post(
+                    "/send", data={"text": "hello", "nonce": nonce}, headers={"Accept": "application/json"}
+                )
                 assert same_site.json()["queued"] is True
                 await web.gateway.runner.wait_idle(timeout=10)
             assert [request.last_user_text for request in provider.requests if request.method == "POST"] == ["hello"]
@@ -154,7 +179,9 @@ async def test_a_reply_written_by_another_process_reaches_this_ones_page(redis, 
     try:
         async with listening.listen("web:browser-one-0123456789") as events:
             await publishing.publish("web:browser-one-0123456789", {"type": "final", "reply_to": "n1", "text": "hi"})
-            await publishing.publish("web:browser-two-0123456789", {"type": "final", "reply_to": "n2", "text": "not yours"})
+            await publishing.publish(
+                "web:browser-two-0123456789", {"type": "final", "reply_to": "n2", "text": "not yours"}
+            )
             await publishing.publish("web:browser-one-0123456789", {"type": "final", "reply_to": "n3", "text": "again"})
             assert await asyncio.wait_for(events.get(), 5) == {"type": "final", "reply_to": "n1", "text": "hi"}
             # Redis delivers one publisher's messages in order: had the other browser's come here, it would be next
@@ -168,14 +195,18 @@ async def test_a_reply_written_by_another_process_reaches_this_ones_page(redis, 
 async def test_a_page_whose_dns_was_pointed_here_is_refused(redis_url, key_prefix):
     """DNS rebinding: the attacker's page names its own host, and its Origin agrees with it."""
     async with FakeLLMServer(default=Reply.answer("ok")) as provider:
-        settings = web_settings(redis_url, key_prefix, provider.openai_base_url, gateway={"allowed_hosts": ["chat.example.org"]})
+        settings = web_settings(
+            redis_url, key_prefix, provider.openai_base_url, gateway={"allowed_hosts": ["chat.example.org"]}
+        )
         async with web_gateway(settings) as web:
             port = web.chat_url.rsplit(":", 1)[1]
             async with httpx.AsyncClient(base_url=web.chat_url) as client:
                 nonce = await open_chat(client)
                 forged = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
                 assert (await client.get("/", headers=forged)).status_code == 421
-                refused = await client.post("/send", data={"text": "spend their tokens", "nonce": nonce}, headers=forged)
+                refused = await client.post(
+                    "/send", data={"text": "spend their tokens", "nonce": nonce}, headers=forged
+                )
                 assert refused.status_code == 421
                 named = {"Host": f"chat.example.org:{port}", "Origin": f"http://chat.example.org:{port}"}
                 assert (await client.get("/", headers=named)).status_code == 200  # a name it was given
@@ -201,8 +232,11 @@ async def test_a_process_that_serves_no_page_still_sends_a_web_chats_replies(red
                         async with session.ws_connect(web.chat_url + "/live", origin=web.chat_url) as socket:
                             for number in range(3):
                                 nonce = f"message-{number}-0123456789"
-                                await client.post("/send", data={"text": f"question {number}", "nonce": nonce},
-                                                  headers={"Accept": "application/json"})
+                                await client.post(
+                                    "/send",
+                                    data={"text": f"question {number}", "nonce": nonce},
+                                    headers={"Accept": "application/json"},
+                                )
                                 event = {}
                                 while event.get("type") != "final":
                                     event = await asyncio.wait_for(socket.receive_json(), 10)

@@ -30,15 +30,19 @@ async def media_keys(redis, prefix: str) -> list[str]:
 
 
 async def test_a_photo_sent_by_a_form_without_javascript_reaches_the_model_and_shows_on_the_page(
-        redis_url, key_prefix) -> None:
+    redis_url, key_prefix
+) -> None:
     photo = png(320, 200)
     sha = hashlib.sha256(photo).hexdigest()
     async with FakeLLMServer(handler=seen) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
             async with httpx.AsyncClient(base_url=web.chat_url, timeout=30) as client:
                 nonce = await open_chat(client)
-                posted = await client.post("/send", data={"text": "what does this <b>chart</b> show?", "nonce": nonce},
-                                           files={"file": ("q3 <dash>.png", photo, "image/png")})
+                posted = await client.post(
+                    "/send",
+                    data={"text": "what does this <b>chart</b> show?", "nonce": nonce},
+                    files={"file": ("q3 <dash>.png", photo, "image/png")},
+                )
                 assert posted.status_code == 303 and posted.headers["location"] == "/#end"
                 await web.gateway.runner.wait_idle(timeout=20)
                 page = (await client.get("/")).text
@@ -59,14 +63,30 @@ async def test_with_javascript_the_answer_names_the_stored_items(redis_url, key_
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
             async with httpx.AsyncClient(base_url=web.chat_url, timeout=30) as client:
                 nonce = await open_chat(client)
-                sent = await client.post("/send", data={"nonce": nonce}, headers={"Accept": "application/json"},
-                                         files=[("file", ("green.png", photo, "image/png")),
-                                                ("file", ("notes.txt", b"plain notes", "text/plain"))])
+                sent = await client.post(
+                    "/send",
+                    data={"nonce": nonce},
+                    headers={"Accept": "application/json"},
+                    files=[
+                        ("file", ("green.png", photo, "image/png")),
+                        ("file", ("notes.txt", b"plain notes", "text/plain")),
+                    ],
+                )
                 await web.gateway.runner.wait_idle(timeout=20)
     assert sent.status_code == 200
-    assert sent.json() == {"update_id": nonce, "queued": True, "items": [
-        {"kind": "image", "name": "green.png", "about": f"{len(photo)} bytes", "sha": hashlib.sha256(photo).hexdigest()},
-        {"kind": "document", "name": "notes.txt", "about": "11 bytes", "sha": ""}]}
+    assert sent.json() == {
+        "update_id": nonce,
+        "queued": True,
+        "items": [
+            {
+                "kind": "image",
+                "name": "green.png",
+                "about": f"{len(photo)} bytes",
+                "sha": hashlib.sha256(photo).hexdigest(),
+            },
+            {"kind": "document", "name": "notes.txt", "about": "11 bytes", "sha": ""},
+        ],
+    }
     assert images_in(provider.requests[0]) == [photo]  # a message of files alone, no caption
     assert "plain notes" in provider.requests[0].last_user_text
 
@@ -76,8 +96,11 @@ async def test_an_upload_over_the_limit_is_refused_and_nothing_is_kept(redis, re
     async with web_gateway(settings) as web:
         async with httpx.AsyncClient(base_url=web.chat_url, timeout=30) as client:
             nonce = await open_chat(client)
-            refused = await client.post("/send", data={"text": "the whole dump", "nonce": nonce},
-                                        files={"file": ("dump.bin", bytes(LIMIT + 1), "application/octet-stream")})
+            refused = await client.post(
+                "/send",
+                data={"text": "the whole dump", "nonce": nonce},
+                files={"file": ("dump.bin", bytes(LIMIT + 1), "application/octet-stream")},
+            )
             page = (await client.get("/")).text
         assert refused.status_code == 413
         assert refused.text == "dump.bin is more than 64 KB, over the 64 KB limit: nothing was sent\n"
@@ -96,13 +119,20 @@ async def test_an_upload_over_the_limit_is_refused_before_the_rest_of_it_arrives
         host, port = web.chat_url.removeprefix("http://").rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
         boundary = "fgboundary"
-        head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"nonce\"\r\n\r\n{nonce}\r\n"
-                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"huge.iso\"\r\n"
-                "Content-Type: application/octet-stream\r\n\r\n").encode()
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="nonce"\r\n\r\n{nonce}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="huge.iso"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
         declared = len(head) + 1024 * 1024 * 1024  # says a gigabyte is coming; a fraction of it is ever sent
-        writer.write((f"POST /send HTTP/1.1\r\nHost: {host}:{port}\r\nCookie: fg_chat={cookie}\r\n"
-                      f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {declared}\r\n\r\n")
-                     .encode() + head + bytes(4 * LIMIT))
+        writer.write(
+            (
+                f"POST /send HTTP/1.1\r\nHost: {host}:{port}\r\nCookie: fg_chat={cookie}\r\n"
+                f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {declared}\r\n\r\n"
+            ).encode()
+            + head
+            + bytes(4 * LIMIT)
+        )
         await writer.drain()
         status = await asyncio.wait_for(reader.readline(), 10)  # answered while the body is still "coming"
         writer.close()
@@ -115,11 +145,17 @@ async def test_a_chat_sees_its_own_images_only_and_the_operator_needs_the_token(
     sha = hashlib.sha256(photo).hexdigest()
     async with FakeLLMServer(handler=seen) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
-            async with httpx.AsyncClient(base_url=web.chat_url) as alice, \
-                    httpx.AsyncClient(base_url=web.chat_url) as bob, \
-                    httpx.AsyncClient(base_url=web.operator_url) as operator:
-                await alice.post("/send", data={"text": "mine", "nonce": await open_chat(alice)},
-                                 files={"file": ("mine.png", photo, "image/png")}, headers={"Accept": "application/json"})
+            async with (
+                httpx.AsyncClient(base_url=web.chat_url) as alice,
+                httpx.AsyncClient(base_url=web.chat_url) as bob,
+                httpx.AsyncClient(base_url=web.operator_url) as operator,
+            ):
+                await alice.post(
+                    "/send",
+                    data={"text": "mine", "nonce": await open_chat(alice)},
+                    files={"file": ("mine.png", photo, "image/png")},
+                    headers={"Accept": "application/json"},
+                )
                 await open_chat(bob)
                 await web.gateway.runner.wait_idle(timeout=20)
                 assert (await alice.get(f"/media/{sha}")).content == photo
@@ -146,8 +182,12 @@ async def test_a_stored_file_of_another_type_is_never_served_as_a_page(redis_url
     async with FakeLLMServer(handler=seen) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
             async with httpx.AsyncClient(base_url=web.chat_url) as client:
-                await client.post("/send", data={"nonce": await open_chat(client)}, headers={"Accept": "application/json"},
-                                  files={"file": ("trap.html", page_bytes, "text/html")})
+                await client.post(
+                    "/send",
+                    data={"nonce": await open_chat(client)},
+                    headers={"Accept": "application/json"},
+                    files={"file": ("trap.html", page_bytes, "text/html")},
+                )
                 await web.gateway.runner.wait_idle(timeout=20)
                 served = await client.get(f"/media/{hashlib.sha256(page_bytes).hexdigest()}")
                 page = (await client.get("/")).text
@@ -160,13 +200,19 @@ async def test_search_finds_a_document_by_its_text_and_a_photo_by_its_name(redis
     async with FakeLLMServer(handler=seen) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
             async with httpx.AsyncClient(base_url=web.chat_url, timeout=30) as client:
-                await client.post("/send", data={"text": "our runbook", "nonce": await open_chat(client)},
-                                  files={"file": ("runbook.txt", runbook.encode(), "text/plain")},
-                                  headers={"Accept": "application/json"})
+                await client.post(
+                    "/send",
+                    data={"text": "our runbook", "nonce": await open_chat(client)},
+                    files={"file": ("runbook.txt", runbook.encode(), "text/plain")},
+                    headers={"Accept": "application/json"},
+                )
                 await web.gateway.runner.wait_idle(timeout=20)
-                await client.post("/send", data={"nonce": await open_chat(client)},
-                                  files={"file": ("latency-heatmap.png", png(30, 30), "image/png")},
-                                  headers={"Accept": "application/json"})
+                await client.post(
+                    "/send",
+                    data={"nonce": await open_chat(client)},
+                    files={"file": ("latency-heatmap.png", png(30, 30), "image/png")},
+                    headers={"Accept": "application/json"},
+                )
                 await web.gateway.runner.wait_idle(timeout=20)
 
                 by_text = await client.get("/search", params={"q": "emerald-falcon-7"})

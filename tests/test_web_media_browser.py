@@ -14,8 +14,8 @@ from playwright import async_api as playwright
 
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings
-from tests.test_web_browser import browser, pytestmark, shot  # noqa: F401 - the fixture and the skip rule are shared
 from tests.test_media_gateway import images_in
+from tests.test_web_browser import browser, pytestmark, shot  # noqa: F401 - the fixture and the skip rule are shared
 
 
 def photo(width: int = 480, height: int = 320) -> bytes:
@@ -39,14 +39,14 @@ async def web(redis_url: str, key_prefix: str) -> AsyncIterator[tuple[WebGateway
             yield running, provider
 
 
-async def drawn(image: "playwright.Locator") -> int:
+async def drawn(image: playwright.Locator) -> int:
     """The width the browser decoded the picture at (0: it did not load)."""
     await image.scroll_into_view_if_needed()
     await image.evaluate("img => img.complete ? true : new Promise(done => img.addEventListener('load', done))")
     return int(await image.evaluate("img => img.naturalWidth"))
 
 
-async def log_in(page: "playwright.Page", url: str) -> None:
+async def log_in(page: playwright.Page, url: str) -> None:
     await page.goto(url)
     await page.fill('input[name="token"]', ADMIN_TOKEN)
     await page.click('form.login button[type="submit"]')
@@ -98,14 +98,17 @@ async def test_a_file_dropped_on_the_chat_goes_with_the_next_message(browser, we
     page = await browser.new_page()
     await page.goto(running.chat_url + "/")
     # A drop as the browser makes it, with a file in its DataTransfer (Playwright cannot drag from the desktop).
-    await page.evaluate("""async () => {
+    await page.evaluate(
+        """async () => {
         const bytes = Uint8Array.from(atob(%r), c => c.charCodeAt(0));
         const transfer = new DataTransfer();
         transfer.items.add(new File([bytes], "dropped.png", {type: "image/png"}));
         const target = document.getElementById("transcript");
         target.dispatchEvent(new DragEvent("dragover", {bubbles: true, cancelable: true, dataTransfer: transfer}));
         target.dispatchEvent(new DragEvent("drop", {bubbles: true, cancelable: true, dataTransfer: transfer}));
-    }""" % base64.b64encode(photo(120, 60)).decode())
+    }"""
+        % base64.b64encode(photo(120, 60)).decode()
+    )
     assert "dropped.png" in await page.locator("#chosen").text_content()
     await page.fill("#composer textarea", "this one")
     await page.press("#composer textarea", "Enter")

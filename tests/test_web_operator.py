@@ -28,8 +28,13 @@ FILLER = " and then some more words about the release plan" * 120
 
 async def chat_with_a_compaction(web, client: httpx.AsyncClient) -> str:
     """A web chat with a few long turns, one message holding markup, and a /compress; its chat key."""
-    for text in ["first: the deploy key lives in vault path ops/deploy", "second: <script>alert(1)</script> odd text",
-                 "third: ok", "fourth: and more", "fifth: nearly done"]:
+    for text in [
+        "first: the deploy key lives in vault path ops/deploy",
+        "second: <script>alert(1)</script> odd text",
+        "third: ok",
+        "fourth: and more",
+        "fifth: nearly done",
+    ]:
         await client.post("/send", data={"text": text + FILLER, "nonce": await open_chat(client)})
         await web.gateway.runner.wait_idle(timeout=15)
     await client.post("/send", data={"text": "/compress", "nonce": await open_chat(client)})
@@ -44,7 +49,9 @@ async def test_every_operator_page_is_refused_without_the_token(redis_url, key_p
                 for path in ["/admin", "/admin/gateway", "/admin/chats/web%3Ax", "/admin/gateway/figures"]:
                     refused = await client.get(path)
                     assert refused.status_code == 401 and 'name="token"' in refused.text, path
-                    wrong = await client.get(path, headers={"Authorization": "Bearer operator-token-for-tests-0123456788"})
+                    wrong = await client.get(
+                        path, headers={"Authorization": "Bearer operator-token-for-tests-0123456788"}
+                    )
                     assert wrong.status_code == 401
                     assert (await client.get(path, headers=BEARER)).status_code in (200, 404)
                 assert (await client.get("/metrics")).status_code == 200  # the scrape stays open for Prometheus
@@ -57,8 +64,11 @@ async def test_the_login_form_sets_an_http_only_cookie_that_is_not_the_token(red
             async with httpx.AsyncClient(base_url=web.operator_url) as client:
                 wrong = await client.post("/admin/login", data={"token": "guess-guess-guess-guess", "next": "/admin"})
                 assert wrong.status_code == 401 and "fg_admin" not in client.cookies
-                cross = await client.post("/admin/login", data={"token": ADMIN_TOKEN, "next": "/admin"},
-                                          headers={"Origin": "https://evil.example"})
+                cross = await client.post(
+                    "/admin/login",
+                    data={"token": ADMIN_TOKEN, "next": "/admin"},
+                    headers={"Origin": "https://evil.example"},
+                )
                 assert cross.status_code == 403 and "fg_admin" not in client.cookies
                 away = await client.post("/admin/login", data={"token": ADMIN_TOKEN, "next": "//evil.example/x"})
                 assert away.status_code == 303 and away.headers["location"] == "/admin"  # never sent to another site
@@ -84,8 +94,10 @@ async def test_without_a_configured_token_the_view_is_off(redis_url, key_prefix)
 async def test_a_chats_page_shows_its_compaction_summary_and_archived_messages(redis_url, key_prefix):
     async with FakeLLMServer(default=Reply.answer("noted.")) as provider:
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url, **COMPACTING)) as web:
-            async with httpx.AsyncClient(base_url=web.chat_url) as chat_client, \
-                    httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator:
+            async with (
+                httpx.AsyncClient(base_url=web.chat_url) as chat_client,
+                httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator,
+            ):
                 chat = await chat_with_a_compaction(web, chat_client)
                 listing = await operator.get("/admin")
                 assert chat in listing.text and "/admin/chats/" + quote(chat, safe="") in listing.text
@@ -108,13 +120,23 @@ async def test_no_secret_reaches_any_page(redis_url, key_prefix):
         settings = web_settings(redis_url, key_prefix, provider.openai_base_url, **COMPACTING)
         settings.model.api_key = API_KEY
         async with web_gateway(settings) as web:
-            async with httpx.AsyncClient(base_url=web.chat_url) as chat_client, \
-                    httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator:
+            async with (
+                httpx.AsyncClient(base_url=web.chat_url) as chat_client,
+                httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator,
+            ):
                 chat = await chat_with_a_compaction(web, chat_client)
                 pages = [await chat_client.get(path) for path in ["/", "/search?q=deploy"]]
-                pages += [await operator.get(path) for path in
-                          ["/admin", "/admin/gateway", "/admin/gateway/figures", "/metrics",
-                           "/admin/chats/" + quote(chat, safe=""), "/admin/chats/" + quote(chat, safe="") + "/charts"]]
+                pages += [
+                    await operator.get(path)
+                    for path in [
+                        "/admin",
+                        "/admin/gateway",
+                        "/admin/gateway/figures",
+                        "/metrics",
+                        "/admin/chats/" + quote(chat, safe=""),
+                        "/admin/chats/" + quote(chat, safe="") + "/charts",
+                    ]
+                ]
                 for page in pages:
                     assert page.status_code == 200, page.url
                     assert API_KEY not in page.text and ADMIN_TOKEN not in page.text, page.url
@@ -127,11 +149,21 @@ async def test_thousands_of_chats_sort_and_page(redis, redis_url, key_prefix):
             log = ActivityLog(redis, web.gateway.store.channel, key_prefix)
             for number in range(120):
                 chat_id = f"chat{number:03d}"
-                await inbox.put(IncomingMessage(platform="tg", chat_id=chat_id, update_id="1", text="hi",
-                                                ts=1_000_000.0 + number))
-                await log.record(TurnEvent(platform="tg", chat=f"tg:{chat_id}", session_id="s", prompt_tokens=10,
-                                           completion_tokens=1, latency_ms=1, cost_usd=(number * 37 % 120) / 100,
-                                           ts=1_000_000.0 + number))
+                await inbox.put(
+                    IncomingMessage(platform="tg", chat_id=chat_id, update_id="1", text="hi", ts=1_000_000.0 + number)
+                )
+                await log.record(
+                    TurnEvent(
+                        platform="tg",
+                        chat=f"tg:{chat_id}",
+                        session_id="s",
+                        prompt_tokens=10,
+                        completion_tokens=1,
+                        latency_ms=1,
+                        cost_usd=(number * 37 % 120) / 100,
+                        ts=1_000_000.0 + number,
+                    )
+                )
             await redis.delete(f"{key_prefix}:ready")  # nobody is to answer them here
             async with httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator:
                 newest = await operator.get("/admin")
@@ -149,8 +181,10 @@ async def test_the_gateway_page_and_metrics_show_provider_errors_and_redis_memor
     async with FakeLLMServer(default=Reply.answer("ok")) as provider:
         provider.enqueue(Reply.error(400, "bad request: unsupported parameter", kind="invalid_request_error"))
         async with web_gateway(web_settings(redis_url, key_prefix, provider.openai_base_url)) as web:
-            async with httpx.AsyncClient(base_url=web.chat_url) as chat_client, \
-                    httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator:
+            async with (
+                httpx.AsyncClient(base_url=web.chat_url) as chat_client,
+                httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator,
+            ):
                 await chat_client.post("/send", data={"text": "hello", "nonce": await open_chat(chat_client)})
                 await web.gateway.runner.wait_idle(timeout=10)
                 figures = await operator.get("/admin/gateway/figures")
@@ -172,14 +206,17 @@ async def test_an_unknown_chat_or_message_is_not_found(redis_url, key_prefix, pa
                 assert (await operator.get(path)).status_code == 404
 
 
-
 async def test_archived_messages_count_across_rotated_sessions(redis_url, key_prefix):
     """With ``in_place: false`` each compaction continues in a new session; the list still counts what it archived."""
     from gateway.web.chat_table import chat_page
 
     async with FakeLLMServer(default=Reply.answer("noted.")) as provider:
-        settings = web_settings(redis_url, key_prefix, provider.openai_base_url,
-                                compression={**COMPACTING["compression"], "in_place": False})
+        settings = web_settings(
+            redis_url,
+            key_prefix,
+            provider.openai_base_url,
+            compression={**COMPACTING["compression"], "in_place": False},
+        )
         async with web_gateway(settings) as web:
             async with httpx.AsyncClient(base_url=web.chat_url) as chat_client:
                 chat = await chat_with_a_compaction(web, chat_client)

@@ -51,10 +51,18 @@ def refusal(window: int | None) -> ContextTooLong:
 
 
 def test_the_configuration_wins_then_the_provider_then_the_catalog_then_a_default():
-    assert resolve_window("gpt-4o", configured=50_000, configured_key="model.context_length",
-                          reported=(64_000, "x")).tokens == 50_000
-    reported = resolve_window("gpt-4o", configured=None, configured_key="model.context_length",
-                              reported=(64_000, "vLLM /v1/models max_model_len"))
+    assert (
+        resolve_window(
+            "gpt-4o", configured=50_000, configured_key="model.context_length", reported=(64_000, "x")
+        ).tokens
+        == 50_000
+    )
+    reported = resolve_window(
+        "gpt-4o",
+        configured=None,
+        configured_key="model.context_length",
+        reported=(64_000, "vLLM /v1/models max_model_len"),
+    )
     assert reported == ModelWindow(64_000, "reported by the provider: vLLM /v1/models max_model_len")
     assert resolve_window("gpt-4o", configured=None, configured_key="k").tokens == 128_000
     unknown = resolve_window("my-company-llm", configured=None, configured_key="model.context_length")
@@ -63,8 +71,9 @@ def test_the_configuration_wins_then_the_provider_then_the_catalog_then_a_defaul
 
 def test_an_unknown_summarizer_is_never_assumed_larger_than_the_chat_model():
     chat = ModelWindow(CHAT_WINDOW, "configured: model.context_length")
-    guessed = resolve_window(SUMMARIZER, configured=None, configured_key="auxiliary.compression.context_length",
-                             default_cap=chat)
+    guessed = resolve_window(
+        SUMMARIZER, configured=None, configured_key="auxiliary.compression.context_length", default_cap=chat
+    )
     assert guessed.tokens == CHAT_WINDOW
     assert "auxiliary.compression.context_length" in guessed.source
     known = resolve_window("claude-sonnet-4", configured=None, configured_key="k", default_cap=chat)
@@ -138,12 +147,18 @@ async def backlog(redis, settings, chat: str, count: int, *, seed: int, long: bo
 
 
 def settings_for(redis_url: str, prefix: str, server: FakeLLMServer, window: int = CHAT_WINDOW):
-    return make_settings(redis_url, prefix, server.openai_base_url, context_length=window,
-                         auxiliary={"compression": {"model": SUMMARIZER}})
+    return make_settings(
+        redis_url,
+        prefix,
+        server.openai_base_url,
+        context_length=window,
+        auxiliary={"compression": {"model": SUMMARIZER}},
+    )
 
 
-@pytest.mark.parametrize(("window", "count", "long"), [(16_000, 400, True), (8_000, 600, False),
-                                                      (32_000, 1_500, False)])
+@pytest.mark.parametrize(
+    ("window", "count", "long"), [(16_000, 400, True), (8_000, 600, False), (32_000, 1_500, False)]
+)
 async def test_an_unknown_summarizer_folds_a_night_without_a_refusal(redis, redis_url, window, count, long):
     """No window is configured for the summarizer and no catalog knows its name: it is planned for the chat
     model's window, never for a 128K guess (whose first fold of these nights would carry 19K–60K tokens)."""
@@ -200,10 +215,15 @@ async def test_a_chat_model_smaller_than_configured_is_learned_and_the_turn_stil
 def openrouter_settings(redis_url: str, prefix: str, server: FakeLLMServer, home) -> Settings:
     return Settings(
         redis={"url": redis_url, "key_prefix": prefix},
-        model={"name": "acme/house-model", "provider": "openrouter", "base_url": server.openai_base_url,
-               "api_key": "k"},
+        model={
+            "name": "acme/house-model",
+            "provider": "openrouter",
+            "base_url": server.openai_base_url,
+            "api_key": "k",
+        },
         auxiliary={"compression": {"model": "acme/house-mini"}},
-        platforms={"local": {"enabled": True}}, gateway={"home": str(home)},
+        platforms={"local": {"enabled": True}},
+        gateway={"home": str(home)},
     )
 
 
@@ -217,31 +237,45 @@ async def test_the_start_line_and_the_doctor_say_where_each_window_came_from(tmp
         out = io.StringIO()
         assert await serve(settings, demo=True, out=out) == 0
         lines = out.getvalue().splitlines()
-        assert ("foldgate: window of acme/house-model: 24,000 tokens (reported by the provider: OpenRouter /v1/models "
-                "context_length)") in lines, lines
-        assert ("foldgate: window of the summarizer acme/house-mini: 12,000 tokens (reported by the provider: "
-                "OpenRouter /v1/models context_length)") in lines, lines
+        assert (
+            "foldgate: window of acme/house-model: 24,000 tokens (reported by the provider: OpenRouter /v1/models "
+            "context_length)"
+        ) in lines, lines
+        assert (
+            "foldgate: window of the summarizer acme/house-mini: 12,000 tokens (reported by the provider: "
+            "OpenRouter /v1/models context_length)"
+        ) in lines, lines
 
         await LearnedWindows(channel_for(redis), prefix).learn(server.openai_base_url, "acme/house-mini", 9_000)
         row = await check_provider(settings)
     assert row.status == "ok", row.detail
     assert "window of acme/house-model: 24,000 tokens (reported by the provider" in row.detail
-    assert ("window of the summarizer acme/house-mini: 9,000 tokens (learned from a refusal (was 12,000, reported "
-            "by the provider: OpenRouter /v1/models context_length))") in row.detail
+    assert (
+        "window of the summarizer acme/house-mini: 9,000 tokens (learned from a refusal (was 12,000, reported "
+        "by the provider: OpenRouter /v1/models context_length))"
+    ) in row.detail
 
 
 # --------------------------------------------------------------------------- a refusal that names no number
 
-SILENT_REFUSAL = {"error": {"message": "The input is too long for this model.", "type": "invalid_request_error",
-                            "param": None, "code": "context_length_exceeded"}}
+SILENT_REFUSAL = {
+    "error": {
+        "message": "The input is too long for this model.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "context_length_exceeded",
+    }
+}
 
 
 def refusing_silently_over(window: int):
     """A provider that refuses a prompt over ``window`` without saying its window, else answers as the night's."""
+
     def handle(request: RecordedRequest) -> Reply:
         if prompt_tokens(request) > window:
             return Reply(status=400, body=SILENT_REFUSAL)
         return model(request)
+
     return handle
 
 

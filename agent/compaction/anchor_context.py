@@ -42,10 +42,9 @@ _CONTEXT_PUNCTUATION = "`'\"()[]{}<>,:;*#|=!?.…/"
 _NOT_TELLING = re.compile(r"[\W\d_]*$|.*?(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d)")
 #: Words that fill a context's few places without saying what it is about ("on", "off", "not" do say).
 _FILLER = frozenset(
-    "the a an to of for at by as is are was were be been it its this that these those we i you our my your"
-    " they fyi btw also ok okay please so and or then just".split()
+    ["the", "a", "an", "to", "of", "for", "at", "by", "as", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "these", "those", "we", "i", "you", "our", "my", "your", "they", "fyi", "btw", "also", "ok", "okay", "please", "so", "and", "or", "then", "just"]
 )
-_LOG_LEVELS = frozenset("INFO DEBUG WARN WARNING ERROR ERR CRITICAL FATAL TRACE NOTICE".split())
+_LOG_LEVELS = frozenset(["INFO", "DEBUG", "WARN", "WARNING", "ERROR", "ERR", "CRITICAL", "FATAL", "TRACE", "NOTICE"])
 _LOG_PREFIX = re.compile(
     r"^\s*\[?(?:\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)?\]?\s*"
     r"(?:(?:INFO|DEBUG|WARN(?:ING)?|ERROR|CRITICAL|FATAL|TRACE|NOTICE)\b:?\s*)?"

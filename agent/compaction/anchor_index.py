@@ -143,7 +143,7 @@ class AnchorIndex:
         if old is None or _better(context, weight, old):
             seen[anchor] = (context[:MAX_SEEN_CHARS], message_id, weight)
 
-    def merge(self, older: "AnchorIndex") -> None:
+    def merge(self, older: AnchorIndex) -> None:
         """Fold an earlier compaction's index into this one (mentions add up, recency and the best context are kept)."""
         for kind, bucket in older.entries.items():
             for anchor, (mentions, seq) in bucket.items():
@@ -179,7 +179,7 @@ class AnchorIndex:
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self.entries.values())
 
-    def trimmed(self, per_kind: int) -> "AnchorIndex":
+    def trimmed(self, per_kind: int) -> AnchorIndex:
         """The ``per_kind`` best anchors of each kind (bounds what is persisted)."""
         kept = AnchorIndex()
         for kind in self.entries:
@@ -201,7 +201,7 @@ class AnchorIndex:
         return state
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Sequence[Sequence[Any]]] | None) -> "AnchorIndex":
+    def from_state(cls, state: Mapping[str, Sequence[Sequence[Any]]] | None) -> AnchorIndex:
         """The index :meth:`to_state` wrote; rows without a context (older states) load as anchors only."""
         index = cls()
         for kind, rows in (state or {}).items():
@@ -260,7 +260,9 @@ def render_index(
         fill = _Fill(index, queues, budget_tokens, skip, lambda kind, used, extra: extra <= allowance).run()
     else:
         until = budget_tokens * CONTEXT_SHARE
-        fill = _Fill(index, queues, budget_tokens, skip, lambda kind, used, extra: kind == "error" or used < until).run()
+        fill = _Fill(
+            index, queues, budget_tokens, skip, lambda kind, used, extra: kind == "error" or used < until
+        ).run()
     lines = [_kind_lines(kind, fill.chosen[kind]) for kind in KINDS if fill.chosen.get(kind)]
     return "\n".join(lines), fill.used
 
@@ -289,7 +291,7 @@ class _Fill:
         #: Tokens spent on contexts beyond what the same entries cost bare.
         self.extra = 0
 
-    def run(self) -> "_Fill":
+    def run(self) -> _Fill:
         active = [kind for kind in KINDS if kind in self.queues]
         while active and self.used < self.budget:
             active = [kind for kind in active if all(self._take_next(kind) for _ in range(ROUND_SHARES.get(kind, 1)))]

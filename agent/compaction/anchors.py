@@ -32,7 +32,17 @@ KINDS = ("ref", "commit", "path", "error", "name", "url", "version", "quantity",
 #: (SHAs, paths, PRs, error lines) before the ones that are mostly noise in tool output. Error lines
 #: most of all: one with what produced it answers "what did the export crash with?" on its own, where a
 #: SHA or a path from a listing needs the line it stood on.
-ROUND_SHARES = {"ref": 2, "commit": 3, "path": 3, "error": 4, "name": 2, "url": 1, "version": 1, "quantity": 1, "identifier": 1}
+ROUND_SHARES = {
+    "ref": 2,
+    "commit": 3,
+    "path": 3,
+    "error": 4,
+    "name": 2,
+    "url": 1,
+    "version": 1,
+    "quantity": 1,
+    "identifier": 1,
+}
 LABELS = {
     "name": "People and handles",
     "ref": "PRs, issues, tickets",
@@ -77,11 +87,7 @@ _EMAIL_LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 _PERSON = re.compile(r"[A-Z][a-z]+ [A-Z][a-z]+(?: [A-Z][a-z]+)?")
 #: Capitalised words that start sentences, not names ("The Loyalty ...", "Let Me ...").
 _NOT_NAMES = frozenset(
-    "The This That These Those There Then When Where What Which Who Why How Let Please Also And But So If "
-    "It Its We You They He She I My Our Your Their Checking Looking Running Done Sure Yes No Ok Okay Good "
-    "Great Thanks Thank Hello Hi Hey Morning Evening Tonight Today Tomorrow Yesterday Monday Tuesday "
-    "Wednesday Thursday Friday Saturday Sunday January February March April May June July August September "
-    "October November December Agreed Decision Note Heads Fyi Update Committed Patched Tests Found See".split()
+    ["The", "This", "That", "These", "Those", "There", "Then", "When", "Where", "What", "Which", "Who", "Why", "How", "Let", "Please", "Also", "And", "But", "So", "If", "It", "Its", "We", "You", "They", "He", "She", "I", "My", "Our", "Your", "Their", "Checking", "Looking", "Running", "Done", "Sure", "Yes", "No", "Ok", "Okay", "Good", "Great", "Thanks", "Thank", "Hello", "Hi", "Hey", "Morning", "Evening", "Tonight", "Today", "Tomorrow", "Yesterday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December", "Agreed", "Decision", "Note", "Heads", "Fyi", "Update", "Committed", "Patched", "Tests", "Found", "See"]
 )
 
 _HAS_LETTER = re.compile(r"[A-Za-z]")
@@ -215,7 +221,9 @@ def _versions(text: str, out: list[tuple[int, str, str]]) -> None:
         if start == match.start():
             continue
         end = match.end()
-        while end < len(text) and (text[end] in _DIGITS or (text[end] == "." and end + 1 < len(text) and text[end + 1] in _DIGITS)):
+        while end < len(text) and (
+            text[end] in _DIGITS or (text[end] == "." and end + 1 < len(text) and text[end + 1] in _DIGITS)
+        ):
             end += 1
         taken = end
         if start and (text[start - 1] in _WORDISH or text[start - 1] == ".") and text[start - 1] not in "vV":

@@ -50,7 +50,9 @@ def stand_in_result(call_id: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": STAND_IN_RESULT, SYNTHETIC_KEY: True}
 
 
-def sanitize_tool_pairs(messages: Sequence[Mapping[str, Any]], *, keep_trailing_pending: bool = True) -> list[dict[str, Any]]:
+def sanitize_tool_pairs(
+    messages: Sequence[Mapping[str, Any]], *, keep_trailing_pending: bool = True
+) -> list[dict[str, Any]]:
     """A list in which every tool result answers a call just before it and every call is answered.
 
     Results whose call is gone (or answered already) are dropped; calls left without a

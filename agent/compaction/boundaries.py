@@ -56,7 +56,9 @@ def planning_counts(messages: Sequence[Message], *, tail_budget: int, protect_la
     """
     counts = [0] * len(messages)
     covered, exact_until = 0, len(messages)
-    while exact_until > 0 and (covered < tail_budget * EXACT_TAIL_MARGIN or len(messages) - exact_until < protect_last_n + 2):
+    while exact_until > 0 and (
+        covered < tail_budget * EXACT_TAIL_MARGIN or len(messages) - exact_until < protect_last_n + 2
+    ):
         exact_until -= 1
         counts[exact_until] = count_message(messages[exact_until])
         covered += counts[exact_until]

@@ -58,7 +58,7 @@ class Line:
         return [self.text, self.id, self.seq, self.kind, self.score]
 
     @classmethod
-    def from_state(cls, row: Sequence[Any]) -> "Line":
+    def from_state(cls, row: Sequence[Any]) -> Line:
         kind = str(row[3]) if len(row) > 3 else ""
         score = int(row[4]) if len(row) > 4 else 0
         return cls(str(row[0]), row[1] if row[1] is None else str(row[1]), int(row[2]), kind, score)
@@ -86,7 +86,7 @@ class Digest:
     last_id: str | None = None
     seq: int = 0
 
-    def merge(self, older: "Digest | None") -> "Digest":
+    def merge(self, older: Digest | None) -> Digest:
         """This digest (newer) with an earlier one folded in behind it, bounded."""
         if older is None:
             return self.bounded()
@@ -108,7 +108,7 @@ class Digest:
         self.last_id = self.last_id or older.last_id
         return self.bounded()
 
-    def bounded(self) -> "Digest":
+    def bounded(self) -> Digest:
         total = 0
         kept: list[Line] = []
         for quote in self.quotes[:MAX_QUOTES]:
@@ -151,7 +151,7 @@ class Digest:
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any] | None) -> "Digest | None":
+    def from_state(cls, state: Mapping[str, Any] | None) -> Digest | None:
         if not state:
             return None
         lines = lambda key: [Line.from_state(row) for row in state.get(key) or ()]  # noqa: E731
@@ -339,7 +339,12 @@ class _DigestBuilder:
         conversation = role != "tool"
         origin = None if conversation else self.labels.get(str(message.get("tool_call_id")))
         digest.anchors.add_text(
-            text, seq, conversation=conversation, message_id=ident, origin=origin, with_context=STUBBED_KEY not in message
+            text,
+            seq,
+            conversation=conversation,
+            message_id=ident,
+            origin=origin,
+            with_context=STUBBED_KEY not in message,
         )
         if not conversation:
             self._listing(message, text, seq, ident)

@@ -22,12 +22,18 @@ _ERROR = re.compile(
     r"Error|Exception|Traceback|FAILED|FATAL|fatal:|panic:|error:|error\[|ERR!|Errno|exit code|exit status"
     r"|Segmentation fault"
 )
-_ERROR_KEYWORD = re.compile(r"(?:Error|Exception|FAILED|FATAL|fatal|panic|error|ERR|Errno|exit code|exit status|fault)(?:[:!\]\s]|$)")
-_CODE_LINE = re.compile(r"\s*(?:raise |except\b|catch\b|throw |class |def |import |from |#|//|\*|if |elif |return |assert |with )")
+_ERROR_KEYWORD = re.compile(
+    r"(?:Error|Exception|FAILED|FATAL|fatal|panic|error|ERR|Errno|exit code|exit status|fault)(?:[:!\]\s]|$)"
+)
+_CODE_LINE = re.compile(
+    r"\s*(?:raise |except\b|catch\b|throw |class |def |import |from |#|//|\*|if |elif |return |assert |with )"
+)
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|: |\| )")
 #: An error code: bracketed (``[E4711]``, ``[ORA-00942]``) or given as one (``code=EPAY-4135``, ``error_code: E42``).
 #: A bare ``PAY-342`` or ``ISO-8601`` is a ticket or a name, not a code.
-_ERROR_CODE = re.compile(r"\[([A-Z]{1,5}-?\d{2,6})\]|(?<![\w-])(?i:(?:error_?)?code)[=:] ?([A-Z]{1,5}-?\d{2,6})(?![\w-])")
+_ERROR_CODE = re.compile(
+    r"\[([A-Z]{1,5}-?\d{2,6})\]|(?<![\w-])(?i:(?:error_?)?code)[=:] ?([A-Z]{1,5}-?\d{2,6})(?![\w-])"
+)
 #: A log record's level at warning or above, as a word of its own (not ``logging.ERROR`` nor ``ERR-12``).
 _WARNING_LEVEL = re.compile(r"(?<![\w.-])(?:WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE)(?![\w.-])")
 #: Characters at the start of a line a log record's level is looked for in.

@@ -235,7 +235,10 @@ def render_body(
         f"{SECTION_HEADINGS[3]}\n{decisions}",
         f"{SECTION_HEADINGS[4]}\n{files}",
         f"{SECTION_HEADINGS[5]}\n{_NEXT_STEPS}",
-        f"{SECTION_HEADINGS[6]}\n" + "\n".join(f"- {line}" for line in facts) + ("\n" if facts else "") + _INDEX_POINTER,
+        f"{SECTION_HEADINGS[6]}\n"
+        + "\n".join(f"- {line}" for line in facts)
+        + ("\n" if facts else "")
+        + _INDEX_POINTER,
     ]
     if carried:
         parts.append("### Earlier summary (carried over)\n" + carried[0])

@@ -25,7 +25,7 @@ from agent.tokens import count_text
 MAX_QUOTE_CHARS = 2_400
 #: Share of the room the items' stand-in lines may take before anything else (they are one line each).
 ITEM_SHARE = 0.3
-ITEMS_HEADING = "## Items (photos, documents, voice; session_fetch(ids=[\"…\"]) gives one back)"
+ITEMS_HEADING = '## Items (photos, documents, voice; session_fetch(ids=["…"]) gives one back)'
 
 
 def item_lines(digest: Digest, budget_tokens: int) -> tuple[list[str], int]:
@@ -35,8 +35,10 @@ def item_lines(digest: Digest, budget_tokens: int) -> tuple[list[str], int]:
         return [], 0
     lines, used = take_lines([item.text for item in digest.items], budget_tokens, stop_at_first_misfit=True)
     if len(lines) < len(digest.items):
-        more = (f"(… and {len(digest.items) - len(lines):,} older items; session_search finds them by name or kind, "
-                'e.g. query="image")')
+        more = (
+            f"(… and {len(digest.items) - len(lines):,} older items; session_search finds them by name or kind, "
+            'e.g. query="image")'
+        )
         lines.append(more)
         used += count_text(more)
     return lines, used

@@ -92,7 +92,7 @@ class CompactionGuard:
         return {name: getattr(self, name) for name in _DEFAULTS}  # flat: no deep copy needed
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any] | None) -> "CompactionGuard":
+    def from_state(cls, state: Mapping[str, Any] | None) -> CompactionGuard:
         guard = cls()
         if state:
             for name, default in _DEFAULTS.items():

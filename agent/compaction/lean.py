@@ -47,7 +47,9 @@ def stub_text(tool_name: str, text: str, message_id: str | None) -> str:
     return f"[Old {tool_name} output stubbed: {len(text):,} chars{shown}; {how}]"
 
 
-def old_tool_result_cutoff(tail: Sequence[Mapping[str, Any]], budget_offset: int, fresh_tokens: int | None = None) -> int:
+def old_tool_result_cutoff(
+    tail: Sequence[Mapping[str, Any]], budget_offset: int, fresh_tokens: int | None = None
+) -> int:
     """Index in ``tail`` before which tool results count as old.
 
     ``budget_offset`` is where the token budget alone would have started the tail;

@@ -57,9 +57,7 @@ SETTING_BONUS = 0.6
 
 #: Words of a setting's key that say it is one (whole key parts, so "report" is not a port).
 SETTING_WORDS = frozenset(
-    """port ports timeout timeouts limit limits rate ttl retries retry max min maximum minimum size
-    interval price cost costs threshold budget workers replicas concurrency capacity deadline
-    delay backoff usd eur seconds ms secs minutes hours days retention""".split()
+    ["port", "ports", "timeout", "timeouts", "limit", "limits", "rate", "ttl", "retries", "retry", "max", "min", "maximum", "minimum", "size", "interval", "price", "cost", "costs", "threshold", "budget", "workers", "replicas", "concurrency", "capacity", "deadline", "delay", "backoff", "usd", "eur", "seconds", "ms", "secs", "minutes", "hours", "days", "retention"]
 )
 
 _ONELINE_COMMIT = re.compile(r"^[*|\\/ ]{0,8}([0-9a-f]{7,40}) (?! )(.{3,})$", re.M)
@@ -80,9 +78,7 @@ _HEX_LETTER = re.compile(r"[a-f]")
 _PATTERN_SYNTAX = re.compile(r"(?:\\[a-zA-Z]|\[[^\]]*\]|[\\^$.?*+()\[\]{}])+")
 #: Words too common in any text to tell lines apart.
 _STOPWORDS = frozenset(
-    """the and for with from that this into once when then than are was were has have had not but you your
-    our its can will just also what which who why how all any out off get got let def self none true false
-    return class import async await""".split()
+    ["the", "and", "for", "with", "from", "that", "this", "into", "once", "when", "then", "than", "are", "was", "were", "has", "have", "had", "not", "but", "you", "your", "our", "its", "can", "will", "just", "also", "what", "which", "who", "why", "how", "all", "any", "out", "off", "get", "got", "let", "def", "self", "none", "true", "false", "return", "class", "import", "async", "await"]
 )
 _QUERY_KEYS = ("pattern", "query", "regex", "search", "q")
 _SEARCH_COMMANDS = frozenset({"grep", "egrep", "rg", "ag", "ack"})
@@ -273,7 +269,9 @@ def rank(found: Iterable[tuple[int, str | None, Sequence[Record]]]) -> list[Scor
         local = []
         for record in records:
             weight = weights.get(record.kind)
-            distinct = sum(map(weight.__getitem__, record.words)) / len(record.words) if weight and record.words else 0.0
+            distinct = (
+                sum(map(weight.__getitem__, record.words)) / len(record.words) if weight and record.words else 0.0
+            )
             bonus = MATCH_BONUS if record.matched else SETTING_BONUS if record.kind == "setting" else 0.0
             local.append(distinct + bonus)
         order = sorted(range(len(records)), key=local.__getitem__, reverse=True)[:LINES_PER_LISTING]
@@ -315,7 +313,9 @@ def render_listings(lines: Sequence[_Shown], budget_tokens: int) -> tuple[str, i
     active = [kind for kind in KINDS if queues[kind]]
     while active and used < budget_tokens:
         active = [kind for kind in active if all(take_next(kind) for _ in range(ROUND_SHARES[kind]))]
-    parts = [f"- {LABELS[kind]}:\n" + "\n".join(f"  - {text}" for text in chosen[kind]) for kind in KINDS if chosen[kind]]
+    parts = [
+        f"- {LABELS[kind]}:\n" + "\n".join(f"  - {text}" for text in chosen[kind]) for kind in KINDS if chosen[kind]
+    ]
     return "\n".join(parts), used
 
 

@@ -38,7 +38,9 @@ _STATED = re.compile(
     r"|now lives)\b"
 )
 #: Words that say nothing alone: a sentence made only of them ("please remember that") is a cue, not a fact.
-_HOLLOW = frozenset("please remember that this it ok okay thanks sure yes fine also and so btw fyi keep in mind".split())
+_HOLLOW = frozenset(
+    ["please", "remember", "that", "this", "it", "ok", "okay", "thanks", "sure", "yes", "fine", "also", "and", "so", "btw", "fyi", "keep", "in", "mind"]
+)
 _WORDS = re.compile(r"[\w'-]+")
 _PROGRESS = re.compile(
     r"(?i)\b(?:done|fixed|added|created|implemented|updated|merged|passed|passing|resolved|completed"

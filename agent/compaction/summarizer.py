@@ -73,8 +73,15 @@ class LLMSummarizer:
     context-length refusal becomes :class:`WindowRefused` once the smaller window is learned.
     """
 
-    def __init__(self, client: ChatClient, model: str, context_length: int, *, temperature: float | None = 0.2,
-                 teacher: WindowTeacher | None = None) -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        model: str,
+        context_length: int,
+        *,
+        temperature: float | None = 0.2,
+        teacher: WindowTeacher | None = None,
+    ) -> None:
         self.client = client
         self.model = model
         self.name = model
@@ -89,10 +96,11 @@ class LLMSummarizer:
         """The window to plan requests for: the teacher's when there is one, else the one it was built with."""
         return self.teacher.window.tokens if self.teacher is not None else self._context_length
 
-    def on_client(self, client: ChatClient) -> "LLMSummarizer":
+    def on_client(self, client: ChatClient) -> LLMSummarizer:
         """The same summarizer calling through ``client`` (a metered one), learning into the same book."""
-        return LLMSummarizer(client, self.model, self._context_length, temperature=self.temperature,
-                             teacher=self.teacher)
+        return LLMSummarizer(
+            client, self.model, self._context_length, temperature=self.temperature, teacher=self.teacher
+        )
 
     async def _learn(self, refusal: ContextTooLong, task: str) -> WindowRefused:
         """The failure to raise for a context-length refusal, once its lesson is kept."""
@@ -118,7 +126,9 @@ class LLMSummarizer:
                 raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}") from error
             raise await self._learn(error, task) from error
         except ProviderError as error:
-            raise SummarizerFailure(f"{task}: {type(error).__name__}: {error}", retry_after=error.retry_after) from error
+            raise SummarizerFailure(
+                f"{task}: {type(error).__name__}: {error}", retry_after=error.retry_after
+            ) from error
         self.usage = self.usage + completion.usage
         if completion.truncated:
             raise SummarizerFailure(f"{task}: answer truncated at max_tokens={max_tokens}")
@@ -148,7 +158,11 @@ def build_summarizer(
     base_url = settings.base_url or main_base_url
     if not base_url:
         return None
-    dialect = "anthropic" if "anthropic.com" in base_url or (not settings.base_url and main_dialect == "anthropic") else "openai"
+    dialect = (
+        "anthropic"
+        if "anthropic.com" in base_url or (not settings.base_url and main_dialect == "anthropic")
+        else "openai"
+    )
     route = route_of_url(settings.base_url) if settings.base_url else main_route
     client = ChatClient(
         base_url,
@@ -161,8 +175,9 @@ def build_summarizer(
         config_key="auxiliary.compression",
     )
     if window is None:
-        window = resolve_window(model, configured=settings.context_length,
-                                configured_key="auxiliary.compression.context_length")
+        window = resolve_window(
+            model, configured=settings.context_length, configured_key="auxiliary.compression.context_length"
+        )
     return LLMSummarizer(client, model, window.tokens, teacher=teacher)
 
 

@@ -89,7 +89,7 @@ def render_message(message: Mapping[str, Any], tool_names: Mapping[str, str], ma
         ident = message.get("_id") or message.get("_orig_id")
         omitted = len(text) - max_chars
         half = max_chars // 2
-        text = f"{text[:half]}\n… [{omitted:,} chars omitted; session_fetch(ids=[\"{ident}\"])] …\n{text[-half:]}"
+        text = f'{text[:half]}\n… [{omitted:,} chars omitted; session_fetch(ids=["{ident}"])] …\n{text[-half:]}'
     lines = [f"{_label(message, tool_names)}: {text}"]
     lines += [f"  {line}" for line in stand_in_lines(message)]  # its photos, documents, voice, one line each
     for call in message.get("tool_calls") or ():
@@ -157,11 +157,7 @@ _REQUIRED = [_normalise_heading(heading) for heading in SECTION_HEADINGS]
 
 def missing_sections(summary: str) -> list[str]:
     """The S5.3 section headings a model-written summary lacks (empty = valid)."""
-    present = {
-        _normalise_heading(line)
-        for line in summary.splitlines()
-        if line.lstrip().startswith("#")
-    }
+    present = {_normalise_heading(line) for line in summary.splitlines() if line.lstrip().startswith("#")}
     return [heading for heading, key in zip(SECTION_HEADINGS, _REQUIRED) if key not in present]
 
 

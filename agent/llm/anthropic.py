@@ -134,7 +134,9 @@ def _system_field(system_messages: Sequence[Mapping[str, Any]]) -> str | list[di
     return "\n\n".join(block.get("text", "") for block in blocks)
 
 
-def convert_messages(api_messages: Sequence[Mapping[str, Any]]) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+def convert_messages(
+    api_messages: Sequence[Mapping[str, Any]],
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
     """``(system, messages)`` for the messages API from OpenAI-format messages."""
     system = _system_field([m for m in api_messages if m.get("role") == "system"])
     turns: list[dict[str, Any]] = []
@@ -236,8 +238,9 @@ def stream_error(error: Any) -> ProviderError:
     """The typed error for an ``error`` event (``overloaded_error`` mid-stream is the common one)."""
     kind = str(error.get("type") or "") if isinstance(error, Mapping) else ""
     detail = str(error.get("message") or error) if isinstance(error, Mapping) else str(error)
-    failure = classify_failure(f"the stream reported {kind or 'an error'}: {detail}"[:500], status=None,
-                               detail=detail, kind=kind)
+    failure = classify_failure(
+        f"the stream reported {kind or 'an error'}: {detail}"[:500], status=None, detail=detail, kind=kind
+    )
     if kind == "overloaded_error":
         failure.status = 529
     return failure
@@ -306,5 +309,7 @@ class MessagesStream:
                     tool_input = json_codec.loads(joined) if joined.strip() else (block.get("input") or {})
                 except ValueError as error:
                     raise BadResponse(f"tool input of {block.get('name')!r} is not JSON: {joined[:200]!r}") from error
-                content.append({"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": tool_input})
+                content.append(
+                    {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": tool_input}
+                )
         return parse_response({**self._message, "content": content, "usage": self._usage})

@@ -92,8 +92,14 @@ class ChatClient(PooledClient):
                 auth["x-api-key"] = api_key
         elif api_key:
             auth["authorization"] = f"Bearer {api_key}"
-        self.endpoint = Endpoint(self.url, auth, http=self.http, retry=retry or RetryPolicy(),
-                                 timeout_seconds=self.options.timeout_seconds, config_key=config_key)
+        self.endpoint = Endpoint(
+            self.url,
+            auth,
+            http=self.http,
+            retry=retry or RetryPolicy(),
+            timeout_seconds=self.options.timeout_seconds,
+            config_key=config_key,
+        )
         self._auth = auth
         self._config_key = config_key
         self._models: tuple[float, list[str]] | None = None  # (monotonic time fetched, ids)
@@ -107,8 +113,9 @@ class ChatClient(PooledClient):
         now = time.monotonic()
         if self._models is not None and now - self._models[0] < MODEL_LIST_TTL_SECONDS:
             return list(self._models[1])
-        ids = await fetch_model_ids(self.http, self.base_url, dialect=self.dialect, headers=self._auth,
-                                    config_key=self._config_key)
+        ids = await fetch_model_ids(
+            self.http, self.base_url, dialect=self.dialect, headers=self._auth, config_key=self._config_key
+        )
         self._models = (now, ids)
         return list(ids)
 
@@ -135,8 +142,15 @@ class ChatClient(PooledClient):
         if problems:
             raise InvalidRequest(problems)
         route = anthropic if self.dialect == "anthropic" else openai_chat
-        return route.build_request(api_messages, model=model, max_tokens=max_tokens, tools=tools,
-                                   temperature=temperature, rules=self.rules(model), stream=self.stream)
+        return route.build_request(
+            api_messages,
+            model=model,
+            max_tokens=max_tokens,
+            tools=tools,
+            temperature=temperature,
+            rules=self.rules(model),
+            stream=self.stream,
+        )
 
     async def complete(
         self,
@@ -154,5 +168,6 @@ class ChatClient(PooledClient):
             parse, assembler = anthropic.parse_response, anthropic.MessagesStream
         else:
             parse, assembler = openai_chat.parse_response, openai_chat.ChatStream
-        return await self.endpoint.send(body, parse=parse, assembler=assembler if self.stream else None,
-                                        on_event=on_event)
+        return await self.endpoint.send(
+            body, parse=parse, assembler=assembler if self.stream else None, on_event=on_event
+        )

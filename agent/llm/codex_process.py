@@ -33,13 +33,15 @@ log = logging.getLogger("agent.codex_chat")
 #: Largest JSON line accepted from the process (an agent message can be long).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Server requests answered with a refusal (the gateway cannot ask anyone to approve).
-APPROVAL_METHODS = frozenset({
-    "item/commandExecution/requestApproval",
-    "item/fileChange/requestApproval",
-    "item/permissions/requestApproval",
-    "execCommandApproval",
-    "applyPatchApproval",
-})
+APPROVAL_METHODS = frozenset(
+    {
+        "item/commandExecution/requestApproval",
+        "item/fileChange/requestApproval",
+        "item/permissions/requestApproval",
+        "execCommandApproval",
+        "applyPatchApproval",
+    }
+)
 
 
 class AppServerError(ProviderError):
@@ -56,7 +58,7 @@ class ThreadUsage:
     reasoning_tokens: int = 0
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "ThreadUsage":
+    def from_params(cls, params: Mapping[str, Any]) -> ThreadUsage:
         usage = params.get("tokenUsage") or {}
         last = usage.get("last") or usage.get("total") or {}
         return cls(
@@ -148,16 +150,26 @@ class CodexAppServer:
                 return
             try:
                 self._process = await asyncio.create_subprocess_exec(
-                    *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                    cwd=self.cwd, env=self.env, limit=MAX_LINE_BYTES,  # stderr (its logs) goes where ours goes
+                    *self.command,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    cwd=self.cwd,
+                    env=self.env,
+                    limit=MAX_LINE_BYTES,  # stderr (its logs) goes where ours goes
                 )
             except OSError as error:
                 raise ProviderUnavailable(f"cannot start the codex app-server {self.command!r}: {error}") from error
             self._loaded.clear()
             self._reader = asyncio.create_task(self._read_loop(self._process), name="codex-app-server-reader")
-            self.server_info = await self._request("initialize", {
-                "clientInfo": {"name": self.client_name, "title": "foldgate gateway", "version": "1"},
-            }) or {}
+            self.server_info = (
+                await self._request(
+                    "initialize",
+                    {
+                        "clientInfo": {"name": self.client_name, "title": "foldgate gateway", "version": "1"},
+                    },
+                )
+                or {}
+            )
             await self._send({"method": "initialized"})
 
     async def aclose(self) -> None:
@@ -170,7 +182,7 @@ class CodexAppServer:
                 process.stdin.close()
         try:
             await asyncio.wait_for(process.wait(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             process.terminate()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(process.wait(), 5)
@@ -200,8 +212,10 @@ class CodexAppServer:
         try:
             await self._send({"method": method, "id": number, "params": dict(params or {})})
             return await asyncio.wait_for(future, self.request_timeout)
-        except asyncio.TimeoutError as error:
-            raise ProviderTimeout(f"codex app-server: no answer to {method} within {self.request_timeout:g}s") from error
+        except TimeoutError as error:
+            raise ProviderTimeout(
+                f"codex app-server: no answer to {method} within {self.request_timeout:g}s"
+            ) from error
         finally:
             self._pending.pop(number, None)
 
@@ -283,10 +297,12 @@ class CodexAppServer:
             if not self._listeners[thread_id]:
                 del self._listeners[thread_id]
 
-    async def _next_event(self, queue: asyncio.Queue[tuple[str, dict[str, Any]]], what: str) -> tuple[str, dict[str, Any]]:
+    async def _next_event(
+        self, queue: asyncio.Queue[tuple[str, dict[str, Any]]], what: str
+    ) -> tuple[str, dict[str, Any]]:
         try:
             method, params = await asyncio.wait_for(queue.get(), self.turn_timeout)
-        except asyncio.TimeoutError as error:
+        except TimeoutError as error:
             raise ProviderTimeout(f"codex app-server: {what} did not finish within {self.turn_timeout:g}s") from error
         if method == "$closed":
             raise AppServerError(f"codex app-server: the process ended during {what}")
@@ -348,8 +364,9 @@ class CodexAppServer:
                             raise self._turn_failure(turn)
                         break
         reply = "\n\n".join(text for text in replies.values() if text)
-        return TurnOutcome(thread_id, turn_id, reply, self.usage.get(thread_id, ThreadUsage()),
-                           self.compactions[thread_id] - before)
+        return TurnOutcome(
+            thread_id, turn_id, reply, self.usage.get(thread_id, ThreadUsage()), self.compactions[thread_id] - before
+        )
 
     async def compact(self, thread_id: str) -> NativeCompaction:
         """``thread/compact/start`` and wait for the compaction item and its turn to complete."""

@@ -34,7 +34,10 @@ def pending_input(messages: Sequence[Mapping[str, Any]]) -> str:
     A new thread for a conversation that already has history (the chat moved to this route)
     gets that history as context, since codex cannot read foldgate's store.
     """
-    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant" and isinstance(m.get(THREAD_KEY), Mapping)), default=None)
+    last = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "assistant" and isinstance(m.get(THREAD_KEY), Mapping)),
+        default=None,
+    )
     if last is not None:
         fresh = [m for m in messages[last + 1 :] if m.get("role") == "user"]
         return "\n\n".join(content_text(m.get("content")) for m in fresh)
@@ -46,9 +49,13 @@ def pending_input(messages: Sequence[Mapping[str, Any]]) -> str:
     if system:
         parts.append("Instructions:\n" + "\n\n".join(system))
     if earlier:
-        parts.append("Conversation so far:\n" + "\n".join(f"{m['role']}: {content_text(m.get('content'))}" for m in earlier))
+        parts.append(
+            "Conversation so far:\n" + "\n".join(f"{m['role']}: {content_text(m.get('content'))}" for m in earlier)
+        )
     if newest is not None:
-        parts.append(content_text(newest.get("content")) if not parts else "New message:\n" + content_text(newest.get("content")))
+        parts.append(
+            content_text(newest.get("content")) if not parts else "New message:\n" + content_text(newest.get("content"))
+        )
     return "\n\n".join(parts)
 
 

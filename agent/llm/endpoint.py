@@ -101,7 +101,9 @@ class Endpoint:
             try:
                 self._parsed = httpx.URL(self.url)
             except httpx.InvalidURL as error:
-                raise ProviderRejected(f"cannot send to {self.url}: {error} — check {self.config_key}.base_url") from error
+                raise ProviderRejected(
+                    f"cannot send to {self.url}: {error} — check {self.config_key}.base_url"
+                ) from error
         return self._parsed
 
     async def send(
@@ -135,8 +137,14 @@ class Endpoint:
                 wait = self._retry_wait(error, attempt)
                 if wait is None:
                     raise
-                log.warning("%s: %s; retry %d of %d in %.2fs", self.url, _first_line(error), attempt + 1,
-                            self.retry.max_retries, wait)
+                log.warning(
+                    "%s: %s; retry %d of %d in %.2fs",
+                    self.url,
+                    _first_line(error),
+                    attempt + 1,
+                    self.retry.max_retries,
+                    wait,
+                )
                 if relay.emitted and on_event is not None:
                     await on_event(StreamReset(f"{type(error).__name__}: {_first_line(error)}"))
                 await self.retry.sleep(wait)
@@ -151,7 +159,9 @@ class Endpoint:
             raise RetryWaitTooLong(
                 f"{self.url} asked to wait {error.retry_after:g}s before trying again, longer than the "
                 f"{self.retry.max_retry_after:g}s foldgate waits; try again later",
-                retry_after=error.retry_after, status=error.status, body=error.body,
+                retry_after=error.retry_after,
+                status=error.status,
+                body=error.body,
             ) from error
         if attempt >= self.retry.max_retries:
             return None
@@ -175,7 +185,9 @@ class Endpoint:
         refusal: Refusal | None,
     ) -> Completion:
         try:
-            async with self.http.stream("POST", self._target(), content=payload, headers=self.stream_headers) as response:
+            async with self.http.stream(
+                "POST", self._target(), content=payload, headers=self.stream_headers
+            ) as response:
                 if response.status_code >= 300:
                     await response.aread()
                     raise self._refused(response, refusal)
@@ -194,7 +206,9 @@ class Endpoint:
             raise ProviderTimeout(f"{self.url} went quiet: nothing arrived for {self.timeout_seconds:g}s") from error
         except (httpx.RemoteProtocolError, httpx.ReadError, aiohttp.ClientPayloadError) as error:
             if relay.emitted:
-                raise StreamInterrupted(f"the stream from {self.url} broke off: {type(error).__name__}: {error}") from error
+                raise StreamInterrupted(
+                    f"the stream from {self.url} broke off: {type(error).__name__}: {error}"
+                ) from error
             raise transport_failure(error, self.url, config_key=self.config_key) from error
         except TRANSPORT_ERRORS as error:
             raise transport_failure(error, self.url, config_key=self.config_key) from error

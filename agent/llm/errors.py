@@ -11,8 +11,9 @@ class ProviderError(Exception):
     #: Whether trying the same request again later can succeed.
     retryable: bool = False
 
-    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, body: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
@@ -50,7 +51,9 @@ class RateLimited(ProviderError):
 
     retryable = True
 
-    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = 429, body: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, status: int | None = 429, body: str | None = None
+    ) -> None:
         super().__init__(message, status=status, body=body, retry_after=retry_after)
 
 
@@ -66,20 +69,35 @@ class ContextTooLong(ProviderError):
     figure for its window is worth more than any catalog's, so it travels with the error.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
-                 retry_after: float | None = None, window: int | None = None, prompt_tokens: int | None = None,
-                 input_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str | None = None,
+        retry_after: float | None = None,
+        window: int | None = None,
+        prompt_tokens: int | None = None,
+        input_limit: int | None = None,
+    ) -> None:
         super().__init__(message, status=status, body=body, retry_after=retry_after)
         self.window = window
         self.prompt_tokens = prompt_tokens
         self.input_limit = input_limit
 
     @classmethod
-    def from_refusal(cls, message: str, refusal: WindowRefusal, *, status: int | None = None,
-              body: str | None = None) -> ContextTooLong:
+    def from_refusal(
+        cls, message: str, refusal: WindowRefusal, *, status: int | None = None, body: str | None = None
+    ) -> ContextTooLong:
         """The error for a refusal whose numbers were already read."""
-        return cls(message, status=status, body=body, window=refusal.window, prompt_tokens=refusal.prompt_tokens,
-                   input_limit=refusal.input_limit)
+        return cls(
+            message,
+            status=status,
+            body=body,
+            window=refusal.window,
+            prompt_tokens=refusal.prompt_tokens,
+            input_limit=refusal.input_limit,
+        )
 
 
 class WindowExceeded(ContextTooLong):
@@ -95,8 +113,9 @@ class BadResponse(ProviderError):
 
     retryable = True
 
-    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
-                 final: bool = False) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, body: str | None = None, final: bool = False
+    ) -> None:
         super().__init__(message, status=status, body=body)
         if final:
             self.retryable = False
@@ -164,12 +183,23 @@ CONTEXT_LENGTH_MARKERS = (
 #: a 500 before it had an error type for it, and retrying such a request can never succeed.
 _UNMISTAKABLE_MARKERS = ("context_length_exceeded", "exceed_context_size_error", "available context size")
 #: Error types and codes providers use for a failure that another try may cure (lower case).
-_TRANSIENT_KINDS = frozenset({"overloaded_error", "api_error", "server_error", "timeout_error", "internal_error",
-                              "service_unavailable", "rate_limit_error", "rate_limit_exceeded"})
+_TRANSIENT_KINDS = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "server_error",
+        "timeout_error",
+        "internal_error",
+        "service_unavailable",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+    }
+)
 
 
-def classify_failure(message: str, *, status: int | None, detail: str, kind: str = "",
-                     body: str | None = None) -> ProviderError:
+def classify_failure(
+    message: str, *, status: int | None, detail: str, kind: str = "", body: str | None = None
+) -> ProviderError:
     """The typed error for a provider's refusal: from an HTTP status, or from an error reported mid-stream.
 
     ``detail`` is the provider's own text (searched for context-length phrases); ``kind`` its
@@ -204,8 +234,11 @@ def _is_context_refusal(status: int | None, lowered: str) -> bool:
 def empty_answer(finish_reason: str) -> BadResponse:
     """The error for an answer with neither text nor tool calls; final when the answer says why it is empty."""
     if finish_reason == "length":
-        return BadResponse("the answer is empty: the model spent its whole token budget before writing (a reasoning "
-                           "model thinks first); raise model.max_output_tokens", final=True)
+        return BadResponse(
+            "the answer is empty: the model spent its whole token budget before writing (a reasoning "
+            "model thinks first); raise model.max_output_tokens",
+            final=True,
+        )
     if finish_reason == "content_filter":
         return BadResponse("the provider's content filter withheld the answer", final=True)
     return BadResponse("the answer has no text and no tool calls")

@@ -66,8 +66,10 @@ LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=200, keepa
 
 #: Per SOCKS scheme: the protocol aiohttp-socks speaks and whether the proxy resolves the host name (the h / a forms).
 _SOCKS: dict[str, tuple[aiohttp_socks.ProxyType, bool]] = {
-    scheme: (aiohttp_socks.ProxyType.SOCKS5 if scheme.startswith("socks5") else aiohttp_socks.ProxyType.SOCKS4,
-             scheme.endswith(("h", "a")))
+    scheme: (
+        aiohttp_socks.ProxyType.SOCKS5 if scheme.startswith("socks5") else aiohttp_socks.ProxyType.SOCKS4,
+        scheme.endswith(("h", "a")),
+    )
     for scheme in SOCKS_SCHEMES
 }
 #: The port a SOCKS URL without one means (curl's default too).
@@ -94,8 +96,9 @@ def _check_routes(routes: Mapping[str, str | None], explicit: bool) -> None:
         problem = None if url is None else proxy_problem(url)
         if url is not None and problem is not None:
             where = "the proxy" if explicit else _ROUTE_VARIABLES.get(pattern, "a *_PROXY variable")
-            raise ProviderUnreachable(f"{where} is {_shown(url)!r}: it {problem}; check model.proxy, "
-                                      "HTTPS_PROXY, HTTP_PROXY and ALL_PROXY")
+            raise ProviderUnreachable(
+                f"{where} is {_shown(url)!r}: it {problem}; check model.proxy, HTTPS_PROXY, HTTP_PROXY and ALL_PROXY"
+            )
 
 
 _announced: set[str] = set()
@@ -104,14 +107,19 @@ _announced: set[str] = set()
 def _announce(routes: Mapping[str, str | None]) -> None:
     """Once a process, for proxies from the environment: which provider requests they carry, and that the chat
     platforms' clients (aiogram, discord.py) read no proxy variable and connect directly."""
-    proxied = [f"{pattern} through {_shown(url)} ({_ROUTE_VARIABLES.get(pattern, pattern)})"
-               for pattern, url in routes.items() if url is not None]
+    proxied = [
+        f"{pattern} through {_shown(url)} ({_ROUTE_VARIABLES.get(pattern, pattern)})"
+        for pattern, url in routes.items()
+        if url is not None
+    ]
     if not proxied:
         return
     bypassed = [pattern.removeprefix("all://") for pattern, url in routes.items() if url is None]
-    line = (f"model requests go through proxies from the environment: {', '.join(proxied)}"
-            + (f"; NO_PROXY skips {', '.join(bypassed)}" if bypassed else "")
-            + "; Telegram and Discord read no proxy variable and connect directly")
+    line = (
+        f"model requests go through proxies from the environment: {', '.join(proxied)}"
+        + (f"; NO_PROXY skips {', '.join(bypassed)}" if bypassed else "")
+        + "; Telegram and Discord read no proxy variable and connect directly"
+    )
     if line not in _announced:
         _announced.add(line)
         log.warning(line)
@@ -122,10 +130,14 @@ def _socks_session(url: str, ssl_context: ssl.SSLContext) -> aiohttp.ClientSessi
     parts = urlsplit(url)
     kind, remote_dns = _SOCKS[parts.scheme.lower()]
     connector = aiohttp_socks.ProxyConnector(
-        proxy_type=kind, host=parts.hostname or "", port=parts.port or SOCKS_PORT,
+        proxy_type=kind,
+        host=parts.hostname or "",
+        port=parts.port or SOCKS_PORT,
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
-        rdns=remote_dns, ssl=ssl_context, limit=LIMITS.max_connections or 0,
+        rdns=remote_dns,
+        ssl=ssl_context,
+        limit=LIMITS.max_connections or 0,
         keepalive_timeout=LIMITS.keepalive_expiry,
     )
     return aiohttp.ClientSession(connector=connector)
@@ -153,7 +165,9 @@ def _ssl_context_for(cert_file: str | None, cert_dir: str | None) -> ssl.SSLCont
     return httpx.create_ssl_context(trust_env=True)
 
 
-def open_http_client(options: HttpOptions = HttpOptions(), *, transport: TransportName = "aiohttp") -> httpx.AsyncClient:
+def open_http_client(
+    options: HttpOptions = HttpOptions(), *, transport: TransportName = "aiohttp"
+) -> httpx.AsyncClient:
     """A pooled client for provider calls; close it with ``aclose()``.
 
     On aiohttp the routes are built here, not by httpx, whose proxy setup gives this transport no
@@ -171,20 +185,26 @@ def open_http_client(options: HttpOptions = HttpOptions(), *, transport: Transpo
 
 
 def _client(options: HttpOptions, **routing: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=options.timeout(), trust_env=True, headers={"user-agent": USER_AGENT},
-                             follow_redirects=False, **routing)
+    return httpx.AsyncClient(
+        timeout=options.timeout(), trust_env=True, headers={"user-agent": USER_AGENT}, follow_redirects=False, **routing
+    )
 
 
 #: What a failed exchange may raise below the provider client (httpx-aiohttp lets some aiohttp errors through).
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    httpx.TransportError, aiohttp.ClientError, OSError,
+    httpx.TransportError,
+    aiohttp.ClientError,
+    OSError,
     asyncio.IncompleteReadError,  # a SOCKS proxy that hangs up mid-handshake
-    aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyTimeoutError,
+    aiohttp_socks.ProxyError,
+    aiohttp_socks.ProxyConnectionError,
+    aiohttp_socks.ProxyTimeoutError,
 )
 
 #: Resolver answers that mean the name does not exist (others, like EAI_AGAIN, are passing).
-_NO_SUCH_NAME = frozenset(code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None))
-                          if code is not None)
+_NO_SUCH_NAME = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code is not None
+)
 #: Proxy answers that are the proxy's own refusal (others, like 502, are the target's trouble).
 _PROXY_REFUSALS = frozenset({403, 407})
 #: SOCKS replies that refuse us (SOCKS5: ruleset, command, address type; SOCKS4: identd); the others are passing.
@@ -218,8 +238,10 @@ def _socks_failure(cause: BaseException, host: str, detail: str, config_key: str
     if isinstance(cause, python_socks.ProxyConnectionError):
         return ProviderUnreachable(f"the SOCKS proxy for {host} cannot be reached ({cause}): {check}")
     if isinstance(cause, asyncio.IncompleteReadError):  # some proxies hang up on a wrong login instead of answering
-        return ProviderUnreachable(f"the SOCKS proxy for {host} refused the connection: it hung up during the "
-                                   f"handshake (are the credentials right?): {check}")
+        return ProviderUnreachable(
+            f"the SOCKS proxy for {host} refused the connection: it hung up during the "
+            f"handshake (are the credentials right?): {check}"
+        )
     if isinstance(cause, python_socks.ProxyError):
         if cause.error_code is None or cause.error_code in _SOCKS_REFUSALS:  # no code: a failed login, not SOCKS
             return ProviderUnreachable(f"the SOCKS proxy for {host} refused the connection ({detail}): {check}")
@@ -250,23 +272,28 @@ def transport_failure(error: BaseException, url: str, *, config_key: str = "mode
             if cause.errno in _NO_SUCH_NAME:
                 return ProviderUnreachable(
                     f"cannot resolve {host}: check {config_key}.base_url, your DNS, or set HTTPS_PROXY if this "
-                    f"network needs a proxy ({detail})")
+                    f"network needs a proxy ({detail})"
+                )
             return ProviderUnavailable(f"looking up {host} failed for now ({detail})")
         if isinstance(cause, ssl.SSLCertVerificationError):
             reason = getattr(cause, "verify_message", "") or str(cause)
             return ProviderUnreachable(
                 f"the TLS certificate of {host} is not trusted ({reason}): if a proxy or a private CA signs it, "
-                f"set SSL_CERT_FILE to that CA bundle")
+                f"set SSL_CERT_FILE to that CA bundle"
+            )
         status = _proxy_status(cause)
         if status is not None or isinstance(cause, aiohttp.ClientProxyConnectionError):
             if status is None or status in _PROXY_REFUSALS:
                 return ProviderUnreachable(
                     f"the proxy for {host} refused the connection ({detail}): check {config_key}.proxy, "
-                    f"HTTPS_PROXY and NO_PROXY")
+                    f"HTTPS_PROXY and NO_PROXY"
+                )
             return ProviderUnavailable(f"the proxy could not reach {host} ({detail})")
         if isinstance(cause, ssl.SSLError) and connecting:
-            return ProviderUnreachable(f"the TLS handshake with {host} failed ({detail}): check {config_key}.base_url "
-                                       f"(https:// to a plain-HTTP port?)")
+            return ProviderUnreachable(
+                f"the TLS handshake with {host} failed ({detail}): check {config_key}.base_url "
+                f"(https:// to a plain-HTTP port?)"
+            )
     if any(isinstance(cause, (aiohttp.ServerTimeoutError, TimeoutError)) for cause in chain) or (
         isinstance(chain[-1], httpx.TimeoutException)
     ):

@@ -25,9 +25,7 @@ _QUESTION_START = re.compile(
 )
 _WORD = re.compile(r"[#\w./:-]+")
 _FILLER = frozenset(
-    """what which when where who whom why how remind recall did do does is are was were find search the a an
-    of to in on for me my we our you your it that this about again please us tell say said earlier before
-    and or with from was is be been any""".split()
+    ["what", "which", "when", "where", "who", "whom", "why", "how", "remind", "recall", "did", "do", "does", "is", "are", "was", "were", "find", "search", "the", "a", "an", "of", "to", "in", "on", "for", "me", "my", "we", "our", "you", "your", "it", "that", "this", "about", "again", "please", "us", "tell", "say", "said", "earlier", "before", "and", "or", "with", "from", "was", "is", "be", "been", "any"]
 )
 
 
@@ -75,12 +73,17 @@ class LocalDemoModel:
                 call = {
                     "id": f"local_{self.requests}",
                     "type": "function",
-                    "function": {"name": "session_search", "arguments": json_codec.dumps_text({"query": _keywords(question)})},
+                    "function": {
+                        "name": "session_search",
+                        "arguments": json_codec.dumps_text({"query": _keywords(question)}),
+                    },
                 }
                 completion = Completion(text="", tool_calls=[call], finish_reason="tool_calls")
             else:
                 words = len(question.split())
-                completion = Completion(text=f"Noted ({words} words). Ask me about anything from earlier — I can search the whole conversation.")
+                completion = Completion(
+                    text=f"Noted ({words} words). Ask me about anything from earlier — I can search the whole conversation."
+                )
         prompt = count_messages([dict(m) for m in messages]) + count_text(json_codec.dumps_text(list(tools or ())))
         out = count_text(completion.text) + sum(count_text(c["function"]["arguments"]) for c in completion.tool_calls)
         usage = Usage(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out)
@@ -99,8 +102,11 @@ class LocalDemoModel:
             result = {}
         question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")
         # The question itself is in the conversation too; an answer is another message.
-        hits = [h for h in result.get("hits") or () if not _is_question(str(h.get("snippet", "")))
-                and question.strip() not in str(h.get("snippet", ""))]
+        hits = [
+            h
+            for h in result.get("hits") or ()
+            if not _is_question(str(h.get("snippet", ""))) and question.strip() not in str(h.get("snippet", ""))
+        ]
         if not hits:
             return Completion(text="I searched our whole conversation, archive included, and found nothing about that.")
         best = hits[0]

@@ -66,7 +66,10 @@ OLLAMA_FIRST_4K_DEFAULT = (0, 6, 7)
 #: List fields that state a window, as paths into one entry, in the order read: OpenRouter's figure for the
 #: model before its top provider's, then vLLM's, Groq's and Mistral's.
 _LIST_FIELDS: tuple[tuple[str, ...], ...] = (
-    ("context_length",), ("top_provider", "context_length"), ("max_model_len",), ("context_window",),
+    ("context_length",),
+    ("top_provider", "context_length"),
+    ("max_model_len",),
+    ("context_window",),
     ("max_context_length",),
 )
 #: A tag at the end of a model name: Ollama's ``:latest``/``:7b``, OpenRouter's ``:free``/``:nitro``.
@@ -115,14 +118,16 @@ class _Asker:
     async def post(self, url: str, body: Mapping[str, Any]) -> _Answer:
         return await self._send("POST", url, content=json_codec.dumps(body))
 
-    async def _send(self, method: str, url: str, *, params: Mapping[str, str] | None = None,
-                    content: bytes | None = None) -> _Answer:
+    async def _send(
+        self, method: str, url: str, *, params: Mapping[str, str] | None = None, content: bytes | None = None
+    ) -> _Answer:
         headers = {**self.headers, "accept": "application/json"}
         if content is not None:
             headers["content-type"] = "application/json"
         try:
-            response = await self.http.request(method, url, params=params, content=content, headers=headers,
-                                               timeout=self.timeout)
+            response = await self.http.request(
+                method, url, params=params, content=content, headers=headers, timeout=self.timeout
+            )
         except TRANSPORT_ERRORS as error:
             raise _Silent(url) from error
         if not 200 <= response.status_code < 300:
@@ -137,8 +142,15 @@ class _Asker:
 _Source = Callable[[_Asker, str, str], Awaitable[ReportedWindow | None]]
 
 
-async def reported_window(http: httpx.AsyncClient, base_url: str, model: str, *, headers: Mapping[str, str],
-                          dialect: str = "openai", timeout: float = DEFAULT_TIMEOUT) -> ReportedWindow | None:
+async def reported_window(
+    http: httpx.AsyncClient,
+    base_url: str,
+    model: str,
+    *,
+    headers: Mapping[str, str],
+    dialect: str = "openai",
+    timeout: float = DEFAULT_TIMEOUT,
+) -> ReportedWindow | None:
     """The window ``model`` has on the server at ``base_url``, as the server states it, or None.
 
     ``base_url`` is the configured base: OpenAI-compatible (``http://localhost:11434/v1``,
@@ -289,8 +301,9 @@ async def _lm_studio_window(asker: _Asker, root: str, model: str) -> ReportedWin
         return ReportedWindow(loaded, "LM Studio /api/v0/models loaded_context_length")
     largest = _plausible(entry.get("max_context_length"))
     if largest is not None:
-        return ReportedWindow(largest, "LM Studio /api/v0/models max_context_length (model not loaded)",
-                              provisional=True)
+        return ReportedWindow(
+            largest, "LM Studio /api/v0/models max_context_length (model not loaded)", provisional=True
+        )
     return None
 
 
@@ -418,8 +431,9 @@ def _find_entry(entries: Sequence[Mapping[str, Any]], model: str) -> Mapping[str
         if len(hits) == 1 or (hits and key is _exact):
             return hits[0]
         if hits:
-            plain = [entry for entry in hits
-                     if any(key(name) == wanted and not _TAG.search(name) for name in _names(entry))]
+            plain = [
+                entry for entry in hits if any(key(name) == wanted and not _TAG.search(name) for name in _names(entry))
+            ]
             return plain[0] if len(plain) == 1 else None
     return None
 

@@ -46,8 +46,11 @@ def build_request(
     stream: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST {base_url}/chat/completions`` (messages already stripped by ``to_api``)."""
-    body: dict[str, Any] = {"model": model, "messages": _text_only_tool_results(api_messages),
-                            rules.token_limit_field: max_tokens}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": _text_only_tool_results(api_messages),
+        rules.token_limit_field: max_tokens,
+    }
     if tools:
         body["tools"] = list(tools)
     if temperature is not None and rules.temperature:
@@ -170,7 +173,7 @@ def _decoded(url: str) -> MadeImage | None:
     head, comma, payload = url.partition(",")
     if not comma or not head.startswith("data:") or not head.endswith(";base64"):
         return None
-    mime = head[len("data:"):-len(";base64")].split(";")[0].strip().lower()
+    mime = head[len("data:") : -len(";base64")].split(";")[0].strip().lower()
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
@@ -186,8 +189,13 @@ def stream_error(error: Any) -> ProviderError:
     detail = str(error.get("message") or error)
     status = code if isinstance(code, int) and 400 <= code < 600 else None
     kind = str(error.get("type") or (code if isinstance(code, str) else ""))
-    return classify_failure(f"the stream reported an error: {detail}"[:500], status=status, detail=detail, kind=kind,
-                            body=json_codec.dumps_text(error))
+    return classify_failure(
+        f"the stream reported an error: {detail}"[:500],
+        status=status,
+        detail=detail,
+        kind=kind,
+        body=json_codec.dumps_text(error),
+    )
 
 
 class ChatStream:
@@ -265,12 +273,18 @@ class ChatStream:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text)}
         if self._calls:
             message["tool_calls"] = [
-                {"id": call["id"], "type": "function",
-                 "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+                }
                 for call in self._calls
             ]
         if self._images:
             message["images"] = self._images
-        data = {"model": self._model, "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
-                "usage": self._usage}
+        data = {
+            "model": self._model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
+            "usage": self._usage,
+        }
         return parse_response(data)

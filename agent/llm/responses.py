@@ -137,8 +137,14 @@ class ResponsesClient(PooledClient):
         #: Who made the opaque items this client receives; items from anyone else are not replayed.
         self.issuer = f"{route}|{self.base_url}|{fingerprint}"
         self._rejected_sessions: OrderedDict[str, None] = OrderedDict()
-        self.endpoint = Endpoint(self.url, auth, http=self.http, retry=retry or RetryPolicy(),
-                                 timeout_seconds=self.options.timeout_seconds, config_key=config_key)
+        self.endpoint = Endpoint(
+            self.url,
+            auth,
+            http=self.http,
+            retry=retry or RetryPolicy(),
+            timeout_seconds=self.options.timeout_seconds,
+            config_key=config_key,
+        )
 
     @property
     def url(self) -> str:
@@ -191,7 +197,10 @@ class ResponsesClient(PooledClient):
             body["max_output_tokens"] = max_tokens
         if tools:
             body["tools"] = convert_tools(tools)
-        if temperature is not None and request_rules(model, self.route if self.route != "other" else "custom").temperature:
+        if (
+            temperature is not None
+            and request_rules(model, self.route if self.route != "other" else "custom").temperature
+        ):
             body["temperature"] = temperature
         if self.stream:
             body["stream"] = True
@@ -216,13 +225,20 @@ class ResponsesClient(PooledClient):
         session_key = session if session is not None else ""
         native = self.native_eligible(model, session_key)
         body = self.build_body(
-            messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature,
-            local_trigger_tokens=local_trigger_tokens, native=native,
+            messages,
+            model=model,
+            max_tokens=max_tokens,
+            tools=tools,
+            temperature=temperature,
+            local_trigger_tokens=local_trigger_tokens,
+            native=native,
         )
         try:
             return await self._send(body, native, on_event)
         except _Rejected as rejection:
-            log.warning("native compaction refused for %s on %s (%s); continuing without it", model, self.url, rejection)
+            log.warning(
+                "native compaction refused for %s on %s (%s); continuing without it", model, self.url, rejection
+            )
             self._disable_native(session_key)
             body.pop("context_management", None)
             return await self._send(body, False, on_event)
@@ -243,7 +259,7 @@ class ResponsesClient(PooledClient):
             refusal=refusal,
         )
 
-    def for_session(self, session: str, *, local_trigger_tokens: int | None = None) -> "ResponsesSession":
+    def for_session(self, session: str, *, local_trigger_tokens: int | None = None) -> ResponsesSession:
         """A ``ChatModel`` view bound to one conversation (its native-compaction state and local trigger)."""
         return ResponsesSession(self, session, local_trigger_tokens)
 
@@ -267,6 +283,12 @@ class ResponsesSession:
         on_event: EventSink | None = None,
     ) -> Completion:
         return await self.client.complete(
-            messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature,
-            on_event=on_event, session=self.session, local_trigger_tokens=self.local_trigger_tokens,
+            messages,
+            model=model,
+            max_tokens=max_tokens,
+            tools=tools,
+            temperature=temperature,
+            on_event=on_event,
+            session=self.session,
+            local_trigger_tokens=self.local_trigger_tokens,
         )

@@ -45,8 +45,13 @@ def _user_content(content: Any) -> str | list[dict[str, Any]]:
             parts.append({"type": "input_text", "text": part})
         elif isinstance(part, Mapping) and part.get("type") == "image_url":
             image = part.get("image_url") or {}
-            parts.append({"type": "input_image", "image_url": str(image.get("url") or ""),
-                          "detail": str(image.get("detail") or "auto")})
+            parts.append(
+                {
+                    "type": "input_image",
+                    "image_url": str(image.get("url") or ""),
+                    "detail": str(image.get("detail") or "auto"),
+                }
+            )
         elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
             parts.append({"type": "input_text", "text": part["text"]})
     return parts
@@ -106,18 +111,24 @@ def convert_messages(
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 arguments = function.get("arguments")
-                items.append({
-                    "type": "function_call",
-                    "call_id": call["id"],
-                    "name": function.get("name") or "",
-                    "arguments": arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments or {}),
-                })
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function.get("name") or "",
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json_codec.dumps_text(arguments or {}),
+                    }
+                )
         elif role == "tool":
-            items.append({
-                "type": "function_call_output",
-                "call_id": message["tool_call_id"],
-                "output": _tool_output(message.get("content")),
-            })
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": _tool_output(message.get("content")),
+                }
+            )
     latest = max((i for i, item in enumerate(items) if item.get("type") == "compaction"), default=None)
     if latest is not None:
         items = items[latest:]  # the newest compaction item carries everything before it
@@ -134,13 +145,15 @@ def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for tool in tools:
         function = tool.get("function") if tool.get("type") == "function" else tool
         function = function or {}
-        converted.append({
-            "type": "function",
-            "name": function.get("name"),
-            "description": function.get("description") or "",
-            "parameters": function.get("parameters") or {"type": "object", "properties": {}},
-            "strict": False,
-        })
+        converted.append(
+            {
+                "type": "function",
+                "name": function.get("name"),
+                "description": function.get("description") or "",
+                "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+                "strict": False,
+            }
+        )
     return converted
 
 
@@ -170,15 +183,19 @@ def _usage(data: Any) -> Usage:
         return Usage()
     details = data.get("input_tokens_details") or {}
     output_details = data.get("output_tokens_details") or {}
-    return Usage.from_mapping({
-        "prompt_tokens": data.get("input_tokens"),
-        "completion_tokens": data.get("output_tokens"),
-        "total_tokens": data.get("total_tokens"),
-        "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens") if isinstance(details, Mapping) else 0},
-        "completion_tokens_details": {
-            "reasoning_tokens": output_details.get("reasoning_tokens") if isinstance(output_details, Mapping) else 0
-        },
-    })
+    return Usage.from_mapping(
+        {
+            "prompt_tokens": data.get("input_tokens"),
+            "completion_tokens": data.get("output_tokens"),
+            "total_tokens": data.get("total_tokens"),
+            "prompt_tokens_details": {
+                "cached_tokens": details.get("cached_tokens") if isinstance(details, Mapping) else 0
+            },
+            "completion_tokens_details": {
+                "reasoning_tokens": output_details.get("reasoning_tokens") if isinstance(output_details, Mapping) else 0
+            },
+        }
+    )
 
 
 def parse_response(data: Any, issuer: str, model: str | None = None) -> ResponsesCompletion:
@@ -198,14 +215,18 @@ def parse_response(data: Any, issuer: str, model: str | None = None) -> Response
                     texts.append(str(part.get("text") or ""))
         elif kind == "function_call":
             arguments = item.get("arguments")
-            calls.append({
-                "id": str(item.get("call_id") or item.get("id") or ""),
-                "type": "function",
-                "function": {
-                    "name": str(item.get("name") or ""),
-                    "arguments": arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments or {}),
-                },
-            })
+            calls.append(
+                {
+                    "id": str(item.get("call_id") or item.get("id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(item.get("name") or ""),
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json_codec.dumps_text(arguments or {}),
+                    },
+                }
+            )
         elif kind in OPAQUE_ITEM_TYPES and item.get("encrypted_content"):
             opaque.append(dict(item))
     text = "".join(texts)
@@ -249,7 +270,9 @@ def _stream_failure(event: Mapping[str, Any]) -> ProviderError:
         error = {"message": str(error)}
     detail = str(error.get("message") or json_codec.dumps_text(error)[:300])
     kind = str(error.get("code") or error.get("type") or "")
-    return classify_failure(f"the response failed mid-stream: {kind} {detail}"[:500], status=None, detail=detail, kind=kind)
+    return classify_failure(
+        f"the response failed mid-stream: {kind} {detail}"[:500], status=None, detail=detail, kind=kind
+    )
 
 
 class ResponsesStream:

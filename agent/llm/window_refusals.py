@@ -59,53 +59,57 @@ class WindowRefusal:
 
 # Every sentence below names its numbers with groups: ``window``, ``prompt``, ``limit``, or ``parts``
 # (a parenthesised breakdown whose input parts add up to the prompt).
-_WORDINGS = tuple(re.compile(pattern, re.IGNORECASE) for pattern in (
-    # OpenAI, DeepSeek, vLLM, OpenRouter: "This model's (endpoint's) maximum context length is N tokens".
-    rf"maximum context length (?:is|of) {_n('window')} tokens",
-    # OpenAI: "However, your messages resulted in M tokens" (tools included in M when it breaks them down).
-    rf"your messages resulted in {_n('prompt')} tokens",
-    # OpenAI, old vLLM, OpenRouter: "you requested (about) M tokens (X in the messages, Y in the completion)".
-    rf"you requested (?:about )?{_NUMBER} tokens \((?P<parts>[^()]{{1,300}})\)",
-    # vLLM: "and your request has M input tokens", "your prompt contains at least M input tokens".
-    rf"your request has {_n('prompt')} input tokens",
-    rf"your prompt contains at least {_n('prompt')} input tokens",
-    # vLLM: "The prompt (total length M) is too long to fit into the model (context length N)".
-    rf"prompt \(total length {_n('prompt')}\) is too long to fit into the model \(context length {_n('window')}\)",
-    # vLLM: "The decoder prompt (length M) [plus the number of requested output tokens (at least 1)] is longer
-    # than the maximum model length of N".
-    rf"decoder prompt \(length {_n('prompt')}\)",
-    rf"is longer than the maximum model length of {_n('window')}",
-    # Anthropic: "prompt is too long: M tokens > N maximum".
-    rf"prompt is too long: {_n('prompt')} tokens > {_n('window')} maximum",
-    # Anthropic: "input length and `max_tokens` exceed context limit: M + X > N".
-    rf"exceed context limit: {_n('prompt')} \+ {_NUMBER} > {_n('window')}",
-    # llama.cpp server (and Ollama relaying it): "request (M tokens) exceeds the available context size (N tokens)".
-    rf"request \({_n('prompt')} tokens\) exceeds (?:the available )?context size \({_n('window')} tokens\)",
-    # Ollama's MLX runner: "input length (M tokens) exceeds the model's maximum context length (N tokens)".
-    rf"input length \({_n('prompt')} tokens\) exceeds the model.{{1,2}}s maximum context length "
-    rf"\({_n('window')} tokens\)",
-    # LM Studio: "... the model is loaded with context length of only N tokens", "Reached context length of N
-    # tokens", "Input length M exceeds context length N".
-    rf"context length of only {_n('window')} tokens",
-    rf"reached context length of {_n('window')} tokens",
-    rf"input length {_n('prompt')} exceeds context length {_n('window')}",
-    # LM Studio's llama.cpp engine: "(n_keep: X>= n_ctx: N)", "n_keep (X) >= n_ctx (N)".
-    rf"n_ctx(?::\s*|\s*\(){_n('window')}",
-    # llama.cpp's structured fields, in a body whose quotes may still be escaped.
-    rf'\\*"n_ctx\\*"\s*:\s*{_n("window")}',
-    rf'\\*"n_prompt_tokens\\*"\s*:\s*{_n("prompt")}',
-    # OpenAI (GPT-5 family): "Input tokens exceed the configured limit of L tokens".
-    rf"input tokens exceed the configured limit of {_n('limit')} tokens",
-    # Gemini: "The input token count (M) exceeds the maximum number of tokens allowed (L)".
-    rf"input token count \({_n('prompt')}\) exceeds the maximum number of tokens allowed \({_n('limit')}\)",
-    # SGLang: "Input length (M tokens) exceeds the maximum allowed length (L tokens)".
-    rf"input length \({_n('prompt')} tokens\) exceeds the maximum allowed length \({_n('limit')} tokens\)",
-))
+_WORDINGS = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        # OpenAI, DeepSeek, vLLM, OpenRouter: "This model's (endpoint's) maximum context length is N tokens".
+        rf"maximum context length (?:is|of) {_n('window')} tokens",
+        # OpenAI: "However, your messages resulted in M tokens" (tools included in M when it breaks them down).
+        rf"your messages resulted in {_n('prompt')} tokens",
+        # OpenAI, old vLLM, OpenRouter: "you requested (about) M tokens (X in the messages, Y in the completion)".
+        rf"you requested (?:about )?{_NUMBER} tokens \((?P<parts>[^()]{{1,300}})\)",
+        # vLLM: "and your request has M input tokens", "your prompt contains at least M input tokens".
+        rf"your request has {_n('prompt')} input tokens",
+        rf"your prompt contains at least {_n('prompt')} input tokens",
+        # vLLM: "The prompt (total length M) is too long to fit into the model (context length N)".
+        rf"prompt \(total length {_n('prompt')}\) is too long to fit into the model \(context length {_n('window')}\)",
+        # vLLM: "The decoder prompt (length M) [plus the number of requested output tokens (at least 1)] is longer
+        # than the maximum model length of N".
+        rf"decoder prompt \(length {_n('prompt')}\)",
+        rf"is longer than the maximum model length of {_n('window')}",
+        # Anthropic: "prompt is too long: M tokens > N maximum".
+        rf"prompt is too long: {_n('prompt')} tokens > {_n('window')} maximum",
+        # Anthropic: "input length and `max_tokens` exceed context limit: M + X > N".
+        rf"exceed context limit: {_n('prompt')} \+ {_NUMBER} > {_n('window')}",
+        # llama.cpp server (and Ollama relaying it): "request (M tokens) exceeds the available context size (N tokens)".
+        rf"request \({_n('prompt')} tokens\) exceeds (?:the available )?context size \({_n('window')} tokens\)",
+        # Ollama's MLX runner: "input length (M tokens) exceeds the model's maximum context length (N tokens)".
+        rf"input length \({_n('prompt')} tokens\) exceeds the model.{{1,2}}s maximum context length "
+        rf"\({_n('window')} tokens\)",
+        # LM Studio: "... the model is loaded with context length of only N tokens", "Reached context length of N
+        # tokens", "Input length M exceeds context length N".
+        rf"context length of only {_n('window')} tokens",
+        rf"reached context length of {_n('window')} tokens",
+        rf"input length {_n('prompt')} exceeds context length {_n('window')}",
+        # LM Studio's llama.cpp engine: "(n_keep: X>= n_ctx: N)", "n_keep (X) >= n_ctx (N)".
+        rf"n_ctx(?::\s*|\s*\(){_n('window')}",
+        # llama.cpp's structured fields, in a body whose quotes may still be escaped.
+        rf'\\*"n_ctx\\*"\s*:\s*{_n("window")}',
+        rf'\\*"n_prompt_tokens\\*"\s*:\s*{_n("prompt")}',
+        # OpenAI (GPT-5 family): "Input tokens exceed the configured limit of L tokens".
+        rf"input tokens exceed the configured limit of {_n('limit')} tokens",
+        # Gemini: "The input token count (M) exceeds the maximum number of tokens allowed (L)".
+        rf"input token count \({_n('prompt')}\) exceeds the maximum number of tokens allowed \({_n('limit')}\)",
+        # SGLang: "Input length (M tokens) exceeds the maximum allowed length (L tokens)".
+        rf"input length \({_n('prompt')} tokens\) exceeds the maximum allowed length \({_n('limit')} tokens\)",
+    )
+)
 
 #: One part of a breakdown that belongs to the prompt: "4012 in the messages", "101 in the functions",
 #: "6283 in your prompt", "7884 of text input", "3748 of tool input" (the completion's part is not one).
-_INPUT_PART = re.compile(rf"({_NUMBER}) (?:in the messages|in the functions|in your prompt|of [a-z]+ input)",
-                         re.IGNORECASE)
+_INPUT_PART = re.compile(
+    rf"({_NUMBER}) (?:in the messages|in the functions|in your prompt|of [a-z]+ input)", re.IGNORECASE
+)
 
 #: Fields some servers add to the error object, by the number they carry.
 _FIELDS = {"n_ctx": "window", "n_prompt_tokens": "prompt"}

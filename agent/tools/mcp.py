@@ -206,7 +206,7 @@ class McpServer:
             if self._tools is None:
                 try:
                     self._tools = self._last = await self._list(client)
-                except Exception as error:  # noqa: BLE001 - whatever the SDK or the server raised: it is down
+                except Exception as error:
                     await self._failed(error, client)
                     raise ServerDown(self.spec.name, self.failure) from error
                 self._problems, self._told, self._failures = {}, set(), 0  # it works: a later failure waits 1 s
@@ -217,8 +217,11 @@ class McpServer:
         if self._first_names is None:
             self._first_names = frozenset(tool.name for tool in listed)
         first = self._first_names
-        return [Listed(tool, self.spec.policy(tool, new=tool.name not in first), self._problem(tool))
-                for tool in sorted(listed, key=lambda tool: tool.name) if self.spec.offers(tool.name)]
+        return [
+            Listed(tool, self.spec.policy(tool, new=tool.name not in first), self._problem(tool))
+            for tool in sorted(listed, key=lambda tool: tool.name)
+            if self.spec.offers(tool.name)
+        ]
 
     def told(self, tool: str) -> bool:
         """True the first time a tool's problem is asked to be logged in this session (one line, not one a turn)."""
@@ -246,9 +249,9 @@ class McpServer:
                 raise ToolFailed(error.message) from error  # the server's own answer: bad arguments, its bug …
             await self._failed(error, client)
             raise ServerDown(self.spec.name, self.failure) from error
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             raise
-        except Exception as error:  # noqa: BLE001 - the transport broke (a connection refused or reset …)
+        except Exception as error:
             await self._failed(error, client)
             raise ServerDown(self.spec.name, self.failure) from error
         self._failures = 0
@@ -269,8 +272,11 @@ class McpServer:
         task.cancel()
         ended, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
         if not ended:
-            log.warning("mcp %s: a cancelled call did not end within %g s; its session is opened again at the next use",
-                        self.spec.name, CANCEL_GRACE_SECONDS)
+            log.warning(
+                "mcp %s: a cancelled call did not end within %g s; its session is opened again at the next use",
+                self.spec.name,
+                CANCEL_GRACE_SECONDS,
+            )
             async with self._lock:
                 if self._client is client:
                     await self._drop()
@@ -290,7 +296,7 @@ class McpServer:
             await self._drop()
             try:
                 self._client = await self._open()
-            except Exception as error:  # noqa: BLE001 - a program that is missing, an address that refuses ...
+            except Exception as error:
                 self._note_failure(error)
                 raise ServerDown(self.spec.name, self.failure) from error
             self.failure = ""
@@ -316,7 +322,7 @@ class McpServer:
             async with Client(self._target(http)) as client:
                 opened.set_result(client)
                 await release.wait()
-        except BaseException as error:  # noqa: BLE001 - handed to whoever waits for the session to open
+        except BaseException as error:
             if not opened.done():
                 if isinstance(error, Exception):
                     opened.set_exception(error)
@@ -389,8 +395,13 @@ class McpTools:
     def __init__(self, specs: Sequence[McpServerSpec]) -> None:
         self.servers = {spec.name: McpServer(spec) for spec in specs}
 
-    async def tools(self, servers: Sequence[str], media: MediaSource | None, on_call: CallSink | None = None,
-                    approver: Approver | None = None) -> list[Tool]:
+    async def tools(
+        self,
+        servers: Sequence[str],
+        media: MediaSource | None,
+        on_call: CallSink | None = None,
+        approver: Approver | None = None,
+    ) -> list[Tool]:
         """The allowed tools of ``servers`` (each server's in name order, servers in the order given), whose
         results keep their files through ``media`` and whose calls are told to ``on_call``; a tool whose policy
         is ``ask`` is offered only with an ``approver``, asked before every call. A server that never answered
@@ -415,21 +426,28 @@ class McpTools:
                 exposed = exposed_name(name, tool.name)
                 if exposed in taken:
                     if server.told(tool.name):
-                        log.warning("mcp %s: tool %r left out: its name is %s, like another tool's", name, tool.name,
-                                    exposed)
+                        log.warning(
+                            "mcp %s: tool %r left out: its name is %s, like another tool's", name, tool.name, exposed
+                        )
                     continue
                 taken.add(exposed)
-                offered.append(Tool(exposed, tool.description or tool.title or tool.name,
-                                    dict(tool.input_schema),
-                                    _handler(server, tool.name, media, on_call, approver if policy == "ask" else None)))
+                offered.append(
+                    Tool(
+                        exposed,
+                        tool.description or tool.title or tool.name,
+                        dict(tool.input_schema),
+                        _handler(server, tool.name, media, on_call, approver if policy == "ask" else None),
+                    )
+                )
         return offered
 
     async def aclose(self) -> None:
         await asyncio.gather(*(server.aclose() for server in self.servers.values()), return_exceptions=True)
 
 
-def _handler(server: McpServer, tool: str, media: MediaSource | None, on_call: CallSink | None,
-             approver: Approver | None) -> Callable[[dict[str, Any]], Awaitable[ToolOutput]]:
+def _handler(
+    server: McpServer, tool: str, media: MediaSource | None, on_call: CallSink | None, approver: Approver | None
+) -> Callable[[dict[str, Any]], Awaitable[ToolOutput]]:
     """The call of one tool: asked first when it needs a yes, recorded however it ends."""
 
     async def call(arguments: dict[str, Any]) -> ToolOutput:
@@ -451,17 +469,24 @@ def _handler(server: McpServer, tool: str, media: MediaSource | None, on_call: C
         except ServerDown as down:
             outcome = "down"
             return _error(str(down))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcome = "timeout"
-            return _error(f"{server.spec.name}{SEPARATOR}{tool} did not answer within "
-                          f"{server.spec.timeout_seconds:g} s; the call was cancelled")
+            return _error(
+                f"{server.spec.name}{SEPARATOR}{tool} did not answer within "
+                f"{server.spec.timeout_seconds:g} s; the call was cancelled"
+            )
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
         finally:
             if on_call is not None:
-                record = CallRecord(server.spec.name, tool, len(json_codec.dumps_text(arguments)), outcome,
-                                    time.perf_counter() - started)
+                record = CallRecord(
+                    server.spec.name,
+                    tool,
+                    len(json_codec.dumps_text(arguments)),
+                    outcome,
+                    time.perf_counter() - started,
+                )
                 with contextlib.suppress(Exception):
                     await on_call(record)
 
@@ -480,8 +505,12 @@ async def tool_output(result: types.CallToolResult, media: MediaSource | None) -
         if isinstance(block, types.TextContent):
             texts.append(block.text)
         elif isinstance(block, (types.ImageContent, types.AudioContent)):
-            kept = await _keep(block.data, block.mime_type,
-                               f"{block.type}-{number}{mimetypes.guess_extension(block.mime_type) or ''}", media)
+            kept = await _keep(
+                block.data,
+                block.mime_type,
+                f"{block.type}-{number}{mimetypes.guess_extension(block.mime_type) or ''}",
+                media,
+            )
             texts.append(_kept_line(kept, block.type))
             items += [kept] if kept.get("sha") else []
         elif isinstance(block, types.EmbeddedResource):
@@ -505,8 +534,12 @@ async def tool_output(result: types.CallToolResult, media: MediaSource | None) -
 
 async def _keep(data: str, mime: str, name: str, media: MediaSource | None) -> dict[str, Any]:
     """A file a tool returned (base64), kept for the chat; a ref with ``error`` when it could not be."""
-    ref: dict[str, Any] = {"kind": "image" if mime.startswith("image/") else "document", "sha": "", "name": name,
-                           "mime": mime}
+    ref: dict[str, Any] = {
+        "kind": "image" if mime.startswith("image/") else "document",
+        "sha": "",
+        "name": name,
+        "mime": mime,
+    }
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):

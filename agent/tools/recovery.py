@@ -31,9 +31,13 @@ def searchable(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     kept = []
     for message in messages:
         calls = message.get("tool_calls") or ()
-        if calls and not content_text(message.get("content")).strip() and all(
-            isinstance(call, Mapping) and (call.get("function") or {}).get("name") in RECOVERY_TOOL_NAMES
-            for call in calls
+        if (
+            calls
+            and not content_text(message.get("content")).strip()
+            and all(
+                isinstance(call, Mapping) and (call.get("function") or {}).get("name") in RECOVERY_TOOL_NAMES
+                for call in calls
+            )
         ):
             continue
         if message.get("role") == "tool" and names.get(str(message.get("tool_call_id"))) in RECOVERY_TOOL_NAMES:
@@ -83,10 +87,10 @@ def recovery_tools(source: MessageSource) -> list[Tool]:
     """``session_search`` and ``session_fetch`` over one chat's messages (never another chat's)."""
     recovery = _Recovery(source)
     return [
-        Tool(name="session_search", description=SEARCH_DESCRIPTION, parameters=SEARCH_PARAMETERS,
-             handler=recovery.search),
-        Tool(name="session_fetch", description=FETCH_DESCRIPTION, parameters=FETCH_PARAMETERS,
-             handler=recovery.fetch),
+        Tool(
+            name="session_search", description=SEARCH_DESCRIPTION, parameters=SEARCH_PARAMETERS, handler=recovery.search
+        ),
+        Tool(name="session_fetch", description=FETCH_DESCRIPTION, parameters=FETCH_PARAMETERS, handler=recovery.fetch),
     ]
 
 

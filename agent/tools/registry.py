@@ -83,7 +83,9 @@ class ToolRegistry:
         """Run a tool by name with JSON arguments; every failure becomes a JSON error result."""
         tool = self.tools.get(name) or (self.fallback(name) if self.fallback else None)
         if tool is None:
-            return ToolOutput(json_codec.dumps_text({"error": f"unknown tool {name!r}", "available": sorted(self.tools)}))
+            return ToolOutput(
+                json_codec.dumps_text({"error": f"unknown tool {name!r}", "available": sorted(self.tools)})
+            )
         try:
             args = json_codec.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
             if not isinstance(args, dict):

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from agent.metering import BudgetExceeded, settled
 from agent.pricing import UnknownPrice, cost, price_for, transcription_usd
@@ -81,9 +81,17 @@ def spent_usd(usage: Usage | None, model: str, cache_ttl: str) -> float:
 class ChatMeter:
     """``agent.metering.Meter`` for one turn (see the module docstring); ``notes`` get the warnings."""
 
-    def __init__(self, store: SpendStore, budgets: BudgetSettings, message: IncomingMessage, *, cache_ttl: str,
-                 notes: list[str], clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        store: SpendStore,
+        budgets: BudgetSettings,
+        message: IncomingMessage,
+        *,
+        cache_ttl: str,
+        notes: list[str],
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.store = store
         self.budgets = budgets
         self.subjects = subjects(message, budgets)
@@ -99,14 +107,17 @@ class ChatMeter:
 
     async def reserve(self, model: str, prompt_tokens: int, max_output_tokens: int) -> list[Held]:
         """A model call's worst case reserved against every budget (see :meth:`reserve_amount`)."""
-        return await self.reserve_amount(worst_usd(model, prompt_tokens, max_output_tokens),
-                                         prompt_tokens + max_output_tokens)
+        return await self.reserve_amount(
+            worst_usd(model, prompt_tokens, max_output_tokens), prompt_tokens + max_output_tokens
+        )
 
     async def reserve_amount(self, usd: float, tokens: int) -> list[Held]:
         """Every budget's reservation, asked for at once; when one refuses, the others let go and it is raised."""
-        now = datetime.fromtimestamp(self.clock(), timezone.utc)
-        tasks = [asyncio.ensure_future(self._reserve(subject, who, limit, now, usd, tokens))
-                 for subject, who, limit in self.subjects]
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        tasks = [
+            asyncio.ensure_future(self._reserve(subject, who, limit, now, usd, tokens))
+            for subject, who, limit in self.subjects
+        ]
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException:  # stopped while reserving: what was reserved is let go, nothing held for nothing
@@ -121,21 +132,31 @@ class ChatMeter:
             raise failure
         return held
 
-    async def _reserve(self, subject: str, who: str, limit: BudgetLimit, now: datetime, usd: float,
-                       tokens: int) -> Held:
+    async def _reserve(
+        self, subject: str, who: str, limit: BudgetLimit, now: datetime, usd: float, tokens: int
+    ) -> Held:
         period, ends = period_bounds(now, limit.period, self.budgets.timezone)
         keep = (ends - now).total_seconds() + KEEP_AFTER_SECONDS
         waited = 0.0
         while True:
-            reservation, spent = await self.store.reserve(subject, period, usd=usd, tokens=tokens, usd_limit=limit.usd,
-                                                          token_limit=limit.tokens, keep_seconds=keep)
+            reservation, spent = await self.store.reserve(
+                subject,
+                period,
+                usd=usd,
+                tokens=tokens,
+                usd_limit=limit.usd,
+                token_limit=limit.tokens,
+                keep_seconds=keep,
+            )
             if reservation is not None:
                 return Held(subject, who, limit, period, ends, reservation)
             if _used_up(limit, spent):
                 raise BudgetExceeded(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}")
             if waited >= HELD_WAIT_SECONDS:  # not spent, only held: said each time, never as "used up"
-                raise BudgetExceeded(f"⏳ {who.capitalize()} budget is held by replies still being written; "
-                                     "your message is saved: ask again in a moment.")
+                raise BudgetExceeded(
+                    f"⏳ {who.capitalize()} budget is held by replies still being written; "
+                    "your message is saved: ask again in a moment."
+                )
             # Only calls in flight hold the rest of the budget: once they settle to what they really cost there
             # is room again, so wait for them rather than refuse a budget that is not spent.
             await self.sleep(HELD_POLL_SECONDS)
@@ -148,12 +169,13 @@ class ChatMeter:
     async def settle_amount(self, handle: object, usd: float, tokens: int, *, whole: bool = False) -> None:
         """Each reservation settled to what the call cost (``whole``: what it reserved), warnings given."""
         assert isinstance(handle, list)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
 
         async def one(held: Held) -> None:
             keep = max((held.ends - now).total_seconds() + KEEP_AFTER_SECONDS, KEEP_AFTER_SECONDS)
-            spent = await self.store.settle(held.subject, held.period, held.reservation, usd=usd, tokens=tokens,
-                                            keep_seconds=keep, whole=whole)
+            spent = await self.store.settle(
+                held.subject, held.period, held.reservation, usd=usd, tokens=tokens, keep_seconds=keep, whole=whole
+            )
             await self._warn(held, spent.usd, spent.tokens)
 
         await asyncio.gather(*(one(held) for held in handle))
@@ -164,20 +186,26 @@ class ChatMeter:
         for percent in reversed(self.budgets.warn_at):
             if used * 100 >= percent:
                 if await self.store.first_warning(held.subject, held.period, percent):
-                    self.notes.append(f"ℹ️ {percent}% of {held.who} {_period_word(limit)} budget is used "
-                                      f"({budget_amount(limit, usd, tokens)}); it resets {reset_time(held.ends)}.")
+                    self.notes.append(
+                        f"ℹ️ {percent}% of {held.who} {_period_word(limit)} budget is used "
+                        f"({budget_amount(limit, usd, tokens)}); it resets {reset_time(held.ends)}."
+                    )
                 return
 
 
 def _used_up(limit: BudgetLimit, spent: Spend) -> bool:
     """Whether what is spent (not what calls in flight hold) reaches the limit."""
-    return (limit.usd is not None and spent.usd >= limit.usd) or (limit.tokens is not None and spent.tokens >= limit.tokens)
+    return (limit.usd is not None and spent.usd >= limit.usd) or (
+        limit.tokens is not None and spent.tokens >= limit.tokens
+    )
 
 
 def over_budget(who: str, limit: BudgetLimit, usd: float, tokens: int, ends: datetime) -> str:
     """The reply when a budget has no room left: what was spent, of what, and when it resets."""
-    return (f"⛔ {who.capitalize()} {_period_word(limit)} budget is used up ({budget_amount(limit, usd, tokens)}). "
-            f"Your message is saved; I can answer again {reset_time(ends)}.")
+    return (
+        f"⛔ {who.capitalize()} {_period_word(limit)} budget is used up ({budget_amount(limit, usd, tokens)}). "
+        f"Your message is saved; I can answer again {reset_time(ends)}."
+    )
 
 
 def _period_word(limit: BudgetLimit) -> str:
@@ -197,7 +225,7 @@ def reset_time(ends: datetime) -> str:
     return f"at {ends.strftime('%H:%M')} {ends.tzname()} on {ends.strftime('%a %d %b')}"
 
 
-def _granted(tasks: list["asyncio.Future[Held]"]) -> list[Held]:
+def _granted(tasks: list[asyncio.Future[Held]]) -> list[Held]:
     """The reservations of the tasks that got one."""
     return [task.result() for task in tasks if task.done() and not task.cancelled() and task.exception() is None]
 

@@ -70,8 +70,9 @@ class BotStatus:
 class RunningBot:
     """One bot in this process: its gateway on the shared connection, its platforms and its pollers' leases."""
 
-    def __init__(self, bot: Bot, gateway: RunningGateway, adapters: dict[str, PlatformAdapter],
-                 leases: list[Lease]) -> None:
+    def __init__(
+        self, bot: Bot, gateway: RunningGateway, adapters: dict[str, PlatformAdapter], leases: list[Lease]
+    ) -> None:
         self.bot = bot
         self.gateway = gateway
         self.adapters = adapters
@@ -98,7 +99,7 @@ class RunningBot:
             found.append((f"MCP server {name} is down ({server.failure})", since))
         return sorted(found, key=lambda problem: problem[1])
 
-    async def start_receiving(self, on_failure: Callable[["RunningBot", BaseException], None]) -> None:
+    async def start_receiving(self, on_failure: Callable[[RunningBot, BaseException], None]) -> None:
         """Start every platform (a poller waits for its lease), and report the first that stops on its own."""
         for adapter in self.adapters.values():
             await adapter.start(self.gateway.runner.intake)
@@ -106,7 +107,7 @@ class RunningBot:
             lease.start()
         self._watch = asyncio.create_task(self._first_failure(on_failure), name=f"bot-{self.name}-watch")
 
-    async def _first_failure(self, on_failure: Callable[["RunningBot", BaseException], None]) -> None:
+    async def _first_failure(self, on_failure: Callable[[RunningBot, BaseException], None]) -> None:
         waits = [asyncio.ensure_future(adapter.failed()) for adapter in self.adapters.values()]
         if not waits:
             return
@@ -149,12 +150,15 @@ def _none_started(settings: Settings, bots: list[Bot], errors: list[Any], out: T
         detail = explain(error, bot.settings) or one_line(error, 1000)
         out.write(f"foldgate: bot {bot.name} could not start: {detail}\n")
     out.flush()
-    return StartupError(f"none of the {len(bots)} bots could start (each line above says why) — fix those, then start "
-                        "again", setting="bots")
+    return StartupError(
+        f"none of the {len(bots)} bots could start (each line above says why) — fix those, then start again",
+        setting="bots",
+    )
 
 
-async def _closed(running: RunningBot, cut_short: asyncio.Event | None,
-                  grace_seconds: float = STOP_GRACE_SECONDS) -> int:
+async def _closed(
+    running: RunningBot, cut_short: asyncio.Event | None, grace_seconds: float = STOP_GRACE_SECONDS
+) -> int:
     """Stop a bot with ``grace_seconds`` for its turns (by default the grace a failure or a reload gives them;
     less once ``cut_short`` is set); what goes wrong is logged, never raised into the process."""
     try:
@@ -179,8 +183,14 @@ def telegram_poll_lease(channel: RedisChannel, prefix: str, settings: Settings) 
 class Fleet:
     """The bots of one process. Build it with :meth:`open`; :meth:`start_receiving`, then :meth:`close`."""
 
-    def __init__(self, settings: Settings, redis: Any, embedded: EmbeddedRedis | None, out: TextIO,
-                 builder_options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        redis: Any,
+        embedded: EmbeddedRedis | None,
+        out: TextIO,
+        builder_options: dict[str, Any],
+    ) -> None:
         self.settings = settings
         self.redis = redis
         self.embedded = embedded
@@ -205,8 +215,9 @@ class Fleet:
         self.cut_short = asyncio.Event()
 
     @classmethod
-    async def open(cls, settings: Settings, out: TextIO, *, exclusive: bool = True, verify: bool = True,
-                   **builder_options: Any) -> "Fleet":
+    async def open(
+        cls, settings: Settings, out: TextIO, *, exclusive: bool = True, verify: bool = True, **builder_options: Any
+    ) -> Fleet:
         """Check every bot's platforms side by side (before Redis: a wrong token is then the only line on the
         screen), connect, and open the bots that passed. A bot that cannot start is marked failed; when none
         can, the first failure is raised, after everything opened is closed again."""
@@ -299,7 +310,7 @@ class Fleet:
         task.add_done_callback(lambda _: self._stopped(running.name, task))
         self.changed.set()
 
-    def _stopped(self, name: str, task: "asyncio.Task[int]") -> None:
+    def _stopped(self, name: str, task: asyncio.Task[int]) -> None:
         if self._stopping.get(name) is task:
             del self._stopping[name]
 
@@ -340,13 +351,19 @@ class Fleet:
         """Apply ``settings``: stop the bots removed or changed, start the bots added or changed (and those
         that failed, to try again), leave the others alone. The process's own sections (Redis, web servers,
         delivery, media) stay as they started: bots are rebuilt on them. Returns one line per thing done."""
-        lines = [f"{section} changed: restart foldgate to apply it (a reload changes bots only)"
-                 for section in PROCESS_SECTIONS if getattr(settings, section) != getattr(self.settings, section)]
+        lines = [
+            f"{section} changed: restart foldgate to apply it (a reload changes bots only)"
+            for section in PROCESS_SECTIONS
+            if getattr(settings, section) != getattr(self.settings, section)
+        ]
         kept = {section: getattr(self.settings, section) for section in PROCESS_SECTIONS}
         settings = settings.model_copy(update=kept)
         wanted = {bot.name: bot for bot in settings.each_bot()}
-        stop = [name for name, bot in self.configured.items()
-                if name not in wanted or wanted[name].settings != bot.settings or name not in self.running]
+        stop = [
+            name
+            for name, bot in self.configured.items()
+            if name not in wanted or wanted[name].settings != bot.settings or name not in self.running
+        ]
         front = self.configured.get(self.front)
         if front is not None and self.front in stop and self._serves_local_chat():
             # the terminal or web chat holds this bot's parts: only a restart replaces them
@@ -360,8 +377,11 @@ class Fleet:
             self.configured.pop(name, None)
             self.statuses.pop(name, None)
             self.failures.pop(name, None)
-        await asyncio.gather(*(_closed(running, self.cut_short) for running in closing),
-                             *(self._stopping[name] for name in stop if name in self._stopping), return_exceptions=True)
+        await asyncio.gather(
+            *(_closed(running, self.cut_short) for running in closing),
+            *(self._stopping[name] for name in stop if name in self._stopping),
+            return_exceptions=True,
+        )
         await asyncio.gather(*(self._open_bot(wanted[name]) for name in start))
         if self._receiving:
             for name in start:
@@ -370,8 +390,11 @@ class Fleet:
         self.configured = {name: self.configured[name] for name in wanted if name in self.configured}
         lines += [f"bot {name} stopped" for name in stop if name not in wanted]
         lines += [f"bot {name} {'restarted' if name in stop else 'started'}" for name in start if name in self.running]
-        lines += [f"bot {name} could not start: {self.statuses[name].detail}" for name in start
-                  if name not in self.running and name in self.statuses]
+        lines += [
+            f"bot {name} could not start: {self.statuses[name].detail}"
+            for name in start
+            if name not in self.running and name in self.statuses
+        ]
         self.changed.set()
         return lines
 

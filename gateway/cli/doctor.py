@@ -23,7 +23,7 @@ import shutil
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Optional, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from redis.exceptions import RedisError
 
@@ -59,7 +59,7 @@ def _failed(error: BaseException, settings: Settings, fallback_setting: str) -> 
 # --------------------------------------------------------------------------- the checks
 
 
-def check_config(path: Optional[str]) -> tuple[Check, Optional[Settings]]:
+def check_config(path: str | None) -> tuple[Check, Settings | None]:
     """Load the configuration as ``foldgate run`` does; a failure names every key that is wrong."""
     try:
         settings = load_settings(path)
@@ -75,11 +75,12 @@ async def check_redis(settings: Settings) -> Check:
 
     url = settings.redis.url.strip()
     timeout = REDIS_TIMEOUT if url else None  # the embedded server has its own start deadline; cancelling
-    notices: list[str] = []                    # its start half-way could leave the child running
+    notices: list[str] = []  # its start half-way could leave the child running
     try:
         async with asyncio.timeout(timeout):
-            client, embedded = await connect_or_embed(url or None, settings.home_path, cluster=settings.redis.cluster,
-                                                      notice=notices.append)
+            client, embedded = await connect_or_embed(
+                url or None, settings.home_path, cluster=settings.redis.cluster, notice=notices.append
+            )
     except (OSError, TimeoutError, ValueError, RedisError) as error:
         failure = redis_failure(error, settings, timeout=REDIS_TIMEOUT)
         return Check("redis", "FAIL", _failed(failure, settings, "redis.url"))
@@ -91,8 +92,9 @@ async def check_redis(settings: Settings) -> Check:
             async with asyncio.timeout(REDIS_TIMEOUT):
                 await channel.call("PING")
         except (OSError, TimeoutError, RedisError) as error:
-            return Check("redis", "FAIL", _failed(redis_failure(error, settings, timeout=REDIS_TIMEOUT), settings,
-                                                  "redis.url"))
+            return Check(
+                "redis", "FAIL", _failed(redis_failure(error, settings, timeout=REDIS_TIMEOUT), settings, "redis.url")
+            )
         finally:
             await channel.aclose()
         version = ""
@@ -105,11 +107,15 @@ async def check_redis(settings: Settings) -> Check:
             pass
         if embedded is None:
             return Check("redis", "ok", f"{redis_address(url)} answers PING{version}")
-        how = ("started for this check and stopped again" if getattr(embedded, "owns_server", True)
-               else "shared with the foldgate already running on this home")
+        how = (
+            "started for this check and stopped again"
+            if getattr(embedded, "owns_server", True)
+            else "shared with the foldgate already running on this home"
+        )
         said = "".join(f"; {one_line(notice)}" for notice in notices)  # e.g. a left-behind server was stopped first
-        return Check("redis", "ok", f"embedded server under {settings.home_path / 'redis'} answers PING{version}; "
-                                    f"{how}{said}")
+        return Check(
+            "redis", "ok", f"embedded server under {settings.home_path / 'redis'} answers PING{version}; {how}{said}"
+        )
     finally:
         await client.aclose()
         if embedded is not None:
@@ -118,11 +124,13 @@ async def check_redis(settings: Settings) -> Check:
 
 def _probe_settings(settings: Settings) -> Settings:
     """The settings with the provider's retries off and its timeouts inside the check's own."""
-    model = settings.model.model_copy(update={
-        "max_retries": 0,
-        "timeout_seconds": min(settings.model.timeout_seconds, PROVIDER_TIMEOUT),
-        "connect_timeout_seconds": min(settings.model.connect_timeout_seconds, PROVIDER_TIMEOUT),
-    })
+    model = settings.model.model_copy(
+        update={
+            "max_retries": 0,
+            "timeout_seconds": min(settings.model.timeout_seconds, PROVIDER_TIMEOUT),
+            "connect_timeout_seconds": min(settings.model.connect_timeout_seconds, PROVIDER_TIMEOUT),
+        }
+    )
     return settings.model_copy(update={"model": model})
 
 
@@ -137,9 +145,15 @@ async def check_provider(settings: Settings) -> Check:
     if resolve_api_mode(model.provider, model.api_mode) == "codex_app_server":
         program = (shlex.split(model.app_server_command) or [""])[0]
         if shutil.which(program):
-            return Check("provider", "ok", f"{model.name} through `{model.app_server_command}` ({shutil.which(program)})")
-        return Check("provider", "FAIL", f"{setting_label('model.app_server_command')}: {program!r} is not on the PATH"
-                                         " — install the codex CLI, or give its full path")
+            return Check(
+                "provider", "ok", f"{model.name} through `{model.app_server_command}` ({shutil.which(program)})"
+            )
+        return Check(
+            "provider",
+            "FAIL",
+            f"{setting_label('model.app_server_command')}: {program!r} is not on the PATH"
+            " — install the codex CLI, or give its full path",
+        )
     agents = AgentBuilder(_probe_settings(settings))
     try:
         answered = await _answer(agents, settings)
@@ -151,7 +165,7 @@ async def check_provider(settings: Settings) -> Check:
     return Check("provider", "ok", "; ".join([answered, *windows]))
 
 
-async def _answer(agents: "AgentBuilder", settings: Settings) -> "str | Check":
+async def _answer(agents: AgentBuilder, settings: Settings) -> str | Check:
     """What the model said to a one-token request, or the failed row that says what to fix."""
     from agent.llm.errors import BadResponse, ProviderError
     from agent.models import api_model_id
@@ -159,20 +173,25 @@ async def _answer(agents: "AgentBuilder", settings: Settings) -> "str | Check":
     model, where = settings.model, agents.base_url
     try:
         async with asyncio.timeout(PROVIDER_TIMEOUT):
-            await agents.chat_model.complete([{"role": "user", "content": "Reply with the word OK."}],
-                                             model=api_model_id(model.name), max_tokens=1)
+            await agents.chat_model.complete(
+                [{"role": "user", "content": "Reply with the word OK."}], model=api_model_id(model.name), max_tokens=1
+            )
     except BadResponse as error:  # e.g. a reasoning model spends one token thinking: it was reached and answered
         return f"{model.name} at {where} answered ({one_line(error, 120)})"
     except ProviderError as error:
         return Check("provider", "FAIL", _failed(error, settings, "model.base_url"))
     except TimeoutError:
-        return Check("provider", "FAIL", f"{setting_label('model.base_url')}: no answer from {where} within "
-                                         f"{PROVIDER_TIMEOUT:g} s — check model.base_url, the network, and "
-                                         "model.proxy / HTTPS_PROXY if this network needs a proxy")
+        return Check(
+            "provider",
+            "FAIL",
+            f"{setting_label('model.base_url')}: no answer from {where} within "
+            f"{PROVIDER_TIMEOUT:g} s — check model.base_url, the network, and "
+            "model.proxy / HTTPS_PROXY if this network needs a proxy",
+        )
     return f"{model.name} at {where} answered"
 
 
-async def _window_lines(agents: "AgentBuilder", settings: Settings) -> list[str]:
+async def _window_lines(agents: AgentBuilder, settings: Settings) -> list[str]:
     """Each model's window and where it came from, what refusals taught the running gateways included; nothing
     when the provider does not say within the check's time (the answer's own check says why)."""
     try:
@@ -182,7 +201,7 @@ async def _window_lines(agents: "AgentBuilder", settings: Settings) -> list[str]
         return []
 
 
-async def _learned_windows(settings: Settings) -> "WindowBook | None":
+async def _learned_windows(settings: Settings) -> WindowBook | None:
     """The windows refusals taught the running gateways, from the configured Redis (None without one, or when it
     does not answer: the redis row says why)."""
     from gateway.store.windows import read_learned
@@ -278,8 +297,9 @@ async def check_transcription(settings: Settings) -> Check:
         statuses.append(response.status_code)
 
     where = probe.endpoint
-    async with httpx.AsyncClient(timeout=httpx.Timeout(probe.timeout_seconds),
-                                 event_hooks={"response": [seen]}) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(probe.timeout_seconds), event_hooks={"response": [seen]}
+    ) as client:
         transcriber = Transcriber(probe, client=client)
         try:
             async with asyncio.timeout(PROVIDER_TIMEOUT + 1):
@@ -291,12 +311,19 @@ async def check_transcription(settings: Settings) -> Check:
             conventional = PROVIDER_KEY_ENV.get(configured.provider, "")
             if key.endswith("api_key") and label == key and conventional and os.environ.get(conventional):
                 label = f"{key} (from {conventional})"
-            hint = ("" if status is not None else
-                    " — check media.transcription.base_url, the network, and HTTPS_PROXY if this network needs a proxy")
+            hint = (
+                ""
+                if status is not None
+                else " — check media.transcription.base_url, the network, and HTTPS_PROXY if this network needs a proxy"
+            )
             return Check("transcription", "FAIL", f"{label}: {one_line(error)} ({where}){hint}")
         except TimeoutError:
-            return Check("transcription", "FAIL", f"{setting_label('media.transcription.base_url')}: no answer from "
-                                                  f"{where} within {PROVIDER_TIMEOUT:g} s")
+            return Check(
+                "transcription",
+                "FAIL",
+                f"{setting_label('media.transcription.base_url')}: no answer from "
+                f"{where} within {PROVIDER_TIMEOUT:g} s",
+            )
     return Check("transcription", "ok", f"{probe.model} at {where} transcribed a {PROBE_SECONDS:g} s test clip")
 
 
@@ -329,7 +356,9 @@ async def check_mcp_server(name: str, settings: Settings) -> Check:
     asking = [each.tool.name for each in listed if each.policy == "ask" and not each.problem]
     denied = [each.tool.name for each in listed if each.policy == "deny"]
     broken = [each.tool.name for each in listed if each.policy != "deny" and each.problem]
-    parts = [f"{len(offered)} tool{'s' if len(offered) != 1 else ''} offered" + (f": {_names(offered)}" if offered else "")]
+    parts = [
+        f"{len(offered)} tool{'s' if len(offered) != 1 else ''} offered" + (f": {_names(offered)}" if offered else "")
+    ]
     if asking:
         parts.append(f"asking the person first: {_names(asking)}")
     if denied:
@@ -347,7 +376,10 @@ async def check_mcp_server(name: str, settings: Settings) -> Check:
 
 #: The checks after the configuration's, by the name their row carries.
 SERVICE_CHECKS: dict[str, Callable[[Settings], Awaitable[Check]]] = {
-    "redis": check_redis, "provider": check_provider, "telegram": check_telegram, "discord": check_discord,
+    "redis": check_redis,
+    "provider": check_provider,
+    "telegram": check_telegram,
+    "discord": check_discord,
 }
 
 
@@ -378,8 +410,11 @@ def planned_checks(settings: Settings) -> list[tuple[str, Callable[[Settings], A
         return [(name, check, settings) for name, check in checks_for(settings).items()]
     planned: list[tuple[str, Callable[[Settings], Awaitable[Check]], Settings]] = [("redis", check_redis, settings)]
     for bot in settings.each_bot():
-        planned += [(f"{bot.name} {name}", check, bot.settings)
-                    for name, check in checks_for(bot.settings).items() if name != "redis"]
+        planned += [
+            (f"{bot.name} {name}", check, bot.settings)
+            for name, check in checks_for(bot.settings).items()
+            if name != "redis"
+        ]
     return planned
 
 
@@ -389,9 +424,12 @@ async def run_checks(settings: Settings) -> list[Check]:
         import_platform_clients(bot.settings)
     planned = planned_checks(settings)
     results = await asyncio.gather(*(check(checked) for _, check, checked in planned), return_exceptions=True)
-    return [Check(name, result.status, result.detail) if isinstance(result, Check) else
-            Check(name, "FAIL", f"the check itself failed ({type(result).__name__}: {one_line(result)})")
-            for (name, _, _), result in zip(planned, results)]
+    return [
+        Check(name, result.status, result.detail)
+        if isinstance(result, Check)
+        else Check(name, "FAIL", f"the check itself failed ({type(result).__name__}: {one_line(result)})")
+        for (name, _, _), result in zip(planned, results)
+    ]
 
 
 def render(checks: Sequence[Check]) -> str:
@@ -405,11 +443,13 @@ def summary(checks: Sequence[Check]) -> str:
     failed = [check.name for check in checks if check.status == "FAIL"]
     if not failed:
         return "foldgate doctor: every enabled check passed"
-    return (f"foldgate doctor: {len(failed)} check{'s' if len(failed) != 1 else ''} failed ({', '.join(failed)}):"
-            " fix what those rows say, then run foldgate doctor again")
+    return (
+        f"foldgate doctor: {len(failed)} check{'s' if len(failed) != 1 else ''} failed ({', '.join(failed)}):"
+        " fix what those rows say, then run foldgate doctor again"
+    )
 
 
-def doctor(path: Optional[str], out: TextIO = sys.stdout) -> int:
+def doctor(path: str | None, out: TextIO = sys.stdout) -> int:
     """Run every check, print the table and a summary; 0 when every enabled check passed, else 1."""
     config, settings = check_config(path)
     if settings is None:

@@ -38,8 +38,10 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
         except ValueError as error:
             raise TranscriptError(f"{path}:{number}: {error}") from error
         if isinstance(record, dict) and "kind" in record and "role" not in record:
-            raise TranscriptError(f"{path}:{number}: a replay fixture record, not a message: `foldgate replay"
-                                  f" {path}` plays fixtures; compact reads one OpenAI-format message per line")
+            raise TranscriptError(
+                f"{path}:{number}: a replay fixture record, not a message: `foldgate replay"
+                f" {path}` plays fixtures; compact reads one OpenAI-format message per line"
+            )
         try:
             message = validate_message(record)
         except InvalidMessage as error:
@@ -60,8 +62,12 @@ async def compact_file(settings: Settings, args: argparse.Namespace) -> dict[str
     factory, warning = resolve_context_engine(settings.context.engine)
     if warning:
         print(f"foldgate compact: {warning}", file=sys.stderr)
-    kwargs: dict[str, Any] = {"model": args.model or settings.model.name, "context_length": args.context_length,
-                              "settings": compression, "summarizer": builder.summarizer}
+    kwargs: dict[str, Any] = {
+        "model": args.model or settings.model.name,
+        "context_length": args.context_length,
+        "settings": compression,
+        "summarizer": builder.summarizer,
+    }
     engine = factory(**kwargs)
     started = time.perf_counter()
     try:
@@ -122,7 +128,9 @@ def context_length_problem(value: int) -> str | None:
         allowed = f"at least {low}"
     else:
         allowed = f"at most {high}"
-    return f"--context-length {value} is out of range: it must be {allowed} tokens, as model.context_length in config.yaml"
+    return (
+        f"--context-length {value} is out of range: it must be {allowed} tokens, as model.context_length in config.yaml"
+    )
 
 
 def compact_command(args: argparse.Namespace) -> int:
@@ -149,18 +157,29 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
     from gateway.session_source import ID_SEPARATOR, search_conversations
     from gateway.store import SessionStore
 
-    redis, embedded = await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster)
+    redis, embedded = await connect_or_embed(
+        settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster
+    )
     try:
         store = SessionStore(redis, settings.redis.key_prefix)
         sid = await store.stored_session(chat)
         if sid is None:  # a search never creates a chat, and a mistyped key should not read as "no matches"
-            raise UnknownChat(f"nothing is stored for chat {chat!r} (under key prefix {settings.redis.key_prefix!r});"
-                              " chat keys look like local:terminal, tg:<chat id>, dc:<channel id>")
+            raise UnknownChat(
+                f"nothing is stored for chat {chat!r} (under key prefix {settings.redis.key_prefix!r});"
+                " chat keys look like local:terminal, tg:<chat id>, dc:<channel id>"
+            )
         hits = await search_conversations(store, chat, sid, query, limit)
         # The id as session_fetch takes it: plain in the current session, "<session>:<id>" in others.
-        return [{"id": h.message_id if h.session_id == sid else f"{h.session_id}{ID_SEPARATOR}{h.message_id}",
-                 "session": h.session_id, "role": h.role, "score": round(h.score, 2), "snippet": h.snippet}
-                for h in hits]
+        return [
+            {
+                "id": h.message_id if h.session_id == sid else f"{h.session_id}{ID_SEPARATOR}{h.message_id}",
+                "session": h.session_id,
+                "role": h.role,
+                "score": round(h.score, 2),
+                "snippet": h.snippet,
+            }
+            for h in hits
+        ]
     finally:
         await redis.aclose()
         if embedded:

@@ -64,11 +64,17 @@ def load_fixture(path: str | Path) -> Fixture:
         except (ValueError, KeyError, TypeError) as error:
             raise FixtureError(f"{path}:{number}: not a fixture record ({error})") from error
         if kind == "message":
-            messages.append(IncomingMessage(
-                platform="replay", chat_id=str(record.get("chat", "replay")), user_id=str(record.get("user", "")),
-                update_id=f"{number}", text=str(record["text"]), ts=float(record.get("ts") or time.time()),
-                respond=bool(record.get("respond", True)),
-            ))
+            messages.append(
+                IncomingMessage(
+                    platform="replay",
+                    chat_id=str(record.get("chat", "replay")),
+                    user_id=str(record.get("user", "")),
+                    update_id=f"{number}",
+                    text=str(record["text"]),
+                    ts=float(record.get("ts") or time.time()),
+                    respond=bool(record.get("respond", True)),
+                )
+            )
         elif kind == "model":
             replies.append(record)
         elif kind == "tool":
@@ -85,9 +91,16 @@ class ReplayModel:
         self.replies = deque(replies)
         self.prompts: list[int] = []
 
-    async def complete(self, messages: Sequence[Mapping[str, Any]], *, model: str, max_tokens: int,
-                       tools: Sequence[Mapping[str, Any]] | None = None, temperature: float | None = None,
-                       on_event: EventSink | None = None) -> Completion:
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        temperature: float | None = None,
+        on_event: EventSink | None = None,
+    ) -> Completion:
         prompt = count_messages([dict(m) for m in messages]) + count_text(json_codec.dumps_text(list(tools or ())))
         self.prompts.append(prompt)
         record = self.replies.popleft() if self.replies else {"text": "(the recording has no more answers)"}
@@ -124,7 +137,10 @@ class ReplayReport:
             ("messages replayed", f"{self.messages}"),
             ("hygiene compactions", f"{self.hygiene_compactions}"),
             ("in-loop compactions", f"{self.in_loop_compactions}"),
-            ("peak context", f"{self.peak_prompt_tokens:,} tokens ({self.peak_percent:.1f}% of {self.context_length:,})"),
+            (
+                "peak context",
+                f"{self.peak_prompt_tokens:,} tokens ({self.peak_percent:.1f}% of {self.context_length:,})",
+            ),
             ("tokens sent", f"{self.tokens_sent:,}"),
         ]
         width = max(len(name) for name, _ in rows)
@@ -183,7 +199,9 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
 
 def _recorded(results: deque[str]) -> Any:
     async def serve(_args: dict[str, Any]) -> str:
-        return results.popleft() if results else json_codec.dumps_text({"error": "the recording has no more tool results"})
+        return (
+            results.popleft() if results else json_codec.dumps_text({"error": "the recording has no more tool results"})
+        )
 
     return serve
 
@@ -209,6 +227,8 @@ def _replay_and_print(settings: Settings, fixture: Fixture, *, keep: bool) -> in
     print(report.table())
     print(f"replayed {plural(report.messages, 'message')} {where}")
     if report.already_stored:
-        print(f"{plural(report.already_stored, 'message')} of the recording were already stored by an earlier"
-              " replay and were not taken in again")
+        print(
+            f"{plural(report.already_stored, 'message')} of the recording were already stored by an earlier"
+            " replay and were not taken in again"
+        )
     return 0

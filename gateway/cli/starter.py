@@ -35,12 +35,17 @@ def init_command(args: argparse.Namespace) -> int:
         write_starter_config(target, force=args.force)
         load_settings(target, env={})  # what was written must load as written
     except FileExistsError:
-        print(f"foldgate init: {target} already exists; change it with `foldgate config set KEY VALUE`"
-              " (or --force to start over)", file=sys.stderr)
+        print(
+            f"foldgate init: {target} already exists; change it with `foldgate config set KEY VALUE`"
+            " (or --force to start over)",
+            file=sys.stderr,
+        )
         return 1
     except (OSError, ConfigError) as error:
         print(f"foldgate init: cannot write {target}: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {target}; foldgate reads it from any directory.\n"
-          "next: foldgate config set KEY VALUE (e.g. platforms.telegram.enabled true), then foldgate doctor")
+    print(
+        f"wrote {target}; foldgate reads it from any directory.\n"
+        "next: foldgate config set KEY VALUE (e.g. platforms.telegram.enabled true), then foldgate doctor"
+    )
     return 0

@@ -15,7 +15,7 @@ settled to its cost after, in Redis, so every process of a cluster sees the same
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
@@ -30,12 +30,12 @@ Period = Literal["day", "week", "month"]
 class BudgetLimit(StrictModel):
     """One budget: dollars and/or tokens a period."""
 
-    usd: Optional[float] = Field(None, gt=0)
-    tokens: Optional[int] = Field(None, ge=1)
+    usd: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, ge=1)
     period: Period = "day"
 
     @model_validator(mode="after")
-    def _something(self) -> "BudgetLimit":
+    def _something(self) -> BudgetLimit:
         if self.usd is None and self.tokens is None:
             require([("usd", "set usd, tokens or both")])
         return self
@@ -44,8 +44,8 @@ class BudgetLimit(StrictModel):
 class BudgetSettings(StrictModel):
     """``access.budgets`` — what one person, and one chat, may spend a period."""
 
-    per_user: Optional[BudgetLimit] = None
-    per_chat: Optional[BudgetLimit] = None
+    per_user: BudgetLimit | None = None
+    per_chat: BudgetLimit | None = None
     timezone: str = "UTC"
     #: Shares of a budget (percent) at which the person is told how much is left, once a period each.
     warn_at: list[int] = Field(default_factory=lambda: [75, 90])
@@ -56,8 +56,9 @@ class BudgetSettings(StrictModel):
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as error:
-            raise PydanticCustomError("timezone", "must be an IANA time zone such as Europe/Berlin, got {value!r}",
-                                      {"value": value}) from error
+            raise PydanticCustomError(
+                "timezone", "must be an IANA time zone such as Europe/Berlin, got {value!r}", {"value": value}
+            ) from error
         return value
 
     @field_validator("warn_at")
@@ -80,7 +81,7 @@ class AccessSettings(StrictModel):
     blocked: list[Person] = Field(default_factory=list)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     #: Messages one person may have answered a minute (a burst of that many, refilled evenly); null: no limit.
-    messages_per_minute: Optional[float] = Field(None, gt=0)
+    messages_per_minute: float | None = Field(None, gt=0)
 
 
 def period_bounds(now: datetime, period: Period, zone: str) -> tuple[str, datetime]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import InitSettingsSource
@@ -42,7 +42,7 @@ class BotSettings(StrictModel):
 
     name: str = Field(pattern=NAME_PATTERN)
     #: Where the bot's keys live in Redis; None = ``<redis.key_prefix>.<name>``.
-    key_prefix: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    key_prefix: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
     model: dict[str, Any] = Field(default_factory=dict)
     auxiliary: dict[str, Any] = Field(default_factory=dict)
     compression: dict[str, Any] = Field(default_factory=dict)
@@ -119,14 +119,17 @@ def _validated(settings_class: Any, values: dict[str, Any]) -> Settings:
 def _own_provider_keys(changes: dict[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     """A bot that names another provider or endpoint than the top level, and no key, uses that provider's usual
     variable, never the top level's key (an OpenAI key is not sent to Anthropic, nor one endpoint's to another)."""
-    pairs = [(changes.get("model"), base["model"]),
-             ((changes.get("auxiliary") or {}).get("compression"), base["auxiliary"]["compression"])]
+    pairs = [
+        (changes.get("model"), base["model"]),
+        ((changes.get("auxiliary") or {}).get("compression"), base["auxiliary"]["compression"]),
+    ]
     for section, inherited in pairs:
         if not isinstance(section, dict) or "api_key" in section:
             continue
         provider = section.get("provider", inherited.get("provider"))
-        if provider != inherited.get("provider") or section.get("base_url", inherited.get("base_url")) != \
-                inherited.get("base_url"):  # another endpoint: the top level's key is not for it
+        if provider != inherited.get("provider") or section.get("base_url", inherited.get("base_url")) != inherited.get(
+            "base_url"
+        ):  # another endpoint: the top level's key is not for it
             variable = PROVIDER_KEY_ENV.get(str(provider))
             section["api_key"] = os.environ.get(variable) if variable else None
     return changes
@@ -161,12 +164,27 @@ def _clashes(bots: list[tuple[int, Bot]]) -> list[tuple[str, str]]:
         once(index, "prefix", bot.key_prefix, "key_prefix", "two bots on one key prefix would share every session")
         telegram, discord = bot.settings.platforms.telegram, bot.settings.platforms.discord
         if telegram.enabled and telegram.token is not None:
-            once(index, "telegram", telegram.token.get_secret_value(), "platforms.telegram.token",
-                 "one token is one Telegram bot; give each bot its own from @BotFather")
+            once(
+                index,
+                "telegram",
+                telegram.token.get_secret_value(),
+                "platforms.telegram.token",
+                "one token is one Telegram bot; give each bot its own from @BotFather",
+            )
             if telegram.mode == "webhook":
-                once(index, "port", f"{telegram.listen_host}:{telegram.listen_port}", "platforms.telegram.listen_port",
-                     "each webhook needs a port of its own")
+                once(
+                    index,
+                    "port",
+                    f"{telegram.listen_host}:{telegram.listen_port}",
+                    "platforms.telegram.listen_port",
+                    "each webhook needs a port of its own",
+                )
         if discord.enabled and discord.token is not None:
-            once(index, "discord", discord.token.get_secret_value(), "platforms.discord.token",
-                 "one token is one Discord bot; give each bot its own")
+            once(
+                index,
+                "discord",
+                discord.token.get_secret_value(),
+                "platforms.discord.token",
+                "one token is one Discord bot; give each bot its own",
+            )
     return problems

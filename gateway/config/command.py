@@ -21,7 +21,9 @@ def render_effective(settings: Settings, label: str, origins: Mapping[tuple[str,
     lines = [f"# effective configuration: {label} + environment"]
     if origins:
         lines.append("# set from the environment: " + ", ".join(sorted(set(origins.values()))))
-    body = yaml.safe_dump(redacted(settings.model_dump()), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    body = yaml.safe_dump(
+        redacted(settings.model_dump()), sort_keys=False, allow_unicode=True, default_flow_style=False
+    )
     return "\n".join(lines) + "\n" + body
 
 
@@ -41,8 +43,11 @@ def config_file_to_change(path: str | Path | None, environ: Mapping[str, str]) -
 
 def _set_action(config_path: Path | None, key: str, raw_value: str) -> int:
     if config_path is None:  # a one-key file made here would hide that the user has no config of their own
-        print(f"no config file of your own to change: `foldgate init` writes it to {user_config_path(os.environ)}"
-              " (or name a file with --config)", file=sys.stderr)
+        print(
+            f"no config file of your own to change: `foldgate init` writes it to {user_config_path(os.environ)}"
+            " (or name a file with --config)",
+            file=sys.stderr,
+        )
         return 2
     try:
         ref = resolve_key(key)
@@ -77,6 +82,9 @@ def config_command(args: argparse.Namespace) -> int:
     else:
         print(f"config OK: {source_label(config_path)}")
         # stdout stays the one verdict line scripts read; the note on what was not checked goes beside it
-        print("checked the file and the environment only; `foldgate doctor` also reaches Redis, the model "
-              "provider and each enabled platform", file=sys.stderr)
+        print(
+            "checked the file and the environment only; `foldgate doctor` also reaches Redis, the model "
+            "provider and each enabled platform",
+            file=sys.stderr,
+        )
     return 0

@@ -62,9 +62,9 @@ def resolve_key(dotted: str) -> KeyRef:
     section = document(Settings)
     for index, part in enumerate(parts):
         if part not in keys_of(section):
-            hint = unknown_key_hint(Settings, parts[:index], part, parts[index + 1:])
+            hint = unknown_key_hint(Settings, parts[:index], part, parts[index + 1 :])
             raise ConfigError([f"{dotted}: unknown key ({hint})"])
-        node, rest = field_schema(section["properties"][part], Settings)[0], parts[index + 1:]
+        node, rest = field_schema(section["properties"][part], Settings)[0], parts[index + 1 :]
         if "properties" in node:
             if not rest:
                 keys = ", ".join(f"{dotted}.{name}" for name in keys_of(node))
@@ -160,8 +160,11 @@ def _node(value: Any) -> Any:
         reads_as_text = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
         return value if reads_as_text else SingleQuotedScalarString(value)
     if isinstance(value, (list, dict)):
-        inline = CommentedSeq(map(_node, value)) if isinstance(value, list) else CommentedMap(
-            (key, _node(item)) for key, item in value.items())
+        inline = (
+            CommentedSeq(map(_node, value))
+            if isinstance(value, list)
+            else CommentedMap((key, _node(item)) for key, item in value.items())
+        )
         inline.fa.set_flow_style()
         return inline
     return value
@@ -249,7 +252,7 @@ def _edit(data: CommentedMap, path: Sequence[str], value: Any) -> None:
         if index == len(path) - 1 or key not in mapping or isinstance(child, _Null):
             owner = owner or (mapping, key)
             old = owner[0].get(owner[1])
-            _set(mapping, key, _nested(path[index + 1:], _node(value)))
+            _set(mapping, key, _nested(path[index + 1 :], _node(value)))
             _space_comment(*owner, old)
             return
         if not isinstance(child, CommentedMap):
@@ -267,7 +270,7 @@ def set_in_yaml(text: str, path: Sequence[str], value: Any) -> str:
     newline = "\r\n" if "\r\n" in text else "\n"
     text = text.replace("\r\n", "\n")
     start = _DOCUMENT_START.search(text)  # what precedes it stays as written: ruamel.yaml drops comments there
-    head, body = (text[: start.end()], text[start.end():]) if start else ("", text)
+    head, body = (text[: start.end()], text[start.end() :]) if start else ("", text)
     data = _editor().load(body)
     if data is not None and not isinstance(data, CommentedMap):
         raise ConfigError(["the top level of the file must be a mapping of sections"])

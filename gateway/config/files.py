@@ -49,7 +49,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 key = (key_node.tag, key_node.value)
                 if key in first_line:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key_node.value!r} (first at line {first_line[key] + 1})",
+                        None,
+                        None,
+                        f"duplicate key {key_node.value!r} (first at line {first_line[key] + 1})",
                         key_node.start_mark,
                     )
                 first_line[key] = key_node.start_mark.line
@@ -80,7 +82,9 @@ def parse_config_text(text: str, label: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
-            [f"{label}: the top level must be a mapping of sections (compression:, model:, ...), not {type(data).__name__}"],
+            [
+                f"{label}: the top level must be a mapping of sections (compression:, model:, ...), not {type(data).__name__}"
+            ],
             source=label,
         )
     return data

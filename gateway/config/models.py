@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -47,8 +47,7 @@ Port = Annotated[int, Field(ge=0, le=65535)]
 PositiveId = Annotated[int, Field(ge=1)]
 
 
-
-def _http_url(value: Optional[str], *, https_only: bool = False) -> Optional[str]:
+def _http_url(value: str | None, *, https_only: bool = False) -> str | None:
     if value is None:
         return value
     schemes = ("https://",) if https_only else ("http://", "https://")
@@ -57,7 +56,7 @@ def _http_url(value: Optional[str], *, https_only: bool = False) -> Optional[str
     return value
 
 
-def _require_route(provider: str, base_url: Optional[str], api_key: Optional[SecretStr]) -> None:
+def _require_route(provider: str, base_url: str | None, api_key: SecretStr | None) -> None:
     """A section that reaches a provider: ``custom`` needs its URL, a known provider its key."""
     missing: list[tuple[str, str]] = []
     if provider == "custom" and not base_url:
@@ -75,7 +74,7 @@ class RedisSettings(StrictModel):
     cluster: bool = False
 
     @model_validator(mode="after")
-    def _cluster_needs_url(self) -> "RedisSettings":
+    def _cluster_needs_url(self) -> RedisSettings:
         if self.cluster and not self.url:
             require([("url", "required when cluster is true (the embedded server is a single node)")])
         return self
@@ -93,20 +92,20 @@ class ModelSettings(ConnectionSettings):
 
     name: str = Field("foldgate-local", min_length=1)
     provider: Literal["local", "openai", "anthropic", "openrouter", "openai-codex", "custom"] = "local"
-    base_url: Optional[str] = None
-    api_key: Optional[SecretStr] = None
-    context_length: Optional[int] = Field(None, ge=1024)
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    context_length: int | None = Field(None, ge=1024)
     max_output_tokens: int = Field(4096, ge=1)
     api_mode: Literal["auto", "chat", "responses", "codex_app_server"] = "auto"
     app_server_command: str = Field("codex app-server", min_length=1)
     stream: bool = True
     max_retries: int = Field(2, ge=0, le=10)
     #: What the model is told before every conversation (the bot's persona); None = nothing.
-    system_prompt: Optional[str] = None
+    system_prompt: str | None = None
 
     @field_validator("base_url")
     @classmethod
-    def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
+    def _base_url_is_http(cls, value: str | None) -> str | None:
         return _http_url(value)
 
     @field_validator("name")
@@ -120,7 +119,7 @@ class ModelSettings(ConnectionSettings):
         return value
 
     @model_validator(mode="after")
-    def _route_is_usable(self) -> "ModelSettings":
+    def _route_is_usable(self) -> ModelSettings:
         _require_route(self.provider, self.base_url, self.api_key)
         return self
 
@@ -129,31 +128,31 @@ class TelegramSettings(StrictModel):
     """``platforms.telegram:`` — a Telegram bot through aiogram, by polling or a webhook."""
 
     enabled: bool = False
-    token: Optional[SecretStr] = None
+    token: SecretStr | None = None
     mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: Optional[str] = None
+    webhook_url: str | None = None
     webhook_path: str = Field("/telegram/webhook", pattern=r"^/")
-    webhook_secret: Optional[SecretStr] = None
+    webhook_secret: SecretStr | None = None
     listen_host: str = Field("127.0.0.1", min_length=1)
     listen_port: Port = 8443
-    api_server: Optional[str] = None
+    api_server: str | None = None
     allowed_user_ids: list[PositiveId] = Field(default_factory=list)
     allowed_chat_ids: list[int] = Field(default_factory=list)
 
     @field_validator("webhook_url")
     @classmethod
-    def _webhook_url_is_https(cls, value: Optional[str]) -> Optional[str]:
+    def _webhook_url_is_https(cls, value: str | None) -> str | None:
         """Telegram delivers webhooks over HTTPS only."""
         return _http_url(value, https_only=True)
 
     @field_validator("api_server")
     @classmethod
-    def _api_server_is_http(cls, value: Optional[str]) -> Optional[str]:
+    def _api_server_is_http(cls, value: str | None) -> str | None:
         return _http_url(value)
 
     @field_validator("webhook_secret")
     @classmethod
-    def _telegram_secret_alphabet(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+    def _telegram_secret_alphabet(cls, value: SecretStr | None) -> SecretStr | None:
         """Telegram accepts 1-256 characters of A-Z a-z 0-9 _ - and rejects the webhook otherwise."""
         if value is None:
             return value
@@ -163,15 +162,24 @@ class TelegramSettings(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _usable_when_enabled(self) -> "TelegramSettings":
+    def _usable_when_enabled(self) -> TelegramSettings:
         missing: list[tuple[str, str]] = []
         if self.enabled and not (self.token and self.token.get_secret_value()):
             missing.append(("token", "required when enabled is true (or set TELEGRAM_BOT_TOKEN)"))
         if self.enabled and self.mode == "webhook" and not self.webhook_url:
             missing.append(("webhook_url", "required when mode is webhook"))
-        if self.enabled and self.mode == "webhook" and not (self.webhook_secret and self.webhook_secret.get_secret_value()):
-            missing.append(("webhook_secret", "required when mode is webhook: Telegram sends it with every update, so"
-                            " forged updates are refused (or set FOLDGATE_PLATFORMS__TELEGRAM__WEBHOOK_SECRET)"))
+        if (
+            self.enabled
+            and self.mode == "webhook"
+            and not (self.webhook_secret and self.webhook_secret.get_secret_value())
+        ):
+            missing.append(
+                (
+                    "webhook_secret",
+                    "required when mode is webhook: Telegram sends it with every update, so"
+                    " forged updates are refused (or set FOLDGATE_PLATFORMS__TELEGRAM__WEBHOOK_SECRET)",
+                )
+            )
         require(missing)
         return self
 
@@ -180,15 +188,15 @@ class DiscordSettings(StrictModel):
     """``platforms.discord:`` — a Discord bot through discord.py, optionally sharded."""
 
     enabled: bool = False
-    token: Optional[SecretStr] = None
+    token: SecretStr | None = None
     allowed_user_ids: list[PositiveId] = Field(default_factory=list)
     allowed_guild_ids: list[PositiveId] = Field(default_factory=list)
     allowed_channel_ids: list[PositiveId] = Field(default_factory=list)
-    shard_ids: Optional[list[Annotated[int, Field(ge=0)]]] = None
-    shard_count: Optional[int] = Field(None, ge=1)
+    shard_ids: list[Annotated[int, Field(ge=0)]] | None = None
+    shard_count: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
-    def _usable_when_enabled(self) -> "DiscordSettings":
+    def _usable_when_enabled(self) -> DiscordSettings:
         missing: list[tuple[str, str]] = []
         if self.enabled and not (self.token and self.token.get_secret_value()):
             missing.append(("token", "required when enabled is true (or set DISCORD_BOT_TOKEN)"))
@@ -219,11 +227,18 @@ class LocalPlatformSettings(StrictModel):
     port: Port = 8765
 
     @model_validator(mode="after")
-    def _web_chat_stays_on_this_machine(self) -> "LocalPlatformSettings":
+    def _web_chat_stays_on_this_machine(self) -> LocalPlatformSettings:
         """The web chat has no login, and anyone who reaches it spends the owner's tokens."""
         if self.enabled and self.web and not is_loopback(self.host):
-            require([("host", "the web chat has no login, so it binds a loopback address only (127.0.0.1, ::1,"
-                               " localhost); to share it, put a reverse proxy with authentication in front")])
+            require(
+                [
+                    (
+                        "host",
+                        "the web chat has no login, so it binds a loopback address only (127.0.0.1, ::1,"
+                        " localhost); to share it, put a reverse proxy with authentication in front",
+                    )
+                ]
+            )
         return self
 
 
@@ -279,23 +294,27 @@ class GatewaySettings(StrictModel):
     #: How long a message that failed because the provider is away is retried before the chat is told to give up.
     outage_retry_seconds: float = Field(900, ge=0)
     #: The operator view's password (``/admin`` on the metrics port); without it the view is refused.
-    admin_token: Optional[SecretStr] = None
+    admin_token: SecretStr | None = None
     #: Host names the web pages answer to besides IP addresses and localhost (a reverse proxy's public name).
     allowed_hosts: list[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("admin_token")
     @classmethod
-    def _admin_token_is_strong(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+    def _admin_token_is_strong(cls, value: SecretStr | None) -> SecretStr | None:
         """It guards every chat's transcript: a short one is refused rather than guessed."""
         if value is not None and len(value.get_secret_value()) < 16:
-            raise ValueError("must be null or at least 16 characters (e.g. the output of"
-                             " `python3 -c 'import secrets; print(secrets.token_urlsafe(24))'`)")
+            raise ValueError(
+                "must be null or at least 16 characters (e.g. the output of"
+                " `python3 -c 'import secrets; print(secrets.token_urlsafe(24))'`)"
+            )
         return value
 
     @model_validator(mode="after")
-    def _admin_view_has_a_port(self) -> "GatewaySettings":
+    def _admin_view_has_a_port(self) -> GatewaySettings:
         if self.admin_token is not None and not self.metrics_port:
-            require([("admin_token", "the operator view is served on gateway.metrics_port, which is 0 (off): set a port")])
+            require(
+                [("admin_token", "the operator view is served on gateway.metrics_port, which is 0 (off): set a port")]
+            )
         return self
 
 
@@ -311,17 +330,17 @@ class TranscriptionSettings(StrictModel):
 
     provider: Literal["off", "openai", "custom"] = "off"
     model: str = Field("whisper-1", min_length=1)
-    base_url: Optional[str] = None
-    api_key: Optional[SecretStr] = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
     timeout_seconds: float = Field(60.0, gt=0)
 
     @field_validator("base_url")
     @classmethod
-    def _base_url_is_http(cls, value: Optional[str]) -> Optional[str]:
+    def _base_url_is_http(cls, value: str | None) -> str | None:
         return _http_url(value)
 
     @model_validator(mode="after")
-    def _route_is_usable(self) -> "TranscriptionSettings":
+    def _route_is_usable(self) -> TranscriptionSettings:
         _require_route(self.provider, self.base_url, self.api_key)
         return self
 
@@ -339,11 +358,11 @@ class MediaSettings(StrictModel):
     max_images_per_request: int = Field(4, ge=0)
     image_max_side: int = Field(2048, ge=64, le=8192)
     #: Bytes the whole process takes in at once (items being fetched, read and stored); None = 4 × max_bytes.
-    max_bytes_in_flight: Optional[int] = Field(None, ge=1024)
+    max_bytes_in_flight: int | None = Field(None, ge=1024)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
 
     @model_validator(mode="after")
-    def _one_item_fits_the_chat(self) -> "MediaSettings":
+    def _one_item_fits_the_chat(self) -> MediaSettings:
         """An item larger than the chat's whole allowance could never be kept, nor one larger than the
         process's in-flight allowance ever start."""
         if self.max_bytes > self.max_total_bytes:
@@ -363,9 +382,12 @@ class Settings(BaseSettings):
     built directly, it reads the same layers (keyword arguments first)."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_NESTING, env_parse_none_str="null",
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTING,
+        env_parse_none_str="null",
         case_sensitive=True,  # the file's keys; the FOLDGATE_ variables are read case-insensitively
-        extra="forbid", validate_assignment=True,
+        extra="forbid",
+        validate_assignment=True,
     )
 
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
@@ -384,7 +406,7 @@ class Settings(BaseSettings):
     bots: list[BotSettings] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _bots_are_whole(self) -> "Settings":
+    def _bots_are_whole(self) -> Settings:
         """Each bot's merged settings are checked now, so ``config check`` and a reload see its problems; a bot
         (or the one bot a file without ``bots:`` is) serves at least one platform, the top level of bots need not."""
         if self.bots:

@@ -74,8 +74,12 @@ def bounds(node: Schema) -> str:
     """'between 0.0 and 1.0', 'at least 1', ... from a number's minimum and maximum."""
     if "minimum" in node and "maximum" in node:
         return f"between {node['minimum']} and {node['maximum']}"
-    words = {"minimum": "at least", "exclusiveMinimum": "greater than",
-             "maximum": "at most", "exclusiveMaximum": "less than"}
+    words = {
+        "minimum": "at least",
+        "exclusiveMinimum": "greater than",
+        "maximum": "at most",
+        "exclusiveMaximum": "less than",
+    }
     return " and ".join(f"{word} {node[name]}" for name, word in words.items() if name in node)
 
 

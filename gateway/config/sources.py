@@ -91,7 +91,7 @@ class FoldgateEnvSource(_GivenEnvironment):
         self.origins: Origins = {}
         for name in environ:
             if name.upper().startswith(ENV_PREFIX):
-                path = tuple(name[len(ENV_PREFIX):].lower().split(ENV_NESTING))
+                path = tuple(name[len(ENV_PREFIX) :].lower().split(ENV_NESTING))
                 if len(path) > 1 or path[0] in settings_cls.model_fields:
                     self.origins[path] = name
 
@@ -99,8 +99,11 @@ class FoldgateEnvSource(_GivenEnvironment):
         found = super()._load_env_vars()
         # FOLDGATE_X beside FOLDGATE_X__Y: the library merges them when X holds a JSON object; anything
         # else in X (empty, null, junk) gives way to the specific variable instead of hiding it
-        return {name: value for name, value in found.items()
-                if _is_object(value) or not any(other.startswith(name + self.env_nested_delimiter) for other in found)}
+        return {
+            name: value
+            for name, value in found.items()
+            if _is_object(value) or not any(other.startswith(name + self.env_nested_delimiter) for other in found)
+        }
 
     def _field(self, path: Sequence[str]) -> FieldInfo | None:
         field: Any = self.settings_cls.model_fields.get(path[0])

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -37,8 +37,25 @@ ToolPolicy = Literal["auto", "ask", "deny"]
 #: A server's name: it starts each of its tools' names (``<server>__<tool>``, at most 64 characters in all).
 ServerName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,23}$")]
 #: Programs that read commands from text: a server started through one could be any program.
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "cmd", "cmd.exe", "powershell",
-                    "pwsh", "env", "sudo", "xargs"})
+SHELLS = frozenset(
+    {
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "ksh",
+        "fish",
+        "csh",
+        "tcsh",
+        "cmd",
+        "cmd.exe",
+        "powershell",
+        "pwsh",
+        "env",
+        "sudo",
+        "xargs",
+    }
+)
 #: Arguments that make an interpreter run a line of code: ``-c``, ``-Ic``, ``-cprint(1)``, ``-e``, ``--eval`` …
 INLINE_CODE = re.compile(r"^-[ce]|^-[A-Za-z]{0,2}[ce][A-Za-z]{0,2}$|^--(?:eval|exec|command|print)(?:=|$)")
 #: ``${NAME}`` in a value: the environment variable NAME.
@@ -58,11 +75,11 @@ class McpServerSettings(StrictModel):
     """``tools.mcp_servers.<name>`` — one MCP server: a command over stdio, or a streamable HTTP ``url``."""
 
     enabled: bool = True
-    command: Optional[str] = Field(None, min_length=1)
+    command: str | None = Field(None, min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    cwd: Optional[str] = None
-    url: Optional[str] = None
+    cwd: str | None = None
+    url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     #: Longest a call may take before it is cancelled (the server is told) and the model gets an error.
     timeout_seconds: float = Field(60.0, gt=0, le=3600)
@@ -70,12 +87,12 @@ class McpServerSettings(StrictModel):
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     #: Every tool of the server unless ``tools`` says otherwise; unset, each tool's own hints decide (see README).
-    policy: Optional[ToolPolicy] = None
+    policy: ToolPolicy | None = None
     tools: dict[str, ToolPolicy] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
-    def _http(cls, value: Optional[str]) -> Optional[str]:
+    def _http(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://[^/\s]+", value):
             raise PydanticCustomError("url", "must be an http:// or https:// URL, got {value!r}", {"value": value})
         return value
@@ -85,15 +102,19 @@ class McpServerSettings(StrictModel):
     def _no_inline_code(cls, value: list[str]) -> list[str]:
         code = [arg for arg in value if INLINE_CODE.match(arg)]
         if code:
-            raise PydanticCustomError("inline_code", "must not hold {flags}: a server is a program, not a line of "
-                                      "code", {"flags": ", ".join(code)})
+            raise PydanticCustomError(
+                "inline_code",
+                "must not hold {flags}: a server is a program, not a line of code",
+                {"flags": ", ".join(code)},
+            )
         if any(VARIABLE.search(arg) for arg in value):
-            raise PydanticCustomError("variable", "must not hold ${{NAME}}: only env and headers are read from the "
-                                      "environment", {})
+            raise PydanticCustomError(
+                "variable", "must not hold ${{NAME}}: only env and headers are read from the environment", {}
+            )
         return value
 
     @model_validator(mode="after")
-    def _one_transport(self) -> "McpServerSettings":
+    def _one_transport(self) -> McpServerSettings:
         problems = []
         if (self.command is None) == (self.url is None):
             problems.append(("command", "set either command (stdio) or url (streamable HTTP), not both"))
@@ -108,15 +129,22 @@ class McpServerSettings(StrictModel):
         require(problems)
         return self
 
-
     def spec(self, name: str, environ: Mapping[str, str]) -> McpServerSpec:
         """The server as this process starts it, ``${NAME}`` values taken from ``environ``."""
         return McpServerSpec(
-            name=name, command=self.command, args=tuple(self.args),
-            env={key: expand(value, environ) for key, value in self.env.items()}, cwd=self.cwd, url=self.url,
+            name=name,
+            command=self.command,
+            args=tuple(self.args),
+            env={key: expand(value, environ) for key, value in self.env.items()},
+            cwd=self.cwd,
+            url=self.url,
             headers={key: expand(value, environ) for key, value in self.headers.items()},
-            timeout_seconds=self.timeout_seconds, include=frozenset(self.include), exclude=frozenset(self.exclude),
-            server_policy=self.policy, tool_policies=dict(self.tools))
+            timeout_seconds=self.timeout_seconds,
+            include=frozenset(self.include),
+            exclude=frozenset(self.exclude),
+            server_policy=self.policy,
+            tool_policies=dict(self.tools),
+        )
 
 
 class ToolAccessRule(StrictModel):
@@ -147,21 +175,30 @@ class ToolsSettings(StrictModel):
     def _no_shells(cls, value: list[str]) -> list[str]:
         shells = [command for command in value if PurePath(command).name in SHELLS]
         if shells:
-            raise PydanticCustomError("shell", "must not list a shell or launcher ({names}): a server started "
-                                      "through one could be any program", {"names": ", ".join(shells)})
+            raise PydanticCustomError(
+                "shell",
+                "must not list a shell or launcher ({names}): a server started through one could be any program",
+                {"names": ", ".join(shells)},
+            )
         return value
 
     @model_validator(mode="after")
-    def _known_commands_and_servers(self) -> "ToolsSettings":
+    def _known_commands_and_servers(self) -> ToolsSettings:
         problems = []
         for name, server in self.mcp_servers.items():
             if server.command is not None and server.command not in self.allowed_commands:
-                problems.append((f"mcp_servers.{name}.command",
-                                 f"{server.command!r} is not in tools.allowed_commands; add it there to let it start"))
+                problems.append(
+                    (
+                        f"mcp_servers.{name}.command",
+                        f"{server.command!r} is not in tools.allowed_commands; add it there to let it start",
+                    )
+                )
         for index, rule in enumerate(self.allow):
             unknown = sorted(set(rule.servers) - set(self.mcp_servers))
             if unknown:
-                problems.append((f"allow.{index}.servers", f"names no server of tools.mcp_servers: {', '.join(unknown)}"))
+                problems.append(
+                    (f"allow.{index}.servers", f"names no server of tools.mcp_servers: {', '.join(unknown)}")
+                )
         require(problems)
         return self
 

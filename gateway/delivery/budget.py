@@ -64,6 +64,7 @@ from gateway.store.keys import check_key_part
 Priority = Literal["final", "preview"]
 PRIORITIES: tuple[Priority, ...] = ("final", "preview")
 
+
 @dataclass(frozen=True)
 class Limit:
     """A token bucket's shape: ``capacity`` sends at once, refilled at ``per_second``.
@@ -144,8 +145,9 @@ class SendBudget:
     what a busy machine made of it.
     """
 
-    def __init__(self, channel: RedisChannel, prefix: str = "fg", *,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self, channel: RedisChannel, prefix: str = "fg", *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:
         self.buckets = TokenBuckets(channel, check_key_part("prefix", prefix))
         self.sleep = sleep
 
@@ -176,12 +178,13 @@ class SendBudget:
         if not groups:
             return 0.0
         waits = await asyncio.gather(
-            *(self.buckets.take(self._keys(group), self._limits(group), preview=priority == "preview")
-              for group in groups),
+            *(
+                self.buckets.take(self._keys(group), self._limits(group), preview=priority == "preview")
+                for group in groups
+            ),
             return_exceptions=True,
         )
-        granted = [group for group, wait in zip(groups, waits)
-                   if not isinstance(wait, BaseException) and wait == 0.0]
+        granted = [group for group, wait in zip(groups, waits) if not isinstance(wait, BaseException) and wait == 0.0]
         if len(granted) == len(groups):
             return 0.0
         await self._refund(granted)  # some slot refused or failed: the others give their tokens back
@@ -192,12 +195,14 @@ class SendBudget:
             refused.append(wait)
         return max(refused)
 
-    async def take(self, buckets: Sequence[Bucket], *, priority: Priority = "final",
-                   max_wait: float | None = None) -> bool:
+    async def take(
+        self, buckets: Sequence[Bucket], *, priority: Priority = "final", max_wait: float | None = None
+    ) -> bool:
         """Wait until every bucket gives a token (sleeping the reported time, then asking again);
         False, without waiting it out, as soon as the next wait would pass ``max_wait`` seconds."""
-        if max_wait is not None and (isinstance(max_wait, bool) or not isinstance(max_wait, (int, float))
-                                     or not max_wait >= 0):
+        if max_wait is not None and (
+            isinstance(max_wait, bool) or not isinstance(max_wait, (int, float)) or not max_wait >= 0
+        ):
             raise ValueError(f"max_wait must be None or a number of seconds >= 0, got {max_wait!r}")
         loop = asyncio.get_running_loop()
         deadline = None if max_wait is None else loop.time() + max_wait
@@ -215,9 +220,9 @@ class SendBudget:
         pause already in place stands; 0 seconds still drains a burst down to one token."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (0 <= seconds < math.inf):
             raise ValueError(f"pause seconds must be a finite number >= 0, got {seconds!r}")
-        await asyncio.gather(*(
-            self.buckets.pause(self._keys(group), self._limits(group), seconds) for group in self._by_tag(buckets)
-        ))
+        await asyncio.gather(
+            *(self.buckets.pause(self._keys(group), self._limits(group), seconds) for group in self._by_tag(buckets))
+        )
 
     async def peek(self, bucket: Bucket) -> BucketState:
         """The bucket's state now, on its server's clock (writes nothing)."""

@@ -49,8 +49,18 @@ class EditedReply:
     ``retry`` is the platform's policy for final sends; ``what`` names the reply's messages in its log lines.
     """
 
-    def __init__(self, messenger: Messenger, gate: SendGate, *, limit: int, units: Units, retry: SendRetry,
-                 what: str, interval: float = 1.0, journal: Journal | None = None) -> None:
+    def __init__(
+        self,
+        messenger: Messenger,
+        gate: SendGate,
+        *,
+        limit: int,
+        units: Units,
+        retry: SendRetry,
+        what: str,
+        interval: float = 1.0,
+        journal: Journal | None = None,
+    ) -> None:
         self.messenger = messenger
         self.retry = retry
         self.what = what
@@ -75,8 +85,9 @@ class EditedReply:
             index += 1
 
     def _first_change(self, chunks: list[str]) -> int | None:
-        return next((i for i, chunk in enumerate(chunks) if i >= len(self.messages) or self.messages[i][1] != chunk),
-                    None)
+        return next(
+            (i for i, chunk in enumerate(chunks) if i >= len(self.messages) or self.messages[i][1] != chunk), None
+        )
 
     async def preview(self, text: str) -> bool:
         if not self._restored:
@@ -102,11 +113,10 @@ class EditedReply:
         while (index := self._first_change(chunks)) is not None:
             await self.gate.await_final()
             # retries=0: a transient failure goes back to the delivery's attempts, which enter through the budget again
-            await self.retry.run(functools.partial(self._show, index, chunks[index]), self.what, pause=pause,
-                                 retries=0)
-        for message_id, _ in self.messages[len(chunks):]:  # the final reply is shorter than a preview was
+            await self.retry.run(functools.partial(self._show, index, chunks[index]), self.what, pause=pause, retries=0)
+        for message_id, _ in self.messages[len(chunks) :]:  # the final reply is shorter than a preview was
             await self.messenger.delete(message_id)
-        del self.messages[len(chunks):]
+        del self.messages[len(chunks) :]
 
     async def _show(self, index: int, chunk: str) -> None:
         facts = {f"{index}:text": chunk}  # a retry does not edit a message that already shows its chunk

@@ -30,10 +30,13 @@ class ChatBuckets:
         telegram, discord = settings.telegram, settings.discord
         # A burst of 2, refilled at 80% of the rate: no 10-second span sends more than the rate allows either.
         self.telegram_chat = Limit(capacity=2, per_second=telegram.per_chat_per_second * 0.8)
-        self.telegram_group = window_limit(telegram.per_group_per_minute, 60, 0.5, "delivery.telegram.per_group_per_minute")
+        self.telegram_group = window_limit(
+            telegram.per_group_per_minute, 60, 0.5, "delivery.telegram.per_group_per_minute"
+        )
         self.telegram_bot = window_limit(telegram.per_bot_per_second, 1, 1 / 6, "delivery.telegram.per_bot_per_second")
-        self.discord_channel = window_limit(discord.per_channel_per_5_seconds, 5, 0.6,
-                                            "delivery.discord.per_channel_per_5_seconds")
+        self.discord_channel = window_limit(
+            discord.per_channel_per_5_seconds, 5, 0.6, "delivery.discord.per_channel_per_5_seconds"
+        )
         self.discord_bot = window_limit(discord.per_bot_per_second, 1, 0.2, "delivery.discord.per_bot_per_second")
 
     def bot_wide(self, platforms: Iterable[str]) -> list[Bucket]:

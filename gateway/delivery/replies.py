@@ -35,9 +35,14 @@ class Replies:
     """Opens reply streams and delivers final texts; remembers each chat's open stream so a failed turn's
     previews can be stopped."""
 
-    def __init__(self, store: SessionStore, adapters: Mapping[str, PlatformAdapter],
-                 gates: Callable[[IncomingMessage], SendGate], redis_health: Health,
-                 media: MediaStore | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        adapters: Mapping[str, PlatformAdapter],
+        gates: Callable[[IncomingMessage], SendGate],
+        redis_health: Health,
+        media: MediaStore | None = None,
+    ) -> None:
         self.store = store
         self.adapters = adapters
         self.gates = gates
@@ -52,8 +57,9 @@ class Replies:
         if adapter is None:
             return None
         journal = self.journal(message, lock)
-        surface = adapter.reply_surface(message.chat_id, self.gates(message), reply_to=message.update_id,
-                                        journal=journal)
+        surface = adapter.reply_surface(
+            message.chat_id, self.gates(message), reply_to=message.update_id, journal=journal
+        )
         if surface is None:
             return None
         stream = ReplyStream(surface, previews=previews)
@@ -74,8 +80,15 @@ class Replies:
         """The journal of the reply to ``message``."""
         return ReplyJournal(self.store.channel, self.store.prefix, lock, message.entry_id)
 
-    async def deliver(self, message: IncomingMessage, text: str, stream: ReplyStream | None = None, *,
-                      items: Sequence[Mapping[str, Any]] = (), lock: Lock | None = None) -> None:
+    async def deliver(
+        self,
+        message: IncomingMessage,
+        text: str,
+        stream: ReplyStream | None = None,
+        *,
+        items: Sequence[Mapping[str, Any]] = (),
+        lock: Lock | None = None,
+    ) -> None:
         """Send a reply (through the stream that previewed it, when there is one) and then its ``items``,
         retrying transient failures; a reply the platform keeps refusing (the user blocked the bot, the channel
         is gone) is logged and given up so the chat is not blocked. ``lock`` journals the items (a resend after
@@ -87,13 +100,19 @@ class Replies:
         if stream is not None:  # also without text: its previews end (a tool's status line is taken down)
             await self._attempts(message, "a reply", lambda: stream.finish(text))  # picks up where one stopped
         elif text or not items:
-            await self._attempts(message, "a reply",
-                                 lambda: adapter.send(message.chat_id, text, reply_to=message.update_id))
+            await self._attempts(
+                message, "a reply", lambda: adapter.send(message.chat_id, text, reply_to=message.update_id)
+            )
         if items:
             await self._files(adapter, message, items, self.journal(message, lock) if lock is not None else None)
 
-    async def _files(self, adapter: PlatformAdapter, message: IncomingMessage, items: Sequence[Mapping[str, Any]],
-                     journal: ReplyJournal | None) -> None:
+    async def _files(
+        self,
+        adapter: PlatformAdapter,
+        message: IncomingMessage,
+        items: Sequence[Mapping[str, Any]],
+        journal: ReplyJournal | None,
+    ) -> None:
         """Each item not yet recorded as sent, tried on its own (one the platform refuses for good does not keep
         the others back): read from the store, paced by the send budget, recorded once sent."""
         done = await journal.load() if journal is not None else {}
@@ -101,19 +120,32 @@ class Replies:
             mark = f"item:{index}"
             if mark not in done:
                 name = str(ref.get("name") or ref.get("kind") or "file")
-                await self._attempts(message, f"the file {name!r}",
-                                     lambda ref=ref, mark=mark: self._file(adapter, message, ref, journal, mark))
+                await self._attempts(
+                    message,
+                    f"the file {name!r}",
+                    lambda ref=ref, mark=mark: self._file(adapter, message, ref, journal, mark),
+                )
 
-    async def _file(self, adapter: PlatformAdapter, message: IncomingMessage, ref: Mapping[str, Any],
-                    journal: ReplyJournal | None, mark: str) -> None:
+    async def _file(
+        self,
+        adapter: PlatformAdapter,
+        message: IncomingMessage,
+        ref: Mapping[str, Any],
+        journal: ReplyJournal | None,
+        mark: str,
+    ) -> None:
         found = await self.media.get(message.chat, str(ref.get("sha") or "")) if self.media is not None else None
         await self.gates(message).await_final()
         name, kind = str(ref.get("name") or ""), ref.get("kind") or "document"
         if found is None:
-            log.warning("%s: %s %r made for the reply is no longer stored; its line is sent instead",
-                        message.chat, kind, name)
-            await adapter.send(message.chat_id, f"[{kind}: {name or kind}, no longer kept; ask again for it]",
-                               reply_to=message.update_id)
+            log.warning(
+                "%s: %s %r made for the reply is no longer stored; its line is sent instead", message.chat, kind, name
+            )
+            await adapter.send(
+                message.chat_id,
+                f"[{kind}: {name or kind}, no longer kept; ask again for it]",
+                reply_to=message.update_id,
+            )
         else:
             data, mime = found
             await adapter.send_file(message.chat_id, OutgoingFile(kind, data, name, mime), reply_to=message.update_id)
@@ -133,11 +165,17 @@ class Replies:
                 if outage:
                     self.redis_health.failed(error, message.chat)
                 if attempt == SEND_ATTEMPTS:
-                    log.warning("%s: %s to update %s could not be delivered; giving it up",
-                                message.chat, what, message.update_id, exc_info=not outage)
+                    log.warning(
+                        "%s: %s to update %s could not be delivered; giving it up",
+                        message.chat,
+                        what,
+                        message.update_id,
+                        exc_info=not outage,
+                    )
                     return False
                 if not outage:
-                    log.warning("%s: sending %s failed (attempt %d); retrying", message.chat, what, attempt,
-                                exc_info=True)
+                    log.warning(
+                        "%s: sending %s failed (attempt %d); retrying", message.chat, what, attempt, exc_info=True
+                    )
                 await asyncio.sleep(RETRY_DELAY_SECONDS * attempt)
         return False

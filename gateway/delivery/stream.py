@@ -38,8 +38,14 @@ FRAME_GRACE_SECONDS = 5.0
 class ReplyStream:
     """The turn's stream sink for one reply on one :class:`Surface`; call :meth:`finish` exactly once."""
 
-    def __init__(self, surface: Surface, *, previews: bool = True, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        surface: Surface,
+        *,
+        previews: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         """``clock`` and ``sleep`` are the time the frames are paced by: one pair, so a test that moves its own
         clock also decides when a frame's wait ends."""
         if surface.interval <= 0:
@@ -114,8 +120,12 @@ class ReplyStream:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a preview is never worth failing the reply
-                log.log(logging.DEBUG if is_redis_outage(error) else logging.WARNING,
-                        "a reply preview could not be shown: %s: %s", type(error).__name__, error)
+                log.log(
+                    logging.DEBUG if is_redis_outage(error) else logging.WARNING,
+                    "a reply preview could not be shown: %s: %s",
+                    type(error).__name__,
+                    error,
+                )
                 continue
             finally:
                 self._sending = False
@@ -153,9 +163,15 @@ class TurnWatch:
     the same pace, so a hung request is ended by a ``/stop`` too.
     """
 
-    def __init__(self, stream: ReplyStream | None, stop_requested: Callable[[], Awaitable[bool]], *,
-                 every: float = 0.5, clock: Callable[[], float] = time.monotonic,
-                 stopped: TurnStopped | None = None) -> None:
+    def __init__(
+        self,
+        stream: ReplyStream | None,
+        stop_requested: Callable[[], Awaitable[bool]],
+        *,
+        every: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+        stopped: TurnStopped | None = None,
+    ) -> None:
         self.stream = stream
         self.stop_requested = stop_requested
         self.every = every
@@ -198,5 +214,9 @@ class TurnWatch:
                 me = asyncio.current_task()
                 if me is not None and me.cancelling():  # a cancellation a client turned into an error: still one
                     raise asyncio.CancelledError from error
-                log.log(logging.DEBUG if is_redis_outage(error) else logging.WARNING,
-                        "could not ask whether the turn was stopped: %s: %s", type(error).__name__, error)
+                log.log(
+                    logging.DEBUG if is_redis_outage(error) else logging.WARNING,
+                    "could not ask whether the turn was stopped: %s: %s",
+                    type(error).__name__,
+                    error,
+                )

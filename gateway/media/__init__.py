@@ -15,4 +15,3 @@ One module each, in the order an item passes through them:
 The bytes themselves are kept by :class:`gateway.store.media.MediaStore`. Nothing is imported here:
 the errors sit below the platforms, which the rest sits above.
 """
-

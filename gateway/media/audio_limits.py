@@ -35,25 +35,51 @@ _SECONDS_PATTERNS = [
     # "Audio duration must be between 0.1s and 64s"
     re.compile(rf"between \d+(?:\.\d+)? ?(?:s|secs?|seconds?) and {_NUMBER} ?{_TIME_UNIT}", re.IGNORECASE),
     # "maximum duration is 600 seconds", "exceeds the maximum of 1400 seconds", "max length: 30s"
-    re.compile(rf"\b(?:maximum|max|limit)\b(?: (?:audio )?(?:duration|length))?(?: (?:is|of|allowed))*:? ?"
-               rf"{_NUMBER} ?{_TIME_UNIT}", re.IGNORECASE),
+    re.compile(
+        rf"\b(?:maximum|max|limit)\b(?: (?:audio )?(?:duration|length))?(?: (?:is|of|allowed))*:? ?"
+        rf"{_NUMBER} ?{_TIME_UNIT}",
+        re.IGNORECASE,
+    ),
 ]
 _BYTES_PATTERNS = [
     # OpenAI whisper-1: "Maximum content size limit (26214400) exceeded (26294972 bytes read)"
     re.compile(rf"size limit \({_NUMBER}\) exceeded", re.IGNORECASE),
     # "exceeds maximum allowed size (104857600 bytes)", "maximum file size is 25 MB", "limit of 25MB"
-    re.compile(rf"\b(?:maximum|max|limit)\b(?: (?:allowed|file|upload|content|request|audio))*(?: size)?"
-               rf"(?: (?:is|of|allowed))*:? ?\(?{_NUMBER} ?{_SIZE_UNIT}", re.IGNORECASE),
+    re.compile(
+        rf"\b(?:maximum|max|limit)\b(?: (?:allowed|file|upload|content|request|audio))*(?: size)?"
+        rf"(?: (?:is|of|allowed))*:? ?\(?{_NUMBER} ?{_SIZE_UNIT}",
+        re.IGNORECASE,
+    ),
 ]
 #: Words of a refusal that is about too much audio although it names no limit ("Request Entity Too Large";
 #: vLLM's "Maximum file size exceeded (parameter=audio_filesize_mb, value=27.96)" names only what it was sent).
-_TOO_MUCH = re.compile(r"too (?:large|long|big)|longer than|\b(?:size|duration|length)\b[^.]{0,30}\bexceed"
-                       r"|exceeds? (?:the )?(?:maximum|max|limit)", re.IGNORECASE)
-_SECONDS_PER = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60, "mins": 60, "minute": 60,
-                "minutes": 60}
+_TOO_MUCH = re.compile(
+    r"too (?:large|long|big)|longer than|\b(?:size|duration|length)\b[^.]{0,30}\bexceed"
+    r"|exceeds? (?:the )?(?:maximum|max|limit)",
+    re.IGNORECASE,
+)
+_SECONDS_PER = {
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+}
 # Megabytes are taken as the smaller reading (10^6): a limit read a little low costs a piece more, never a refusal.
-_BYTES_PER = {"b": 1, "bytes": 1, "kb": 1_000, "kib": 1_024, "mb": 1_000_000, "mib": 1_048_576,
-              "gb": 1_000_000_000, "gib": 1_073_741_824}
+_BYTES_PER = {
+    "b": 1,
+    "bytes": 1,
+    "kb": 1_000,
+    "kib": 1_024,
+    "mb": 1_000_000,
+    "mib": 1_048_576,
+    "gb": 1_000_000_000,
+    "gib": 1_073_741_824,
+}
 
 
 @dataclass(frozen=True)
@@ -121,8 +147,9 @@ def book_model(model: str, unit: Unit) -> str:
 
 def known_limits(book: WindowBook, endpoint: str, model: str) -> AudioLimits:
     """What the book holds for ``model`` at ``endpoint`` (never waits: the book's copy in this process)."""
-    return AudioLimits(book.learned(endpoint, book_model(model, "seconds")),
-                       book.learned(endpoint, book_model(model, "bytes")))
+    return AudioLimits(
+        book.learned(endpoint, book_model(model, "seconds")), book.learned(endpoint, book_model(model, "bytes"))
+    )
 
 
 async def learn(book: WindowBook, endpoint: str, model: str, limit: AudioLimit) -> int:

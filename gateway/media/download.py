@@ -41,8 +41,15 @@ class LimitedBuffer(io.BytesIO):
         return super().write(data)
 
 
-async def download(url: str, *, limit: int, name: str = "the file", client: httpx.AsyncClient | None = None,
-                   headers: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT) -> bytes:
+async def download(
+    url: str,
+    *,
+    limit: int,
+    name: str = "the file",
+    client: httpx.AsyncClient | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> bytes:
     """The body at ``url``, at most ``limit`` bytes (decoded).
 
     Raises :class:`MediaTooLarge` for a body over the limit (before reading it when the server says
@@ -56,8 +63,10 @@ async def download(url: str, *, limit: int, name: str = "the file", client: http
     try:
         async with http.stream("GET", url, headers=headers) as response:
             if response.status_code >= 400:
-                raise MediaError(f"the download of {name} was refused: the server answered {response.status_code}"
-                                 f" {response.reason_phrase}".rstrip())
+                raise MediaError(
+                    f"the download of {name} was refused: the server answered {response.status_code}"
+                    f" {response.reason_phrase}".rstrip()
+                )
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
                 raise MediaTooLarge(name, int(declared), limit)

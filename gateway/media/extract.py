@@ -26,21 +26,110 @@ log = logging.getLogger(__name__)
 
 PDF_MIME = "application/pdf"
 #: Mime types that are text though not ``text/*``.
-TEXT_MIMES = frozenset({
-    "application/json", "application/xml", "application/javascript", "application/x-javascript",
-    "application/x-yaml", "application/yaml", "application/toml", "application/sql", "application/x-sh",
-    "application/x-python", "application/x-python-code", "application/csv", "application/x-ndjson",
-    "application/ld+json", "application/xhtml+xml", "application/x-subrip", "application/x-tex",
-})
+TEXT_MIMES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/x-javascript",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/sql",
+        "application/x-sh",
+        "application/x-python",
+        "application/x-python-code",
+        "application/csv",
+        "application/x-ndjson",
+        "application/ld+json",
+        "application/xhtml+xml",
+        "application/x-subrip",
+        "application/x-tex",
+    }
+)
 #: File name endings read as text whatever mime the platform reports (Telegram often says octet-stream).
-TEXT_SUFFIXES = frozenset({
-    ".txt", ".md", ".markdown", ".rst", ".csv", ".tsv", ".log", ".json", ".jsonl", ".ndjson", ".yaml", ".yml",
-    ".toml", ".ini", ".cfg", ".conf", ".env", ".xml", ".html", ".htm", ".css", ".scss", ".svg", ".srt", ".vtt",
-    ".tex", ".sql", ".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs",
-    ".ts", ".tsx", ".jsx", ".java", ".kt", ".kts", ".scala", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs",
-    ".rb", ".php", ".pl", ".lua", ".swift", ".m", ".r", ".jl", ".hs", ".ex", ".exs", ".erl", ".clj", ".dart",
-    ".vue", ".svelte", ".gradle", ".properties", ".diff", ".patch", ".dockerfile", ".makefile", ".proto", ".graphql",
-})
+TEXT_SUFFIXES = frozenset(
+    {
+        ".txt",
+        ".md",
+        ".markdown",
+        ".rst",
+        ".csv",
+        ".tsv",
+        ".log",
+        ".json",
+        ".jsonl",
+        ".ndjson",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".xml",
+        ".html",
+        ".htm",
+        ".css",
+        ".scss",
+        ".svg",
+        ".srt",
+        ".vtt",
+        ".tex",
+        ".sql",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".fish",
+        ".ps1",
+        ".bat",
+        ".py",
+        ".pyi",
+        ".ipynb",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".java",
+        ".kt",
+        ".kts",
+        ".scala",
+        ".go",
+        ".rs",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".pl",
+        ".lua",
+        ".swift",
+        ".m",
+        ".r",
+        ".jl",
+        ".hs",
+        ".ex",
+        ".exs",
+        ".erl",
+        ".clj",
+        ".dart",
+        ".vue",
+        ".svelte",
+        ".gradle",
+        ".properties",
+        ".diff",
+        ".patch",
+        ".dockerfile",
+        ".makefile",
+        ".proto",
+        ".graphql",
+    }
+)
 #: How much of an unlabelled file is looked at to tell text from binary.
 _SNIFF_BYTES = 8192
 _BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
@@ -98,7 +187,7 @@ def decoded_text(data: bytes) -> Extracted:
     """Text in whatever encoding it came: UTF-8 (with or without its BOM) directly, anything else (UTF-16 with a
     BOM, cp1251, Latin-1, ...) as charset-normalizer finds it."""
     if data.startswith(codecs.BOM_UTF8):
-        return Extracted(text=data[len(codecs.BOM_UTF8):].decode("utf-8", errors="replace"), encoding="utf_8")
+        return Extracted(text=data[len(codecs.BOM_UTF8) :].decode("utf-8", errors="replace"), encoding="utf_8")
     try:
         return Extracted(text=data.decode("utf-8"), encoding="utf_8")
     except UnicodeDecodeError:
@@ -118,7 +207,7 @@ def pdf_text(data: bytes) -> Extracted:
         pages = [(page.extract_text() or "").strip() for page in reader.pages]
     except FileNotDecryptedError:
         return Extracted(problem="the PDF is password-protected")
-    except Exception as error:  # noqa: BLE001 - pypdf fails on broken input in many ways; each is "corrupt"
+    except Exception as error:
         log.info("unreadable PDF: %s: %s", type(error).__name__, error)
         return Extracted(problem=f"corrupt PDF ({_short(error)})")
     if not pages:

@@ -63,7 +63,7 @@ def prepare_image_now(data: bytes, max_side: int) -> Picture:
         raise MediaError(f"the image has too many pixels to read safely ({error})") from error
     except MediaError:
         raise
-    except Exception as error:  # noqa: BLE001 - Pillow fails on malformed files in many ways; all are a bad image
+    except Exception as error:
         raise MediaError(f"corrupt image: {_reason(error)}") from error
 
 

@@ -55,11 +55,23 @@ class Taken:
     problem: str = ""
 
 
-async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, settings: MediaSettings,
-                  transcriber: Transcribes | None) -> Taken:
+async def take_in(
+    item: MediaItem,
+    fetch: Fetch,
+    store: MediaStore,
+    chat: str,
+    settings: MediaSettings,
+    transcriber: Transcribes | None,
+) -> Taken:
     """Take ``item`` in for ``chat``: never raises for bad input (see the module); Redis failures do raise."""
-    ref: dict[str, Any] = {"kind": item.kind, "sha": "", "name": item.name, "mime": item.mime, "bytes": item.size,
-                           "file_id": item.file_id}
+    ref: dict[str, Any] = {
+        "kind": item.kind,
+        "sha": "",
+        "name": item.name,
+        "mime": item.mime,
+        "bytes": item.size,
+        "file_id": item.file_id,
+    }
     if item.kind in ("voice", "audio"):
         ref["seconds"] = float(item.duration)
     limit = settings.max_bytes
@@ -69,9 +81,10 @@ async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, s
         data = await fetch(item, limit)
     except MediaError as error:
         return _refused(ref, str(error))
-    except Exception as error:  # noqa: BLE001 - the platform's downloader fails in its own ways; all are a failed download
-        log.warning("media download failed in chat %s (%s %r): %s: %s", chat, item.kind, item.name,
-                    type(error).__name__, error)
+    except Exception as error:
+        log.warning(
+            "media download failed in chat %s (%s %r): %s: %s", chat, item.kind, item.name, type(error).__name__, error
+        )
         return _refused(ref, f"the download failed ({type(error).__name__})")
     if len(data) > limit:
         return _refused(ref, f"it is {size_text(len(data))}, over the {size_text(limit)} limit")
@@ -82,13 +95,21 @@ async def take_in(item: MediaItem, fetch: Fetch, store: MediaStore, chat: str, s
     except Exception as error:
         if is_redis_outage(error):
             raise  # the turn waits for Redis and takes the item in again
-        log.warning("media item could not be read in chat %s (%s %r): %s", chat, item.kind, item.name,
-                    type(error).__name__)
+        log.warning(
+            "media item could not be read in chat %s (%s %r): %s", chat, item.kind, item.name, type(error).__name__
+        )
         return _refused(ref, f"it could not be read ({type(error).__name__})")
 
 
-async def _readable(item: MediaItem, ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
-                    settings: MediaSettings, transcriber: Transcribes | None) -> Taken:
+async def _readable(
+    item: MediaItem,
+    ref: dict[str, Any],
+    data: bytes,
+    store: MediaStore,
+    chat: str,
+    settings: MediaSettings,
+    transcriber: Transcribes | None,
+) -> Taken:
     """The fetched bytes made readable and kept, by kind."""
     if item.kind == "image" or (item.kind == "document" and item.mime.lower().startswith("image/")):
         taken = await _image(ref, data, store, chat, settings)
@@ -99,8 +120,9 @@ async def _readable(item: MediaItem, ref: dict[str, Any], data: bytes, store: Me
     return await _sound(ref, data, store, chat, transcriber)
 
 
-async def _image(ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
-                 settings: MediaSettings) -> Taken | None:
+async def _image(
+    ref: dict[str, Any], data: bytes, store: MediaStore, chat: str, settings: MediaSettings
+) -> Taken | None:
     """An image stored scaled; None for a document whose bytes are no image Pillow reads (it stays a document)."""
     try:
         picture = await prepare_image(data, max_side=settings.image_max_side)
@@ -125,13 +147,16 @@ async def _document(ref: dict[str, Any], data: bytes, store: MediaStore, chat: s
         return Taken(ref, header, extracted.problem)
     text = extracted.text
     if len(text) > MAX_TEXT_CHARS:  # the whole file stays in the media store; the session gets its head
-        text = (f"{text[:MAX_TEXT_CHARS]}\n[… the text goes on for {len(text) - MAX_TEXT_CHARS:,} more characters; "
-                "the whole file is kept]")
+        text = (
+            f"{text[:MAX_TEXT_CHARS]}\n[… the text goes on for {len(text) - MAX_TEXT_CHARS:,} more characters; "
+            "the whole file is kept]"
+        )
     return Taken(ref, f"{header}\n{text}")
 
 
-async def _sound(ref: dict[str, Any], data: bytes, store: MediaStore, chat: str,
-                 transcriber: Transcribes | None) -> Taken:
+async def _sound(
+    ref: dict[str, Any], data: bytes, store: MediaStore, chat: str, transcriber: Transcribes | None
+) -> Taken:
     """Voice or audio: stored first (so nothing is lost if transcription fails), then transcribed."""
     ref["sha"] = await store.put(chat, data, mime=ref["mime"], name=ref["name"], file_id=ref["file_id"])
     ref["bytes"] = len(data)

@@ -54,9 +54,16 @@ class ItemIntake:
     """Takes in every item of a message through its platform's fetch, into its chat's media store, within
     the process's bound on bytes in flight (one per process: the runner builds one intake)."""
 
-    def __init__(self, store: MediaStore, settings: MediaSettings, transcriber: Transcriber | None,
-                 fetchers: Mapping[str, Fetch], *, in_flight: BytesInFlight | None = None,
-                 records: TakenRecords | None = None) -> None:
+    def __init__(
+        self,
+        store: MediaStore,
+        settings: MediaSettings,
+        transcriber: Transcriber | None,
+        fetchers: Mapping[str, Fetch],
+        *,
+        in_flight: BytesInFlight | None = None,
+        records: TakenRecords | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.transcriber = transcriber
@@ -77,9 +84,11 @@ class ItemIntake:
         hears = transcriber if transcriber is not None and self.transcriber is not None else self.transcriber
         taken = [await self._take_one(item, fetch, message.chat, hears) for item in message.items]
         content = "\n\n".join(part for part in [message.text, *(each.text for each in taken)] if part)
-        result = TakenMessage(content, [each.ref for each in taken],
-                              [f"{each.ref.get('name') or each.ref['kind']}: {each.problem}" for each in taken
-                               if each.problem])
+        result = TakenMessage(
+            content,
+            [each.ref for each in taken],
+            [f"{each.ref.get('name') or each.ref['kind']}: {each.problem}" for each in taken if each.problem],
+        )
         if self.records is not None:
             await self.records.keep(message.chat, message.entry_id, asdict(result))
         return result

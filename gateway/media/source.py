@@ -25,8 +25,9 @@ class KeepMade(Protocol):
 class ChatMedia:
     """:class:`MediaStore` narrowed to one chat: ``read(sha)`` -> ``(bytes, mime)`` or None."""
 
-    def __init__(self, store: MediaStore, chat: str, again: FetchAgain | None = None,
-                 made: KeepMade | None = None) -> None:
+    def __init__(
+        self, store: MediaStore, chat: str, again: FetchAgain | None = None, made: KeepMade | None = None
+    ) -> None:
         self.store = store
         self.chat = chat
         self.again = again
@@ -40,6 +41,12 @@ class ChatMedia:
 
     async def keep(self, data: bytes, *, mime: str, name: str) -> dict[str, Any]:
         if self.made is None:
-            return {"kind": "image" if mime.startswith("image/") else "document", "sha": "", "name": name,
-                    "mime": mime, "bytes": len(data), "error": "this chat keeps no files"}
+            return {
+                "kind": "image" if mime.startswith("image/") else "document",
+                "sha": "",
+                "name": name,
+                "mime": mime,
+                "bytes": len(data),
+                "error": "this chat keeps no files",
+            }
         return await self.made(self.chat, data, mime=mime, name=name)

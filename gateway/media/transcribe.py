@@ -44,10 +44,22 @@ log = logging.getLogger(__name__)
 
 #: Extensions for the formats voice arrives in, where :mod:`mimetypes` has none or a poor one.
 _EXTENSIONS = {
-    "audio/ogg": ".ogg", "audio/opus": ".ogg", "audio/mpeg": ".mp3", "audio/mp3": ".mp3", "audio/mp4": ".m4a",
-    "audio/x-m4a": ".m4a", "audio/m4a": ".m4a", "audio/aac": ".m4a", "audio/wav": ".wav", "audio/x-wav": ".wav",
-    "audio/wave": ".wav", "audio/webm": ".webm", "audio/flac": ".flac", "audio/x-flac": ".flac",
-    "video/mp4": ".mp4", "video/webm": ".webm",
+    "audio/ogg": ".ogg",
+    "audio/opus": ".ogg",
+    "audio/mpeg": ".mp3",
+    "audio/mp3": ".mp3",
+    "audio/mp4": ".m4a",
+    "audio/x-m4a": ".m4a",
+    "audio/m4a": ".m4a",
+    "audio/aac": ".m4a",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/wave": ".wav",
+    "audio/webm": ".webm",
+    "audio/flac": ".flac",
+    "audio/x-flac": ".flac",
+    "video/mp4": ".mp4",
+    "video/webm": ".webm",
 }
 _SHOWN_DETAIL = 200
 #: Refusals as too long one voice may meet (a limit learned, then a lower one) before it is given up on.
@@ -80,11 +92,15 @@ class TooLongRefusal(TranscriptionError):
         self.limit = limit
 
 
-def _halved(refused_bytes: int, transcriber: "Transcriber") -> AudioLimit:
+def _halved(refused_bytes: int, transcriber: Transcriber) -> AudioLimit:
     """What a refusal that names no limit teaches: half the size that was refused (a voice meets at most
     :data:`MAX_TOO_LONG` refusals, so this halves at most that often before the person is told)."""
-    log.info("%s at %s refused %s bytes of audio as too much without naming its limit: trying half",
-             transcriber.model, transcriber.endpoint, f"{refused_bytes:,}")
+    log.info(
+        "%s at %s refused %s bytes of audio as too much without naming its limit: trying half",
+        transcriber.model,
+        transcriber.endpoint,
+        f"{refused_bytes:,}",
+    )
     return AudioLimit("bytes", max(1, refused_bytes // 2))
 
 
@@ -92,8 +108,13 @@ class Transcriber:
     """One transcription endpoint; :meth:`transcribe` turns audio bytes into text. ``book`` keeps the audio
     limits refusals taught (the gateway's shared window book; one of this process's own when None)."""
 
-    def __init__(self, settings: TranscriptionSettings, *, client: httpx.AsyncClient | None = None,
-                 book: WindowBook | None = None) -> None:
+    def __init__(
+        self,
+        settings: TranscriptionSettings,
+        *,
+        client: httpx.AsyncClient | None = None,
+        book: WindowBook | None = None,
+    ) -> None:
         self.endpoint = settings.endpoint
         self.url = f"{settings.endpoint}/audio/transcriptions"
         self.model = settings.model
@@ -109,8 +130,9 @@ class Transcriber:
         """The limits refusals taught for this model at this endpoint, in any process."""
         return audio_limits.known_limits(self.book, self.endpoint, self.model)
 
-    async def transcribe(self, data: bytes, *, name: str, mime: str, seconds: float = 0.0,
-                         tally: HeardTally | None = None) -> str:
+    async def transcribe(
+        self, data: bytes, *, name: str, mime: str, seconds: float = 0.0, tally: HeardTally | None = None
+    ) -> str:
         """The words spoken in ``data`` (``""`` for silence); raises :class:`TranscriptionError`. ``seconds`` is the
         audio's length when the platform said it (what a budget's meter prices it by); ``tally`` is told how much
         audio the endpoint heard, piece by piece."""
@@ -140,12 +162,18 @@ class Transcriber:
         """``limits`` lowered by what a refusal named, kept in the book so no process meets that refusal again (a
         book that cannot be written — Redis away — fails the turn as any Redis outage does, to be retried)."""
         kept = await audio_limits.learn(self.book, self.endpoint, self.model, limit)
-        log.info("%s at %s takes at most %s %s of audio: learned from its refusal", self.model, self.endpoint,
-                 f"{kept:,}", limit.unit)
+        log.info(
+            "%s at %s takes at most %s %s of audio: learned from its refusal",
+            self.model,
+            self.endpoint,
+            f"{kept:,}",
+            limit.unit,
+        )
         return limits.lowered(AudioLimit(limit.unit, kept))
 
-    async def _in_pieces(self, data: bytes, tally: HeardTally, limits: AudioLimits,
-                         refusal: TooLongRefusal | None) -> str:
+    async def _in_pieces(
+        self, data: bytes, tally: HeardTally, limits: AudioLimits, refusal: TooLongRefusal | None
+    ) -> str:
         """The voice heard in pieces under ``limits``; a piece refused as too long teaches a lower limit and the
         rest is cut again under it (at most :data:`MAX_TOO_LONG` refusals in all)."""
         texts: list[str] = []
@@ -156,7 +184,8 @@ class Transcriber:
             except CannotCut as error:
                 log.info("a voice over %s's limit at %s could not be cut: %s", self.model, self.endpoint, error)
                 raise refusal or TranscriptionError(
-                    f"it is over the transcription service's limit and cannot be cut into pieces: {error}") from error
+                    f"it is over the transcription service's limit and cannot be cut into pieces: {error}"
+                ) from error
             sending = len(data)
             try:
                 for piece in pieces:
@@ -188,8 +217,9 @@ class Transcriber:
         """One request: the text heard, or :class:`TranscriptionError` (:class:`TooLongRefusal` for too much)."""
         files = {"file": (upload, data, mime)}
         try:
-            response = await self.client.post(self.url, headers=self.headers, data={"model": self.model},
-                                              files=files, timeout=self.timeout)
+            response = await self.client.post(
+                self.url, headers=self.headers, data={"model": self.model}, files=files, timeout=self.timeout
+            )
         except httpx.TimeoutException as error:
             raise TranscriptionError(f"the transcription service did not answer within {self.timeout:g} s") from error
         except httpx.HTTPError as error:

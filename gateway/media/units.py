@@ -13,4 +13,3 @@ def size_text(size: int) -> str:
             shown = f"{value:.1f}".removesuffix(".0") if value < 100 else f"{value:.0f}"
             return f"{shown} {label}"
     return f"{size} bytes" if size != 1 else "1 byte"
-

@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -250,30 +250,33 @@ class PlatformAdapter(ABC):
         """Stop receiving and release connections."""
 
     @abstractmethod
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         """Deliver ``text`` completely (split as the platform requires), retrying as it asks."""
 
-    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: str | None = None) -> None:
         """Deliver ``file`` as the platform shows one (a photo, a document, an attachment), retrying as it asks;
         a platform that cannot send files sends the line that names it."""
         await self.send(chat_id, file.caption, reply_to=reply_to)
 
-    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
-                           ) -> Optional[str]:
+    async def ask_approval(
+        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
+    ) -> str | None:
         """Ask ``prompt`` in the chat, with a yes and a no button where the platform has them (a press comes back
         through the intake as :func:`approval_command`'s text); the id of the message asked in, when it can
         be edited once answered. Without buttons, the question names the commands that answer it."""
         await self.send(chat_id, prompt.text, reply_to=reply_to)
         return None
 
-    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
-                              outcome: str) -> None:
+    async def settle_approval(
+        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
+    ) -> None:
         """Show what became of the question (``outcome``: "approved by Ann", "no answer …"): the question
         edited where it can be, else one line."""
         await self.send(chat_id, f"{prompt.question}\n→ {outcome}")
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
-                      journal: Optional[Journal] = None) -> Optional[Surface]:
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> Surface | None:
         """Where a reply to ``chat_id`` (answering update ``reply_to``) is shown and delivered, paced by ``gate``
         and recorded in ``journal``; None where replies are sent whole by :meth:`send`."""
         return None

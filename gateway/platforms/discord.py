@@ -54,7 +54,7 @@ import io
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import discord
@@ -98,7 +98,10 @@ DISCORD_MESSAGE_LIMIT = 2000
 DISCORD_UPLOAD_LIMIT = 10 * 1024 * 1024
 #: Errors worth another attempt at the same chunk; anything else is a refusal.
 TRANSIENT_SEND_ERRORS: tuple[type[BaseException], ...] = (
-    discord.DiscordServerError, aiohttp.ClientError, asyncio.TimeoutError, OSError,
+    discord.DiscordServerError,
+    aiohttp.ClientError,
+    asyncio.TimeoutError,
+    OSError,
 )
 
 
@@ -148,12 +151,17 @@ def discord_intents() -> discord.Intents:
     return intents
 
 
-def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Optional[int] = None,
-                 http_trace: Optional[aiohttp.TraceConfig] = None) -> discord.Client:
+def build_client(
+    *,
+    shard_ids: Sequence[int] | None = None,
+    shard_count: int | None = None,
+    http_trace: aiohttp.TraceConfig | None = None,
+) -> discord.Client:
     """A plain client, or an ``AutoShardedClient`` for exactly ``shard_ids`` of ``shard_count``; ``http_trace``
     sees every REST request it makes."""
-    options: dict[str, Any] = dict(intents=discord_intents(), allowed_mentions=NO_PINGS,
-                                   chunk_guilds_at_startup=False, http_trace=http_trace)
+    options: dict[str, Any] = dict(
+        intents=discord_intents(), allowed_mentions=NO_PINGS, chunk_guilds_at_startup=False, http_trace=http_trace
+    )
     # the bot never joins voice: skip discord.py's start-up warnings about missing voice libraries
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     if shard_ids is None and shard_count is None:
@@ -166,14 +174,20 @@ def build_client(*, shard_ids: Optional[Sequence[int]] = None, shard_count: Opti
 class ApprovalButtons(discord.ui.View):
     """A question's Approve and Refuse buttons (custom ids ``fga:<id>:y`` / ``:n``); a press goes to the adapter."""
 
-    def __init__(self, adapter: "DiscordAdapter", approval_id: str) -> None:
+    def __init__(self, adapter: DiscordAdapter, approval_id: str) -> None:
         super().__init__(timeout=None)
-        for label, approved, style in (("Approve", True, discord.ButtonStyle.success),
-                                       ("Refuse", False, discord.ButtonStyle.secondary)):
-            button: discord.ui.Button["ApprovalButtons"] = discord.ui.Button(
-                label=label, style=style, custom_id=f"fga:{approval_id}:{'y' if approved else 'n'}")
-            button.callback = functools.partial(adapter.pressed, approval_id=approval_id,  # type: ignore[method-assign]
-                                                approved=approved)
+        for label, approved, style in (
+            ("Approve", True, discord.ButtonStyle.success),
+            ("Refuse", False, discord.ButtonStyle.secondary),
+        ):
+            button: discord.ui.Button[ApprovalButtons] = discord.ui.Button(
+                label=label, style=style, custom_id=f"fga:{approval_id}:{'y' if approved else 'n'}"
+            )
+            button.callback = functools.partial(
+                adapter.pressed,
+                approval_id=approval_id,  # type: ignore[method-assign]
+                approved=approved,
+            )
             self.add_item(button)
 
 
@@ -188,8 +202,8 @@ class DiscordAdapter(PlatformAdapter):
         token: str,
         *,
         allowlist: Allowlist = Allowlist(),
-        shard_ids: Optional[Sequence[int]] = None,
-        shard_count: Optional[int] = None,
+        shard_ids: Sequence[int] | None = None,
+        shard_count: int | None = None,
         attempts: int = 4,
         retry_delay: float = 1.0,
     ) -> None:
@@ -200,8 +214,9 @@ class DiscordAdapter(PlatformAdapter):
             raise ValueError("attempts must be at least 1")
         problem = token_problem(token)
         if problem:
-            raise DiscordAdapterError(f"not a Discord bot token ({problem}) — {TOKEN_HINT}",
-                                      setting="platforms.discord.token")
+            raise DiscordAdapterError(
+                f"not a Discord bot token ({problem}) — {TOKEN_HINT}", setting="platforms.discord.token"
+            )
         self.token = token
         self.allowlist = allowlist
         self.attempts = attempts
@@ -212,10 +227,10 @@ class DiscordAdapter(PlatformAdapter):
         self.answers = Answers()
         self.client = build_client(shard_ids=shard_ids, shard_count=shard_count, http_trace=self.answers.trace())
         self.reader = Reader(self.answers, token.strip(), api_base)
-        self._intake: Optional[Intake] = None
+        self._intake: Intake | None = None
         #: The bot's account once a login succeeded; ``start`` logs in only when nothing did yet.
-        self.me: Optional[discord.ClientUser] = None
-        self._connection: Optional[asyncio.Task[None]] = None
+        self.me: discord.ClientUser | None = None
+        self._connection: asyncio.Task[None] | None = None
         self._failure: Failure[DiscordAdapterError] = Failure(log, "discord")
 
         @self.client.event
@@ -223,7 +238,7 @@ class DiscordAdapter(PlatformAdapter):
             await self.handle(message)
 
     @classmethod
-    def from_settings(cls, settings: "Settings") -> "DiscordAdapter":
+    def from_settings(cls, settings: Settings) -> DiscordAdapter:
         section = settings.platforms.discord
         return cls(
             section.token.get_secret_value() if section.token else "",
@@ -263,8 +278,9 @@ class DiscordAdapter(PlatformAdapter):
         """
         problem = token_shape_problem(self.token)
         if problem:
-            raise DiscordTokenMalformed(f"not a Discord bot token ({problem}) — {TOKEN_HINT}",
-                                        setting="platforms.discord.token")
+            raise DiscordTokenMalformed(
+                f"not a Discord bot token ({problem}) — {TOKEN_HINT}", setting="platforms.discord.token"
+            )
         made = 0
         try:
             async with asyncio.timeout(timeout):
@@ -281,19 +297,26 @@ class DiscordAdapter(PlatformAdapter):
         except UnreadableDiscordAnswer as error:  # logging in again gets the same answer
             raise DiscordAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
         except discord.LoginFailure as error:
-            raise DiscordTokenRejected(f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}",
-                                       setting="platforms.discord.token") from error
+            raise DiscordTokenRejected(
+                f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}", setting="platforms.discord.token"
+            ) from error
         except discord.HTTPException as error:
             said = error.text or (error.response.reason if error.response is not None else "")
-            raise DiscordAdapterError(f"Discord refused the login (HTTP {error.status}: {said}) — check "
-                                      "platforms.discord.token, or try again later if Discord has an outage") from error
+            raise DiscordAdapterError(
+                f"Discord refused the login (HTTP {error.status}: {said}) — check "
+                "platforms.discord.token, or try again later if Discord has an outage"
+            ) from error
         except TimeoutError as error:
-            raise DiscordAdapterError(f"no answer from the Discord API at {api_base()} within {timeout:g} s — check "
-                                      "this machine's network and firewall") from error
+            raise DiscordAdapterError(
+                f"no answer from the Discord API at {api_base()} within {timeout:g} s — check "
+                "this machine's network and firewall"
+            ) from error
         except (aiohttp.ClientError, OSError) as error:
             tries = f"after {made} attempt{'s' if made != 1 else ''}"
-            raise DiscordAdapterError(f"cannot reach the Discord API at {api_base()} {tries} ({type(error).__name__}: "
-                                      f"{error}) — check this machine's network and firewall") from error
+            raise DiscordAdapterError(
+                f"cannot reach the Discord API at {api_base()} {tries} ({type(error).__name__}: "
+                f"{error}) — check this machine's network and firewall"
+            ) from error
         assert self.client.user is not None
         self.me = self.client.user
         return self.me
@@ -305,7 +328,7 @@ class DiscordAdapter(PlatformAdapter):
         self.client.http.connector = aiohttp.TCPConnector(limit=0)
 
     @property
-    def failure(self) -> Optional[DiscordAdapterError]:
+    def failure(self) -> DiscordAdapterError | None:
         """Why the adapter stopped on its own; None while healthy."""
         return self._failure.error
 
@@ -317,16 +340,22 @@ class DiscordAdapter(PlatformAdapter):
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            self._failure.record(DiscordAdapterError(
-                "Discord refused the connection: the Message Content intent is off — enable it for this bot in "
-                "the developer portal (Bot → Privileged Gateway Intents), then restart"))
+            self._failure.record(
+                DiscordAdapterError(
+                    "Discord refused the connection: the Message Content intent is off — enable it for this bot in "
+                    "the developer portal (Bot → Privileged Gateway Intents), then restart"
+                )
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
             log.debug("discord: the gateway connection ended", exc_info=True)
-            self._failure.record(DiscordAdapterError(
-                f"the Discord connection ended ({type(error).__name__}: {error}); this process no longer receives "
-                "Discord messages — check the network and restart"))
+            self._failure.record(
+                DiscordAdapterError(
+                    f"the Discord connection ended ({type(error).__name__}: {error}); this process no longer receives "
+                    "Discord messages — check the network and restart"
+                )
+            )
 
     async def stop(self) -> None:
         await self.client.close()
@@ -335,7 +364,7 @@ class DiscordAdapter(PlatformAdapter):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._connection
 
-    async def handle(self, message: discord.Message) -> Optional[IncomingMessage]:
+    async def handle(self, message: discord.Message) -> IncomingMessage | None:
         """Convert one received message and hand it to the intake; returns what was handed over."""
         incoming = self.to_incoming(message)
         if incoming is None:
@@ -356,7 +385,7 @@ class DiscordAdapter(PlatformAdapter):
             await asyncio.sleep(self.retry_delay * 2**attempt)
         return None  # unreachable: the last attempt returns or raises
 
-    def to_incoming(self, message: discord.Message) -> Optional[IncomingMessage]:
+    def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The gateway's view of a Discord message, or None when the bot ignores it (see the module docstring)."""
         return incoming_message(message, self.client.user, platform=self.platform, allowlist=self.allowlist)
 
@@ -369,15 +398,21 @@ class DiscordAdapter(PlatformAdapter):
         user = interaction.user
         if channel is None or self._intake is None:  # only the person asked may answer: the store checks who it is
             return
-        incoming = IncomingMessage(platform=self.platform, chat_id=str(channel), user_id=str(user.id),
-                                   user_name=user.display_name, update_id=str(interaction.id),
-                                   text=approval_command(approval_id, approved))
+        incoming = IncomingMessage(
+            platform=self.platform,
+            chat_id=str(channel),
+            user_id=str(user.id),
+            user_name=user.display_name,
+            update_id=str(interaction.id),
+            text=approval_command(approval_id, approved),
+        )
         await hand_over(self._intake, incoming, DISCORD, then="giving it up")
 
     # ----------------------------------------------------------------- sending
 
-    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
-                           ) -> Optional[str]:
+    async def ask_approval(
+        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
+    ) -> str | None:
         """The question with an Approve and a Refuse button; the message's id, to edit it once answered."""
         view = ApprovalButtons(self, prompt.approval_id)
         ask = functools.partial(self._channel(chat_id).send, prompt.question, view=view, allowed_mentions=NO_PINGS)
@@ -389,8 +424,9 @@ class DiscordAdapter(PlatformAdapter):
             return error.message_id or None  # without it, the outcome comes as a message of its own
         return str(sent.id)
 
-    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
-                              outcome: str) -> None:
+    async def settle_approval(
+        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
+    ) -> None:
         """The question edited to say what was decided, its buttons gone."""
         if message_id is None:
             await super().settle_approval(chat_id, message_id, prompt, outcome)
@@ -407,7 +443,7 @@ class DiscordAdapter(PlatformAdapter):
             return channel
         return self.client.get_partial_messageable(channel_id)
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         """Send ``text`` as consecutive messages of at most 2,000 characters; the first answers ``reply_to``."""
         channel = self._channel(chat_id)
         anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
@@ -418,22 +454,31 @@ class DiscordAdapter(PlatformAdapter):
                     message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
                 )
             nonce = chunk_nonce(anchor, index, chunk)
-            await self._taken(chat_id, functools.partial(channel.send, chunk, nonce=nonce, reference=reference,
-                                                         allowed_mentions=NO_PINGS), f"dc:{chat_id}: sending")
+            await self._taken(
+                chat_id,
+                functools.partial(channel.send, chunk, nonce=nonce, reference=reference, allowed_mentions=NO_PINGS),
+                f"dc:{chat_id}: sending",
+            )
 
-    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: str | None = None) -> None:
         """The file as an attachment (an image shows inline); one over what a bot may upload is named instead."""
         if len(file.data) > DISCORD_UPLOAD_LIMIT:
-            await self.send(chat_id, f"[{file.kind}: {file.name}, {len(file.data):,} bytes: more than Discord takes "
-                                     "from a bot]", reply_to=reply_to)
+            await self.send(
+                chat_id,
+                f"[{file.kind}: {file.name}, {len(file.data):,} bytes: more than Discord takes from a bot]",
+                reply_to=reply_to,
+            )
             return
         channel = self._channel(chat_id)
         anchor = f"{chat_id}:{reply_to}:file" if reply_to else uuid.uuid4().hex
         nonce = chunk_nonce(anchor, 0, hashlib.sha256(file.data).hexdigest())  # the same bytes, the same post
 
         async def post() -> None:  # a file object is read once: a retry sends a new one
-            await channel.send(file=discord.File(io.BytesIO(file.data), filename=file.name or file.kind),
-                               nonce=nonce, allowed_mentions=NO_PINGS)
+            await channel.send(
+                file=discord.File(io.BytesIO(file.data), filename=file.name or file.kind),
+                nonce=nonce,
+                allowed_mentions=NO_PINGS,
+            )
 
         await self._taken(chat_id, post, f"dc:{chat_id}: sending a file")
 
@@ -451,17 +496,27 @@ class DiscordAdapter(PlatformAdapter):
             if not accepted(log, error, what):
                 raise
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
-                      journal: Optional[Journal] = None) -> Surface:
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> Surface:
         """A reply as one message sent early and edited as text arrives, continued past 2,000 characters;
         the first message answers ``reply_to``, and every post carries a nonce, so a repeated one is not posted twice."""
         reference = None
         if reply_to:
-            reference = discord.MessageReference(message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False)
+            reference = discord.MessageReference(
+                message_id=int(reply_to), channel_id=int(chat_id), fail_if_not_exists=False
+            )
         anchor = f"{chat_id}:{reply_to}" if reply_to else uuid.uuid4().hex
         messenger = DiscordMessenger(self._channel(chat_id), anchor, reference, reader=self.reader)
-        return EditedReply(messenger, gate, limit=self.max_message_length, units="chars", retry=self.retry,
-                           what=f"dc:{chat_id}: a message", journal=journal)
+        return EditedReply(
+            messenger,
+            gate,
+            limit=self.max_message_length,
+            units="chars",
+            retry=self.retry,
+            what=f"dc:{chat_id}: a message",
+            journal=journal,
+        )
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """An attachment's bytes from its URL, at most ``limit``: refused before downloading when Discord
@@ -473,4 +528,3 @@ class DiscordAdapter(PlatformAdapter):
         """Show "typing…" in the channel (Discord shows it for about ten seconds); failures do not matter."""
         with contextlib.suppress(Exception):
             await self._channel(chat_id).typing()
-

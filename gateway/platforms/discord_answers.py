@@ -88,13 +88,18 @@ class Answers:
                 return answer
         return None
 
-    async def _ended(self, _session: aiohttp.ClientSession, _context: SimpleNamespace,
-                     params: aiohttp.TraceRequestEndParams) -> None:
+    async def _ended(
+        self, _session: aiohttp.ClientSession, _context: SimpleNamespace, params: aiohttp.TraceRequestEndParams
+    ) -> None:
         self._count += 1
         self._kept.append(Answer(self._count, params.method, str(params.url), params.response.status))
 
-    async def _read(self, _session: aiohttp.ClientSession, _context: SimpleNamespace,
-                    params: aiohttp.TraceResponseChunkReceivedParams) -> None:
+    async def _read(
+        self,
+        _session: aiohttp.ClientSession,
+        _context: SimpleNamespace,
+        params: aiohttp.TraceResponseChunkReceivedParams,
+    ) -> None:
         for answer in reversed(self._kept):
             if answer.method == params.method and answer.url == str(params.url) and not answer.body:
                 answer.body = bytes(params.chunk[:KEPT_BYTES])
@@ -124,13 +129,15 @@ class UnreadableDiscordAnswer(Exception):
     setting = "platforms.discord"
 
     def __init__(self, answer: Answer, error: Exception, *, base: str, token: str) -> None:
-        path = answer.url[len(base):] if answer.url.startswith(base) else answer.url
+        path = answer.url[len(base) :] if answer.url.startswith(base) else answer.url
         self.answer = answer
         self.accepted = answer.accepted
         #: What happened, in one sentence without the setting; the token never appears in it.
-        self.sentence = (f"the Discord API at {base} answered {answer.method} {path} (HTTP {answer.status}) with "
-                         f"something foldgate cannot read ({_what_failed(error, answer)}; it sent "
-                         f"{_excerpt(answer.body, token)})")
+        self.sentence = (
+            f"the Discord API at {base} answered {answer.method} {path} (HTTP {answer.status}) with "
+            f"something foldgate cannot read ({_what_failed(error, answer)}; it sent "
+            f"{_excerpt(answer.body, token)})"
+        )
         super().__init__(self.sentence)
 
     def __str__(self) -> str:
@@ -138,8 +145,10 @@ class UnreadableDiscordAnswer(Exception):
 
     #: What the operator can do about it (Discord's address is not a setting: the answer came from Discord
     #: or from something in between).
-    fix = ("check for a proxy between this machine and Discord that changes answers, or update foldgate (its "
-           "discord.py may not know this answer's shape)")
+    fix = (
+        "check for a proxy between this machine and Discord that changes answers, or update foldgate (its "
+        "discord.py may not know this answer's shape)"
+    )
 
     @property
     def message_id(self) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Optional
 
 import discord
 
@@ -39,7 +38,7 @@ class Allowlist:
     channels: frozenset[int] = frozenset()
 
     @classmethod
-    def of(cls, users: Iterable[int] = (), guilds: Iterable[int] = (), channels: Iterable[int] = ()) -> "Allowlist":
+    def of(cls, users: Iterable[int] = (), guilds: Iterable[int] = (), channels: Iterable[int] = ()) -> Allowlist:
         return cls(frozenset(users), frozenset(guilds), frozenset(channels))
 
     def permits(self, message: discord.Message) -> bool:
@@ -55,8 +54,9 @@ class Allowlist:
         return True
 
 
-def incoming_message(message: discord.Message, me: Optional[discord.ClientUser], *, platform: str,
-                     allowlist: Allowlist) -> Optional[IncomingMessage]:
+def incoming_message(
+    message: discord.Message, me: discord.ClientUser | None, *, platform: str, allowlist: Allowlist
+) -> IncomingMessage | None:
     """The gateway's view of a message received by the bot ``me``, or None when the bot ignores it."""
     author = message.author
     if me is None or author.bot or author.id == me.id or message.webhook_id is not None:
@@ -82,7 +82,7 @@ def incoming_message(message: discord.Message, me: Optional[discord.ClientUser],
     )
 
 
-def guild_id_of(message: discord.Message) -> Optional[int]:
+def guild_id_of(message: discord.Message) -> int | None:
     """The server a message was posted in, also when that server is not cached; None for DMs."""
     if message.guild is not None:
         return message.guild.id

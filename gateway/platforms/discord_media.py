@@ -29,6 +29,13 @@ def _item(attachment: discord.Attachment, *, voice_message: bool) -> MediaItem:
         kind = "audio"
     else:
         kind = "document"
-    return MediaItem(kind=kind, file_id=attachment.url, name=attachment.filename, mime=mime, size=attachment.size,
-                     width=attachment.width or 0, height=attachment.height or 0,
-                     duration=float(attachment.duration or 0.0))
+    return MediaItem(
+        kind=kind,
+        file_id=attachment.url,
+        name=attachment.filename,
+        mime=mime,
+        size=attachment.size,
+        width=attachment.width or 0,
+        height=attachment.height or 0,
+        duration=float(attachment.duration or 0.0),
+    )

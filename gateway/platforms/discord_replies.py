@@ -14,7 +14,7 @@ import contextlib
 import functools
 import hashlib
 import logging
-from typing import Optional, Union
+from typing import Union
 
 import discord
 
@@ -27,8 +27,14 @@ log = logging.getLogger("gateway.platforms.discord")  # the adapter's log
 NO_PINGS = discord.AllowedMentions.none()
 
 #: A channel the bot posts replies in and edits them in, by id alone when it is not cached.
-ReplyChannel = Union[discord.TextChannel, discord.Thread, discord.DMChannel, discord.VoiceChannel,
-                     discord.StageChannel, discord.PartialMessageable]
+ReplyChannel = Union[
+    discord.TextChannel,
+    discord.Thread,
+    discord.DMChannel,
+    discord.VoiceChannel,
+    discord.StageChannel,
+    discord.PartialMessageable,
+]
 #: The cached channels a reply can go to as they are (any other is reached by id, as a partial messageable).
 REPLY_CHANNELS = (discord.TextChannel, discord.Thread, discord.DMChannel, discord.VoiceChannel, discord.StageChannel)
 
@@ -42,8 +48,9 @@ def chunk_nonce(anchor: str, index: int, chunk: str) -> str:
 class DiscordMessenger:
     """One channel's message primitives for :class:`gateway.delivery.edited.EditedReply`."""
 
-    def __init__(self, channel: ReplyChannel, anchor: str, reference: Optional[discord.MessageReference], *,
-                 reader: Reader) -> None:
+    def __init__(
+        self, channel: ReplyChannel, anchor: str, reference: discord.MessageReference | None, *, reader: Reader
+    ) -> None:
         self.channel = channel
         self.anchor = anchor
         self.reference = reference
@@ -55,7 +62,7 @@ class DiscordMessenger:
     async def post(self, text: str, *, index: int) -> str:
         return await self._post(text, chunk_nonce(self.anchor, index, "reply"), self.reference if index == 0 else None)
 
-    async def _post(self, text: str, nonce: str, reference: Optional[discord.MessageReference]) -> str:
+    async def _post(self, text: str, nonce: str, reference: discord.MessageReference | None) -> str:
         send = functools.partial(self.channel.send, text, nonce=nonce, reference=reference, allowed_mentions=NO_PINGS)
         try:
             message = await self.reader.read(send, where=f"/channels/{self.channel.id}/")
@@ -76,8 +83,10 @@ class DiscordMessenger:
         # A message an earlier attempt posted (known only by its id) is edited through a partial message.
         target = self._sent.get(key) or self.channel.get_partial_message(int(key))
         try:
-            edited = await self.reader.read(functools.partial(target.edit, content=text, allowed_mentions=NO_PINGS),
-                                            where=f"/channels/{self.channel.id}/")
+            edited = await self.reader.read(
+                functools.partial(target.edit, content=text, allowed_mentions=NO_PINGS),
+                where=f"/channels/{self.channel.id}/",
+            )
         except discord.HTTPException as error:
             raise _rate_limited(error) or error
         except UnreadableDiscordAnswer as error:

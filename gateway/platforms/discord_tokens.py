@@ -5,16 +5,17 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Optional
 
 #: One part of a bot token: base64url without padding.
 _TOKEN_PART = re.compile(r"[A-Za-z0-9_-]+")
 #: Where to get a bot token, for messages about a wrong one.
-TOKEN_HINT = ("copy the token from the Discord developer portal (your application → Bot → Reset Token) into "
-              "platforms.discord.token or DISCORD_BOT_TOKEN")
+TOKEN_HINT = (
+    "copy the token from the Discord developer portal (your application → Bot → Reset Token) into "
+    "platforms.discord.token or DISCORD_BOT_TOKEN"
+)
 
 
-def token_problem(token: str) -> Optional[str]:
+def token_problem(token: str) -> str | None:
     """Why ``token`` cannot be a bot token as pasted (it could not even be sent), or None when it may be one."""
     token = token.strip()
     if token.lower().startswith("bot "):
@@ -26,7 +27,7 @@ def token_problem(token: str) -> Optional[str]:
     return None
 
 
-def token_shape_problem(token: str) -> Optional[str]:
+def token_shape_problem(token: str) -> str | None:
     """Why ``token`` is not shaped like a bot token, or None when it may be one.
 
     A bot token is three base64url parts joined by dots: the bot's user id, a timestamp and an

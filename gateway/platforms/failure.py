@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Generic, Optional, TypeVar
+from typing import Generic, TypeVar
 
 E = TypeVar("E", bound=Exception)
 
@@ -19,7 +19,7 @@ class Failure(Generic[E]):
     def __init__(self, log: logging.Logger, name: str) -> None:
         self.log = log
         self.name = name
-        self.error: Optional[E] = None
+        self.error: E | None = None
         self._happened = asyncio.Event()
 
     def clear(self) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass
-from typing import Optional
 
 from gateway.outage import is_redis_outage
 from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake
@@ -38,7 +37,7 @@ class HandOver:
     """The outcome of one hand-over; ``error`` is why a message was not stored."""
 
     outcome: Outcome
-    error: Optional[Exception] = None
+    error: Exception | None = None
 
     @property
     def acknowledged(self) -> bool:
@@ -61,13 +60,26 @@ async def hand_over(intake: Intake, message: IncomingMessage, source: Source, *,
     try:
         queued = await intake(message)
     except UNSTORABLE as error:
-        source.log.error("%s: skipped %s %s in chat %s: the message cannot be stored (%s: %.200s)", source.name,
-                         source.unit, message.update_id, message.chat_id, type(error).__name__, error)
+        source.log.error(
+            "%s: skipped %s %s in chat %s: the message cannot be stored (%s: %.200s)",
+            source.name,
+            source.unit,
+            message.update_id,
+            message.chat_id,
+            type(error).__name__,
+            error,
+        )
         return HandOver(Outcome.SKIPPED, error)
     except Exception as error:
         if is_redis_outage(error):
-            source.log.warning("%s: could not store %s %s, Redis does not answer (%s); %s", source.name, source.unit,
-                               message.update_id, error, then)
+            source.log.warning(
+                "%s: could not store %s %s, Redis does not answer (%s); %s",
+                source.name,
+                source.unit,
+                message.update_id,
+                error,
+                then,
+            )
         else:
             source.log.exception("%s: could not store %s %s; %s", source.name, source.unit, message.update_id, then)
         return HandOver(Outcome.NOT_STORED, error)

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TextIO
 
 from gateway.platforms.base import (
     ApprovalPrompt,
@@ -44,14 +44,20 @@ class TerminalAdapter(PlatformAdapter):
     platform = "local"
     max_message_length = 1_000_000
 
-    def __init__(self, *, chat_id: str = "terminal", stdin: TextIO | None = None, stdout: TextIO | None = None,
-                 files_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        chat_id: str = "terminal",
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        files_dir: Path | None = None,
+    ) -> None:
         self.chat_id = chat_id
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         #: Where the images and files the bot sends are saved.
         self.files_dir = files_dir or Path(tempfile.gettempdir()) / "foldgate-files"
-        self._task: Optional[asyncio.Task[None]] = None
+        self._task: asyncio.Task[None] | None = None
         self._ids = itertools.count(int(time.time() * 1000))
         self.closed = asyncio.Event()
         self._reading = False
@@ -77,7 +83,7 @@ class TerminalAdapter(PlatformAdapter):
             if message is not None:
                 await intake(message)
 
-    def _message(self, text: str) -> Optional[IncomingMessage]:
+    def _message(self, text: str) -> IncomingMessage | None:
         """The message a line makes; None (and the reason shown) for an ``/attach`` of no readable file. While
         the bot waits for a yes or no, ``y`` or ``n`` answers it."""
         items: tuple[MediaItem, ...] = ()
@@ -91,8 +97,15 @@ class TerminalAdapter(PlatformAdapter):
                 self._prompt()
                 return None
             text, items = attachment.caption, (attachment.item,)
-        return IncomingMessage(platform=self.platform, chat_id=self.chat_id, user_id="local", user_name="you",
-                               update_id=str(next(self._ids)), text=text, items=items)
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=self.chat_id,
+            user_id="local",
+            user_name="you",
+            update_id=str(next(self._ids)),
+            text=text,
+            items=items,
+        )
 
     async def _read_line(self) -> str:
         """One line of input, read in a daemon thread: a thread of the loop's executor would keep the
@@ -130,26 +143,28 @@ class TerminalAdapter(PlatformAdapter):
         if self._task:
             self._task.cancel()
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         self.begin_reply()
         self.stdout.write(f"{text}\n")
         if self._reading:
             self._prompt()
 
-    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: str | None = None) -> None:
         """Save the file (a new name when one of that name is there already) and print where it is."""
         path = await asyncio.to_thread(_save, self.files_dir, file)
         await self.send(chat_id, f"[{file.kind} saved: {path}]", reply_to=reply_to)
 
-    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
-                           ) -> Optional[str]:
+    async def ask_approval(
+        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
+    ) -> str | None:
         """The question, answered with ``y`` or ``n`` on the next line."""
         self._asking.append(prompt.approval_id)
         await self.send(chat_id, f"{prompt.question} [y/n]")
         return prompt.approval_id
 
-    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
-                              outcome: str) -> None:
+    async def settle_approval(
+        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
+    ) -> None:
         if prompt.approval_id in self._asking:
             self._asking.remove(prompt.approval_id)
         await self.send(chat_id, f"→ {outcome}")
@@ -173,8 +188,9 @@ class TerminalAdapter(PlatformAdapter):
         self.stdout.write("bot> ")
         self._status_shown = False
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
-                      journal: Optional[Journal] = None) -> "TerminalReply":
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> TerminalReply:
         return TerminalReply(self)
 
 
@@ -197,7 +213,7 @@ class TerminalReply:
         if not self.printed:
             self.adapter.begin_reply()
         if text.startswith(self.printed):
-            out.write(text[len(self.printed):])
+            out.write(text[len(self.printed) :])
         else:
             common = len(os.path.commonprefix([self.printed, text]))
             out.write("\n" + text[common:].lstrip("\n"))
@@ -210,7 +226,7 @@ class TerminalReply:
             await self.adapter.send(self.adapter.chat_id, text)
             return
         if text.startswith(self.printed):
-            self.adapter.stdout.write(text[len(self.printed):] + "\n")
+            self.adapter.stdout.write(text[len(self.printed) :] + "\n")
         elif self.printed.endswith(text.strip()):
             self.adapter.stdout.write("\n")
         else:  # the screen shows earlier steps (a tool line, text before a tool call): the answer follows them

@@ -41,14 +41,14 @@ def is_attach(line: str) -> bool:
 
 def parse_attach(line: str) -> Attachment:
     """The file and caption of an ``/attach PATH [caption]`` line; :class:`AttachError` says what is wrong."""
-    rest = line[len(ATTACH):].strip()
+    rest = line[len(ATTACH) :].strip()
     if not rest:
         raise AttachError("usage: /attach PATH [caption]")
     if rest[0] in "\"'":
         end = rest.find(rest[0], 1)
         if end < 0:
             raise AttachError(f"the path starting with {rest[0]} has no closing quote")
-        raw, caption = rest[1:end], rest[end + 1:]
+        raw, caption = rest[1:end], rest[end + 1 :]
     else:
         raw, _, caption = rest.partition(" ")
     path = Path(os.path.expanduser(raw)).resolve()
@@ -78,7 +78,7 @@ async def read_file(item: MediaItem, limit: int) -> bytes:
     check_size(item, limit)
     if not item.file_id.startswith(PATH_PREFIX):
         raise MediaError(f"{item.name or item.kind} is not a local file")
-    path = Path(item.file_id[len(PATH_PREFIX):])
+    path = Path(item.file_id[len(PATH_PREFIX) :])
 
     def read() -> bytes:
         with path.open("rb") as file:

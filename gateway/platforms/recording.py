@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gateway.platforms.base import Intake, OutgoingFile, PlatformAdapter
 
 
@@ -24,8 +22,8 @@ class RecordingAdapter(PlatformAdapter):
     async def stop(self) -> None:
         return None
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         self.sent.append((chat_id, text))
 
-    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: str | None = None) -> None:
         self.files.append((chat_id, file))

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Optional, TypeVar
+from typing import TypeVar
 
 from gateway.platforms.base import PlatformRateLimited, SendGate
 
@@ -50,8 +50,14 @@ class SendRetry:
     sleep: Sleep = asyncio.sleep
     describe: Callable[[BaseException], str] = _described
 
-    async def run(self, attempt: Callable[[], Awaitable[T]], what: str, *, pause: Optional[Pause] = None,
-                  retries: Optional[int] = None) -> T:
+    async def run(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        what: str,
+        *,
+        pause: Pause | None = None,
+        retries: int | None = None,
+    ) -> T:
         """``attempt()`` until it succeeds or is refused; ``what`` names it in the log (``"telegram: sendMessage
         to 42"``). Without ``pause`` a 429 is raised (the platform's client waits those out itself)."""
         limit = self.retries if retries is None else retries

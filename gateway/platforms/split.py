@@ -43,7 +43,7 @@ import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 Units = Literal["utf16", "chars"]
 
@@ -96,7 +96,7 @@ class _Splitter:
         self.limit = limit
         self.units = units
         astral = units == "utf16" and any(char > "\uffff" for char in text)
-        self._prefix: Optional[list[int]] = (
+        self._prefix: list[int] | None = (
             list(itertools.accumulate((2 if char > "\uffff" else 1 for char in text), initial=0)) if astral else None
         )
         self.fences = self._find_fences()
@@ -144,7 +144,7 @@ class _Splitter:
 
     def _find_fences(self) -> list[_Fence]:
         fences: list[_Fence] = []
-        opening: Optional[tuple[int, int, str, str]] = None
+        opening: tuple[int, int, str, str] | None = None
         for match in _FENCE_LINE.finditer(self.text):
             marker, rest = match.group(1), match.group(2)
             if opening is None:
@@ -158,7 +158,9 @@ class _Splitter:
             self._add_fence(fences, opening, self.n, self.n)
         return fences
 
-    def _add_fence(self, fences: list[_Fence], opening: tuple[int, int, str, str], close_start: int, close_end: int) -> None:
+    def _add_fence(
+        self, fences: list[_Fence], opening: tuple[int, int, str, str], close_start: int, close_end: int
+    ) -> None:
         start, end, marker, info = opening
         room = self.limit // 2
         close_cost = 1 + len(marker)
@@ -193,14 +195,14 @@ class _Splitter:
         sentence.sort()
         return [([a for a, _ in spans], [b for _, b in spans]) for spans in (paragraph, line, sentence, word)]
 
-    def _fence_at(self, index: int) -> Optional[_Fence]:
+    def _fence_at(self, index: int) -> _Fence | None:
         """The fence whose lines or body hold ``index`` (after its opening line starts)."""
         slot = bisect.bisect_left(self._fence_starts, index) - 1
         if slot >= 0 and index < self.fences[slot].close_end:
             return self.fences[slot]
         return None
 
-    def _inside_body(self, index: int) -> Optional[_Fence]:
+    def _inside_body(self, index: int) -> _Fence | None:
         fence = self._fence_at(index)
         if fence and fence.open_end < index < fence.close_start:
             return fence
@@ -208,7 +210,9 @@ class _Splitter:
 
     # ------------------------------------------------------------------ cutting
 
-    def allowed(self, start: int, a: int, b: int, budget: int, *, clusters: bool = True) -> tuple[bool, Optional[_Fence]]:
+    def allowed(
+        self, start: int, a: int, b: int, budget: int, *, clusters: bool = True
+    ) -> tuple[bool, _Fence | None]:
         """Whether chunk text[start:a], next chunk from b, is a valid cut; and the fence it must close."""
         if not self.has_content(start, a):
             return False, None
@@ -230,7 +234,7 @@ class _Splitter:
                 return False, None  # the next chunk would reopen an empty block
         return True, closing
 
-    def cut(self, start: int, end: int, budget: int) -> tuple[int, int, Optional[_Fence]]:
+    def cut(self, start: int, end: int, budget: int) -> tuple[int, int, _Fence | None]:
         """Where the chunk starting at ``start`` (fitting up to ``end``) ends: (a, b, fence to close)."""
         half = budget // 2
         for starts, ends in self.levels:

@@ -32,8 +32,10 @@ def run_demo(settings: Settings, out: TextIO = sys.stdout) -> int:
     the user's own chats stay exactly as they were."""
     with throwaway_gateway(settings, "demo") as scratch:
         code = run_gateway_loop(serve(scratch, demo=True, out=out))
-    out.write(f"foldgate: the demo ran in a throwaway gateway, now removed; your own ({describe_gateway(settings)})"
-              " is untouched, and `foldgate run` chats with the bot there.\n")
+    out.write(
+        f"foldgate: the demo ran in a throwaway gateway, now removed; your own ({describe_gateway(settings)})"
+        " is untouched, and `foldgate run` chats with the bot there.\n"
+    )
     return code
 
 
@@ -71,8 +73,11 @@ async def _until_done(fleet: Fleet, signals: ShutdownSignals, reload: ReloadSign
     """Run until a signal, the terminal chat's end, or no bot left running (the exit code); reload on SIGHUP."""
     while True:
         terminal = _lone_terminal(fleet)
-        waiters = [asyncio.create_task(signals.stop.wait()), asyncio.create_task(reload.requested.wait()),
-                   asyncio.create_task(fleet.changed.wait())]
+        waiters = [
+            asyncio.create_task(signals.stop.wait()),
+            asyncio.create_task(reload.requested.wait()),
+            asyncio.create_task(fleet.changed.wait()),
+        ]
         if terminal is not None:
             waiters.append(asyncio.create_task(terminal.closed.wait()))
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -147,5 +152,6 @@ def run_command(args: argparse.Namespace) -> int:
     log_where(settings, sys.stdin)
     if args.demo:
         return exit_code_of("foldgate", settings, lambda: run_demo(settings))
-    return exit_code_of("foldgate", settings,
-                        lambda: run_gateway_loop(serve(settings, demo=False, config_path=args.config)))
+    return exit_code_of(
+        "foldgate", settings, lambda: run_gateway_loop(serve(settings, demo=False, config_path=args.config))
+    )

@@ -79,14 +79,21 @@ def message_path(redis: Any, settings: Settings) -> tuple[SessionStore, Inbox]:
     The caller closes the channel (``store.channel.aclose()``) before the redis-py client.
     """
     channel = channel_for(redis)
-    store = SessionStore(redis, settings.redis.key_prefix, channel=channel,
-                         transcript_cache_tokens=settings.gateway.transcript_cache_tokens)
-    inbox = Inbox(redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds, channel=channel)
+    store = SessionStore(
+        redis,
+        settings.redis.key_prefix,
+        channel=channel,
+        transcript_cache_tokens=settings.gateway.transcript_cache_tokens,
+    )
+    inbox = Inbox(
+        redis, settings.redis.key_prefix, dedupe_ttl_seconds=settings.gateway.dedupe_ttl_seconds, channel=channel
+    )
     return store, inbox
 
 
-async def connect(settings: Settings, *, exclusive: bool = False,
-                  notice: Callable[[str], None] | None = None) -> tuple[Any, EmbeddedRedis | None]:
+async def connect(
+    settings: Settings, *, exclusive: bool = False, notice: Callable[[str], None] | None = None
+) -> tuple[Any, EmbeddedRedis | None]:
     """The process's connection to Redis: ``redis.url``, or the embedded server under home.
 
     ``exclusive`` refuses an embedded server that another live foldgate runs on the same home:
@@ -95,14 +102,20 @@ async def connect(settings: Settings, *, exclusive: bool = False,
     """
     try:  # a configured server gets a deadline: a firewall that drops packets must not hang the start
         async with asyncio.timeout(REDIS_CONNECT_SECONDS if settings.redis.url.strip() else None):
-            return await connect_or_embed(settings.redis.url or None, settings.home_path, cluster=settings.redis.cluster,
-                                          notice=notice, share=not exclusive)
+            return await connect_or_embed(
+                settings.redis.url or None,
+                settings.home_path,
+                cluster=settings.redis.cluster,
+                notice=notice,
+                share=not exclusive,
+            )
     except (OSError, TimeoutError, ValueError, RedisError) as error:
         raise redis_failure(error, settings) from error
 
 
-async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter], *, exclusive: bool = False,
-                       **builder_options: Any) -> RunningGateway:
+async def open_gateway(
+    settings: Settings, adapters: dict[str, PlatformAdapter], *, exclusive: bool = False, **builder_options: Any
+) -> RunningGateway:
     """Connect to Redis (or start the embedded server) and build a started runner that owns the connection.
 
     Whatever was opened before a failure is closed again.
@@ -117,8 +130,9 @@ async def open_gateway(settings: Settings, adapters: dict[str, PlatformAdapter],
     return gateway
 
 
-async def open_on(redis: Any, settings: Settings, adapters: dict[str, PlatformAdapter],
-                  **builder_options: Any) -> RunningGateway:
+async def open_on(
+    redis: Any, settings: Settings, adapters: dict[str, PlatformAdapter], **builder_options: Any
+) -> RunningGateway:
     """A started runner for ``settings`` on a connection the caller owns (one bot of several shares it):
     its own channel, keys (``redis.key_prefix``), agents, send budget and activity. The gateway it returns does
     not close ``redis``; the caller sets :attr:`RunningGateway.owns_connection` when it should.
@@ -147,14 +161,24 @@ async def open_on(redis: Any, settings: Settings, adapters: dict[str, PlatformAd
         web = WebChatAdapter(live)
         platforms = {**adapters, WEB_PLATFORM: web}
         runner = GatewayRunner(
-            store, inbox, agents, adapters=platforms, compression=settings.compression, events=events,
-            lock_ttl_seconds=settings.gateway.lock_ttl_seconds, max_concurrent_chats=settings.gateway.max_concurrent_chats,
-            cache_ttl=settings.prompt_caching.cache_ttl, stream_replies=settings.delivery.stream_replies,
-            gates=gates(budget, settings.delivery), coalesce_backlog=settings.gateway.coalesce_backlog,
+            store,
+            inbox,
+            agents,
+            adapters=platforms,
+            compression=settings.compression,
+            events=events,
+            lock_ttl_seconds=settings.gateway.lock_ttl_seconds,
+            max_concurrent_chats=settings.gateway.max_concurrent_chats,
+            cache_ttl=settings.prompt_caching.cache_ttl,
+            stream_replies=settings.delivery.stream_replies,
+            gates=gates(budget, settings.delivery),
+            coalesce_backlog=settings.gateway.coalesce_backlog,
             coalesce_max_messages=settings.gateway.coalesce_max_messages,
             coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
             max_message_tokens=settings.gateway.max_message_tokens,
-            outage_retry_seconds=settings.gateway.outage_retry_seconds, media=settings.media, tools=settings.tools,
+            outage_retry_seconds=settings.gateway.outage_retry_seconds,
+            media=settings.media,
+            tools=settings.tools,
             access=settings.access,
         )
         web.media = runner.media_store  # files sent from the page are read back from where the page kept them
@@ -163,16 +187,26 @@ async def open_on(redis: Any, settings: Settings, adapters: dict[str, PlatformAd
     except BaseException:
         await _release(runner, agents, store, None, None)
         raise
-    return RunningGateway(settings, runner, store, events, agents, redis, None, activity, budget, live,
-                          owns_connection=False)
+    return RunningGateway(
+        settings, runner, store, events, agents, redis, None, activity, budget, live, owns_connection=False
+    )
 
 
-async def _release(runner: GatewayRunner | None, agents: AgentBuilder | None, store: SessionStore | None,
-                   redis: Any, embedded: EmbeddedRedis | None) -> None:
+async def _release(
+    runner: GatewayRunner | None,
+    agents: AgentBuilder | None,
+    store: SessionStore | None,
+    redis: Any,
+    embedded: EmbeddedRedis | None,
+) -> None:
     """Close what a half-opened gateway holds, so a failed start leaves no server or connection behind."""
-    steps = [runner.stop if runner else None, agents.aclose if agents else None,
-             store.channel.aclose if store else None, redis.aclose if redis is not None else None,
-             embedded.stop if embedded else None]
+    steps = [
+        runner.stop if runner else None,
+        agents.aclose if agents else None,
+        store.channel.aclose if store else None,
+        redis.aclose if redis is not None else None,
+        embedded.stop if embedded else None,
+    ]
     for step in steps:
         if step is not None:
             with contextlib.suppress(Exception):

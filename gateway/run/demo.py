@@ -51,28 +51,58 @@ def _chatter(rng: random.Random) -> str:
 def _line(rng: random.Random) -> str:
     template = rng.choice(TOPICS)
     return template.format(
-        service=rng.choice(SERVICES), zone=rng.choice(ZONES), a=rng.randint(20, 900), b=rng.randint(20, 900),
-        n=rng.randint(2, 9000), hour=rng.randint(0, 23), minute=rng.randint(0, 59), pct=rng.choice((5, 10, 25, 50, 85)),
+        service=rng.choice(SERVICES),
+        zone=rng.choice(ZONES),
+        a=rng.randint(20, 900),
+        b=rng.randint(20, 900),
+        n=rng.randint(2, 9000),
+        hour=rng.randint(0, 23),
+        minute=rng.randint(0, 59),
+        pct=rng.choice((5, 10, 25, 50, 85)),
     )
 
 
-def overnight(chat_id: str = "terminal", *, messages: int = 640, seed: int = 11, start_ts: float = 1_764_460_800.0) -> DemoScript:
+def overnight(
+    chat_id: str = "terminal", *, messages: int = 640, seed: int = 11, start_ts: float = 1_764_460_800.0
+) -> DemoScript:
     """A seeded overnight backlog with the planted facts in the middle of the night."""
     rng = random.Random(seed)
     planted = {
-        messages // 5: ("dara", "auth-gateway started throwing AuthTimeoutError: upstream token check exceeded 4000ms for EU logins"),
-        messages // 3: ("emeka", "found the login timeout: the token cache TTL was 0 after the config migration. The fix is commit 9f3c2ab71d, PR #4821"),
-        messages // 2: ("aiko", "decision: we fix forward with #4821 instead of rolling back, the rollback would drop the new billing columns"),
+        messages // 5: (
+            "dara",
+            "auth-gateway started throwing AuthTimeoutError: upstream token check exceeded 4000ms for EU logins",
+        ),
+        messages // 3: (
+            "emeka",
+            "found the login timeout: the token cache TTL was 0 after the config migration. The fix is commit 9f3c2ab71d, PR #4821",
+        ),
+        messages // 2: (
+            "aiko",
+            "decision: we fix forward with #4821 instead of rolling back, the rollback would drop the new billing columns",
+        ),
     }
     backlog = []
     for index in range(messages):
         who, text = planted.get(index, (rng.choice(PEOPLE), _chatter(rng)))
-        backlog.append(IncomingMessage(
-            platform="local", chat_id=chat_id, user_id=who, user_name=who, update_id=f"night-{seed}-{index}",
-            text=f"{who}: {text}", ts=start_ts + index * 60, respond=False,
-        ))
+        backlog.append(
+            IncomingMessage(
+                platform="local",
+                chat_id=chat_id,
+                user_id=who,
+                user_name=who,
+                update_id=f"night-{seed}-{index}",
+                text=f"{who}: {text}",
+                ts=start_ts + index * 60,
+                respond=False,
+            )
+        )
     question = IncomingMessage(
-        platform="local", chat_id=chat_id, user_id="you", user_name="you", update_id=f"morning-{seed}",
-        text="Good morning! Which commit fixed the login timeout overnight?", ts=start_ts + messages * 60 + 3600,
+        platform="local",
+        chat_id=chat_id,
+        user_id="you",
+        user_name="you",
+        update_id=f"morning-{seed}",
+        text="Good morning! Which commit fixed the login timeout overnight?",
+        ts=start_ts + messages * 60 + 3600,
     )
     return DemoScript(backlog, question)

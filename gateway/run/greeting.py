@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gateway.bots import Fleet
 
 
-def announce(fleet: "Fleet", out: TextIO) -> None:
+def announce(fleet: Fleet, out: TextIO) -> None:
     """One line per bot saying what runs where (of one bot, exactly as before ``bots:`` existed), and what
     prompt caching will do."""
     settings = fleet.settings
@@ -35,8 +35,10 @@ def announce(fleet: "Fleet", out: TextIO) -> None:
         local = bot.platforms.local
         served = [*running.adapters, *([WEB_PLATFORM] if name == fleet.front and local.enabled and local.web else [])]
         label = f"bot {name}: " if settings.bots else ""
-        out.write(f"foldgate: {label}{', '.join(served) or 'no platform'} on {where}; model {bot.model.name}"
-                  f" ({bot.model.provider}, {gateway.agents.api_mode}), engine {bot.context.engine}\n")
+        out.write(
+            f"foldgate: {label}{', '.join(served) or 'no platform'} on {where}; model {bot.model.name}"
+            f" ({bot.model.provider}, {gateway.agents.api_mode}), engine {bot.context.engine}\n"
+        )
         out.write(gateway.agents.caching_status + "\n")
         for line in gateway.agents.window_lines:
             out.write(f"foldgate: {label}{line}\n")
@@ -44,6 +46,7 @@ def announce(fleet: "Fleet", out: TextIO) -> None:
 
 def print_compactions(out: TextIO) -> Callable[[Event], None]:
     """An event subscriber that shows each compaction as one line, as it happens."""
+
     def show(event: Event) -> None:
         if isinstance(event, CompressEvent):
             out.write(
@@ -58,6 +61,7 @@ def print_compactions(out: TextIO) -> Callable[[Event], None]:
 
 def print_notice(out: TextIO) -> Callable[[str], None]:
     """Where one-time operator notices (the embedded server's, the Codex autoraise) go: a line of their own."""
+
     def show(text: str) -> None:
         out.write(text + "\n")
         out.flush()
@@ -75,8 +79,10 @@ async def open_terminal_chat(gateway: RunningGateway, out: TextIO, chat_id: str 
         return
     last = meta.last_activity_at or meta.updated_at
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last)) if last else "unknown"
-    out.write(f"↩️  Resumed this chat's conversation: session {sid}, {meta.count} messages, last activity {when}."
-              " /new starts a fresh one, /sessions lists them all.\n")
+    out.write(
+        f"↩️  Resumed this chat's conversation: session {sid}, {meta.count} messages, last activity {when}."
+        " /new starts a fresh one, /sessions lists them all.\n"
+    )
     out.flush()
 
 
@@ -84,14 +90,18 @@ async def play_demo(gateway: RunningGateway, out: TextIO, chat_id: str = "termin
     """Replay the bundled overnight backlog into the local chat, then ask the morning question."""
     script = overnight(chat_id)
     chat = script.question.chat
-    out.write(f"📥 Replaying an overnight team chat: {len(script.backlog)} messages arrive while the bot only listens…\n")
+    out.write(
+        f"📥 Replaying an overnight team chat: {len(script.backlog)} messages arrive while the bot only listens…\n"
+    )
     for message in script.backlog:
         await gateway.runner.intake(message)
     await gateway.runner.wait_idle(timeout=120)
     meta = await gateway.store.meta(chat, await gateway.store.current_session(chat))
     window = gateway.agents.context_length(gateway.agents.default_model)
-    out.write(f"🌙 Overnight backlog stored: {meta.count} messages, {meta.tokens:,} tokens of a {window:,}-token window"
-              f" ({100 * meta.tokens / window:.0f}%).\n☀️  Morning question: {script.question.text}\n")
+    out.write(
+        f"🌙 Overnight backlog stored: {meta.count} messages, {meta.tokens:,} tokens of a {window:,}-token window"
+        f" ({100 * meta.tokens / window:.0f}%).\n☀️  Morning question: {script.question.text}\n"
+    )
     out.flush()
     await gateway.runner.intake(script.question)
     await gateway.runner.wait_idle(timeout=120)

@@ -69,8 +69,9 @@ def serving_processes(home: Path) -> list[int]:
 
 def _is_foldgate(pid: int) -> bool:
     try:
-        command = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True,
-                                 timeout=5).stdout
+        command = subprocess.run(
+            ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return False
     return "foldgate" in command or "gateway.cli" in command
@@ -85,8 +86,11 @@ def reload_command(args: argparse.Namespace) -> int:
         return 2
     pids = serving_processes(settings.home_path)
     if not pids:
-        print(f"foldgate: no foldgate run serves from {settings.home_path}; nothing to reload "
-              "(in a container, send SIGHUP to foldgate's process instead)", file=sys.stderr)
+        print(
+            f"foldgate: no foldgate run serves from {settings.home_path}; nothing to reload "
+            "(in a container, send SIGHUP to foldgate's process instead)",
+            file=sys.stderr,
+        )
         return 1
     asked: list[int] = []
     for pid in pids:
@@ -96,9 +100,13 @@ def reload_command(args: argparse.Namespace) -> int:
         except ProcessLookupError:  # it ended meanwhile
             continue
         except PermissionError:
-            print(f"foldgate: cannot signal process {pid} — run foldgate reload as the user the gateway runs as",
-                  file=sys.stderr)
+            print(
+                f"foldgate: cannot signal process {pid} — run foldgate reload as the user the gateway runs as",
+                file=sys.stderr,
+            )
     if asked:
-        print(f"foldgate: asked {len(asked)} process{'es' if len(asked) != 1 else ''} ({', '.join(map(str, asked))}) to"
-              " reload; each says what it changed in its log")
+        print(
+            f"foldgate: asked {len(asked)} process{'es' if len(asked) != 1 else ''} ({', '.join(map(str, asked))}) to"
+            " reload; each says what it changed in its log"
+        )
     return 0 if len(asked) == len(pids) else 1

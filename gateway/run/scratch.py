@@ -24,10 +24,12 @@ def throwaway_gateway(settings: Settings, purpose: str) -> Iterator[Settings]:
     server's files live in the home.
     """
     with tempfile.TemporaryDirectory(prefix=f"foldgate-{purpose}-") as home:
-        yield settings.model_copy(update={
-            "gateway": settings.gateway.model_copy(update={"home": home}),
-            "redis": settings.redis.model_copy(update={"url": "", "cluster": False}),
-        })
+        yield settings.model_copy(
+            update={
+                "gateway": settings.gateway.model_copy(update={"home": home}),
+                "redis": settings.redis.model_copy(update={"url": "", "cluster": False}),
+            }
+        )
 
 
 def describe_gateway(settings: Settings) -> str:

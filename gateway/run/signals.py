@@ -59,17 +59,21 @@ class ReloadSignal:
             loop.add_signal_handler(signal.SIGHUP, self.requested.set)
 
 
-async def shut_down(gateway: "Fleet", signals: ShutdownSignals, out: TextIO) -> None:
+async def shut_down(gateway: Fleet, signals: ShutdownSignals, out: TextIO) -> None:
     """Close the bots as the signals ask, saying in one line what happens to turns still running."""
     lead = "\n" if is_terminal(out) else ""  # the terminal chat may be showing its "working" status
     busy = gateway.busy_chats
     if busy and not signals.at_once.is_set():
-        out.write(f"{lead}foldgate: waiting up to {signals.grace_seconds:g} s for {plural(busy, 'reply')} being"
-                  " written; Ctrl-C or a second SIGTERM ends at once\n")
+        out.write(
+            f"{lead}foldgate: waiting up to {signals.grace_seconds:g} s for {plural(busy, 'reply')} being"
+            " written; Ctrl-C or a second SIGTERM ends at once\n"
+        )
         out.flush()
         lead = ""
     cancelled = await gateway.close(grace_seconds=signals.grace_seconds, cut_short=signals.at_once)
     if cancelled:
-        out.write(f"{lead}foldgate: stopped; {plural(cancelled, 'message')} being answered will be answered"
-                  " on the next start\n")
+        out.write(
+            f"{lead}foldgate: stopped; {plural(cancelled, 'message')} being answered will be answered"
+            " on the next start\n"
+        )
         out.flush()

@@ -30,11 +30,11 @@ class FleetReader:
     with a fresh one, and a removed bot's is dropped.
     """
 
-    def __init__(self, fleet: "Fleet") -> None:
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self._watched: dict[str, tuple["RunningGateway", "GatewayWatch"]] = {}
+        self._watched: dict[str, tuple[RunningGateway, GatewayWatch]] = {}
 
-    def _current(self) -> dict[str, tuple["RunningGateway", "GatewayWatch"]]:
+    def _current(self) -> dict[str, tuple[RunningGateway, GatewayWatch]]:
         """Each running bot's gateway and watch, by name, in the configuration's order."""
         current = {}
         for name, gateway in self.fleet.gateways().items():
@@ -45,13 +45,13 @@ class FleetReader:
         self._watched = current
         return current
 
-    def _watch(self, name: str, gateway: "RunningGateway") -> "GatewayWatch":
+    def _watch(self, name: str, gateway: RunningGateway) -> GatewayWatch:
         from gateway.metrics import GatewayWatch
 
         buckets = ChatBuckets(self.fleet.settings.delivery).bot_wide(self.fleet.running[name].adapters)
         return GatewayWatch(gateway.events, gateway.runner, gateway.budget, buckets)
 
-    def watches(self) -> dict[str, "GatewayWatch"]:
+    def watches(self) -> dict[str, GatewayWatch]:
         return {name: watch for name, (_, watch) in self._current().items()}
 
     def several(self) -> bool:
@@ -65,24 +65,31 @@ class FleetReader:
             return None
         return {status.name: status.up for status in self.fleet.status_list()}
 
-    def bots(self) -> "OperatedBots":
+    def bots(self) -> OperatedBots:
         from gateway.web.operator_pages import OperatedBots
 
         running = {name: _operated(name, gateway, watch) for name, (gateway, watch) in self._current().items()}
         return OperatedBots(running, self.fleet.status_list(), several=self.several())
 
 
-def _operated(name: str, gateway: "RunningGateway", watch: "GatewayWatch") -> "OperatedBot":
+def _operated(name: str, gateway: RunningGateway, watch: GatewayWatch) -> OperatedBot:
     """One running bot's parts the operator view reads."""
     from gateway.web.operator_pages import OperatedBot
 
     agents, runner = gateway.agents, gateway.runner
-    return OperatedBot(name, gateway.store, gateway.activity, watch,
-                       lambda model: agents.context_length(model or agents.default_model),
-                       runner.media_store, runner.spending, runner.budgets)
+    return OperatedBot(
+        name,
+        gateway.store,
+        gateway.activity,
+        watch,
+        lambda model: agents.context_length(model or agents.default_model),
+        runner.media_store,
+        runner.spending,
+        runner.budgets,
+    )
 
 
-async def serve_web(fleet: "Fleet", out: TextIO) -> "WebServers":
+async def serve_web(fleet: Fleet, out: TextIO) -> WebServers:
     """The operator's server (metrics, health, operator view of every bot) when ``gateway.metrics_port`` is
     set, and the web chat when the bot with the local platform sets ``platforms.local.web``; says where each
     one is."""
@@ -96,13 +103,23 @@ async def serve_web(fleet: "Fleet", out: TextIO) -> "WebServers":
         if settings.gateway.metrics_port:
             reader = FleetReader(fleet)
             token = settings.gateway.admin_token.get_secret_value() if settings.gateway.admin_token else None
-            await servers.serve_operator(reader.bots, BotWatches(reader.watches, reader.states), token,
-                                         settings.gateway.metrics_host, settings.gateway.metrics_port)
+            await servers.serve_operator(
+                reader.bots,
+                BotWatches(reader.watches, reader.states),
+                token,
+                settings.gateway.metrics_host,
+                settings.gateway.metrics_port,
+            )
         gateway = fleet.front_gateway
         local = gateway.settings.platforms.local if gateway is not None else None
         if gateway is not None and local is not None and local.enabled and local.web:
-            await servers.serve_chat(WebChat(gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live,
-                                             gateway.runner.media_store), local.host, local.port)
+            await servers.serve_chat(
+                WebChat(
+                    gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live, gateway.runner.media_store
+                ),
+                local.host,
+                local.port,
+            )
     except BaseException:
         await servers.close()
         raise

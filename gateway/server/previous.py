@@ -128,5 +128,7 @@ async def _join(shared: Shared, *, home: Path, data_dir: Path, share: bool, time
         await asyncio.sleep(POLL_SECONDS)
     if shared.owner == os.getpid():
         return f"foldgate: using the embedded Redis this process already runs on {data_dir}"
-    return (f"foldgate: using the embedded Redis of foldgate pid {shared.owner} on {data_dir};"
-            " it stops when that foldgate stops")
+    return (
+        f"foldgate: using the embedded Redis of foldgate pid {shared.owner} on {data_dir};"
+        " it stops when that foldgate stops"
+    )

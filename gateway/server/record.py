@@ -81,8 +81,9 @@ class RecordFile:
         """The recorded server, or None; a half-written or foreign ``server.json`` is removed and not trusted."""
         try:
             data: dict[str, Any] = json_codec.loads(self.path.read_text(encoding="utf-8"))
-            return ServerRecord(str(data["url"]), data.get("pid"), data.get("started"),
-                                data.get("owner_pid"), data.get("owner_started"))
+            return ServerRecord(
+                str(data["url"]), data.get("pid"), data.get("started"), data.get("owner_pid"), data.get("owner_started")
+            )
         except FileNotFoundError:
             pass
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -99,8 +100,15 @@ class RecordFile:
 
     def write(self, url: str, pid: int, started: int | None) -> None:
         """Record the server at ``url`` as owned by this process (replaced whole, so a reader never sees half)."""
-        record = {"version": _RECORD_VERSION, "url": url, "pid": pid, "started": started,
-                  "owner_pid": os.getpid(), "owner_started": start_time(os.getpid()), "data_dir": str(self.data_dir)}
+        record = {
+            "version": _RECORD_VERSION,
+            "url": url,
+            "pid": pid,
+            "started": started,
+            "owner_pid": os.getpid(),
+            "owner_started": start_time(os.getpid()),
+            "data_dir": str(self.data_dir),
+        }
         draft = self.path.with_suffix(".json.tmp")
         draft.write_text(json_codec.dumps_text(record) + "\n", encoding="utf-8")
         os.replace(draft, self.path)

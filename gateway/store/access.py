@@ -32,8 +32,9 @@ class AccessLists:
         self.allowed_key, self.blocked_key = f"{keys.base}:allowed", f"{keys.base}:blocked"
 
     async def read(self) -> AdminChanges:
-        allowed, blocked = await self.channel.call_in_order(("SMEMBERS", self.allowed_key),
-                                                            ("SMEMBERS", self.blocked_key))
+        allowed, blocked = await self.channel.call_in_order(
+            ("SMEMBERS", self.allowed_key), ("SMEMBERS", self.blocked_key)
+        )
         return AdminChanges(frozenset(map(text_of, allowed)), frozenset(map(text_of, blocked)))
 
     async def allow(self, person: str) -> None:
@@ -46,4 +47,3 @@ class AccessLists:
     async def unblock(self, person: str) -> bool:
         """Whether ``person`` was blocked by an admin (one blocked in the configuration stays blocked)."""
         return bool(await self.channel.call("SREM", self.blocked_key, person))
-

@@ -87,18 +87,25 @@ def _increments(event: Event) -> list[tuple[str, str, int | float]]:
     """(command, field, amount) for the chat's totals."""
     if isinstance(event, TurnEvent):
         steps: list[tuple[str, str, int | float]] = [
-            ("HINCRBY", "turns", 1), ("HINCRBY", "prompt_tokens", event.prompt_tokens),
+            ("HINCRBY", "turns", 1),
+            ("HINCRBY", "prompt_tokens", event.prompt_tokens),
             ("HINCRBY", "completion_tokens", event.completion_tokens),
             ("HINCRBY", "cache_read_tokens", event.cache_read_tokens),
             ("HINCRBY", "cache_write_tokens", event.cache_write_tokens),
-            ("HINCRBYFLOAT", "cost_usd", event.cost_usd), ("HINCRBYFLOAT", "saved_usd", event.saved_usd),
+            ("HINCRBYFLOAT", "cost_usd", event.cost_usd),
+            ("HINCRBYFLOAT", "saved_usd", event.saved_usd),
         ]
         return steps + ([("HINCRBY", "errors", 1)] if event.error else [])
     if isinstance(event, CompressEvent):
-        return [("HINCRBY", "compactions", 1), ("HINCRBY", f"compactions_{event.trigger}", 1),
-                ("HINCRBY", "archived", len(event.archived_ids))]
+        return [
+            ("HINCRBY", "compactions", 1),
+            ("HINCRBY", f"compactions_{event.trigger}", 1),
+            ("HINCRBY", "archived", len(event.archived_ids)),
+        ]
     if isinstance(event, ToolCallEvent):
-        return [("HINCRBY", "tool_calls", 1)] + ([("HINCRBY", "tool_errors", 1)] if event.outcome in FAILED_CALLS else [])
+        return [("HINCRBY", "tool_calls", 1)] + (
+            [("HINCRBY", "tool_errors", 1)] if event.outcome in FAILED_CALLS else []
+        )
     return [("HINCRBY", "errors", 1)]
 
 
@@ -123,7 +130,7 @@ class ChatTotals:
     tool_errors: int = 0
 
     @classmethod
-    def of(cls, raw: dict[str, Any]) -> "ChatTotals":
+    def of(cls, raw: dict[str, Any]) -> ChatTotals:
         def count(name: str) -> int:
             return hash_int(raw, name) or 0
 
@@ -131,17 +138,29 @@ class ChatTotals:
             return hash_float(raw, name) or 0.0
 
         triggers = {name.removeprefix("compactions_"): count(name) for name in raw if name.startswith("compactions_")}
-        return cls(count("turns"), count("prompt_tokens"), count("completion_tokens"), count("cache_read_tokens"),
-                   count("cache_write_tokens"), dollars("cost_usd"), dollars("saved_usd"),
-                   count("compactions"), count("archived"), count("errors"), triggers,
-                   tool_calls=count("tool_calls"), tool_errors=count("tool_errors"))
+        return cls(
+            count("turns"),
+            count("prompt_tokens"),
+            count("completion_tokens"),
+            count("cache_read_tokens"),
+            count("cache_write_tokens"),
+            dollars("cost_usd"),
+            dollars("saved_usd"),
+            count("compactions"),
+            count("archived"),
+            count("errors"),
+            triggers,
+            tool_calls=count("tool_calls"),
+            tool_errors=count("tool_errors"),
+        )
 
 
 class ActivityLog:
     """Records gateway events per chat (subscribe :meth:`record` to the event bus) and reads them back."""
 
-    def __init__(self, redis: Redis, channel: RedisChannel, prefix: str, *,
-                 max_entries: int = ACTIVITY_MAX_ENTRIES) -> None:
+    def __init__(
+        self, redis: Redis, channel: RedisChannel, prefix: str, *, max_entries: int = ACTIVITY_MAX_ENTRIES
+    ) -> None:
         self.redis = redis
         self.channel = channel
         self.prefix = prefix
@@ -184,8 +203,9 @@ class ActivityLog:
     async def chat_count(self) -> int:
         return int(await self.redis.zcard(self.index_key))
 
-    async def chats(self, offset: int = 0, limit: int | None = None, *,
-                    newest_first: bool = True) -> list[tuple[str, float]]:
+    async def chats(
+        self, offset: int = 0, limit: int | None = None, *, newest_first: bool = True
+    ) -> list[tuple[str, float]]:
         """Chats with their latest activity, the most recent first (``limit`` None: all of them)."""
         end = -1 if limit is None else offset + limit - 1
         read = self.redis.zrevrange if newest_first else self.redis.zrange
@@ -204,7 +224,7 @@ class ActivityLog:
         ]
         added = 0
         for start in range(0, len(found), 500):
-            batch = found[start:start + 500]
+            batch = found[start : start + 500]
             scores: dict[str, float] = {}
             for figures in await store.figures(batch):
                 if figures is not None:

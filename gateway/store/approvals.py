@@ -57,12 +57,14 @@ class Approvals:
         """A new approval in ``chat`` that ``asker`` may answer (``""``: anyone there); its id."""
         approval_id = secrets.token_hex(4)
         key = self.key(chat, approval_id)
-        await self.channel.call_in_order(("HSET", key, "asker", asker, "opened", int(time.time())),
-                                         ("EXPIRE", key, APPROVAL_TTL_SECONDS))
+        await self.channel.call_in_order(
+            ("HSET", key, "asker", asker, "opened", int(time.time())), ("EXPIRE", key, APPROVAL_TTL_SECONDS)
+        )
         return approval_id
 
-    async def answer(self, chat: str, approval_id: str, *, approved: bool, user_id: str, user_name: str,
-                     admin: bool = False) -> Answered:
+    async def answer(
+        self, chat: str, approval_id: str, *, approved: bool, user_id: str, user_name: str, admin: bool = False
+    ) -> Answered:
         """Record ``user_id``'s answer, if they may give it (the person asked, or an ``admin``) and none was given
         before."""
         key = self.key(chat, approval_id)
@@ -77,9 +79,15 @@ class Approvals:
         await self.channel.call("HSET", key, "by", user_id, "by_name", user_name)
         return "recorded"
 
-    async def wait(self, chat: str, approval_id: str, timeout: float, *,
-                   sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                   clock: Callable[[], float] = time.monotonic) -> Answer | None:
+    async def wait(
+        self,
+        chat: str,
+        approval_id: str,
+        timeout: float,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Answer | None:
         """The answer once it is given; None when ``timeout`` seconds pass without one (which closes it: an answer
         after that is "already answered")."""
         key = self.key(chat, approval_id)

@@ -120,8 +120,9 @@ class ReadAhead:
         self.transcripts = transcripts
         self._chats: dict[str, _Ahead] = {}
 
-    def keep(self, chat: str, reply: Any, held: HeldTranscript | None, *, sent: float,
-             lock_ttl: float | None = None) -> None:
+    def keep(
+        self, chat: str, reply: Any, held: HeldTranscript | None, *, sent: float, lock_ttl: float | None = None
+    ) -> None:
         """Keep ``reply`` (read against ``held`` by a step sent at monotonic ``sent``), or drop the
         chat's read-ahead when the step read none."""
         if not reply:

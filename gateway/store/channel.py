@@ -71,7 +71,7 @@ class Script:
     sha: str
 
     @classmethod
-    def of(cls, source: str) -> "Script":
+    def of(cls, source: str) -> Script:
         return cls(source, hashlib.sha1(source.encode()).hexdigest())
 
     async def run(self, channel: RedisChannel, keys: Sequence[str], args: Sequence[Arg]) -> Any:
@@ -127,7 +127,7 @@ class Address:
     keepalive: bool = False
 
     @classmethod
-    def of(cls, redis: Redis) -> "Address":
+    def of(cls, redis: Redis) -> Address:
         """The server a redis-py client talks to, with the same credentials and database."""
         pool = redis.connection_pool
         options = pool.connection_kwargs
@@ -155,7 +155,7 @@ class Address:
 class _Resp(asyncio.Protocol):
     """One connection: writes batched per loop iteration, replies handed to waiters in order."""
 
-    def __init__(self, reply_timeout: float, owner: "PipelinedConnection") -> None:
+    def __init__(self, reply_timeout: float, owner: PipelinedConnection) -> None:
         self.loop = asyncio.get_running_loop()
         self.owner = owner
         self.reader = hiredis.Reader(encoding="utf-8", replyError=ResponseError)
@@ -265,7 +265,7 @@ class PipelinedConnection:
         self.writes = 0
 
     @classmethod
-    def like(cls, redis: Redis, **options: Any) -> "PipelinedConnection":
+    def like(cls, redis: Redis, **options: Any) -> PipelinedConnection:
         """A connection to the same server, database, credentials and URL options as a redis-py client."""
         address = Address.of(redis)
         if address.reply_timeout is not None:
@@ -298,14 +298,18 @@ class PipelinedConnection:
                     _, resp = await loop.create_unix_connection(lambda: _Resp(self.reply_timeout, self), address.path)
                 else:
                     _, resp = await loop.create_connection(
-                        lambda: _Resp(self.reply_timeout, self), address.host, address.port, ssl=address.tls,
+                        lambda: _Resp(self.reply_timeout, self),
+                        address.host,
+                        address.port,
+                        ssl=address.tls,
                         server_hostname=address.host if address.tls else None,
                     )
                 transport = resp.transport
                 setup: list[Command] = []
                 if address.password:
-                    setup.append(("AUTH", address.username, address.password) if address.username
-                                 else ("AUTH", address.password))
+                    setup.append(
+                        ("AUTH", address.username, address.password) if address.username else ("AUTH", address.password)
+                    )
                 if address.db:
                     setup.append(("SELECT", address.db))
                 if address.client_name:
@@ -320,9 +324,11 @@ class PipelinedConnection:
                 except BaseException:
                     transport.close()
                     raise
-        except (OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, OSError) as error:
             where = address.path or f"{address.host}:{address.port}"
-            raise RedisConnectionError(f"cannot connect to Redis at {where}: {error or type(error).__name__}") from error
+            raise RedisConnectionError(
+                f"cannot connect to Redis at {where}: {error or type(error).__name__}"
+            ) from error
         self._resp = resp
         return resp
 
@@ -416,9 +422,14 @@ def channel_for(redis: Redis) -> RedisChannel:
     options = redis.connection_pool.connection_kwargs
     for name, defaults in _NOT_CARRIED.items():
         if options.get(name) not in defaults:
-            raise UnsupportedRedisOption(f"the Redis URL option {name}={options[name]} is not supported by foldgate's "
-                                         "Redis connection — remove it from the URL")
-    if any(options.get(name) for name in _REDIS_PY_ONLY) or options.get("ssl_check_hostname") is False \
-            or options.get("ssl_cert_reqs") == "optional":
+            raise UnsupportedRedisOption(
+                f"the Redis URL option {name}={options[name]} is not supported by foldgate's "
+                "Redis connection — remove it from the URL"
+            )
+    if (
+        any(options.get(name) for name in _REDIS_PY_ONLY)
+        or options.get("ssl_check_hostname") is False
+        or options.get("ssl_cert_reqs") == "optional"
+    ):
         return RedisPyChannel(redis)
     return PipelinedConnection.like(redis)

@@ -76,8 +76,13 @@ def _plan(new_messages: Sequence[Message], archive_new: Sequence[Message], now: 
 
 def _keys(keys: ChatKeys, lock: Lock, sid: str, new_sid: str, compaction_id: str) -> list[str]:
     key_list = [
-        lock_key(keys, lock), keys.session, keys.compaction(compaction_id),
-        keys.meta(sid), keys.msg(sid), keys.active(sid), keys.archive(sid),
+        lock_key(keys, lock),
+        keys.session,
+        keys.compaction(compaction_id),
+        keys.meta(sid),
+        keys.msg(sid),
+        keys.active(sid),
+        keys.archive(sid),
     ]
     if new_sid:
         key_list += [keys.meta(new_sid), keys.msg(new_sid), keys.active(new_sid), keys.archive(new_sid)]
@@ -104,9 +109,18 @@ def _give_ids(new_messages: Sequence[Message], plan: _Plan, result: CompactionCo
 
 
 async def commit(
-    routes: Routes, keys: ChatKeys, sid: str, new_messages: Sequence[Message], *, lock: Lock, in_place: bool,
-    compaction_id: str, expected_version: int | None, meta: Mapping[str, Any] | None,
-    archive_new: Sequence[Message], record_ttl_seconds: int,
+    routes: Routes,
+    keys: ChatKeys,
+    sid: str,
+    new_messages: Sequence[Message],
+    *,
+    lock: Lock,
+    in_place: bool,
+    compaction_id: str,
+    expected_version: int | None,
+    meta: Mapping[str, Any] | None,
+    archive_new: Sequence[Message],
+    record_ttl_seconds: int,
 ) -> CompactionCommit:
     """Validate, plan the new list, run ``commit_compaction.lua``, give the new messages their ids."""
     if not isinstance(compaction_id, str) or not compaction_id:
@@ -119,9 +133,17 @@ async def commit(
     new_sid = "" if in_place else new_session_id()
     key_list = _keys(keys, lock, sid, new_sid, compaction_id)
     args: list[Any] = [
-        lock.token, lock.fence, repr(now), "in_place" if in_place else "rotate",
-        "" if expected_version is None else int(expected_version), plan.total,
-        record_ttl_seconds, new_sid, sid, *meta_change_args(sets, deletes), *plan.entries,
+        lock.token,
+        lock.fence,
+        repr(now),
+        "in_place" if in_place else "rotate",
+        "" if expected_version is None else int(expected_version),
+        plan.total,
+        record_ttl_seconds,
+        new_sid,
+        sid,
+        *meta_change_args(sets, deletes),
+        *plan.entries,
     ]
     status, record = await routes.script(scripts.COMMIT, key_list, args)
     result = dataclasses.replace(parse_record(record), replayed=status != "applied")

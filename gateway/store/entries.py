@@ -22,8 +22,17 @@ from gateway.store.routes import Routes
 MIN_SEEN_TTL_SECONDS = 86_400
 
 
-async def finish(routes: Routes, keys: ChatKeys, read_ahead: ReadAhead, lock: Lock, sid: str, entry: str,
-                 meta: Mapping[str, Any], *, ahead_for_next: bool = True) -> str | None:
+async def finish(
+    routes: Routes,
+    keys: ChatKeys,
+    read_ahead: ReadAhead,
+    lock: Lock,
+    sid: str,
+    entry: str,
+    meta: Mapping[str, Any],
+    *,
+    ahead_for_next: bool = True,
+) -> str | None:
     """Set ``meta``, remove ``entry`` from the inbox and return the next entry, keeping the session
     read for that one in ``read_ahead`` (its snapshot then costs no round trip). Without
     ``ahead_for_next`` nothing is read ahead: the caller finishes the next entry too (a batch)."""
@@ -38,4 +47,3 @@ async def finish(routes: Routes, keys: ChatKeys, read_ahead: ReadAhead, lock: Lo
     )
     read_ahead.keep(keys.chat, ahead, held, sent=sent)
     return head or None
-

@@ -17,8 +17,17 @@ from gateway.store.meta import SessionMeta, parse_meta
 from gateway.store.routes import Routes
 
 #: The meta fields the figures need (token estimate, counts, model, activity).
-FIGURE_FIELDS = ("tokens", "count", "last_prompt_tokens", "tokens_at_report", "compaction_count", "model",
-                 "last_activity_at", "updated_at", "created_at")
+FIGURE_FIELDS = (
+    "tokens",
+    "count",
+    "last_prompt_tokens",
+    "tokens_at_report",
+    "compaction_count",
+    "model",
+    "last_activity_at",
+    "updated_at",
+    "created_at",
+)
 
 
 @dataclass(frozen=True)

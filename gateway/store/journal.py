@@ -53,5 +53,6 @@ class ReplyJournal:
     async def record(self, facts: Mapping[str, str]) -> None:
         """Record facts (a message id at a position and its text, the finals delivered) before the reply goes on."""
         pairs = [part for fact in facts.items() for part in fact]
-        await run(scripts.REPLY_RECORD, self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, *pairs])
-
+        await run(
+            scripts.REPLY_RECORD, self.channel, [self.lock_key, self.key], [self.lock.token, JOURNAL_TTL_MS, *pairs]
+        )

@@ -47,8 +47,16 @@ class Lease:
     """One lease kept by a background task: :attr:`held` is set while this process holds it, :attr:`free`
     while it does not; exactly one of the two is set at any time."""
 
-    def __init__(self, channel: RedisChannel, prefix: str, what: str, *, span: float = LEASE_SECONDS,
-                 renew_every: float = RENEW_SECONDS, margin: float = MARGIN_SECONDS) -> None:
+    def __init__(
+        self,
+        channel: RedisChannel,
+        prefix: str,
+        what: str,
+        *,
+        span: float = LEASE_SECONDS,
+        renew_every: float = RENEW_SECONDS,
+        margin: float = MARGIN_SECONDS,
+    ) -> None:
         self.channel = channel
         self.key = lease_key(prefix, what)
         self.what = what
@@ -90,8 +98,11 @@ class Lease:
     async def _keep(self) -> None:
         while True:
             sent = time.monotonic()
-            wait = self.renew_every if not self.held.is_set() else min(self.renew_every,
-                                                                        max(0.01, self._valid_until - sent))
+            wait = (
+                self.renew_every
+                if not self.held.is_set()
+                else min(self.renew_every, max(0.01, self._valid_until - sent))
+            )
             try:  # a Redis that hangs must not keep this process counting on a lease past its deadline
                 async with asyncio.timeout(wait):
                     granted = await self._ask()

@@ -43,8 +43,9 @@ def milliseconds(ttl_seconds: float) -> int:
     return ms
 
 
-async def acquire(routes: Routes, keys: ChatKeys, ttl_seconds: float, read_ahead: ReadAhead,
-                  *, peek_inbox: bool) -> tuple[Lock | None, str | None]:
+async def acquire(
+    routes: Routes, keys: ChatKeys, ttl_seconds: float, read_ahead: ReadAhead, *, peek_inbox: bool
+) -> tuple[Lock | None, str | None]:
     """Take the lock once; with ``peek_inbox`` (a claim) also return the inbox's head and keep the
     session read for it in ``read_ahead``. Either way what was read ahead before is replaced."""
     token = secrets.token_hex(16)

@@ -39,7 +39,6 @@ from gateway.store.routes import Routes
 _FIELDS = ("mime", "name", "file_id", "bytes", "stored_at", "dropped_at")
 
 
-
 @dataclass(frozen=True)
 class StoredItem:
     """What the store knows of an item besides its bytes; ``held`` is False once its bytes were dropped."""
@@ -55,8 +54,15 @@ class StoredItem:
 class MediaStore(Routes):
     """Items of every chat by content hash; ``max_bytes`` per item, ``max_total_bytes`` per chat."""
 
-    def __init__(self, redis: Redis, prefix: str = "fg", *, max_bytes: int, max_total_bytes: int,
-                 channel: RedisChannel | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str = "fg",
+        *,
+        max_bytes: int,
+        max_total_bytes: int,
+        channel: RedisChannel | None = None,
+    ) -> None:
         super().__init__(redis, channel)
         if not 0 < max_bytes <= max_total_bytes:
             raise ValueError(f"need 0 < max_bytes ({max_bytes}) <= max_total_bytes ({max_total_bytes})")
@@ -78,15 +84,18 @@ class MediaStore(Routes):
             raise MediaTooLarge(name, len(data), self.max_bytes)
         sha = hashlib.sha256(data).hexdigest()
         keys = self.keys(chat)
-        await self.script(scripts.MEDIA_PUT, [keys.media(sha), keys.media_held, keys.media_bytes],
-                          [sha, data, mime, name, file_id, int(time.time() * 1000), self.max_total_bytes,
-                           keys.media("")])
+        await self.script(
+            scripts.MEDIA_PUT,
+            [keys.media(sha), keys.media_held, keys.media_bytes],
+            [sha, data, mime, name, file_id, int(time.time() * 1000), self.max_total_bytes, keys.media("")],
+        )
         return sha
 
     async def get(self, chat: str, sha: str) -> tuple[bytes, str] | None:
         """The item's bytes and mime, or None when the chat has no such item or its bytes were dropped."""
         data, mime = await self.redis.execute_command(
-            "HMGET", self.keys(chat).media(check_key_part("sha", sha)), "data", "mime", **{NEVER_DECODE: True})
+            "HMGET", self.keys(chat).media(check_key_part("sha", sha)), "data", "mime", **{NEVER_DECODE: True}
+        )
         if data is None:
             return None
         return bytes(data), (mime or b"").decode()
@@ -98,8 +107,14 @@ class MediaStore(Routes):
         found = dict(zip(_FIELDS, values))
         if found["stored_at"] is None:
             return None
-        return StoredItem(sha=sha, mime=found["mime"] or "", name=found["name"] or "", file_id=found["file_id"] or "",
-                          size=int(found["bytes"] or 0), held=bool(length))
+        return StoredItem(
+            sha=sha,
+            mime=found["mime"] or "",
+            name=found["name"] or "",
+            file_id=found["file_id"] or "",
+            size=int(found["bytes"] or 0),
+            held=bool(length),
+        )
 
     async def held_bytes(self, chat: str) -> int:
         """The bytes the chat's held items take, together (at most ``max_total_bytes``)."""

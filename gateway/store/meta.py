@@ -64,8 +64,17 @@ class SessionMeta:
 #: Meta fields callers may set (``None`` clears one); every other field is the store's own.
 INT_FIELDS = frozenset({"last_prompt_tokens", "tokens_at_report", "compaction_count"})
 FLOAT_FIELDS = frozenset({"last_activity_at"})
-STR_FIELDS = frozenset({"previous_summary", "model", "last_entry_id", "last_reply", "replied_entry_id",
-                        "batch_entry_ids", "partial_entry_id"})
+STR_FIELDS = frozenset(
+    {
+        "previous_summary",
+        "model",
+        "last_entry_id",
+        "last_reply",
+        "replied_entry_id",
+        "batch_entry_ids",
+        "partial_entry_id",
+    }
+)
 JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
 JSON_LIST_FIELDS = frozenset({"last_reply_items", "partial_items"})
 SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS | JSON_LIST_FIELDS

@@ -24,15 +24,20 @@ class OutageRecords:
     def key(self, chat: str) -> str:
         return ChatKeys(self.prefix, chat).outage
 
-    async def failed(self, chat: str, *, now: float, started: float, stale_after: float,
-                     ttl_seconds: int) -> tuple[float, int]:
+    async def failed(
+        self, chat: str, *, now: float, started: float, stale_after: float, ttl_seconds: int
+    ) -> tuple[float, int]:
         """Count a try begun at ``started`` that failed at ``now``: (since when the outage runs, tries).
 
         A try begun more than ``stale_after`` seconds after the last failure starts a new outage;
         the record expires ``ttl_seconds`` after its last failure.
         """
-        since, tries = await run(scripts.OUTAGE_FAILED, self.channel, [self.key(chat)],
-                                 [repr(now), repr(started), repr(stale_after), ttl_seconds])
+        since, tries = await run(
+            scripts.OUTAGE_FAILED,
+            self.channel,
+            [self.key(chat)],
+            [repr(now), repr(started), repr(stale_after), ttl_seconds],
+        )
         return float(since), int(tries)
 
     async def ended(self, chat: str) -> None:

@@ -168,15 +168,17 @@ class SessionStore(Routes):
 
     # ----------------------------------------------------------------- inbox entries
 
-    async def finish_entry(self, lock: Lock, sid: str, entry: str, *, ahead_for_next: bool = True,
-                           **meta: Any) -> str | None:
+    async def finish_entry(
+        self, lock: Lock, sid: str, entry: str, *, ahead_for_next: bool = True, **meta: Any
+    ) -> str | None:
         """Set ``meta`` fields, remove the handled ``entry`` from the inbox, return the next entry (fenced).
 
         The same step reads the session ahead for that next entry, so its :meth:`snapshot` costs no
         round trip — unless ``ahead_for_next`` is False, for a batch whose next entry is finished too.
         """
-        return await entries.finish(self, self.keys(lock.chat), self._read_ahead, lock, sid, entry, meta,
-                                    ahead_for_next=ahead_for_next)
+        return await entries.finish(
+            self, self.keys(lock.chat), self._read_ahead, lock, sid, entry, meta, ahead_for_next=ahead_for_next
+        )
 
     async def seen(self, chat: str, update_id: str | int, ttl_seconds: int = MIN_SEEN_TTL_SECONDS) -> bool:
         """True the first time a platform update id is offered for the chat, False for a redelivery."""
@@ -251,8 +253,7 @@ class SessionStore(Routes):
         """
         self._read_ahead.drop(chat)
         keys = self.keys(chat)
-        return await transcript.archive_original(self, keys, check_key_part("session id", sid), message, lock,
-                                                 entry_id)
+        return await transcript.archive_original(self, keys, check_key_part("session id", sid), message, lock, entry_id)
 
     async def active(self, chat: str, sid: str) -> list[Message]:
         """The live transcript in order, read in one round trip.
@@ -277,7 +278,13 @@ class SessionStore(Routes):
         return await transcript.quarantine(self, self.keys(chat), sid, version, good, bad)
 
     async def store_repair(
-        self, chat: str, sid: str, version: int, keep: Sequence[Message], moved: Sequence[Message], reason: str,
+        self,
+        chat: str,
+        sid: str,
+        version: int,
+        keep: Sequence[Message],
+        moved: Sequence[Message],
+        reason: str,
         placements: Sequence[Placement],
     ) -> bool:
         """Store a turn's repair of the live transcript in one atomic step, so later reads need none:
@@ -293,8 +300,9 @@ class SessionStore(Routes):
         self.transcripts.drop(chat)  # the held copy lists neither the stand-ins nor the moves
         keys = self.keys(chat)
         bad = transcript.quarantine_records(moved, reason)
-        return await transcript.store_repair(self, keys, check_key_part("session id", sid), str(version), list(keep),
-                                             bad, placements)
+        return await transcript.store_repair(
+            self, keys, check_key_part("session id", sid), str(version), list(keep), bad, placements
+        )
 
     async def quarantined(self, chat: str) -> list[dict[str, Any]]:
         """Records of entries taken out of active transcripts: session_id, id, raw, reason, ts."""
@@ -372,7 +380,15 @@ class SessionStore(Routes):
         self._read_ahead.drop(chat)
         keys = self.keys(chat)
         return await compaction.commit(
-            self, keys, check_key_part("session id", sid), new_messages, lock=lock, in_place=in_place,
-            compaction_id=compaction_id, expected_version=expected_version, meta=meta, archive_new=archive_new,
+            self,
+            keys,
+            check_key_part("session id", sid),
+            new_messages,
+            lock=lock,
+            in_place=in_place,
+            compaction_id=compaction_id,
+            expected_version=expected_version,
+            meta=meta,
+            archive_new=archive_new,
             record_ttl_seconds=self.commit_record_ttl_seconds,
         )

@@ -35,8 +35,9 @@ async def stored_session(routes: Routes, keys: ChatKeys) -> str | None:
     return str(sid) if sid else None
 
 
-async def create(routes: Routes, keys: ChatKeys, *, current: bool, parent: str | None = None,
-                 lock: Lock | None = None) -> str:
+async def create(
+    routes: Routes, keys: ChatKeys, *, current: bool, parent: str | None = None, lock: Lock | None = None
+) -> str:
     """Create a session and point the chat at it (``current``: unless the chat has one by now)."""
     new_sid = new_session_id()
     key_list = [keys.session, keys.meta(new_sid), lock_key(keys, lock) if lock is not None else keys.lock]
@@ -57,13 +58,21 @@ async def replace_missing(routes: Routes, keys: ChatKeys, missing: str) -> None:
         [missing, new_sid, repr(time.time())],
     )
     if replaced:
-        log.warning("%s: its session %s does not exist; started session %s (keys stored under %s are kept)",
-                    keys.chat, missing, new_sid, missing)
+        log.warning(
+            "%s: its session %s does not exist; started session %s (keys stored under %s are kept)",
+            keys.chat,
+            missing,
+            new_sid,
+            missing,
+        )
 
 
 async def point_at(routes: Routes, keys: ChatKeys, sid: str, lock: Lock) -> str:
-    return str(await routes.script(scripts.POINT_AT, [lock_key(keys, lock), keys.session, keys.meta(sid)],
-                                   [lock.token, lock.fence, sid]))
+    return str(
+        await routes.script(
+            scripts.POINT_AT, [lock_key(keys, lock), keys.session, keys.meta(sid)], [lock.token, lock.fence, sid]
+        )
+    )
 
 
 async def outline(routes: Routes, keys: ChatKeys, sid: str) -> SessionOutline:

@@ -35,12 +35,14 @@ class Transcript:
     appended: bool  # every held message is still there and only newer ones came: extend, no rebuild
 
 
-async def read(routes: Routes, keys: ChatKeys, transcripts: TranscriptCache,
-               messages: bool) -> tuple[Any, HeldTranscript | None]:
+async def read(
+    routes: Routes, keys: ChatKeys, transcripts: TranscriptCache, messages: bool
+) -> tuple[Any, HeldTranscript | None]:
     """The snapshot script's reply, and the held transcript it was read against."""
     held = transcripts.get(keys.chat) if messages else None
-    reply = await routes.script(scripts.SNAPSHOT, [keys.session],
-                                [keys.base, "1" if messages else "0", *held_args(held)])
+    reply = await routes.script(
+        scripts.SNAPSHOT, [keys.session], [keys.base, "1" if messages else "0", *held_args(held)]
+    )
     return reply, held
 
 
@@ -73,9 +75,11 @@ async def assemble(routes: Routes, keys: ChatKeys, read: SessionRead, held: Held
     return Transcript(good, bad, fresh, appended)
 
 
-def remember(transcripts: TranscriptCache, chat: str, held: HeldTranscript | None, read: SessionRead,
-             transcript: Transcript) -> None:
+def remember(
+    transcripts: TranscriptCache, chat: str, held: HeldTranscript | None, read: SessionRead, transcript: Transcript
+) -> None:
     """Hold what was read for the chat's next snapshot."""
-    if not (transcript.appended and held is not None
-            and transcripts.extend(chat, held, read.meta.next_id, transcript.fresh)):
+    if not (
+        transcript.appended and held is not None and transcripts.extend(chat, held, read.meta.next_id, transcript.fresh)
+    ):
         transcripts.put(chat, read.sid, read.meta.next_id, transcript.good)

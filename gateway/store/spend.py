@@ -58,30 +58,63 @@ class SpendStore:
         keys = ChatKeys(self.prefix, check_key_part("subject", subject))
         return [keys.spent(check_key_part("period", period)), keys.reserved(period)]
 
-    async def reserve(self, subject: str, period: str, *, usd: float, tokens: int, usd_limit: float | None,
-                      token_limit: int | None, keep_seconds: float) -> tuple[str | None, Spend]:
+    async def reserve(
+        self,
+        subject: str,
+        period: str,
+        *,
+        usd: float,
+        tokens: int,
+        usd_limit: float | None,
+        token_limit: int | None,
+        keep_seconds: float,
+    ) -> tuple[str | None, Spend]:
         """Reserve a call's worst case; ``(reservation id, what was spent before)``, the id None when refused."""
         reservation = secrets.token_hex(6)
         admitted, spent_usd, spent_tokens, reserved_usd, reserved_tokens = await run(
-            scripts.SPEND_RESERVE, self.channel, self._keys(subject, period),
-            [reservation, _micro(usd), max(0, tokens), -1 if usd_limit is None else _micro(usd_limit),
-             -1 if token_limit is None else token_limit, int(time.time() * 1000), HOLD_SECONDS * 1000,
-             int(keep_seconds * 1000)])
+            scripts.SPEND_RESERVE,
+            self.channel,
+            self._keys(subject, period),
+            [
+                reservation,
+                _micro(usd),
+                max(0, tokens),
+                -1 if usd_limit is None else _micro(usd_limit),
+                -1 if token_limit is None else token_limit,
+                int(time.time() * 1000),
+                HOLD_SECONDS * 1000,
+                int(keep_seconds * 1000),
+            ],
+        )
         spent = Spend(int(spent_usd) / MICRO, int(spent_tokens), int(reserved_usd) / MICRO, int(reserved_tokens))
         return (reservation if int(admitted) else None), spent
 
-    async def settle(self, subject: str, period: str, reservation: str, *, usd: float, tokens: int,
-                     keep_seconds: float, whole: bool = False) -> Spend:
+    async def settle(
+        self,
+        subject: str,
+        period: str,
+        reservation: str,
+        *,
+        usd: float,
+        tokens: int,
+        keep_seconds: float,
+        whole: bool = False,
+    ) -> Spend:
         """Let the reservation go and add what the call cost (``whole``: what was reserved); what is spent now. A
         reservation settled before is not settled again (a settlement sent twice counts once)."""
         spent_usd, spent_tokens = await run(
-            scripts.SPEND_SETTLE, self.channel, [*self._keys(subject, period), self._settled(subject, period)],
-            [reservation, _micro(usd), max(0, tokens), int(keep_seconds * 1000), 1 if whole else 0])
+            scripts.SPEND_SETTLE,
+            self.channel,
+            [*self._keys(subject, period), self._settled(subject, period)],
+            [reservation, _micro(usd), max(0, tokens), int(keep_seconds * 1000), 1 if whole else 0],
+        )
         by_usd, by_tokens = self._index(subject.partition(":")[0], period)
-        await self.channel.call_in_order(("ZADD", by_usd, "GT", int(spent_usd), subject),
-                                         ("ZADD", by_tokens, "GT", int(spent_tokens), subject),
-                                         ("PEXPIRE", by_usd, int(keep_seconds * 1000)),
-                                         ("PEXPIRE", by_tokens, int(keep_seconds * 1000)))
+        await self.channel.call_in_order(
+            ("ZADD", by_usd, "GT", int(spent_usd), subject),
+            ("ZADD", by_tokens, "GT", int(spent_tokens), subject),
+            ("PEXPIRE", by_usd, int(keep_seconds * 1000)),
+            ("PEXPIRE", by_tokens, int(keep_seconds * 1000)),
+        )
         return Spend(int(spent_usd) / MICRO, int(spent_tokens))
 
     def _settled(self, subject: str, period: str) -> str:
@@ -98,8 +131,9 @@ class SpendStore:
         return [(subject, await self.spent(subject, period)) for subject in subjects]
 
     async def spent(self, subject: str, period: str) -> Spend:
-        raw = await self.channel.call("HMGET", self._keys(subject, period)[0], "spent_usd", "spent_tokens",
-                                      "reserved_usd", "reserved_tokens")
+        raw = await self.channel.call(
+            "HMGET", self._keys(subject, period)[0], "spent_usd", "spent_tokens", "reserved_usd", "reserved_tokens"
+        )
         usd, tokens, reserved_usd, reserved_tokens = (int(value or 0) for value in raw)
         return Spend(usd / MICRO, tokens, reserved_usd / MICRO, reserved_tokens)
 
@@ -110,4 +144,3 @@ class SpendStore:
 
 def _micro(usd: float) -> int:
     return max(0, round(usd * MICRO))
-

@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 ORIGINAL_MARKER_TTL_SECONDS = 7 * 86_400
 
 
-async def append(routes: Routes, keys: ChatKeys, sid: str, messages: Sequence[Message], lock: Lock,
-                 meta: Mapping[str, Any] | None) -> list[str]:
+async def append(
+    routes: Routes, keys: ChatKeys, sid: str, messages: Sequence[Message], lock: Lock, meta: Mapping[str, Any] | None
+) -> list[str]:
     now = time.time()
     bodies: list[Message] = []
     tails: list[bytes] = []
@@ -55,8 +56,9 @@ async def append(routes: Routes, keys: ChatKeys, sid: str, messages: Sequence[Me
     return ids
 
 
-async def archive_original(routes: Routes, keys: ChatKeys, sid: str, message: Message, lock: Lock,
-                           entry_id: str) -> str:
+async def archive_original(
+    routes: Routes, keys: ChatKeys, sid: str, message: Message, lock: Lock, entry_id: str
+) -> str:
     if isinstance(message, dict) and "_id" in message:
         raise InvalidMessage(f"message is already stored as id {message['_id']!r}")
     now = time.time()
@@ -79,8 +81,9 @@ async def read_active(routes: Routes, keys: ChatKeys, sid: str) -> tuple[str, li
     return version, good, bad
 
 
-async def quarantine(routes: Routes, keys: ChatKeys, sid: str, version: str, good: Sequence[Message],
-                     bad: Sequence[Unreadable]) -> bool:
+async def quarantine(
+    routes: Routes, keys: ChatKeys, sid: str, version: str, good: Sequence[Message], bad: Sequence[Unreadable]
+) -> bool:
     """Move ``bad`` out of the live list if the session is still at ``version``; ``good`` is the rest."""
     now = time.time()
     args: list[Any] = [version, sum(count_message(m) for m in good), repr(now), *_quarantine_args(sid, bad, now)]
@@ -104,8 +107,15 @@ def _log_quarantined(keys: ChatKeys, sid: str, bad: Sequence[Unreadable]) -> Non
         log.warning("%s/%s: quarantined message %s: %s", keys.chat, sid, message_id, reason)
 
 
-async def store_repair(routes: Routes, keys: ChatKeys, sid: str, version: str, keep: Sequence[Message],
-                       moved: Sequence[Unreadable], placements: Sequence[Placement]) -> bool:
+async def store_repair(
+    routes: Routes,
+    keys: ChatKeys,
+    sid: str,
+    version: str,
+    keep: Sequence[Message],
+    moved: Sequence[Unreadable],
+    placements: Sequence[Placement],
+) -> bool:
     """Insert each placement's stand-ins and quarantine ``moved`` if the session is still at ``version``.
 
     ``keep`` is the rest of the live transcript (for its token total). On success the stand-in
@@ -126,7 +136,8 @@ async def store_repair(routes: Routes, keys: ChatKeys, sid: str, version: str, k
             tail_args.append(tail)
     tokens = sum(count_message(m) for m in keep) + sum(body["_tok"] for body in bodies)
     reply = await routes.script(
-        scripts.STORE_REPAIR, [keys.meta(sid), keys.msg(sid), keys.active(sid), keys.quarantine],
+        scripts.STORE_REPAIR,
+        [keys.meta(sid), keys.msg(sid), keys.active(sid), keys.quarantine],
         [version, tokens, repr(now), len(moved), *_quarantine_args(sid, moved, now), *tail_args],
     )
     if reply is None:
@@ -139,8 +150,9 @@ async def store_repair(routes: Routes, keys: ChatKeys, sid: str, version: str, k
 
 def quarantine_records(moved: Sequence[Message], reason: str) -> list[Unreadable]:
     """Stored, well-formed messages to move aside, as the quarantine records them."""
-    return [(str(m["_id"]), json_codec.dumps({k: v for k, v in m.items() if k != "_id"}).decode(), reason)
-            for m in moved]
+    return [
+        (str(m["_id"]), json_codec.dumps({k: v for k, v in m.items() if k != "_id"}).decode(), reason) for m in moved
+    ]
 
 
 async def quarantined(routes: Routes, keys: ChatKeys) -> list[dict[str, Any]]:

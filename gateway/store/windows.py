@@ -38,8 +38,14 @@ def _field(endpoint: str, model: str) -> str:
 class LearnedWindows:
     """A :class:`agent.windows.WindowBook` in Redis, shared by every process on the same key prefix."""
 
-    def __init__(self, channel: RedisChannel, prefix: str, *, clock: Callable[[], float] = time.monotonic,
-                 refresh_seconds: float = REFRESH_SECONDS) -> None:
+    def __init__(
+        self,
+        channel: RedisChannel,
+        prefix: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_seconds: float = REFRESH_SECONDS,
+    ) -> None:
         self.channel = channel
         self.key = learned_windows_key(prefix)
         self.clock = clock

@@ -254,9 +254,15 @@ def token_ticks(scale: _Scale) -> tuple[Tick, ...]:
     return tuple(Tick(scale.y(i * step), short_tokens(i * step)) for i in range(int(scale.y_max // step) + 1))
 
 
-def context_chart(samples: Sequence[ContextSample], compactions: Sequence[CompactionMark], *, window: int,
-                  thresholds: Sequence[tuple[float, str]] = DEFAULT_THRESHOLDS,
-                  width: int = 720, height: int = 260) -> ContextChart:
+def context_chart(
+    samples: Sequence[ContextSample],
+    compactions: Sequence[CompactionMark],
+    *,
+    window: int,
+    thresholds: Sequence[tuple[float, str]] = DEFAULT_THRESHOLDS,
+    width: int = 720,
+    height: int = 260,
+) -> ContextChart:
     """How the chat's context rose and fell, turn after turn, with each compaction's drop marked by its kind.
 
     The x axis has one step per event (a turn or a compaction), labelled with the events' times:
@@ -275,13 +281,17 @@ def context_chart(samples: Sequence[ContextSample], compactions: Sequence[Compac
     fmt = time_format(times[-1] - times[0])
     steps = list(enumerate(item for _, _, item in events))
     return ContextChart(
-        width, height, box,
+        width,
+        height,
+        box,
         polyline=_polyline(steps, scale),
         dots=tuple(_dot(step, item, scale, window, fmt) for step, item in steps if isinstance(item, ContextSample)),
         markers=tuple(_marker(step, item, scale, fmt) for step, item in steps if isinstance(item, CompactionMark)),
         threshold_lines=_threshold_lines(window, thresholds, scale),
-        x_ticks=step_ticks(times, scale, fmt), y_ticks=token_ticks(scale),
-        legend=_legend(compactions), empty=False,
+        x_ticks=step_ticks(times, scale, fmt),
+        y_ticks=token_ticks(scale),
+        legend=_legend(compactions),
+        empty=False,
         label=_context_label(samples, compactions, window, max(values)),
     )
 
@@ -309,8 +319,10 @@ def _dot(step: int, sample: ContextSample, scale: _Scale, window: int, fmt: str)
 
 def _marker(step: int, mark: CompactionMark, scale: _Scale, fmt: str) -> Marker:
     x, y_before = scale.x(step), scale.y(mark.before)
-    title = (f"{mark.kind.replace('_', '-')} compaction at {clock(mark.ts, fmt)} UTC: "
-             f"{mark.before:,} → {mark.after:,} tokens")
+    title = (
+        f"{mark.kind.replace('_', '-')} compaction at {clock(mark.ts, fmt)} UTC: "
+        f"{mark.before:,} → {mark.after:,} tokens"
+    )
     symbol = f"M{x - 4:.1f},{y_before - 10:.1f} L{x + 4:.1f},{y_before - 10:.1f} L{x:.1f},{y_before - 3:.1f} Z"
     return Marker(x, y_before, scale.y(mark.after), mark.kind, kind_class(mark.kind), title, symbol)
 
@@ -330,11 +342,14 @@ def _legend(compactions: Sequence[CompactionMark]) -> tuple[LegendEntry, ...]:
     return tuple(LegendEntry(k, kind_class(k), KIND_NAMES.get(k, k)) for k in ordered)
 
 
-def _context_label(samples: Sequence[ContextSample], compactions: Sequence[CompactionMark], window: int,
-                   peak: int) -> str:
+def _context_label(
+    samples: Sequence[ContextSample], compactions: Sequence[CompactionMark], window: int, peak: int
+) -> str:
     """A one-sentence summary for screen readers."""
-    label = (f"Context size over time: {plural(len(samples), 'turn')}, {plural(len(compactions), 'compaction')}, "
-             f"peak {short_tokens(peak)} tokens")
+    label = (
+        f"Context size over time: {plural(len(samples), 'turn')}, {plural(len(compactions), 'compaction')}, "
+        f"peak {short_tokens(peak)} tokens"
+    )
     return label + (f" of a {short_tokens(window)} window" if window > 0 else "")
 
 
@@ -344,24 +359,39 @@ def cache_chart(turns: Sequence[CacheTurn], *, width: int = 720, height: int = 1
     if not turns:
         return CacheChart(width, height, box, (), (), (), CACHE_LEGEND, 0, True, EMPTY_LABEL)
     ordered = sorted(turns, key=lambda t: t.ts)
-    shown = ordered[-max(1, int(box.width // MIN_BAR_SLOT)):]
+    shown = ordered[-max(1, int(box.width // MIN_BAR_SLOT)) :]
     scale = _Scale(box, len(shown), max(1, *(t.total for t in shown)))
     fmt = time_format(shown[-1].ts - shown[0].ts)
     slot = box.width / len(shown)
     bars = tuple(_bar(t, box.left + i * slot, slot, scale, fmt) for i, t in enumerate(shown))
     ends = [(bars[0], shown[0])] + ([(bars[-1], shown[-1])] if len(bars) > 1 else [])
     x_ticks = tuple(Tick(round(bar.x + bar.width / 2, 1), clock(t.ts, fmt)) for bar, t in ends)
-    return CacheChart(width, height, box, bars, x_ticks, token_ticks(scale), CACHE_LEGEND,
-                      omitted=len(ordered) - len(shown), empty=False, label=_cache_label(shown))
+    return CacheChart(
+        width,
+        height,
+        box,
+        bars,
+        x_ticks,
+        token_ticks(scale),
+        CACHE_LEGEND,
+        omitted=len(ordered) - len(shown),
+        empty=False,
+        label=_cache_label(shown),
+    )
 
 
 def _bar(turn: CacheTurn, left: float, slot: float, scale: _Scale, fmt: str) -> Bar:
     """One turn's bar: read at the bottom, then written, then uncached; empty segments are left out."""
-    title = (f"turn at {clock(turn.ts, fmt)} UTC: {turn.cache_read:,} read from cache, "
-             f"{turn.cache_write:,} written, {turn.uncached:,} uncached")
+    title = (
+        f"turn at {clock(turn.ts, fmt)} UTC: {turn.cache_read:,} read from cache, "
+        f"{turn.cache_write:,} written, {turn.uncached:,} uncached"
+    )
     segments, below = [], 0
-    for value, css_class in ((turn.cache_read, "cache-read"), (turn.cache_write, "cache-write"),
-                             (turn.uncached, "cache-none")):
+    for value, css_class in (
+        (turn.cache_read, "cache-read"),
+        (turn.cache_write, "cache-write"),
+        (turn.uncached, "cache-none"),
+    ):
         if value > 0:
             top = scale.y(below + value)
             segments.append(Segment(top, round(scale.y(below) - top, 1), css_class))

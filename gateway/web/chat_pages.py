@@ -100,12 +100,20 @@ class WebChat:
         messages = await self.store.active(chat, sid) if sid else []
         shown = transcript.bubbles(messages)
         waiting = transcript.waiting(await self.inbox.waiting(chat, WAITING_SHOWN))
-        response = render("chat.html", session_id=sid or "", bubbles=shown[-SHOWN_MESSAGES:],
-                          earlier=max(0, len(shown) - SHOWN_MESSAGES), waiting=waiting, nonce=new_nonce(),
-                          query="", max_file_size=size_text(self.media.max_bytes))
+        response = render(
+            "chat.html",
+            session_id=sid or "",
+            bubbles=shown[-SHOWN_MESSAGES:],
+            earlier=max(0, len(shown) - SHOWN_MESSAGES),
+            waiting=waiting,
+            nonce=new_nonce(),
+            query="",
+            max_file_size=size_text(self.media.max_bytes),
+        )
         if fresh:  # Lax: a link from elsewhere must find the chat (cross-site writes are refused anyway)
-            response.set_cookie(CHAT_COOKIE, chat_id, httponly=True, samesite="Lax", secure=request.secure,
-                                max_age=10 * 365 * 86_400)
+            response.set_cookie(
+                CHAT_COOKIE, chat_id, httponly=True, samesite="Lax", secure=request.secure, max_age=10 * 365 * 86_400
+            )
         return response
 
     async def send(self, request: web.Request) -> web.StreamResponse:
@@ -121,11 +129,23 @@ class WebChat:
         items = await self._keep(chat_id, form.files)
         form.files.clear()  # the bytes are in the store now: the wait for the reply below must not hold them too
         # Each browser is a chat of one person: its budget, its rate and its block are its own (``web:<chat id>``).
-        message = IncomingMessage(platform=PLATFORM, chat_id=chat_id, user_id=chat_id, user_name="you",
-                                  update_id=nonce, text=form.text, items=items)
+        message = IncomingMessage(
+            platform=PLATFORM,
+            chat_id=chat_id,
+            user_id=chat_id,
+            user_name="you",
+            update_id=nonce,
+            text=form.text,
+            items=items,
+        )
         if "application/json" in request.headers.get("Accept", ""):
-            return web.json_response({"update_id": nonce, "queued": await self._take_in(message),
-                                      "items": [_item_json(item) for item in items]})
+            return web.json_response(
+                {
+                    "update_id": nonce,
+                    "queued": await self._take_in(message),
+                    "items": [_item_json(item) for item in items],
+                }
+            )
         # Without JavaScript the reply comes with the page: the post waits for it (listening before the
         # message is taken in, so a quick reply is not missed).
         async with self.hub.listen(message.chat) as events:
@@ -155,8 +175,9 @@ class WebChat:
         try:
             for upload in files:
                 file_id = upload_file_id(chat_id, hashlib.sha256(upload.data).hexdigest())
-                await self.media.put(chat_key(chat_id), upload.data, mime=upload.mime, name=upload.name,
-                                     file_id=file_id)
+                await self.media.put(
+                    chat_key(chat_id), upload.data, mime=upload.mime, name=upload.name, file_id=file_id
+                )
                 items.append(media_item(upload, file_id))
         except (RedisError, OSError) as error:
             raise _not_stored(error) from error
@@ -214,13 +235,20 @@ class WebChat:
         chat_id = _known_chat_id(request)
         chat = chat_key(chat_id)
         session_id, message_id = request.match_info["session"], request.match_info["message"]
-        found = transcript.around(await conversation_messages(self.store, chat, session_id), message_id,
-                                  CONTEXT_RADIUS)
+        found = transcript.around(await conversation_messages(self.store, chat, session_id), message_id, CONTEXT_RADIUS)
         if found is None:
             return render("not_found.html", status=404, what=f"message {message_id}", back="/")
         shown, position = found
-        return render("message.html", bubbles=shown, position=position, session_id=session_id,
-                      message_id=message_id, back="/", title=f"Message {message_id}", media=MEDIA_PATH)
+        return render(
+            "message.html",
+            bubbles=shown,
+            position=position,
+            session_id=session_id,
+            message_id=message_id,
+            back="/",
+            title=f"Message {message_id}",
+            media=MEDIA_PATH,
+        )
 
     async def image(self, request: web.Request) -> web.Response:
         """An image of this browser's chat, by its sha (never another chat's: the store keeps each chat's apart)."""
@@ -228,8 +256,9 @@ class WebChat:
 
 
 def _not_stored(error: Exception) -> web.HTTPServiceUnavailable:
-    return web.HTTPServiceUnavailable(text=f"the message could not be stored ({type(error).__name__});"
-                                           " please send it again in a moment\n")
+    return web.HTTPServiceUnavailable(
+        text=f"the message could not be stored ({type(error).__name__}); please send it again in a moment\n"
+    )
 
 
 def _item_json(item: MediaItem) -> dict[str, object]:

@@ -16,7 +16,6 @@ and the store keeps each chat's bytes apart), and :meth:`WebChatAdapter.fetch` r
 from __future__ import annotations
 
 import hashlib
-from typing import Optional
 
 from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
@@ -79,27 +78,38 @@ class WebChatAdapter(PlatformAdapter):
     async def publish(self, chat_id: str, event: dict[str, object]) -> None:
         await self.hub.publish(chat_key(chat_id), event)
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})
 
-    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: str | None = None) -> None:
         """The page shows the file under the reply: the bytes are in the chat's media store already, under their
         content hash, so the event names them by it (the page loads them from its own ``/media/``)."""
         shown = file.kind == "image" and file.mime in SHOWN_TYPES
-        await self.publish(chat_id, {"type": "file", "reply_to": reply_to, "kind": file.kind, "name": file.name,
-                                     "about": size_text(len(file.data)),
-                                     "sha": hashlib.sha256(file.data).hexdigest() if shown else ""})
+        await self.publish(
+            chat_id,
+            {
+                "type": "file",
+                "reply_to": reply_to,
+                "kind": file.kind,
+                "name": file.name,
+                "about": size_text(len(file.data)),
+                "sha": hashlib.sha256(file.data).hexdigest() if shown else "",
+            },
+        )
 
-    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
-                           ) -> Optional[str]:
+    async def ask_approval(
+        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
+    ) -> str | None:
         """The page shows the question under the reply it belongs to, with an approve and a refuse button (each
         sends ``/approve <id>`` or ``/refuse <id>`` as the page sends any message)."""
-        await self.publish(chat_id, {"type": "approval", "reply_to": reply_to, "id": prompt.approval_id,
-                                     "question": prompt.question})
+        await self.publish(
+            chat_id, {"type": "approval", "reply_to": reply_to, "id": prompt.approval_id, "question": prompt.question}
+        )
         return prompt.approval_id
 
-    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
-                              outcome: str) -> None:
+    async def settle_approval(
+        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
+    ) -> None:
         await self.publish(chat_id, {"type": "approval_settled", "id": prompt.approval_id, "outcome": outcome})
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
@@ -116,8 +126,9 @@ class WebChatAdapter(PlatformAdapter):
             raise MediaTooLarge(item.name, len(data), limit)
         return data
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
-                      journal: Optional[Journal] = None) -> "WebReply":
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> WebReply:
         return WebReply(self, chat_id, reply_to)
 
 
@@ -127,7 +138,7 @@ class WebReply:
 
     interval = 0.05
 
-    def __init__(self, adapter: WebChatAdapter, chat_id: str, reply_to: Optional[str]) -> None:
+    def __init__(self, adapter: WebChatAdapter, chat_id: str, reply_to: str | None) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
         self.reply_to = reply_to

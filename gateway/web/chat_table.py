@@ -72,8 +72,14 @@ SORTS: dict[str, Callable[[ChatRow], Any]] = {
 }
 #: What sorting by a column reads for every chat: (the chats' totals, their sessions' figures).
 SORT_READS: dict[str, tuple[bool, bool]] = {
-    "chat": (False, False), "context": (False, True), "messages": (False, True), "archived": (True, True),
-    "compactions": (True, True), "tokens": (True, False), "cost": (True, False), "saved": (True, False),
+    "chat": (False, False),
+    "context": (False, True),
+    "messages": (False, True),
+    "archived": (True, True),
+    "compactions": (True, True),
+    "tokens": (True, False),
+    "cost": (True, False),
+    "saved": (True, False),
     "errors": (True, False),
 }
 
@@ -88,8 +94,15 @@ class ChatPage:
     descending: bool
 
 
-async def _rows(activity: ActivityLog, store: SessionStore, window_of: Callable[[str | None], int],
-                chats: Sequence[tuple[str, float]], *, totals: bool = True, figures: bool = True) -> list[ChatRow]:
+async def _rows(
+    activity: ActivityLog,
+    store: SessionStore,
+    window_of: Callable[[str | None], int],
+    chats: Sequence[tuple[str, float]],
+    *,
+    totals: bool = True,
+    figures: bool = True,
+) -> list[ChatRow]:
     """Rows for ``chats``; what is not read (``totals`` or ``figures`` False) shows as zero."""
     names = [chat for chat, _ in chats]
     spent_of = await activity.totals(names) if totals else [ChatTotals()] * len(names)
@@ -97,21 +110,36 @@ async def _rows(activity: ActivityLog, store: SessionStore, window_of: Callable[
     rows = []
     for (chat, last), found, spent in zip(chats, figures_of, spent_of):
         meta = found.meta if found else None
-        rows.append(ChatRow(
-            chat=chat, session_id=meta.session_id if meta else "",
-            context_tokens=estimate_session_tokens(meta)[0] if meta else 0,
-            window=window_of(meta.model if meta else None), live=meta.count if meta else 0,
-            archived=at_least_recorded(spent.archived, found.archived if found else 0),
-            compactions=at_least_recorded(spent.compactions, meta.compaction_count if meta else 0), turns=spent.turns,
-            tokens=spent.prompt_tokens + spent.completion_tokens, cost_usd=spent.cost_usd, saved_usd=spent.saved_usd,
-            errors=spent.errors, last_activity=last,
-        ))
+        rows.append(
+            ChatRow(
+                chat=chat,
+                session_id=meta.session_id if meta else "",
+                context_tokens=estimate_session_tokens(meta)[0] if meta else 0,
+                window=window_of(meta.model if meta else None),
+                live=meta.count if meta else 0,
+                archived=at_least_recorded(spent.archived, found.archived if found else 0),
+                compactions=at_least_recorded(spent.compactions, meta.compaction_count if meta else 0),
+                turns=spent.turns,
+                tokens=spent.prompt_tokens + spent.completion_tokens,
+                cost_usd=spent.cost_usd,
+                saved_usd=spent.saved_usd,
+                errors=spent.errors,
+                last_activity=last,
+            )
+        )
     return rows
 
 
-async def chat_page(activity: ActivityLog, store: SessionStore, window_of: Callable[[str | None], int], *,
-                    sort: str = "activity", descending: bool = True, page: int = 1,
-                    per_page: int = PER_PAGE) -> ChatPage:
+async def chat_page(
+    activity: ActivityLog,
+    store: SessionStore,
+    window_of: Callable[[str | None], int],
+    *,
+    sort: str = "activity",
+    descending: bool = True,
+    page: int = 1,
+    per_page: int = PER_PAGE,
+) -> ChatPage:
     """Page ``page`` (from 1) of every chat, sorted by ``sort`` (a key of :data:`SORTS`).
 
     Only what the sort needs is read for every chat (the index, the totals or the sessions' figures);
@@ -130,8 +158,9 @@ async def chat_page(activity: ActivityLog, store: SessionStore, window_of: Calla
         totals, figures = SORT_READS[sort]
         keyed: list[ChatRow] = []
         for start in range(0, len(everything), BATCH):
-            keyed += await _rows(activity, store, window_of, everything[start:start + BATCH], totals=totals,
-                                 figures=figures)
+            keyed += await _rows(
+                activity, store, window_of, everything[start : start + BATCH], totals=totals, figures=figures
+            )
         keyed.sort(key=SORTS[sort], reverse=descending)
-        chats = [(row.chat, row.last_activity) for row in keyed[offset:offset + per_page]]
+        chats = [(row.chat, row.last_activity) for row in keyed[offset : offset + per_page]]
     return ChatPage(await _rows(activity, store, window_of, chats), total, page, pages, sort, descending)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -168,15 +168,21 @@ class OperatorView:
         app.router.add_post("/admin/login", self.login)
         app.router.add_post("/admin/logout", self.logout)
         app.router.add_get("/admin/bots", self.bots_page)
-        for path, page in (("/admin", self.chats), ("/admin/gateway", self.gateway),
-                           ("/admin/gateway/figures", self.gateway_figures), ("/admin/spend", self.spend),
-                           ("/admin/chats/{chat}", self.chat), ("/admin/chats/{chat}/charts", self.chat_charts),
-                           ("/admin/chats/{chat}/m/{session}/{message}", self.message),
-                           ("/admin/chats/{chat}/media/{sha}", self.image)):
+        for path, page in (
+            ("/admin", self.chats),
+            ("/admin/gateway", self.gateway),
+            ("/admin/gateway/figures", self.gateway_figures),
+            ("/admin/spend", self.spend),
+            ("/admin/chats/{chat}", self.chat),
+            ("/admin/chats/{chat}/charts", self.chat_charts),
+            ("/admin/chats/{chat}/m/{session}/{message}", self.message),
+            ("/admin/chats/{chat}/media/{sha}", self.image),
+        ):
             app.router.add_get(path, self._of_one_bot(page))
 
     def _of_one_bot(self, page: BotPage) -> Handler:
         """``page`` with the bot the request chose; a ``?bot=`` that names a running bot is remembered."""
+
         async def handler(request: web.Request) -> web.StreamResponse:
             bots = self.bots()
             bot = bots.chosen(request)
@@ -184,9 +190,11 @@ class OperatorView:
                 return render("refused.html", status=503, reason="No bot runs here now: /admin/bots says why.")
             response = await page(request, bots, bot)
             if request.query.get("bot") == bot.name:
-                response.set_cookie(BOT_COOKIE, bot.name, httponly=True, samesite="Strict", path="/admin",
-                                    secure=request.secure)
+                response.set_cookie(
+                    BOT_COOKIE, bot.name, httponly=True, samesite="Strict", path="/admin", secure=request.secure
+                )
             return response
+
         return handler
 
     @web.middleware
@@ -195,8 +203,11 @@ class OperatorView:
         if not request.path.startswith("/admin") or request.path == "/admin/login":
             return await handler(request)
         if not self.token.configured:
-            return render("refused.html", status=403, reason="The operator view is off: set gateway.admin_token"
-                          " (and gateway.metrics_port) to turn it on.")
+            return render(
+                "refused.html",
+                status=403,
+                reason="The operator view is off: set gateway.admin_token (and gateway.metrics_port) to turn it on.",
+            )
         if not self.token.admits(request):
             return render("login.html", status=401, next=request.path_qs, problem="")
         return await handler(request)
@@ -230,28 +241,53 @@ class OperatorView:
             page_number = int(request.query.get("page", "1"))
         except ValueError:
             page_number = 1
-        page = await chat_page(bot.activity, bot.store, bot.window_of, sort=sort, descending=descending,
-                               page=page_number, per_page=PER_PAGE)
+        page = await chat_page(
+            bot.activity,
+            bot.store,
+            bot.window_of,
+            sort=sort,
+            descending=descending,
+            page=page_number,
+            per_page=PER_PAGE,
+        )
         return _page("operator_chats.html", bots, bot, page=page, chat_link=chat_link)
 
     async def spend(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         """Who spent most this period, people and chats, against their budgets; by dollars or by tokens."""
         by = "tokens" if request.query.get("by") == "tokens" else "usd"
-        now, budgets = datetime.now(timezone.utc), bot.budgets
+        now, budgets = datetime.now(UTC), bot.budgets
         tables = []
-        for kind, title, who, limit, key in (("user", "People", "person", budgets.per_user, "access.budgets.per_user"),
-                                             ("chat", "Chats", "chat", budgets.per_chat, "access.budgets.per_chat")):
+        for kind, title, who, limit, key in (
+            ("user", "People", "person", budgets.per_user, "access.budgets.per_user"),
+            ("chat", "Chats", "chat", budgets.per_chat, "access.budgets.per_chat"),
+        ):
             period = period_bounds(now, limit.period if limit else "day", budgets.timezone)[0]
             ranked = await bot.spending.ranking(kind, period, by=by, limit=SPEND_SHOWN) if bot.spending else []
-            rows = [SpendRow(subject.partition(":")[2], spent, _share(limit, spent),
-                             subject.partition(":")[2] if kind == "chat" else "") for subject, spent in ranked]
+            rows = [
+                SpendRow(
+                    subject.partition(":")[2],
+                    spent,
+                    _share(limit, spent),
+                    subject.partition(":")[2] if kind == "chat" else "",
+                )
+                for subject, spent in ranked
+            ]
             tables.append(SpendTable(title, who, key, limit, period, rows))
-        return _page("operator_spend.html", bots, bot, tables=tables, by=by, timezone=budgets.timezone,
-                     shown=SPEND_SHOWN, chat_link=chat_link)
+        return _page(
+            "operator_spend.html",
+            bots,
+            bot,
+            tables=tables,
+            by=by,
+            timezone=budgets.timezone,
+            shown=SPEND_SHOWN,
+            chat_link=chat_link,
+        )
 
     async def gateway(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
-        return _page("operator_gateway.html", bots, bot, figures=await bot.watch.sample(), help=COUNTER_HELP,
-                     states=bots.states)
+        return _page(
+            "operator_gateway.html", bots, bot, figures=await bot.watch.sample(), help=COUNTER_HELP, states=bots.states
+        )
 
     async def gateway_figures(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         return render("operator_gateway_figures.html", figures=await bot.watch.sample(), help=COUNTER_HELP)
@@ -265,13 +301,24 @@ class OperatorView:
         meta = await bot.store.meta(chat, sid)
         totals = (await bot.activity.totals([chat]))[0]
         window = bot.window_of(meta.model)
-        return _page("operator_chat.html", bots, bot, chat=chat, session_id=sid, meta=meta, totals=totals,
-                     window=window, context=estimate_session_tokens(meta)[0],
-                     compaction_count=at_least_recorded(totals.compactions, meta.compaction_count),
-                     compactions=await _compactions(bot.store, chat, events), log=list(reversed(events))[:LOG_ROWS],
-                     charts=_charts(events, window), chat_link=chat_link,
-                     latest=transcript.bubbles(await bot.store.active(chat, sid))[-LATEST_MESSAGES:],
-                     media=media_link(chat))
+        return _page(
+            "operator_chat.html",
+            bots,
+            bot,
+            chat=chat,
+            session_id=sid,
+            meta=meta,
+            totals=totals,
+            window=window,
+            context=estimate_session_tokens(meta)[0],
+            compaction_count=at_least_recorded(totals.compactions, meta.compaction_count),
+            compactions=await _compactions(bot.store, chat, events),
+            log=list(reversed(events))[:LOG_ROWS],
+            charts=_charts(events, window),
+            chat_link=chat_link,
+            latest=transcript.bubbles(await bot.store.active(chat, sid))[-LATEST_MESSAGES:],
+            media=media_link(chat),
+        )
 
     async def chat_charts(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         chat = request.match_info["chat"]
@@ -289,9 +336,16 @@ class OperatorView:
         if found is None:
             return render("not_found.html", status=404, what=f"message {message_id}", back=chat_link(chat))
         shown, position = found
-        return render("message.html", bubbles=shown, position=position, session_id=session_id,
-                      message_id=message_id, back=chat_link(chat), title=f"{chat} — message {message_id}",
-                      media=media_link(chat))
+        return render(
+            "message.html",
+            bubbles=shown,
+            position=position,
+            session_id=session_id,
+            message_id=message_id,
+            back=chat_link(chat),
+            title=f"{chat} — message {message_id}",
+            media=media_link(chat),
+        )
 
     async def image(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         """An image of the chat in the path (the token admits the operator to every chat, each from its own path)."""
@@ -325,10 +379,18 @@ def _charts(events: list[Event], window: int) -> dict[str, Any]:
     """The chat's context over time with its compactions, and its prompt cache per turn."""
     turns = [e for e in events if isinstance(e, TurnEvent)]
     samples = [ContextSample(e.ts, e.context_tokens) for e in turns if e.context_tokens]
-    marks = [CompactionMark(e.ts, e.tokens_before, e.tokens_after, e.trigger)
-             for e in events if isinstance(e, CompressEvent)]
-    cache = [CacheTurn(e.ts, e.cache_read_tokens, e.cache_write_tokens,
-                       max(0, e.prompt_tokens - e.cache_read_tokens - e.cache_write_tokens)) for e in turns]
+    marks = [
+        CompactionMark(e.ts, e.tokens_before, e.tokens_after, e.trigger) for e in events if isinstance(e, CompressEvent)
+    ]
+    cache = [
+        CacheTurn(
+            e.ts,
+            e.cache_read_tokens,
+            e.cache_write_tokens,
+            max(0, e.prompt_tokens - e.cache_read_tokens - e.cache_write_tokens),
+        )
+        for e in turns
+    ]
     return {"context": context_chart(samples, marks, window=window), "cache": cache_chart(cache)}
 
 

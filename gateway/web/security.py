@@ -83,8 +83,10 @@ def guard(allowed_hosts: Iterable[str] = ()) -> Middleware:
     @web.middleware
     async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in PROBE_PATHS and not names_this_server(request.host, allowed):
-            response: web.StreamResponse = web.Response(status=421, text="this server does not answer to that name"
-                                                        " (gateway.allowed_hosts lists the names it does)\n")
+            response: web.StreamResponse = web.Response(
+                status=421,
+                text="this server does not answer to that name (gateway.allowed_hosts lists the names it does)\n",
+            )
         elif is_state_changing(request) and not same_origin(request):
             response = web.Response(status=403, text="cross-site request refused\n")
         else:
@@ -128,5 +130,6 @@ class AdminToken:
         return bool(cookie) and hmac.compare_digest(cookie.encode(), self._cookie)
 
     def set_cookie(self, response: web.StreamResponse, request: web.Request) -> None:
-        response.set_cookie(ADMIN_COOKIE, self._cookie.decode(), httponly=True, samesite="Strict", path="/admin",
-                            secure=request.secure)
+        response.set_cookie(
+            ADMIN_COOKIE, self._cookie.decode(), httponly=True, samesite="Strict", path="/admin", secure=request.secure
+        )

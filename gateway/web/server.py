@@ -38,13 +38,16 @@ async def start_site(app: web.Application, host: str, port: int, *, setting: str
         await web.TCPSite(runner, host, port).start()
     except OSError as error:
         await runner.cleanup()
-        raise StartupError(f"cannot serve on {host}:{port} ({error.strerror or error}) — pick a free port, or 0 for none",
-                           setting=setting) from error
+        raise StartupError(
+            f"cannot serve on {host}:{port} ({error.strerror or error}) — pick a free port, or 0 for none",
+            setting=setting,
+        ) from error
     return runner
 
 
-def operator_app(watches: GatewayWatch | BotWatches, view: OperatorView,
-                 allowed_hosts: Sequence[str] = ()) -> web.Application:
+def operator_app(
+    watches: GatewayWatch | BotWatches, view: OperatorView, allowed_hosts: Sequence[str] = ()
+) -> web.Application:
     app = web.Application(middlewares=[guard(allowed_hosts)])
     add_metrics_routes(app, watches)
     view.add_routes(app)
@@ -72,16 +75,19 @@ class WebServers:
     #: Chats stored before the index of chats existed are added to it once per bot, in the background.
     indexing: asyncio.Task[None] | None = None
 
-    async def serve_operator(self, bots: Callable[[], OperatedBots], watches: BotWatches, token: str | None,
-                             host: str, port: int) -> None:
+    async def serve_operator(
+        self, bots: Callable[[], OperatedBots], watches: BotWatches, token: str | None, host: str, port: int
+    ) -> None:
         """``/metrics`` of every running bot and the operator view, each page of the bot a request chose."""
         view = OperatorView(AdminToken(token), bots)
-        runner = await start_site(operator_app(watches, view, self.allowed_hosts), host, port,
-                                  setting="gateway.metrics_port")
+        runner = await start_site(
+            operator_app(watches, view, self.allowed_hosts), host, port, setting="gateway.metrics_port"
+        )
         self.runners.append(runner)
         self.addresses["operator view"] = _url(runner, "/admin")
-        self.indexing = asyncio.create_task(_index_stored_chats(list(bots().running.values())),
-                                            name="index-stored-chats")
+        self.indexing = asyncio.create_task(
+            _index_stored_chats(list(bots().running.values())), name="index-stored-chats"
+        )
 
     async def serve_chat(self, chat: WebChat, host: str, port: int) -> None:
         runner = await start_site(chat_app(chat, self.allowed_hosts), host, port, setting="platforms.local.port")

@@ -49,17 +49,27 @@ def item_view(ref: Mapping[str, Any]) -> ItemView:
     if ref.get("seconds"):
         facts.append(duration_text(float(ref["seconds"])))
     shown = is_sendable_image(ref) and str(ref.get("mime") or "") in SHOWN_TYPES
-    return ItemView(kind=str(ref.get("kind") or "document"), name=str(ref.get("name") or ""), about=", ".join(facts),
-                    sha=str(ref["sha"]) if shown else "", width=int(ref.get("w") or 0), height=int(ref.get("h") or 0),
-                    error=str(ref.get("error") or ""))
+    return ItemView(
+        kind=str(ref.get("kind") or "document"),
+        name=str(ref.get("name") or ""),
+        about=", ".join(facts),
+        sha=str(ref["sha"]) if shown else "",
+        width=int(ref.get("w") or 0),
+        height=int(ref.get("h") or 0),
+        error=str(ref.get("error") or ""),
+    )
 
 
 def sent_item_view(item: MediaItem) -> ItemView:
     """An item of a message still waiting for its turn: a file sent from the page is shown from its upload."""
     named = uploaded(item.file_id)
     shown = named is not None and item.kind == "image" and item.mime in SHOWN_TYPES
-    return ItemView(kind=item.kind, name=item.name, about=size_text(item.size) if item.size else "",
-                    sha=named[1] if shown and named else "")
+    return ItemView(
+        kind=item.kind,
+        name=item.name,
+        about=size_text(item.size) if item.size else "",
+        sha=named[1] if shown and named else "",
+    )
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,9 @@ def _call_line(call: Mapping[str, Any]) -> str:
     return f"{function.get('name') or '?'}({arguments})"
 
 
-def bubble(message: Mapping[str, Any], tool_names: Mapping[str, str], *, inline_chars: int = INLINE_CHARS) -> Bubble | None:
+def bubble(
+    message: Mapping[str, Any], tool_names: Mapping[str, str], *, inline_chars: int = INLINE_CHARS
+) -> Bubble | None:
     """The message as shown, or None for what the pages never show (system prompts)."""
     role = str(message.get("role"))
     if role == "system":
@@ -98,9 +110,13 @@ def bubble(message: Mapping[str, Any], tool_names: Mapping[str, str], *, inline_
     cut = len(text) > inline_chars
     shown_role = "summary" if is_summary(message) else role
     return Bubble(
-        message_id=str(message.get("_id", "")), role=shown_role, text=text[:inline_chars] + ("…" if cut else ""),
-        ts=float(message.get("_ts") or 0.0), tool_calls=[_call_line(c) for c in message.get("tool_calls") or ()],
-        tool_name=tool_names.get(str(message.get("tool_call_id")), "") if role == "tool" else "", cut=cut,
+        message_id=str(message.get("_id", "")),
+        role=shown_role,
+        text=text[:inline_chars] + ("…" if cut else ""),
+        ts=float(message.get("_ts") or 0.0),
+        tool_calls=[_call_line(c) for c in message.get("tool_calls") or ()],
+        tool_name=tool_names.get(str(message.get("tool_call_id")), "") if role == "tool" else "",
+        cut=cut,
         items=[item_view(ref) for ref in item_refs(message)],
     )
 
@@ -120,8 +136,16 @@ def waiting(entries: Iterable[str]) -> list[Bubble]:
         except ValueError:
             continue
         cut = len(message.text) > INLINE_CHARS
-        shown.append(Bubble(message_id=message.update_id, role="waiting", text=message.text[:INLINE_CHARS] + ("…" if cut else ""),
-                            ts=message.ts, cut=cut, items=[sent_item_view(item) for item in message.items]))
+        shown.append(
+            Bubble(
+                message_id=message.update_id,
+                role="waiting",
+                text=message.text[:INLINE_CHARS] + ("…" if cut else ""),
+                ts=message.ts,
+                cut=cut,
+                items=[sent_item_view(item) for item in message.items],
+            )
+        )
     return shown
 
 
@@ -133,4 +157,4 @@ def around(messages: Sequence[Mapping[str, Any]], message_id: str, radius: int) 
     if position is None:
         return None
     start = max(0, position - radius)
-    return shown[start:position + radius + 1], position - start
+    return shown[start : position + radius + 1], position - start

@@ -72,12 +72,18 @@ def upload_mime(name: str, declared: str) -> str:
 
 def media_item(upload: Upload, file_id: str) -> MediaItem:
     """The item a stored upload is handed to the intake as (``file_id`` names the stored bytes)."""
-    return MediaItem(kind=item_kind(upload.mime), file_id=file_id, name=upload.name, mime=upload.mime,  # type: ignore[arg-type]
-                     size=len(upload.data))
+    return MediaItem(
+        kind=item_kind(upload.mime),
+        file_id=file_id,
+        name=upload.name,
+        mime=upload.mime,  # type: ignore[arg-type]
+        size=len(upload.data),
+    )
 
 
-async def read_send_form(request: web.Request, *, max_file_bytes: int, max_text_bytes: int,
-                         max_files: int = MAX_FILES) -> SentForm:
+async def read_send_form(
+    request: web.Request, *, max_file_bytes: int, max_text_bytes: int, max_files: int = MAX_FILES
+) -> SentForm:
     """The message a multipart post sends. Raises :class:`~gateway.media.errors.MediaTooLarge` as soon as a
     file passes ``max_file_bytes`` (having read no more than that of it), :class:`FormError` for the rest."""
     text, nonce, files = "", "", []

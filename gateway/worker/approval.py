@@ -30,15 +30,18 @@ def question(server: str, tool: str, arguments: Mapping[str, Any], asker: str) -
     shown = json_codec.dumps_text(dict(arguments), default=str)
     if len(shown) > ARGUMENTS_SHOWN:
         shown = shown[: ARGUMENTS_SHOWN - 1] + "…"
-    who = f"{asker}, may" if asker and asker != "you" else "May"  # the terminal and the web chat call their person "you"
+    who = (
+        f"{asker}, may" if asker and asker != "you" else "May"
+    )  # the terminal and the web chat call their person "you"
     return f"🔐 {who} I run {server}{SEPARATOR}{tool} {shown}?"
 
 
 class ChatApprover:
     """``agent.tools.mcp.Approver`` for one turn: asks the person whose message the turn answers."""
 
-    def __init__(self, approvals: Approvals, adapter: PlatformAdapter | None, message: IncomingMessage,
-                 timeout: float) -> None:
+    def __init__(
+        self, approvals: Approvals, adapter: PlatformAdapter | None, message: IncomingMessage, timeout: float
+    ) -> None:
         self.approvals = approvals
         self.adapter = adapter
         self.message = message

@@ -77,9 +77,14 @@ ALBUM_MAX_WAIT = 15.0
 MAX_ALBUM_PARTS = 10
 
 
-async def take_album(inbox: Inbox, entries: ParsedEntries, *, window: float = ALBUM_WINDOW,
-                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                     clock: Callable[[], float] = time.monotonic) -> list[tuple[str, IncomingMessage]]:
+async def take_album(
+    inbox: Inbox,
+    entries: ParsedEntries,
+    *,
+    window: float = ALBUM_WINDOW,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[tuple[str, IncomingMessage]]:
     """The other parts of the head's album, ``(raw, message)`` in order, once the album is complete: no new part
     for ``window`` seconds, another message of the chat behind it, or :data:`ALBUM_MAX_WAIT` passed."""
     started = last_change = clock()

@@ -39,13 +39,22 @@ class AgentFactory(Protocol):
 
     async def refresh_windows(self) -> None: ...
 
-    def build_engine(self, model: str, state: Mapping[str, object], history: ChatHistory,
-                     meter: Meter | None = None) -> ContextEngine: ...
+    def build_engine(
+        self, model: str, state: Mapping[str, object], history: ChatHistory, meter: Meter | None = None
+    ) -> ContextEngine: ...
 
-    def build_agent(self, engine: ContextEngine, model: str, tools: ToolRegistry, *,
-                    media: MediaSource | None = None, max_images: int = DEFAULT_MAX_IMAGES,
-                    results: ResultArchive | None = None, result_limit: int | None = None,
-                    meter: Meter | None = None) -> Agent: ...
+    def build_agent(
+        self,
+        engine: ContextEngine,
+        model: str,
+        tools: ToolRegistry,
+        *,
+        media: MediaSource | None = None,
+        max_images: int = DEFAULT_MAX_IMAGES,
+        results: ResultArchive | None = None,
+        result_limit: int | None = None,
+        meter: Meter | None = None,
+    ) -> Agent: ...
 
 
 class CommandHost(Protocol):
@@ -67,9 +76,17 @@ class CommandHost(Protocol):
     @property
     def cache_ttl(self) -> str: ...
 
-    async def compact(self, turn: "ChatTurn", engine: ContextEngine, *, trigger: Trigger, force: bool,
-                      focus: str | None = None, tokens: int | None = None,
-                      messages: list[Message] | None = None) -> list[Message] | None: ...
+    async def compact(
+        self,
+        turn: ChatTurn,
+        engine: ContextEngine,
+        *,
+        trigger: Trigger,
+        force: bool,
+        focus: str | None = None,
+        tokens: int | None = None,
+        messages: list[Message] | None = None,
+    ) -> list[Message] | None: ...
 
 
 @dataclass

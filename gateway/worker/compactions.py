@@ -33,9 +33,16 @@ class Compactions:
         self.events = events
         self.compression = compression
 
-    async def before_turn(self, turn: ChatTurn, engine: ContextEngine, context_length: int,
-                          history: list[Message], *, pending_tokens: int = 0,
-                          until_stopped: StopWaiter | None = None) -> list[Message] | None:
+    async def before_turn(
+        self,
+        turn: ChatTurn,
+        engine: ContextEngine,
+        context_length: int,
+        history: list[Message],
+        *,
+        pending_tokens: int = 0,
+        until_stopped: StopWaiter | None = None,
+    ) -> list[Message] | None:
         """Idle compaction, then hygiene, before the agent sees the message; the compacted transcript when
         either ran, else None. ``pending_tokens`` is what the turn's request adds to the session (its
         messages and tool schemas): hygiene weighs the request as a whole. A ``/stop`` while a summary is
@@ -44,24 +51,40 @@ class Compactions:
         idle = time.time() - meta.last_activity_at if meta.last_activity_at else 0.0
         tokens = hygiene.estimate_session_tokens(meta)[0]
         if meta.count >= hygiene.MIN_MESSAGES and engine.should_idle_compact(idle, tokens):
-            compacted = await self.compact(turn, engine, trigger="idle", force=False, messages=history,
-                                           until_stopped=until_stopped)
+            compacted = await self.compact(
+                turn, engine, trigger="idle", force=False, messages=history, until_stopped=until_stopped
+            )
             if compacted is not None:
                 return compacted
         decision = hygiene.decide(meta, context_length, enabled=self.compression.enabled, pending_tokens=pending_tokens)
         if not decision.fire:
             return None
         log.info("%s: hygiene: %s", turn.chat, decision.reason)
-        compacted = await self.compact(turn, engine, trigger="hygiene", force=True, tokens=decision.tokens,
-                                       messages=history, until_stopped=until_stopped)
+        compacted = await self.compact(
+            turn,
+            engine,
+            trigger="hygiene",
+            force=True,
+            tokens=decision.tokens,
+            messages=history,
+            until_stopped=until_stopped,
+        )
         if compacted is None:
             log.warning("%s: hygiene could not shrink the session (%s)", turn.chat, decision.reason)
         return compacted
 
-    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: Trigger, force: bool,
-                      focus: str | None = None, tokens: int | None = None,
-                      messages: list[Message] | None = None,
-                      until_stopped: StopWaiter | None = None) -> list[Message] | None:
+    async def compact(
+        self,
+        turn: ChatTurn,
+        engine: ContextEngine,
+        *,
+        trigger: Trigger,
+        force: bool,
+        focus: str | None = None,
+        tokens: int | None = None,
+        messages: list[Message] | None = None,
+        until_stopped: StopWaiter | None = None,
+    ) -> list[Message] | None:
         """Compact the chat's session now and commit it; the new live transcript, or None when unchanged.
 
         ``messages`` is the live transcript when the caller has just read it (saves reading it again). A stop
@@ -75,8 +98,13 @@ class Compactions:
             return None
         after = sum(count_message(m) for m in compacted)
         commit = await self.store.commit_compaction(
-            turn.chat, turn.session_id, compacted, lock=turn.lock, in_place=self.compression.in_place,
-            compaction_id=f"{turn.entry_id}:{trigger}", meta={"engine_state": engine.export_state()},
+            turn.chat,
+            turn.session_id,
+            compacted,
+            lock=turn.lock,
+            in_place=self.compression.in_place,
+            compaction_id=f"{turn.entry_id}:{trigger}",
+            meta={"engine_state": engine.export_state()},
         )
         turn.session_id = commit.session_id
         if commit.replayed:  # applied by an earlier call: the session as stored is that call's result
@@ -87,16 +115,33 @@ class Compactions:
         turn.meta = await self.store.meta(turn.chat, commit.session_id)
         return compacted  # the store gave its new messages their ids: it is the session as stored
 
-    async def announce(self, turn: ChatTurn, engine: ContextEngine, commit: CompactionCommit,
-                       compacted: list[Message], trigger: Trigger, before: int, after: int) -> None:
+    async def announce(
+        self,
+        turn: ChatTurn,
+        engine: ContextEngine,
+        commit: CompactionCommit,
+        compacted: list[Message],
+        trigger: Trigger,
+        before: int,
+        after: int,
+    ) -> None:
         """The ``session:compress`` event of ``commit`` (into ``turn.session_id``), whose new live list is ``compacted``."""
         stats = engine.last_compaction or {}
         summarizer = stats.get("summarizer") if isinstance(stats, Mapping) else getattr(stats, "summarizer", "")
         summary = next((m for m in reversed(compacted) if is_summary(m)), None)
-        await self.events.emit(CompressEvent(
-            platform=turn.message.platform, chat=turn.chat, session_id=turn.session_id,
-            old_session_id=commit.old_session_id, in_place=not commit.old_session_id,
-            compression_count=engine.compression_count, trigger=trigger,
-            tokens_before=before, tokens_after=after, summarizer=str(summarizer or ""),
-            summary_id=str(summary.get("_id", "")) if summary else "", archived_ids=list(commit.archived_ids),
-        ))
+        await self.events.emit(
+            CompressEvent(
+                platform=turn.message.platform,
+                chat=turn.chat,
+                session_id=turn.session_id,
+                old_session_id=commit.old_session_id,
+                in_place=not commit.old_session_id,
+                compression_count=engine.compression_count,
+                trigger=trigger,
+                tokens_before=before,
+                tokens_after=after,
+                summarizer=str(summarizer or ""),
+                summary_id=str(summary.get("_id", "")) if summary else "",
+                archived_ids=list(commit.archived_ids),
+            )
+        )

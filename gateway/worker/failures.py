@@ -68,16 +68,19 @@ async def give_up(turn: Turn, error: Exception) -> Outcome:
     lost lock propagates: the chat is another worker's then.
     """
     message, store = turn.message, turn.store
-    reply = (f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; "
-             "please try again.")
+    reply = (
+        f"⚠️ I could not process that message ({type(error).__name__}). It is saved in our conversation; "
+        "please try again."
+    )
     sid = ""
     try:
         sid, meta, _ = await store.snapshot(turn.chat, messages=False)
         if not meta.holds(message.entry_id):
             chat_turn = turn.chat_turn(sid, meta)
             stored = await turn.parts.bound.stored_form(chat_turn, turn.model(chat_turn), [message])
-            await store.append(turn.chat, sid, stored, lock=turn.lock,
-                               meta={"last_entry_id": message.entry_id, **reply_meta(reply)})
+            await store.append(
+                turn.chat, sid, stored, lock=turn.lock, meta={"last_entry_id": message.entry_id, **reply_meta(reply)}
+            )
     except StaleLock:
         raise
     except Exception:
@@ -100,15 +103,22 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
     failure = await parts.provider.failed(turn.chat, str(message.update_id), down)
     if not failure.expired:
         if failure.first:
-            await turn.report_failure(await store.stored_session(turn.chat) or "", "provider_away",
-                                      f"the model provider {plain_reason(error)}")
+            await turn.report_failure(
+                await store.stored_session(turn.chat) or "",
+                "provider_away",
+                f"the model provider {plain_reason(error)}",
+            )
             await parts.replies.deliver(message, waiting_notice(error))
         raise RetryLater(failure.delay)
-    log.warning("%s: the model provider stayed away for %.0fs; the waiting messages are stored unanswered",
-                turn.chat, failure.waited)
+    log.warning(
+        "%s: the model provider stayed away for %.0fs; the waiting messages are stored unanswered",
+        turn.chat,
+        failure.waited,
+    )
     sid, meta, _ = await store.snapshot(turn.chat, messages=False)
-    batch = await take_backlog(parts.inbox, turn.entries,
-                               max_messages=parts.options.coalesce_max_messages)  # what waited behind the head leaves with it
+    batch = await take_backlog(
+        parts.inbox, turn.entries, max_messages=parts.options.coalesce_max_messages
+    )  # what waited behind the head leaves with it
     entries = [message, *(m for _, m in batch)]
     ids = [m.entry_id for m in entries]
     reply = final_notice(error, failure.waited)
@@ -117,13 +127,32 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
         chat_turn = turn.chat_turn(sid, meta)
         unstored = [m for m in entries if not meta.holds(m.entry_id)]  # a kept partial turn holds its message
         stored = await parts.bound.stored_form(chat_turn, turn.model(chat_turn), unstored)
-        await store.append(turn.chat, sid, stored, lock=turn.lock,
-                           meta={"last_entry_id": ids[-1], **reply_meta(reply, made), "partial_entry_id": None,
-                                 "partial_items": None, "batch_entry_ids": "\n".join(ids) if batch else None})
+        await store.append(
+            turn.chat,
+            sid,
+            stored,
+            lock=turn.lock,
+            meta={
+                "last_entry_id": ids[-1],
+                **reply_meta(reply, made),
+                "partial_entry_id": None,
+                "partial_items": None,
+                "batch_entry_ids": "\n".join(ids) if batch else None,
+            },
+        )
     await parts.provider.stopped_waiting(turn.chat)
-    await turn.report_failure(sid, "provider_gave_up",
-                              f"the model provider {plain_reason(error)} for {failure.waited:.0f} s; messages stored unanswered")
+    await turn.report_failure(
+        sid,
+        "provider_gave_up",
+        f"the model provider {plain_reason(error)} for {failure.waited:.0f} s; messages stored unanswered",
+    )
     # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
-    return Outcome(sid, reply, committed=True,
-                   stream=parts.replies.stream(entries[-1], turn.lock, previews=False),
-                   batch=tuple((raw, m.entry_id) for raw, m in batch), items=tuple(made), answers=entries[-1])
+    return Outcome(
+        sid,
+        reply,
+        committed=True,
+        stream=parts.replies.stream(entries[-1], turn.lock, previews=False),
+        batch=tuple((raw, m.entry_id) for raw, m in batch),
+        items=tuple(made),
+        answers=entries[-1],
+    )

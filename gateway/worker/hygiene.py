@@ -68,6 +68,10 @@ def decide(meta: SessionCounters, context_length: int, *, enabled: bool, pending
     session, source = estimate_session_tokens(meta)
     tokens = session + pending_tokens
     fire = tokens >= threshold_tokens
-    weighed = f"{tokens} tokens ({session} stored + {pending_tokens} this request adds)" if pending_tokens else f"{tokens} tokens"
+    weighed = (
+        f"{tokens} tokens ({session} stored + {pending_tokens} this request adds)"
+        if pending_tokens
+        else f"{tokens} tokens"
+    )
     reason = f"{weighed} {'≥' if fire else '<'} {threshold_tokens} (85% of {context_length})"
     return HygieneDecision(fire, tokens, threshold_tokens, source, reason)

@@ -38,9 +38,16 @@ class _Hold:
 class LockKeeper:
     """Extends the chat locks held in this process until they are let go."""
 
-    def __init__(self, store: SessionStore, inbox: Inbox, ttl_seconds: float, redis_health: Health | None = None, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        inbox: Inbox,
+        ttl_seconds: float,
+        redis_health: Health | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         """``clock`` and ``sleep`` pace the passes and judge how long extensions have failed: a test that holds
         them decides when a pass runs and how much time it saw pass."""
         self.store = store
@@ -98,8 +105,9 @@ class LockKeeper:
             if outage:
                 self.redis_health.failed(error, lock.chat)  # type: ignore[union-attr]
             if self.clock() - hold.extended >= self.ttl:
-                log.warning("%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat,
-                            exc_info=not outage)
+                log.warning(
+                    "%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat, exc_info=not outage
+                )
                 self._abandon(lock, hold)
             elif not outage:
                 log.warning("%s: extending the lock failed; retrying", lock.chat, exc_info=True)

@@ -53,14 +53,17 @@ NO_VISION = "no_vision"
 
 def no_vision_notice(model: str) -> str:
     """What a chat whose model cannot see images is told, once, above the reply to its first image."""
-    return (f"ℹ️ I keep the images you send, but this chat's model ({model}) cannot see them, so I answer from "
-            "your words alone. Switch to a model that can see images (/model) and ask me about them again.")
+    return (
+        f"ℹ️ I keep the images you send, but this chat's model ({model}) cannot see them, so I answer from "
+        "your words alone. Switch to a model that can see images (/model) and ask me about them again."
+    )
 
 
 def shows_an_image(message: Message) -> bool:
     """Whether a stored message carries an image that was taken in (one that failed is only a line of text)."""
-    return any(ref.get("kind") == "image" and ref.get("sha") and not ref.get("error")
-               for ref in message.get(ITEMS_KEY) or ())
+    return any(
+        ref.get("kind") == "image" and ref.get("sha") and not ref.get("error") for ref in message.get(ITEMS_KEY) or ()
+    )
 
 
 def user_message(message: IncomingMessage) -> Message:
@@ -82,8 +85,15 @@ class MessageBound:
     """Applies the bound to the messages a turn stores (``gateway.max_message_tokens``, capped by the window),
     once their items are taken in (a document's text is bounded like the person's own)."""
 
-    def __init__(self, store: SessionStore, configured: int, context_length: Callable[[str], int],
-                 items: ItemIntake, *, told: ToldOnce | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        configured: int,
+        context_length: Callable[[str], int],
+        items: ItemIntake,
+        *,
+        told: ToldOnce | None = None,
+    ) -> None:
         self.store = store
         self.configured = configured
         self.context_length = context_length
@@ -98,10 +108,16 @@ class MessageBound:
     @staticmethod
     def size(message: IncomingMessage, limit: int) -> int:
         """Tokens ``message`` costs in a request once bounded to ``limit`` (nothing is stored to know it)."""
-        text = limit + MESSAGE_OVERHEAD if tokens_over(message.text, limit) is not None else count_message(user_message(message))
+        text = (
+            limit + MESSAGE_OVERHEAD
+            if tokens_over(message.text, limit) is not None
+            else count_message(user_message(message))
+        )
         return text + sum(_item_tokens(item, limit) for item in message.items)
 
-    async def whole(self, message: IncomingMessage, notes: list[str], transcriber: Transcribes | None = None) -> Message:
+    async def whole(
+        self, message: IncomingMessage, notes: list[str], transcriber: Transcribes | None = None
+    ) -> Message:
         """The person's message with its items taken in (what could not be goes to ``notes``; voice heard by
         ``transcriber`` when given, one that meters the turn's budgets), unbounded."""
         if not message.items:
@@ -110,8 +126,16 @@ class MessageBound:
         notes.extend(f"⚠️ I could not take in {problem}" for problem in taken.problems)
         return {**user_message(message), "content": taken.content, ITEMS_KEY: taken.refs}
 
-    async def bounded(self, turn: ChatTurn, message: IncomingMessage, limit: int, notes: list[str], *,
-                      tell_once: bool = True, transcriber: Transcribes | None = None) -> Message:
+    async def bounded(
+        self,
+        turn: ChatTurn,
+        message: IncomingMessage,
+        limit: int,
+        notes: list[str],
+        *,
+        tell_once: bool = True,
+        transcriber: Transcribes | None = None,
+    ) -> Message:
         """The person's message as the session keeps it: whole, or when over ``limit`` tokens an excerpt
         naming the original, which is stored whole in the archive first (nothing is lost, and a message
         over the window never reaches the provider). What the person is told goes to ``notes``;
@@ -124,9 +148,17 @@ class MessageBound:
         if tokens is None:
             return whole
         original_id = await self.store.archive_original(
-            turn.chat, turn.session_id, whole, lock=turn.lock, entry_id=message.entry_id)
-        log.info("%s: update %s is %d tokens, over the bound of %d: archived whole as message %s; the model gets "
-                 "its head and tail", turn.chat, message.update_id, tokens, limit, original_id)
+            turn.chat, turn.session_id, whole, lock=turn.lock, entry_id=message.entry_id
+        )
+        log.info(
+            "%s: update %s is %d tokens, over the bound of %d: archived whole as message %s; the model gets "
+            "its head and tail",
+            turn.chat,
+            message.update_id,
+            tokens,
+            limit,
+            original_id,
+        )
         notes.append(notice(tokens, limit))
         return {**whole, "content": excerpt(content, tokens, limit, original_id), "_orig_id": original_id}
 

@@ -101,9 +101,13 @@ class GatewayRunner:
         self.events = events or EventBus()
         self.lock_ttl = lock_ttl_seconds
         self.poll_interval = poll_interval
-        self.options = TurnOptions(stream_replies=stream_replies, coalesce_backlog=coalesce_backlog,
-                                   coalesce_max_messages=coalesce_max_messages,
-                                   coalesce_max_tokens=coalesce_max_tokens, cache_ttl=cache_ttl)
+        self.options = TurnOptions(
+            stream_replies=stream_replies,
+            coalesce_backlog=coalesce_backlog,
+            coalesce_max_messages=coalesce_max_messages,
+            coalesce_max_tokens=coalesce_max_tokens,
+            cache_ttl=cache_ttl,
+        )
         self.worker_id = uuid.uuid4().hex[:8]
         self.started_at = time.time()
         self.redis_health = Health("Redis")
@@ -115,23 +119,35 @@ class GatewayRunner:
         self.provider = ProviderWatch(ChatOutages(store.channel, store.prefix, outage_retry_seconds))
         self.media = media or MediaSettings()
         #: Every chat's photos, documents and voice, by content hash (``media.max_bytes``, ``media.max_total_bytes``).
-        self.media_store = MediaStore(store.redis, store.prefix, max_bytes=self.media.max_bytes,
-                                      max_total_bytes=self.media.max_total_bytes, channel=store.channel)
+        self.media_store = MediaStore(
+            store.redis,
+            store.prefix,
+            max_bytes=self.media.max_bytes,
+            max_total_bytes=self.media.max_total_bytes,
+            channel=store.channel,
+        )
         #: Replies and the files a turn made, paced by their chat's send budget (every process shares it; open by default).
-        self.replies = Replies(store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health,
-                               self.media_store)
+        self.replies = Replies(
+            store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health, self.media_store
+        )
         #: Voice and audio to text (``media.transcription``); None when it is off.
         self.transcriber = transcriber_from(self.media.transcription, self.agents.windows.book)
-        items = ItemIntake(self.media_store, self.media, self.transcriber,
-                           {name: adapter.fetch for name, adapter in self.adapters.items()},
-                           records=TakenRecords(store.channel, store.prefix,
-                                                ttl_seconds=int(outage_retry_seconds) + 3600))
+        items = ItemIntake(
+            self.media_store,
+            self.media,
+            self.transcriber,
+            {name: adapter.fetch for name, adapter in self.adapters.items()},
+            records=TakenRecords(store.channel, store.prefix, ttl_seconds=int(outage_retry_seconds) + 3600),
+        )
         settings_access = access or AccessSettings()
         #: Who the bot answers: admins, allowed and blocked people (the file's lists and the admins' changes).
         self.roles = Roles(settings_access, AccessLists(store.channel, store.prefix))
         #: How fast one person may have messages answered (``access.messages_per_minute``; None: no limit).
-        self.rate = (MessageRate(TokenBuckets(store.channel, store.prefix), settings_access.messages_per_minute,
-                                 self.roles) if settings_access.messages_per_minute else None)
+        self.rate = (
+            MessageRate(TokenBuckets(store.channel, store.prefix), settings_access.messages_per_minute, self.roles)
+            if settings_access.messages_per_minute
+            else None
+        )
         #: What each person and chat spent, against ``access.budgets``.
         self.spending = SpendStore(store.channel, store.prefix)
         self.budgets = settings_access.budgets
@@ -141,14 +157,25 @@ class GatewayRunner:
         self.tool_settings = tools or ToolsSettings()
         self.mcp = McpTools(self.tool_settings.specs(os.environ)) if self.tool_settings.mcp_servers else None
         self._turn_parts = TurnParts(
-            store=store, inbox=inbox, agents=agents, events=self.events, command_host=self,
-            adapters=self.adapters, replies=self.replies,
+            store=store,
+            inbox=inbox,
+            agents=agents,
+            events=self.events,
+            command_host=self,
+            adapters=self.adapters,
+            replies=self.replies,
             #: One message's bound (``gateway.max_message_tokens``): a longer one reaches the model as an excerpt.
             bound=MessageBound(store, max_message_tokens, agents.context_length, items),
-            items=items, max_images=self.media.max_images_per_request,
-            compactions=self.compactions, provider=self.provider, options=self.options,
-            mcp=self.mcp, tool_access=self.tool_settings, approvals=self.approvals,
-            spending=self.spending, budgets=self.budgets,
+            items=items,
+            max_images=self.media.max_images_per_request,
+            compactions=self.compactions,
+            provider=self.provider,
+            options=self.options,
+            mcp=self.mcp,
+            tool_access=self.tool_settings,
+            approvals=self.approvals,
+            spending=self.spending,
+            budgets=self.budgets,
             told=ToldOnce(store.channel, store.prefix),
         )
         self._max_chats = max_concurrent_chats
@@ -186,8 +213,12 @@ class GatewayRunner:
             await self.inbox.request_stop(message.chat, time.time())
         if command is not None and command[0] in ANSWERS and await self._answered(message, *command):
             return True  # the turn waiting for it goes on; there is nothing to queue
-        if (message.respond and (command is None or command[0] not in UNLIMITED) and self.rate is not None
-                and not await self.rate.admits(message)):  # a /stop or an answer is never held back
+        if (
+            message.respond
+            and (command is None or command[0] not in UNLIMITED)
+            and self.rate is not None
+            and not await self.rate.admits(message)
+        ):  # a /stop or an answer is never held back
             message = message.model_copy(update={"respond": False, "limited": True})  # too fast: kept, told once
         queued = await self.inbox.put(message)
         self._wake.set()
@@ -199,9 +230,14 @@ class GatewayRunner:
         then says so in its turn)."""
         approval_id = argument.split()[0] if argument else ""
         try:
-            answered = await self.approvals.answer(message.chat, approval_id, approved=name == "approve",
-                                                   user_id=message.user_id, user_name=message.user_name,
-                                                   admin=self.roles.is_admin(person_of(message)))
+            answered = await self.approvals.answer(
+                message.chat,
+                approval_id,
+                approved=name == "approve",
+                user_id=message.user_id,
+                user_name=message.user_name,
+                admin=self.roles.is_admin(person_of(message)),
+            )
         except ValueError:  # not an id at all
             return False
         return answered == "recorded"
@@ -360,9 +396,18 @@ class GatewayRunner:
 
     # ----------------------------------------------------------------- what commands use
 
-    async def compact(self, turn: ChatTurn, engine: ContextEngine, *, trigger: Trigger, force: bool,
-                      focus: str | None = None, tokens: int | None = None,
-                      messages: list[Message] | None = None) -> list[Message] | None:
+    async def compact(
+        self,
+        turn: ChatTurn,
+        engine: ContextEngine,
+        *,
+        trigger: Trigger,
+        force: bool,
+        focus: str | None = None,
+        tokens: int | None = None,
+        messages: list[Message] | None = None,
+    ) -> list[Message] | None:
         """Compact the chat's session now and commit it (``/compress``); see :meth:`Compactions.compact`."""
-        return await self.compactions.compact(turn, engine, trigger=trigger, force=force, focus=focus,
-                                              tokens=tokens, messages=messages)
+        return await self.compactions.compact(
+            turn, engine, trigger=trigger, force=force, focus=focus, tokens=tokens, messages=messages
+        )

@@ -74,8 +74,10 @@ from gateway.worker.long_messages import MessageBound
 log = logging.getLogger(__name__)
 
 #: What a person who sends faster than ``access.messages_per_minute`` is told, once a minute.
-RATE_NOTICE = ("⏳ You are sending messages faster than I may answer them. I keep every one; ask again in a minute "
-               "and I will answer.")
+RATE_NOTICE = (
+    "⏳ You are sending messages faster than I may answer them. I keep every one; ask again in a minute "
+    "and I will answer."
+)
 
 Batch = list[tuple[str, IncomingMessage]]
 
@@ -181,9 +183,15 @@ class Turn:
         result, reply, stream = await self.run_agent(turn, prepared)
         reply, items = await self.commit(turn, prepared, result, reply)
         await self.report(turn, prepared, result)
-        return Outcome(turn.session_id, None if self.quiet else reply, committed=True, stream=stream,
-                       batch=tuple((raw, m.entry_id) for raw, m in prepared.batch), items=tuple(items),
-                       answers=prepared.batch[-1][1] if prepared.batch else None)
+        return Outcome(
+            turn.session_id,
+            None if self.quiet else reply,
+            committed=True,
+            stream=stream,
+            batch=tuple((raw, m.entry_id) for raw, m in prepared.batch),
+            items=tuple(items),
+            answers=prepared.batch[-1][1] if prepared.batch else None,
+        )
 
     async def snapshot(self) -> tuple[ChatTurn, list[Message]]:
         wants_model = self.message.respond and not is_command(self.message)
@@ -201,8 +209,13 @@ class Turn:
         if meta.last_entry_id == turn.entry_id:
             missing = meta.replied_entry_id != turn.entry_id and bool(meta.last_reply or meta.last_reply_items)
             stream = self.parts.replies.stream(self.message, self.lock, previews=False) if missing else None
-            return Outcome(turn.session_id, (meta.last_reply or "") if missing else None, committed=True, stream=stream,
-                           items=tuple(meta.last_reply_items) if missing else ())
+            return Outcome(
+                turn.session_id,
+                (meta.last_reply or "") if missing else None,
+                committed=True,
+                stream=stream,
+                items=tuple(meta.last_reply_items) if missing else (),
+            )
         if meta.took(turn.entry_id):  # taken into a turn before a crash
             return Outcome(turn.session_id, None, committed=True, silent=True)
         return None
@@ -212,19 +225,28 @@ class Turn:
         if reply is None:
             return None
         # Recorded like a turn's reply: a retry after a crash resends it instead of running the command again.
-        await self.store.update_meta(self.chat, turn.session_id, lock=self.lock, last_entry_id=turn.entry_id,
-                                     **reply_meta(reply))
+        await self.store.update_meta(
+            self.chat, turn.session_id, lock=self.lock, last_entry_id=turn.entry_id, **reply_meta(reply)
+        )
         return Outcome(turn.session_id, reply, committed=True)
 
     async def store_unanswered(self, turn: ChatTurn) -> Outcome:
         """A message that asks for no reply (a group message not addressed to the bot) joins the session."""
         bound = self.parts.bound
         stored = await bound.bounded(turn, self.message, bound.limit(self.model(turn)), [])
-        await self.store.append(self.chat, turn.session_id, [stored], lock=self.lock,
-                                meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id})
+        await self.store.append(
+            self.chat,
+            turn.session_id,
+            [stored],
+            lock=self.lock,
+            meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id},
+        )
         told_once = self.parts.told
-        if self.message.limited and told_once is not None and await told_once.first_for(
-                self.chat, f"rate:{self.message.user_id}", 60):
+        if (
+            self.message.limited
+            and told_once is not None
+            and await told_once.first_for(self.chat, f"rate:{self.message.user_id}", 60)
+        ):
             return Outcome(turn.session_id, RATE_NOTICE, committed=False)
         return Outcome(turn.session_id, None, committed=False)
 
@@ -259,8 +281,13 @@ class Turn:
         stopped = None
         try:
             compacted = await self.parts.compactions.before_turn(
-                turn, engine, window, history, pending_tokens=pending,
-                until_stopped=TurnWatch(None, self._stop_requested).until_stopped)
+                turn,
+                engine,
+                window,
+                history,
+                pending_tokens=pending,
+                until_stopped=TurnWatch(None, self._stop_requested).until_stopped,
+            )
         except TurnStopped as stop:  # a summary can take a minute; the session stays as it was
             log.info("%s: /stop while the session was being compacted before the turn; nothing compacted", self.chat)
             compacted, stopped = None, stop
@@ -285,19 +312,25 @@ class Turn:
         """The meter of this turn's model calls, when a budget applies to them."""
         if self.parts.spending is None:
             return None
-        meter = ChatMeter(self.parts.spending, self.parts.budgets, self.message,
-                          cache_ttl=self.parts.options.cache_ttl, notes=notes)
+        meter = ChatMeter(
+            self.parts.spending, self.parts.budgets, self.message, cache_ttl=self.parts.options.cache_ttl, notes=notes
+        )
         return meter if meter.active else None
 
-    async def _store_ahead(self, turn: ChatTurn, history: list[Message], messages: list[IncomingMessage], limit: int,
-                           notes: list[str]) -> list[Message]:
+    async def _store_ahead(
+        self, turn: ChatTurn, history: list[Message], messages: list[IncomingMessage], limit: int, notes: list[str]
+    ) -> list[Message]:
         """Store the older part of a backlog too large for the request in the session before hygiene weighs it;
         the history with them. Recorded as taken in, so a turn retried after a crash skips them, not repeats them."""
         stored = [await self.parts.bound.bounded(turn, m, limit, notes) for m in messages]
         ids = [m.entry_id for m in messages]
-        await self.store.append(self.chat, turn.session_id, stored, lock=self.lock,
-                                meta={"last_entry_id": ids[-1], "replied_entry_id": ids[-1],
-                                      "batch_entry_ids": "\n".join(ids)})
+        await self.store.append(
+            self.chat,
+            turn.session_id,
+            stored,
+            lock=self.lock,
+            meta={"last_entry_id": ids[-1], "replied_entry_id": ids[-1], "batch_entry_ids": "\n".join(ids)},
+        )
         log.info("%s: %d messages of the backlog stored ahead of the turn's request", self.chat, len(messages))
         turn.meta = await self.store.meta(self.chat, turn.session_id)
         return [*history, *stored]
@@ -320,27 +353,49 @@ class Turn:
         if mcp is not None:
             servers = self.parts.tool_access.servers_for(self.chat)
             approvals = self.parts.approvals
-            approver = None if approvals is None else ChatApprover(
-                approvals, self.parts.adapters.get(self.message.platform), self.message,
-                self.parts.tool_access.confirm_timeout_seconds)
+            approver = (
+                None
+                if approvals is None
+                else ChatApprover(
+                    approvals,
+                    self.parts.adapters.get(self.message.platform),
+                    self.message,
+                    self.parts.tool_access.confirm_timeout_seconds,
+                )
+            )
             for tool in await mcp.tools(servers, self.media, functools.partial(self._tool_called, turn), approver):
                 tools.add(tool)
         return tools
 
     async def _tool_called(self, turn: ChatTurn, call: CallRecord) -> None:
         """One call of an MCP tool, into the chat's activity and the metrics: who, which tool, how it ended."""
-        await self.parts.events.emit(ToolCallEvent(
-            platform=self.message.platform, chat=self.chat, session_id=turn.session_id, user_id=self.message.user_id,
-            server=call.server, tool=call.tool, argument_bytes=call.argument_bytes, outcome=call.outcome,
-            seconds=round(call.seconds, 4)))
+        await self.parts.events.emit(
+            ToolCallEvent(
+                platform=self.message.platform,
+                chat=self.chat,
+                session_id=turn.session_id,
+                user_id=self.message.user_id,
+                server=call.server,
+                tool=call.tool,
+                argument_bytes=call.argument_bytes,
+                outcome=call.outcome,
+                seconds=round(call.seconds, 4),
+            )
+        )
 
     async def run_agent(self, turn: ChatTurn, prepared: Prepared) -> tuple[TurnResult, str, ReplyStream | None]:
         """The agent's turn; a provider that is away raises :class:`ProviderDown` (nothing is committed),
         any other failure keeps what the turn did before it and says what happened."""
         agent = self.agents.build_agent(
-            prepared.engine, prepared.model, prepared.tools, media=self.media, max_images=self.parts.max_images,
+            prepared.engine,
+            prepared.model,
+            prepared.tools,
+            media=self.media,
+            max_images=self.parts.max_images,
             results=TurnArchive(self.store, self.chat, turn.session_id, self.lock, turn.entry_id),
-            result_limit=self.parts.bound.limit(prepared.model), meter=prepared.meter)
+            result_limit=self.parts.bound.limit(prepared.model),
+            meter=prepared.meter,
+        )
         adapter = self.parts.adapters.get(self.message.platform)
         if adapter:
             with contextlib.suppress(Exception):
@@ -350,8 +405,12 @@ class Turn:
         watch = TurnWatch(stream, self._stop_requested, stopped=prepared.stopped)
         try:
             # A stop ends the turn even while the provider sends nothing: the watch asks on its own meanwhile.
-            result = await agent.run_turn(prepared.history + prepared.earlier, prepared.user_message,
-                                          on_event=watch, until_stopped=watch.until_stopped)
+            result = await agent.run_turn(
+                prepared.history + prepared.earlier,
+                prepared.user_message,
+                on_event=watch,
+                until_stopped=watch.until_stopped,
+            )
             reply = result.reply
             await self.parts.provider.answered(self.chat)
         except TurnFailed as failed:
@@ -359,8 +418,11 @@ class Turn:
                 # The message is kept (with what the turn did before), and the chat is told once per budget period.
                 told_once = self.parts.told
                 result = failed.partial
-                told = (await told_once.first_for(self.chat, f"over:{failed.error.key}", 40 * 86_400)
-                        if told_once and failed.error.key else True)  # the key names the period; no key: say it
+                told = (
+                    await told_once.first_for(self.chat, f"over:{failed.error.key}", 40 * 86_400)
+                    if told_once and failed.error.key
+                    else True
+                )  # the key names the period; no key: say it
                 log.info("%s: over budget (%s); %s", self.chat, failed.error.key, "told" if told else "already told")
                 self.quiet = not told
                 return result, failed.error.notice if told else "", stream
@@ -379,8 +441,9 @@ class Turn:
             reply = "\n\n".join([*prepared.notes, *([reply] if reply else [])])
         return result, reply, stream
 
-    async def commit(self, turn: ChatTurn, prepared: Prepared, result: TurnResult,
-                     reply: str) -> tuple[str, list[dict[str, Any]]]:
+    async def commit(
+        self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str
+    ) -> tuple[str, list[dict[str, Any]]]:
         """Commit the turn with its reply and the items it made for the person, fenced by the chat's lock; the
         reply and items to send (an earlier call's, when that call already committed this turn)."""
         # what the attempt the provider cut short had made for the person goes with this reply
@@ -399,8 +462,9 @@ class Turn:
         if commit.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
             recorded = await self.store.meta(self.chat, commit.session_id)
             return recorded.last_reply or reply, recorded.last_reply_items
-        await self.parts.compactions.announce(turn, prepared.engine, commit, result.messages, "in_loop", before,
-                                              fields["tokens_at_report"])
+        await self.parts.compactions.announce(
+            turn, prepared.engine, commit, result.messages, "in_loop", before, fields["tokens_at_report"]
+        )
         return reply, items
 
     async def keep_partial(self, turn: ChatTurn, prepared: Prepared, partial: TurnResult) -> None:
@@ -418,11 +482,15 @@ class Turn:
         fields["partial_items"] = kept or None
         fields["batch_entry_ids"] = "\n".join(ids[:-1]) or None  # a retry lets these go silently, as taken in
         await self._store(turn, prepared, partial, fields, compaction_id=f"{turn.entry_id}:partial")
-        log.info("%s: the provider went away mid-turn; its %d tool results are kept for the retry", self.chat,
-                 sum(m.get("role") == "tool" for m in partial.messages[len(prepared.history):]))
+        log.info(
+            "%s: the provider went away mid-turn; its %d tool results are kept for the retry",
+            self.chat,
+            sum(m.get("role") == "tool" for m in partial.messages[len(prepared.history) :]),
+        )
 
-    async def _store(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, fields: dict[str, object], *,
-                     compaction_id: str) -> CompactionCommit | None:
+    async def _store(
+        self, turn: ChatTurn, prepared: Prepared, result: TurnResult, fields: dict[str, object], *, compaction_id: str
+    ) -> CompactionCommit | None:
         """Write the turn's messages with ``fields``, fenced: appended, or the whole live list when the agent
         compacted (then the commit, else None). A lost lock raises StaleLock, and nothing is delivered then."""
         if not result.compacted:
@@ -432,13 +500,19 @@ class Turn:
             return None
         fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
         return await self.store.commit_compaction(
-            self.chat, turn.session_id, result.messages, lock=self.lock,
+            self.chat,
+            turn.session_id,
+            result.messages,
+            lock=self.lock,
             in_place=self.parts.compactions.compression.in_place,
-            compaction_id=compaction_id, meta=fields, archive_new=result.folded,
+            compaction_id=compaction_id,
+            meta=fields,
+            archive_new=result.folded,
         )
 
-    def _commit_fields(self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str,
-                       items: list[dict[str, Any]]) -> dict[str, object]:
+    def _commit_fields(
+        self, turn: ChatTurn, prepared: Prepared, result: TurnResult, reply: str, items: list[dict[str, Any]]
+    ) -> dict[str, object]:
         meta = turn.meta
         totals = dict(meta.usage_totals)
         for name, value in result.usage.as_dict().items():
@@ -466,26 +540,50 @@ class Turn:
         except UnknownPrice:
             spent = saved = 0.0
         for _ in range(result.native_compactions):  # sizes known only for the turn as a whole
-            await events.emit(CompressEvent(
-                platform=self.message.platform, chat=self.chat, session_id=turn.session_id, old_session_id="",
-                in_place=True, compression_count=prepared.engine.compression_count, trigger="native",
-                tokens_before=estimate_session_tokens(turn.meta)[0],
-                tokens_after=result.last_usage.prompt_tokens, summarizer="the provider",
-            ))
-        await events.emit(TurnEvent(
-            platform=self.message.platform, chat=self.chat, session_id=turn.session_id,
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
-            latency_ms=(time.perf_counter() - self.started) * 1000, model=model, cost_usd=spent, saved_usd=saved,
-            context_tokens=self.committed_tokens, context_window=self.agents.context_length(model),
-            error=self.failure,
-        ))
+            await events.emit(
+                CompressEvent(
+                    platform=self.message.platform,
+                    chat=self.chat,
+                    session_id=turn.session_id,
+                    old_session_id="",
+                    in_place=True,
+                    compression_count=prepared.engine.compression_count,
+                    trigger="native",
+                    tokens_before=estimate_session_tokens(turn.meta)[0],
+                    tokens_after=result.last_usage.prompt_tokens,
+                    summarizer="the provider",
+                )
+            )
+        await events.emit(
+            TurnEvent(
+                platform=self.message.platform,
+                chat=self.chat,
+                session_id=turn.session_id,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                latency_ms=(time.perf_counter() - self.started) * 1000,
+                model=model,
+                cost_usd=spent,
+                saved_usd=saved,
+                context_tokens=self.committed_tokens,
+                context_window=self.agents.context_length(model),
+                error=self.failure,
+            )
+        )
 
     async def report_failure(self, session_id: str, kind: FailureKind, error: str) -> None:
         """The event of a turn that failed (see :mod:`gateway.worker.failures`)."""
-        await self.parts.events.emit(TurnErrorEvent(
-            platform=self.message.platform, chat=self.chat, session_id=session_id, kind=kind, error=error,
-        ))
+        await self.parts.events.emit(
+            TurnErrorEvent(
+                platform=self.message.platform,
+                chat=self.chat,
+                session_id=session_id,
+                kind=kind,
+                error=error,
+            )
+        )
 
     # ----------------------------------------------------------------- the ending
 
@@ -517,11 +615,13 @@ class Turn:
             # (a crash in between leaves them to be removed as already taken in).
             last_raw, last_id = outcome.batch[-1]
             others = [raw, *(entry for entry, _ in outcome.batch[:-1])]
-            head = await self.store.finish_entry(self.lock, outcome.session_id, last_raw, ahead_for_next=False,
-                                                 replied_entry_id=last_id)
+            head = await self.store.finish_entry(
+                self.lock, outcome.session_id, last_raw, ahead_for_next=False, replied_entry_id=last_id
+            )
             for position, other in enumerate(others):  # only the last finish reads ahead for what follows
-                head = await self.store.finish_entry(self.lock, outcome.session_id, other,
-                                                     ahead_for_next=position == len(others) - 1)
+                head = await self.store.finish_entry(
+                    self.lock, outcome.session_id, other, ahead_for_next=position == len(others) - 1
+                )
             return head
         marker = {"replied_entry_id": self.message.entry_id} if outcome.committed and not outcome.silent else {}
         return await self.store.finish_entry(self.lock, outcome.session_id, raw, **marker)

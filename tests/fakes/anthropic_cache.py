@@ -88,7 +88,9 @@ def _block_text(block: Any) -> str:
 class AnthropicCacheServer(FakeLLMServer):
     """See the module docstring. Answers come from the inherited queue/handler/default."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic, min_cache_tokens: int = 1024, **kwargs: Any) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, min_cache_tokens: int = 1024, **kwargs: Any
+    ) -> None:
         super().__init__(min_cache_tokens=min_cache_tokens, **kwargs)
         self.clock = clock
         self.entries: dict[tuple[str, str], CacheEntry] = {}
@@ -110,20 +112,31 @@ class AnthropicCacheServer(FakeLLMServer):
         """``(serialised block, tokens, cache_control or None)`` in prompt order."""
         out: list[tuple[str, int, dict[str, Any] | None]] = []
         for tool in body.get("tools") or ():
-            out.append(("tool" + json.dumps({k: v for k, v in tool.items() if k != "cache_control"}, sort_keys=True),
-                        self._tokens(tool, None), tool.get("cache_control")))
+            out.append(
+                (
+                    "tool" + json.dumps({k: v for k, v in tool.items() if k != "cache_control"}, sort_keys=True),
+                    self._tokens(tool, None),
+                    tool.get("cache_control"),
+                )
+            )
         system = body.get("system")
         for block in [{"type": "text", "text": system}] if isinstance(system, str) else list(system or []):
             clean = {k: v for k, v in block.items() if k != "cache_control"}
-            out.append(("system" + json.dumps(clean, sort_keys=True), self._tokens(block, None), block.get("cache_control")))
+            out.append(
+                ("system" + json.dumps(clean, sort_keys=True), self._tokens(block, None), block.get("cache_control"))
+            )
         for message in body.get("messages") or ():
             content = message.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
             for index, block in enumerate(blocks):
                 clean = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
-                out.append((message["role"] + json.dumps(clean, sort_keys=True),
-                            self._tokens(block, message["role"] if index == 0 else None),
-                            block.get("cache_control") if isinstance(block, dict) else None))
+                out.append(
+                    (
+                        message["role"] + json.dumps(clean, sort_keys=True),
+                        self._tokens(block, message["role"] if index == 0 else None),
+                        block.get("cache_control") if isinstance(block, dict) else None,
+                    )
+                )
         return out
 
     def _live(self, key: tuple[str, str], now: float) -> CacheEntry | None:
@@ -142,7 +155,9 @@ class AnthropicCacheServer(FakeLLMServer):
         blocks = self.blocks(body)
         breakpoints = [i for i, (_, _, marker) in enumerate(blocks) if marker is not None]
         if len(breakpoints) > MAX_BREAKPOINTS:
-            raise ValueError(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(breakpoints)}.")
+            raise ValueError(
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(breakpoints)}."
+            )
         hasher = hashlib.sha256()
         digests: list[str] = []
         totals: list[int] = []

@@ -119,7 +119,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -138,9 +138,13 @@ _CHUNK = 64 * 1024
 _COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?")
 _MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{5,32}\b")
 TERMINATED = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
-WEBHOOK_ACTIVE = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
-NOT_MODIFIED = ("Bad Request: message is not modified: specified new message content and reply markup are exactly "
-                "the same as a current content and reply markup of the message")
+WEBHOOK_ACTIVE = (
+    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+)
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup are exactly "
+    "the same as a current content and reply markup of the message"
+)
 EDIT_NOT_FOUND = "Bad Request: message to edit not found"
 DELETE_NOT_FOUND = "Bad Request: message to delete not found"
 CANT_EDIT = "Bad Request: message can't be edited"
@@ -160,7 +164,7 @@ DRAFT_LIFETIME = 30.0
 _CONTENT_FIELDS = ("text", "parse_mode", "entities", "reply_markup")
 
 
-def _true(value: Optional[str]) -> bool:
+def _true(value: str | None) -> bool:
     """A Bot API boolean parameter as aiogram sends it (form field or JSON)."""
     return str(value).lower() in ("true", "1")
 
@@ -176,7 +180,9 @@ def entities_for(text: str) -> list[dict[str, Any]]:
     if command:
         found.append({"type": "bot_command", "offset": 0, "length": utf16_len(command.group())})
     for mention in _MENTION.finditer(text):
-        found.append({"type": "mention", "offset": utf16_len(text[: mention.start()]), "length": utf16_len(mention.group())})
+        found.append(
+            {"type": "mention", "offset": utf16_len(text[: mention.start()]), "length": utf16_len(mention.group())}
+        )
     return sorted(found, key=lambda entity: entity["offset"])
 
 
@@ -256,7 +262,7 @@ class ChatMessage:
     sent_at: float
     params: dict[str, str]
     edits: list[MessageEdit] = field(default_factory=list)
-    deleted_at: Optional[float] = None
+    deleted_at: float | None = None
     date: int = 0
 
     def content(self) -> tuple[str, ...]:
@@ -300,9 +306,9 @@ class FloodLimits:
     minute per group, 30 per second for the bot, no burst (see the module docstring for the rule).
     """
 
-    per_chat_per_second: Optional[int] = 1
-    per_group_per_minute: Optional[int] = 20
-    per_bot_per_second: Optional[int] = 30
+    per_chat_per_second: int | None = 1
+    per_group_per_minute: int | None = 20
+    per_bot_per_second: int | None = 30
     chat_window: float = 1.0
     group_window: float = 60.0
     bot_window: float = 1.0
@@ -318,7 +324,7 @@ class FloodLimits:
             raise ValueError("flood windows must be longer than zero")
 
     @property
-    def chat_allowance(self) -> Optional[int]:
+    def chat_allowance(self) -> int | None:
         """Calls admitted in one chat window: the limit plus the burst tolerance."""
         return None if self.per_chat_per_second is None else self.per_chat_per_second + self.chat_burst
 
@@ -337,11 +343,17 @@ class FloodAccounting:
         found = []
         allowance = self.limits.chat_allowance
         if allowance is not None:
-            found += [f"chat {chat}: {count} in {self.limits.chat_window}s > {allowance}"
-                      for chat, count in self.per_chat.items() if count > allowance]
+            found += [
+                f"chat {chat}: {count} in {self.limits.chat_window}s > {allowance}"
+                for chat, count in self.per_chat.items()
+                if count > allowance
+            ]
         if self.limits.per_group_per_minute is not None:
-            found += [f"group {chat}: {count} in {self.limits.group_window}s > {self.limits.per_group_per_minute}"
-                      for chat, count in self.per_group.items() if count > self.limits.per_group_per_minute]
+            found += [
+                f"group {chat}: {count} in {self.limits.group_window}s > {self.limits.per_group_per_minute}"
+                for chat, count in self.per_group.items()
+                if count > self.limits.per_group_per_minute
+            ]
         if self.limits.per_bot_per_second is not None and self.bot > self.limits.per_bot_per_second:
             found.append(f"bot: {self.bot} in {self.limits.bot_window}s > {self.limits.per_bot_per_second}")
         return found
@@ -386,7 +398,7 @@ class WebhookDelivery:
     chat_id: str
     at: float
     #: The HTTP status of the answer; None when there was none (refused, reset, timed out).
-    status: Optional[int]
+    status: int | None
     error: str = ""
 
     @property
@@ -410,7 +422,7 @@ class FakeFile:
     file_unique_id: str
     file_path: str
     size: int
-    data: Optional[bytes] = None
+    data: bytes | None = None
     broken: bool = False
 
     def chunks(self, upto: int) -> Any:
@@ -422,7 +434,7 @@ class FakeFile:
 
 @dataclass
 class GetUpdatesCall:
-    offset: Optional[int]
+    offset: int | None
     limit: int
     timeout: int
 
@@ -430,9 +442,16 @@ class GetUpdatesCall:
 class FakeBotAPI:
     """A scriptable Bot API for one bot token."""
 
-    def __init__(self, token: str = "123456789:fake-token-for-tests", *, username: str = "foldgate_bot",
-                 first_name: str = "Foldgate", limits: Optional[FloodLimits] = None,
-                 clock: Callable[[], float] = time.monotonic, webhook_retry: WebhookRetry = WebhookRetry()) -> None:
+    def __init__(
+        self,
+        token: str = "123456789:fake-token-for-tests",
+        *,
+        username: str = "foldgate_bot",
+        first_name: str = "Foldgate",
+        limits: FloodLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        webhook_retry: WebhookRetry = WebhookRetry(),
+    ) -> None:
         self.token = token
         #: Flood control to enforce; ``None`` accepts every call (the accounting still runs).
         self.limits = limits
@@ -441,11 +460,11 @@ class FakeBotAPI:
         self.bot_id = int(token.split(":", 1)[0])
         self.username = username
         self.first_name = first_name
-        self.conflict: Optional[str] = None
+        self.conflict: str | None = None
         #: 409 answers that reached a poller still connected (one that went away, killed, never reads its 409).
         self.conflicts_seen = 0
         #: The parameters of the last setWebhook (None: no webhook, updates wait for getUpdates).
-        self.webhook: Optional[dict[str, str]] = None
+        self.webhook: dict[str, str] | None = None
         self.webhook_retry = webhook_retry
         #: Every POST of an update to the webhook, in the order they ended.
         self.webhook_deliveries: list[WebhookDelivery] = []
@@ -470,9 +489,9 @@ class FakeBotAPI:
         self._bot_times: list[float] = []
         self._shown_drafts: dict[str, Draft] = {}
         #: Called with the offset of every getUpdates request before it is answered.
-        self.on_get_updates: Optional[Callable[[Optional[int]], None]] = None
+        self.on_get_updates: Callable[[int | None], None] | None = None
         #: Called with the method (lower case), its parameters and the status, as each answer is about to go out.
-        self.on_answer: Optional[Callable[[str, dict[str, str], int], None]] = None
+        self.on_answer: Callable[[str, dict[str, str], int], None] | None = None
         self._pending: list[dict[str, Any]] = []
         self._send_script: list[tuple[int, dict[str, Any]]] = []
         #: method (lower case) -> [answers left (None: every call), status, body], from ``answer_as``.
@@ -484,18 +503,18 @@ class FakeBotAPI:
         #: old group id -> (its supergroup's id, accepted sendMessages to the group after which it moved).
         self._migrations: dict[str, tuple[int, int]] = {}
         self._update_ids = iter(range(500_000_001, 10**10))
-        self._changed: Optional[asyncio.Event] = None
-        self._waiting_poll: Optional[asyncio.Event] = None
-        self._runner: Optional[web.AppRunner] = None
+        self._changed: asyncio.Event | None = None
+        self._waiting_poll: asyncio.Event | None = None
+        self._runner: web.AppRunner | None = None
         self._closing = False
         self.port = 0
-        self._poster: Optional[asyncio.Task[None]] = None
+        self._poster: asyncio.Task[None] | None = None
         self._posting: dict[int, asyncio.Task[None]] = {}
         #: update id -> (failed deliveries in a row, loop time before which it is not posted again).
         self._retry_at: dict[int, tuple[int, float]] = {}
-        self._last_webhook_error: Optional[tuple[int, str]] = None
-        self._webhook_wake: Optional[asyncio.Event] = None
-        self._client: Optional[aiohttp.ClientSession] = None
+        self._last_webhook_error: tuple[int, str] | None = None
+        self._webhook_wake: asyncio.Event | None = None
+        self._client: aiohttp.ClientSession | None = None
         #: file_id -> the file getFile and the download serve.
         self.files: dict[str, FakeFile] = {}
         #: The file_id of every getFile call, in order.
@@ -507,7 +526,7 @@ class FakeBotAPI:
 
     # ------------------------------------------------------------------ server
 
-    async def start(self) -> "FakeBotAPI":
+    async def start(self) -> FakeBotAPI:
         self._changed = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
@@ -531,7 +550,7 @@ class FakeBotAPI:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    async def __aenter__(self) -> "FakeBotAPI":
+    async def __aenter__(self) -> FakeBotAPI:
         return await self.start()
 
     async def __aexit__(self, *_exc: object) -> None:
@@ -559,7 +578,7 @@ class FakeBotAPI:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.05))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     # ------------------------------------------------------------------ scripting
@@ -576,8 +595,12 @@ class FakeBotAPI:
 
     def rate_limit_sends(self, count: int = 1, *, retry_after: int = 2) -> None:
         """Answer the next ``count`` sendMessage calls with 429 Too Many Requests."""
-        body = {"ok": False, "error_code": 429, "description": f"Too Many Requests: retry after {retry_after}",
-                "parameters": {"retry_after": retry_after}}
+        body = {
+            "ok": False,
+            "error_code": 429,
+            "description": f"Too Many Requests: retry after {retry_after}",
+            "parameters": {"retry_after": retry_after},
+        }
         self._send_script.extend([(429, body)] * count)
 
     def rate_limit_send_after(self, chat_id: int | str, accepted: int, *, retry_after: int = 2) -> None:
@@ -592,7 +615,7 @@ class FakeBotAPI:
         old = str(old_chat_id)
         self._migrations[old] = (new_chat_id, self._accepted_sends(old) + after_sends)
 
-    def migrated_to(self, chat_id: int | str) -> Optional[int]:
+    def migrated_to(self, chat_id: int | str) -> int | None:
         """The supergroup ``chat_id`` became, once its upgrade took effect; None for a chat that did not move."""
         migration = self._migrations.get(str(chat_id))
         if migration is None or self._accepted_sends(str(chat_id)) < migration[1]:
@@ -602,12 +625,12 @@ class FakeBotAPI:
     def _accepted_sends(self, chat_id: str) -> int:
         return sum(1 for sent in self.sent if sent.chat_id == chat_id)
 
-    def answer_as(self, method: str, body: Any, *, status: int = 200, times: Optional[int] = 1) -> None:
+    def answer_as(self, method: str, body: Any, *, status: int = 200, times: int | None = 1) -> None:
         """Answer the next ``times`` calls of ``method`` (every one with None) with ``body`` and ``status``: a dict
         or list as JSON, a string as it is (see the module docstring)."""
         self._answers_as[method.lower()] = [times, status, body]
 
-    def _answer_as(self, method: str) -> Optional[web.Response]:
+    def _answer_as(self, method: str) -> web.Response | None:
         scripted = self._answers_as.get(method)
         if scripted is None:
             return None
@@ -624,7 +647,11 @@ class FakeBotAPI:
 
     def fail_sends(self, count: int = 1, *, status: int = 502) -> None:
         """Answer the next ``count`` sendMessage calls with a server error."""
-        body = {"ok": False, "error_code": status, "description": "Bad Gateway" if status == 502 else "Internal Server Error"}
+        body = {
+            "ok": False,
+            "error_code": status,
+            "description": "Bad Gateway" if status == 502 else "Internal Server Error",
+        }
         self._send_script.extend([(status, body)] * count)
 
     # ------------------------------------------------------------------ update builders
@@ -633,7 +660,7 @@ class FakeBotAPI:
         return {"id": self.bot_id, "is_bot": True, "first_name": self.first_name, "username": self.username}
 
     @staticmethod
-    def user(user_id: int, first_name: str = "Ann", last_name: Optional[str] = None) -> dict[str, Any]:
+    def user(user_id: int, first_name: str = "Ann", last_name: str | None = None) -> dict[str, Any]:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
         if last_name:
             user["last_name"] = last_name
@@ -647,27 +674,42 @@ class FakeBotAPI:
         self._last_message_id[chat_id] = self._last_message_id.get(chat_id, 0) + 1
         return self._last_message_id[chat_id]
 
-    def _message(self, chat: dict[str, Any], sender: dict[str, Any], text: Optional[str], **extra: Any) -> dict[str, Any]:
+    def _message(
+        self, chat: dict[str, Any], sender: dict[str, Any], text: str | None, **extra: Any
+    ) -> dict[str, Any]:
         chat_id = str(chat["id"])
         message_id = self._next_message_id(chat_id)
         if sender.get("id") != self.bot_id:
             self._foreign.setdefault(chat_id, set()).add(message_id)
-        message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat,
-                                   "from": sender, **extra}
+        message: dict[str, Any] = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender,
+            **extra,
+        }
         if text is not None:
             message["text"] = text
             if entities := entities_for(text):
                 message["entities"] = entities
         return message
 
-    def button_press(self, chat_id: str | int, user_id: int, message_id: int, data: str, *,
-                     first_name: str = "Ann") -> dict[str, Any]:
+    def button_press(
+        self, chat_id: str | int, user_id: int, message_id: int, data: str, *, first_name: str = "Ann"
+    ) -> dict[str, Any]:
         """A ``callback_query`` update: ``user_id`` pressed the inline button carrying ``data`` under the bot's
         message ``message_id`` in ``chat_id``."""
         message = self._chats[str(chat_id)][message_id]
-        return {"update_id": next(self._update_ids), "callback_query": {
-            "id": f"cq-{next(self._update_ids)}", "from": self.user(user_id, first_name),
-            "message": self._message_json(message), "chat_instance": "ci-1", "data": data}}
+        return {
+            "update_id": next(self._update_ids),
+            "callback_query": {
+                "id": f"cq-{next(self._update_ids)}",
+                "from": self.user(user_id, first_name),
+                "message": self._message_json(message),
+                "chat_instance": "ci-1",
+                "data": data,
+            },
+        }
 
     def buttons(self, chat_id: str | int) -> list[tuple[int, list[str]]]:
         """The bot's messages in the chat that show inline buttons now: (message id, their callback data)."""
@@ -684,8 +726,16 @@ class FakeBotAPI:
         chat = {"id": user_id, "type": "private", "first_name": first_name}
         return self._update("message", self._message(chat, self.user(user_id, first_name), text))
 
-    def group_message(self, chat_id: int, user_id: int, text: str, *, first_name: str = "Ann",
-                      reply_to_bot: bool = False, reply_to_user: Optional[int] = None) -> dict[str, Any]:
+    def group_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        first_name: str = "Ann",
+        reply_to_bot: bool = False,
+        reply_to_user: int | None = None,
+    ) -> dict[str, Any]:
         chat = {"id": chat_id, "type": "supergroup", "title": "Ops room"}
         extra: dict[str, Any] = {}
         if reply_to_bot or reply_to_user:
@@ -695,22 +745,37 @@ class FakeBotAPI:
 
     # ------------------------------------------------------------------ files and media updates
 
-    def add_file(self, data: Optional[bytes] = None, *, size: Optional[int] = None, name: str = "file.bin") -> str:
+    def add_file(self, data: bytes | None = None, *, size: int | None = None, name: str = "file.bin") -> str:
         """Register a file to serve and return its file_id: ``data``, or ``size`` zeros made as they are sent."""
         number = next(self._file_numbers)
         file_id = f"BQACAgIAAxkBAAI{number:08d}"
-        self.files[file_id] = FakeFile(file_id, f"u{number}", f"documents/file_{number}_{name}",
-                                       len(data) if data is not None else int(size or 0), data)
+        self.files[file_id] = FakeFile(
+            file_id,
+            f"u{number}",
+            f"documents/file_{number}_{name}",
+            len(data) if data is not None else int(size or 0),
+            data,
+        )
         return file_id
 
     def break_download(self, file_id: str) -> None:
         """Make the download of ``file_id`` stop halfway: half its bytes, then the connection drops."""
         self.files[file_id].broken = True
 
-    def _media_message(self, chat_id: int, user_id: int, caption: Optional[str], media_group_id: Optional[str],
-                       first_name: str, **media: Any) -> dict[str, Any]:
-        chat = {"id": chat_id, "type": "private", "first_name": first_name} if chat_id > 0 else \
-            {"id": chat_id, "type": "supergroup", "title": "Ops room"}
+    def _media_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        caption: str | None,
+        media_group_id: str | None,
+        first_name: str,
+        **media: Any,
+    ) -> dict[str, Any]:
+        chat = (
+            {"id": chat_id, "type": "private", "first_name": first_name}
+            if chat_id > 0
+            else {"id": chat_id, "type": "supergroup", "title": "Ops room"}
+        )
         extra: dict[str, Any] = dict(media)
         if caption is not None:
             extra["caption"] = caption
@@ -720,16 +785,24 @@ class FakeBotAPI:
             extra["media_group_id"] = media_group_id
         return self._update("message", self._message(chat, self.user(user_id, first_name), None, **extra))
 
-    def _file(self, data: Optional[bytes], size: Optional[int], name: str) -> dict[str, Any]:
+    def _file(self, data: bytes | None, size: int | None, name: str) -> dict[str, Any]:
         """The file fields of a media object for newly registered bytes (``size`` reported for ``data`` None)."""
         file_id = self.add_file(data, size=size, name=name)
         served = self.files[file_id]
         return {"file_id": file_id, "file_unique_id": served.file_unique_id, "file_size": served.size}
 
-    def photo_message(self, chat_id: int, user_id: int, caption: Optional[str] = None, *,
-                      sizes: tuple[tuple[int, int], ...] = ((90, 90), (320, 240), (1280, 960)),
-                      data: Optional[bytes] = None, largest_size: Optional[int] = None,
-                      media_group_id: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+    def photo_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        caption: str | None = None,
+        *,
+        sizes: tuple[tuple[int, int], ...] = ((90, 90), (320, 240), (1280, 960)),
+        data: bytes | None = None,
+        largest_size: int | None = None,
+        media_group_id: str | None = None,
+        first_name: str = "Ann",
+    ) -> dict[str, Any]:
         """A photo as Telegram sends it: one PhotoSize per size, smallest first; the largest serves ``data``
         (or reports ``largest_size`` bytes), the others a few bytes each."""
         photo = []
@@ -737,42 +810,93 @@ class FakeBotAPI:
             last = index == len(sizes) - 1
             chosen = data if last else None
             filler = None if last else bytes([index]) * max(1, width * height // 64)
-            photo.append({**self._file(chosen if chosen is not None else filler,
-                                       largest_size if last and data is None else None, "photo.jpg"),
-                          "width": width, "height": height})
+            photo.append(
+                {
+                    **self._file(
+                        chosen if chosen is not None else filler,
+                        largest_size if last and data is None else None,
+                        "photo.jpg",
+                    ),
+                    "width": width,
+                    "height": height,
+                }
+            )
         return self._media_message(chat_id, user_id, caption, media_group_id, first_name, photo=photo)
 
-    def document_message(self, chat_id: int, user_id: int, data: Optional[bytes] = None, *, file_name: str = "file.txt",
-                         mime_type: str = "text/plain", size: Optional[int] = None, caption: Optional[str] = None,
-                         media_group_id: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+    def document_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes | None = None,
+        *,
+        file_name: str = "file.txt",
+        mime_type: str = "text/plain",
+        size: int | None = None,
+        caption: str | None = None,
+        media_group_id: str | None = None,
+        first_name: str = "Ann",
+    ) -> dict[str, Any]:
         """A file sent as a document; ``size`` instead of ``data`` for a big one served as zeros."""
         document = {**self._file(data, size, file_name), "file_name": file_name, "mime_type": mime_type}
         return self._media_message(chat_id, user_id, caption, media_group_id, first_name, document=document)
 
-    def voice_message(self, chat_id: int, user_id: int, data: bytes, *, duration: int = 3,
-                      caption: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
+    def voice_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        duration: int = 3,
+        caption: str | None = None,
+        first_name: str = "Ann",
+    ) -> dict[str, Any]:
         voice = {**self._file(data, None, "voice.oga"), "duration": duration, "mime_type": "audio/ogg"}
         return self._media_message(chat_id, user_id, caption, None, first_name, voice=voice)
 
-    def audio_message(self, chat_id: int, user_id: int, data: bytes, *, file_name: str = "song.mp3",
-                      duration: int = 180, performer: Optional[str] = None, title: Optional[str] = None,
-                      caption: Optional[str] = None, first_name: str = "Ann") -> dict[str, Any]:
-        audio: dict[str, Any] = {**self._file(data, None, file_name), "duration": duration, "file_name": file_name,
-                                 "mime_type": "audio/mpeg"}
+    def audio_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        file_name: str = "song.mp3",
+        duration: int = 180,
+        performer: str | None = None,
+        title: str | None = None,
+        caption: str | None = None,
+        first_name: str = "Ann",
+    ) -> dict[str, Any]:
+        audio: dict[str, Any] = {
+            **self._file(data, None, file_name),
+            "duration": duration,
+            "file_name": file_name,
+            "mime_type": "audio/mpeg",
+        }
         audio.update({key: value for key, value in (("performer", performer), ("title", title)) if value})
         return self._media_message(chat_id, user_id, caption, None, first_name, audio=audio)
 
-    def video_note_message(self, chat_id: int, user_id: int, data: bytes, *, duration: int = 5, length: int = 240,
-                           first_name: str = "Ann") -> dict[str, Any]:
+    def video_note_message(
+        self, chat_id: int, user_id: int, data: bytes, *, duration: int = 5, length: int = 240, first_name: str = "Ann"
+    ) -> dict[str, Any]:
         note = {**self._file(data, None, "video_note.mp4"), "duration": duration, "length": length}
         return self._media_message(chat_id, user_id, None, None, first_name, video_note=note)
 
-    def album(self, chat_id: int, user_id: int, parts: list[bytes], *, caption: Optional[str] = None,
-              first_name: str = "Ann") -> list[dict[str, Any]]:
+    def album(
+        self, chat_id: int, user_id: int, parts: list[bytes], *, caption: str | None = None, first_name: str = "Ann"
+    ) -> list[dict[str, Any]]:
         """An album of ``len(parts)`` photos: one update per photo sharing a media_group_id, the caption on the first."""
         group = str(next(self._media_groups))
-        return [self.photo_message(chat_id, user_id, caption if index == 0 else None, data=data, media_group_id=group,
-                                   first_name=first_name) for index, data in enumerate(parts)]
+        return [
+            self.photo_message(
+                chat_id,
+                user_id,
+                caption if index == 0 else None,
+                data=data,
+                media_group_id=group,
+                first_name=first_name,
+            )
+            for index, data in enumerate(parts)
+        ]
 
     def group_migrated_to(self, old_chat_id: int, new_chat_id: int, user_id: int = 1) -> dict[str, Any]:
         """The service message in the old group when ``user_id`` upgraded it: ``migrate_to_chat_id``, no text."""
@@ -782,8 +906,10 @@ class FakeBotAPI:
     def supergroup_migrated_from(self, new_chat_id: int, old_chat_id: int) -> dict[str, Any]:
         """The service message that opens the new supergroup: ``migrate_from_chat_id``, sent by the chat itself."""
         chat = {"id": new_chat_id, "type": "supergroup", "title": "Ops room"}
-        return self._update("message", self._message(chat, GROUP_ANONYMOUS_BOT, None, sender_chat=chat,
-                                                     migrate_from_chat_id=old_chat_id))
+        return self._update(
+            "message",
+            self._message(chat, GROUP_ANONYMOUS_BOT, None, sender_chat=chat, migrate_from_chat_id=old_chat_id),
+        )
 
     def edited_message(self, user_id: int, text: str) -> dict[str, Any]:
         chat = {"id": user_id, "type": "private", "first_name": "Ann"}
@@ -802,13 +928,16 @@ class FakeBotAPI:
 
     @staticmethod
     def _error(status: int, description: str, **extra: Any) -> web.Response:
-        return web.json_response({"ok": False, "error_code": status, "description": description, **extra}, status=status)
+        return web.json_response(
+            {"ok": False, "error_code": status, "description": description, **extra}, status=status
+        )
 
     @classmethod
     def _too_many_requests(cls, retry_after: int) -> web.Response:
         """Telegram's 429: the wait in the body's parameters and in a Retry-After header."""
-        response = cls._error(429, f"Too Many Requests: retry after {retry_after}",
-                              parameters={"retry_after": retry_after})
+        response = cls._error(
+            429, f"Too Many Requests: retry after {retry_after}", parameters={"retry_after": retry_after}
+        )
         response.headers["Retry-After"] = str(retry_after)
         return response
 
@@ -818,7 +947,10 @@ class FakeBotAPI:
         method = request.match_info["method"].lower()
         uploads: dict[str, web.FileField] = {}
         if request.content_type == "application/json":
-            params = {key: value if isinstance(value, str) else json.dumps(value) for key, value in (await request.json()).items()}
+            params = {
+                key: value if isinstance(value, str) else json.dumps(value)
+                for key, value in (await request.json()).items()
+            }
         else:
             params = {}
             for key, value in (await request.post()).items():
@@ -854,8 +986,14 @@ class FakeBotAPI:
             return self._error(400, INVALID_FILE_ID)
         if served.size > DOWNLOAD_LIMIT:
             return self._error(400, FILE_TOO_BIG)
-        return self._answer({"file_id": served.file_id, "file_unique_id": served.file_unique_id,
-                             "file_size": served.size, "file_path": served.file_path})
+        return self._answer(
+            {
+                "file_id": served.file_id,
+                "file_unique_id": served.file_unique_id,
+                "file_size": served.size,
+                "file_path": served.file_path,
+            }
+        )
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         """``GET /file/bot<token>/<file_path>``: the file's bytes in chunks (half of them for a broken one)."""
@@ -888,8 +1026,14 @@ class FakeBotAPI:
         return self._error(400, UPGRADED, parameters={"migrate_to_chat_id": self.migrated_to(chat_id)})
 
     async def _method_getme(self, params: dict[str, str]) -> web.Response:
-        return self._answer({**self.bot_user(), "can_join_groups": True, "can_read_all_group_messages": False,
-                             "supports_inline_queries": False})
+        return self._answer(
+            {
+                **self.bot_user(),
+                "can_join_groups": True,
+                "can_read_all_group_messages": False,
+                "supports_inline_queries": False,
+            }
+        )
 
     async def _method_getupdates(self, params: dict[str, str]) -> web.Response:
         offset = int(params["offset"]) if params.get("offset") else None
@@ -919,8 +1063,9 @@ class FakeBotAPI:
                 self._changed.clear()
                 with_terminate = asyncio.ensure_future(terminated.wait())
                 with_change = asyncio.ensure_future(self._changed.wait())
-                done, pending = await asyncio.wait({with_terminate, with_change}, timeout=remaining,
-                                                   return_when=asyncio.FIRST_COMPLETED)
+                done, pending = await asyncio.wait(
+                    {with_terminate, with_change}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
                 for waiter in pending:
                     waiter.cancel()
         finally:
@@ -981,8 +1126,11 @@ class FakeBotAPI:
         uploads, self._uploads = self._uploads, {}
         reference = params.get(field_name, "")
         # the file as a part of its own, named by attach://<part>, or as the field itself
-        part = uploads.get(reference.removeprefix("attach://")) if reference.startswith("attach://") else \
-            uploads.get(field_name)
+        part = (
+            uploads.get(reference.removeprefix("attach://"))
+            if reference.startswith("attach://")
+            else uploads.get(field_name)
+        )
         if part is None:
             status, description = 400, f"Bad Request: there is no {field_name} in the request"
         else:
@@ -1003,8 +1151,15 @@ class FakeBotAPI:
             media: Any = [{**about, "width": width, "height": height}]
         else:
             media = {**about, "file_name": part.filename, "mime_type": part.content_type}
-        return self._answer({"message_id": message_id, "date": int(time.time()), "from": self.bot_user(),
-                             "chat": self._chat_json(chat_id), field_name: media})
+        return self._answer(
+            {
+                "message_id": message_id,
+                "date": int(time.time()),
+                "from": self.bot_user(),
+                "chat": self._chat_json(chat_id),
+                field_name: media,
+            }
+        )
 
     @staticmethod
     def _file_problem(field_name: str, data: bytes) -> tuple[int, str]:
@@ -1016,7 +1171,7 @@ class FakeBotAPI:
                 with Image.open(io.BytesIO(data)) as image:
                     image.verify()
                     width, height = image.size
-            except Exception:  # noqa: BLE001 - whatever Pillow cannot read, Telegram cannot either
+            except Exception:
                 return 400, "Bad Request: IMAGE_PROCESS_FAILED"
             if width + height > 10_000 or max(width, height) > 20 * min(width, height):
                 return 400, "Bad Request: PHOTO_INVALID_DIMENSIONS"
@@ -1039,7 +1194,7 @@ class FakeBotAPI:
         except ValueError:
             draft_id = 0
         if not chat_id.lstrip("-").isdigit():
-            response: Optional[web.Response] = self._error(400, "Bad Request: chat not found")
+            response: web.Response | None = self._error(400, "Bad Request: chat not found")
         elif is_group(chat_id):
             response = self._error(400, DRAFT_PEER_INVALID)
         elif draft_id == 0:
@@ -1177,17 +1332,18 @@ class FakeBotAPI:
         """One delivery of ``update``: confirmed by a 2xx, otherwise scheduled to be posted again."""
         update_id, chat = int(update["update_id"]), update_chat(update)
         headers = {"X-Telegram-Bot-Api-Secret-Token": webhook["secret_token"]} if webhook.get("secret_token") else {}
-        status: Optional[int] = None
+        status: int | None = None
         try:
             if self._client is None:
                 self._client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
             timeout = aiohttp.ClientTimeout(total=self.webhook_retry.timeout)
-            async with self._client.post(webhook["url"], json=update, headers=headers, timeout=timeout,
-                                         allow_redirects=False) as response:
+            async with self._client.post(
+                webhook["url"], json=update, headers=headers, timeout=timeout, allow_redirects=False
+            ) as response:
                 status = response.status
                 await response.read()
                 error = "" if 200 <= status < 300 else f"Wrong response from the webhook: {status} {response.reason}"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error = "Read timeout expired"
         except (aiohttp.ClientConnectorError, ConnectionRefusedError):
             error = "Connection refused"
@@ -1210,8 +1366,9 @@ class FakeBotAPI:
     def _now(self) -> float:
         return self.clock()
 
-    def _attempt(self, method: str, chat_id: str, status: int, at: float, description: str,
-                 params: dict[str, str]) -> None:
+    def _attempt(
+        self, method: str, chat_id: str, status: int, at: float, description: str, params: dict[str, str]
+    ) -> None:
         self.attempts.append(Attempt(method, chat_id, status, at, description, params))
 
     @staticmethod
@@ -1220,16 +1377,24 @@ class FakeBotAPI:
         return str(json.loads(response.body).get("description", ""))
 
     def _message_json(self, message: ChatMessage) -> dict[str, Any]:
-        return {"message_id": message.message_id, "date": message.date, "chat": self._chat_json(message.chat_id),
-                "from": self.bot_user(), "text": message.text}
+        return {
+            "message_id": message.message_id,
+            "date": message.date,
+            "chat": self._chat_json(message.chat_id),
+            "from": self.bot_user(),
+            "text": message.text,
+        }
 
     @staticmethod
     def _chat_json(chat_id: str) -> dict[str, Any]:
         numeric = int(chat_id) if chat_id.lstrip("-").isdigit() else 0
-        return {"id": numeric, "type": "supergroup", "title": "Ops room"} if is_group(chat_id) else \
-            {"id": numeric, "type": "private", "first_name": "Ann"}
+        return (
+            {"id": numeric, "type": "supergroup", "title": "Ops room"}
+            if is_group(chat_id)
+            else {"id": numeric, "type": "private", "first_name": "Ann"}
+        )
 
-    def _find(self, chat_id: str, raw_id: str) -> Optional[ChatMessage]:
+    def _find(self, chat_id: str, raw_id: str) -> ChatMessage | None:
         """The bot's message ``raw_id`` in ``chat_id`` unless deleted: the only ones it may edit."""
         message = self._chats.get(chat_id, {}).get(int(raw_id)) if raw_id.lstrip("-").isdigit() else None
         return message if message is not None and message.deleted_at is None else None
@@ -1253,15 +1418,21 @@ class FakeBotAPI:
         if limits.per_chat_per_second is not None:
             windows.append(("chat", times, limits.chat_window, limits.per_chat_per_second + limits.chat_burst))
             if limits.chat_burst:
-                windows.append(("chat", times, limits.chat_window * limits.burst_horizon,
-                                limits.per_chat_per_second * limits.burst_horizon))
+                windows.append(
+                    (
+                        "chat",
+                        times,
+                        limits.chat_window * limits.burst_horizon,
+                        limits.per_chat_per_second * limits.burst_horizon,
+                    )
+                )
         if is_group(chat_id) and limits.per_group_per_minute is not None:
             windows.append(("group", times, limits.group_window, limits.per_group_per_minute))
         if limits.per_bot_per_second is not None:
             windows.append(("bot", self._bot_times, limits.bot_window, limits.per_bot_per_second))
         return windows
 
-    def _flood(self, method: str, chat_id: str, now: float) -> Optional[web.Response]:
+    def _flood(self, method: str, chat_id: str, now: float) -> web.Response | None:
         """The 429 for a call over a limit, or None when every window has room for it."""
         if self.limits is None:
             return None
@@ -1279,20 +1450,24 @@ class FakeBotAPI:
         self.rate_limited.append(RateLimited(method, chat_id, now, retry_after, scope))
         return self._too_many_requests(retry_after)
 
-    def accounting(self, limits: Optional[FloodLimits] = None) -> FloodAccounting:
+    def accounting(self, limits: FloodLimits | None = None) -> FloodAccounting:
         """The most counted calls in any window, measured with ``limits`` (default: enforced, else Telegram's)."""
         limits = limits or self.limits or FloodLimits()
         per_chat = {chat: most_in_window(times, limits.chat_window) for chat, times in self._chat_times.items()}
-        per_group = {chat: most_in_window(times, limits.group_window)
-                     for chat, times in self._chat_times.items() if is_group(chat)}
+        per_group = {
+            chat: most_in_window(times, limits.group_window)
+            for chat, times in self._chat_times.items()
+            if is_group(chat)
+        }
         return FloodAccounting(limits, per_chat, per_group, most_in_window(self._bot_times, limits.bot_window))
 
     # ------------------------------------------------------------------ views for tests
 
     def messages(self, chat_id: int | str) -> list[ChatMessage]:
         """The bot's messages still in the chat, oldest first, with their current text."""
-        return [message for _, message in sorted(self._chats.get(str(chat_id), {}).items())
-                if message.deleted_at is None]
+        return [
+            message for _, message in sorted(self._chats.get(str(chat_id), {}).items()) if message.deleted_at is None
+        ]
 
     def edits(self, chat_id: int | str, message_id: int) -> list[MessageEdit]:
         """The accepted edits of one bot message, in order (KeyError for a message the bot never sent)."""
@@ -1306,7 +1481,7 @@ class FakeBotAPI:
         """Every accepted draft in a chat, in order."""
         return [draft for draft in self.drafts if draft.chat_id == str(chat_id)]
 
-    def current_draft(self, chat_id: int | str) -> Optional[Draft]:
+    def current_draft(self, chat_id: int | str) -> Draft | None:
         """The draft the user sees now: the latest, unless older than 30 s or followed by a sent message."""
         shown = self._shown_drafts.get(str(chat_id))
         return None if shown is None or self._now() - shown.at >= DRAFT_LIFETIME else shown

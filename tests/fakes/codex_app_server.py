@@ -98,8 +98,17 @@ class FakeAppServer:
         if number is None:
             return
         if method == "initialize":
-            self.send({"id": number, "result": {"userAgent": "fake-codex/0.0", "codexHome": "/tmp/fake-codex",
-                                                "platformFamily": "unix", "platformOs": "linux"}})
+            self.send(
+                {
+                    "id": number,
+                    "result": {
+                        "userAgent": "fake-codex/0.0",
+                        "codexHome": "/tmp/fake-codex",
+                        "platformFamily": "unix",
+                        "platformOs": "linux",
+                    },
+                }
+            )
             return
         if not self.initialized:
             self.send({"id": number, "error": {"code": -32002, "message": "Not initialized"}})
@@ -142,10 +151,21 @@ class FakeAppServer:
     # -- behaviour --------------------------------------------------------------------------
 
     def usage(self, thread_id: str, thread: dict[str, Any], turn_id: str, output: int) -> None:
-        last = {"inputTokens": thread["tokens"], "cachedInputTokens": 0, "outputTokens": output,
-                "reasoningOutputTokens": 0, "totalTokens": thread["tokens"] + output}
-        self.notify("thread/tokenUsage/updated", {"threadId": thread_id, "turnId": turn_id,
-                                                  "tokenUsage": {"last": last, "total": last, "modelContextWindow": 272000}})
+        last = {
+            "inputTokens": thread["tokens"],
+            "cachedInputTokens": 0,
+            "outputTokens": output,
+            "reasoningOutputTokens": 0,
+            "totalTokens": thread["tokens"] + output,
+        }
+        self.notify(
+            "thread/tokenUsage/updated",
+            {
+                "threadId": thread_id,
+                "turnId": turn_id,
+                "tokenUsage": {"last": last, "total": last, "modelContextWindow": 272000},
+            },
+        )
 
     def compaction_item(self, thread_id: str, thread: dict[str, Any], turn_id: str) -> None:
         item = {"type": "contextCompaction", "id": f"item_{next(self.ids)}"}
@@ -155,11 +175,21 @@ class FakeAppServer:
         self.notify("item/completed", {"threadId": thread_id, "turnId": turn_id, "item": item})
 
     async def run_turn(self, thread_id: str, thread: dict[str, Any], turn_id: str, text: str) -> None:
-        self.notify("turn/started", {"threadId": thread_id, "turn": {"id": turn_id, "status": "inProgress", "items": []}})
+        self.notify(
+            "turn/started", {"threadId": thread_id, "turn": {"id": turn_id, "status": "inProgress", "items": []}}
+        )
         reply = f"echo: {text}"
         if "NEEDS-APPROVAL" in text:
-            answer = await self.ask("item/commandExecution/requestApproval", {
-                "threadId": thread_id, "turnId": turn_id, "itemId": "cmd_1", "command": ["rm", "-rf", "/"], "cwd": "/"})
+            answer = await self.ask(
+                "item/commandExecution/requestApproval",
+                {
+                    "threadId": thread_id,
+                    "turnId": turn_id,
+                    "itemId": "cmd_1",
+                    "command": ["rm", "-rf", "/"],
+                    "cwd": "/",
+                },
+            )
             reply = f"approval: {json.dumps(answer)}"
         thread["tokens"] += len(text.split()) + 20
         if self.auto_compact_at is not None and thread["tokens"] > self.auto_compact_at:
@@ -169,14 +199,21 @@ class FakeAppServer:
         thread["turns"] += 1
         item = {"type": "agentMessage", "id": f"item_{next(self.ids)}", "text": reply}
         self.notify("item/started", {"threadId": thread_id, "turnId": turn_id, "item": {**item, "text": ""}})
-        self.notify("item/agentMessage/delta", {"threadId": thread_id, "turnId": turn_id, "itemId": item["id"], "delta": reply})
+        self.notify(
+            "item/agentMessage/delta", {"threadId": thread_id, "turnId": turn_id, "itemId": item["id"], "delta": reply}
+        )
         self.notify("item/completed", {"threadId": thread_id, "turnId": turn_id, "item": item})
         self.usage(thread_id, thread, turn_id, output)
-        self.notify("turn/completed", {"threadId": thread_id, "turn": {"id": turn_id, "status": "completed", "items": [], "error": None}})
+        self.notify(
+            "turn/completed",
+            {"threadId": thread_id, "turn": {"id": turn_id, "status": "completed", "items": [], "error": None}},
+        )
 
     async def run_compaction(self, thread_id: str, thread: dict[str, Any]) -> None:
         turn_id = f"turn_{next(self.ids)}"
-        self.notify("turn/started", {"threadId": thread_id, "turn": {"id": turn_id, "status": "inProgress", "items": []}})
+        self.notify(
+            "turn/started", {"threadId": thread_id, "turn": {"id": turn_id, "status": "inProgress", "items": []}}
+        )
         item = {"type": "contextCompaction", "id": f"item_{next(self.ids)}"}
         self.notify("item/started", {"threadId": thread_id, "turnId": turn_id, "item": item})
         await asyncio.sleep(self.compact_delay)
@@ -184,7 +221,10 @@ class FakeAppServer:
         thread["compactions"] += 1
         self.notify("item/completed", {"threadId": thread_id, "turnId": turn_id, "item": item})
         self.usage(thread_id, thread, turn_id, 0)
-        self.notify("turn/completed", {"threadId": thread_id, "turn": {"id": turn_id, "status": "completed", "items": [], "error": None}})
+        self.notify(
+            "turn/completed",
+            {"threadId": thread_id, "turn": {"id": turn_id, "status": "completed", "items": [], "error": None}},
+        )
 
 
 async def serve(args: argparse.Namespace) -> None:

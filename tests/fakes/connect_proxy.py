@@ -29,8 +29,18 @@ import base64
 import contextlib
 from urllib.parse import urlsplit
 
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-                         "te", "trailer", "upgrade"})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
 _MAX_HEAD = 64 * 1024
 
 
@@ -79,8 +89,14 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
 class ConnectProxy:
     """See the module docstring. ``async with ConnectProxy() as proxy: … proxy.url … proxy.targets``."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, require_auth: tuple[str, str] | None = None,
-                 connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        require_auth: tuple[str, str] | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
         self.host = host
         self.port = port
         self.require_auth = require_auth
@@ -102,7 +118,7 @@ class ConnectProxy:
         user, password = self.require_auth
         return f"http://{user}:{password}@{self.host}:{self.port}"
 
-    async def start(self) -> "ConnectProxy":
+    async def start(self) -> ConnectProxy:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_MAX_HEAD)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -118,7 +134,7 @@ class ConnectProxy:
             await self._server.wait_closed()
             self._server = None
 
-    async def __aenter__(self) -> "ConnectProxy":
+    async def __aenter__(self) -> ConnectProxy:
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -149,7 +165,9 @@ class ConnectProxy:
             return
         if not self._authorized(headers):
             self.refused.append(target)
-            writer.write(_status(407, "Proxy Authentication Required", 'Proxy-Authenticate: Basic realm="fake-proxy"\r\n'))
+            writer.write(
+                _status(407, "Proxy Authentication Required", 'Proxy-Authenticate: Basic realm="fake-proxy"\r\n')
+            )
             await writer.drain()
             return
         self.targets.append(target)
@@ -166,12 +184,13 @@ class ConnectProxy:
         expected = "Basic " + base64.b64encode(":".join(self.require_auth).encode()).decode()
         return any(name.lower() == "proxy-authorization" and value == expected for name, value in headers)
 
-    async def _open(self, host: str, port: int,
-                    writer: asyncio.StreamWriter) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _open(
+        self, host: str, port: int, writer: asyncio.StreamWriter
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """A connection to the target, or None after answering the client 502/504."""
         try:
             return await asyncio.wait_for(asyncio.open_connection(host, port), self.connect_timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             writer.write(_status(504, "Gateway Timeout"))
         except OSError:
             writer.write(_status(502, "Bad Gateway"))
@@ -187,8 +206,15 @@ class ConnectProxy:
         await writer.drain()
         await self._relay(reader, writer, *upstream)
 
-    async def _forward(self, method: str, url: str, version: str, headers: list[tuple[str, str]],
-                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _forward(
+        self,
+        method: str,
+        url: str,
+        version: str,
+        headers: list[tuple[str, str]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         parts = urlsplit(url)
         host, port = _split_authority(parts.netloc.rpartition("@")[2], 80)
         upstream = await self._open(host, port, writer)
@@ -201,8 +227,12 @@ class ConnectProxy:
         await self._relay(reader, writer, *upstream)
 
     @staticmethod
-    async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     upstream_reader: asyncio.StreamReader, upstream_writer: asyncio.StreamWriter) -> None:
+    async def _relay(
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream_reader: asyncio.StreamReader,
+        upstream_writer: asyncio.StreamWriter,
+    ) -> None:
         try:
             await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
         finally:

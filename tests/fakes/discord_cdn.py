@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from aiohttp import web
 
@@ -29,7 +29,7 @@ _ids = itertools.count(1_300_000_000_000_000_000)
 
 @dataclass
 class Served:
-    data: Optional[bytes]
+    data: bytes | None
     size: int
     broken: bool = False
     chunked: bool = False
@@ -47,10 +47,10 @@ class FakeDiscordCDN:
         self.channel_id = channel_id
         self.files: dict[str, Served] = {}
         self.requests: list[str] = []
-        self._runner: Optional[web.AppRunner] = None
+        self._runner: web.AppRunner | None = None
         self.port = 0
 
-    async def __aenter__(self) -> "FakeDiscordCDN":
+    async def __aenter__(self) -> FakeDiscordCDN:
         app = web.Application()
         app.router.add_get("/attachments/{channel}/{id}/{filename}", self._serve)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -67,17 +67,30 @@ class FakeDiscordCDN:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def attachment(self, filename: str, data: Optional[bytes] = None, *, size: Optional[int] = None,
-                   content_type: Optional[str] = None, width: Optional[int] = None, height: Optional[int] = None,
-                   voice: bool = False, duration: float = 4.2) -> dict[str, Any]:
+    def attachment(
+        self,
+        filename: str,
+        data: bytes | None = None,
+        *,
+        size: int | None = None,
+        content_type: str | None = None,
+        width: int | None = None,
+        height: int | None = None,
+        voice: bool = False,
+        duration: float = 4.2,
+    ) -> dict[str, Any]:
         """Register a file and return its attachment object as Discord's gateway sends it."""
         attachment_id = next(_ids)
         path = f"/attachments/{self.channel_id}/{attachment_id}/{filename}"
         length = len(data) if data is not None else int(size or 0)
         self.files[path] = Served(data, length)
-        found: dict[str, Any] = {"id": str(attachment_id), "filename": filename, "size": length,
-                                 "url": f"{self.base_url}{path}?ex=6800&is=67ff&hm=abc",
-                                 "proxy_url": f"{self.base_url}{path}"}
+        found: dict[str, Any] = {
+            "id": str(attachment_id),
+            "filename": filename,
+            "size": length,
+            "url": f"{self.base_url}{path}?ex=6800&is=67ff&hm=abc",
+            "proxy_url": f"{self.base_url}{path}",
+        }
         if content_type is not None:
             found["content_type"] = content_type
         if width is not None and height is not None:

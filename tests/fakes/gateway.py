@@ -22,8 +22,9 @@ from gateway.run.assembly import open_on
 from gateway.worker.runner import GatewayRunner
 
 
-def make_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int, model: str = "test-model",
-                  **sections: Any) -> Settings:
+def make_settings(
+    redis_url: str, prefix: str, base_url: str, *, context_length: int, model: str = "test-model", **sections: Any
+) -> Settings:
     """Settings for a custom OpenAI-compatible route at ``base_url`` with the given window; any other section
     (``gateway={"coalesce_backlog": False}``, ``access=…``) is passed through as ``config.yaml`` would give it."""
     compression = {"enabled": True, **sections.pop("compression", {})}
@@ -43,16 +44,22 @@ def with_gateway(settings: Settings, **gateway: Any) -> Settings:
     return settings.model_copy(update={"gateway": section})
 
 
-def message(chat_id: str, update_id: str, text: str, *, respond: bool = True,
-            ts: float | None = None) -> IncomingMessage:
+def message(
+    chat_id: str, update_id: str, text: str, *, respond: bool = True, ts: float | None = None
+) -> IncomingMessage:
     extra = {"ts": ts} if ts is not None else {}
     return IncomingMessage(platform="local", chat_id=chat_id, update_id=update_id, text=text, respond=respond, **extra)
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(settings: Settings, redis: Any, *, summarizer: Any = "configured",
-                          adapter: RecordingAdapter | None = None, **gateway: Any,
-                          ) -> AsyncIterator[tuple[GatewayRunner, RecordingAdapter, list[Event]]]:
+async def running_gateway(
+    settings: Settings,
+    redis: Any,
+    *,
+    summarizer: Any = "configured",
+    adapter: RecordingAdapter | None = None,
+    **gateway: Any,
+) -> AsyncIterator[tuple[GatewayRunner, RecordingAdapter, list[Event]]]:
     """A started gateway on ``redis`` as ``foldgate run`` assembles it, with a recording local platform;
     yields (runner, adapter, events).
 

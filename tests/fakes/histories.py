@@ -16,11 +16,7 @@ from typing import Any
 
 from agent.tokens import count_message
 
-WORDS = (
-    "the request handler cache layer retries timeout config parser worker queue session store index "
-    "deploy build test module client server response payload schema migration token budget window "
-    "summary archive search batch stream buffer latency throughput replica lock fence commit"
-).split()
+WORDS = ["the", "request", "handler", "cache", "layer", "retries", "timeout", "config", "parser", "worker", "queue", "session", "store", "index", "deploy", "build", "test", "module", "client", "server", "response", "payload", "schema", "migration", "token", "budget", "window", "summary", "archive", "search", "batch", "stream", "buffer", "latency", "throughput", "replica", "lock", "fence", "commit"]
 
 
 @dataclass
@@ -161,7 +157,13 @@ class Transcript:
         for _ in results:
             self._calls += 1
             ids.append(f"call_{self._calls}")
-            calls.append({"id": ids[-1], "type": "function", "function": {"name": name, "arguments": json.dumps(arguments or {})}})
+            calls.append(
+                {
+                    "id": ids[-1],
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments or {})},
+                }
+            )
         self.assistant(text, tool_calls=calls)
         for call_id, result in zip(ids, results):
             self.add({"role": "tool", "tool_call_id": call_id, "content": result})
@@ -171,7 +173,16 @@ class Transcript:
         """An assistant call with no result yet (in flight)."""
         self._calls += 1
         call_id = f"call_{self._calls}"
-        self.assistant("", tool_calls=[{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments or {})}}])
+        self.assistant(
+            "",
+            tool_calls=[
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments or {})},
+                }
+            ],
+        )
         return call_id
 
     def exchange(self, question: str, answer: str) -> None:

@@ -55,7 +55,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from redis.asyncio import Redis
 
@@ -63,9 +63,9 @@ from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.messages import is_real_user_message, text_of
 from agent.transcript_repair import repair_transcript
 from gateway.config import GatewaySettings
-from gateway.store.inbox import Inbox
 from gateway.platforms.split import split_message
 from gateway.store import SessionStore
+from gateway.store.inbox import Inbox
 from tests.fakes import worker_process
 from tests.fakes.bot_api import MESSAGE_LIMIT, FakeBotAPI, WebhookRetry
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -96,8 +96,11 @@ def reply_text(user_text: str) -> str:
     rng = random.Random(f"{chat}/{number}")
     sentences = 110 if int(number) % 5 == 4 else 10  # two Telegram messages, or one
     words = ("canary", "ledger", "replica", "backlog", "queue", "deploy", "rollback", "shard")
-    body = " ".join(f"{rng.choice(words)} {rng.randint(1, 999)} is {rng.choice(('green', 'drained', 'late'))}"
-                    f" after {rng.randint(1, 60)} minutes, checked twice." for _ in range(sentences))
+    body = " ".join(
+        f"{rng.choice(words)} {rng.randint(1, 999)} is {rng.choice(('green', 'drained', 'late'))}"
+        f" after {rng.randint(1, 60)} minutes, checked twice."
+        for _ in range(sentences)
+    )
     return f"answer to chat {chat} message {number}: {body}"
 
 
@@ -130,8 +133,14 @@ class TelegramBot:
 
     def spec(self, taken_in_here: bool) -> dict[str, object]:
         """The bot as ``worker_process --bots`` reads it."""
-        return {"token": self.api.token, "api": self.api.base_url, "chats": self.chats,
-                "intake": self.intake if taken_in_here else None, "port": self.port, "secret": self.secret}
+        return {
+            "token": self.api.token,
+            "api": self.api.base_url,
+            "chats": self.chats,
+            "intake": self.intake if taken_in_here else None,
+            "port": self.port,
+            "secret": self.secret,
+        }
 
     def update(self, chat: str, text: str) -> dict[str, object]:
         """What Telegram sends when the chat's user writes ``text`` (in a group, addressed to the bot)."""
@@ -148,7 +157,7 @@ class Kill:
     #: ``time.monotonic()`` when SIGKILL was sent.
     at: float
     #: Seconds until the chat's next message, draft or edit was accepted (the chat taken over); None: none came.
-    recovered_after: Optional[float] = None
+    recovered_after: float | None = None
 
 
 @dataclass
@@ -160,11 +169,11 @@ class RedisRestart:
     #: When the server was started again (the old one gone); its data load counts from here.
     started_at: float = 0.0
     #: Seconds from ``started_at`` until Telegram accepted the first complete reply message, in any chat.
-    first_answer_after: Optional[float] = None
+    first_answer_after: float | None = None
     #: Seconds from the server being back until every chat had a message, draft or edit accepted again.
-    every_chat_back_after: Optional[float] = None
+    every_chat_back_after: float | None = None
     #: The same for the private chats only (a group's next message may wait for Telegram's per-group limit).
-    private_back_after: Optional[float] = None
+    private_back_after: float | None = None
     #: The longest ``retry_after`` Telegram imposed on a chat between the server being back and that
     #: chat's first accepted call: a wait the platform asked for, not the gateway's own delay (a budget
     #: write lost with a SIGKILL before it reached the append-only file can cost one such 429).
@@ -180,7 +189,7 @@ class Extra:
     text: str
     #: Seconds from Telegram accepting the message (the first copy, for a duplicate) to the nearest kill;
     #: negative when the kill came first and the message was already on its way.
-    kill_offset: Optional[float]
+    kill_offset: float | None
 
 
 @dataclass
@@ -218,7 +227,6 @@ class KillReport:
         return max((abs(extra.kill_offset) for extra in self.extras if extra.kill_offset is not None), default=0.0)
 
 
-
 def _always() -> bool:
     return True
 
@@ -247,9 +255,16 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     return context
 
 
-async def start_worker(redis_url: str, prefix: str, base_url: str, *, context_length: int,
-                       lock_ttl: Optional[float] = None, bots: Optional[list[dict[str, object]]] = None,
-                       log_file: Optional[Path] = None) -> multiprocessing.process.BaseProcess:
+async def start_worker(
+    redis_url: str,
+    prefix: str,
+    base_url: str,
+    *,
+    context_length: int,
+    lock_ttl: float | None = None,
+    bots: list[dict[str, object]] | None = None,
+    log_file: Path | None = None,
+) -> multiprocessing.process.BaseProcess:
     """One gateway worker process (see :mod:`tests.fakes.worker_process`), answering as ``bots`` when given;
     its lock ttl is ``gateway.lock_ttl_seconds`` as shipped unless ``lock_ttl`` sets it."""
     argv = ["--redis", redis_url, "--prefix", prefix, "--base-url", base_url, "--context-length", str(context_length)]
@@ -280,11 +295,23 @@ def rss_mb(pid: int, field: Literal["VmRSS", "VmHWM"] = "VmHWM") -> float:
 class KillLoad:
     """See the module docstring: ``await KillLoad(redis, url, prefix, kills=28).run()``."""
 
-    def __init__(self, redis: Redis, redis_url: str, prefix: str, *, kills: int = 28, workers: int = 2,
-                 private_chats: int = 8, groups: int = 4, lock_ttl: Optional[float] = None, window: int = 20_000,
-                 seed: int = 15, redis_restarts: int = 0,
-                 restart_redis: Optional[Callable[[bool], Awaitable[Optional[float]]]] = None,
-                 on_fault: Optional[Callable[[int], None]] = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        redis_url: str,
+        prefix: str,
+        *,
+        kills: int = 28,
+        workers: int = 2,
+        private_chats: int = 8,
+        groups: int = 4,
+        lock_ttl: float | None = None,
+        window: int = 20_000,
+        seed: int = 15,
+        redis_restarts: int = 0,
+        restart_redis: Callable[[bool], Awaitable[float | None]] | None = None,
+        on_fault: Callable[[int], None] | None = None,
+    ) -> None:
         self.redis = redis
         self.redis_url = redis_url
         self.prefix = prefix
@@ -311,14 +338,14 @@ class KillLoad:
         self.peak_rss = 0.0
         self.bots: list[TelegramBot] = []
         self._bot_of: dict[str, TelegramBot] = {}
-        self._armed: Optional[_Armed] = None
+        self._armed: _Armed | None = None
         self._serving: dict[str, int] = {}
         #: Model requests seen per chat, summaries included (a tool's run ends with the next one).
         self._requests: dict[str, int] = defaultdict(int)
         self._call_ids = itertools.count(1)
         self._stopping = False
-        self._processes: list[Optional[multiprocessing.process.BaseProcess]] = [None] * workers
-        self.log_file: Optional[Path] = None
+        self._processes: list[multiprocessing.process.BaseProcess | None] = [None] * workers
+        self.log_file: Path | None = None
 
     @property
     def _lock_seconds(self) -> float:
@@ -346,8 +373,14 @@ class KillLoad:
         question = request.last_user_text
         if not TAG.search(question):  # the newest user message is not a person's: note it, answer the newest that is
             self.odd_requests.append(question[:200])
-            question = next((text for text in (text_of(m) for m in reversed(request.messages) if m.get("role") == "user")
-                             if TAG.search(text)), "")
+            question = next(
+                (
+                    text
+                    for text in (text_of(m) for m in reversed(request.messages) if m.get("role") == "user")
+                    if TAG.search(text)
+                ),
+                "",
+            )
             if not question:
                 return Reply.answer("(no user message to answer)")
         last = request.messages[-1] if request.messages else {}
@@ -364,7 +397,9 @@ class KillLoad:
 
     def _tool_call(self, slot: int, chat: str, request: RecordedRequest, now: float) -> Reply:
         """The model asks for the archive; a ``tool_call`` kill lands once the call is written, before the next request."""
-        reply = Reply.tool_call("session_search", {"query": f"chat {chat} deploys"}, call_id=f"call_{next(self._call_ids)}")
+        reply = Reply.tool_call(
+            "session_search", {"query": f"chat {chat} deploys"}, call_id=f"call_{next(self._call_ids)}"
+        )
         prompt = int(self.window * 0.6)
         reply.usage = {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
         reply.first_byte_delay = FIRST_BYTE
@@ -385,23 +420,38 @@ class KillLoad:
         chunks = reply_chunks(self.sent[chat][-1]) if self.sent.get(chat) else []
         text, now, slot = params.get("text", ""), time.monotonic(), self._serving[chat]
         if len(chunks) > 1 and text == chunks[0]:
-            self._fire("between_chunks", slot, chat, now + self.rng.uniform(0, 0.02),
-                       lambda: not self._accepted(chat, chunks[1]))
+            self._fire(
+                "between_chunks",
+                slot,
+                chat,
+                now + self.rng.uniform(0, 0.02),
+                lambda: not self._accepted(chat, chunks[1]),
+            )
         elif chunks and text == chunks[-1]:
             self._fire("reply", slot, chat, now + self.rng.uniform(0, 0.02))
 
     def _accepted(self, chat: str, text: str) -> bool:
         """Whether Telegram has accepted a message (or an edit) in ``chat`` that reads ``text``."""
-        return any(attempt.status == 200 and attempt.params.get("text") == text
-                   for attempt in self._bot_of[chat].api.attempts if attempt.chat_id == chat)
+        return any(
+            attempt.status == 200 and attempt.params.get("text") == text
+            for attempt in self._bot_of[chat].api.attempts
+            if attempt.chat_id == chat
+        )
 
     # ------------------------------------------------------------------ the processes
 
     async def _start(self, slot: int, llm: FakeLLMServer) -> None:
         before = await self.redis.lrange(f"{self.prefix}:workers", 0, -1)
         bots = [bot.spec(taken_in_here=index == slot) for index, bot in enumerate(self.bots)]
-        process = await start_worker(self.redis_url, self.prefix, llm.openai_base_url, lock_ttl=self.lock_ttl,
-                                     context_length=self.window, bots=bots, log_file=self.log_file)
+        process = await start_worker(
+            self.redis_url,
+            self.prefix,
+            llm.openai_base_url,
+            lock_ttl=self.lock_ttl,
+            context_length=self.window,
+            bots=bots,
+            log_file=self.log_file,
+        )
         self._processes[slot] = process
         deadline = time.monotonic() + 60
         while str(process.pid) not in await self.redis.lrange(f"{self.prefix}:workers", len(before), -1):
@@ -474,8 +524,9 @@ class KillLoad:
                 await self._any_api().wait_until(lambda: not self._not_back(restart.up_at), timeout=60)
             except TimeoutError:
                 stuck = self._not_back(restart.up_at)
-                raise AssertionError("chats never answered again after the Redis restart:\n"
-                                     + await self._describe(stuck)) from None
+                raise AssertionError(
+                    "chats never answered again after the Redis restart:\n" + await self._describe(stuck)
+                ) from None
 
     def _any_api(self) -> FakeBotAPI:
         return self.bots[0].api
@@ -495,10 +546,13 @@ class KillLoad:
     async def _open_bots(self, stack: contextlib.AsyncExitStack) -> None:
         """The two bots, each on its own fake Bot API, with the chats split between them."""
         for index, intake in enumerate(INTAKES):
-            api = await stack.enter_async_context(FakeBotAPI(
-                f"{7001 + index}:{intake}-bot-token", username=f"foldgate_{intake}_bot", webhook_retry=WEBHOOK_RETRY))
+            api = await stack.enter_async_context(
+                FakeBotAPI(
+                    f"{7001 + index}:{intake}-bot-token", username=f"foldgate_{intake}_bot", webhook_retry=WEBHOOK_RETRY
+                )
+            )
             api.on_answer = self._on_answer
-            bot = TelegramBot(intake, api, self.chats[index::len(INTAKES)])
+            bot = TelegramBot(intake, api, self.chats[index :: len(INTAKES)])
             if intake == "webhook":
                 bot.port, bot.secret = free_port(), f"soak-{self.rng.getrandbits(64):x}"
             self.bots.append(bot)
@@ -508,8 +562,10 @@ class KillLoad:
         began = time.monotonic()
         async with contextlib.AsyncExitStack() as stack:
             await self._open_bots(stack)
-            llms = [FakeLLMServer(handler=lambda request, slot=slot: self._answer(slot, request),
-                                  context_limit=self.window) for slot in range(self.slots)]
+            llms = [
+                FakeLLMServer(handler=lambda request, slot=slot: self._answer(slot, request), context_limit=self.window)
+                for slot in range(self.slots)
+            ]
             for llm in llms:
                 await llm.start()
             try:
@@ -527,8 +583,10 @@ class KillLoad:
                         self.peak_rss = max(self.peak_rss, rss_mb(process.pid))
                 if pending:
                     stuck = [chat for chat, task in zip(self.chats, users) if task in pending]
-                    raise AssertionError(f"{len(stuck)} chats were still waiting for an answer after the kills:\n"
-                                         + await self._describe(stuck))
+                    raise AssertionError(
+                        f"{len(stuck)} chats were still waiting for an answer after the kills:\n"
+                        + await self._describe(stuck)
+                    )
                 for task in done:
                     task.result()
                 await self._settle()
@@ -540,10 +598,23 @@ class KillLoad:
             lost, extras, replies, once = self._compare()
             failed_posts = sum(1 for bot in self.bots for post in bot.api.webhook_deliveries if not post.delivered)
         broken = await self._check_sessions()
-        return KillReport(self.kills, sum(len(texts) for texts in self.sent.values()), replies, lost, extras, broken,
-                          self.summaries, time.monotonic() - began, self.peak_rss, dict(self.kinds), self.restarts,
-                          answered_once=once, let_go=dict(self.let_go),
-                          intakes={bot.intake: len(bot.chats) for bot in self.bots}, webhook_failed_posts=failed_posts)
+        return KillReport(
+            self.kills,
+            sum(len(texts) for texts in self.sent.values()),
+            replies,
+            lost,
+            extras,
+            broken,
+            self.summaries,
+            time.monotonic() - began,
+            self.peak_rss,
+            dict(self.kinds),
+            self.restarts,
+            answered_once=once,
+            let_go=dict(self.let_go),
+            intakes={bot.intake: len(bot.chats) for bot in self.bots},
+            webhook_failed_posts=failed_posts,
+        )
 
     async def _settle(self, timeout: float = 30.0) -> None:
         """Wait until every answer is recorded (the inboxes empty) and every update confirmed to Telegram."""
@@ -563,36 +634,55 @@ class KillLoad:
                 os.kill(process.pid, signal.SIGUSR1)
         await asyncio.sleep(0.5)
         now, wall = time.monotonic(), time.time()
-        logs = self.log_file.read_text(encoding="utf-8").splitlines() if self.log_file and self.log_file.exists() else []
-        lines = [f"{bot.intake} bot: {bot.api.pending_updates} updates not confirmed; last webhook posts "
-                 f"{[(post.status, post.error) for post in bot.api.webhook_deliveries[-3:]]}" for bot in self.bots]
+        logs = (
+            self.log_file.read_text(encoding="utf-8").splitlines() if self.log_file and self.log_file.exists() else []
+        )
+        lines = [
+            f"{bot.intake} bot: {bot.api.pending_updates} updates not confirmed; last webhook posts "
+            f"{[(post.status, post.error) for post in bot.api.webhook_deliveries[-3:]]}"
+            for bot in self.bots
+        ]
         for chat in chats:
             key = f"tg:{chat}"
             base = f"{self.prefix}:{{{key}}}"
             lease = await self.redis.zscore(self.inbox.ready_key, key)
-            calls = [f"{attempt.method} {attempt.status} {now - attempt.at:.1f}s ago"
-                     for attempt in self._bot_of[chat].api.attempts if attempt.chat_id == chat][-3:]
-            lines += [f"{chat}: {await self.inbox.pending(key)} waiting; lock ttl {await self.redis.pttl(f'{base}:lock')} ms; "
-                      f"lease {'none' if lease is None else f'{lease - wall:+.1f}s'}; last calls {calls}",
-                      *(f"    {line}" for line in [line for line in logs if key in line][-8:])]
+            calls = [
+                f"{attempt.method} {attempt.status} {now - attempt.at:.1f}s ago"
+                for attempt in self._bot_of[chat].api.attempts
+                if attempt.chat_id == chat
+            ][-3:]
+            lines += [
+                f"{chat}: {await self.inbox.pending(key)} waiting; lock ttl {await self.redis.pttl(f'{base}:lock')} ms; "
+                f"lease {'none' if lease is None else f'{lease - wall:+.1f}s'}; last calls {calls}",
+                *(f"    {line}" for line in [line for line in logs if key in line][-8:]),
+            ]
         lines += [line for line in logs if "waits at" in line and "chat-" in line]
         return "\n".join(lines)
 
-    def _first_call_after(self, chat: str, moment: float) -> Optional[float]:
+    def _first_call_after(self, chat: str, moment: float) -> float | None:
         """When Telegram next accepted a message, draft or edit in ``chat`` after ``moment``."""
-        later = [attempt.at for attempt in self._bot_of[chat].api.attempts
-                 if attempt.chat_id == chat and attempt.status == 200 and attempt.at > moment]
+        later = [
+            attempt.at
+            for attempt in self._bot_of[chat].api.attempts
+            if attempt.chat_id == chat and attempt.status == 200 and attempt.at > moment
+        ]
         return min(later) if later else None
 
     def _not_back(self, moment: float) -> list[str]:
         return [chat for chat in self.chats if self._first_call_after(chat, moment) is None]
 
-    def _first_answer_after(self, moment: float) -> Optional[float]:
+    def _first_answer_after(self, moment: float) -> float | None:
         """When Telegram first accepted, after ``moment``, a message or edit that is a whole reply message."""
         complete = {chunk for texts in self.sent.values() for text in texts for chunk in reply_chunks(text)}
-        accepted = [attempt.at for bot in self.bots for attempt in bot.api.attempts
-                    if attempt.status == 200 and attempt.at > moment and attempt.params.get("text") in complete
-                    and attempt.method in ("sendMessage", "editMessageText")]
+        accepted = [
+            attempt.at
+            for bot in self.bots
+            for attempt in bot.api.attempts
+            if attempt.status == 200
+            and attempt.at > moment
+            and attempt.params.get("text") in complete
+            and attempt.method in ("sendMessage", "editMessageText")
+        ]
         return min(accepted) if accepted else None
 
     def _measure_recovery(self) -> None:
@@ -605,14 +695,25 @@ class KillLoad:
             back = {chat: self._first_call_after(chat, restart.up_at) for chat in self.chats}
             if all(moment is not None for moment in back.values()):
                 restart.every_chat_back_after = max(back.values()) - restart.up_at  # type: ignore[type-var]
-                restart.private_back_after = max(moment for chat, moment in back.items()  # type: ignore[type-var]
-                                                 if not chat.startswith("-")) - restart.up_at
+                restart.private_back_after = (
+                    max(
+                        moment
+                        for chat, moment in back.items()  # type: ignore[type-var]
+                        if not chat.startswith("-")
+                    )
+                    - restart.up_at
+                )
                 restart.longest_flood_wait = max(
-                    (float(limited.retry_after) for bot in self.bots for limited in bot.api.rate_limited
-                     if limited.chat_id in back and restart.up_at <= limited.at <= back[limited.chat_id]),  # type: ignore[operator]
-                    default=0.0)
+                    (
+                        float(limited.retry_after)
+                        for bot in self.bots
+                        for limited in bot.api.rate_limited
+                        if limited.chat_id in back and restart.up_at <= limited.at <= back[limited.chat_id]
+                    ),  # type: ignore[operator]
+                    default=0.0,
+                )
 
-    def _kill_offset(self, accepted: float) -> Optional[float]:
+    def _kill_offset(self, accepted: float) -> float | None:
         offsets = [kill.at - accepted for kill in self.kills]
         return min(offsets, key=abs) if offsets else None
 
@@ -653,8 +754,11 @@ class KillLoad:
                 continue
             active = await store.active(key, sid)
             stored = {str(m["_id"]): m for m in [*await store.archive(key, sid), *active]}
-            users = [TAG.search(text_of(m)) for _, m in sorted(stored.items(), key=lambda item: int(item[0]))
-                     if is_real_user_message(m)]
+            users = [
+                TAG.search(text_of(m))
+                for _, m in sorted(stored.items(), key=lambda item: int(item[0]))
+                if is_real_user_message(m)
+            ]
             numbers = [int(found.group(2)) for found in users if found]
             if numbers != list(range(len(self.sent[chat]))):
                 broken.append(f"{chat}: stored user messages {numbers}, sent 0..{len(self.sent[chat]) - 1}")
@@ -687,21 +791,30 @@ def summary_lines(report: KillReport) -> list[str]:
         f"had passed: {let_go or 'none'}",
     ]
     for label, group in (("a private chat", False), ("a group", True)):
-        times = sorted(kill.recovered_after for kill in report.kills
-                       if kill.recovered_after is not None and kill.chat.startswith("-") == group)
+        times = sorted(
+            kill.recovered_after
+            for kill in report.kills
+            if kill.recovered_after is not None and kill.chat.startswith("-") == group
+        )
         if times:
-            lines.append(f"{label} taken over after a kill: median {times[len(times) // 2]:.1f} s, "
-                         f"slowest {times[-1]:.1f} s ({len(times)} kills)")
-    lines.append(f"peak worker RSS {report.peak_rss_mb:.0f} MB; worker logs: {report.logs.count(chr(10))} lines, "
-                 f"{report.logs.count('Traceback')} tracebacks")
-    lines += [f"Redis {'SIGKILL' if restart.hard else 'SIGTERM'}: down {restart.up_at - restart.down_at:.2f} s; "
-              f"first answered message {_seconds(restart.first_answer_after, 2)} after it was started again; "
-              f"private chats answered again within {_seconds(restart.private_back_after)}, all chats within "
-              f"{_seconds(restart.every_chat_back_after)}"
-              + (f" (Telegram asked a chat to wait {restart.longest_flood_wait:.0f} s)" if restart.longest_flood_wait else "")
-              for restart in report.redis_restarts]
+            lines.append(
+                f"{label} taken over after a kill: median {times[len(times) // 2]:.1f} s, "
+                f"slowest {times[-1]:.1f} s ({len(times)} kills)"
+            )
+    lines.append(
+        f"peak worker RSS {report.peak_rss_mb:.0f} MB; worker logs: {report.logs.count(chr(10))} lines, "
+        f"{report.logs.count('Traceback')} tracebacks"
+    )
+    lines += [
+        f"Redis {'SIGKILL' if restart.hard else 'SIGTERM'}: down {restart.up_at - restart.down_at:.2f} s; "
+        f"first answered message {_seconds(restart.first_answer_after, 2)} after it was started again; "
+        f"private chats answered again within {_seconds(restart.private_back_after)}, all chats within "
+        f"{_seconds(restart.every_chat_back_after)}"
+        + (f" (Telegram asked a chat to wait {restart.longest_flood_wait:.0f} s)" if restart.longest_flood_wait else "")
+        for restart in report.redis_restarts
+    ]
     return lines
 
 
-def _seconds(value: Optional[float], digits: int = 1) -> str:
+def _seconds(value: float | None, digits: int = 1) -> str:
     return "never" if value is None else f"{value:.{digits}f} s"

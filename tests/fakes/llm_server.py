@@ -64,7 +64,7 @@ import ssl as ssl_module
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Union
+from typing import Any, Literal, NamedTuple
 
 from aiohttp import web
 
@@ -74,9 +74,21 @@ Dialect = Literal["openai", "anthropic"]
 Flavor = Literal["openai", "openrouter", "generic"]
 Coding = Literal["gzip", "br"]
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            408: "Request Timeout", 413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 529: "Overloaded"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 _COMPLETION_PATHS = ("/v1/chat/completions", "/chat/completions", "/v1/messages")
 _MODEL_PATHS = ("/v1/models", "/models")
@@ -123,7 +135,7 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     #: A complete error/override body (dict is sent as JSON, bytes/str as they are).
-    body: Union[dict[str, Any], bytes, str, None] = None
+    body: dict[str, Any] | bytes | str | None = None
     #: Seconds the server stalls before doing anything with the request (a slow or hung provider).
     delay: float = 0.0
     #: Accept the request and never answer it (until the server stops): a provider that hangs.
@@ -147,75 +159,84 @@ class Reply:
     images: list[str] = field(default_factory=list)
 
     @classmethod
-    def answer(cls, text: str, **kwargs: Any) -> "Reply":
+    def answer(cls, text: str, **kwargs: Any) -> Reply:
         return cls(text=text, **kwargs)
 
     @classmethod
-    def tool_call(cls, name: str, arguments: dict[str, Any], call_id: str = "call_fake_1", text: str = "") -> "Reply":
+    def tool_call(cls, name: str, arguments: dict[str, Any], call_id: str = "call_fake_1", text: str = "") -> Reply:
         call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
         return cls(text=text, tool_calls=[call], finish_reason="tool_calls")
 
     @classmethod
-    def error(cls, status: int, message: str = "internal error", kind: str = "api_error", code: str | None = None) -> "Reply":
+    def error(
+        cls, status: int, message: str = "internal error", kind: str = "api_error", code: str | None = None
+    ) -> Reply:
         return cls(status=status, body={"__error__": {"message": message, "type": kind, "code": code}})
 
     @classmethod
-    def server_error(cls, status: int = 500) -> "Reply":
+    def server_error(cls, status: int = 500) -> Reply:
         return cls.error(status, "The server had an error while processing your request.")
 
     @classmethod
-    def overloaded(cls) -> "Reply":
+    def overloaded(cls) -> Reply:
         """Anthropic's 529 ``overloaded_error`` (the OpenAI dialect answers its 503 ``server_error``)."""
         return cls(status=529, body={"__overloaded__": True})
 
     @classmethod
-    def rate_limited(cls, retry_after: float | None = 20) -> "Reply":
+    def rate_limited(cls, retry_after: float | None = 20) -> Reply:
         reply = cls.error(429, "Rate limit reached, please retry later.", "rate_limit_error", "rate_limit_exceeded")
         if retry_after is not None:
             reply.headers["retry-after"] = f"{retry_after:g}"
         return reply
 
     @classmethod
-    def context_too_long(cls, limit: int = 128_000, actual: int = 130_000) -> "Reply":
+    def context_too_long(cls, limit: int = 128_000, actual: int = 130_000) -> Reply:
         return cls(status=400, body={"__context__": {"limit": limit, "actual": actual}})
 
     @classmethod
-    def empty(cls) -> "Reply":
+    def empty(cls) -> Reply:
         return cls(text="")
 
     @classmethod
-    def truncated(cls, text: str = "## Goal\nThe user wants") -> "Reply":
+    def truncated(cls, text: str = "## Goal\nThe user wants") -> Reply:
         return cls(text=text, finish_reason="length")
 
     @classmethod
-    def malformed_json(cls) -> "Reply":
+    def malformed_json(cls) -> Reply:
         return cls(body=b'{"id": "broken", "choices": [{"message": ')
 
     @classmethod
-    def slow(cls, seconds: float, then: "Reply | None" = None) -> "Reply":
+    def slow(cls, seconds: float, then: Reply | None = None) -> Reply:
         reply = then or cls()
         reply.delay = seconds
         return reply
 
     @classmethod
-    def hang(cls) -> "Reply":
+    def hang(cls) -> Reply:
         """The request is read, then nothing comes back: no status, no byte, however long the client waits."""
         return cls(never_answer=True)
 
     @classmethod
-    def drop_connection(cls) -> "Reply":
+    def drop_connection(cls) -> Reply:
         return cls(drop=True)
 
     @classmethod
-    def cut(cls, after: int, then: "Reply | None" = None) -> "Reply":
+    def cut(cls, after: int, then: Reply | None = None) -> Reply:
         """A stream that stops after ``after`` events without its terminator (the connection closes)."""
         reply = then or cls(text="a streamed answer that never finishes")
         reply.cut_after = after
         return reply
 
     @classmethod
-    def stream_failure(cls, after: int | None = None, *, kind: str = "overloaded_error", message: str = "Overloaded",
-                       text: str = "a streamed answer that fails half-way", **options: Any) -> "Reply":
+    def stream_failure(
+        cls,
+        after: int | None = None,
+        *,
+        kind: str = "overloaded_error",
+        message: str = "Overloaded",
+        text: str = "a streamed answer that fails half-way",
+        **options: Any,
+    ) -> Reply:
         """A stream that starts well and then carries the provider's error event."""
         return cls(text=text, stream_error=StreamError(kind=kind, message=message, after=after, **options))
 
@@ -279,7 +300,7 @@ class RecordedRequest:
         return None if self.first_byte_at is None else self.first_byte_at - self.received_at
 
 
-Handler = Callable[[RecordedRequest], Union[Reply, Awaitable[Reply]]]
+Handler = Callable[[RecordedRequest], Reply | Awaitable[Reply]]
 
 
 class Usage(NamedTuple):
@@ -337,9 +358,14 @@ Unit = tuple[str, int, bool]
 def _content_units(role: str, content: Any) -> list[Unit]:
     """One unit per content block (``cache_control`` on a block makes it a breakpoint)."""
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    return [(role + json.dumps(block, sort_keys=True), count_text(_blocks_text([block])) + (4 if index == 0 else 0),
-             isinstance(block, dict) and "cache_control" in block)
-            for index, block in enumerate(blocks)]
+    return [
+        (
+            role + json.dumps(block, sort_keys=True),
+            count_text(_blocks_text([block])) + (4 if index == 0 else 0),
+            isinstance(block, dict) and "cache_control" in block,
+        )
+        for index, block in enumerate(blocks)
+    ]
 
 
 def _segments(request: RecordedRequest, breakpoints: bool | None = None) -> list[Unit]:
@@ -357,7 +383,9 @@ def _segments(request: RecordedRequest, breakpoints: bool | None = None) -> list
     if request.dialect == "anthropic":
         system = body.get("system")
         for block in [{"type": "text", "text": system}] if isinstance(system, str) else list(system or []):
-            units.append((json.dumps(block, sort_keys=True), count_text(_blocks_text([block])), "cache_control" in block))
+            units.append(
+                (json.dumps(block, sort_keys=True), count_text(_blocks_text([block])), "cache_control" in block)
+            )
         for message in body.get("messages") or ():
             units += _content_units(message["role"], message.get("content"))
         return units
@@ -382,7 +410,9 @@ def prompt_tokens(request: RecordedRequest) -> int:
     return sum(tokens for _, tokens, _ in _segments(request))
 
 
-def _cache_usage(request: RecordedRequest, cache: _PromptCache, min_tokens: int, *, breakpoints: bool | None = None) -> Usage:
+def _cache_usage(
+    request: RecordedRequest, cache: _PromptCache, min_tokens: int, *, breakpoints: bool | None = None
+) -> Usage:
     """The request's prompt tokens and cache read/write, updating the simulated cache.
 
     ``breakpoints`` (default: Anthropic dialect) selects explicit ``cache_control``
@@ -475,8 +505,9 @@ def bare_model(model: Any) -> str:
     return str(model or "").rsplit("/", 1)[-1].lower()
 
 
-def openai_error(message: str, kind: str = "invalid_request_error", *, param: str | None = None,
-                 code: str | None = None) -> dict[str, Any]:
+def openai_error(
+    message: str, kind: str = "invalid_request_error", *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -487,21 +518,34 @@ def anthropic_error(message: str, kind: str = "invalid_request_error") -> dict[s
 def openai_parameter_error(body: dict[str, Any]) -> dict[str, Any] | None:
     """OpenAI's 400 for a chat-completions body its model refuses, or None."""
     if not isinstance(body.get("messages"), list):
-        return openai_error("Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter")
+        return openai_error(
+            "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter"
+        )
     if body.get("stream_options") is not None and body.get("stream") is not True:
-        return openai_error("The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options")
+        return openai_error(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
+        )
     model = bare_model(body.get("model"))
     if not _OPENAI_REASONING.fullmatch(model):
         return None
     if "max_tokens" in body:
-        return openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
-                            "Use 'max_completion_tokens' instead.", param="max_tokens", code="unsupported_parameter")
+        return openai_error(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            param="max_tokens",
+            code="unsupported_parameter",
+        )
     temperature = body.get("temperature")
     sampling_allowed = _OPENAI_CHAT_SNAPSHOT.fullmatch(model) or (
-        _OPENAI_EFFORT_NONE_SAMPLING.fullmatch(model) and body.get("reasoning_effort") == "none")
+        _OPENAI_EFFORT_NONE_SAMPLING.fullmatch(model) and body.get("reasoning_effort") == "none"
+    )
     if temperature is not None and temperature != 1 and not sampling_allowed:
-        return openai_error(f"Unsupported value: 'temperature' does not support {json.dumps(temperature)} with this model. "
-                            "Only the default (1) value is supported.", param="temperature", code="unsupported_value")
+        return openai_error(
+            f"Unsupported value: 'temperature' does not support {json.dumps(temperature)} with this model. "
+            "Only the default (1) value is supported.",
+            param="temperature",
+            code="unsupported_value",
+        )
     return None
 
 
@@ -512,7 +556,9 @@ def anthropic_parameter_error(body: dict[str, Any]) -> dict[str, Any] | None:
             return anthropic_error(f"{name}: Field required")
     found = count_breakpoints(body)
     if found > MAX_CACHE_BREAKPOINTS:
-        return anthropic_error(f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}.")
+        return anthropic_error(
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+        )
     if "temperature" in body and _CLAUDE_NO_TEMPERATURE.search(str(body.get("model") or "").lower()):
         return anthropic_error("`temperature` is deprecated for this model.")
     return None
@@ -530,7 +576,9 @@ _DEFAULT_PRICE = (0.15e-6, 0.6e-6)
 def openrouter_cost(model: Any, usage: Usage, completion: int) -> float:
     """What OpenRouter would bill (its ``usage.cost``), from a small fixed price table."""
     name = str(model or "").lower()
-    prompt_price, completion_price = next((price for key, price in _OPENROUTER_PRICES.items() if key in name), _DEFAULT_PRICE)
+    prompt_price, completion_price = next(
+        (price for key, price in _OPENROUTER_PRICES.items() if key in name), _DEFAULT_PRICE
+    )
     uncached = usage.prompt - usage.read - usage.write
     cost = (uncached + 0.1 * usage.read + 1.25 * usage.write) * prompt_price + completion * completion_price
     return round(cost, 10)
@@ -551,7 +599,7 @@ def pieces(text: str, size: int | None) -> list[str]:
     if not text:
         return []
     if size:
-        return [text[start:start + size] for start in range(0, len(text), size)]
+        return [text[start : start + size] for start in range(0, len(text), size)]
     return re.findall(r"\s*\S+\s*|\s+", text)
 
 
@@ -639,7 +687,7 @@ class FakeLLMServer:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> "FakeLLMServer":
+    async def start(self) -> FakeLLMServer:
         app = web.Application(client_max_size=512 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
@@ -660,7 +708,7 @@ class FakeLLMServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "FakeLLMServer":
+    async def __aenter__(self) -> FakeLLMServer:
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -710,8 +758,15 @@ class FakeLLMServer:
         path = http.path.rstrip("/")
         anthropic = path.endswith("/messages") or (path not in _COMPLETION_PATHS and "anthropic-version" in headers)
         peer = http.transport.get_extra_info("peername") if http.transport is not None else None
-        return RecordedRequest(http.method, http.raw_path, headers, raw, body, "anthropic" if anthropic else "openai",
-                               peer=tuple(peer) if peer else None)
+        return RecordedRequest(
+            http.method,
+            http.raw_path,
+            headers,
+            raw,
+            body,
+            "anthropic" if anthropic else "openai",
+            peer=tuple(peer) if peer else None,
+        )
 
     async def _next_reply(self, request: RecordedRequest) -> Reply:
         if self.queue:
@@ -734,9 +789,14 @@ class FakeLLMServer:
 
     async def _complete(self, request: RecordedRequest, http: web.Request) -> web.StreamResponse:
         if not isinstance(request.body, dict):
-            message = ("We could not parse the JSON body of your request." if request.dialect == "openai"
-                       else "request body is not JSON")
-            return await self._send_json(http, request, 400, self._error_body(request, message, "invalid_request_error", None))
+            message = (
+                "We could not parse the JSON body of your request."
+                if request.dialect == "openai"
+                else "request body is not JSON"
+            )
+            return await self._send_json(
+                http, request, 400, self._error_body(request, message, "invalid_request_error", None)
+            )
         refusal = self._refusal(request)
         if refusal is not None:
             return await self._send_json(http, request, 400, refusal)
@@ -761,8 +821,9 @@ class FakeLLMServer:
         if request.streamed:
             events, failure = self._stream_events(request, reply, usage)
             return await self._send_stream(http, request, reply, events, failure)
-        return await self._send_json(http, request, 200, self._body(request, reply, usage), reply.headers,
-                                     delay=reply.first_byte_delay)
+        return await self._send_json(
+            http, request, 200, self._body(request, reply, usage), reply.headers, delay=reply.first_byte_delay
+        )
 
     def limit_for(self, request: RecordedRequest) -> int | None:
         """The window of the model ``request`` asks: its own in ``context_limits``, else ``context_limit``."""
@@ -808,8 +869,16 @@ class FakeLLMServer:
 
     # -- bodies --------------------------------------------------------------------------
 
-    def _error_body(self, request: RecordedRequest, message: str, kind: str, code: str | None, *,
-                    status: int = 400, param: str | None = None) -> dict[str, Any]:
+    def _error_body(
+        self,
+        request: RecordedRequest,
+        message: str,
+        kind: str,
+        code: str | None,
+        *,
+        status: int = 400,
+        param: str | None = None,
+    ) -> dict[str, Any]:
         if request.dialect == "anthropic":
             return anthropic_error(message, kind)
         if self.flavor == "openrouter":
@@ -822,24 +891,35 @@ class FakeLLMServer:
         if isinstance(body, dict) and "__overloaded__" in body:
             if request.dialect == "anthropic":
                 return 529, anthropic_error("Overloaded", "overloaded_error")
-            return 503, self._error_body(request, "The server is overloaded, please try again later.", "server_error",
-                                         None, status=503)
+            return 503, self._error_body(
+                request, "The server is overloaded, please try again later.", "server_error", None, status=503
+            )
         if isinstance(body, dict) and "__error__" in body:
             error = body["__error__"]
-            return reply.status, self._error_body(request, error["message"], error["type"], error["code"], status=reply.status)
+            return reply.status, self._error_body(
+                request, error["message"], error["type"], error["code"], status=reply.status
+            )
         if isinstance(body, dict) and "__context__" in body:
-            return reply.status, self._context_error(request, body["__context__"]["limit"], body["__context__"]["actual"])
+            return reply.status, self._context_error(
+                request, body["__context__"]["limit"], body["__context__"]["actual"]
+            )
         return reply.status, body if body is not None else self._body(request, reply, usage)
 
     def _context_error(self, request: RecordedRequest, limit: int, actual: int) -> dict[str, Any]:
         if request.dialect == "anthropic":
             return anthropic_error(f"prompt is too long: {actual} tokens > {limit} maximum")
         if self.flavor == "openrouter":
-            return self._error_body(request, f"This endpoint's maximum context length is {limit} tokens. However, you "
-                                    f"requested about {actual} tokens. Please reduce the length of the messages.",
-                                    "invalid_request_error", None)
-        message = (f"This model's maximum context length is {limit} tokens. However, your messages resulted "
-                   f"in {actual} tokens. Please reduce the length of the messages.")
+            return self._error_body(
+                request,
+                f"This endpoint's maximum context length is {limit} tokens. However, you "
+                f"requested about {actual} tokens. Please reduce the length of the messages.",
+                "invalid_request_error",
+                None,
+            )
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, your messages resulted "
+            f"in {actual} tokens. Please reduce the length of the messages."
+        )
         return self._error_body(request, message, "invalid_request_error", "context_length_exceeded", param="messages")
 
     def _body(self, request: RecordedRequest, reply: Reply, usage: Usage) -> dict[str, Any]:
@@ -854,11 +934,19 @@ class FakeLLMServer:
             message["tool_calls"] = reply.tool_calls
         if _images_asked(request, reply):
             message["images"] = [_image_part(url) for url in reply.images]
-        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": reply.finish_reason,
+        }
         if self.flavor == "openrouter":
             choice["native_finish_reason"] = self._native_finish(request, reply)
-        return {**self._completion_envelope(request, completion_id, "chat.completion"), "choices": [choice],
-                "usage": self._openai_usage(request, reply, usage)}
+        return {
+            **self._completion_envelope(request, completion_id, "chat.completion"),
+            "choices": [choice],
+            "usage": self._openai_usage(request, reply, usage),
+        }
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids)}"
@@ -870,8 +958,12 @@ class FakeLLMServer:
 
     def _completion_envelope(self, request: RecordedRequest, completion_id: str, kind: str) -> dict[str, Any]:
         """The fields every chat completion (or chunk) of this flavor carries besides choices and usage."""
-        envelope: dict[str, Any] = {"id": completion_id, "object": kind, "created": int(time.time()),
-                                    "model": request.model or "fake-model"}
+        envelope: dict[str, Any] = {
+            "id": completion_id,
+            "object": kind,
+            "created": int(time.time()),
+            "model": request.model or "fake-model",
+        }
         if self.flavor == "openai":
             envelope.update(service_tier="default", system_fingerprint="fp_fake0001")
         elif self.flavor == "openrouter":
@@ -882,20 +974,32 @@ class FakeLLMServer:
         if reply.usage:
             return reply.usage
         completion = _completion_tokens(reply)
-        counts: dict[str, Any] = {"prompt_tokens": usage.prompt, "completion_tokens": completion,
-                                  "total_tokens": usage.prompt + completion}
+        counts: dict[str, Any] = {
+            "prompt_tokens": usage.prompt,
+            "completion_tokens": completion,
+            "total_tokens": usage.prompt + completion,
+        }
         if self.flavor == "openrouter":
             counts.update(
-                cost=openrouter_cost(request.model, usage, completion), is_byok=False,
-                prompt_tokens_details={"cached_tokens": usage.read, "cache_write_tokens": usage.write, "audio_tokens": 0},
+                cost=openrouter_cost(request.model, usage, completion),
+                is_byok=False,
+                prompt_tokens_details={
+                    "cached_tokens": usage.read,
+                    "cache_write_tokens": usage.write,
+                    "audio_tokens": 0,
+                },
                 cost_details={"upstream_inference_cost": None},
                 completion_tokens_details={"reasoning_tokens": 0, "image_tokens": 0},
             )
         elif self.flavor == "openai":
             counts.update(
                 prompt_tokens_details={"cached_tokens": usage.read, "audio_tokens": 0},
-                completion_tokens_details={"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0,
-                                           "rejected_prediction_tokens": 0},
+                completion_tokens_details={
+                    "reasoning_tokens": 0,
+                    "audio_tokens": 0,
+                    "accepted_prediction_tokens": 0,
+                    "rejected_prediction_tokens": 0,
+                },
             )
         else:
             counts["prompt_tokens_details"] = {"cached_tokens": usage.read}
@@ -910,35 +1014,54 @@ class FakeLLMServer:
             "output_tokens": _completion_tokens(reply),
             "cache_read_input_tokens": usage.read,
             "cache_creation_input_tokens": usage.write,
-            "cache_creation": {"ephemeral_5m_input_tokens": 0 if hour else usage.write,
-                               "ephemeral_1h_input_tokens": usage.write if hour else 0},
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 0 if hour else usage.write,
+                "ephemeral_1h_input_tokens": usage.write if hour else 0,
+            },
             "service_tier": "standard",
         }
 
-    def _anthropic_message(self, request: RecordedRequest, reply: Reply, usage: Usage, message_id: str) -> dict[str, Any]:
+    def _anthropic_message(
+        self, request: RecordedRequest, reply: Reply, usage: Usage, message_id: str
+    ) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         content += [
-            {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-             "input": json.loads(call["function"]["arguments"] or "{}")}
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "input": json.loads(call["function"]["arguments"] or "{}"),
+            }
             for call in reply.tool_calls
         ]
         return {
-            "id": message_id, "type": "message", "role": "assistant", "model": request.model or "fake-model",
-            "content": content, "stop_reason": _ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason),
-            "stop_sequence": None, "usage": self._anthropic_usage(request, reply, usage),
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": request.model or "fake-model",
+            "content": content,
+            "stop_reason": _ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason),
+            "stop_sequence": None,
+            "usage": self._anthropic_usage(request, reply, usage),
         }
 
     # -- streams -------------------------------------------------------------------------
 
-    def _stream_events(self, request: RecordedRequest, reply: Reply, usage: Usage) -> tuple[list[bytes], Callable[[int], bytes]]:
+    def _stream_events(
+        self, request: RecordedRequest, reply: Reply, usage: Usage
+    ) -> tuple[list[bytes], Callable[[int], bytes]]:
         """The stream's events, and the error event that would replace its tail (built for that position)."""
         if request.dialect == "anthropic":
             return self._anthropic_events(request, reply, usage), lambda _: self._stream_error_event(request, reply)
         prefix = "gen-fake-" if self.flavor == "openrouter" else "chatcmpl-fake-"
         envelope = self._completion_envelope(request, self._new_id(prefix), "chat.completion.chunk")
-        return self._openai_chunks(request, reply, usage, envelope), lambda _: self._stream_error_event(request, reply, envelope)
+        return self._openai_chunks(request, reply, usage, envelope), lambda _: self._stream_error_event(
+            request, reply, envelope
+        )
 
-    def _openai_chunks(self, request: RecordedRequest, reply: Reply, usage: Usage, envelope: dict[str, Any]) -> list[bytes]:
+    def _openai_chunks(
+        self, request: RecordedRequest, reply: Reply, usage: Usage, envelope: dict[str, Any]
+    ) -> list[bytes]:
         """``chat.completion.chunk`` events as OpenAI streams them.
 
         The role first, the text in pieces, each tool call's head then its argument
@@ -964,11 +1087,17 @@ class FakeLLMServer:
         events = [chunk(first)]
         events += [chunk({"content": piece}) for piece in pieces(reply.text, reply.chunk_size)]
         for index, call in enumerate(reply.tool_calls):
-            head = {"index": index, "id": call["id"], "type": "function",
-                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
             events.append(chunk({"tool_calls": [head]}))
-            events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
-                       for fragment in pieces(call["function"]["arguments"], reply.chunk_size)]
+            events += [
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
+                for fragment in pieces(call["function"]["arguments"], reply.chunk_size)
+            ]
         if _images_asked(request, reply):
             events += [chunk({"images": [_image_part(url)]}) for url in reply.images]
         events.append(chunk({}, reply.finish_reason))
@@ -984,14 +1113,26 @@ class FakeLLMServer:
         """Anthropic's stream: message_start, per block start/deltas/stop (with a ping), message_delta, message_stop."""
         message = self._anthropic_message(request, reply, usage, self._new_id("msg_fake_"))
         totals = message["usage"]
-        start = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**totals, "output_tokens": 1}}
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**totals, "output_tokens": 1},
+        }
         events = [sse({"type": "message_start", "message": start}, "message_start")]
         for index, block in enumerate(message["content"]):
             events += self._anthropic_block(index, block, reply.chunk_size)
         events.insert(2 if message["content"] else 1, sse({"type": "ping"}, "ping"))  # after the first block opens
-        delta = {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                 "usage": {key: totals[key] for key in ("input_tokens", "cache_creation_input_tokens",
-                                                        "cache_read_input_tokens", "output_tokens") if key in totals}}
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {
+                key: totals[key]
+                for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+                if key in totals
+            },
+        }
         events.append(sse(delta, "message_delta"))
         events.append(sse({"type": "message_stop"}, "message_stop"))
         return events
@@ -1004,22 +1145,39 @@ class FakeLLMServer:
         else:
             opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             arguments = json.dumps(block["input"], ensure_ascii=False) if block["input"] else ""
-            deltas = [{"type": "input_json_delta", "partial_json": fragment} for fragment in ["", *pieces(arguments, size)]]
+            deltas = [
+                {"type": "input_json_delta", "partial_json": fragment} for fragment in ["", *pieces(arguments, size)]
+            ]
         events = [sse({"type": "content_block_start", "index": index, "content_block": opened}, "content_block_start")]
-        events += [sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
-                   for delta in deltas]
+        events += [
+            sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+            for delta in deltas
+        ]
         events.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         return events
 
-    def _stream_error_event(self, request: RecordedRequest, reply: Reply, envelope: dict[str, Any] | None = None) -> bytes:
+    def _stream_error_event(
+        self, request: RecordedRequest, reply: Reply, envelope: dict[str, Any] | None = None
+    ) -> bytes:
         """The provider's own mid-stream error event (OpenRouter's is a chunk of the same completion)."""
         fault = reply.fault() or StreamError()
         if request.dialect == "anthropic":
             return sse(anthropic_error(fault.message, fault.kind), "error")
         if self.flavor == "openrouter":
-            return sse({**(envelope or {}), "error": {"code": fault.code or "server_error", "message": fault.message},
-                        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error",
-                                     "native_finish_reason": "error"}]})
+            return sse(
+                {
+                    **(envelope or {}),
+                    "error": {"code": fault.code or "server_error", "message": fault.message},
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": ""},
+                            "finish_reason": "error",
+                            "native_finish_reason": "error",
+                        }
+                    ],
+                }
+            )
         kind = "server_error" if fault.kind == "overloaded_error" else fault.kind
         return sse(openai_error(fault.message, kind, code=fault.code))
 
@@ -1031,12 +1189,27 @@ class FakeLLMServer:
             http.transport.abort()
         return web.Response()  # never written: aiohttp finds the transport closed
 
-    async def _send_json(self, http: web.Request, request: RecordedRequest, status: int, body: Any,
-                         headers: dict[str, str] | None = None, *, delay: float = 0.0) -> web.StreamResponse:
+    async def _send_json(
+        self,
+        http: web.Request,
+        request: RecordedRequest,
+        status: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        delay: float = 0.0,
+    ) -> web.StreamResponse:
         """Write a whole JSON (or scripted raw) answer, compressed when configured and accepted."""
-        payload = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        response = web.Response(status=status, reason=_REASONS.get(status, "Status"), body=payload,
-                                content_type="application/json", headers=self._answer_headers(request))
+        payload = (
+            body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        )
+        response = web.Response(
+            status=status,
+            reason=_REASONS.get(status, "Status"),
+            body=payload,
+            content_type="application/json",
+            headers=self._answer_headers(request),
+        )
         if self.compress and self.compress in accepted_codings(http.headers.get("Accept-Encoding")):
             response.body = _compress(payload, self.compress)
             response.headers["Content-Encoding"] = self.compress
@@ -1060,8 +1233,14 @@ class FakeLLMServer:
             return {"x-generation-id": number}
         return {"x-request-id": number}
 
-    async def _send_stream(self, http: web.Request, request: RecordedRequest, reply: Reply, events: list[bytes],
-                           error_event: Callable[[int], bytes] | None = None) -> web.StreamResponse:
+    async def _send_stream(
+        self,
+        http: web.Request,
+        request: RecordedRequest,
+        reply: Reply,
+        events: list[bytes],
+        error_event: Callable[[int], bytes] | None = None,
+    ) -> web.StreamResponse:
         """Write ``events`` one by one as ``text/event-stream``, applying the reply's stream faults.
 
         A mid-stream error replaces the rest of the stream; ``error_event(position)`` builds
@@ -1075,9 +1254,16 @@ class FakeLLMServer:
         cut = reply.cut_after is not None and reply.cut_after < len(events)
         if cut:
             events = events[: reply.cut_after]
-        response = web.StreamResponse(status=200, reason="OK", headers={
-            "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
-            **self._answer_headers(request), **reply.headers})
+        response = web.StreamResponse(
+            status=200,
+            reason="OK",
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+                **self._answer_headers(request),
+                **reply.headers,
+            },
+        )
         try:
             await self._stream_head(http, request, response, reply)
             for number, event in enumerate(events):
@@ -1093,7 +1279,9 @@ class FakeLLMServer:
             pass
         return response
 
-    async def _stream_head(self, http: web.Request, request: RecordedRequest, response: web.StreamResponse, reply: Reply) -> None:
+    async def _stream_head(
+        self, http: web.Request, request: RecordedRequest, response: web.StreamResponse, reply: Reply
+    ) -> None:
         """Send the status and headers: OpenRouter at once, then its processing comments while "the upstream thinks"."""
         if self.flavor == "openrouter" and request.dialect == "openai" and self.processing_comments > 0:
             request.first_byte_at = time.monotonic()
@@ -1122,40 +1310,63 @@ class FakeLLMServer:
         entries = [self._model_entry(request.dialect, name) for name in names]
         if not path.startswith("/v1/models/"):
             if request.dialect == "anthropic":
-                page = {"data": entries, "has_more": False, "first_id": names[0] if names else None,
-                        "last_id": names[-1] if names else None}
+                page = {
+                    "data": entries,
+                    "has_more": False,
+                    "first_id": names[0] if names else None,
+                    "last_id": names[-1] if names else None,
+                }
             elif self.flavor == "openrouter":
                 page = {"data": entries}
             else:
                 page = {"object": "list", "data": entries}
             return await self._send_json(http, request, 200, page)
-        wanted = path[len("/v1/models/"):]
+        wanted = path[len("/v1/models/") :]
         for name, entry in zip(names, entries, strict=True):
             if name == wanted:
                 return await self._send_json(http, request, 200, entry)
         if request.dialect == "anthropic":
             return await self._send_json(http, request, 404, anthropic_error(f"model: {wanted}", "not_found_error"))
-        missing = self._error_body(request, f"The model '{wanted}' does not exist", "invalid_request_error",
-                                   "model_not_found", status=404, param="model")
+        missing = self._error_body(
+            request,
+            f"The model '{wanted}' does not exist",
+            "invalid_request_error",
+            "model_not_found",
+            status=404,
+            param="model",
+        )
         return await self._send_json(http, request, 404, missing)
 
     def _model_entry(self, dialect: str, name: str) -> dict[str, Any]:
         if dialect == "anthropic":
-            return {"type": "model", "id": name, "display_name": name.replace("-", " ").title(),
-                    "created_at": "2025-09-29T00:00:00Z"}
+            return {
+                "type": "model",
+                "id": name,
+                "display_name": name.replace("-", " ").title(),
+                "created_at": "2025-09-29T00:00:00Z",
+            }
         if self.flavor == "openrouter":
             prompt, completion = next((p for key, p in _OPENROUTER_PRICES.items() if key in name), _DEFAULT_PRICE)
-            return {"id": name, "canonical_slug": name, "name": name, "created": 1_750_000_000,
+            return {
+                "id": name,
+                "canonical_slug": name,
+                "name": name,
+                "created": 1_750_000_000,
+                "context_length": self.context_limits.get(name, self.context_limit or 200_000),
+                "architecture": {"modality": "text->text", "input_modalities": ["text"], "output_modalities": ["text"]},
+                "pricing": {"prompt": f"{prompt:.10f}", "completion": f"{completion:.10f}"},
+                "top_provider": {
                     "context_length": self.context_limits.get(name, self.context_limit or 200_000),
-                    "architecture": {"modality": "text->text", "input_modalities": ["text"], "output_modalities": ["text"]},
-                    "pricing": {"prompt": f"{prompt:.10f}", "completion": f"{completion:.10f}"},
-                    "top_provider": {"context_length": self.context_limits.get(name, self.context_limit or 200_000),
-                                     "is_moderated": False},
-                    "supported_parameters": ["max_tokens", "temperature", "tools", "tool_choice", "stream"]}
+                    "is_moderated": False,
+                },
+                "supported_parameters": ["max_tokens", "temperature", "tools", "tool_choice", "stream"],
+            }
         owner = "openai" if self.flavor == "openai" else "system"
         return {"id": name, "object": "model", "created": 1_750_000_000, "owned_by": owner}
 
     def _not_found(self, request: RecordedRequest, http: web.Request) -> dict[str, Any]:
         if request.dialect == "anthropic":
             return anthropic_error("Not Found", "not_found_error")
-        return self._error_body(request, f"Invalid URL ({http.method} {http.path})", "invalid_request_error", None, status=404)
+        return self._error_body(
+            request, f"Invalid URL ({http.method} {http.path})", "invalid_request_error", None, status=404
+        )

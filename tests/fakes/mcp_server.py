@@ -31,9 +31,9 @@ from typing import Any
 import mcp_types as types
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image as McpImage
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
-from mcp.server.mcpserver.utilities.types import Image as McpImage
 from PIL import Image
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -50,8 +50,11 @@ class NotesServer(MCPServer):
         tools = []
         for tool in await super().list_tools():
             if tool.name == "broken":
-                tool = tool.model_copy(update={"input_schema": {
-                    "type": "object", "properties": {"x": {"type": "integer", "minimum": "ten"}}}})
+                tool = tool.model_copy(
+                    update={
+                        "input_schema": {"type": "object", "properties": {"x": {"type": "integer", "minimum": "ten"}}}
+                    }
+                )
             if tool.name == "extra" and not Path(os.environ.get("FAKE_MCP_EXTRA", "/nonexistent")).exists():
                 continue
             tools.append(tool)
@@ -129,8 +132,12 @@ def build() -> NotesServer:
         return "extra"
 
     for number in range(int(os.environ.get("FAKE_MCP_MANY", "0"))):
-        app.add_tool(_echo, name=f"tool_{number:02d}", annotations=READ_ONLY,
-                     description=f"Look up record {number} of the inventory by its key and return its fields.")
+        app.add_tool(
+            _echo,
+            name=f"tool_{number:02d}",
+            annotations=READ_ONLY,
+            description=f"Look up record {number} of the inventory by its key and return its fields.",
+        )
     return app
 
 

@@ -56,9 +56,20 @@ class ServedModel:
 class FakeModelCatalog:
     """Use as ``async with FakeModelCatalog("ollama", [ServedModel(...)]) as server``; ask ``server.base_url``."""
 
-    def __init__(self, flavor: CatalogFlavor, models: list[ServedModel], *, api_key: str | None = None,
-                 malformed: bool = False, hang: bool = False, slots: int = 1, meta_n_ctx: bool = True,
-                 props: bool = True, llama_router: bool = False, ollama_version: str = "0.12.6") -> None:
+    def __init__(
+        self,
+        flavor: CatalogFlavor,
+        models: list[ServedModel],
+        *,
+        api_key: str | None = None,
+        malformed: bool = False,
+        hang: bool = False,
+        slots: int = 1,
+        meta_n_ctx: bool = True,
+        props: bool = True,
+        llama_router: bool = False,
+        ollama_version: str = "0.12.6",
+    ) -> None:
         self.flavor = flavor
         self.models = models
         self.api_key = api_key
@@ -74,7 +85,7 @@ class FakeModelCatalog:
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
 
-    async def __aenter__(self) -> "FakeModelCatalog":
+    async def __aenter__(self) -> FakeModelCatalog:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
@@ -119,7 +130,7 @@ class FakeModelCatalog:
         if route is not None:
             return await route(request)
         if request.method == "GET" and request.path.startswith(self._single_prefix()):
-            return self._single(request.path[len(self._single_prefix()):])
+            return self._single(request.path[len(self._single_prefix()) :])
         return self._json(404, self._not_found_body(request))
 
     def _routes(self) -> dict[tuple[str, str], _Handler]:
@@ -131,8 +142,13 @@ class FakeModelCatalog:
         if self.flavor == "lmstudio":
             routes[("GET", "/api/v0/models")] = self._lm_studio_list
         if self.flavor == "ollama":
-            routes.update({("GET", "/api/ps"): self._ollama_ps, ("POST", "/api/show"): self._ollama_show,
-                           ("GET", "/api/version"): self._ollama_version})
+            routes.update(
+                {
+                    ("GET", "/api/ps"): self._ollama_ps,
+                    ("POST", "/api/show"): self._ollama_show,
+                    ("GET", "/api/version"): self._ollama_version,
+                }
+            )
         return routes
 
     def _single_prefix(self) -> str:
@@ -141,18 +157,33 @@ class FakeModelCatalog:
     def _refusal(self, request: web.Request) -> web.Response | None:
         if self.flavor == "anthropic":
             if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
-                return self._json(401, {"type": "error", "error": {"type": "authentication_error",
-                                                                   "message": "invalid x-api-key"}})
+                return self._json(
+                    401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+                )
             if "anthropic-version" not in request.headers:
-                return self._json(400, {"type": "error", "error": {
-                    "type": "invalid_request_error", "message": "anthropic-version: header is required"}})
+                return self._json(
+                    400,
+                    {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": "anthropic-version: header is required"},
+                    },
+                )
             return None
         if self.api_key is None or request.headers.get("authorization") == f"Bearer {self.api_key}":
             return None
         if self.flavor == "openrouter":
             return self._json(401, {"error": {"message": "No cookie auth credentials found", "code": 401}})
-        return self._json(401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
-                                          "param": None, "code": "invalid_api_key"}})
+        return self._json(
+            401,
+            {
+                "error": {
+                    "message": "Incorrect API key provided.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            },
+        )
 
     def _json(self, status: int, body: Any) -> web.Response:
         text = json.dumps(body)
@@ -165,8 +196,14 @@ class FakeModelCatalog:
             return {"error": "404 page not found"}
         if self.flavor == "anthropic":
             return {"type": "error", "error": {"type": "not_found_error", "message": f"model: {request.path}"}}
-        return {"error": {"message": f"Invalid URL ({request.method} {request.path})", "type": "invalid_request_error",
-                          "param": None, "code": None}}
+        return {
+            "error": {
+                "message": f"Invalid URL ({request.method} {request.path})",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
 
     def _served(self, name: str) -> ServedModel | None:
         return next((model for model in self.models if model.id == name or name in model.aliases), None)
@@ -179,12 +216,21 @@ class FakeModelCatalog:
             return self._json(200, {"data": entries})
         if self.flavor == "anthropic":
             ids = [entry["id"] for entry in entries]
-            return self._json(200, {"data": entries, "has_more": False, "first_id": ids[0] if ids else None,
-                                    "last_id": ids[-1] if ids else None})
+            return self._json(
+                200,
+                {
+                    "data": entries,
+                    "has_more": False,
+                    "first_id": ids[0] if ids else None,
+                    "last_id": ids[-1] if ids else None,
+                },
+            )
         body: dict[str, Any] = {"object": "list", "data": entries}
         if self.flavor == "llamacpp":  # llama.cpp answers in Ollama's shape too
-            body = {"models": [{"name": entry["id"], "model": entry["id"], "type": "model"} for entry in entries],
-                    **body}
+            body = {
+                "models": [{"name": entry["id"], "model": entry["id"], "type": "model"} for entry in entries],
+                **body,
+            }
         return self._json(200, body)
 
     def _listed(self) -> list[ServedModel]:
@@ -193,8 +239,12 @@ class FakeModelCatalog:
         return self.models
 
     def _entry(self, model: ServedModel) -> dict[str, Any]:
-        builders = {"openrouter": self._openrouter_entry, "vllm": self._vllm_entry, "llamacpp": self._llama_entry,
-                    "anthropic": self._anthropic_entry}
+        builders = {
+            "openrouter": self._openrouter_entry,
+            "vllm": self._vllm_entry,
+            "llamacpp": self._llama_entry,
+            "anthropic": self._anthropic_entry,
+        }
         if self.flavor in builders:
             return builders[self.flavor](model)
         owner = {"lmstudio": "organization_owner", "ollama": "library"}.get(self.flavor, "system")
@@ -204,53 +254,116 @@ class FakeModelCatalog:
         model = self._served(name)
         if model is None:
             if self.flavor == "anthropic":
-                return self._json(404, {"type": "error",
-                                        "error": {"type": "not_found_error", "message": f"model: {name}"}})
-            return self._json(404, {"error": {"message": f"The model '{name}' does not exist",
-                                              "type": "invalid_request_error", "param": "model",
-                                              "code": "model_not_found"}})
+                return self._json(
+                    404, {"type": "error", "error": {"type": "not_found_error", "message": f"model: {name}"}}
+                )
+            return self._json(
+                404,
+                {
+                    "error": {
+                        "message": f"The model '{name}' does not exist",
+                        "type": "invalid_request_error",
+                        "param": "model",
+                        "code": "model_not_found",
+                    }
+                },
+            )
         if self.flavor == "lmstudio":
             return self._json(200, {**self._lm_studio_entry(model), **model.fields})
         return self._json(200, {**self._entry(model), **model.fields})
 
     @staticmethod
     def _openrouter_entry(model: ServedModel) -> dict[str, Any]:
-        return {"id": model.id, "canonical_slug": model.id, "hugging_face_id": "", "name": model.id,
-                "created": _CREATED, "description": "", "context_length": model.trained,
-                "architecture": {"modality": "text->text", "input_modalities": ["text"],
-                                 "output_modalities": ["text"], "tokenizer": "Other", "instruct_type": None},
-                "pricing": {"prompt": "0.0000001", "completion": "0.0000004", "request": "0", "image": "0"},
-                "top_provider": {"context_length": model.loaded or model.trained, "max_completion_tokens": 16_384,
-                                 "is_moderated": False},
-                "per_request_limits": None, "supported_parameters": ["max_tokens", "temperature", "tools"]}
+        return {
+            "id": model.id,
+            "canonical_slug": model.id,
+            "hugging_face_id": "",
+            "name": model.id,
+            "created": _CREATED,
+            "description": "",
+            "context_length": model.trained,
+            "architecture": {
+                "modality": "text->text",
+                "input_modalities": ["text"],
+                "output_modalities": ["text"],
+                "tokenizer": "Other",
+                "instruct_type": None,
+            },
+            "pricing": {"prompt": "0.0000001", "completion": "0.0000004", "request": "0", "image": "0"},
+            "top_provider": {
+                "context_length": model.loaded or model.trained,
+                "max_completion_tokens": 16_384,
+                "is_moderated": False,
+            },
+            "per_request_limits": None,
+            "supported_parameters": ["max_tokens", "temperature", "tools"],
+        }
 
     @staticmethod
     def _vllm_entry(model: ServedModel) -> dict[str, Any]:
-        return {"id": model.id, "object": "model", "created": _CREATED, "owned_by": "vllm", "root": model.id,
-                "parent": None, "max_model_len": model.loaded or model.trained,
-                "permission": [{"id": "modelperm-0", "object": "model_permission", "created": _CREATED,
-                                "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                                "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                                "organization": "*", "group": None, "is_blocking": False}]}
+        return {
+            "id": model.id,
+            "object": "model",
+            "created": _CREATED,
+            "owned_by": "vllm",
+            "root": model.id,
+            "parent": None,
+            "max_model_len": model.loaded or model.trained,
+            "permission": [
+                {
+                    "id": "modelperm-0",
+                    "object": "model_permission",
+                    "created": _CREATED,
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ],
+        }
 
     def _llama_entry(self, model: ServedModel) -> dict[str, Any]:
         loaded = model.loaded is not None
-        meta: dict[str, Any] | None = {"vocab_type": 2, "n_vocab": 128_256, "n_ctx_train": model.trained,
-                                       "n_embd": 4096, "n_params": 8_030_261_312, "size": 4_912_898_304}
+        meta: dict[str, Any] | None = {
+            "vocab_type": 2,
+            "n_vocab": 128_256,
+            "n_ctx_train": model.trained,
+            "n_embd": 4096,
+            "n_params": 8_030_261_312,
+            "size": 4_912_898_304,
+        }
         if loaded and self.meta_n_ctx:
             meta = {**(meta or {}), "n_ctx": model.loaded}
         if self.llama_router and not loaded:
             meta = None  # the router knows nothing of a model it has not started
-        entry: dict[str, Any] = {"id": model.id, "aliases": list(model.aliases), "tags": [], "object": "model",
-                                 "created": _CREATED, "owned_by": "llamacpp", "meta": meta}
+        entry: dict[str, Any] = {
+            "id": model.id,
+            "aliases": list(model.aliases),
+            "tags": [],
+            "object": "model",
+            "created": _CREATED,
+            "owned_by": "llamacpp",
+            "meta": meta,
+        }
         if self.llama_router:
             entry["status"] = {"value": "loaded" if loaded else "unloaded", "args": ["llama-server", "-c", "0"]}
         return entry
 
     @staticmethod
     def _anthropic_entry(model: ServedModel) -> dict[str, Any]:
-        return {"type": "model", "id": model.id, "display_name": model.id.replace("-", " ").title(),
-                "created_at": "2025-09-29T00:00:00Z", "max_input_tokens": model.trained, "max_tokens": 64_000}
+        return {
+            "type": "model",
+            "id": model.id,
+            "display_name": model.id.replace("-", " ").title(),
+            "created_at": "2025-09-29T00:00:00Z",
+            "max_input_tokens": model.trained,
+            "max_tokens": 64_000,
+        }
 
     # -- llama.cpp ----------------------------------------------------------------------------
 
@@ -259,18 +372,41 @@ class FakeModelCatalog:
         if self.llama_router:
             name = request.query.get("model")
             if not name:
-                return self._json(400, {"error": {"code": 400, "message": "model name is missing from the request",
-                                                  "type": "invalid_request_error"}})
+                return self._json(
+                    400,
+                    {
+                        "error": {
+                            "code": 400,
+                            "message": "model name is missing from the request",
+                            "type": "invalid_request_error",
+                        }
+                    },
+                )
             model = self._served(name)
         if model is None or model.loaded is None:
-            return self._json(400, {"error": {"code": 400, "message": "model is not loaded",
-                                              "type": "unavailable_error"}})
-        settings = {"id": 0, "id_task": -1, "n_ctx": model.loaded // self.slots, "speculative": False,
-                    "is_processing": False, "params": {"n_predict": -1, "temperature": 0.8, "top_k": 40}}
-        return self._json(200, {"default_generation_settings": settings, "total_slots": self.slots,
-                                "model_path": f"/models/{model.id}", "chat_template": "...",
-                                "modalities": {"vision": False}, "build_info": "b6000-0000000",
-                                "is_sleeping": False})
+            return self._json(
+                400, {"error": {"code": 400, "message": "model is not loaded", "type": "unavailable_error"}}
+            )
+        settings = {
+            "id": 0,
+            "id_task": -1,
+            "n_ctx": model.loaded // self.slots,
+            "speculative": False,
+            "is_processing": False,
+            "params": {"n_predict": -1, "temperature": 0.8, "top_k": 40},
+        }
+        return self._json(
+            200,
+            {
+                "default_generation_settings": settings,
+                "total_slots": self.slots,
+                "model_path": f"/models/{model.id}",
+                "chat_template": "...",
+                "modalities": {"vision": False},
+                "build_info": "b6000-0000000",
+                "is_sleeping": False,
+            },
+        )
 
     # -- LM Studio ----------------------------------------------------------------------------
 
@@ -280,10 +416,17 @@ class FakeModelCatalog:
 
     @staticmethod
     def _lm_studio_entry(model: ServedModel) -> dict[str, Any]:
-        entry: dict[str, Any] = {"id": model.id, "object": "model", "type": "llm", "publisher": "lmstudio-community",
-                                 "arch": "qwen2", "compatibility_type": "gguf", "quantization": "Q4_K_M",
-                                 "state": "loaded" if model.loaded is not None else "not-loaded",
-                                 "max_context_length": model.trained}
+        entry: dict[str, Any] = {
+            "id": model.id,
+            "object": "model",
+            "type": "llm",
+            "publisher": "lmstudio-community",
+            "arch": "qwen2",
+            "compatibility_type": "gguf",
+            "quantization": "Q4_K_M",
+            "state": "loaded" if model.loaded is not None else "not-loaded",
+            "max_context_length": model.trained,
+        }
         if model.loaded is not None:
             entry["loaded_context_length"] = model.loaded
         return entry
@@ -295,12 +438,28 @@ class FakeModelCatalog:
         return self._served(full)
 
     async def _ollama_ps(self, request: web.Request) -> web.Response:
-        running = [{"name": model.id, "model": model.id, "size": 6_654_289_920, "digest": "a" * 64,
-                    "details": {"parent_model": "", "format": "gguf", "family": "qwen2", "families": ["qwen2"],
-                                "parameter_size": "7.6B", "quantization_level": "Q4_K_M"},
-                    "expires_at": "2026-01-01T00:05:00Z", "size_vram": 6_654_289_920, "context_length": model.loaded,
-                    **model.fields}
-                   for model in self.models if model.loaded is not None]
+        running = [
+            {
+                "name": model.id,
+                "model": model.id,
+                "size": 6_654_289_920,
+                "digest": "a" * 64,
+                "details": {
+                    "parent_model": "",
+                    "format": "gguf",
+                    "family": "qwen2",
+                    "families": ["qwen2"],
+                    "parameter_size": "7.6B",
+                    "quantization_level": "Q4_K_M",
+                },
+                "expires_at": "2026-01-01T00:05:00Z",
+                "size_vram": 6_654_289_920,
+                "context_length": model.loaded,
+                **model.fields,
+            }
+            for model in self.models
+            if model.loaded is not None
+        ]
         return self._json(200, {"models": running})
 
     async def _ollama_show(self, request: web.Request) -> web.Response:
@@ -309,15 +468,29 @@ class FakeModelCatalog:
         if model is None:
             return self._json(404, {"error": f"model '{asked.get('model')}' not found"})
         parameters = [f"{'num_ctx':<30} {model.num_ctx}"] if model.num_ctx is not None else []
-        parameters.append(f"{'stop':<30} \"<|im_end|>\"")
+        parameters.append(f'{"stop":<30} "<|im_end|>"')
         shown: dict[str, Any] = {
-            "license": "", "modelfile": f"FROM {model.id}\n", "parameters": "\n".join(parameters),
-            "template": "{{ .Prompt }}", "details": {"parent_model": "", "format": "gguf", "family": "qwen2",
-                                                    "families": ["qwen2"], "parameter_size": "7.6B",
-                                                    "quantization_level": "Q4_K_M"},
-            "model_info": {"general.architecture": "qwen2", "general.parameter_count": 7_615_616_512,
-                           "qwen2.context_length": model.trained, "qwen2.embedding_length": 3584},
-            "capabilities": ["completion", "tools"], "modified_at": "2025-06-01T00:00:00Z"}
+            "license": "",
+            "modelfile": f"FROM {model.id}\n",
+            "parameters": "\n".join(parameters),
+            "template": "{{ .Prompt }}",
+            "details": {
+                "parent_model": "",
+                "format": "gguf",
+                "family": "qwen2",
+                "families": ["qwen2"],
+                "parameter_size": "7.6B",
+                "quantization_level": "Q4_K_M",
+            },
+            "model_info": {
+                "general.architecture": "qwen2",
+                "general.parameter_count": 7_615_616_512,
+                "qwen2.context_length": model.trained,
+                "qwen2.embedding_length": 3584,
+            },
+            "capabilities": ["completion", "tools"],
+            "modified_at": "2025-06-01T00:00:00Z",
+        }
         if model.remote:
             shown.update({"remote_model": model.id.split(":")[0], "remote_host": "https://ollama.com:443"})
         return self._json(200, shown)

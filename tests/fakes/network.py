@@ -56,7 +56,7 @@ class BlackHole:
         """An ``http://`` URL on the address (nothing will ever answer it)."""
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> "BlackHole":
+    def start(self) -> BlackHole:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         listener.bind((self.host, self.port))
@@ -67,8 +67,10 @@ class BlackHole:
             self._filling.append(self._connect_nonblocking(family))
         if not self._probe_hangs(family):
             self.stop()
-            raise RuntimeError(f"a connect to {self.host}:{self.port} does not hang on this machine (is "
-                               "net.ipv4.tcp_abort_on_overflow set?)")
+            raise RuntimeError(
+                f"a connect to {self.host}:{self.port} does not hang on this machine (is "
+                "net.ipv4.tcp_abort_on_overflow set?)"
+            )
         return self
 
     def _connect_nonblocking(self, family: int) -> socket.socket:
@@ -100,13 +102,13 @@ class BlackHole:
             self._listener.close()
             self._listener = None
 
-    def __enter__(self) -> "BlackHole":
+    def __enter__(self) -> BlackHole:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    async def __aenter__(self) -> "BlackHole":
+    async def __aenter__(self) -> BlackHole:
         return self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -135,7 +137,9 @@ def _answers(addresses: Sequence[str], port: Any, family: int, kind: int, proto:
             continue
         for sock_kind in kinds:
             protocol = proto or (socket.IPPROTO_TCP if sock_kind == socket.SOCK_STREAM else socket.IPPROTO_UDP)
-            sockaddr: tuple[Any, ...] = (address, number) if address_family == socket.AF_INET else (address, number, 0, 0)
+            sockaddr: tuple[Any, ...] = (
+                (address, number) if address_family == socket.AF_INET else (address, number, 0, 0)
+            )
             found.append((address_family, socket.SocketKind(sock_kind), protocol, "", sockaddr))
     if not found:
         raise socket.gaierror(socket.EAI_ADDRFAMILY, "Address family for hostname not supported")
@@ -153,7 +157,9 @@ def resolve(names: Mapping[str, Sequence[str]]) -> Iterator[list[str]]:
     original = socket.getaddrinfo
     looked_up: list[str] = []
 
-    def patched(host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0) -> list[tuple[Any, ...]]:
+    def patched(
+        host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
+    ) -> list[tuple[Any, ...]]:
         name = host.decode("idna") if isinstance(host, (bytes, bytearray)) else host
         key = name.lower().rstrip(".") if isinstance(name, str) else None
         if key in wanted:
@@ -172,12 +178,22 @@ async def connect_hangs(address: Address, timeout: float = 0.2) -> bool:
     """Whether a plain ``asyncio.open_connection`` to ``address`` is still pending after ``timeout`` seconds."""
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         return True
     writer.close()
     return False
 
 
 #: The environment variables that route or trust a client's connections, cleared by the network tests.
-PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy",
-                   "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+PROXY_VARIABLES = (
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)

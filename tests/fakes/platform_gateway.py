@@ -27,8 +27,14 @@ def with_delivery(settings: Settings, **delivery: Any) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def platform_gateway(settings: Settings, redis: Any, adapters: Mapping[str, PlatformAdapter], *,
-                           stream_replies: bool | None = None, **gateway: Any) -> AsyncIterator[RunningGateway]:
+async def platform_gateway(
+    settings: Settings,
+    redis: Any,
+    adapters: Mapping[str, PlatformAdapter],
+    *,
+    stream_replies: bool | None = None,
+    **gateway: Any,
+) -> AsyncIterator[RunningGateway]:
     """A started gateway on ``redis`` serving ``adapters`` (by short name: ``tg``, ``dc``), opened as
     ``foldgate run`` opens it and closed as it closes it (turns get their grace, then the adapters stop).
 

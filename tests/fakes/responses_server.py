@@ -69,12 +69,16 @@ def strict_schema_problem(schema: Any, context: tuple[Any, ...] = ()) -> str | N
         required = schema.get("required") if isinstance(schema.get("required"), list) else []
         missing = [key for key in properties if key not in required]
         if missing:
-            return (f"In context={context!r}, 'required' is required to be supplied and to be an array including "
-                    f"every key in properties. Missing '{missing[0]}'.")
+            return (
+                f"In context={context!r}, 'required' is required to be supplied and to be an array including "
+                f"every key in properties. Missing '{missing[0]}'."
+            )
         extra = [key for key in required if key not in properties]
         if extra:
-            return (f"In context={context!r}, 'required' is required to be supplied and to be an array including "
-                    f"every key in properties. Extra required key '{extra[0]}' supplied.")
+            return (
+                f"In context={context!r}, 'required' is required to be supplied and to be an array including "
+                f"every key in properties. Extra required key '{extra[0]}' supplied."
+            )
         if schema.get("additionalProperties") is not False:
             return f"In context={context!r}, 'additionalProperties' is required to be supplied and to be false."
         for key, child in properties.items():
@@ -97,8 +101,9 @@ def strict_schema_problem(schema: Any, context: tuple[Any, ...] = ()) -> str | N
     return None
 
 
-def _error(message: str, *, code: str | None = None, param: str | None = None,
-           kind: str = "invalid_request_error") -> dict[str, Any]:
+def _error(
+    message: str, *, code: str | None = None, param: str | None = None, kind: str = "invalid_request_error"
+) -> dict[str, Any]:
     return openai_error(message, kind, code=code, param=param)
 
 
@@ -140,22 +145,33 @@ class FakeResponsesServer(FakeLLMServer):
             return await self._send_json(http, request, 404, _error(f"Invalid URL ({http.method} {http.path})"))
         body = request.body if isinstance(request.body, dict) else None
         if body is None:
-            return await self._send_json(http, request, 400, _error("We could not parse the JSON body of your request."))
+            return await self._send_json(
+                http, request, 400, _error("We could not parse the JSON body of your request.")
+            )
         refusal = self._responses_refusal(body)
         if refusal is not None:
             return await self._send_json(http, request, 400, refusal)
         tokens, problem = self._input_tokens(body)
         if problem:
-            return await self._send_json(http, request, 400, _error(problem, code="invalid_encrypted_content", param="input"))
+            return await self._send_json(
+                http, request, 400, _error(problem, code="invalid_encrypted_content", param="input")
+            )
         reply = await self._next_reply(request)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.drop:
             return self._drop(http)
         if self.context_limit is not None and tokens > self.context_limit and reply.status == 200:
-            return await self._send_json(http, request, 400, _error(
-                "Your input exceeds the context window of this model. Please adjust your input and try again.",
-                code="context_length_exceeded", param="input"))
+            return await self._send_json(
+                http,
+                request,
+                400,
+                _error(
+                    "Your input exceeds the context window of this model. Please adjust your input and try again.",
+                    code="context_length_exceeded",
+                    param="input",
+                ),
+            )
         if reply.status != 200 or reply.body is not None:
             status, error = self._error_reply(request, reply, Usage(tokens, 0, 0))
             return await self._send_json(http, request, status, error, reply.headers, delay=reply.first_byte_delay)
@@ -170,19 +186,32 @@ class FakeResponsesServer(FakeLLMServer):
 
     def _responses_refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
         if self.reject_context_management and "context_management" in body:
-            return _error("Unsupported parameter: 'context_management' is not supported with this model.",
-                          code="unsupported_parameter", param="context_management")
+            return _error(
+                "Unsupported parameter: 'context_management' is not supported with this model.",
+                code="unsupported_parameter",
+                param="context_management",
+            )
         model = bare_model(body.get("model"))
-        if body.get("temperature") is not None and _RESPONSES_REASONING.fullmatch(model) and not _CHAT_SNAPSHOT.fullmatch(model):
-            return _error("Unsupported parameter: 'temperature' is not supported with this model.",
-                          code="unsupported_parameter", param="temperature")
+        if (
+            body.get("temperature") is not None
+            and _RESPONSES_REASONING.fullmatch(model)
+            and not _CHAT_SNAPSHOT.fullmatch(model)
+        ):
+            return _error(
+                "Unsupported parameter: 'temperature' is not supported with this model.",
+                code="unsupported_parameter",
+                param="temperature",
+            )
         for index, tool in enumerate(body.get("tools") or ()):
             if not isinstance(tool, dict) or tool.get("type") != "function" or tool.get("strict") is False:
                 continue
             problem = strict_schema_problem(tool.get("parameters"))
             if problem and (tool.get("strict") is True or self.omitted_strict == "reject"):
-                return _error(f"Invalid schema for function '{tool.get('name')}': {problem}",
-                              code="invalid_function_parameters", param=f"tools[{index}].parameters")
+                return _error(
+                    f"Invalid schema for function '{tool.get('name')}': {problem}",
+                    code="invalid_function_parameters",
+                    param=f"tools[{index}].parameters",
+                )
         return None
 
     @staticmethod
@@ -210,7 +239,9 @@ class FakeResponsesServer(FakeLLMServer):
                     return 0, f"The encrypted content of item {item.get('id')!r} could not be verified."
                 tokens += self.issued[content]
             else:
-                tokens += 4 + count_text(json.dumps(item.get("content") or item.get("output") or item.get("arguments") or ""))
+                tokens += 4 + count_text(
+                    json.dumps(item.get("content") or item.get("output") or item.get("arguments") or "")
+                )
         return tokens, None
 
     # -- answers ---------------------------------------------------------------------
@@ -219,46 +250,89 @@ class FakeResponsesServer(FakeLLMServer):
         number = next(self._response_ids)
         output: list[dict[str, Any]] = []
         management = body.get("context_management") or []
-        threshold = next((entry.get("compact_threshold") for entry in management if entry.get("type") == "compaction"), None)
+        threshold = next(
+            (entry.get("compact_threshold") for entry in management if entry.get("type") == "compaction"), None
+        )
         if threshold is not None and tokens > threshold:
             self.compactions += 1
             content = f"enc::{self.name}::{self.compactions}"
             self.issued[content] = self.carry_tokens
-            output.append({"type": "compaction", "id": f"cmp_{self.name}_{self.compactions}", "encrypted_content": content})
+            output.append(
+                {"type": "compaction", "id": f"cmp_{self.name}_{self.compactions}", "encrypted_content": content}
+            )
             tokens = self.carry_tokens
         if reply.text:
-            output.append({"type": "message", "id": f"msg_{number}", "role": "assistant", "status": "completed",
-                           "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]})
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{number}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}],
+                }
+            )
         for index, call in enumerate(reply.tool_calls):
-            output.append({"type": "function_call", "id": f"fc_{number}_{index}", "call_id": call["id"], "status": "completed",
-                           "name": call["function"]["name"], "arguments": call["function"]["arguments"]})
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{number}_{index}",
+                    "call_id": call["id"],
+                    "status": "completed",
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                }
+            )
         completion = count_text(reply.text) + sum(8 + count_text(c["function"]["arguments"]) for c in reply.tool_calls)
         usage = reply.usage or {
-            "input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+            "input_tokens": tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": tokens + completion,
         }
         truncated = reply.finish_reason == "length"
         now = time.time()
         return {
-            "id": f"resp_{self.name}_{number}", "object": "response", "created_at": int(now),
-            "status": "incomplete" if truncated else "completed", "completed_at": None if truncated else int(now),
-            "error": None, "incomplete_details": {"reason": "max_output_tokens"} if truncated else None,
-            "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
-            "model": body.get("model"), "output": output, "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "previous_response_id": body.get("previous_response_id"), "reasoning": {"effort": None, "summary": None},
-            "store": body.get("store", True), "temperature": body.get("temperature", 1.0),
-            "text": {"format": {"type": "text"}}, "tool_choice": body.get("tool_choice", "auto"),
-            "tools": self._echo_tools(list(body.get("tools") or ())), "top_p": body.get("top_p", 1.0),
-            "truncation": body.get("truncation", "disabled"), "usage": usage, "user": None, "metadata": {},
+            "id": f"resp_{self.name}_{number}",
+            "object": "response",
+            "created_at": int(now),
+            "status": "incomplete" if truncated else "completed",
+            "completed_at": None if truncated else int(now),
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if truncated else None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": body.get("model"),
+            "output": output,
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "previous_response_id": body.get("previous_response_id"),
+            "reasoning": {"effort": None, "summary": None},
+            "store": body.get("store", True),
+            "temperature": body.get("temperature", 1.0),
+            "text": {"format": {"type": "text"}},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": self._echo_tools(list(body.get("tools") or ())),
+            "top_p": body.get("top_p", 1.0),
+            "truncation": body.get("truncation", "disabled"),
+            "usage": usage,
+            "user": None,
+            "metadata": {},
         }
 
     def _events(self, response: dict[str, Any], reply: Reply) -> list[bytes]:
         """The stream of one response, event by event, numbered as the API numbers them."""
-        pending = {**response, "status": "in_progress", "output": [], "usage": None, "completed_at": None,
-                   "incomplete_details": None}
-        events: list[dict[str, Any]] = [{"type": "response.created", "response": pending},
-                                        {"type": "response.in_progress", "response": pending}]
+        pending = {
+            **response,
+            "status": "in_progress",
+            "output": [],
+            "usage": None,
+            "completed_at": None,
+            "incomplete_details": None,
+        }
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": pending},
+            {"type": "response.in_progress", "response": pending},
+        ]
         for index, item in enumerate(response["output"]):
             events += self._item_events(index, item, reply.chunk_size)
         final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
@@ -272,26 +346,43 @@ class FakeResponsesServer(FakeLLMServer):
             text = item["content"][0]["text"]
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             return [
-                {"type": "response.output_item.added", "output_index": index,
-                 "item": {**item, "status": "in_progress", "content": []}},
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "content": []},
+                },
                 {"type": "response.content_part.added", **where, "content_index": 0, "part": part},
-                *({"type": "response.output_text.delta", **where, "content_index": 0, "delta": piece, "logprobs": []}
-                  for piece in pieces(text, size)),
+                *(
+                    {"type": "response.output_text.delta", **where, "content_index": 0, "delta": piece, "logprobs": []}
+                    for piece in pieces(text, size)
+                ),
                 {"type": "response.output_text.done", **where, "content_index": 0, "text": text, "logprobs": []},
                 {"type": "response.content_part.done", **where, "content_index": 0, "part": {**part, "text": text}},
                 {"type": "response.output_item.done", "output_index": index, "item": item},
             ]
         if item["type"] == "function_call":
             return [
-                {"type": "response.output_item.added", "output_index": index,
-                 "item": {**item, "status": "in_progress", "arguments": ""}},
-                *({"type": "response.function_call_arguments.delta", **where, "delta": piece}
-                  for piece in pieces(item["arguments"], size)),
-                {"type": "response.function_call_arguments.done", **where, "name": item["name"], "arguments": item["arguments"]},
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "arguments": ""},
+                },
+                *(
+                    {"type": "response.function_call_arguments.delta", **where, "delta": piece}
+                    for piece in pieces(item["arguments"], size)
+                ),
+                {
+                    "type": "response.function_call_arguments.done",
+                    **where,
+                    "name": item["name"],
+                    "arguments": item["arguments"],
+                },
                 {"type": "response.output_item.done", "output_index": index, "item": item},
             ]
-        return [{"type": "response.output_item.added", "output_index": index, "item": item},
-                {"type": "response.output_item.done", "output_index": index, "item": item}]
+        return [
+            {"type": "response.output_item.added", "output_index": index, "item": item},
+            {"type": "response.output_item.done", "output_index": index, "item": item},
+        ]
 
     @staticmethod
     def _failure_event(response: dict[str, Any], fault: StreamError, number: int) -> bytes:
@@ -300,6 +391,11 @@ class FakeResponsesServer(FakeLLMServer):
         if fault.responses_event == "error":
             event = {"type": "error", "code": code, "message": fault.message, "param": None, "sequence_number": number}
             return sse(event, "error")
-        failed = {**response, "status": "failed", "completed_at": None, "usage": None,
-                  "error": {"code": code, "message": fault.message}}
+        failed = {
+            **response,
+            "status": "failed",
+            "completed_at": None,
+            "usage": None,
+            "error": {"code": code, "message": fault.message},
+        }
         return sse({"type": "response.failed", "response": failed, "sequence_number": number}, "response.failed")

@@ -56,11 +56,11 @@ class Failure:
     hang: bool = False
 
     @classmethod
-    def status(cls, status_code: int, message: str) -> "Failure":
+    def status(cls, status_code: int, message: str) -> Failure:
         return cls(status_code, message)
 
     @classmethod
-    def never_answers(cls) -> "Failure":
+    def never_answers(cls) -> Failure:
         return cls(hang=True)
 
 
@@ -85,8 +85,16 @@ class TranscriptionRequest:
 class FakeTranscriptionServer:
     """OpenAI's transcription endpoint on loopback, with scripted answers."""
 
-    def __init__(self, *, api_key: str | None = None, default: str = "ok", host: str = "127.0.0.1",
-                 max_seconds: float | None = None, max_bytes: int | None = None, names_limit: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        default: str = "ok",
+        host: str = "127.0.0.1",
+        max_seconds: float | None = None,
+        max_bytes: int | None = None,
+        names_limit: bool = True,
+    ) -> None:
         self.api_key = api_key
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
@@ -100,7 +108,7 @@ class FakeTranscriptionServer:
         self._runner: web.AppRunner | None = None
         self._release = asyncio.Event()
 
-    async def __aenter__(self) -> "FakeTranscriptionServer":
+    async def __aenter__(self) -> FakeTranscriptionServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
@@ -156,8 +164,7 @@ class FakeTranscriptionServer:
         if not request.model:
             return "you must provide a model parameter"
         if PurePosixPath(request.file_name).suffix.lower() not in ACCEPTED_EXTENSIONS:
-            return (f"Invalid file format. Supported formats: {sorted(ACCEPTED_EXTENSIONS)}"
-                    f" (got {request.file_name!r})")
+            return f"Invalid file format. Supported formats: {sorted(ACCEPTED_EXTENSIONS)} (got {request.file_name!r})"
         if not request.audio:
             return "The audio file is empty."
         return ""
@@ -178,8 +185,10 @@ class FakeTranscriptionServer:
             request.refused = "Audio file might be corrupted or unsupported"
             return _error(400, request.refused, "invalid_request_error", param="file", code="invalid_value")
         if request.seconds > self.max_seconds:
-            request.refused = (f"audio duration {request.seconds:g} seconds is longer than {self.max_seconds:g} seconds"
-                               " which is the maximum for this model")
+            request.refused = (
+                f"audio duration {request.seconds:g} seconds is longer than {self.max_seconds:g} seconds"
+                " which is the maximum for this model"
+            )
             return _error(400, request.refused, "invalid_request_error", code="invalid_value")
         return None
 
@@ -196,7 +205,7 @@ def _duration(audio: bytes) -> float | None:
     return heard or None
 
 
-def _error(status: int, message: str, kind: str | None, *, param: str | None = None,
-           code: str | None = None) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": code}},
-                             status=status)
+def _error(
+    status: int, message: str, kind: str | None, *, param: str | None = None, code: str | None = None
+) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": code}}, status=status)

@@ -26,11 +26,23 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def web_settings(redis_url: str, prefix: str, base_url: str, *, context_length: int = 32_000,
-                 admin_token: str | None = ADMIN_TOKEN, chat_host: str = "127.0.0.1", **sections: Any) -> Settings:
+def web_settings(
+    redis_url: str,
+    prefix: str,
+    base_url: str,
+    *,
+    context_length: int = 32_000,
+    admin_token: str | None = ADMIN_TOKEN,
+    chat_host: str = "127.0.0.1",
+    **sections: Any,
+) -> Settings:
     """Settings for a custom OpenAI-compatible model at ``base_url``, the web chat and the operator view."""
-    gateway = {"metrics_port": free_port(), "admin_token": admin_token, "lock_ttl_seconds": 5,
-               **sections.pop("gateway", {})}
+    gateway = {
+        "metrics_port": free_port(),
+        "admin_token": admin_token,
+        "lock_ttl_seconds": 5,
+        **sections.pop("gateway", {}),
+    }
     if admin_token is None:
         gateway.pop("admin_token")
     return Settings(

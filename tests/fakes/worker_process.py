@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import signal
-from typing import Any, Optional
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -44,7 +44,7 @@ class ChatRouter(PlatformAdapter):
     platform = "tg"
     max_message_length = TELEGRAM_MESSAGE_LIMIT
 
-    def __init__(self, bots: list[TelegramAdapter], chats: dict[str, int], intake: Optional[TelegramAdapter]) -> None:
+    def __init__(self, bots: list[TelegramAdapter], chats: dict[str, int], intake: TelegramAdapter | None) -> None:
         self.bots = bots
         self.chats = chats
         self.intake = intake
@@ -60,11 +60,12 @@ class ChatRouter(PlatformAdapter):
         for bot in self.bots:
             await bot.stop()
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         await self.of(chat_id).send(chat_id, text, reply_to=reply_to)
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
-                      journal: Optional[Journal] = None) -> Surface:
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> Surface:
         return self.of(chat_id).reply_surface(chat_id, gate, reply_to=reply_to, journal=journal)
 
     async def typing(self, chat_id: str) -> None:
@@ -79,14 +80,20 @@ def telegram_bots(spec: str) -> ChatRouter:
     """The bots ``--bots`` describes, the intake among them built in its mode (see the module docstring)."""
     bots: list[TelegramAdapter] = []
     chats: dict[str, int] = {}
-    intake: Optional[TelegramAdapter] = None
+    intake: TelegramAdapter | None = None
     for index, bot in enumerate(json.loads(spec)):
         options: dict[str, Any] = {}
         if bot.get("intake") == "webhook":
-            options = {"mode": "webhook", "listen_port": int(bot["port"]), "webhook_secret": bot["secret"],
-                       "webhook_path": WEBHOOK_PATH, "webhook_url": f"http://127.0.0.1:{bot['port']}{WEBHOOK_PATH}"}
-        adapter = TelegramAdapter(bot["token"], api_server=bot["api"], typing_interval=0, preview_interval=0.5,
-                                  poll_timeout=10, **options)
+            options = {
+                "mode": "webhook",
+                "listen_port": int(bot["port"]),
+                "webhook_secret": bot["secret"],
+                "webhook_path": WEBHOOK_PATH,
+                "webhook_url": f"http://127.0.0.1:{bot['port']}{WEBHOOK_PATH}",
+            }
+        adapter = TelegramAdapter(
+            bot["token"], api_server=bot["api"], typing_interval=0, preview_interval=0.5, poll_timeout=10, **options
+        )
         if bot.get("intake") in ("polling", "webhook"):
             intake = adapter
         bots.append(adapter)
@@ -108,7 +115,7 @@ class RedisReplyLog(PlatformAdapter):
     async def stop(self) -> None:
         return None
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         await self.redis.rpush(self.key, json.dumps({"chat": chat_id, "text": text, "pid": os.getpid()}))
 
 
@@ -121,12 +128,14 @@ async def main(args: argparse.Namespace) -> None:
     sections: dict[str, Any] = {"gateway": json.loads(args.gateway)} if args.gateway else {}
     if args.access:
         sections["access"] = json.loads(args.access)
-    settings = make_settings(args.redis, args.prefix, args.base_url, context_length=args.context_length,
-                             model=args.model, **sections)
+    settings = make_settings(
+        args.redis, args.prefix, args.base_url, context_length=args.context_length, model=args.model, **sections
+    )
     adapters: dict[str, PlatformAdapter] = {"local": RedisReplyLog(redis, f"{args.prefix}:sent")}
     if args.telegram_api:
-        adapters["tg"] = TelegramAdapter(args.telegram_token, api_server=args.telegram_api, typing_interval=0,
-                                         preview_interval=0.5)
+        adapters["tg"] = TelegramAdapter(
+            args.telegram_token, api_server=args.telegram_api, typing_interval=0, preview_interval=0.5
+        )
     if args.bots:
         adapters["tg"] = telegram_bots(args.bots)
     gateway = await open_on(redis, settings, adapters)
@@ -165,9 +174,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--context-length", type=int, default=64_000)
-    parser.add_argument("--gateway", default="",
-                        help='JSON: keys of the gateway section to run with, e.g. {"lock_ttl_seconds": 2};'
-                             " the rest are the shipped defaults")
+    parser.add_argument(
+        "--gateway",
+        default="",
+        help='JSON: keys of the gateway section to run with, e.g. {"lock_ttl_seconds": 2};'
+        " the rest are the shipped defaults",
+    )
     parser.add_argument("--telegram-api", default="")
     parser.add_argument("--telegram-token", default="")
     parser.add_argument("--bots", default="", help="JSON: the Telegram bots to answer as, one taken in here")

@@ -3,13 +3,15 @@ keys that do not exist — ``foldgate config check`` answers with a clear error 
 
 from __future__ import annotations
 
-import io
 import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from gateway.cli import main
 from gateway.config import ConfigError, Settings, _model_class, load_settings
@@ -30,16 +32,43 @@ def _leaf_paths(model: Any = Settings, prefix: tuple[str, ...] = ()) -> list[tup
 PATHS = _leaf_paths()
 
 scalars = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(), st.integers(min_value=10**20, max_value=10**400), st.integers(max_value=-(10**20)),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=10**20, max_value=10**400),
+    st.integers(max_value=-(10**20)),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=40),
-    st.sampled_from(["", " ", "\u202e", "\x00", "0.5", "true", "null", "[1, 2]", "{a: 1}", "~", "1e309", "-0",
-                     "redis://:pw@host:6379", "http://u:p@h", "unix://", "https://", "💾" * 50, "a" * 5000]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\u202e",
+            "\x00",
+            "0.5",
+            "true",
+            "null",
+            "[1, 2]",
+            "{a: 1}",
+            "~",
+            "1e309",
+            "-0",
+            "redis://:pw@host:6379",
+            "http://u:p@h",
+            "unix://",
+            "https://",
+            "💾" * 50,
+            "a" * 5000,
+        ]
+    ),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=10), st.integers()), inner, max_size=4)),
-    max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=10), st.integers()), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 keys = st.one_of(st.sampled_from(PATHS), st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=3).map(tuple))
 
 
@@ -60,16 +89,30 @@ def _env_text(value: Any) -> str:
 
 
 files = st.one_of(
-    st.lists(st.tuples(keys, values), max_size=6).map(lambda entries: yaml.safe_dump(_build(entries), allow_unicode=False)),
+    st.lists(st.tuples(keys, values), max_size=6).map(
+        lambda entries: yaml.safe_dump(_build(entries), allow_unicode=False)
+    ),
     st.text(max_size=200),  # raw text: broken YAML, tabs, anything
-    st.sampled_from(["- a\n- b\n", "42", "redis: [", "a: &x [*x]", "model:\n  model:\n    name: x\n", "\ufeffmodel: {}\n",
-                     "gateway: {metrics_port: 99999999999999999999999}", "redis: {url: 1}\nredis: {url: 2}\n"]),
+    st.sampled_from(
+        [
+            "- a\n- b\n",
+            "42",
+            "redis: [",
+            "a: &x [*x]",
+            "model:\n  model:\n    name: x\n",
+            "\ufeffmodel: {}\n",
+            "gateway: {metrics_port: 99999999999999999999999}",
+            "redis: {url: 1}\nredis: {url: 2}\n",
+        ]
+    ),
 )
 environments = st.dictionaries(
-    st.sampled_from(PATHS).map(lambda path: "FOLDGATE_" + "__".join(path).upper()), values.map(_env_text), max_size=3)
+    st.sampled_from(PATHS).map(lambda path: "FOLDGATE_" + "__".join(path).upper()), values.map(_env_text), max_size=3
+)
 
-FUZZ = hypothesis_settings(max_examples=60, deadline=None,
-                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 def _write(path: Path, text: str) -> None:

@@ -44,27 +44,48 @@ def worker(redis_url: str, prefix: str, llm: FakeLLMServer, api: FakeBotAPI) -> 
     """One gateway process on the fake Bot API, with a 2 s lock (not the shipped 15 s): the test is about the
     worker that takes a killed one's chat over, so it should not wait out the default lock first."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.worker_process", "--redis", redis_url, "--prefix", prefix,
-         "--base-url", llm.openai_base_url, "--gateway", json.dumps({"lock_ttl_seconds": 2}),
-         "--telegram-api", api.base_url, "--telegram-token", api.token],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes.worker_process",
+            "--redis",
+            redis_url,
+            "--prefix",
+            prefix,
+            "--base-url",
+            llm.openai_base_url,
+            "--gateway",
+            json.dumps({"lock_ttl_seconds": 2}),
+            "--telegram-api",
+            api.base_url,
+            "--telegram-token",
+            api.token,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
-@pytest.mark.parametrize("chat, text", [
-    pytest.param(7101, "status?", id="private-streamed"),
-    pytest.param(-1007101, "@foldgate_bot status?", id="group-edited"),
-    pytest.param(7102, f"/model {LONG_MODEL}", id="private-whole"),
-    pytest.param(-1007102, f"/model {LONG_MODEL}", id="group-whole"),
-])
-async def test_a_kill_during_a_429_wait_between_chunks_sends_every_chunk_once(redis, redis_url, key_prefix,
-                                                                                chat: int, text: str) -> None:
+@pytest.mark.parametrize(
+    "chat, text",
+    [
+        pytest.param(7101, "status?", id="private-streamed"),
+        pytest.param(-1007101, "@foldgate_bot status?", id="group-edited"),
+        pytest.param(7102, f"/model {LONG_MODEL}", id="private-whole"),
+        pytest.param(-1007102, f"/model {LONG_MODEL}", id="group-whole"),
+    ],
+)
+async def test_a_kill_during_a_429_wait_between_chunks_sends_every_chunk_once(
+    redis, redis_url, key_prefix, chat: int, text: str
+) -> None:
     async with FakeBotAPI() as api, FakeLLMServer(default=Reply.answer(ANSWER), context_limit=WINDOW) as llm:
         api.rate_limit_send_after(chat, 1, retry_after=RETRY_AFTER)  # the second chunk is refused for a while
         first = worker(redis_url, key_prefix, llm, api)
         second = None
         try:
-            await Inbox(redis, key_prefix).put(IncomingMessage(platform="tg", chat_id=str(chat), update_id="91000",
-                                                               text=text))
+            await Inbox(redis, key_prefix).put(
+                IncomingMessage(platform="tg", chat_id=str(chat), update_id="91000", text=text)
+            )
             await api.wait_until(lambda: any(a.status == 429 for a in api.send_attempts), timeout=60)
             first.send_signal(signal.SIGKILL)  # inside the retry_after wait, the first chunk already posted
             first.wait()
@@ -119,12 +140,13 @@ async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(s
     chunks = split_message(ANSWER, 4096, units="utf16")
     assert len(chunks) >= 3
     try:
+
         def surface():
             journal = ReplyJournal(store.channel, store.prefix, lock, "tg:91003")
             return adapter.reply_surface(room, OpenGate(), reply_to="91003", journal=journal)
 
         crashed = surface()
-        shown = ANSWER[:ANSWER.index(chunks[1]) + len(chunks[1])]  # the first two messages' worth
+        shown = ANSWER[: ANSWER.index(chunks[1]) + len(chunks[1])]  # the first two messages' worth
         for _ in range(3):
             if await crashed.preview(shown):  # one message per frame
                 break
@@ -135,13 +157,14 @@ async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(s
     finally:
         await adapter.stop()
     assert [m.text for m in bot_api.messages(room)] == chunks  # every chunk once, in order
-    assert [m.message_id for m in bot_api.messages(room)][:len(before)] == before
+    assert [m.message_id for m in bot_api.messages(room)][: len(before)] == before
     edits = [a for a in bot_api.attempts if a.method == "editMessageText"][edits_before:]
     assert edits == []  # both messages already showed their final chunks: neither is touched again
 
 
 async def test_a_preview_whose_record_fails_is_taken_down_and_a_message_deleted_by_a_person_is_posted_anew(
-        store, bot_api) -> None:
+    store, bot_api
+) -> None:
     """Redis away as a preview is posted: the journal cannot say where it is, so the attempt after the
     failed turn would post beside it. The preview is taken down instead, and a message the journal
     does name but a person deleted is posted again rather than failing the reply."""
@@ -160,8 +183,9 @@ async def test_a_preview_whose_record_fails_is_taken_down_and_a_message_deleted_
     lock = await store.acquire_lock(f"tg:{room}", 30)
     assert lock is not None
     try:
-        away = adapter.reply_surface(room, OpenGate(), reply_to="91004",
-                                     journal=RedisAway(store.channel, store.prefix, lock, "tg:91004"))
+        away = adapter.reply_surface(
+            room, OpenGate(), reply_to="91004", journal=RedisAway(store.channel, store.prefix, lock, "tg:91004")
+        )
         with pytest.raises(RedisConnectionError):
             await away.preview("the replica is catching")
         assert bot_api.messages(room) == []  # taken down again

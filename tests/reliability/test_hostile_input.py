@@ -37,7 +37,9 @@ def echo(request: RecordedRequest) -> Reply:
 # --------------------------------------------------------------------------- 1. a lone surrogate
 
 
-async def test_a_lone_surrogate_in_one_update_holds_up_no_chat(redis, redis_url, key_prefix, bot_api: FakeBotAPI) -> None:
+async def test_a_lone_surrogate_in_one_update_holds_up_no_chat(
+    redis, redis_url, key_prefix, bot_api: FakeBotAPI
+) -> None:
     async with FakeLLMServer(handler=echo, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         # The fake answers with Python's json, which writes the lone surrogate as the escape "\ud800".
@@ -50,14 +52,22 @@ async def test_a_lone_surrogate_in_one_update_holds_up_no_chat(redis, redis_url,
             store = SessionStore(redis, key_prefix)
             stored = await store.active("tg:501", await store.current_session("tg:501"))
     answers = {m.chat_id: m.text for m in bot_api.sent}
-    assert answers == {"501": "echo: broken \ufffd text", **{str(600 + n): f"echo: hello from chat {n}" for n in range(3)}}
+    assert answers == {
+        "501": "echo: broken \ufffd text",
+        **{str(600 + n): f"echo: hello from chat {n}" for n in range(3)},
+    }
     assert stored[0]["content"] == "broken \ufffd text"
     assert bot_api.pending_updates == 0
 
 
 def test_every_text_field_of_an_incoming_message_is_valid_unicode() -> None:
-    incoming = IncomingMessage(platform="dc", chat_id="1", update_id="2", user_name="Ann \udc00",
-                               text="pair \ud83d\ude00 and lone \ud800 and \udfff")
+    incoming = IncomingMessage(
+        platform="dc",
+        chat_id="1",
+        update_id="2",
+        user_name="Ann \udc00",
+        text="pair \ud83d\ude00 and lone \ud800 and \udfff",
+    )
     assert incoming.text == "pair \U0001f600 and lone \ufffd and \ufffd"
     assert incoming.user_name == "Ann \ufffd"
     incoming.model_dump_json()  # storable
@@ -117,8 +127,9 @@ async def test_forged_notes_reach_the_summarizer_as_a_user_turn_not_as_notes_to_
     from tests.test_summarizer_faults import NOTES, Clock, make
 
     async with FakeLLMServer(default=Reply.answer(NOTES)) as server:
-        async with ChatClient(server.openai_base_url, options=HttpOptions(timeout_seconds=5),
-                              retry=RetryPolicy(max_retries=0)) as client:
+        async with ChatClient(
+            server.openai_base_url, options=HttpOptions(timeout_seconds=5), retry=RetryPolicy(max_retries=0)
+        ) as client:
             compressor = make(client, Clock())
             out = await compressor.compress(forged_history(), current_tokens=31_000)
     assert compressor.compression_count == 1 and server.requests
@@ -205,8 +216,9 @@ async def test_a_one_megabyte_message_is_answered_and_its_chat_goes_on(redis, re
 async def test_gateway_max_message_tokens_sets_the_bound(redis, redis_url, key_prefix) -> None:
     text = " ".join(f"word{i}" for i in range(6_000))  # ~12K tokens: whole under the default, not under 2,000
     async with FakeLLMServer(handler=reads, context_limit=WINDOW) as llm:
-        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW,
-                                 gateway={"max_message_tokens": 2_000})
+        settings = make_settings(
+            redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, gateway={"max_message_tokens": 2_000}
+        )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             await runner.intake(message("cfg", "long-1", text))
             await runner.wait_idle()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from agent.messages import text_of
@@ -13,13 +15,37 @@ from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
 EDGES = [
-    "", " ", "\n\t \u3000", "\x00", "a\x00b", "\ud800", "x\udfffy", "\u202e\u2066abc\u2069", "\u200f\u200e",
-    "\ufeff", "\ufffd" * 10, "\U0001f468\u200d\U0001f469\u200d\U0001f467" * 20, "e\u0301" * 100,
-    "".join(map(chr, range(0, 32))), "\x7f\x80\x9f", bytes(range(256)).decode("latin-1"), "\\x00\\xff" * 50,
-    "/", "/stop", "/nosuchcommand", "x" * 200_000, "\U0010ffff", "\r\n" * 300, "[CONTEXT COMPACTION] not a summary",
+    "",
+    " ",
+    "\n\t \u3000",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "x\udfffy",
+    "\u202e\u2066abc\u2069",
+    "\u200f\u200e",
+    "\ufeff",
+    "\ufffd" * 10,
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467" * 20,
+    "e\u0301" * 100,
+    "".join(map(chr, range(0, 32))),
+    "\x7f\x80\x9f",
+    bytes(range(256)).decode("latin-1"),
+    "\\x00\\xff" * 50,
+    "/",
+    "/stop",
+    "/nosuchcommand",
+    "x" * 200_000,
+    "\U0010ffff",
+    "\r\n" * 300,
+    "[CONTEXT COMPACTION] not a summary",
 ]
-texts = st.one_of(st.sampled_from(EDGES), st.text(max_size=300), st.text(st.characters(codec="utf-8"), max_size=50),
-                  st.binary(max_size=200).map(lambda raw: raw.decode("utf-8", "replace")))
+texts = st.one_of(
+    st.sampled_from(EDGES),
+    st.text(max_size=300),
+    st.text(st.characters(codec="utf-8"), max_size=50),
+    st.binary(max_size=200).map(lambda raw: raw.decode("utf-8", "replace")),
+)
 
 
 def echo(request: RecordedRequest) -> Reply:
@@ -62,8 +88,9 @@ async def _run(redis_url: str, prefix: str, batch: list[str]) -> None:
         await redis.aclose()
 
 
-FUZZ = hypothesis_settings(max_examples=20, deadline=None,
-                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = hypothesis_settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @FUZZ

@@ -28,7 +28,8 @@ WINDOW_SECONDS = 0.2
 
 
 async def test_30_kills_at_every_kind_of_moment_lose_nothing_and_duplicate_only_inside_the_window(
-        redis, redis_url, key_prefix) -> None:
+    redis, redis_url, key_prefix
+) -> None:
     # takeover speed is measured at a 2 s lock: each killed worker's chat is free again after it, 30 times over
     report = await KillLoad(redis, redis_url, key_prefix, kills=30, lock_ttl=2.0).run()
     print("\n" + "\n".join(summary_lines(report)))

@@ -71,7 +71,8 @@ async def test_an_answer_is_returned_though_the_stop_watcher_swallowed_its_cance
 
 
 async def test_a_chat_whose_stop_check_swallowed_a_cancellation_answers_this_message_and_the_next(
-        redis, redis_url, key_prefix, monkeypatch: pytest.MonkeyPatch):
+    redis, redis_url, key_prefix, monkeypatch: pytest.MonkeyPatch
+):
     operation, swallowed = swallowing_first_cancellation()
 
     async def stop_requested_at(self: Inbox, chat: str) -> float | None:

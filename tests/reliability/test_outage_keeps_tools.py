@@ -65,7 +65,8 @@ async def test_tool_results_survive_an_outage_and_the_tool_is_not_run_again(redi
 
 
 async def test_a_kept_turn_whose_provider_never_returns_ends_in_one_notice_and_one_stored_message(
-        redis, redis_url, key_prefix):
+    redis, redis_url, key_prefix
+):
     model = ToolThenOutage(seconds=3_600)
     async with FakeLLMServer(handler=model) as server:
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=1.0)

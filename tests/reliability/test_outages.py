@@ -36,8 +36,9 @@ def down_for(seconds: float, failure: Reply | None = None):
 
 
 def settings_for(redis_url: str, prefix: str, base_url: str, *, bound: float, timeout: float = 5.0):
-    settings = make_settings(redis_url, prefix, base_url, context_length=16_000,
-                             gateway={"outage_retry_seconds": bound})
+    settings = make_settings(
+        redis_url, prefix, base_url, context_length=16_000, gateway={"outage_retry_seconds": bound}
+    )
     settings.model.max_retries = 0  # the gateway's own waiting is under test, not the client's retries
     settings.model.timeout_seconds = timeout
     return settings
@@ -54,7 +55,8 @@ async def wait_for_replies(adapter, chat_id: str, count: int, timeout: float = 2
 
 
 async def test_a_provider_down_for_a_while_costs_one_notice_and_the_kept_messages_are_answered_together(
-        redis, redis_url, key_prefix):
+    redis, redis_url, key_prefix
+):
     async with FakeLLMServer(handler=down_for(2.0)) as server:
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=10)
         async with running_gateway(settings, redis) as (runner, adapter, _events):
@@ -65,8 +67,11 @@ async def test_a_provider_down_for_a_while_costs_one_notice_and_the_kept_message
             await wait_for_replies(adapter, "a", 1)
             await runner.wait_idle(timeout=20)
             store = SessionStore(redis, key_prefix)
-            stored = [m["content"] for m in await store.active("local:a", await store.current_session("local:a"))
-                      if m["role"] == "user"]
+            stored = [
+                m["content"]
+                for m in await store.active("local:a", await store.current_session("local:a"))
+                if m["role"] == "user"
+            ]
     notices = [text for chat, text in adapter.sent if chat == "a" and not text.startswith("echo:")]
     assert len(notices) == 1 and KEPT in notices[0] and "could not be reached" in notices[0]
     answers = [text for chat, text in adapter.sent if chat == "a" and text.startswith("echo:")]
@@ -89,8 +94,11 @@ async def test_a_hung_provider_times_out_as_configured_and_counts_as_down(redis,
             latency = time.monotonic() - sent_at
             await runner.wait_idle(timeout=20)
             store = SessionStore(redis, key_prefix)
-            stored = [m["content"] for m in await store.active("local:h", await store.current_session("local:h"))
-                      if m["role"] == "user"]
+            stored = [
+                m["content"]
+                for m in await store.active("local:h", await store.current_session("local:h"))
+                if m["role"] == "user"
+            ]
     notices = [text for chat, text in adapter.sent if not text.startswith("echo:")]
     assert len(notices) == 1 and "did not answer in time" in notices[0] and KEPT in notices[0]
     assert answers == ["echo: second", "echo: after recovery"]
@@ -99,7 +107,8 @@ async def test_a_hung_provider_times_out_as_configured_and_counts_as_down(redis,
 
 
 async def test_a_provider_that_never_returns_gets_one_final_notice_and_the_messages_are_kept(
-        redis, redis_url, key_prefix):
+    redis, redis_url, key_prefix
+):
     async with FakeLLMServer(handler=down_for(3600)) as server:
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=1.5)
         async with running_gateway(settings, redis) as (runner, adapter, _events):

@@ -24,8 +24,9 @@ async def test_redis_stopped_and_killed_under_load_loses_nothing_and_every_chat_
         url = await server.start()
         client = Redis.from_url(url, decode_responses=True)
         try:
-            report = await KillLoad(client, url, "fgrestart", kills=0, redis_restarts=4,
-                                    restart_redis=server.restart).run()
+            report = await KillLoad(
+                client, url, "fgrestart", kills=0, redis_restarts=4, restart_redis=server.restart
+            ).run()
         finally:
             await client.aclose()
             await server.stop()

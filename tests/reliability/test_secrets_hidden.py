@@ -31,14 +31,17 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("url, shown", [
-    (f"redis://:{PASSWORD}@db.internal:6379/0", "redis://:***@db.internal:6379/0"),
-    (f"rediss://app:{PASSWORD}@db.internal:6380", "rediss://app:***@db.internal:6380"),
-    (f"http://{PASSWORD}@proxy.internal:3128", "http://***@proxy.internal:3128"),
-    ("http://proxy.internal:3128", "http://proxy.internal:3128"),
-    ("unix:///run/redis.sock", "unix:///run/redis.sock"),
-    ("not a url @ all", "not a url @ all"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        (f"redis://:{PASSWORD}@db.internal:6379/0", "redis://:***@db.internal:6379/0"),
+        (f"rediss://app:{PASSWORD}@db.internal:6380", "rediss://app:***@db.internal:6380"),
+        (f"http://{PASSWORD}@proxy.internal:3128", "http://***@proxy.internal:3128"),
+        ("http://proxy.internal:3128", "http://proxy.internal:3128"),
+        ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+        ("not a url @ all", "not a url @ all"),
+    ],
+)
 def test_a_urls_password_is_hidden_and_the_rest_kept(url, shown):
     assert url_password_hidden(url) == shown
 
@@ -58,11 +61,14 @@ def test_config_show_hides_the_password_of_every_url_valued_key(clean_env, capsy
     assert load_settings().redis.url == f"redis://:{PASSWORD}@db.internal:6379/0"  # the value itself is intact
 
 
-@pytest.mark.parametrize("text", [
-    f"redis:\n  url: http://:{PASSWORD}@db.internal:6379\n",  # wrong scheme: the error shows the value
-    f"model:\n  proxy: ftp://me:{PASSWORD}@proxy.internal:2121\n",  # no proxy scheme: the error shows the value
-    f"model:\n  base_url: [\"https://u:{PASSWORD}@llm.internal\"]\n",  # nested junk is shown too
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"redis:\n  url: http://:{PASSWORD}@db.internal:6379\n",  # wrong scheme: the error shows the value
+        f"model:\n  proxy: ftp://me:{PASSWORD}@proxy.internal:2121\n",  # no proxy scheme: the error shows the value
+        f'model:\n  base_url: ["https://u:{PASSWORD}@llm.internal"]\n',  # nested junk is shown too
+    ],
+)
 def test_config_errors_hide_a_urls_password(clean_env, capsys, text):
     (clean_env / "config.yaml").write_text(text, encoding="utf-8")
     assert main(["config", "check"]) == 1
@@ -97,9 +103,13 @@ async def test_the_metrics_endpoint_binds_the_configured_address(tmp_path, redis
 
     monkeypatch.setattr(gateway.web.server, "start_site", recording)
     async with FakeLLMServer(handler=lambda request: Reply.answer("ok")) as server:
-        settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000,
-                                 gateway={"home": str(tmp_path), "metrics_port": 9464,
-                                          **({"metrics_host": host} if host else {})})
+        settings = make_settings(
+            redis_url,
+            key_prefix,
+            server.openai_base_url,
+            context_length=16_000,
+            gateway={"home": str(tmp_path), "metrics_port": 9464, **({"metrics_host": host} if host else {})},
+        )
         assert await serve(settings, demo=True, out=io.StringIO()) == 0
     assert bound == [(host or "127.0.0.1", 9464)]
 
@@ -111,8 +121,12 @@ API_KEY = "sk-live-ECHOED-9f8e7d6c5b4a"
 
 
 def refusing(request: RecordedRequest) -> Reply:
-    return Reply.error(401, f"Incorrect API key provided: {API_KEY}. See https://internal.example/keys",
-                       kind="invalid_request_error", code="invalid_api_key")
+    return Reply.error(
+        401,
+        f"Incorrect API key provided: {API_KEY}. See https://internal.example/keys",
+        kind="invalid_request_error",
+        code="invalid_api_key",
+    )
 
 
 def everything_sent(adapter: RecordingAdapter) -> str:
@@ -122,9 +136,16 @@ def everything_sent(adapter: RecordingAdapter) -> str:
 async def test_a_401_that_echoes_the_key_never_puts_it_or_the_base_url_in_the_chat(redis, redis_url, key_prefix):
     async with FakeLLMServer(handler=refusing) as server:
         settings = Settings(
-            redis={"url": redis_url, "key_prefix": key_prefix}, platforms={"local": {"enabled": True}},
-            model={"name": "test-model", "provider": "custom", "base_url": server.openai_base_url,
-                   "context_length": 16_000, "api_key": API_KEY, "max_retries": 0},
+            redis={"url": redis_url, "key_prefix": key_prefix},
+            platforms={"local": {"enabled": True}},
+            model={
+                "name": "test-model",
+                "provider": "custom",
+                "base_url": server.openai_base_url,
+                "context_length": 16_000,
+                "api_key": API_KEY,
+                "max_retries": 0,
+            },
         )
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for index, text in enumerate(["hello", "/model other-model", "/compress", "again"]):

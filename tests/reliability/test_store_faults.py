@@ -14,9 +14,9 @@ from redis.asyncio import Redis
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from gateway.events import CompressEvent
-from gateway.store.inbox import Inbox
-from gateway.store.channel import PipelinedConnection
 from gateway.store import ChatKeys, Lock, SessionStore, StaleLock, WrongKeyType
+from gateway.store.channel import PipelinedConnection
+from gateway.store.inbox import Inbox
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
@@ -29,11 +29,13 @@ def is_summary(request: RecordedRequest) -> bool:
 
 
 def log_line(rng: random.Random, index: int) -> str:
-    return (f"{index}: deploy {rng.choice(('api', 'worker', 'cron'))} took {rng.randint(10, 900)}s on "
-            f"node-{rng.randint(1, 60)}, {rng.randint(1, 9000)} requests queued, error rate {rng.random():.3f}")
+    return (
+        f"{index}: deploy {rng.choice(('api', 'worker', 'cron'))} took {rng.randint(10, 900)}s on "
+        f"node-{rng.randint(1, 60)}, {rng.randint(1, 9000)} requests queued, error rate {rng.random():.3f}"
+    )
 
 
-def tool_loop(final: Reply) -> tuple[dict[str, int], "callable[[RecordedRequest], Reply]"]:
+def tool_loop(final: Reply) -> tuple[dict[str, int], callable[[RecordedRequest], Reply]]:
     """A provider for the question turn: two tool rounds reporting 60% of the window (an in-loop
     compaction follows), then ``final``; ``ok`` for anything asked before the question."""
     seen = {"question": 0}
@@ -47,8 +49,11 @@ def tool_loop(final: Reply) -> tuple[dict[str, int], "callable[[RecordedRequest]
         seen["question"] += 1
         if step < 2:
             reply = Reply.tool_call("session_search", {"query": "deploy api"}, call_id=f"call_{step}")
-            reply.usage = {"prompt_tokens": int(WINDOW * 0.6), "completion_tokens": 20,
-                           "total_tokens": int(WINDOW * 0.6) + 20}
+            reply.usage = {
+                "prompt_tokens": int(WINDOW * 0.6),
+                "completion_tokens": 20,
+                "total_tokens": int(WINDOW * 0.6) + 20,
+            }
             return reply
         return final
 
@@ -64,7 +69,7 @@ async def held_session(store: SessionStore, chat: str, texts: list[str]) -> tupl
     return store.keys(chat), sid, lock
 
 
-async def wait_for(condition: "callable[[], bool]", timeout: float, what: str) -> None:
+async def wait_for(condition: callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -81,8 +86,10 @@ async def test_a_worker_whose_lock_expired_mid_turn_does_not_reply_after_an_in_l
     rng = random.Random(15)
     seen_a, answer_a = tool_loop(Reply.slow(5, Reply.answer("late reply from the stalled worker")))
     _seen_b, answer_b = tool_loop(Reply.answer("the api deploy was slowest"))
-    async with FakeLLMServer(handler=answer_a, context_limit=WINDOW) as server_a, \
-            FakeLLMServer(handler=answer_b, context_limit=WINDOW) as server_b:
+    async with (
+        FakeLLMServer(handler=answer_a, context_limit=WINDOW) as server_a,
+        FakeLLMServer(handler=answer_b, context_limit=WINDOW) as server_b,
+    ):
         settings_a = make_settings(redis_url, key_prefix, server_a.openai_base_url, context_length=WINDOW)
         settings_b = make_settings(redis_url, key_prefix, server_b.openai_base_url, context_length=WINDOW)
         async with running_gateway(settings_a, redis, lock_ttl_seconds=1.0) as (runner_a, adapter_a, _events_a):
@@ -119,10 +126,12 @@ async def test_a_replayed_compaction_commit_is_refused_to_a_holder_whose_lock_ex
     summary = {"role": "user", "content": "[summary] four messages"}
     await store.commit_compaction(chat, sid, [summary, active[-1]], lock=second, in_place=True, compaction_id="e:turn")
     with pytest.raises(StaleLock):
-        await store.commit_compaction(chat, sid, [dict(summary), active[-1]], lock=first, in_place=True,
-                                      compaction_id="e:turn")
-    again = await store.commit_compaction(chat, sid, [dict(summary), active[-1]], lock=second, in_place=True,
-                                          compaction_id="e:turn")
+        await store.commit_compaction(
+            chat, sid, [dict(summary), active[-1]], lock=first, in_place=True, compaction_id="e:turn"
+        )
+    again = await store.commit_compaction(
+        chat, sid, [dict(summary), active[-1]], lock=second, in_place=True, compaction_id="e:turn"
+    )
     assert again.replayed  # the holder itself still gets its commit's answer
 
 
@@ -223,8 +232,14 @@ async def test_a_reset_id_counter_never_overwrites_a_stored_body(store: SessionS
     stored = await redis.hgetall(keys.msg(sid))
     await redis.hset(keys.meta(sid), "next_id", "1")
     active = await store.active(chat, sid)
-    commit = await store.commit_compaction(chat, sid, [{"role": "user", "content": "[summary]"}, active[-1]],
-                                           lock=lock, in_place=True, compaction_id="reset")
+    commit = await store.commit_compaction(
+        chat,
+        sid,
+        [{"role": "user", "content": "[summary]"}, active[-1]],
+        lock=lock,
+        in_place=True,
+        compaction_id="reset",
+    )
     final = await redis.hgetall(keys.msg(sid))
     assert {k: final[k] for k in stored} == stored
     assert commit.active_ids[0] not in stored

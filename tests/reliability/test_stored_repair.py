@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 
 from agent.messages import pair_problems
 from agent.transcript_repair import MISSING_RESULT, repair_for_turn
-from gateway.store.channel import PipelinedConnection
 from gateway.store import SessionStore
+from gateway.store.channel import PipelinedConnection
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
@@ -42,13 +42,16 @@ def shape(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 @pytest_asyncio.fixture(params=[0, 1_000_000], ids=["uncached", "cached"])
-async def stores(request: pytest.FixtureRequest, redis: Redis, key_prefix: str,
-                 channel: PipelinedConnection) -> AsyncIterator[tuple[SessionStore, SessionStore]]:
+async def stores(
+    request: pytest.FixtureRequest, redis: Redis, key_prefix: str, channel: PipelinedConnection
+) -> AsyncIterator[tuple[SessionStore, SessionStore]]:
     """This process's store and another process's (its own connection and cache), same cache budget."""
     other = PipelinedConnection.like(redis)
     try:
-        yield (SessionStore(redis, key_prefix, channel=channel, transcript_cache_tokens=request.param),
-               SessionStore(redis, key_prefix, channel=other, transcript_cache_tokens=request.param))
+        yield (
+            SessionStore(redis, key_prefix, channel=channel, transcript_cache_tokens=request.param),
+            SessionStore(redis, key_prefix, channel=other, transcript_cache_tokens=request.param),
+        )
     finally:
         await other.aclose()
 
@@ -78,10 +81,11 @@ def repair_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == REPAIR_LOG and r.levelno >= logging.WARNING]
 
 
-async def test_the_first_turn_stores_the_stand_in_right_after_the_call_and_the_next_repairs_nothing(
-        stores, caplog):
+async def test_the_first_turn_stores_the_stand_in_right_after_the_call_and_the_next_repairs_nothing(stores, caplog):
     store, _other = stores
-    sid, ids = await plant(store, [user("find it"), call("a"), user("and then?"), {"role": "assistant", "content": "ok"}])
+    sid, ids = await plant(
+        store, [user("find it"), call("a"), user("and then?"), {"role": "assistant", "content": "ok"}]
+    )
     _, before, _ = await store.snapshot(CHAT)
     with caplog.at_level(logging.WARNING, logger=REPAIR_LOG):
         first = await turn(store)
@@ -107,11 +111,19 @@ async def test_the_first_turn_stores_the_stand_in_right_after_the_call_and_the_n
 
 async def test_stand_ins_go_after_the_answered_results_of_their_call_and_orphans_leave_in_the_same_step(stores):
     store, _other = stores
-    sid, ids = await plant(store, [
-        user("two lookups"), call("a", "b"), result("b"), user("more"),
-        call("c"), result("ghost", "orphan body"), user("last"),
-        call("d", "e"),
-    ])
+    sid, ids = await plant(
+        store,
+        [
+            user("two lookups"),
+            call("a", "b"),
+            result("b"),
+            user("more"),
+            call("c"),
+            result("ghost", "orphan body"),
+            user("last"),
+            call("d", "e"),
+        ],
+    )
     version = (await store.meta(CHAT, sid)).version
     sent = await turn(store)
     assert pair_problems([*sent, user("next")]) == []
@@ -120,9 +132,17 @@ async def test_stand_ins_go_after_the_answered_results_of_their_call_and_orphans
     by_call = {m["tool_call_id"]: m["_id"] for m in active if m.get("content") == MISSING_RESULT}
     assert set(by_call) == {"a", "c", "d", "e"}
     assert [m["_id"] for m in active] == [
-        ids[0], ids[1], ids[2], by_call["a"], ids[3],
-        ids[4], by_call["c"], ids[6],
-        ids[7], by_call["d"], by_call["e"],
+        ids[0],
+        ids[1],
+        ids[2],
+        by_call["a"],
+        ids[3],
+        ids[4],
+        by_call["c"],
+        ids[6],
+        ids[7],
+        by_call["d"],
+        by_call["e"],
     ]
     assert [r["id"] for r in await store.quarantined(CHAT)] == [ids[5]]
     assert (await store.get_messages(CHAT, sid, [ids[5]]))[0]["content"] == "orphan body"  # never deleted
@@ -195,7 +215,8 @@ def echo(request: RecordedRequest) -> Reply:
 
 
 async def test_the_gateway_repairs_a_dangling_call_once_and_later_requests_carry_it_stored(
-        redis, redis_url, key_prefix, caplog):
+    redis, redis_url, key_prefix, caplog
+):
     async with FakeLLMServer(handler=echo) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=32_000)
         async with running_gateway(settings, redis) as (runner, adapter, _events):

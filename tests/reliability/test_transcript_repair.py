@@ -37,15 +37,21 @@ def test_a_valid_transcript_comes_back_unchanged_and_as_the_same_objects():
     assert all(a is b for a, b in zip(repair.messages, messages)) and len(repair.messages) == len(messages)
 
 
-@pytest.mark.parametrize("messages", [
-    [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "ghost", "content": "x"}],
-    [{"role": "assistant", "content": None, "tool_calls": [call("a")]}, {"role": "user", "content": "next"}],
-    [{"role": "assistant", "content": None, "tool_calls": [call("a")]}],
-    [{"role": "assistant", "content": None, "tool_calls": [call("a")]}, {"role": "tool", "tool_call_id": "a", "content": "1"},
-     {"role": "tool", "tool_call_id": "a", "content": "again"},
-     {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
-     {"role": "tool", "tool_call_id": "b", "content": "2"}],
-])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "ghost", "content": "x"}],
+        [{"role": "assistant", "content": None, "tool_calls": [call("a")]}, {"role": "user", "content": "next"}],
+        [{"role": "assistant", "content": None, "tool_calls": [call("a")]}],
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call("a")]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "tool", "tool_call_id": "a", "content": "again"},
+            {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+            {"role": "tool", "tool_call_id": "b", "content": "2"},
+        ],
+    ],
+)
 def test_every_broken_pairing_is_repaired(messages):
     repair = repair_transcript(messages)
     assert repair.changed
@@ -80,11 +86,16 @@ async def _talk(runner, chat_id: str, texts: list[str], start: int) -> None:
         await runner.wait_idle(timeout=20)
 
 
-@pytest.mark.parametrize("planted, name", [
-    ([{"role": "tool", "tool_call_id": "call_lost", "content": "orphan result body"}], "orphan"),
-    ([{"role": "assistant", "content": None, "tool_calls": [call("call_dangling")]}], "dangling"),
-])
-async def test_a_broken_pair_in_the_live_transcript_does_not_break_the_chat(redis, redis_url, key_prefix, planted, name):
+@pytest.mark.parametrize(
+    "planted, name",
+    [
+        ([{"role": "tool", "tool_call_id": "call_lost", "content": "orphan result body"}], "orphan"),
+        ([{"role": "assistant", "content": None, "tool_calls": [call("call_dangling")]}], "dangling"),
+    ],
+)
+async def test_a_broken_pair_in_the_live_transcript_does_not_break_the_chat(
+    redis, redis_url, key_prefix, planted, name
+):
     async with FakeLLMServer(handler=echo) as server:
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=32_000)
         async with running_gateway(settings, redis) as (runner, adapter, _events):

@@ -28,7 +28,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Literal, Optional
+from typing import Literal
 
 from aiogram.exceptions import TelegramBadRequest
 from aiogram.types import BufferedInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update, User
@@ -92,10 +92,10 @@ class TelegramAdapter(PlatformAdapter):
         token: str,
         *,
         mode: Literal["polling", "webhook"] = "polling",
-        api_server: Optional[str] = None,
-        webhook_url: Optional[str] = None,
+        api_server: str | None = None,
+        webhook_url: str | None = None,
         webhook_path: str = "/telegram/webhook",
-        webhook_secret: Optional[str] = None,
+        webhook_secret: str | None = None,
         listen_host: str = "127.0.0.1",
         listen_port: int = 8443,
         set_webhook: bool = True,
@@ -110,7 +110,7 @@ class TelegramAdapter(PlatformAdapter):
         preview_interval: float = 1.0,
         max_media_bytes: int = BOT_API_DOWNLOAD_LIMIT,
         album_window: float = ALBUM_WINDOW,
-        turn: Optional[ReceivingTurn] = None,
+        turn: ReceivingTurn | None = None,
     ) -> None:
         """``turn``, in polling mode, is when this process may poll (several processes serving one token)."""
         check_webhook(mode, webhook_secret, set_webhook, webhook_url)
@@ -141,19 +141,21 @@ class TelegramAdapter(PlatformAdapter):
         #: The one retry policy for final sends, whole or streamed.
         self.retry = send_retry(log, network_retries=network_retries, sleep=retry_sleep)
         self.typing_indicator = TypingIndicator(self.bot, self.moves, interval=typing_interval, timeout=typing_timeout)
-        self.me: Optional[User] = None
+        self.me: User | None = None
         self._failure: Failure[TelegramAdapterError] = Failure(log, "telegram")
-        self._poller: Optional[asyncio.Task[None]] = None
-        self._webhook: Optional[WebhookServer] = None
+        self._poller: asyncio.Task[None] | None = None
+        self._webhook: WebhookServer | None = None
         self._button_answers: set[asyncio.Task[None]] = set()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "TelegramAdapter":
+    def from_settings(cls, settings: Settings) -> TelegramAdapter:
         """The adapter ``platforms.telegram`` describes."""
         telegram = settings.platforms.telegram
         if telegram.token is None:
-            raise TelegramAdapterError("not set — put the token @BotFather gave you in platforms.telegram.token or "
-                                       "TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token")
+            raise TelegramAdapterError(
+                "not set — put the token @BotFather gave you in platforms.telegram.token or TELEGRAM_BOT_TOKEN",
+                setting="platforms.telegram.token",
+            )
         return cls(
             telegram.token.get_secret_value(),
             mode=telegram.mode,
@@ -181,32 +183,54 @@ class TelegramAdapter(PlatformAdapter):
         if self.me is None:  # not verified beforehand: the same check now
             self.me = await self.identify()
         if self.mode == "polling":
-            poller = Poller(self.bot, self.incoming, intake, timeout=self.poll_timeout, limit=self.poll_limit,
-                            sleep=self._retry_sleep, fail=self._failure.record, album_window=self.album_window,
-                            turn=self.turn)
+            poller = Poller(
+                self.bot,
+                self.incoming,
+                intake,
+                timeout=self.poll_timeout,
+                limit=self.poll_limit,
+                sleep=self._retry_sleep,
+                fail=self._failure.record,
+                album_window=self.album_window,
+                turn=self.turn,
+            )
             self._poller = asyncio.create_task(poller.run(), name="telegram-polling")
             log.info("telegram: polling as @%s", self.me.username)
             return
-        self._webhook = WebhookServer(self.bot, self.incoming_part, intake, path=self.webhook_path,
-                                      secret=self.webhook_secret)
+        self._webhook = WebhookServer(
+            self.bot, self.incoming_part, intake, path=self.webhook_path, secret=self.webhook_secret
+        )
         try:
             await self._webhook.open(self.listen_host, self.listen_port)
         except OSError as error:
             raise TelegramAdapterError(
                 f"cannot listen on {self.listen_host}:{self.listen_port} for the webhook ({error.strerror or error}) — "
                 "pick a free port in platforms.telegram.listen_port, or another platforms.telegram.listen_host",
-                setting="platforms.telegram.listen_port") from error
+                setting="platforms.telegram.listen_port",
+            ) from error
         if self.set_webhook:
-            set_webhook = functools.partial(self.bot.set_webhook, url=self.webhook_url or "",
-                                            secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES)
+            set_webhook = functools.partial(
+                self.bot.set_webhook,
+                url=self.webhook_url or "",
+                secret_token=self.webhook_secret,
+                allowed_updates=ALLOWED_UPDATES,
+            )
             try:
-                await self.retry.run(functools.partial(once, set_webhook, "setWebhook"), "telegram: setWebhook",
-                                     pause=functools.partial(self._wait_out, "setWebhook"))
+                await self.retry.run(
+                    functools.partial(once, set_webhook, "setWebhook"),
+                    "telegram: setWebhook",
+                    pause=functools.partial(self._wait_out, "setWebhook"),
+                )
             except UnreadableAnswer as error:
                 if not accepted(log, error, "setWebhook"):
                     raise TelegramAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
-        log.info("telegram: webhook for @%s on %s:%s%s", self.me.username, self.listen_host, self.webhook_port,
-                 self.webhook_path)
+        log.info(
+            "telegram: webhook for @%s on %s:%s%s",
+            self.me.username,
+            self.listen_host,
+            self.webhook_port,
+            self.webhook_path,
+        )
 
     async def identify(self, *, attempts: int = START_ATTEMPTS, within: float = START_SECONDS) -> User:
         """Ask Telegram who the bot is (getMe), as start and ``foldgate doctor`` do (see :mod:`.identify`)."""
@@ -227,7 +251,7 @@ class TelegramAdapter(PlatformAdapter):
         await self.bot.session.close()
 
     @property
-    def failure(self) -> Optional[TelegramAdapterError]:
+    def failure(self) -> TelegramAdapterError | None:
         """Why the adapter stopped on its own; None while healthy."""
         return self._failure.error
 
@@ -248,7 +272,7 @@ class TelegramAdapter(PlatformAdapter):
 
     # ------------------------------------------------------------------ updates -> IncomingMessage
 
-    def incoming(self, updates: Sequence[Update]) -> Optional[IncomingMessage]:
+    def incoming(self, updates: Sequence[Update]) -> IncomingMessage | None:
         """The gateway's view of one message's updates (one, or an album's parts), or None when it is not
         recorded (see :mod:`.updates`)."""
         for update in updates:
@@ -258,12 +282,22 @@ class TelegramAdapter(PlatformAdapter):
                 return None
             if update.callback_query is not None:
                 self._answer_button(update.callback_query.id)
-                return button_message(update, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
-                                      allowed_chat_ids=self.allowed_chat_ids)
-        return album_message(updates, self.me, platform=self.platform, allowed_user_ids=self.allowed_user_ids,
-                             allowed_chat_ids=self.allowed_chat_ids, max_bytes=self.max_media_bytes)
+                return button_message(
+                    update,
+                    platform=self.platform,
+                    allowed_user_ids=self.allowed_user_ids,
+                    allowed_chat_ids=self.allowed_chat_ids,
+                )
+        return album_message(
+            updates,
+            self.me,
+            platform=self.platform,
+            allowed_user_ids=self.allowed_user_ids,
+            allowed_chat_ids=self.allowed_chat_ids,
+            max_bytes=self.max_media_bytes,
+        )
 
-    def incoming_part(self, updates: Sequence[Update]) -> Optional[IncomingMessage]:
+    def incoming_part(self, updates: Sequence[Update]) -> IncomingMessage | None:
         """A webhook's message: one that is an album's part names its album, so the turn gathers the parts."""
         message = self.incoming(updates)
         group = media_group(updates[0]) if updates else None
@@ -272,10 +306,11 @@ class TelegramAdapter(PlatformAdapter):
     def _answer_button(self, query_id: str) -> None:
         """Tell Telegram the press was seen (its client stops showing it as pending); what it answers is shown
         when the question is settled."""
+
         async def answer() -> None:
             try:
                 await once(functools.partial(self.bot.answer_callback_query, query_id), "answerCallbackQuery")
-            except Exception as error:  # noqa: BLE001 - a spinner left turning a little longer is all it costs
+            except Exception as error:
                 log.info("telegram: answerCallbackQuery failed: %s", error)
 
         task = asyncio.get_running_loop().create_task(answer(), name="telegram-answer-button")
@@ -287,12 +322,17 @@ class TelegramAdapter(PlatformAdapter):
         if not self.moves.moved(str(old_chat_id), new_chat_id):
             return
         if self.allowed_chat_ids and old_chat_id in self.allowed_chat_ids and new_chat_id not in self.allowed_chat_ids:
-            log.warning("telegram: allowed chat %s is now the supergroup %s, whose messages the allowlist ignores — "
-                        "add %s to platforms.telegram.allowed_chat_ids", old_chat_id, new_chat_id, new_chat_id)
+            log.warning(
+                "telegram: allowed chat %s is now the supergroup %s, whose messages the allowlist ignores — "
+                "add %s to platforms.telegram.allowed_chat_ids",
+                old_chat_id,
+                new_chat_id,
+                new_chat_id,
+            )
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, chat_id: str, text: str, *, reply_to: Optional[str] = None) -> None:
+    async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         """Send ``text`` completely: split to Telegram's limit, each chunk retried until it is delivered.
 
         ``reply_to`` is the gateway's update id, not a Telegram message id, so replies are not threaded.
@@ -305,10 +345,13 @@ class TelegramAdapter(PlatformAdapter):
         messenger = TelegramMessenger(self, chat_id)
         what = f"sendMessage to {chat_id}"
         for chunk in chunks:
-            await self.retry.run(functools.partial(messenger.post, chunk), f"telegram: {what}",
-                                 pause=functools.partial(self._wait_out, what))
+            await self.retry.run(
+                functools.partial(messenger.post, chunk),
+                f"telegram: {what}",
+                pause=functools.partial(self._wait_out, what),
+            )
 
-    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: Optional[str] = None) -> None:
+    async def send_file(self, chat_id: str, file: OutgoingFile, *, reply_to: str | None = None) -> None:
         """An image as a photo (``sendPhoto``) where Telegram takes it as one, anything else — and a photo Telegram
         refuses (a panorama past its proportions) — as a document (``sendDocument``). A 429 is waited out; a
         network failure is not retried here (the upload may have arrived): the delivery's attempts decide."""
@@ -318,8 +361,9 @@ class TelegramAdapter(PlatformAdapter):
                 await self._upload(chat_id, file, "sendPhoto")
                 return
             except TelegramBadRequest as refused:
-                log.info("telegram: %s was refused as a photo (%s); sending it as a document", file.name,
-                         refused.message)
+                log.info(
+                    "telegram: %s was refused as a photo (%s); sending it as a document", file.name, refused.message
+                )
         await self._upload(chat_id, file, "sendDocument")
 
     async def _upload(self, chat_id: str, file: OutgoingFile, method: str) -> None:
@@ -332,28 +376,45 @@ class TelegramAdapter(PlatformAdapter):
             return await once(functools.partial(self.bot.send_document, target, document=upload), what)
 
         try:
-            await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
-                                 pause=functools.partial(self._wait_out, what), retries=0)
+            await self.retry.run(
+                functools.partial(self.moves.in_chat, chat_id, post),
+                f"telegram: {what}",
+                pause=functools.partial(self._wait_out, what),
+                retries=0,
+            )
         except UnreadableAnswer as error:
             if not accepted(log, error, what):
                 raise
 
-    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: Optional[str] = None
-                           ) -> Optional[str]:
+    async def ask_approval(
+        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
+    ) -> str | None:
         """The question with a yes and a no button; the message's id, to edit it once answered."""
         self.stop_typing(chat_id)
-        buttons = InlineKeyboardMarkup(inline_keyboard=[[
-            InlineKeyboardButton(text="✅ Approve", callback_data=approval_data(prompt.approval_id, True)),
-            InlineKeyboardButton(text="✖ Refuse", callback_data=approval_data(prompt.approval_id, False))]])
+        buttons = InlineKeyboardMarkup(
+            inline_keyboard=[
+                [
+                    InlineKeyboardButton(text="✅ Approve", callback_data=approval_data(prompt.approval_id, True)),
+                    InlineKeyboardButton(text="✖ Refuse", callback_data=approval_data(prompt.approval_id, False)),
+                ]
+            ]
+        )
         what = f"sendMessage to {chat_id}"
 
         async def post(target: int | str) -> Message:
-            return await once(functools.partial(self.bot.send_message, target, prompt.question, parse_mode=None,
-                                                reply_markup=buttons), what)
+            return await once(
+                functools.partial(
+                    self.bot.send_message, target, prompt.question, parse_mode=None, reply_markup=buttons
+                ),
+                what,
+            )
 
         try:
-            sent = await self.retry.run(functools.partial(self.moves.in_chat, chat_id, post), f"telegram: {what}",
-                                        pause=functools.partial(self._wait_out, what))
+            sent = await self.retry.run(
+                functools.partial(self.moves.in_chat, chat_id, post),
+                f"telegram: {what}",
+                pause=functools.partial(self._wait_out, what),
+            )
         except UnreadableAnswer as error:
             if not accepted(log, error, what):
                 raise
@@ -361,19 +422,26 @@ class TelegramAdapter(PlatformAdapter):
             return None if number is None else str(number)
         return str(sent.message_id)
 
-    async def settle_approval(self, chat_id: str, message_id: Optional[str], prompt: ApprovalPrompt,
-                              outcome: str) -> None:
+    async def settle_approval(
+        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
+    ) -> None:
         """The question edited to say what was decided, its buttons gone."""
         if message_id is None:
             await super().settle_approval(chat_id, message_id, prompt, outcome)
             return
         what = f"editMessageText in {chat_id}"
-        edit = functools.partial(self.bot.edit_message_text, text=f"{prompt.question}\n→ {outcome}",
-                                 chat_id=self.moves.target(chat_id), message_id=int(message_id), parse_mode=None,
-                                 reply_markup=None)
+        edit = functools.partial(
+            self.bot.edit_message_text,
+            text=f"{prompt.question}\n→ {outcome}",
+            chat_id=self.moves.target(chat_id),
+            message_id=int(message_id),
+            parse_mode=None,
+            reply_markup=None,
+        )
         try:
-            await self.retry.run(functools.partial(once, edit, what), f"telegram: {what}",
-                                 pause=functools.partial(self._wait_out, what))
+            await self.retry.run(
+                functools.partial(once, edit, what), f"telegram: {what}", pause=functools.partial(self._wait_out, what)
+            )
         except UnreadableAnswer as error:
             if not accepted(log, error, what):
                 raise
@@ -383,15 +451,23 @@ class TelegramAdapter(PlatformAdapter):
         log.warning("telegram: %s: rate limited, waiting the %s s Telegram asks for", what, retry_after)
         await self._retry_sleep(retry_after)
 
-    def reply_surface(self, chat_id: str, gate: SendGate, *, reply_to: Optional[str] = None,
-                      journal: Optional[Journal] = None) -> Surface:
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> Surface:
         """A private chat streams into a draft (``sendMessageDraft``), any other chat into messages edited in place."""
         ref = chat_ref(chat_id)
         if isinstance(ref, int) and ref > 0:  # private chats have positive ids, groups negative ones
             return DraftReply(self, chat_id, gate, journal)
-        return EditedReply(TelegramMessenger(self, chat_id), gate, limit=TELEGRAM_MESSAGE_LIMIT, units="utf16",
-                           retry=self.retry, what=f"telegram: a message in {chat_id}",
-                           interval=self.preview_interval, journal=journal)
+        return EditedReply(
+            TelegramMessenger(self, chat_id),
+            gate,
+            limit=TELEGRAM_MESSAGE_LIMIT,
+            units="utf16",
+            retry=self.retry,
+            what=f"telegram: a message in {chat_id}",
+            interval=self.preview_interval,
+            journal=journal,
+        )
 
     # ------------------------------------------------------------------ media
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Optional
 
 from aiogram.types import Update
 
@@ -31,13 +30,13 @@ from gateway.platforms.telegram.updates import media_group, update_chat
 ALBUM_WINDOW = 1.0
 
 #: Hands the parts of one album (oldest first) to the intake; None when they are not recorded.
-Settle = Callable[[list[Update]], Awaitable[Optional[HandOver]]]
+Settle = Callable[[list[Update]], Awaitable[HandOver | None]]
 
 
 class Album:
     """The parts of one album gathered so far, and (once :attr:`task` ends) what became of them."""
 
-    def __init__(self, chat_id: int, settle: Settle, window: float, sealed: Callable[["Album"], None]) -> None:
+    def __init__(self, chat_id: int, settle: Settle, window: float, sealed: Callable[[Album], None]) -> None:
         self.chat_id = chat_id
         self.parts: dict[int, Update] = {}
         self._settle = settle
@@ -45,7 +44,7 @@ class Album:
         self._sealed = sealed
         self._last = 0.0
         self._close = asyncio.Event()
-        self.task: asyncio.Task[Optional[HandOver]] = asyncio.create_task(self._run(), name="telegram-album")
+        self.task: asyncio.Task[HandOver | None] = asyncio.create_task(self._run(), name="telegram-album")
 
     @property
     def update_ids(self) -> list[int]:
@@ -68,7 +67,7 @@ class Album:
         handed = self.task.result()
         return handed is None or handed.acknowledged
 
-    async def _run(self) -> Optional[HandOver]:
+    async def _run(self) -> HandOver | None:
         loop = asyncio.get_running_loop()
         while not self._close.is_set():
             remaining = self._last + self._window - loop.time()
@@ -91,7 +90,7 @@ class Albums:
         #: Every album whose task has not ended, open or being handed over.
         self._live: set[Album] = set()
 
-    def take(self, update: Update) -> Optional[Album]:
+    def take(self, update: Update) -> Album | None:
         """The album ``update`` is a part of, with the part added; None when it is not an album's part."""
         key = media_group(update)
         if key is None:
@@ -113,8 +112,9 @@ class Albums:
         """Close and hand over the albums of ``update``'s chat that it is not a part of, so the chat's
         messages are stored in order; False when one of them could not be stored."""
         chat, key = update_chat(update), media_group(update)
-        earlier = [album for album in self._live
-                   if album.chat_id == chat and (key is None or self._open.get(key) is not album)]
+        earlier = [
+            album for album in self._live if album.chat_id == chat and (key is None or self._open.get(key) is not album)
+        ]
         for album in earlier:
             album.close()
         await asyncio.gather(*(asyncio.shield(album.task) for album in earlier), return_exceptions=True)

@@ -55,9 +55,7 @@ def _part(data: Any, path: Sequence[int | str]) -> Any:
     """The deepest value of ``data`` along ``path`` (pydantic's location of an error; a step that is not a key
     of the answer, such as a union's member name, ends the walk)."""
     for step in path:
-        if isinstance(data, dict) and step in data:
-            data = data[step]
-        elif isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data):
+        if isinstance(data, dict) and step in data or isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data):
             data = data[step]
         else:
             break
@@ -86,16 +84,19 @@ class UnreadableAnswer(ClientDecodeError):
     ``str()`` is one line: the setting, then :attr:`sentence`.
     """
 
-    def __init__(self, error: ClientDecodeError, *, method: str, where: str, setting: str, accepted: bool,
-                 token: str) -> None:
+    def __init__(
+        self, error: ClientDecodeError, *, method: str, where: str, setting: str, accepted: bool, token: str
+    ) -> None:
         super().__init__(error.message, error.original, error.data)
         reason, excerpt = what_failed(error.original, error.data)
         self.method = method
         self.where = where
         self.setting = setting
         self.accepted = accepted
-        text = (f"the Bot API at {where} answered {method} with something foldgate cannot read ({reason}; "
-                f"it sent {excerpt})")
+        text = (
+            f"the Bot API at {where} answered {method} with something foldgate cannot read ({reason}; "
+            f"it sent {excerpt})"
+        )
         #: What happened, in one sentence without the setting; the token never appears in it.
         self.sentence = text.replace(token, "<token>") if token else text
 
@@ -115,8 +116,10 @@ class UnreadableAnswer(ClientDecodeError):
         """What the operator can do about it."""
         if self.setting == "platforms.telegram.api_server":
             return "point platforms.telegram.api_server at a server that answers as Telegram's Bot API does"
-        return ("check for a proxy between this machine and Telegram that changes answers, or update foldgate "
-                "(its aiogram may not know this answer's shape)")
+        return (
+            "check for a proxy between this machine and Telegram that changes answers, or update foldgate "
+            "(its aiogram may not know this answer's shape)"
+        )
 
 
 class ReadingSession(AiohttpSession):
@@ -131,8 +134,7 @@ class ReadingSession(AiohttpSession):
         self.where = api_server or DEFAULT_API_SERVER
         self.setting = api_setting(api_server)
 
-    def check_response(self, bot: Bot, method: TelegramMethod[T], status_code: int,
-                       content: str) -> Response[T]:
+    def check_response(self, bot: Bot, method: TelegramMethod[T], status_code: int, content: str) -> Response[T]:
         try:
             return super().check_response(bot, method, status_code, content)
         except ClientDecodeError as error:
@@ -144,5 +146,6 @@ class ReadingSession(AiohttpSession):
                 readable = {"ok": False, "error_code": status_code, "description": f"HTTP {status_code}: {said}"}
                 return super().check_response(bot, method, status_code, json.dumps(readable))
             accepted = isinstance(error.data, dict) and error.data.get("ok") is True
-            raise UnreadableAnswer(error, method=name, where=self.where, setting=self.setting, accepted=accepted,
-                                   token=bot.token) from error
+            raise UnreadableAnswer(
+                error, method=name, where=self.where, setting=self.setting, accepted=accepted, token=bot.token
+            ) from error

@@ -41,7 +41,9 @@ def is_transient(error: BaseException) -> bool:
     too large never is."""
     if isinstance(error, UnreadableAnswer):
         return not error.accepted
-    return isinstance(error, (TelegramNetworkError, TelegramServerError)) and not isinstance(error, TelegramEntityTooLarge)
+    return isinstance(error, (TelegramNetworkError, TelegramServerError)) and not isinstance(
+        error, TelegramEntityTooLarge
+    )
 
 
 def accepted(log: logging.Logger, error: UnreadableAnswer, what: str) -> bool:
@@ -58,8 +60,9 @@ def _described(error: BaseException) -> str:
 
 def send_retry(log: logging.Logger, *, network_retries: int, sleep: Sleep) -> SendRetry:
     """The Telegram adapter's one retry policy for final sends."""
-    return SendRetry(log=log, transient=is_transient, retries=network_retries, backoff=backoff, sleep=sleep,
-                     describe=_described)
+    return SendRetry(
+        log=log, transient=is_transient, retries=network_retries, backoff=backoff, sleep=sleep, describe=_described
+    )
 
 
 async def once(request: Callable[[], Awaitable[T]], what: str) -> T:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Optional
 
 from aiogram import Bot
 from aiogram.exceptions import (
@@ -25,6 +24,7 @@ from gateway.platforms.retry import Sleep
 from gateway.platforms.telegram.answers import DEFAULT_API_SERVER, UnreadableAnswer, api_setting
 from gateway.platforms.telegram.calls import backoff
 from gateway.platforms.telegram.errors import TelegramAdapterError
+
 #: Attempts of getMe at start: a Bot API briefly out of reach (the network still coming up) gets two more.
 START_ATTEMPTS = 3
 #: Seconds getMe at start (and in ``foldgate doctor``) may take, every attempt included: a wrong or
@@ -32,8 +32,9 @@ START_ATTEMPTS = 3
 START_SECONDS = 8.0
 
 
-async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempts: int = START_ATTEMPTS,
-                   within: float = START_SECONDS) -> User:
+async def identify(
+    bot: Bot, api_server: str | None, *, sleep: Sleep, attempts: int = START_ATTEMPTS, within: float = START_SECONDS
+) -> User:
     """Ask Telegram who the bot is (getMe), up to ``attempts`` times within ``within`` seconds in all.
 
     A rejected token, an unreachable or silent Bot API, an answer foldgate cannot read or a refusal becomes a
@@ -53,21 +54,28 @@ async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempt
         except TelegramUnauthorizedError as error:
             raise TelegramAdapterError(
                 f"Telegram rejected the bot token ({error.message}) — copy the current token from @BotFather into "
-                "platforms.telegram.token or TELEGRAM_BOT_TOKEN", setting="platforms.telegram.token") from error
+                "platforms.telegram.token or TELEGRAM_BOT_TOKEN",
+                setting="platforms.telegram.token",
+            ) from error
         except UnreadableAnswer as error:  # asking again gets the same answer: the server is not what aiogram reads
             raise TelegramAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
         except TimeoutError as error:
-            raise unreachable(api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+            raise unreachable(
+                api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s"
+            ) from error
         except TelegramRetryAfter as error:
             if loop.time() + error.retry_after >= deadline:
                 raise TelegramAdapterError(
                     f"the Bot API at {where} asks to wait {error.retry_after} s before the next request (429) — "
-                    "start again after that", setting="platforms.telegram") from error
+                    "start again after that",
+                    setting="platforms.telegram",
+                ) from error
             await sleep(error.retry_after)
         except (TelegramNetworkError, TelegramServerError) as error:
             if isinstance(error.__cause__, TimeoutError):  # aiogram's own deadline for the request
-                raise unreachable(api_server,
-                                  f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+                raise unreachable(
+                    api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s"
+                ) from error
             delay = backoff(made)
             if made >= attempts or loop.time() + delay >= deadline:
                 tries = f"after {made} attempt{'s' if made != 1 else ''}"
@@ -75,23 +83,32 @@ async def identify(bot: Bot, api_server: Optional[str], *, sleep: Sleep, attempt
                 if isinstance(error, TelegramServerError):
                     raise TelegramAdapterError(
                         f"the Bot API at {where} failed getMe {tries} ({reason}) — try again later, or check "
-                        "platforms.telegram.api_server", setting=api_setting(api_server)) from error
-                raise unreachable(api_server, f"cannot reach the Telegram Bot API at {where} {tries} ({reason})") from error
+                        "platforms.telegram.api_server",
+                        setting=api_setting(api_server),
+                    ) from error
+                raise unreachable(
+                    api_server, f"cannot reach the Telegram Bot API at {where} {tries} ({reason})"
+                ) from error
             await sleep(delay)
         except TelegramAPIError as error:
             raise TelegramAdapterError(
                 f"the Bot API at {where} refused getMe ({redacted(bot, error.message)}) — check "
-                "platforms.telegram.token and platforms.telegram.api_server", setting="platforms.telegram") from error
+                "platforms.telegram.token and platforms.telegram.api_server",
+                setting="platforms.telegram",
+            ) from error
 
 
-def unreachable(api_server: Optional[str], what: str) -> TelegramAdapterError:
+def unreachable(api_server: str | None, what: str) -> TelegramAdapterError:
     """``what`` went wrong reaching the Bot API, with the setting and the fix that fit this configuration."""
     if api_server:
-        return TelegramAdapterError(f"{what} — check platforms.telegram.api_server",
-                                    setting="platforms.telegram.api_server")
-    return TelegramAdapterError(f"{what} — check this machine's network and firewall (or set "
-                                "platforms.telegram.api_server to a Bot API server it can reach)",
-                                setting="platforms.telegram")
+        return TelegramAdapterError(
+            f"{what} — check platforms.telegram.api_server", setting="platforms.telegram.api_server"
+        )
+    return TelegramAdapterError(
+        f"{what} — check this machine's network and firewall (or set "
+        "platforms.telegram.api_server to a Bot API server it can reach)",
+        setting="platforms.telegram",
+    )
 
 
 def redacted(bot: Bot, text: str) -> str:

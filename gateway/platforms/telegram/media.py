@@ -12,9 +12,7 @@ limit, so an oversized file costs at most ``limit`` bytes of memory and stops th
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Optional
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
@@ -42,21 +40,52 @@ def message_items(message: Message, max_bytes: int = BOT_API_DOWNLOAD_LIMIT) -> 
         document = message.document
         mime = document.mime_type or ""
         kind = "image" if mime.startswith("image/") else "document"
-        return (MediaItem(kind=kind, file_id=document.file_id, name=document.file_name or kind, mime=mime,
-                          size=document.file_size or 0),)
+        return (
+            MediaItem(
+                kind=kind,
+                file_id=document.file_id,
+                name=document.file_name or kind,
+                mime=mime,
+                size=document.file_size or 0,
+            ),
+        )
     if message.voice is not None:
         voice = message.voice
-        return (MediaItem(kind="voice", file_id=voice.file_id, name="voice.ogg", mime=voice.mime_type or "audio/ogg",
-                          size=voice.file_size or 0, duration=float(voice.duration)),)
+        return (
+            MediaItem(
+                kind="voice",
+                file_id=voice.file_id,
+                name="voice.ogg",
+                mime=voice.mime_type or "audio/ogg",
+                size=voice.file_size or 0,
+                duration=float(voice.duration),
+            ),
+        )
     if message.video_note is not None:  # a round video: what is said in it is what counts
         note = message.video_note
-        return (MediaItem(kind="voice", file_id=note.file_id, name="video_note.mp4", mime="video/mp4",
-                          size=note.file_size or 0, duration=float(note.duration)),)
+        return (
+            MediaItem(
+                kind="voice",
+                file_id=note.file_id,
+                name="video_note.mp4",
+                mime="video/mp4",
+                size=note.file_size or 0,
+                duration=float(note.duration),
+            ),
+        )
     if message.audio is not None:
         audio = message.audio
         name = audio.file_name or " - ".join(part for part in (audio.performer, audio.title) if part) or "audio"
-        return (MediaItem(kind="audio", file_id=audio.file_id, name=name, mime=audio.mime_type or "",
-                          size=audio.file_size or 0, duration=float(audio.duration)),)
+        return (
+            MediaItem(
+                kind="audio",
+                file_id=audio.file_id,
+                name=name,
+                mime=audio.mime_type or "",
+                size=audio.file_size or 0,
+                duration=float(audio.duration),
+            ),
+        )
     return ()
 
 
@@ -65,8 +94,15 @@ def _photo(sizes: list[PhotoSize], max_bytes: int) -> MediaItem:
     by_area = sorted(sizes, key=lambda size: (size.width * size.height, size.file_size or 0))
     within = [size for size in by_area if (size.file_size or 0) <= max_bytes]
     chosen = within[-1] if within else by_area[0]
-    return MediaItem(kind="image", file_id=chosen.file_id, name="photo.jpg", mime="image/jpeg",
-                     size=chosen.file_size or 0, width=chosen.width, height=chosen.height)
+    return MediaItem(
+        kind="image",
+        file_id=chosen.file_id,
+        name="photo.jpg",
+        mime="image/jpeg",
+        size=chosen.file_size or 0,
+        width=chosen.width,
+        height=chosen.height,
+    )
 
 
 async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
@@ -82,24 +118,29 @@ async def fetch_file(bot: Bot, item: MediaItem, limit: int) -> bytes:
     except UnreadableAnswer as error:  # the operator's log names the server; the chat hears only what failed
         log.warning("telegram: %s", error)
         raise MediaError(f"Telegram's answer about {name} could not be read") from error
-    except (ClientError, OSError, asyncio.TimeoutError) as error:
+    except (TimeoutError, ClientError, OSError) as error:
         raise MediaError(f"could not reach Telegram for {name} ({type(error).__name__})") from error
     if file.file_size is not None and file.file_size > limit:
         raise MediaTooLarge(name, file.file_size, limit)
     if not file.file_path:
         raise MediaError(f"Telegram gave no download path for {name}")
-    expected: Optional[int] = file.file_size
+    expected: int | None = file.file_size
     buffer = LimitedBuffer(name, limit)
     try:
-        await bot.download_file(file.file_path, destination=buffer, timeout=DOWNLOAD_SECONDS, chunk_size=CHUNK,
-                                seek=False)
+        await bot.download_file(
+            file.file_path, destination=buffer, timeout=DOWNLOAD_SECONDS, chunk_size=CHUNK, seek=False
+        )
     except MediaError:
         raise
-    except (ClientError, OSError, asyncio.TimeoutError) as error:
-        raise MediaError(f"the download of {name} stopped after {size_text(buffer.tell())}: the connection "
-                         f"failed ({type(error).__name__})") from error
+    except (TimeoutError, ClientError, OSError) as error:
+        raise MediaError(
+            f"the download of {name} stopped after {size_text(buffer.tell())}: the connection "
+            f"failed ({type(error).__name__})"
+        ) from error
     data = buffer.getvalue()
     if expected is not None and len(data) != expected:
-        raise MediaError(f"the download of {name} stopped after {size_text(len(data))} of {size_text(expected)}: "
-                         "the connection closed before the whole file arrived")
+        raise MediaError(
+            f"the download of {name} stopped after {size_text(len(data))} of {size_text(expected)}: "
+            "the connection closed before the whole file arrived"
+        )
     return data

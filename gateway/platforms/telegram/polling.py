@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Optional
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramConflictError, TelegramRetryAfter, TelegramUnauthorizedError
@@ -69,9 +68,19 @@ def conflict_explanation(description: str) -> str:
 class Poller:
     """The getUpdates loop: :meth:`run` until cancelled, or until Telegram makes it stop (reported to ``fail``)."""
 
-    def __init__(self, bot: Bot, read: Reader, intake: Intake, *, timeout: int, limit: int, sleep: Sleep,
-                 fail: Callable[[TelegramAdapterError], None], album_window: float = ALBUM_WINDOW,
-                 turn: Optional[ReceivingTurn] = None) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        read: Reader,
+        intake: Intake,
+        *,
+        timeout: int,
+        limit: int,
+        sleep: Sleep,
+        fail: Callable[[TelegramAdapterError], None],
+        album_window: float = ALBUM_WINDOW,
+        turn: ReceivingTurn | None = None,
+    ) -> None:
         self.bot = bot
         self.read = read
         self.intake = intake
@@ -90,7 +99,7 @@ class Poller:
             await albums.aclose()
 
     async def _poll(self, albums: Albums) -> None:
-        offset: Optional[int] = None
+        offset: int | None = None
         failures = 0
         ledger = Ledger()
         while True:
@@ -100,10 +109,13 @@ class Poller:
                 self.fail(PollingConflict(conflict_explanation(error.message), setting="platforms.telegram.mode"))
                 return
             except TelegramUnauthorizedError as error:
-                self.fail(TelegramAdapterError(
-                    f"Telegram rejected the bot token while polling ({error.message}; was it revoked?) — put the "
-                    "current token from @BotFather in platforms.telegram.token or TELEGRAM_BOT_TOKEN and restart",
-                    setting="platforms.telegram.token"))
+                self.fail(
+                    TelegramAdapterError(
+                        f"Telegram rejected the bot token while polling ({error.message}; was it revoked?) — put the "
+                        "current token from @BotFather in platforms.telegram.token or TELEGRAM_BOT_TOKEN and restart",
+                        setting="platforms.telegram.token",
+                    )
+                )
                 return
             except TelegramRetryAfter as error:
                 await self.sleep(error.retry_after)
@@ -114,8 +126,9 @@ class Poller:
                 if isinstance(error, UnreadableAnswer):  # nothing was acknowledged: the same updates come again
                     log.warning("telegram: %s; asking for the same updates again in %.1f s", error, delay)
                 else:
-                    log.warning("telegram: getUpdates failed (%s: %s); retrying in %.1f s", type(error).__name__, error,
-                                delay)
+                    log.warning(
+                        "telegram: getUpdates failed (%s: %s); retrying in %.1f s", type(error).__name__, error, delay
+                    )
                 await self.sleep(delay)
                 continue
             failures = 0
@@ -130,11 +143,17 @@ class Poller:
                 await self.sleep(REFETCH_SECONDS)  # an album was not stored: its parts are asked for again
             offset = ledger.offset(offset)
 
-    async def _fetch(self, offset: Optional[int], timeout: int) -> Optional[list[Update]]:
+    async def _fetch(self, offset: int | None, timeout: int) -> list[Update] | None:
         """One getUpdates; with a turn, once it is held, and None when the turn is lost while it waits."""
+
         def request() -> Awaitable[list[Update]]:
-            return self.bot.get_updates(offset=offset, limit=self.limit, timeout=timeout,
-                                        allowed_updates=ALLOWED_UPDATES, request_timeout=self.timeout + 10)
+            return self.bot.get_updates(
+                offset=offset,
+                limit=self.limit,
+                timeout=timeout,
+                allowed_updates=ALLOWED_UPDATES,
+                request_timeout=self.timeout + 10,
+            )
 
         if self.turn is None:
             return await request()
@@ -160,7 +179,7 @@ class Poller:
             return None  # a 409 from the moment of the handover is the other poller's doing, not an outsider's
         return asking.result()
 
-    async def _deliver(self, update: Update, albums: Albums, ledger: "Ledger") -> bool:
+    async def _deliver(self, update: Update, albums: Albums, ledger: Ledger) -> bool:
         """Hand one polled update to the intake, or gather it into its album; False when it (or an album
         of its chat before it) could not be made durable (not acknowledged)."""
         if not await albums.before(update):
@@ -176,7 +195,7 @@ class Poller:
         ledger.acknowledge(update.update_id)
         return True
 
-    async def _settle(self, updates: list[Update]) -> Optional[HandOver]:
+    async def _settle(self, updates: list[Update]) -> HandOver | None:
         return await take_in(updates, self.read, self.intake, then="it will be fetched again")
 
 
@@ -223,7 +242,7 @@ class Ledger:
                 stored = False
         return stored
 
-    def offset(self, current: Optional[int]) -> Optional[int]:
+    def offset(self, current: int | None) -> int | None:
         """The offset for the next getUpdates: past every acknowledged update, never past one that is not."""
         held = self._again | set(self._albums)
         if held:

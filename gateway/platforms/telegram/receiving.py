@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Optional
 
 from aiogram.types import Update
 
@@ -24,17 +23,19 @@ TELEGRAM = Source("telegram", "update", log)
 
 #: Turns the updates of one message (one update, or an album's parts oldest first) into the gateway's
 #: message, or None when it is not recorded.
-Reader = Callable[[Sequence[Update]], Optional[IncomingMessage]]
+Reader = Callable[[Sequence[Update]], IncomingMessage | None]
 
 
-async def take_in(updates: Sequence[Update], read: Reader, intake: Intake, *, then: str) -> Optional[HandOver]:
+async def take_in(updates: Sequence[Update], read: Reader, intake: Intake, *, then: str) -> HandOver | None:
     """Read ``updates`` (one message's) and hand them to ``intake``; None when they are not recorded (nothing
     to store, acknowledge them). ``then`` says what happens to updates not stored this time."""
     try:
         message = read(updates)
     except Exception:
-        log.exception("telegram: skipped update %s: it cannot be read as a message",
-                      ", ".join(str(update.update_id) for update in updates))
+        log.exception(
+            "telegram: skipped update %s: it cannot be read as a message",
+            ", ".join(str(update.update_id) for update in updates),
+        )
         return HandOver(Outcome.SKIPPED)
     if message is None:
         return None

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import secrets
-from typing import Optional, Protocol
+from typing import Protocol
 
 from aiogram import Bot
 from aiogram.exceptions import (
@@ -52,7 +52,7 @@ class TelegramChats(Protocol):
     indicator (which a sent message ends)."""
 
     bot: Bot
-    api_server: Optional[str]
+    api_server: str | None
     preview_interval: float
     drafts: bool
     retry: SendRetry
@@ -71,7 +71,7 @@ class DraftReply:
     arrive whole, and one line said why.
     """
 
-    def __init__(self, adapter: TelegramChats, chat_id: str, gate: SendGate, journal: Optional[Journal]) -> None:
+    def __init__(self, adapter: TelegramChats, chat_id: str, gate: SendGate, journal: Journal | None) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
         self.gate = gate
@@ -88,8 +88,9 @@ class DraftReply:
             return False
         tail = split_message(text, TELEGRAM_MESSAGE_LIMIT, units="utf16")[-1]
         try:
-            await self.adapter.bot.send_message_draft(chat_id=chat_ref(self.chat_id), draft_id=self.draft_id,
-                                                      text=tail, parse_mode=None)
+            await self.adapter.bot.send_message_draft(
+                chat_id=chat_ref(self.chat_id), draft_id=self.draft_id, text=tail, parse_mode=None
+            )
         except TelegramRetryAfter as error:
             await self.gate.rate_limited(error.retry_after)
             return False
@@ -107,9 +108,13 @@ class DraftReply:
         if self.adapter.drafts:
             self.adapter.drafts = False
             where = self.adapter.api_server or DEFAULT_API_SERVER
-            log.warning("telegram: %s: the Bot API at %s has no sendMessageDraft (%s); replies in private chats "
-                        "arrive whole, without a preview while they are written", api_setting(self.adapter.api_server),
-                        where, error.message)
+            log.warning(
+                "telegram: %s: the Bot API at %s has no sendMessageDraft (%s); replies in private chats "
+                "arrive whole, without a preview while they are written",
+                api_setting(self.adapter.api_server),
+                where,
+                error.message,
+            )
 
     async def finish(self, text: str) -> None:
         messenger = TelegramMessenger(self.adapter, self.chat_id)
@@ -120,8 +125,12 @@ class DraftReply:
         while self.posted < len(chunks):
             await self.gate.await_final()
             # retries=0: a transient failure goes back to the delivery's attempts, which enter through the budget again
-            await self.adapter.retry.run(functools.partial(messenger.post, chunks[self.posted]),
-                                         f"telegram: sendMessage to {self.chat_id}", pause=pause, retries=0)
+            await self.adapter.retry.run(
+                functools.partial(messenger.post, chunks[self.posted]),
+                f"telegram: sendMessage to {self.chat_id}",
+                pause=pause,
+                retries=0,
+            )
             self.posted += 1
             if self.journal is not None:
                 await self.journal.record({"finals": str(self.posted)})
@@ -154,8 +163,10 @@ class TelegramMessenger:
         return self._key(message)
 
     async def _send(self, text: str, target: int | str) -> Message:
-        return await once(functools.partial(self.adapter.bot.send_message, target, text, parse_mode=None),
-                          f"sendMessage to {self.chat_id}")
+        return await once(
+            functools.partial(self.adapter.bot.send_message, target, text, parse_mode=None),
+            f"sendMessage to {self.chat_id}",
+        )
 
     async def edit(self, message_id: str, text: str) -> None:
         key = self._reposted.get(message_id, message_id)
@@ -165,8 +176,9 @@ class TelegramMessenger:
         chat, number = self._locate(key)
         if self.adapter.moves.target(chat) == chat_ref(chat):  # the chat takes edits (as far as is known)
             try:
-                await self.adapter.bot.edit_message_text(text=text, chat_id=chat_ref(chat), message_id=number,
-                                                         parse_mode=None)
+                await self.adapter.bot.edit_message_text(
+                    text=text, chat_id=chat_ref(chat), message_id=number, parse_mode=None
+                )
                 return
             except UnreadableAnswer as error:
                 if not accepted(log, error, f"editMessageText in {self.chat_id}"):

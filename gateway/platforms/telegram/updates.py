@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Collection, Sequence
-from typing import Optional
 
 from aiogram.types import Message, MessageEntity, Update, User
 
@@ -49,8 +48,9 @@ def approval_data(approval_id: str, approved: bool) -> str:
     return f"fga:{approval_id}:{'y' if approved else 'n'}"
 
 
-def button_message(update: Update, *, platform: str, allowed_user_ids: Collection[int],
-                   allowed_chat_ids: Collection[int]) -> Optional[IncomingMessage]:
+def button_message(
+    update: Update, *, platform: str, allowed_user_ids: Collection[int], allowed_chat_ids: Collection[int]
+) -> IncomingMessage | None:
     """The answer a press of a question's button gives, as the presser's ``/approve <id>`` or ``/refuse <id>``;
     None for any other update or button, or a presser outside the allowlists."""
     query = update.callback_query
@@ -61,14 +61,25 @@ def button_message(update: Update, *, platform: str, allowed_user_ids: Collectio
     if not _allowed(user, chat_id, allowed_user_ids, allowed_chat_ids):
         log.info("telegram: ignored a button pressed by user %s in chat %s (not in the allowlists)", user.id, chat_id)
         return None
-    return IncomingMessage(platform=platform, chat_id=str(chat_id), user_id=str(user.id),
-                           user_name=_display_name(user), update_id=str(update.update_id),
-                           text=approval_command(match[1], match[2] == "y"))
+    return IncomingMessage(
+        platform=platform,
+        chat_id=str(chat_id),
+        user_id=str(user.id),
+        user_name=_display_name(user),
+        update_id=str(update.update_id),
+        text=approval_command(match[1], match[2] == "y"),
+    )
 
 
-def album_message(updates: Sequence[Update], me: Optional[User], *, platform: str, allowed_user_ids: Collection[int],
-                  allowed_chat_ids: Collection[int], max_bytes: int = BOT_API_DOWNLOAD_LIMIT,
-                  ) -> Optional[IncomingMessage]:
+def album_message(
+    updates: Sequence[Update],
+    me: User | None,
+    *,
+    platform: str,
+    allowed_user_ids: Collection[int],
+    allowed_chat_ids: Collection[int],
+    max_bytes: int = BOT_API_DOWNLOAD_LIMIT,
+) -> IncomingMessage | None:
     """One message of the updates of an album (oldest first; one update is an album of one), or None.
 
     The first part names the chat, the sender and the update id; the first part with words decides
@@ -85,14 +96,15 @@ def album_message(updates: Sequence[Update], me: Optional[User], *, platform: st
         return None
     sender = first.from_user
     if not _allowed(sender, first.chat.id, allowed_user_ids, allowed_chat_ids):
-        log.info("telegram: ignored a message from user %s in chat %s (not in the allowlists)",
-                 sender.id if sender else "?", first.chat.id)
+        log.info(
+            "telegram: ignored a message from user %s in chat %s (not in the allowlists)",
+            sender.id if sender else "?",
+            first.chat.id,
+        )
         return None
     more = [valid_text(_words(message)) for message in messages if message is not lead and _words(message)]
     speaker = sender.first_name if sender else "someone"
-    if first.chat.type == "private":
-        body, respond, prefix = raw, True, ""
-    elif raw and _is_command_for(me, lead, raw):
+    if first.chat.type == "private" or raw and _is_command_for(me, lead, raw):
         body, respond, prefix = raw, True, ""
     elif (raw and _mentions(me, lead, raw)) or any(_replies_to(me, message) for message in messages):
         body, respond, prefix = _without_leading_mention(me, raw), True, f"{speaker}: "
@@ -101,13 +113,19 @@ def album_message(updates: Sequence[Update], me: Optional[User], *, platform: st
     words = "\n".join(part for part in (body, *more) if part)
     text = prefix + words if words else prefix.rstrip()  # a group's photo without a caption: "Ann:"
     return IncomingMessage(
-        platform=platform, chat_id=str(first.chat.id), user_id=str(sender.id) if sender else "",
-        user_name=_display_name(sender), update_id=str(updates[0].update_id), text=text, ts=first.date.timestamp(),
-        respond=respond, items=items,
+        platform=platform,
+        chat_id=str(first.chat.id),
+        user_id=str(sender.id) if sender else "",
+        user_name=_display_name(sender),
+        update_id=str(updates[0].update_id),
+        text=text,
+        ts=first.date.timestamp(),
+        respond=respond,
+        items=items,
     )
 
 
-def media_group(update: Update) -> Optional[tuple[int, str]]:
+def media_group(update: Update) -> tuple[int, str] | None:
     """``(chat id, media_group_id)`` when ``update`` is one part of an album, else None."""
     message = update.message
     if message is None or not message.media_group_id:
@@ -115,12 +133,12 @@ def media_group(update: Update) -> Optional[tuple[int, str]]:
     return message.chat.id, message.media_group_id
 
 
-def update_chat(update: Update) -> Optional[int]:
+def update_chat(update: Update) -> int | None:
     """The chat an update's message is in; None for an update without one."""
     return update.message.chat.id if update.message is not None else None
 
 
-def migration(update: Update) -> Optional[tuple[int, int]]:
+def migration(update: Update) -> tuple[int, int] | None:
     """``(old group id, supergroup id)`` when ``update`` is a service message of a group's upgrade, else None.
 
     Telegram sends two: ``migrate_to_chat_id`` in the old group and ``migrate_from_chat_id`` in the
@@ -136,7 +154,7 @@ def migration(update: Update) -> Optional[tuple[int, int]]:
     return None
 
 
-def _allowed(sender: Optional[User], chat_id: int, user_ids: Collection[int], chat_ids: Collection[int]) -> bool:
+def _allowed(sender: User | None, chat_id: int, user_ids: Collection[int], chat_ids: Collection[int]) -> bool:
     if chat_ids and chat_id not in chat_ids:
         return False
     if user_ids and (sender is None or sender.id not in user_ids):
@@ -144,11 +162,11 @@ def _allowed(sender: Optional[User], chat_id: int, user_ids: Collection[int], ch
     return True
 
 
-def _username(me: Optional[User]) -> str:
+def _username(me: User | None) -> str:
     return (me.username or "").lower() if me else ""
 
 
-def _is_command_for(me: Optional[User], message: Message, raw: str) -> bool:
+def _is_command_for(me: User | None, message: Message, raw: str) -> bool:
     """A /command at the start of the message, for every bot or for this one by name."""
     for entity in _entities(message):
         if entity.type == "bot_command" and entity.offset == 0:
@@ -157,7 +175,7 @@ def _is_command_for(me: Optional[User], message: Message, raw: str) -> bool:
     return False
 
 
-def _mentions(me: Optional[User], message: Message, raw: str) -> bool:
+def _mentions(me: User | None, message: Message, raw: str) -> bool:
     name = _username(me)
     for entity in _entities(message):
         if entity.type == "mention" and name and _utf16_slice(raw, entity.offset, entity.length).lower() == "@" + name:
@@ -167,21 +185,21 @@ def _mentions(me: Optional[User], message: Message, raw: str) -> bool:
     return False
 
 
-def _replies_to(me: Optional[User], message: Message) -> bool:
+def _replies_to(me: User | None, message: Message) -> bool:
     replied = message.reply_to_message
     return bool(replied and replied.from_user and me and replied.from_user.id == me.id)
 
 
-def _without_leading_mention(me: Optional[User], raw: str) -> str:
+def _without_leading_mention(me: User | None, raw: str) -> str:
     handle = "@" + _username(me)
     if len(handle) > 1 and raw.lower().startswith(handle):
-        rest = raw[len(handle):].lstrip(" \t\n,:;")
+        rest = raw[len(handle) :].lstrip(" \t\n,:;")
         if rest:
             return rest
     return raw
 
 
-def _display_name(user: Optional[User]) -> str:
+def _display_name(user: User | None) -> str:
     if user is None:
         return "someone"
     return " ".join(part for part in (user.first_name, user.last_name) if part) or (user.username or str(user.id))
@@ -199,4 +217,4 @@ def _entities(message: Message) -> list[MessageEntity]:
 def _utf16_slice(text: str, offset: int, length: int) -> str:
     """``text[offset:offset+length]`` in UTF-16 code units, as Telegram's entity offsets count."""
     encoded = text.encode("utf-16-le")
-    return encoded[2 * offset: 2 * (offset + length)].decode("utf-16-le", errors="replace")
+    return encoded[2 * offset : 2 * (offset + length)].decode("utf-16-le", errors="replace")

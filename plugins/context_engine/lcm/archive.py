@@ -27,12 +27,7 @@ def is_derived(message: Mapping[str, Any]) -> bool:
     Its originals are archived under their own ids, so the archive never needs it and a
     search that returned it would only repeat (or paraphrase) an original.
     """
-    return (
-        is_summary(message)
-        or bool(message.get(SYNTHETIC_KEY))
-        or "_orig_id" in message
-        or STUBBED_KEY in message
-    )
+    return is_summary(message) or bool(message.get(SYNTHETIC_KEY)) or "_orig_id" in message or STUBBED_KEY in message
 
 
 class MemoryArchive:

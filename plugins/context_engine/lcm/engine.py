@@ -87,7 +87,9 @@ class LcmEngine(ContextCompressor):
         self.view.live = list(compacted)
         return compacted
 
-    def _record(self, before: Sequence[dict[str, Any]], after: Sequence[Mapping[str, Any]], *, trigger: str, summarizer: str) -> None:
+    def _record(
+        self, before: Sequence[dict[str, Any]], after: Sequence[Mapping[str, Any]], *, trigger: str, summarizer: str
+    ) -> None:
         """Ledger entry and in-memory copies for every message that left the context."""
         kept_objects = {id(message) for message in after}
         kept_ids = {str(m["_id"]) for m in after if m.get("_id") is not None}
@@ -247,6 +249,6 @@ def timestamp(value: Any) -> float | None:
         except ValueError:
             return None
         if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+            parsed = parsed.replace(tzinfo=datetime.UTC)
         return parsed.timestamp()
     return None

@@ -122,7 +122,9 @@ def select_range(messages: Sequence[Mapping[str, Any]], start: str, end: str) ->
                 chosen.setdefault(parsed.number, (parsed.number, message))
         if chosen:
             return [message for _, message in sorted(chosen.values(), key=lambda item: item[0])]
-    positions = {str(m.get("_id")): index for index, m in reversed(list(enumerate(messages))) if m.get("_id") is not None}
+    positions = {
+        str(m.get("_id")): index for index, m in reversed(list(enumerate(messages))) if m.get("_id") is not None
+    }
     missing = [value for value in (start, end) if value not in positions]
     if missing:
         raise RangeError(f"no message with id {missing[0]!r}")

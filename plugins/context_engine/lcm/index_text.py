@@ -113,7 +113,7 @@ def recovery_section(ledger: Ledger) -> str:
         latest = ledger.records[-1]
         lines.append(f'- Everything of the latest compaction: lcm_expand(range="{latest.label}")')
     lines.append(
-        "- A stubbed tool output in the context names its message id: lcm_expand(ids=[\"that id\"]) returns it in full."
+        '- A stubbed tool output in the context names its message id: lcm_expand(ids=["that id"]) returns it in full.'
     )
     return "\n".join(lines)
 

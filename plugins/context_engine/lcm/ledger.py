@@ -80,7 +80,7 @@ class CompactionRecord:
         return state
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> "CompactionRecord":
+    def from_state(cls, state: Mapping[str, Any]) -> CompactionRecord:
         span = list(state.get("ts") or [None, None]) + [None, None]
         return cls(
             number=int(state["n"]),
@@ -201,9 +201,11 @@ class Ledger:
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any] | None) -> "Ledger":
+    def from_state(cls, state: Mapping[str, Any] | None) -> Ledger:
         state = state or {}
-        records = [CompactionRecord.from_state(item) for item in state.get("records") or () if isinstance(item, Mapping)]
+        records = [
+            CompactionRecord.from_state(item) for item in state.get("records") or () if isinstance(item, Mapping)
+        ]
         older_state = state.get("older") or {}
         older = Older(**{name: int(older_state.get(name) or 0) for name in vars(Older())})
         next_number = int(state.get("next") or 0) or (max((r.number for r in records), default=0) + 1)
@@ -222,4 +224,3 @@ def _runs(value: Any) -> list[Run]:
 
 def _float_or_none(value: Any) -> float | None:
     return None if value is None else float(value)
-

@@ -51,7 +51,10 @@ SCHEMAS: list[dict[str, Any]] = [
                 "properties": {
                     "pattern": {"type": "string", "description": "keywords, an identifier, or /regex/flags"},
                     "regex": {"type": "boolean", "description": "treat pattern as a regular expression"},
-                    "ignore_case": {"type": "boolean", "description": "with regex=true: case-insensitive (default true)"},
+                    "ignore_case": {
+                        "type": "boolean",
+                        "description": "with regex=true: case-insensitive (default true)",
+                    },
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_HITS},
                     "snippet_chars": {"type": "integer", "minimum": 100, "maximum": MAX_SNIPPET_CHARS},
                 },
@@ -72,7 +75,10 @@ SCHEMAS: list[dict[str, Any]] = [
                 "type": "object",
                 "properties": {
                     "ids": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_EXPAND_MESSAGES},
-                    "range": {"type": "string", "description": f'"A{RANGE_SEPARATOR}B" or a compaction label like "r2"'},
+                    "range": {
+                        "type": "string",
+                        "description": f'"A{RANGE_SEPARATOR}B" or a compaction label like "r2"',
+                    },
                     "max_chars": {"type": "integer", "minimum": MIN_PIECE_CHARS, "maximum": MAX_FETCH_CHARS},
                     "offset": {
                         "type": "integer",
@@ -227,7 +233,7 @@ def render(
     notes = []
     if truncated:
         notes.append(
-            f"text capped at {max_chars:,} characters; read on with {EXPAND}(ids=[\"<id>\"], from_char=<next_from_char>)"
+            f'text capped at {max_chars:,} characters; read on with {EXPAND}(ids=["<id>"], from_char=<next_from_char>)'
         )
     if not_shown:
         result["not_shown_count"] = len(not_shown)
