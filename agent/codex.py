@@ -1,4 +1,4 @@
-"""The ChatGPT Codex route's threshold autoraise and its one-time notice (SPEC S4.4).
+"""The ChatGPT Codex route's threshold autoraise and its one-time notice.
 
 On ``provider: openai-codex`` the gpt-5.4 / gpt-5.5 / gpt-5.6 models are capped at a
 272K window. At the default 50% compaction would start near 136K — half of what the
@@ -42,7 +42,8 @@ def _bare(model: str) -> str:
 
 
 def autoraise_applies(model: str, provider: str | None, settings: CompressionSettings) -> bool:
-    """Whether S4.4 raises this model's trigger: the Codex route, a 272K base name, no explicit override."""
+    """Whether the Codex autoraise lifts this model's trigger: the Codex route, a 272K base name, no explicit
+    override."""
     if provider != CODEX_PROVIDER or not settings.codex_gpt55_autoraise:
         return False
     bare = _bare(model)
@@ -57,7 +58,8 @@ def route_threshold(
     settings: CompressionSettings,
     context_length: int,
 ) -> float:
-    """The compaction threshold for ``model`` on ``provider``: S4.2/S4.3, then the Codex autoraise."""
+    """The compaction threshold for ``model`` on ``provider``: the Codex autoraise where it applies, else the
+    model's ``model_thresholds`` entry (floored on small windows) or the global threshold."""
     if autoraise_applies(model, provider, settings):
         return AUTORAISE_THRESHOLD
     return resolve_model_threshold(model, settings.model_thresholds, settings.threshold, context_length)

@@ -1,4 +1,4 @@
-"""The Codex app-server route (``api_mode: codex_app_server``, SPEC S7.1).
+"""The Codex app-server route (``api_mode: codex_app_server``).
 
 Here the codex agent owns the conversation: the app-server keeps each thread's context,
 runs its own tools, and decides what the model sees. Summarizing a local copy would not
@@ -100,7 +100,7 @@ class CodexAppServerChat:
             raise BadResponse("the codex turn completed without an agent message")
         if on_event is not None:
             await on_event(TextDelta(outcome.text))
-        record = {"thread": thread, "turn": outcome.turn_id}
+        record: dict[str, Any] = {"thread": thread, "turn": outcome.turn_id}
         if outcome.compactions or compacted_before:
             record["compactions"] = {"app_server": outcome.compactions, "gateway": compacted_before}
         return AppServerCompletion(

@@ -1,4 +1,4 @@
-"""``ContextCompressor``: the built-in context engine (SPEC S1.2, S4, S5).
+"""``ContextCompressor``: the built-in context engine.
 
 One compaction, in order:
 
@@ -10,18 +10,20 @@ One compaction, in order:
    messages, tool calls, decisions, the telling lines of long tool listings — before
    anything is pruned, merged with what earlier compactions carried;
 5. the notes (a stand-in line per folded photo, document or voice message among them, and the newest
-   folded photos' refs on a user-role summary, so a request can still show them), within a budget on everything the summary stands for (this middle and what the
-   carried digest covered, so a compaction that folds little does not shrink the notes it
-   carries): the deterministic notes and the verbatim appendix of the digest, always; with
-   a summarizer, its notes on the pruned middle (updating its previous notes from the second
-   compaction on) are added in front, within their share — a model adds, never replaces;
-   a summarizer that fails while the context is critical leaves just the deterministic notes;
+   folded photos' refs on a user-role summary, so a request can still show them), within a budget on
+   everything the summary stands for (this middle and what the carried digest covered, so a compaction
+   that folds little does not shrink the notes it carries): the deterministic notes and the verbatim
+   appendix of the digest, always; with a summarizer, its notes on the pruned middle (updating its
+   previous notes from the second compaction on) are added in front, within their share — a model
+   adds, never replaces; a summarizer that fails while the context is critical leaves just the
+   deterministic notes;
 6. assembly — head (system note on the first compaction only), summary, tail — and
    tool-pair sanitizing.
 
 A summarizer failure below the critical level leaves the transcript untouched and starts
-a cooldown; nothing is ever dropped without a summary (L1, B1). Effectiveness is judged
-from the provider's reported usage, with a backoff after two ineffective compactions (L2).
+a cooldown; nothing is ever dropped without a summary, and every original stays retrievable.
+Effectiveness is judged from the provider's reported usage, with a backoff after two
+ineffective compactions, so a compaction that cannot help is not repeated every turn.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ class ContextCompressor(ContextEngine):
     ) -> None:
         super().__init__(model, context_length)
         self.settings = settings or CompressionSettings()
-        #: The route the model is reached through; the threshold can depend on it (S4.4).
+        #: The route the model is reached through; the threshold can depend on it (the Codex autoraise).
         self.provider = provider
         self.summarizer = summarizer
         self.summarizer_context_length = summarizer_context_length
@@ -117,7 +119,7 @@ class ContextCompressor(ContextEngine):
         self._conversation: str | None = None
         self.threshold = self._resolve_threshold()
 
-    # -- thresholds and budgets (S4) -------------------------------------------------
+    # -- thresholds and budgets --------------------------------------------------------
 
     def _resolve_threshold(self) -> float:
         return route_threshold(self.model, self.provider, self.settings, self.context_length)
@@ -128,12 +130,12 @@ class ContextCompressor(ContextEngine):
 
     @property
     def tail_token_budget(self) -> int:
-        """Legacy tail budget, ``threshold_tokens × target_ratio`` (S4.1)."""
+        """Legacy tail budget, ``threshold_tokens × target_ratio``."""
         return legacy_tail_budget(self.threshold_tokens, self.settings.target_ratio)
 
     @property
     def lean_tail_tokens(self) -> int:
-        """Lean tail budget, 2.5% of the window within 10K–25K (S5.6)."""
+        """Lean tail budget, 2.5% of the window within 10K–25K."""
         return lean_tail_budget(self.context_length)
 
     @property
@@ -170,7 +172,7 @@ class ContextCompressor(ContextEngine):
         return self.guard.allows(self.clock())
 
     def should_idle_compact(self, idle_seconds: float, prompt_tokens: int | None = None) -> bool:
-        """S5.9: compact before a turn that resumes after ``idle_compact_after_seconds`` of silence."""
+        """Compact before a turn that resumes after ``idle_compact_after_seconds`` of silence."""
         limit = self.settings.idle_compact_after_seconds
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
         if not self.settings.enabled or limit <= 0 or idle_seconds < limit or tokens is None:
@@ -199,7 +201,7 @@ class ContextCompressor(ContextEngine):
         counts, tokens_before = self._measure(messages, current_tokens, force)
         pressure = current_tokens if current_tokens is not None else tokens_before
         critical = force or pressure >= CRITICAL_RATIO * self.context_length
-        base = dict(
+        base: dict[str, Any] = dict(
             tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force
         )
         if not self.settings.enabled and not force:
@@ -347,7 +349,7 @@ class ContextCompressor(ContextEngine):
         return notes.text
 
     def _remember(self, digest: Digest, notes: str, source: str) -> None:
-        """What the next compaction builds on (S5.8), and the guard's count."""
+        """What the next compaction builds on (it updates these notes), and the guard's count."""
         self._previous_summary = notes
         self._previous_summary_source = "model" if source not in ("deterministic", "fallback") else source
         self._digest = digest
@@ -490,7 +492,7 @@ class ContextCompressor(ContextEngine):
         self.guard.reset()
 
     def update_model(self, model: str, context_length: int) -> None:
-        """``/model``: the threshold is re-resolved from ``model_thresholds`` for the new model (S4.2)."""
+        """``/model``: the threshold is re-resolved from ``model_thresholds`` for the new model."""
         super().update_model(model, context_length)
         self.threshold = self._resolve_threshold()
 

@@ -1,4 +1,4 @@
-"""The pluggable context engine (SPEC S1): the interface and its compaction stats.
+"""The pluggable context engine: the interface and its compaction stats.
 
 An engine decides when the context must shrink, shrinks it, may offer the model tools
 (e.g. a plugin's ``lcm_grep``), and learns the real prompt size from every response.
@@ -97,7 +97,7 @@ class ContextEngine(ABC):
         """The compacted message list (valid OpenAI format); the input list is never mutated."""
 
     def should_idle_compact(self, idle_seconds: float, prompt_tokens: int | None = None) -> bool:
-        """Whether to compact before a turn that resumes after ``idle_seconds`` of silence (S5.9); off by default."""
+        """Whether to compact before a turn that resumes after ``idle_seconds`` of silence; off by default."""
         return False
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ def proxy_problem(url: str) -> str | None:
         *others, last = (f"{scheme}://" for scheme in PROXY_SCHEMES)
         return f"must be a proxy URL starting with {', '.join(others)} or {last}"
     try:
-        parts.port
+        _ = parts.port  # reading it raises ValueError for a port that is not a number
     except ValueError:
         return "must have a numeric port"
     return None if parts.hostname else "must name the proxy's host"

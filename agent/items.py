@@ -139,7 +139,7 @@ class ImageInliner:
             else:
                 lines.append(f"{line} {url}" if url else line)
         if not lines and not shown:
-            return message  # type: ignore[return-value]
+            return message  # type: ignore[return-value]  # a dict read as a mapping, returned uncopied
         copy = {key: value for key, value in message.items() if key != "_tok"}
         copy["content"] = _with_items(message.get("content"), lines, shown)
         return copy

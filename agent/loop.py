@@ -1,8 +1,9 @@
 """The agent's tool loop: one turn is LLM ↔ tools until the model answers, compacting in between.
 
 Between iterations the context engine looks at the prompt size the provider actually
-reported and compacts in the loop when it crosses its threshold (SPEC S2.2). The
-turn's messages are validated right before every request (L3). Transient provider
+reported and compacts in the loop when it crosses its threshold. The turn's messages are
+validated right before every request, so a broken tool pairing is refused here, not by the
+provider. Transient provider
 failures are retried by the provider client (as the official SDKs retry); a
 context-length refusal forces a compaction and one more try, so a turn never ends on
 "context too long".
@@ -37,7 +38,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, Union
+from typing import Any, Protocol, TypeVar
 
 from agent import json_codec
 from agent.cancelling import cancel_and_wait
@@ -87,7 +88,7 @@ class ToolRunning:
 
 
 #: Everything a turn's watcher can be handed.
-TurnEvent = Union[StreamEvent, ToolRunning]
+TurnEvent = StreamEvent | ToolRunning
 TurnSink = Callable[[TurnEvent], Awaitable[None]]
 
 #: Stands in for the result of a tool call the person stopped before it ran.
@@ -205,7 +206,7 @@ def _give_calls_unique_ids(assistant: Message, history: Sequence[Message]) -> No
     """Replace missing or reused tool-call ids with fresh ones before the calls enter the history.
 
     Some providers number calls per response (``functions.read:0``) or omit the id; a repeat of
-    an id already in the conversation would make every later request invalid (L3).
+    an id already in the conversation would make every later request invalid.
     """
     calls = assistant.get("tool_calls") or []
     if not calls:
@@ -239,7 +240,8 @@ class Agent:
         window_teacher: WindowTeacher | None = None,
     ) -> None:
         """``system_prompt`` goes first in every request, never into the transcript (a changed prompt applies
-        to old conversations at once, and compaction never folds it away); ``media`` reads the chat's stored items; ``max_images`` bounds the images one request carries;
+        to old conversations at once, and compaction never folds it away); ``media`` reads the chat's stored
+        items; ``max_images`` bounds the images one request carries;
         ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``);
         a tool result over ``result_limit`` tokens is archived whole in ``results`` and goes as an excerpt;
         ``window_teacher`` keeps what a context-length refusal teaches about the chat model's window."""
@@ -357,7 +359,7 @@ class Agent:
         until_stopped: StopWaiter | None = None,
     ) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
-        # message's shape) once more right before each request and refuse to send a broken list (L3).
+        # message's shape) once more right before each request and refuse to send a broken list.
         outgoing = self.head + await self.inliner.prepare(messages)
         outgoing = self.request_hook(outgoing) if self.request_hook else outgoing
         request = self.client.complete(
@@ -436,8 +438,8 @@ class Agent:
                 break
             stopped = await self._run_calls(assistant, messages, done.outgoing, on_event, until_stopped)
             if stopped is not None:
-                pending, stop = stopped
-                return self._stopped(messages, pending, stop, done)
+                pending, stopped_by = stopped
+                return self._stopped(messages, pending, stopped_by, done)
         else:
             reply = "I stopped after too many tool calls in one turn; ask me to continue."
             messages.append({"role": "assistant", "content": reply})

@@ -194,7 +194,8 @@ def _configured(model: str, overrides: Mapping[str, T] | None) -> T | None:
 #: Where a request goes, for the rules below: the provider's own API, OpenRouter, or any other endpoint.
 RouteName = Literal["openai", "anthropic", "openrouter", "openai-codex", "custom", "local"]
 
-#: OpenAI's reasoning families: they refuse ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature but 1.
+#: OpenAI's reasoning families: they refuse ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature
+#: but 1.
 _OPENAI_REASONING = re.compile(r"^(?:o[1-9](?:-|$)|gpt-5(?:$|[.\-]))")
 #: Routes that take ``modalities: ["image", "text"]`` (OpenAI's own API takes only text and audio there).
 IMAGE_OUTPUT_ROUTES = frozenset({"openrouter", "custom"})
@@ -209,7 +210,7 @@ _STANDARD_FAMILIES = re.compile(
 
 @dataclass(frozen=True)
 class RequestRules:
-    """What one model accepts on one route, decided in one place (SPEC B8).
+    """What one model accepts on one route, decided in one place so every client sends the same.
 
     ``token_limit_field``: the chat-completions field for the answer's length;
     ``temperature``: whether a temperature may be sent at all; ``known``: whether a row of

@@ -7,7 +7,7 @@ OpenAI caches automatically, charges nothing extra to write and bills a read at 
 model's cached-input price. Names match like the model catalog: the longest table key
 contained in the model name wins, so provider prefixes and dated snapshots resolve.
 
-A ``-900k`` alias is billed as its base model (SPEC S4.5). Usage is read in foldgate's
+A ``-900k`` alias is billed as its base model (the same model with a larger window). Usage is read in foldgate's
 own terms (:class:`agent.usage.Usage`): ``prompt_tokens`` is the whole prompt, the
 cache reads and writes included, so the uncached part is what is left over.
 """

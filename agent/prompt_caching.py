@@ -1,4 +1,4 @@
-"""Anthropic prompt caching: where the ``cache_control`` breakpoints go, and when caching is on (SPEC S8).
+"""Anthropic prompt caching: where the ``cache_control`` breakpoints go, and when caching is on.
 
 A provider-side cache is keyed by an exact prefix of the request (tools, then system,
 then messages) and by the model and account. Anthropic caches a prefix only where the
@@ -11,7 +11,7 @@ one wrote and writes only what is new.
 Markers go on a deep copy; the caller's messages are never touched, so the stored
 transcript stays marker-free and a later request can place its own window.
 
-Compaction and the cache (L7): the head of the conversation, the system prompt with it,
+Compaction and the cache: the head of the conversation, the system prompt with it,
 is kept verbatim by every compaction, so after a compaction the system breakpoint is
 still a hit (except right after the first one, which appends its note once) and the
 rolling window is warm again one request later. The summarizer's requests carry no
@@ -208,7 +208,7 @@ def plan_prompt_caching(
     cache_ttl: str = "5m",
     base_url: str | None = None,
 ) -> CachingPlan:
-    """S8.3: on for a Claude model on a route that supports ``cache_control``, off otherwise (with why)."""
+    """Whether to cache: on for a Claude model on a route that supports ``cache_control``, off otherwise (with why)."""
     cache_marker(cache_ttl)  # refuse a bad TTL early
     if not enabled:
         return CachingPlan(False, "turned off by prompt_caching.enabled", cache_ttl)

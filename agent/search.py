@@ -42,7 +42,84 @@ _MAX_POSITIONS_PER_TERM = 4_000
 _ELLIPSIS = "…"
 
 STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your", "yours", "about", "again", "any", "some", "just", "than", "too", "very", "should", "tell", "remind", "remember", "said", "say", "says"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "about",
+        "again",
+        "any",
+        "some",
+        "just",
+        "than",
+        "too",
+        "very",
+        "should",
+        "tell",
+        "remind",
+        "remember",
+        "said",
+        "say",
+        "says",
+    ]
 )
 _QUERY_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
 _EDGE_PUNCTUATION = ".,;:!?()[]{}<>'\"`*"
@@ -235,7 +312,7 @@ def _snippet(text: str, centre: int, limit: int) -> str:
     return (_ELLIPSIS if start > 0 else "") + snippet + (_ELLIPSIS if end < len(text) else "")
 
 
-def _best_window(positions: list[list[int]], weights: list[float], width: int) -> tuple[float, int]:
+def _best_window(positions: list[list[int]], weights: Sequence[float], width: int) -> tuple[float, int]:
     """The tightest window of at most ``width`` characters holding the most distinct term weight: (weight, centre)."""
     events = sorted((pos, term) for term, spots in enumerate(positions) for pos in spots)
     if not events:
@@ -293,7 +370,7 @@ def _hit(
 
 
 def search_messages(
-    messages: Sequence[dict], query: str, *, limit: int = 4, snippet_chars: int = 2_500
+    messages: Sequence[Mapping[str, Any]], query: str, *, limit: int = 4, snippet_chars: int = 2_500
 ) -> list[SearchHit]:
     """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``.
 
@@ -329,6 +406,7 @@ def search_messages(
     )
     texts = matched.texts
     tools = tool_names_by_call_id(messages)
+    # A ranked message is one a term matched, so its text is there.
     return [
         _hit(messages[index], score, _snippet(texts[index], centre, snippet_chars), tools, index)  # type: ignore[arg-type]
         for score, index, centre in ranked[:limit]
@@ -346,7 +424,7 @@ class _Matched:
     total_chars: int
 
 
-def _match_terms(messages: Sequence[dict], terms: Sequence[_Term]) -> _Matched:
+def _match_terms(messages: Sequence[Mapping[str, Any]], terms: Sequence[_Term]) -> _Matched:
     size = len(messages)
     matched = _Matched([None] * size, [None] * size, [None] * size, [0] * len(terms), 0)
     for index, message in enumerate(messages):
@@ -376,7 +454,7 @@ def _bm25(matched: _Matched, term_weights: Sequence[float], average_length: floa
     for index, found in enumerate(matched.counts):
         if found is None:
             continue
-        length = len(matched.texts[index]) / _CHARS_PER_WORD  # type: ignore[arg-type]
+        length = len(matched.texts[index]) / _CHARS_PER_WORD  # type: ignore[arg-type]  # counted, so it has a text
         norm = _K1 * (1.0 - _B + _B * length / average_length)
         score = sum(weight * tf * (_K1 + 1.0) / (tf + norm) for weight, tf in zip(term_weights, found) if tf)
         candidates.append((score, index))

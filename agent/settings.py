@@ -42,7 +42,7 @@ class ConnectionSettings(StrictModel):
 
 
 class CompressionSettings(StrictModel):
-    """``compression:`` — when and how the context is compacted (SPEC S3)."""
+    """``compression:`` — when and how the context is compacted."""
 
     enabled: bool = True
     threshold: float = Field(0.50, ge=0.0, le=1.0)
@@ -89,13 +89,13 @@ class AuxiliarySettings(StrictModel):
 
 
 class PromptCachingSettings(StrictModel):
-    """``prompt_caching:`` — Anthropic cache markers (SPEC S8)."""
+    """``prompt_caching:`` — Anthropic cache markers."""
 
     enabled: bool = True
     cache_ttl: Literal["5m", "1h"] = "5m"
 
 
 class ContextSettings(StrictModel):
-    """``context:`` — which context engine runs (SPEC S1.3)."""
+    """``context:`` — which context engine runs."""
 
     engine: str = Field("compressor", min_length=1)

@@ -95,6 +95,7 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
             repair.placed.append((last_kept, stand_in))
         pending.clear()
 
+    # Messages are read as mappings but are dicts: those kept unchanged go on uncopied (the ignores below).
     for index, message in enumerate(messages):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
@@ -114,6 +115,7 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
                 if call_id in used:
                     repair.reused.append(str(call_id))
                     continue
+                # A call without an id is kept as it is (its id None, answered like any other).
                 used.add(call_id)  # type: ignore[arg-type]
                 kept.append(call)
                 pending.append(call_id)  # type: ignore[arg-type]

@@ -4,8 +4,8 @@ OpenAI-style responses report ``prompt_tokens``/``completion_tokens``/``total_to
 with cached tokens under ``prompt_tokens_details.cached_tokens``; Anthropic reports
 ``input_tokens``/``output_tokens`` where the input EXCLUDES what was read from or
 written to the prompt cache. OpenRouter uses OpenAI's shape and adds the cache writes it
-passes through from Anthropic as ``prompt_tokens_details.cache_write_tokens``. :class:`Usage` always means the whole prompt by
-``prompt_tokens``, because that is what fills the context window.
+passes through from Anthropic as ``prompt_tokens_details.cache_write_tokens``. :class:`Usage`
+always means the whole prompt by ``prompt_tokens``, because that is what fills the context window.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``foldgate bench backlog``: turns and model calls a 2,000-message overnight backlog costs, and whether any request passed the window.
+"""``foldgate bench backlog``: turns and model calls a 2,000-message overnight backlog costs, and whether any
+request passed the window.
 
 One chat holds 2,000 waiting messages when the gateway starts (every one addressed to the bot,
 the last a morning question about a decision made early in the night); the provider is the test

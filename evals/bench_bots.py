@@ -384,14 +384,16 @@ def summarize(runs: Sequence[Mapping[str, Any]], sizes: Sequence[int]) -> list[d
     first = rows[0]
     for row in rows:
         added = row["bots"] - first["bots"]
-        per = (lambda key: round((row[key] - first[key]) / added, 4)) if added else (lambda key: None)
         row["per_added_bot"] = {
-            "idle_rss_mb": per("idle_rss_mb"),
-            "loaded_rss_mb": per("loaded_rss_mb"),
-            "idle_cpu_percent": per("idle_cpu_percent"),
-            "start_s": per("start_s"),
-            "idle_redis_commands_per_s": per("idle_redis_commands_per_s"),
-            "start_cpu_s": per("start_cpu_s"),
+            key: round((row[key] - first[key]) / added, 4) if added else None
+            for key in (
+                "idle_rss_mb",
+                "loaded_rss_mb",
+                "idle_cpu_percent",
+                "start_s",
+                "idle_redis_commands_per_s",
+                "start_cpu_s",
+            )
         }
     return rows
 
@@ -508,9 +510,9 @@ def markdown(result: Mapping[str, Any]) -> str:
     for row in rows:
         per = row["per_added_bot"]
         lines.append(
-            f"| {row['bots']} | {row['idle_rss_mb']:.1f} | {_per(per['idle_rss_mb'], 2)} | {row['loaded_rss_mb']:.1f} | "
-            f"{row['idle_cpu_percent']:.2f} | {_per(per['idle_cpu_percent'], 3)} | {row['cpu_ms_per_message']:.2f} | "
-            f"{row['start_s']:.2f} | {_per(per['start_s'], 3)} |"
+            f"| {row['bots']} | {row['idle_rss_mb']:.1f} | {_per(per['idle_rss_mb'], 2)} | "
+            f"{row['loaded_rss_mb']:.1f} | {row['idle_cpu_percent']:.2f} | {_per(per['idle_cpu_percent'], 3)} | "
+            f"{row['cpu_ms_per_message']:.2f} | {row['start_s']:.2f} | {_per(per['start_s'], 3)} |"
         )
     lines += [
         "",
@@ -519,8 +521,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         "counts everything the process did from the push until every reply was sent and every runner idle "
         "(idle polling included).",
         "",
-        "| bots | process before the fleet (MB) | RSS over it per bot (MB) | idle CPU % per bot | CPU ms/message net of idle "
-        "| peak RSS MB | start CPU s | spawn → all polling s | Redis commands/s idle | Redis commands/message |",
+        "| bots | process before the fleet (MB) | RSS over it per bot (MB) | idle CPU % per bot "
+        "| CPU ms/message net of idle | peak RSS MB | start CPU s | spawn → all polling s | Redis commands/s idle "
+        "| Redis commands/message |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:

@@ -54,7 +54,7 @@ CONTEXT_LENGTH = 100_000
 TURNS = 200
 SEED = 11
 TTLS = ("5m", "1h")
-#: Hygiene's fixed share of the window (S2.1), emulated between turns as the gateway does.
+#: Hygiene's fixed share of the window, emulated between turns as the gateway does.
 HYGIENE_RATIO = 0.85
 GOAL_COST_RATIO = 0.25
 #: Virtual seconds: think time between user messages, one model call, and the occasional long break.
@@ -149,7 +149,8 @@ def summary_text(rng: random.Random) -> str:
 
 
 class Script:
-    """Plays the recorded session: the fake model answers with the recorded replies, the tools with the recorded outputs."""
+    """Plays the recorded session: the fake model answers with the recorded replies, the tools with the recorded
+    outputs."""
 
     def __init__(self, turns: list[Turn], clock: VirtualClock, rng: random.Random) -> None:
         self.turns = turns
@@ -332,8 +333,8 @@ def summarise(run: Run) -> dict[str, Any]:
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
-        "| TTL | turns | requests | compactions | read from cache | written | cold requests | input cost | uncached | ratio |"
-        " with summarizer | hit before → after 1 / 2 / 3 |",
+        "| TTL | turns | requests | compactions | read from cache | written | cold requests | input cost | uncached "
+        "| ratio | with summarizer | hit before → after 1 / 2 / 3 |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
@@ -342,7 +343,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         before = "–" if hits["before"] is None else f"{hits['before']:.0%}"
         lines.append(
             f"| {row['ttl']} | {row['turns']} | {row['chat_requests']} (+{row['summarizer_requests']} summary) |"
-            f" {row['compactions']} | {row['cache_read_share']:.1%} | {row['cache_write_share']:.1%} | {row['cold_requests']} |"
+            f" {row['compactions']} | {row['cache_read_share']:.1%} | {row['cache_write_share']:.1%} |"
+            f" {row['cold_requests']} |"
             f" ${row['input_cost_usd']:.2f} | ${row['uncached_input_cost_usd']:.2f} | {row['input_cost_ratio']:.1%} |"
             f" {row['with_summarizer_cost_ratio']:.1%} | {before} → {shown} |"
         )

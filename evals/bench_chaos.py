@@ -1,4 +1,5 @@
-"""``foldgate bench chaos``: the long soak — workers killed at every kind of moment, Redis restarted and killed, an overload.
+"""``foldgate bench chaos``: the long soak — workers killed at every kind of moment, Redis restarted and killed,
+an overload.
 
 Everything runs on one embedded Valkey under a temporary home (append-only file on, as
 ``foldgate run`` keeps it), with gateway worker processes (``tests/fakes/worker_process.py``)

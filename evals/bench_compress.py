@@ -90,13 +90,15 @@ def measure(sizes: Sequence[int] = SIZES, runs: int = RUNS, tail_modes: Sequence
 
 def table(rows: Sequence[dict]) -> str:
     lines = [
-        "| tail | session | tokens | outcome | CPU warm (median) | CPU cold (median) | ms / 100K tok (warm) | tokens × | CPU × warm | CPU × cold | retained |",
+        "| tail | session | tokens | outcome | CPU warm (median) | CPU cold (median) | ms / 100K tok (warm) "
+        "| tokens × | CPU × warm | CPU × cold | retained |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['tail_mode']} | {row['session']} | {row['tokens']:,} | {row['outcome']} | {row['cpu_seconds_warm'] * 1000:.1f} ms | "
-            f"{row['cpu_seconds_cold'] * 1000:.1f} ms | {row['cpu_ms_per_100k_tokens_warm']:.1f} | {row['tokens_ratio']:.2f} | "
+            f"| {row['tail_mode']} | {row['session']} | {row['tokens']:,} | {row['outcome']} | "
+            f"{row['cpu_seconds_warm'] * 1000:.1f} ms | {row['cpu_seconds_cold'] * 1000:.1f} ms | "
+            f"{row['cpu_ms_per_100k_tokens_warm']:.1f} | {row['tokens_ratio']:.2f} | "
             f"{row['cpu_ratio_warm']:.2f} | {row['cpu_ratio_cold']:.2f} | {row['retained_tokens']:,} |"
         )
     return "\n".join(lines)

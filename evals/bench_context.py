@@ -56,7 +56,7 @@ class Conversation:
     description: str
 
 
-# --------------------------------------------------------------------------- a generated conversation as a replay fixture
+# ------------------------------------------------------------------------ a generated conversation as a replay fixture
 
 
 def _epoch(stamp: Any, fallback: float) -> float:
@@ -281,7 +281,8 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
         axis.set_xlim(0, len(prompts) + 1)
         axis.set_ylabel("prompt tokens")
         axis.set_title(
-            f"{result['name']}: {result['messages']:,} incoming messages, {result['turns']} turns, {result['requests']} requests — "
+            f"{result['name']}: {result['messages']:,} incoming messages, {result['turns']} turns, "
+            f"{result['requests']} requests — "
             f"peak {result['peak_percent']:.0f}% of the window, {result['hygiene_compactions']} hygiene + "
             f"{result['in_loop_compactions']} in-loop compactions",
             fontsize=9,
@@ -338,15 +339,16 @@ def table(result: Mapping[str, Any]) -> str:
     lines = [
         "Context size per model request, replayed through the whole gateway (deterministic summary):",
         "",
-        "| conversation | window | turns | requests | hygiene | in-loop | peak | over window | tokens sent | without compaction: peak | tokens sent |",
+        "| conversation | window | turns | requests | hygiene | in-loop | peak | over window | tokens sent "
+        "| without compaction: peak | tokens sent |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["conversations"]:
         lines.append(
-            f"| {row['name']} | {row['window']:,} | {row['turns']} | {row['requests']} | {row['hygiene_compactions']} | "
-            f"{row['in_loop_compactions']} | {row['peak_prompt_tokens']:,} ({row['peak_percent']:.0f}%) | "
-            f"{row['requests_over_window']} | {row['tokens_sent']:,} | {row['uncompacted_peak_tokens']:,} | "
-            f"{row['uncompacted_tokens_sent']:,} |"
+            f"| {row['name']} | {row['window']:,} | {row['turns']} | {row['requests']} | "
+            f"{row['hygiene_compactions']} | {row['in_loop_compactions']} | "
+            f"{row['peak_prompt_tokens']:,} ({row['peak_percent']:.0f}%) | {row['requests_over_window']} | "
+            f"{row['tokens_sent']:,} | {row['uncompacted_peak_tokens']:,} | {row['uncompacted_tokens_sent']:,} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -152,7 +152,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"Streamed delivery to the fake Bot API (real aiogram client, shared send budget in Redis), "
         f"{result['machine']['cpus']} CPUs, Python {result['machine']['python']}.",
         "",
-        "| send budget | chats at once | replies with a preview | first preview p50 | p99 | first shown (preview or message) p50 | p99 | 429s |",
+        "| send budget | chats at once | replies with a preview | first preview p50 | p99 "
+        "| first shown (preview or message) p50 | p99 | 429s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["first_preview"]:

@@ -32,7 +32,20 @@ ITERATIONS = 3_000
 TURN_READS = 30
 CONTEXT_LENGTH = 1_000_000
 #: One stored message of about 500 tokens of varied text.
-_WORDS = ["deploy", "canary", "rollback", "latency", "ledger", "billing", "token", "cache", "webhook", "retry", "shard", "replica"]
+_WORDS = [
+    "deploy",
+    "canary",
+    "rollback",
+    "latency",
+    "ledger",
+    "billing",
+    "token",
+    "cache",
+    "webhook",
+    "retry",
+    "shard",
+    "replica",
+]
 
 
 def _message(index: int) -> dict:
@@ -76,7 +89,7 @@ async def _turn_reads(redis: Redis, prefix: str, sessions: list[tuple[int, str, 
     }
     rows = []
     try:
-        for size, chat, sid, stored in sessions:
+        for _size, chat, sid, stored in sessions:
             lock = await stores["off"].acquire_lock(chat, 60)
             assert lock is not None
             await stores["on"].snapshot(chat)  # held, as in a gateway that served this chat before
@@ -125,7 +138,7 @@ async def _measure(redis_url: str, iterations: int) -> dict[str, list[dict]]:
                     samples[size].append(await _decide(store, chat, sid))
                 bar.update(number + 1)  # between rounds, outside the timed decisions
         rows = []
-        for size, chat, _sid, stored in sessions:
+        for size, _chat, _sid, stored in sessions:
             values = sorted(samples[size])
             rows.append(
                 {

@@ -7,7 +7,7 @@ summary) and measured again. Memory is ``MEMORY USAGE key SAMPLES 0`` (exact, ev
 element) summed over the chat's keys, so other clients of a shared server do not
 disturb it.
 
-Message bodies live in one hash per session and are never rewritten (B1), so after a
+Message bodies live in one hash per session and are never rewritten, so after a
 compaction the archived messages' bodies are the same bytes as before; the hash's
 memory is attributed to archived and live messages in proportion to their stored
 JSON length, and the id lists are counted where they belong (``active`` to the
@@ -196,17 +196,18 @@ def table(result: Mapping[str, Any]) -> str:
         f"Redis memory per stored token ({result['redis']}; MEMORY USAGE … SAMPLES 0 over the chat's keys; "
         f"one in-place compaction by {result['compressor']}, {result['context_length']:,}-token window).",
         "",
-        "| session | messages | tokens | JSON B/token | before: transcript B/token | after: live tokens | after: live B/token "
-        "| archived tokens | archive B/token | compaction added | chat total after |",
+        "| session | messages | tokens | JSON B/token | before: transcript B/token | after: live tokens "
+        "| after: live B/token | archived tokens | archive B/token | compaction added | chat total after |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["rows"]:
         before, after = row["before"], row["after"]
         lines.append(
             f"| {row['session']} | {row['messages']:,} | {row['tokens']:,} | {before['json_bytes_per_token']:.2f} | "
-            f"{before['transcript_bytes_per_token']:.2f} | {after['active_tokens']:,} | {after['transcript_bytes_per_token']:.2f} | "
-            f"{after['archived_tokens']:,} | {after['archive_bytes_per_token']:.2f} | "
-            f"{after['compaction_added_bytes'] / 1024:,.1f} KiB | {after['bytes']['all_keys'] / 1024 / 1024:,.2f} MiB |"
+            f"{before['transcript_bytes_per_token']:.2f} | {after['active_tokens']:,} | "
+            f"{after['transcript_bytes_per_token']:.2f} | {after['archived_tokens']:,} | "
+            f"{after['archive_bytes_per_token']:.2f} | {after['compaction_added_bytes'] / 1024:,.1f} KiB | "
+            f"{after['bytes']['all_keys'] / 1024 / 1024:,.2f} MiB |"
         )
     return "\n".join(lines) + "\n"
 

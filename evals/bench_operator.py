@@ -211,7 +211,8 @@ async def measure(chats: int = CHATS, redis_url: str | None = None) -> dict[str,
 def table(result: dict[str, Any]) -> str:
     lines = [
         f"The operator view with {result['chats']:,} chats in Redis ({result['redis']}); wall time of the whole HTTP "
-        f"answer, {result['repeats']} fetches each. Goal: the list's first page under {result['goal_first_page_s']:g} s.",
+        f"answer, {result['repeats']} fetches each. "
+        f"Goal: the list's first page under {result['goal_first_page_s']:g} s.",
         "",
         "| page | median | worst | size |",
         "|---|---:|---:|---:|",

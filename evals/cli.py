@@ -65,7 +65,8 @@ EVAL_DEFAULTS: dict[str, tuple[str, int]] = {
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    """``foldgate eval compaction|decay --sessions … --probes … [--policies …] [--context-length …] [--summarizer …]``."""
+    """``foldgate eval compaction|decay --sessions … --probes … [--policies …] [--context-length …]
+    [--summarizer …]``."""
     if args.kind not in EVAL_DEFAULTS:
         print(f"unknown eval {args.kind!r}; available: {', '.join(EVAL_DEFAULTS)}", file=sys.stderr)
         return 2

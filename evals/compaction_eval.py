@@ -56,9 +56,38 @@ SUMMARIZERS = ("deterministic", "stand-in", "configured")
 SHORT_SUBJECT_CHARS = 3
 #: What separates a subject's words: ``ledger cutoff`` is also ``ledger_cutoff``, ``ledger-cutoff``, ``ledger/cutoff``.
 _SUBJECT_SEPARATOR = r"[ \t_/-]+"
-#: Query words that name the kind of fact asked for, not its subject (probe files without ``subject`` fall back on the rest).
+#: Query words that name the kind of fact asked for, not its subject (probe files without ``subject`` fall back on
+#: the rest).
 _QUERY_KIND_WORDS = frozenset(
-    ["commit", "commits", "issue", "bug", "file", "error", "code", "port", "rate", "limit", "cost", "month", "timeout", "owns", "owner", "deployment", "decided", "use", "why", "instead", "run", "before", "never", "name", "format", "what", "which"]
+    [
+        "commit",
+        "commits",
+        "issue",
+        "bug",
+        "file",
+        "error",
+        "code",
+        "port",
+        "rate",
+        "limit",
+        "cost",
+        "month",
+        "timeout",
+        "owns",
+        "owner",
+        "deployment",
+        "decided",
+        "use",
+        "why",
+        "instead",
+        "run",
+        "before",
+        "never",
+        "name",
+        "format",
+        "what",
+        "which",
+    ]
 )
 
 
@@ -250,7 +279,8 @@ def summarizer_arguments(summarizer: Any | None) -> dict[str, Any]:
 
 
 def make_compressor(tail_mode: str, context_length: int, summarizer: Any | None = None) -> Any:
-    """The built-in ContextCompressor in ``legacy`` or ``lean`` tail mode; no summarizer means the deterministic notes."""
+    """The built-in ContextCompressor in ``legacy`` or ``lean`` tail mode; no summarizer means the deterministic
+    notes."""
     from agent.context_compressor import ContextCompressor
     from agent.settings import CompressionSettings
 
@@ -384,7 +414,8 @@ def _neighbourhood(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def answer_neighbourhoods(text: str, answer: str) -> Iterator[str]:
-    """For each occurrence of ``answer``: its line with the lines before and after, every copy of the answer blanked out."""
+    """For each occurrence of ``answer``: its line with the lines before and after, every copy of the answer
+    blanked out."""
     start = text.find(answer) if answer else -1
     while start >= 0:
         end = start + len(answer)
@@ -394,7 +425,8 @@ def answer_neighbourhoods(text: str, answer: str) -> Iterator[str]:
 
 
 def is_attributed(text: str, answer: str, subject: Sequence[str]) -> bool:
-    """Whether an occurrence of ``answer`` has a subject alternative on its line (outside the answer) or a neighbouring one."""
+    """Whether an occurrence of ``answer`` has a subject alternative on its line (outside the answer) or a
+    neighbouring one."""
     pattern = subject_pattern(tuple(subject))
     if pattern is None:
         return False
@@ -696,7 +728,8 @@ def markdown_report(runs: Sequence[Run], context_length: int, summarizer: str = 
     for run in runs:
         probes = len(run.results)
         lines.append(
-            f"| {run.session} | {run.policy} | {run.stats.get('outcome', '–')} | {run.tokens_before:,} | {run.retained_tokens:,} | "
+            f"| {run.session} | {run.policy} | {run.stats.get('outcome', '–')} | {run.tokens_before:,} | "
+            f"{run.retained_tokens:,} | "
             f"{100 * run.retained_tokens / max(1, run.tokens_before):.1f}% | {_percent(run.closed_book, probes)} | "
             f"{_percent(run.attributed, probes)} | {_percent(run.recovered, probes)} | {run.wall_seconds:.2f} | "
             f"{run.cpu_seconds:.2f} | {run.stats.get('summarizer', '–')} | "
@@ -792,7 +825,8 @@ def _listing_section(runs: Sequence[Run], context_length: int) -> list[str]:
 
 
 def _unattributed_examples(runs: Sequence[Run], per_kind: int = 2) -> list[str]:
-    """A few facts per policy and kind that were kept literally but away from their subject, with the line they stood on."""
+    """A few facts per policy and kind that were kept literally but away from their subject, with the line they
+    stood on."""
     shown: dict[tuple[str, str], int] = {}
     rows = []
     for run in runs:
@@ -827,7 +861,8 @@ def _short_tokens(value: float) -> str:
 
 
 def _side_by_side(values: Sequence[float], ratio: float = 1.08) -> list[float]:
-    """Offsets in points (0, or spread around 0) for values so close on a log axis that their markers would cover each other."""
+    """Offsets in points (0, or spread around 0) for values so close on a log axis that their markers would cover
+    each other."""
     order = sorted(range(len(values)), key=lambda index: values[index])
     groups: list[list[int]] = []
     for index in order:
@@ -852,7 +887,8 @@ def _ticks_at(values: Sequence[float], ratio: float = 1.25) -> list[float]:
 
 
 def figure_of(runs: Sequence[Run], context_length: int | None = None) -> Any:
-    """The chart as a matplotlib Figure: one panel per session, tokens each policy kept against the facts still answerable.
+    """The chart as a matplotlib Figure: one panel per session, tokens each policy kept against the facts still
+    answerable.
 
     Sessions differ in size, so each gets its own panel instead of a line joining them as
     if they were one trend. In a panel every policy is a marker shape and colour: the

@@ -280,8 +280,8 @@ def _first_quarter_listings(runs: Sequence[DecayRun], context_length: int) -> li
         "",
         "The night's commit and issue/PR listing lines against the summary cap. A fact on a line nothing in its "
         "listing singles out stays only if its line does; a summary holding nothing but listing lines, and favouring "
-        "no hour of the night over another, could keep the share shown. Expected recall = every other first-quarter fact "
-        "kept and the listed ones at that share, what a compressor that cannot tell their lines apart can expect.",
+        "no hour of the night over another, could keep the share shown. Expected recall = every other first-quarter "
+        "fact kept and the listed ones at that share, what a compressor that cannot tell their lines apart can expect.",
         "",
         f"| session | policy | {LOAD_HEADER} (first quarter) |",
         "|---|---|---:|---:|---:|---:|",

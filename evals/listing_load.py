@@ -31,7 +31,7 @@ class ListingLoad:
     tokens: int = 0
 
     def share(self, context_length: int) -> float:
-        """The share of these lines a summary holding nothing else could keep (S5.3's cap for the window)."""
+        """The share of these lines a summary holding nothing else could keep (the summary cap for the window)."""
         cap = max_summary_tokens(context_length)
         return 1.0 if self.tokens <= cap else cap / self.tokens
 
@@ -66,6 +66,7 @@ LOAD_HEADER = "listing lines | their tokens | share a summary could hold | expec
 
 
 def load_cells(load: ListingLoad, context_length: int, facts: Sequence[tuple[str, str]]) -> str:
-    """The cells both evals show for a listing load: lines, tokens, the share a summary could hold, the recall to expect."""
+    """The cells both evals show for a listing load: lines, tokens, the share a summary could hold, the recall to
+    expect."""
     share = load.share(context_length)
     return f"{load.lines:,} | {load.tokens:,} | {100 * share:.0f}% | {100 * expected_recall(facts, share):.0f}%"

@@ -1,4 +1,5 @@
-"""Where every benchmark's results go: ``<name>.json`` and ``<name>.md`` in the out directory, and the table on stdout."""
+"""Where every benchmark's results go: ``<name>.json`` and ``<name>.md`` in the out directory, and the table on
+stdout."""
 
 from __future__ import annotations
 

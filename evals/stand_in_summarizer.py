@@ -1,4 +1,4 @@
-"""An extractive stand-in for a summarizer model: notes with the S5.3 sections, written by rules, no model.
+"""An extractive stand-in for a summarizer model: notes with the required sections, written by rules, no model.
 
 ``foldgate eval compaction --summarizer stand-in`` (and ``eval decay``) use it to run the
 compressor's model path — notes written piece by piece, carried into the next compaction,
@@ -120,7 +120,7 @@ def extract(entries: Sequence[Entry]) -> dict[str, list[str]]:
     }
 
 
-#: The notes' layout: the S5.3 sections in order, the progress subsections under Progress.
+#: The notes' layout: the required sections in order, the progress subsections under Progress.
 LAYOUT: tuple[str, ...] = tuple(
     heading
     for section in SECTION_HEADINGS

@@ -6,9 +6,9 @@ HTTP clients with their connection pools, the codex app-server process — are b
 here and shared.
 
 Routes (``model.api_mode``): ``chat`` — chat completions, or the Anthropic messages API
-for ``provider: anthropic``, with prompt-cache breakpoints where the route supports them
-(S8); ``responses`` — the Responses API, with native compaction where it is allowed
-(S7.2); ``codex_app_server`` — a codex app-server process owns each chat's thread (S7.1).
+for ``provider: anthropic``, with prompt-cache breakpoints where the route supports them;
+``responses`` — the Responses API, with native compaction where it is allowed;
+``codex_app_server`` — a codex app-server process owns each chat's thread.
 ``auto`` picks ``responses`` for ``openai-codex`` and ``chat`` otherwise.
 """
 
@@ -28,7 +28,7 @@ from agent.compaction.summarizer import SUMMARIZER_RETRIES, LLMSummarizer, build
 from agent.context_engine import ContextEngine
 from agent.engine_registry import resolve_context_engine
 from agent.items import DEFAULT_MAX_IMAGES, MediaSource
-from agent.llm.client import ChatClient
+from agent.llm.client import ChatClient, Dialect
 from agent.llm.local import LocalDemoModel
 from agent.llm.responses import ResponsesClient, classify_route
 from agent.llm.retry import RetryPolicy
@@ -45,7 +45,7 @@ from gateway.session_source import ChatHistory
 log = logging.getLogger(__name__)
 
 #: provider -> (default base URL, API dialect)
-PROVIDER_ROUTES: dict[str, tuple[str, str]] = {
+PROVIDER_ROUTES: dict[str, tuple[str, Dialect]] = {
     "openai": ("https://api.openai.com/v1", "openai"),
     "anthropic": ("https://api.anthropic.com", "anthropic"),
     "openrouter": ("https://openrouter.ai/api/v1", "openai"),
@@ -152,7 +152,7 @@ class AgentBuilder:
             self.base_url,
             api_key=self.api_key,
             dialect=self.dialect,
-            route=model.provider,  # type: ignore[arg-type]
+            route=model.provider,
             stream=model.stream,
             options=model.http_options(),
             retry=RetryPolicy(max_retries=model.max_retries),
@@ -170,9 +170,9 @@ class AgentBuilder:
             # The main route speaks the Responses API only; the summarizer shares it, without native compaction.
             client = self._responses_client(native=False, summarizer=True)
             summarizer = LLMSummarizer(
-                client,
+                client,  # type: ignore[arg-type]
                 auxiliary.model or model.name,
-                window.tokens,  # type: ignore[arg-type]
+                window.tokens,
                 teacher=teacher,
             )
         else:
@@ -249,7 +249,7 @@ class AgentBuilder:
         return self.windows.chat_window(model)
 
     def caching_plan(self, model: str) -> CachingPlan:
-        """Prompt caching for ``model`` on this route (S8.3): breakpoints only for Claude where the route takes them.
+        """Prompt caching for ``model`` on this route: breakpoints only for Claude where the route takes them.
 
         Decided once per model (every turn asks; the route and settings are fixed for the process).
         """

@@ -88,7 +88,7 @@ async def compress(turn: ChatTurn, focus: str) -> str:
 
 
 async def _compress_codex_thread(turn: ChatTurn, engine: CodexThreadEngine) -> str:
-    """S7.1: ask the app-server to compact the chat's thread, wait for it, and record the boundary.
+    """Ask the codex app-server to compact the chat's thread, wait for it, and record the boundary.
 
     The transcript here is never rewritten on this route: the commit keeps every message
     where it is and only records that a compaction happened (count, reported size).
@@ -138,7 +138,10 @@ def _cold_cache_warning(caching: CachingPlan, tokens: int, new_model: str) -> st
 
     ``caching`` is the new model's caching plan: with breakpoints, that request also writes a new cache.
     """
-    text = f" ⚠️ The prompt cache belongs to the model: the next request re-reads this conversation's {tokens:,} tokens uncached"
+    text = (
+        " ⚠️ The prompt cache belongs to the model: "
+        f"the next request re-reads this conversation's {tokens:,} tokens uncached"
+    )
     price = pricing.price_for(new_model)
     if price is not None and tokens:
         full = pricing.cost({"prompt_tokens": tokens}, new_model)
@@ -174,7 +177,8 @@ async def _provider_models(agents: AgentBuilder) -> tuple[list[str] | None, str]
 
 
 async def model(turn: ChatTurn, name: str) -> str:
-    """Show the model, or switch this chat to another one the provider serves (a cold prompt cache: it costs more at first)."""
+    """Show the model, or switch this chat to another one the provider serves (a cold prompt cache: it costs
+    more at first)."""
     runner = turn.runner
     current = turn.meta.model or runner.agents.default_model
     window = runner.agents.context_length(current)
@@ -312,7 +316,7 @@ UNBILLED_PROVIDERS = {
 
 
 def _money_line(agents: AgentBuilder, model: str, totals: dict) -> str:
-    """Money spent on the session and what prompt caching saved (B5), priced for the route ``agents`` sends on."""
+    """Money spent on the session and what prompt caching saved, priced for the route ``agents`` sends on."""
     if agents.provider in UNBILLED_PROVIDERS:
         return f"Cost: not billed per token ({UNBILLED_PROVIDERS[agents.provider]})"
     if pricing.price_for(model) is None:
@@ -354,7 +358,8 @@ async def usage(turn: ChatTurn, arg: str) -> str:
         compactions,
         f"Turns: {totals.get('turns', 0)}; prompt tokens {totals.get('prompt_tokens', 0):,},"
         f" completion tokens {totals.get('completion_tokens', 0):,}",
-        f"Cache: read {totals.get('cache_read_tokens', 0):,} tokens, written {totals.get('cache_write_tokens', 0):,} tokens",
+        f"Cache: read {totals.get('cache_read_tokens', 0):,} tokens,"
+        f" written {totals.get('cache_write_tokens', 0):,} tokens",
         _money_line(runner.agents, model, totals),
         *await budget_lines(runner, turn.message, "you"),
     ]
@@ -365,7 +370,7 @@ async def budget_lines(runner: CommandHost, message: IncomingMessage, person: st
     """What the sender of ``message`` (and its chat) spent this period, against each budget that applies."""
     lines = []
     now = datetime.now(UTC)
-    for subject, who, limit in subjects(message, runner.budgets):
+    for subject, _who, limit in subjects(message, runner.budgets):
         period, ends = period_bounds(now, limit.period, runner.budgets.timezone)
         spent = await runner.spending.spent(subject, period)
         owner = person if subject.startswith("user:") else "this chat"
@@ -384,10 +389,12 @@ async def status(turn: ChatTurn, _arg: str) -> str:
     pending = await runner.inbox.pending(turn.chat)
     return "\n".join(
         [
-            f"Session {turn.session_id} ({'continues ' + meta.parent_session_id if meta.parent_session_id else 'root'})",
+            f"Session {turn.session_id}"
+            f" ({'continues ' + meta.parent_session_id if meta.parent_session_id else 'root'})",
             f"Model {meta.model or runner.agents.default_model}",
             f"Messages {meta.count}, compactions {meta.compaction_count}, pending in inbox {max(0, pending - 1)}",
-            f"Worker {runner.worker_id}, up {uptime // 3600}h{uptime % 3600 // 60:02d}m, chats running here {runner.busy_chats}",
+            f"Worker {runner.worker_id}, up {uptime // 3600}h{uptime % 3600 // 60:02d}m,"
+            f" chats running here {runner.busy_chats}",
         ]
     )
 

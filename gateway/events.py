@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -26,7 +26,7 @@ Trigger = Literal["hygiene", "in_loop", "manual", "idle", "native"]
 
 
 class CompressEvent(BaseModel):
-    """``session:compress`` — a compaction was committed (SPEC S6.3)."""
+    """``session:compress`` — a compaction was committed."""
 
     name: Literal["session:compress"] = "session:compress"
     platform: str
@@ -108,7 +108,7 @@ class ToolCallEvent(BaseModel):
     ts: float = Field(default_factory=time.time)
 
 
-Event = Union[CompressEvent, TurnEvent, TurnErrorEvent, ToolCallEvent]
+Event = CompressEvent | TurnEvent | TurnErrorEvent | ToolCallEvent
 #: Reads an event back from its JSON (the activity log stores them so).
 EVENT_JSON: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="name")])
 Subscriber = Callable[[Event], None | Awaitable[None]]

@@ -1,4 +1,4 @@
-"""The operator's numbers (B5): ``/metrics`` in Prometheus text format, ``/healthz`` for probes, and the
+"""The operator's numbers: ``/metrics`` in Prometheus text format, ``/healthz`` for probes, and the
 same figures for the operator's gateway page.
 
 Counters come from the event bus (turns, compactions by trigger, tokens folded away, prompt,

@@ -126,7 +126,8 @@ class ChatOutages:
         return max(FIRST_RETRY_SECONDS, min(MAX_RETRY_SECONDS, self.bound / 10))
 
     async def failed(self, chat: str, error: ProviderError, started: float) -> Failure:
-        """Record a failed try that began at ``started``; a try begun long after the last failure starts a new outage."""
+        """Record a failed try that began at ``started``; a try begun long after the last failure starts a new
+        outage."""
         now = time.time()
         stale_after = 2 * self.cap + 10.0  # a chat waiting for its next try is handed out within about ``cap``
         since, tries = await self.records.failed(

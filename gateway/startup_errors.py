@@ -85,9 +85,7 @@ def redis_address(url: str) -> str:
     return f"{host}:{parts.port or 6379}"
 
 
-def redis_failure(
-    error: BaseException, settings: Settings, *, timeout: float = REDIS_CONNECT_SECONDS
-) -> StartupError:
+def redis_failure(error: BaseException, settings: Settings, *, timeout: float = REDIS_CONNECT_SECONDS) -> StartupError:
     """The one-line error for a failure to reach the Redis ``settings`` name (or to start the embedded one);
     ``timeout`` is the deadline the caller gave it."""
     from gateway.server.lifecycle import EmbeddedRedisError, EmbeddedRedisInUse

@@ -1,6 +1,6 @@
 """Compaction, one phase per module, in the order a compaction runs them.
 
-``budgets`` (the S4/S5 numbers) → ``boundaries`` (head, middle, tail) → ``lean`` (stubs
+``budgets`` (thresholds, tail and summary budgets) → ``boundaries`` (head, middle, tail) → ``lean`` (stubs
 in the tail) → ``digest`` with ``anchors``, ``sentences`` and ``listings`` (facts from the
 ORIGINAL middle and stubbed tail results) → ``prune`` + ``summary_prompt`` +
 ``summarizer`` (the model's notes) or ``fallback_summary`` (the deterministic notes) →

@@ -42,7 +42,47 @@ _CONTEXT_PUNCTUATION = "`'\"()[]{}<>,:;*#|=!?.…/"
 _NOT_TELLING = re.compile(r"[\W\d_]*$|.*?(?:\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d)")
 #: Words that fill a context's few places without saying what it is about ("on", "off", "not" do say).
 _FILLER = frozenset(
-    ["the", "a", "an", "to", "of", "for", "at", "by", "as", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "these", "those", "we", "i", "you", "our", "my", "your", "they", "fyi", "btw", "also", "ok", "okay", "please", "so", "and", "or", "then", "just"]
+    [
+        "the",
+        "a",
+        "an",
+        "to",
+        "of",
+        "for",
+        "at",
+        "by",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "we",
+        "i",
+        "you",
+        "our",
+        "my",
+        "your",
+        "they",
+        "fyi",
+        "btw",
+        "also",
+        "ok",
+        "okay",
+        "please",
+        "so",
+        "and",
+        "or",
+        "then",
+        "just",
+    ]
 )
 _LOG_LEVELS = frozenset(["INFO", "DEBUG", "WARN", "WARNING", "ERROR", "ERR", "CRITICAL", "FATAL", "TRACE", "NOTICE"])
 _LOG_PREFIX = re.compile(
@@ -80,7 +120,8 @@ def _context_word(token: str) -> str:
 
 
 def _is_compound(word: str) -> bool:
-    """A path, module or identifier (``src/checkout``, ``app.db``, ``fan_out``): one such word tells where on its own."""
+    """A path, module or identifier (``src/checkout``, ``app.db``, ``fan_out``): one such word tells where on its
+    own."""
     return "/" in word or "_" in word or "." in word
 
 
@@ -165,7 +206,7 @@ def _section_key(text: str, line_start: int) -> str:
 
 def _lines_before(text: str, line_start: int, count: int) -> list[str]:
     """Up to ``count`` lines before the one starting at ``line_start``, nearest first."""
-    lines = []
+    lines: list[str] = []
     end = line_start - 1
     while end > 0 and len(lines) < count:
         begin = text.rfind("\n", 0, end) + 1
@@ -176,7 +217,7 @@ def _lines_before(text: str, line_start: int, count: int) -> list[str]:
 
 def _lines_after(text: str, line_end: int, count: int) -> list[str]:
     """Up to ``count`` lines after the one ending at ``line_end``, nearest first."""
-    lines = []
+    lines: list[str] = []
     begin = line_end + 1
     while begin < len(text) and len(lines) < count:
         end = text.find("\n", begin)

@@ -267,7 +267,8 @@ def render_index(
     return "\n".join(lines), fill.used
 
 
-#: ``describe(kind, tokens used so far, context tokens so far with this entry's)``: whether the entry carries its context.
+#: ``describe(kind, tokens used so far, context tokens so far with this entry's)``: whether the entry carries its
+#: context.
 Describe = Callable[[str, int, int], bool]
 
 

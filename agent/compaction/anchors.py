@@ -87,7 +87,93 @@ _EMAIL_LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 _PERSON = re.compile(r"[A-Z][a-z]+ [A-Z][a-z]+(?: [A-Z][a-z]+)?")
 #: Capitalised words that start sentences, not names ("The Loyalty ...", "Let Me ...").
 _NOT_NAMES = frozenset(
-    ["The", "This", "That", "These", "Those", "There", "Then", "When", "Where", "What", "Which", "Who", "Why", "How", "Let", "Please", "Also", "And", "But", "So", "If", "It", "Its", "We", "You", "They", "He", "She", "I", "My", "Our", "Your", "Their", "Checking", "Looking", "Running", "Done", "Sure", "Yes", "No", "Ok", "Okay", "Good", "Great", "Thanks", "Thank", "Hello", "Hi", "Hey", "Morning", "Evening", "Tonight", "Today", "Tomorrow", "Yesterday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December", "Agreed", "Decision", "Note", "Heads", "Fyi", "Update", "Committed", "Patched", "Tests", "Found", "See"]
+    [
+        "The",
+        "This",
+        "That",
+        "These",
+        "Those",
+        "There",
+        "Then",
+        "When",
+        "Where",
+        "What",
+        "Which",
+        "Who",
+        "Why",
+        "How",
+        "Let",
+        "Please",
+        "Also",
+        "And",
+        "But",
+        "So",
+        "If",
+        "It",
+        "Its",
+        "We",
+        "You",
+        "They",
+        "He",
+        "She",
+        "I",
+        "My",
+        "Our",
+        "Your",
+        "Their",
+        "Checking",
+        "Looking",
+        "Running",
+        "Done",
+        "Sure",
+        "Yes",
+        "No",
+        "Ok",
+        "Okay",
+        "Good",
+        "Great",
+        "Thanks",
+        "Thank",
+        "Hello",
+        "Hi",
+        "Hey",
+        "Morning",
+        "Evening",
+        "Tonight",
+        "Today",
+        "Tomorrow",
+        "Yesterday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Agreed",
+        "Decision",
+        "Note",
+        "Heads",
+        "Fyi",
+        "Update",
+        "Committed",
+        "Patched",
+        "Tests",
+        "Found",
+        "See",
+    ]
 )
 
 _HAS_LETTER = re.compile(r"[A-Za-z]")
@@ -155,7 +241,8 @@ _KEYED_ID = re.compile(r"=[A-Za-z_][\w.-]{0,40}:$")
 
 
 def _is_keyed_id(text: str, start: int) -> bool:
-    """Whether the hex at ``start`` is the id half of a ``key=user:f2a1d9bd3404`` field (an image's ``name:tag`` is not)."""
+    """Whether the hex at ``start`` is the id half of a ``key=user:f2a1d9bd3404`` field (an image's ``name:tag``
+    is not)."""
     return start > 0 and text[start - 1] == ":" and _KEYED_ID.search(text, max(0, start - 44), start) is not None
 
 
@@ -321,6 +408,7 @@ def scan(text: str, conversation: bool) -> tuple[Anchor, ...]:
     return tuple((kind, anchor) for _, kind, anchor in _positioned(text, conversation))
 
 
+# The memo passes any hashable option; this one is only ever given ``conversation`` (a bool).
 _MEMO: TextMemo[tuple[Anchor, ...]] = TextMemo(scan)  # type: ignore[arg-type]
 
 
@@ -344,7 +432,8 @@ def _anchor_end(text: str, start: int, anchor: str) -> tuple[int, int]:
 
 
 def _contexts(text: str, found: Sequence[tuple[int, str, str]]) -> dict[Anchor, str]:
-    """The context of each distinct anchor's first mention in ``text``: its producer for an error line, else its words."""
+    """The context of each distinct anchor's first mention in ``text``: its producer for an error line, else its
+    words."""
     contexts: dict[Anchor, str] = {}
     for start, kind, anchor in found:
         key = (kind, anchor)
@@ -360,7 +449,8 @@ def _contexts(text: str, found: Sequence[tuple[int, str, str]]) -> dict[Anchor, 
 def weigh(
     anchors: Sequence[Anchor], conversation: bool, contexts: Mapping[Anchor, str] | None = None
 ) -> tuple[tuple[str, str, int, str], ...]:
-    """``(kind, anchor, weight, context)`` per distinct anchor of one message (see :class:`agent.compaction.anchor_index.AnchorIndex`)."""
+    """``(kind, anchor, weight, context)`` per distinct anchor of one message (see
+    :class:`agent.compaction.anchor_index.AnchorIndex`)."""
     if not anchors:
         return ()
     per_kind = Counter(kind for kind, _ in anchors)

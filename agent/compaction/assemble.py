@@ -1,7 +1,7 @@
-"""Phase 4: head + summary + tail, then tool pairs made valid (SPEC S5.5).
+"""Phase 4: head + summary + tail, then tool pairs made valid.
 
 The system prompt gets a one-line note on the FIRST compaction only and is never edited
-again, so its prompt-cache entry survives every later compaction (S8.4).
+again, so its prompt-cache entry survives every later compaction.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ STAND_IN_RESULT = (
 
 
 def note_system_prompt(head: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The head with :data:`SYSTEM_NOTE` appended to its system prompt (unchanged when there is none or it has the note)."""
-    out = list(head)
+    """The head with :data:`SYSTEM_NOTE` appended to its system prompt (unchanged when there is none or it has
+    the note)."""
+    out = list(head)  # dicts read as mappings, returned uncopied (the ignores below)
     if not out or out[0].get("role") != "system":
         return out  # type: ignore[return-value]
     system = out[0]
@@ -59,7 +60,7 @@ def sanitize_tool_pairs(
     result get a stand-in result right after their results block. A call at the very end
     of the list still waiting for its results is in flight (the loop is running it), so
     with ``keep_trailing_pending`` it is left alone rather than answered with a stand-in
-    the agent would mistake for a real result (L3).
+    the agent would mistake for a real result.
     """
     out: list[dict[str, Any]] = []
     pending: list[str] = []
@@ -70,11 +71,12 @@ def sanitize_tool_pairs(
             out.append(stand_in_result(call_id))
         pending.clear()
 
+    # Messages are read as mappings but are dicts: those kept unchanged go on uncopied (the ignores below).
     for message in messages:
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
             if call_id in pending:
-                pending.remove(call_id)  # type: ignore[arg-type]
+                pending.remove(call_id)
                 out.append(message)  # type: ignore[arg-type]
             continue
         close_pending()
@@ -83,8 +85,10 @@ def sanitize_tool_pairs(
             fresh = [i for i in dict.fromkeys(ids) if i not in used_ids]
             if len(fresh) != len(ids):
                 calls = [c for c in message["tool_calls"] if c.get("id") in fresh]
-                seen: set[str] = set()
-                calls = [c for c in calls if not (c["id"] in seen or seen.add(c["id"]))]
+                first_by_id: dict[str, Any] = {}
+                for call in calls:
+                    first_by_id.setdefault(call["id"], call)
+                calls = list(first_by_id.values())
                 message = with_content(message, message.get("content"), tool_calls=calls)
                 if not calls:
                     message.pop("tool_calls")
@@ -105,4 +109,4 @@ def assemble(
 ) -> list[dict[str, Any]]:
     """The compacted list: head (noted on the first compaction), the summary, the tail; pairs sanitized."""
     kept_head = note_system_prompt(head) if first_compaction else list(head)
-    return sanitize_tool_pairs([*kept_head, summary, *tail])  # type: ignore[list-item]
+    return sanitize_tool_pairs([*kept_head, summary, *tail])

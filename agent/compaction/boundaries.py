@@ -1,10 +1,10 @@
-"""Phase 2: where the kept head ends and the kept tail starts (SPEC S5.2).
+"""Phase 2: where the kept head ends and the kept tail starts.
 
 Everything here works on indices over the message list and the per-message token
 counts (:func:`planning_counts`: exact where a cut can fall), so it is linear and never
 re-tokenizes. A boundary never separates a tool call
-from its results, and never lands inside a call whose results are still pending (L3):
-the tail always starts at a message that is not a tool result.
+from its results, and never lands inside a call whose results are still pending (a provider
+refuses a call without its results): the tail always starts at a message that is not a tool result.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The numbers of SPEC S4 and S5: thresholds, tail budgets and the summary budget.
+"""The numbers compaction runs by: thresholds, tail budgets and the summary budget.
 
 All of them derive from the MAIN model's window; the summarizer's window only decides
 how many pieces a summary is made in, never when compaction fires.
@@ -38,7 +38,7 @@ def resolve_model_threshold(
     default: float,
     context_length: int,
 ) -> float:
-    """The compaction threshold for ``model`` (S4.2, S4.3).
+    """The compaction threshold for ``model``: its ``model_thresholds`` entry, else the global one.
 
     The longest key of ``model_thresholds`` found in the model name wins; no match gives
     ``default`` unchanged. A matched override below 0.75 is raised to 0.75 for windows

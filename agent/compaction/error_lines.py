@@ -54,7 +54,8 @@ def _cut(line: str, keyword_offset: int, max_chars: int) -> str:
 
 
 def _is_code(line: str) -> bool:
-    """Whether ``line`` is source code (also in a diff or a numbered listing), which mentions errors without reporting one."""
+    """Whether ``line`` is source code (also in a diff or a numbered listing), which mentions errors without
+    reporting one."""
     return bool(_CODE_LINE.match(_LINE_NUMBER.sub("", line.lstrip("+-"), count=1)))
 
 

@@ -1,4 +1,4 @@
-"""The deterministic structured summary: built from the transcript itself, no model involved (B1).
+"""The deterministic structured summary: built from the transcript itself, no model involved.
 
 Used when no summarizer is configured, and when the summarizer fails while the context
 is critical (hygiene, manual /compress, ≥ 85% of the window). It has the same sections as
@@ -150,7 +150,8 @@ def _progress(digest: Digest, budget: int) -> tuple[list[str], list[str], str, i
     if digest.last_assistant is not None:
         ident = f" ({digest.last_assistant.id})" if digest.last_assistant.id else ""
         in_progress.append(
-            f"At the cut the assistant had last written{ident}: {clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
+            f"At the cut the assistant had last written{ident}: "
+            f"{clip(digest.last_assistant.text, LAST_ASSISTANT_CHARS)}"
         )
     in_progress, used_now = take_lines(in_progress, budget - used)
     errors = _recent_errors(digest)
@@ -159,7 +160,8 @@ def _progress(digest: Digest, budget: int) -> tuple[list[str], list[str], str, i
 
 
 def _stated(ranked: dict[str, list[str]], budget_tokens: int) -> tuple[dict[str, list[str]], int]:
-    """``(lines taken per kind, tokens used)``: the conversation's sentences, round-robin across kinds within one budget.
+    """``(lines taken per kind, tokens used)``: the conversation's sentences, round-robin across kinds within one
+    budget.
 
     One pool instead of a share per section: a section with few sentences leaves its room to
     the others (the assistant's reported commits are not cut while the decisions' share stands
@@ -197,7 +199,7 @@ def render_body(
     earlier_summary: str | None = None,
     said: Callable[[str], bool] = lambda text: False,
 ) -> str:
-    """The S5.3 sections for ``digest`` within about ``budget_tokens``.
+    """The summary's sections (:data:`SECTION_HEADINGS`) for ``digest`` within about ``budget_tokens``.
 
     Sentences from user messages already quoted verbatim elsewhere (``quoted_ids``) are
     not repeated, but their decisions and preferences are pointed to by message id in their
@@ -231,7 +233,8 @@ def render_body(
     parts = [
         f"{SECTION_HEADINGS[0]}\n{_bullets(goal)}",
         f"{SECTION_HEADINGS[1]}\n{preferences}",
-        f"{SECTION_HEADINGS[2]}\n### Done\n{_bullets(done)}\n### In Progress\n{_bullets(in_progress)}\n### Blocked\n{blocked}",
+        f"{SECTION_HEADINGS[2]}\n### Done\n{_bullets(done)}\n### In Progress\n{_bullets(in_progress)}"
+        f"\n### Blocked\n{blocked}",
         f"{SECTION_HEADINGS[3]}\n{decisions}",
         f"{SECTION_HEADINGS[4]}\n{files}",
         f"{SECTION_HEADINGS[5]}\n{_NEXT_STEPS}",

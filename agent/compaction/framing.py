@@ -1,7 +1,7 @@
 """The summary message's text: the reference-only framing, the notes, and the lean continuity appendix.
 
-The framing is what keeps a stale "active task" in old notes from hijacking the reply
-(L4): it says the notes are background, never instructions, and that the newest user
+The framing is what keeps a stale "active task" in old notes from hijacking the reply:
+it says the notes are background, never instructions, and that the newest user
 message wins. The appendix (in every summary, whoever wrote the notes) carries continuity
 verbatim: a stand-in line per photo, document and voice message folded away, the deterministic
 notes, the user's messages newest first, the telling lines of long tool listings, the anchor

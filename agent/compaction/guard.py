@@ -1,4 +1,4 @@
-"""Anti-thrash guard: summarizer cooldowns and ineffective-compaction strikes (L2).
+"""Anti-thrash guard: summarizer cooldowns and ineffective-compaction strikes.
 
 Two independent brakes, both judged from facts, both persisted (``to_state``) so a
 restart cannot reset them:

@@ -1,4 +1,4 @@
-"""Lean tail (SPEC S5.6): old tool results inside the kept tail become one-line stubs.
+"""Lean tail: old tool results inside the kept tail become one-line stubs.
 
 (The compressor applies the same stubs to the tool results of the protected head's first
 exchange: they are the oldest output of all.)
@@ -82,6 +82,7 @@ def stub_old_tool_results(
     names = tool_names_by_call_id(tail)
     out: list[dict[str, Any]] = []
     stubbed: list[tuple[int, Mapping[str, Any]]] = []
+    # Messages are read as mappings but are dicts: those kept unchanged go on uncopied (the ignores below).
     for index, message in enumerate(tail):
         if index < cutoff and message.get("role") == "tool":
             text = content_text(message.get("content"))

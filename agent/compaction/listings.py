@@ -57,7 +57,45 @@ SETTING_BONUS = 0.6
 
 #: Words of a setting's key that say it is one (whole key parts, so "report" is not a port).
 SETTING_WORDS = frozenset(
-    ["port", "ports", "timeout", "timeouts", "limit", "limits", "rate", "ttl", "retries", "retry", "max", "min", "maximum", "minimum", "size", "interval", "price", "cost", "costs", "threshold", "budget", "workers", "replicas", "concurrency", "capacity", "deadline", "delay", "backoff", "usd", "eur", "seconds", "ms", "secs", "minutes", "hours", "days", "retention"]
+    [
+        "port",
+        "ports",
+        "timeout",
+        "timeouts",
+        "limit",
+        "limits",
+        "rate",
+        "ttl",
+        "retries",
+        "retry",
+        "max",
+        "min",
+        "maximum",
+        "minimum",
+        "size",
+        "interval",
+        "price",
+        "cost",
+        "costs",
+        "threshold",
+        "budget",
+        "workers",
+        "replicas",
+        "concurrency",
+        "capacity",
+        "deadline",
+        "delay",
+        "backoff",
+        "usd",
+        "eur",
+        "seconds",
+        "ms",
+        "secs",
+        "minutes",
+        "hours",
+        "days",
+        "retention",
+    ]
 )
 
 _ONELINE_COMMIT = re.compile(r"^[*|\\/ ]{0,8}([0-9a-f]{7,40}) (?! )(.{3,})$", re.M)
@@ -78,7 +116,58 @@ _HEX_LETTER = re.compile(r"[a-f]")
 _PATTERN_SYNTAX = re.compile(r"(?:\\[a-zA-Z]|\[[^\]]*\]|[\\^$.?*+()\[\]{}])+")
 #: Words too common in any text to tell lines apart.
 _STOPWORDS = frozenset(
-    ["the", "and", "for", "with", "from", "that", "this", "into", "once", "when", "then", "than", "are", "was", "were", "has", "have", "had", "not", "but", "you", "your", "our", "its", "can", "will", "just", "also", "what", "which", "who", "why", "how", "all", "any", "out", "off", "get", "got", "let", "def", "self", "none", "true", "false", "return", "class", "import", "async", "await"]
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "from",
+        "that",
+        "this",
+        "into",
+        "once",
+        "when",
+        "then",
+        "than",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "not",
+        "but",
+        "you",
+        "your",
+        "our",
+        "its",
+        "can",
+        "will",
+        "just",
+        "also",
+        "what",
+        "which",
+        "who",
+        "why",
+        "how",
+        "all",
+        "any",
+        "out",
+        "off",
+        "get",
+        "got",
+        "let",
+        "def",
+        "self",
+        "none",
+        "true",
+        "false",
+        "return",
+        "class",
+        "import",
+        "async",
+        "await",
+    ]
 )
 _QUERY_KEYS = ("pattern", "query", "regex", "search", "q")
 _SEARCH_COMMANDS = frozenset({"grep", "egrep", "rg", "ag", "ack"})
@@ -215,6 +304,7 @@ def _records(text: str, query: str | None) -> tuple[Record, ...]:
     return tuple(out)
 
 
+# The memo passes any hashable option; this one is only ever given the query (a str or None).
 _MEMO: TextMemo[tuple[Record, ...]] = TextMemo(_records)  # type: ignore[arg-type]
 
 

@@ -1,4 +1,4 @@
-"""Phase 1: clear bulky old tool output before it reaches the summarizer (SPEC S5.1).
+"""Phase 1: clear bulky old tool output before it reaches the summarizer.
 
 Only what is sent to the summarizer is pruned: the anchor index and the verbatim user
 quotes are built from the ORIGINAL messages first, so identifiers that appear only in
@@ -36,5 +36,5 @@ def prune_tool_outputs(messages: Sequence[Mapping[str, Any]], min_chars: int = P
             size = len(content_text(message.get("content")))
             pruned.append(with_content(message, PRUNED_TOOL_OUTPUT, _pruned_chars=size))
         else:
-            pruned.append(message)  # type: ignore[arg-type]
+            pruned.append(message)  # type: ignore[arg-type]  # a dict read as a mapping, passed on uncopied
     return pruned

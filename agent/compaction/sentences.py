@@ -39,7 +39,27 @@ _STATED = re.compile(
 )
 #: Words that say nothing alone: a sentence made only of them ("please remember that") is a cue, not a fact.
 _HOLLOW = frozenset(
-    ["please", "remember", "that", "this", "it", "ok", "okay", "thanks", "sure", "yes", "fine", "also", "and", "so", "btw", "fyi", "keep", "in", "mind"]
+    [
+        "please",
+        "remember",
+        "that",
+        "this",
+        "it",
+        "ok",
+        "okay",
+        "thanks",
+        "sure",
+        "yes",
+        "fine",
+        "also",
+        "and",
+        "so",
+        "btw",
+        "fyi",
+        "keep",
+        "in",
+        "mind",
+    ]
 )
 _WORDS = re.compile(r"[\w'-]+")
 _PROGRESS = re.compile(

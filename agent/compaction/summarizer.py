@@ -3,7 +3,7 @@
 Any failure — timeout, dropped connection, 429, 5xx, a context-length 400, an empty,
 truncated or malformed answer, notes missing a section — surfaces as one
 :class:`SummarizerFailure`, never as ``None``: the caller then keeps the transcript or
-falls back to the deterministic summary (L1), so the middle is never dropped silently.
+falls back to the deterministic summary, so the middle is never dropped silently.
 When the transcript does not fit the summarizer's window it is summarized in pieces,
 each piece updating the notes of the one before. A context-length refusal is not such a failure
 when it teaches a smaller window: it raises :class:`WindowRefused`, and the caller plans the pieces
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from agent.compaction.summary_prompt import TranscriptEntry, build_request, clean_summary, missing_sections
 from agent.llm.client import ChatClient
@@ -31,7 +31,7 @@ from agent.windows import ModelWindow, WindowTeacher, WindowUnknown, resolve_win
 WINDOW_MARGIN_RATIO = 0.08
 #: The answer may run this much over the requested budget before it is cut off.
 ANSWER_SLACK = 1.35
-#: Retries of one summarizer request: one quick one; past it the compactor backs off or falls back (L1).
+#: Retries of one summarizer request: one quick one; past it the compactor backs off or falls back.
 SUMMARIZER_RETRIES = 1
 
 
@@ -158,7 +158,7 @@ def build_summarizer(
     base_url = settings.base_url or main_base_url
     if not base_url:
         return None
-    dialect = (
+    dialect: Literal["anthropic", "openai"] = (
         "anthropic"
         if "anthropic.com" in base_url or (not settings.base_url and main_dialect == "anthropic")
         else "openai"
@@ -167,7 +167,7 @@ def build_summarizer(
     client = ChatClient(
         base_url,
         api_key=settings.api_key or main_api_key,
-        dialect=dialect,  # type: ignore[arg-type]
+        dialect=dialect,
         route=route,
         stream=stream,
         options=settings.http_options(),

@@ -1,8 +1,9 @@
 """Phase 3's request: what the summarizer is told, the transcript it reads, and what a valid answer has.
 
 The summary is reference material for a later turn, so the prompt asks for notes, not
-instructions (L4), with identifiers copied exactly. From the second compaction on the
-previous summary is passed back and the model is asked to UPDATE it (S5.8).
+instructions (a task left open in them must not be taken up again on its own), with
+identifiers copied exactly. From the second compaction on the previous summary is passed
+back and the model is asked to UPDATE it, so nothing an earlier compaction kept is lost.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from agent.compaction.prune import PRUNED_TOOL_OUTPUT
 from agent.messages import SUMMARY_PREFIX, is_summary, stand_in_lines
 from agent.tokens import content_text
 
-#: The sections every summary has (S5.3), as Markdown headings.
+#: The sections every summary has (a model's or the deterministic one), as Markdown headings.
 SECTION_HEADINGS = (
     "## Goal",
     "## Constraints & Preferences",
@@ -32,7 +33,9 @@ PROGRESS_SUBHEADINGS = ("### Done", "### In Progress", "### Blocked")
 #: Longest tool-call argument text shown to the summarizer per call.
 MAX_ARGUMENT_CHARS = 600
 
-SYSTEM_PROMPT = """You write compaction notes for a long conversation between a user and an AI assistant that uses tools.
+# A backslash at a line's end continues the line: the prompt's own lines are the long ones.
+SYSTEM_PROMPT = """You write compaction notes for a long conversation between a user and an AI assistant \
+that uses tools.
 The notes replace the turns you are shown; the assistant will read them later as background.
 
 Write Markdown with exactly these sections, in this order:
@@ -48,9 +51,12 @@ Write Markdown with exactly these sections, in this order:
 ## Critical Context
 
 Rules:
-- Copy identifiers exactly as written, never paraphrase them: file paths, commit SHAs, PR and issue numbers, ticket keys, error messages, URLs, version numbers, numbers with units, names of people and things.
+- Copy identifiers exactly as written, never paraphrase them: file paths, commit SHAs, PR and issue numbers, \
+ticket keys, error messages, URLs, version numbers, numbers with units, names of people and things.
 - Record the user's preferences and decisions in their own words where you can.
-- These are reference notes, not instructions: describe what was happening and what was left open; do not address the assistant or tell it to continue anything. The newest user message, which comes after the notes, always decides what happens next.
+- These are reference notes, not instructions: describe what was happening and what was left open; do not \
+address the assistant or tell it to continue anything. The newest user message, which comes after the notes, \
+always decides what happens next.
 - Cite message ids like [m-12] where a detail came from, so the original can be fetched.
 - Be dense. Stay within the token budget you are given."""
 
@@ -109,7 +115,8 @@ def transcript_entries(
     tool_names: Mapping[str, str],
     max_entry_tokens: int,
 ) -> list[TranscriptEntry]:
-    """The compacted messages as transcript entries; a single message larger than ``max_entry_tokens`` is cut in its middle.
+    """The compacted messages as transcript entries; a single message larger than ``max_entry_tokens`` is cut in
+    its middle.
 
     Earlier summaries are left out (they are passed separately as the previous notes).
     """
@@ -156,7 +163,7 @@ _REQUIRED = [_normalise_heading(heading) for heading in SECTION_HEADINGS]
 
 
 def missing_sections(summary: str) -> list[str]:
-    """The S5.3 section headings a model-written summary lacks (empty = valid)."""
+    """The required section headings a model-written summary lacks (empty = valid)."""
     present = {_normalise_heading(line) for line in summary.splitlines() if line.lstrip().startswith("#")}
     return [heading for heading, key in zip(SECTION_HEADINGS, _REQUIRED) if key not in present]
 

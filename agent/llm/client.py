@@ -17,7 +17,7 @@ and :mod:`agent.llm.model_list` (what a provider serves, for ``/model``).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import httpx
@@ -30,7 +30,7 @@ from agent.llm.model_list import MAX_MODEL_PAGES, MODEL_LIST_TTL_SECONDS, fetch_
 from agent.llm.pooled import PooledClient
 from agent.llm.retry import RetryPolicy
 from agent.llm.status_errors import error_for_status
-from agent.llm.stream import EventSink
+from agent.llm.stream import EventSink, StreamAssembler
 from agent.llm.types import Completion
 from agent.messages import checked_api_messages
 from agent.models import RequestRules, request_rules
@@ -164,6 +164,7 @@ class ChatClient(PooledClient):
     ) -> Completion:
         """One completion; raises a :mod:`agent.llm.errors` exception on any failure."""
         body = self.build_body(messages, model=model, max_tokens=max_tokens, tools=tools, temperature=temperature)
+        assembler: Callable[[], StreamAssembler]
         if self.dialect == "anthropic":
             parse, assembler = anthropic.parse_response, anthropic.MessagesStream
         else:

@@ -6,7 +6,7 @@ and compactions stream ``turn/*``, ``item/*`` and ``thread/tokenUsage/updated``
 notifications. Requests the server makes of us (approvals) are declined: a chat gateway
 has nobody to ask.
 
-This is the transport side of the route (SPEC S7.1) and knows nothing of foldgate's
+This is the transport side of the codex app-server route and knows nothing of foldgate's
 transcripts; :mod:`agent.codex_chat` is the chat model over it and
 :mod:`agent.codex_engine` decides when to ask it to compact.
 """

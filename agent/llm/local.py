@@ -25,7 +25,62 @@ _QUESTION_START = re.compile(
 )
 _WORD = re.compile(r"[#\w./:-]+")
 _FILLER = frozenset(
-    ["what", "which", "when", "where", "who", "whom", "why", "how", "remind", "recall", "did", "do", "does", "is", "are", "was", "were", "find", "search", "the", "a", "an", "of", "to", "in", "on", "for", "me", "my", "we", "our", "you", "your", "it", "that", "this", "about", "again", "please", "us", "tell", "say", "said", "earlier", "before", "and", "or", "with", "from", "was", "is", "be", "been", "any"]
+    [
+        "what",
+        "which",
+        "when",
+        "where",
+        "who",
+        "whom",
+        "why",
+        "how",
+        "remind",
+        "recall",
+        "did",
+        "do",
+        "does",
+        "is",
+        "are",
+        "was",
+        "were",
+        "find",
+        "search",
+        "the",
+        "a",
+        "an",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "it",
+        "that",
+        "this",
+        "about",
+        "again",
+        "please",
+        "us",
+        "tell",
+        "say",
+        "said",
+        "earlier",
+        "before",
+        "and",
+        "or",
+        "with",
+        "from",
+        "was",
+        "is",
+        "be",
+        "been",
+        "any",
+    ]
 )
 
 
@@ -70,7 +125,7 @@ class LocalDemoModel:
         else:
             question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")
             if question and _is_question(question) and "session_search" in tool_names:
-                call = {
+                call: dict[str, Any] = {
                     "id": f"local_{self.requests}",
                     "type": "function",
                     "function": {
@@ -82,7 +137,8 @@ class LocalDemoModel:
             else:
                 words = len(question.split())
                 completion = Completion(
-                    text=f"Noted ({words} words). Ask me about anything from earlier — I can search the whole conversation."
+                    text=f"Noted ({words} words). "
+                    "Ask me about anything from earlier — I can search the whole conversation."
                 )
         prompt = count_messages([dict(m) for m in messages]) + count_text(json_codec.dumps_text(list(tools or ())))
         out = count_text(completion.text) + sum(count_text(c["function"]["arguments"]) for c in completion.tool_calls)

@@ -182,7 +182,8 @@ def _decoded(url: str) -> MadeImage | None:
 
 
 def stream_error(error: Any) -> ProviderError:
-    """The typed error for an ``error`` object a provider sent inside a stream (OpenRouter puts its status in ``code``)."""
+    """The typed error for an ``error`` object a provider sent inside a stream (OpenRouter puts its status in
+    ``code``)."""
     if not isinstance(error, Mapping):
         return classify_failure(f"the stream reported an error: {error!r}"[:500], status=None, detail=str(error))
     code = error.get("code")

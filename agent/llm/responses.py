@@ -1,4 +1,4 @@
-"""OpenAI Responses API client (``POST {base_url}/responses``) with native server-side compaction (SPEC S7.2).
+"""OpenAI Responses API client (``POST {base_url}/responses``) with native server-side compaction.
 
 It has :class:`agent.llm.client.ChatClient`'s ``complete()`` interface, so the agent loop
 and the summarizer use it unchanged; messages stay OpenAI chat dicts everywhere else.
@@ -163,7 +163,8 @@ class ResponsesClient(PooledClient):
             self._rejected_sessions.popitem(last=False)
 
     def native_eligible(self, model: str, session: str | None = None) -> bool:
-        """Whether this request may carry ``context_management`` (S7.2's gates, checked per request)."""
+        """Whether this request may carry ``context_management``: native compaction on, a route and model that
+        take it, not turned off for the session; checked per request."""
         return (
             self.native_compaction
             and self.route in NATIVE_COMPACTION_ROUTES

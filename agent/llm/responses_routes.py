@@ -1,4 +1,4 @@
-"""Where a Responses route leads, and whether native compaction may be sent there (SPEC S7.2's gates).
+"""Where a Responses route leads, and whether native compaction may be sent there.
 
 Kept apart from the wire format and the client because the gateway decides a route's kind
 when it builds the client, and the model gate decides both what is sent and what is replayed.
@@ -26,7 +26,8 @@ _GPT56 = re.compile(r"gpt-5\.6(?:-[a-z0-9.]+)*")
 
 
 def classify_route(provider: str, base_url: str) -> RouteKind:
-    """``openai`` / ``openai-codex`` only for those providers at their own hosts; a relay or local server is ``other``."""
+    """``openai`` / ``openai-codex`` only for those providers at their own hosts; a relay or local server is
+    ``other``."""
     host = (urlparse(base_url).hostname or "").lower()
     if provider == "openai" and host == _OPENAI_HOST:
         return "openai"

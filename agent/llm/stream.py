@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from agent import json_codec
 from agent.llm.errors import BadResponse
@@ -45,7 +45,7 @@ class StreamReset:
     reason: str
 
 
-StreamEvent = Union[TextDelta, ToolCallStarted, StreamReset]
+StreamEvent = TextDelta | ToolCallStarted | StreamReset
 #: Receives a call's stream events in order; awaited, so a slow consumer slows the stream, never loses it.
 EventSink = Callable[[StreamEvent], Awaitable[None]]
 

@@ -40,7 +40,7 @@ class Completion:
 
     @property
     def native_compactions(self) -> int:
-        """How often the provider compacted the conversation itself while answering (SPEC S7); only
+        """How often the provider compacted the conversation itself while answering; only
         routes whose server keeps the context (a codex thread, Responses native compaction) do."""
         return 0
 

@@ -451,7 +451,8 @@ def _handler(
     """The call of one tool: asked first when it needs a yes, recorded however it ends."""
 
     async def call(arguments: dict[str, Any]) -> ToolOutput:
-        started, outcome = time.perf_counter(), "error"
+        started = time.perf_counter()
+        outcome: CallOutcome = "error"
         said = ""
         try:
             if approver is not None:

@@ -4,10 +4,11 @@
 fail to start: Redis is down, a token was revoked, the provider sits behind a proxy. The doctor
 reaches each part the way the gateway does — PING, a one-token model answer, Telegram's getMe,
 Discord's HTTP login (no gateway connection), and when voice is transcribed (``media.transcription``
-not ``off``) half a second of silence sent to the transcription endpoint — each within ten seconds at most, so a black-holed
-host costs seconds, not minutes, and prints one row per check. The platform checks are the ones
-``foldgate run`` makes before it prints anything, with the same attempts and deadlines. It leaves nothing running: an embedded
-Redis it started for the check is stopped again, and every client it opened is closed.
+not ``off``) half a second of silence sent to the transcription endpoint — each within ten seconds at
+most, so a black-holed host costs seconds, not minutes, and prints one row per check. The platform
+checks are the ones ``foldgate run`` makes before it prints anything, with the same attempts and
+deadlines. It leaves nothing running: an embedded Redis it started for the check is stopped again,
+and every client it opened is closed.
 """
 
 from __future__ import annotations

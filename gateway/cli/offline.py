@@ -78,7 +78,8 @@ async def compact_file(settings: Settings, args: argparse.Namespace) -> dict[str
     stats = engine.last_compaction
     summary_tokens = sum(count_text(str(m.get("content") or "")) for m in compacted if m.get("_compressed_summary"))
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
+        # A one-shot command: nothing else is waiting on the loop while the result is written.
+        with open(args.output, "w", encoding="utf-8") as out:  # noqa: ASYNC230
             for message in compacted:
                 out.write(json_codec.dumps_text(message) + "\n")
     return {

@@ -176,7 +176,7 @@ async def replay(settings: Settings, fixture: Fixture, *, out: TextIO | None = N
         agent.tools.fallback = lambda name: Tool(name, "recorded tool", {"type": "object"}, _recorded(results))
         return agent
 
-    gateway.agents.build_agent = build_agent  # type: ignore[method-assign]
+    gateway.agents.build_agent = build_agent  # type: ignore[method-assign, assignment]
     try:
         progress = Progress(len(fixture.messages), "message", out, label="replay")
         for index, message in enumerate(fixture.messages, start=1):

@@ -9,7 +9,7 @@ from pydantic_core import PydanticCustomError
 
 
 class ConfigError(Exception):
-    """Everything wrong with a configuration, reported together (SPEC S3.1)."""
+    """Everything wrong with a configuration, reported together, so one run of ``config check`` shows it all."""
 
     def __init__(self, problems: Sequence[str], *, source: str | Path | None = None) -> None:
         self.problems = list(dict.fromkeys(problems))

@@ -270,7 +270,7 @@ class DiscordSendLimits(StrictModel):
 
 
 class DeliverySettings(StrictModel):
-    """``delivery:`` — replies shown as they are written, and the send budget (SPEC B9, B10)."""
+    """``delivery:`` — replies shown as they are written, and the send budget."""
 
     stream_replies: bool = True
     telegram: TelegramSendLimits = Field(default_factory=TelegramSendLimits)

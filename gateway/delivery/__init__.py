@@ -1,1 +1,1 @@
-"""Delivery: replies shown as they stream, and the send budget every gateway process shares (SPEC B9, B10)."""
+"""Delivery: replies shown as they stream, and the send budget every gateway process shares."""

@@ -1,4 +1,4 @@
-"""One send budget for every gateway process: token buckets in Redis (B10, L10).
+"""One send budget for every gateway process: token buckets in Redis.
 
 Telegram and Discord ban a bot that sends too fast, and they count the bot's sends, not one
 process's: several processes each keeping its own budget were flood-banned from a group for two

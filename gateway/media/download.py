@@ -54,7 +54,8 @@ async def download(
 
     Raises :class:`MediaTooLarge` for a body over the limit (before reading it when the server says
     its size), :class:`MediaError` for an error status and a body cut short or stalled ("the download
-    of trace.log stopped after 3.1 MB: ..."); ``name`` is the file as the person knows it. The URL is never part of the message: a Telegram file URL carries the bot token.
+    of trace.log stopped after 3.1 MB: ..."); ``name`` is the file as the person knows it. The URL is
+    never part of the message: a Telegram file URL carries the bot token.
     ``client`` is the caller's (its proxy, its pool); without one a client is made for this call.
     """
     own = client is None

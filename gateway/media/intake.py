@@ -10,11 +10,11 @@ cannot be read, a transcription that failed: each gives a ref with ``"error"`` (
 line saying it, and ``Taken.problem`` for the one reply the person gets. What does raise is the
 infrastructure (Redis down), so the turn is retried as for any other failure.
 
-In a ref, ``bytes`` is the size of the stored bytes (a scaled image's, not the original's), or the size the
-platform reported when nothing was stored. ``sha`` is ``""`` when no bytes were stored (refused before or at download); when bytes
-were stored and ``"error"`` is present (a scanned PDF, voice that was not transcribed), the item
-is kept and only its content is missing from the text. A document that is an image (a photo sent
-as a file) is taken in as an image.
+In a ref, ``bytes`` is the size of the stored bytes (a scaled image's, not the original's), or the
+size the platform reported when nothing was stored. ``sha`` is ``""`` when no bytes were stored
+(refused before or at download); when bytes were stored and ``"error"`` is present (a scanned PDF,
+voice that was not transcribed), the item is kept and only its content is missing from the text.
+A document that is an image (a photo sent as a file) is taken in as an image.
 """
 
 from __future__ import annotations

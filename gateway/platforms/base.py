@@ -258,18 +258,14 @@ class PlatformAdapter(ABC):
         a platform that cannot send files sends the line that names it."""
         await self.send(chat_id, file.caption, reply_to=reply_to)
 
-    async def ask_approval(
-        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
-    ) -> str | None:
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None) -> str | None:
         """Ask ``prompt`` in the chat, with a yes and a no button where the platform has them (a press comes back
         through the intake as :func:`approval_command`'s text); the id of the message asked in, when it can
         be edited once answered. Without buttons, the question names the commands that answer it."""
         await self.send(chat_id, prompt.text, reply_to=reply_to)
         return None
 
-    async def settle_approval(
-        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
-    ) -> None:
+    async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         """Show what became of the question (``outcome``: "approved by Ann", "no answer …"): the question
         edited where it can be, else one line."""
         await self.send(chat_id, f"{prompt.question}\n→ {outcome}")

@@ -183,9 +183,9 @@ class ApprovalButtons(discord.ui.View):
             button: discord.ui.Button[ApprovalButtons] = discord.ui.Button(
                 label=label, style=style, custom_id=f"fga:{approval_id}:{'y' if approved else 'n'}"
             )
-            button.callback = functools.partial(
+            button.callback = functools.partial(  # type: ignore[method-assign]
                 adapter.pressed,
-                approval_id=approval_id,  # type: ignore[method-assign]
+                approval_id=approval_id,
                 approved=approved,
             )
             self.add_item(button)
@@ -410,9 +410,7 @@ class DiscordAdapter(PlatformAdapter):
 
     # ----------------------------------------------------------------- sending
 
-    async def ask_approval(
-        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
-    ) -> str | None:
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None) -> str | None:
         """The question with an Approve and a Refuse button; the message's id, to edit it once answered."""
         view = ApprovalButtons(self, prompt.approval_id)
         ask = functools.partial(self._channel(chat_id).send, prompt.question, view=view, allowed_mentions=NO_PINGS)
@@ -424,9 +422,7 @@ class DiscordAdapter(PlatformAdapter):
             return error.message_id or None  # without it, the outcome comes as a message of its own
         return str(sent.id)
 
-    async def settle_approval(
-        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
-    ) -> None:
+    async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         """The question edited to say what was decided, its buttons gone."""
         if message_id is None:
             await super().settle_approval(chat_id, message_id, prompt, outcome)
@@ -500,7 +496,8 @@ class DiscordAdapter(PlatformAdapter):
         self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
     ) -> Surface:
         """A reply as one message sent early and edited as text arrives, continued past 2,000 characters;
-        the first message answers ``reply_to``, and every post carries a nonce, so a repeated one is not posted twice."""
+        the first message answers ``reply_to``, and every post carries a nonce, so a repeated one is not
+        posted twice."""
         reference = None
         if reply_to:
             reference = discord.MessageReference(

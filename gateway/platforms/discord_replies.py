@@ -14,7 +14,6 @@ import contextlib
 import functools
 import hashlib
 import logging
-from typing import Union
 
 import discord
 
@@ -27,14 +26,14 @@ log = logging.getLogger("gateway.platforms.discord")  # the adapter's log
 NO_PINGS = discord.AllowedMentions.none()
 
 #: A channel the bot posts replies in and edits them in, by id alone when it is not cached.
-ReplyChannel = Union[
-    discord.TextChannel,
-    discord.Thread,
-    discord.DMChannel,
-    discord.VoiceChannel,
-    discord.StageChannel,
-    discord.PartialMessageable,
-]
+ReplyChannel = (
+    discord.TextChannel
+    | discord.Thread
+    | discord.DMChannel
+    | discord.VoiceChannel
+    | discord.StageChannel
+    | discord.PartialMessageable
+)
 #: The cached channels a reply can go to as they are (any other is reached by id, as a partial messageable).
 REPLY_CHANNELS = (discord.TextChannel, discord.Thread, discord.DMChannel, discord.VoiceChannel, discord.StageChannel)
 
@@ -67,7 +66,10 @@ class DiscordMessenger:
         try:
             message = await self.reader.read(send, where=f"/channels/{self.channel.id}/")
         except discord.HTTPException as error:
-            raise _rate_limited(error) or error
+            limited = _rate_limited(error)
+            if limited is None:
+                raise
+            raise limited from error
         except UnreadableDiscordAnswer as error:
             if not accepted(log, error, f"a message to {self.channel.id}"):
                 raise
@@ -88,7 +90,10 @@ class DiscordMessenger:
                 where=f"/channels/{self.channel.id}/",
             )
         except discord.HTTPException as error:
-            raise _rate_limited(error) or error
+            limited = _rate_limited(error)
+            if limited is None:
+                raise
+            raise limited from error
         except UnreadableDiscordAnswer as error:
             if not accepted(log, error, f"an edit in {self.channel.id}"):
                 raise

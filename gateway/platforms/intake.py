@@ -47,7 +47,8 @@ class HandOver:
 
 @dataclass(frozen=True)
 class Source:
-    """Who hands messages over, as the log names it: ``telegram`` and its ``update``, ``discord`` and its ``message``."""
+    """Who hands messages over, as the log names it: ``telegram`` and its ``update``, ``discord`` and its
+    ``message``."""
 
     name: str
     unit: str

@@ -154,17 +154,13 @@ class TerminalAdapter(PlatformAdapter):
         path = await asyncio.to_thread(_save, self.files_dir, file)
         await self.send(chat_id, f"[{file.kind} saved: {path}]", reply_to=reply_to)
 
-    async def ask_approval(
-        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
-    ) -> str | None:
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None) -> str | None:
         """The question, answered with ``y`` or ``n`` on the next line."""
         self._asking.append(prompt.approval_id)
         await self.send(chat_id, f"{prompt.question} [y/n]")
         return prompt.approval_id
 
-    async def settle_approval(
-        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
-    ) -> None:
+    async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         if prompt.approval_id in self._asking:
             self._asking.remove(prompt.approval_id)
         await self.send(chat_id, f"→ {outcome}")

@@ -210,9 +210,7 @@ class _Splitter:
 
     # ------------------------------------------------------------------ cutting
 
-    def allowed(
-        self, start: int, a: int, b: int, budget: int, *, clusters: bool = True
-    ) -> tuple[bool, _Fence | None]:
+    def allowed(self, start: int, a: int, b: int, budget: int, *, clusters: bool = True) -> tuple[bool, _Fence | None]:
         """Whether chunk text[start:a], next chunk from b, is a valid cut; and the fence it must close."""
         if not self.has_content(start, a):
             return False, None

@@ -74,11 +74,13 @@ def overnight(
         ),
         messages // 3: (
             "emeka",
-            "found the login timeout: the token cache TTL was 0 after the config migration. The fix is commit 9f3c2ab71d, PR #4821",
+            "found the login timeout: the token cache TTL was 0 after the config migration. "
+            "The fix is commit 9f3c2ab71d, PR #4821",
         ),
         messages // 2: (
             "aiko",
-            "decision: we fix forward with #4821 instead of rolling back, the rollback would drop the new billing columns",
+            "decision: we fix forward with #4821 instead of rolling back, "
+            "the rollback would drop the new billing columns",
         ),
     }
     backlog = []

@@ -250,7 +250,8 @@ class EmbeddedRedis:
         raise AssertionError("unreachable")
 
     def _spawn(self, port: int | None) -> None:
-        self._log_file = open(self.log_path, "ab")
+        # Open for the server's whole life (its stdout and stderr); closed when it stops.
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115
         self._log_offset = self._log_file.tell()
         self._process = subprocess.Popen(
             # By its file, stdlib only under -I: it starts fast and is found however foldgate was put on the path.

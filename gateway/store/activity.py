@@ -1,4 +1,4 @@
-"""What happened in each chat, kept in Redis for the operator's view (SPEC B5, B11).
+"""What happened in each chat, kept in Redis for the operator's view.
 
 The process that runs a turn records its events here, so the operator view of any process
 shows every chat, whichever process answered it::
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -83,7 +83,7 @@ def _loaded(text: str) -> Event:
     return EVENT_JSON.validate_python(data)
 
 
-def _increments(event: Event) -> list[tuple[str, str, int | float]]:
+def _increments(event: Event) -> Sequence[tuple[str, str, int | float]]:
     """(command, field, amount) for the chat's totals."""
     if isinstance(event, TurnEvent):
         steps: list[tuple[str, str, int | float]] = [
@@ -184,7 +184,9 @@ class ActivityLog:
 
     async def history(self, chat: str, limit: int = ACTIVITY_MAX_ENTRIES) -> list[Event]:
         """The chat's newest ``limit`` events, oldest first; an unreadable entry is skipped."""
-        entries = await self.redis.xrevrange(self._keys(chat).activity, count=limit)
+        # The client decodes replies (decode_responses=True): ids and fields are str.
+        raw = await self.redis.xrevrange(self._keys(chat).activity, count=limit)
+        entries = cast("list[tuple[str, dict[str, str]]]", raw)
         events: list[Event] = []
         for _entry_id, fields in reversed(entries):
             try:
@@ -209,7 +211,8 @@ class ActivityLog:
         """Chats with their latest activity, the most recent first (``limit`` None: all of them)."""
         end = -1 if limit is None else offset + limit - 1
         read = self.redis.zrevrange if newest_first else self.redis.zrange
-        pairs = await read(self.index_key, offset, end, withscores=True)
+        # With scores, every member comes back as a (member, score) pair.
+        pairs = cast("list[tuple[str, float]]", await read(self.index_key, offset, end, withscores=True))
         return [(str(chat), float(score)) for chat, score in pairs]
 
     async def index_stored_chats(self, store: SessionStore) -> int:
@@ -231,6 +234,7 @@ class ActivityLog:
                     meta = figures.meta
                     scores[figures.chat] = meta.last_activity_at or meta.updated_at or meta.created_at
             if scores:
-                added += int(await self.redis.zadd(self.index_key, scores, nx=True))
+                # Without INCR, ZADD answers how many members it added.
+                added += int(cast(int, await self.redis.zadd(self.index_key, scores, nx=True)))
         await self.redis.set(marker, "1")
         return added

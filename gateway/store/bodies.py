@@ -5,7 +5,7 @@ created by rotation continues its parent's counter, so ids stay unique along the
 ``parent_session_id`` chain. ``_ts`` is the unix time of the write unless the message already
 carries one. ``_tok`` is :func:`agent.tokens.count_message`; meta ``tokens`` is the running sum of
 ``_tok`` over the active list (a request costs that plus :data:`agent.tokens.REQUEST_OVERHEAD`),
-so the per-message path reads a counter and never the transcript (B3).
+so the per-message path reads a counter and never the transcript: its cost does not grow with the session.
 
 A stored body that cannot be read never raises: it is reported as ``(id, raw, reason)`` for the
 quarantine (or skipped with a warning where a read cannot quarantine).

@@ -16,8 +16,9 @@ runs it in that order (not atomically; the store's scripts are the atomic steps)
 Failures: nothing is retried here. A lost connection fails every command in flight with
 :class:`redis.exceptions.ConnectionError` (whether Redis ran it is unknown, exactly as with
 a lost reply) and the next command reconnects; the store's fenced, idempotent scripts and
-a failed turn's retry of its whole inbox entry (:mod:`gateway.worker.failures`) make resending safe where it is needed. A server
-that stops answering for ``reply_timeout`` seconds is treated as a lost connection.
+a failed turn's retry of its whole inbox entry (:mod:`gateway.worker.failures`) make resending
+safe where it is needed. A server that stops answering for ``reply_timeout`` seconds is treated
+as a lost connection.
 
 Redis Cluster routes each command by its keys' slot; there :class:`RedisPyChannel` sends the
 same commands through redis-py's cluster client, one at a time.
@@ -33,7 +34,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import hiredis
 from redis.asyncio import Redis
@@ -96,13 +97,15 @@ def pack(args: Command) -> bytes:
     str/bytes/int/float, so subclasses (an ``IntEnum``, say) are converted first; a bool, None
     or any other type is refused with a :class:`DataError`, as redis-py refuses it.
     """
+    # hiredis's stub declares a one-element tuple where any number of arguments is meant.
     try:
-        return hiredis.pack_command(args if type(args) is tuple else tuple(args))
+        return hiredis.pack_command(args if type(args) is tuple else tuple(args))  # type: ignore[arg-type]
     except TypeError:
-        return hiredis.pack_command(tuple(_plain(arg) for arg in args))
+        return hiredis.pack_command(tuple(_plain(arg) for arg in args))  # type: ignore[arg-type]
 
 
 def _plain(arg: Any) -> str | bytes | int | float:
+    kind: type[Any]
     for kind in (str, bytes, int, float):
         if isinstance(arg, kind) and not isinstance(arg, bool):
             return kind(arg)
@@ -172,7 +175,7 @@ class _Resp(asyncio.Protocol):
         return self.lost is None and self.transport is not None and not self.transport.is_closing()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport
 
     def send(self, packed: bytes) -> asyncio.Future[Any]:
         if self.lost is not None:
@@ -305,6 +308,7 @@ class PipelinedConnection:
                         server_hostname=address.host if address.tls else None,
                     )
                 transport = resp.transport
+                assert transport is not None  # connection_made set it before the connection was handed over
                 setup: list[Command] = []
                 if address.password:
                     setup.append(

@@ -19,13 +19,14 @@ the retry commit and reply only once.
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.platforms.base import IncomingMessage
 from gateway.store import MIN_SEEN_TTL_SECONDS, ChatKeys, scripts
-from gateway.store.channel import RedisChannel, RedisPyChannel, is_noscript
+from gateway.store.channel import Arg, RedisChannel, RedisPyChannel, is_noscript
 from gateway.store.errors import script_errors
 from gateway.store.keys import chat_index_key, ready_key
 
@@ -66,7 +67,7 @@ class Inbox:
         """
         keys = self._keys(message.chat)
         intake_keys = [keys.seen(f"{message.platform}:{message.update_id}"), keys.inbox]
-        intake_args = [self.dedupe_ttl_seconds, message.model_dump_json()]
+        intake_args: list[Arg] = [self.dedupe_ttl_seconds, message.model_dump_json()]
         now = time.time()
         mark = ("ZADD", self.ready_key, "NX", now, message.chat)
         evalsha = ("EVALSHA", scripts.INTAKE.sha, len(intake_keys), *intake_keys, *intake_args)
@@ -110,7 +111,7 @@ class Inbox:
 
     async def head(self, chat: str) -> str | None:
         """The oldest pending entry of the chat (raw JSON), or None when the inbox is empty."""
-        return await self.redis.lindex(self._keys(chat).inbox, 0)
+        return cast("str | None", await self.redis.lindex(self._keys(chat).inbox, 0))  # decode_responses=True
 
     async def waiting(self, chat: str, limit: int) -> list[str]:
         """The chat's oldest ``limit`` pending entries (raw JSON), in order, the head first."""

@@ -1,4 +1,4 @@
-"""The messages a reply has put on the platform, recorded under the chat's lock (SPEC B9, L10).
+"""The messages a reply has put on the platform, recorded under the chat's lock.
 
 A turn that is tried again after a crash must not post a second copy of what the first
 attempt already sent. So every message a reply posts is recorded here the moment the
@@ -44,10 +44,7 @@ class ReplyJournal:
     async def load(self) -> dict[str, str]:
         """Everything recorded so far (empty for a first attempt)."""
         raw = await self.channel.call("HGETALL", self.key)
-        if isinstance(raw, dict):
-            pairs = raw.items()
-        else:
-            pairs = zip(raw[::2], raw[1::2])
+        pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2])
         return {text_of(field): text_of(value) for field, value in pairs}
 
     async def record(self, facts: Mapping[str, str]) -> None:

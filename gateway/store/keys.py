@@ -21,11 +21,14 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:budget:<name>        a send-budget token bucket of the chat (gateway.store.buckets); bot-wide
                                            buckets use a scope such as ``tg:bot`` in place of the chat
     {prefix}:{<chat>}:compaction:<cid>     result of compaction ``cid`` (EX 7 days), for idempotent retries
-    {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000 (gateway.store.activity)
-    {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded (gateway.store.activity)
+    {prefix}:{<chat>}:activity             stream of the chat's turns, compactions and errors, the newest ~1,000
+                                           (gateway.store.activity)
+    {prefix}:{<chat>}:totals               hash: what the chat has spent since it was first recorded
+                                           (gateway.store.activity)
     {prefix}:{<chat>}:live                 pub/sub channel of a web chat's streamed replies (gateway.store.live)
     {prefix}:{<chat>}:media:<sha256>       hash: one item the chat sent, stored once by content hash: its bytes
-                                           (dropped when the chat's allowance is full), mime, name, file id (gateway.store.media)
+                                           (dropped when the chat's allowance is full), mime, name, file id
+                                           (gateway.store.media)
     {prefix}:{<chat>}:media:held           sorted set: the items whose bytes are kept, by when they were stored
     {prefix}:{<chat>}:media:bytes          the bytes those items take, together (bounded by media.max_total_bytes)
     {prefix}:{<chat>}:told                 hash: notices the chat was given once, by when (gateway.store.told)
@@ -33,23 +36,26 @@ the store is one Lua script on one slot::
 
 and keys of no one chat::
 
-    {prefix}:ready                         sorted set: chats with pending entries, by when they are due (gateway.store.inbox)
+    {prefix}:ready                         sorted set: chats with pending entries, by when they are due
+                                           (gateway.store.inbox)
     {prefix}:chats                         sorted set: every chat that ever sent a message, by its latest one
     {prefix}:chats:backfilled              marks that chats stored before that index existed were added to it
-    {prefix}:lease:<what>                  which process holds a lease, e.g. ``poll:tg:<bot id>`` (gateway.store.leases);
-                                           under the deployment's own prefix, not a bot's: a token is the cluster's
+    {prefix}:lease:<what>                  which process holds a lease, e.g. ``poll:tg:<bot id>``
+                                           (gateway.store.leases); under the deployment's own prefix, not a
+                                           bot's: a token is the cluster's
 
 Message bodies are written once and never rewritten: the active and archive lists hold
 ids only, so a compaction moves ids between lists and stores just the messages it
 creates (the summary, stubs, edited copies) — it never re-inserts the transcript.
 
 What grows, by design: the ``msg`` hash and the ``archive`` list of a session grow with
-everything ever said in it and are never trimmed (B1: every original stays retrievable
-by id); so do the ``media:<sha256>`` hashes of a chat's items, but an item's bytes are dropped, oldest first, when the
-chat's ``media:bytes`` would pass its allowance (what stays is its name, mime and file id, a few hundred bytes).
-Everything else is bounded: ``activity`` by its length, ``active`` by the context window (compaction keeps
-it there), ``meta`` by the summary cap, ``quarantine`` by the number of corrupted
-entries, and the lock, ``seen`` and ``compaction`` keys expire.
+everything ever said in it and are never trimmed (every original stays retrievable by id,
+however many compactions folded it away); so do the ``media:<sha256>`` hashes of a chat's
+items, but an item's bytes are dropped, oldest first, when the chat's ``media:bytes`` would
+pass its allowance (what stays is its name, mime and file id, a few hundred bytes).
+Everything else is bounded: ``activity`` by its length, ``active`` by the context window
+(compaction keeps it there), ``meta`` by the summary cap, ``quarantine`` by the number of
+corrupted entries, and the lock, ``seen`` and ``compaction`` keys expire.
 """
 
 from __future__ import annotations

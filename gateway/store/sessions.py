@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio.cluster import RedisCluster
 
@@ -88,7 +88,7 @@ async def read_meta(routes: Routes, keys: ChatKeys, sid: str) -> SessionMeta:
     raw = await routes.redis.hgetall(keys.meta(check_key_part("session id", sid)))
     if not raw:
         raise UnknownSession(f"{keys.chat} has no session {sid!r}")
-    return parse_meta(sid, raw)
+    return parse_meta(sid, cast("dict[str, str]", raw))  # the client decodes replies (decode_responses=True)
 
 
 async def update_meta(routes: Routes, keys: ChatKeys, sid: str, lock: Lock, fields: Mapping[str, Any]) -> int:
@@ -102,7 +102,8 @@ async def update_meta(routes: Routes, keys: ChatKeys, sid: str, lock: Lock, fiel
 
 
 async def indexed(routes: Routes, keys: ChatKeys) -> list[tuple[str, float]]:
-    indexed = await routes.redis.zrange(keys.sessions, 0, -1, withscores=True)
+    # With scores, every member comes back as a (member, score) pair.
+    indexed = cast("list[tuple[str, float]]", await routes.redis.zrange(keys.sessions, 0, -1, withscores=True))
     if not indexed:  # an empty sorted set does not exist: the index was never built
         indexed = await _build_index(routes, keys)
     return [(str(sid), float(score)) for sid, score in indexed]
@@ -129,7 +130,7 @@ async def _build_index(routes: Routes, keys: ChatKeys) -> list[tuple[str, float]
     if not started:
         return []
     await routes.redis.zadd(keys.sessions, started, nx=True)
-    return list(await routes.redis.zrange(keys.sessions, 0, -1, withscores=True))
+    return cast("list[tuple[str, float]]", list(await routes.redis.zrange(keys.sessions, 0, -1, withscores=True)))
 
 
 async def _stored_session_ids(routes: Routes, keys: ChatKeys) -> list[str]:

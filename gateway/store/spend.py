@@ -125,7 +125,8 @@ class SpendStore:
         return f"{base}:{check_key_part('kind', kind)}:{period}:usd", f"{base}:{kind}:{period}:tokens"
 
     async def ranking(self, kind: str, period: str, *, by: str = "usd", limit: int = 100) -> list[tuple[str, Spend]]:
-        """The ``limit`` subjects of ``kind`` (``user``, ``chat``) that spent most in ``period``, by dollars or tokens."""
+        """The ``limit`` subjects of ``kind`` (``user``, ``chat``) that spent most in ``period``, by dollars or
+        tokens."""
         index = self._index(kind, period)[0 if by == "usd" else 1]
         subjects = [text_of(value) for value in await self.channel.call("ZREVRANGE", index, 0, limit - 1)]
         return [(subject, await self.spent(subject, period)) for subject in subjects]

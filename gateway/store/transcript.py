@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from agent import json_codec
 from agent.messages import InvalidMessage, Message
@@ -170,7 +170,8 @@ async def get_messages(routes: Routes, keys: ChatKeys, sid: str, ids: Iterable[s
     if not wanted:
         return []
     found: list[Message] = []
-    for message_id, raw in zip(wanted, await routes.redis.hmget(keys.msg(sid), wanted)):
+    bodies = cast("list[str | None]", await routes.redis.hmget(keys.msg(sid), wanted))  # decode_responses=True
+    for message_id, raw in zip(wanted, bodies):
         message, reason = decode_stored(message_id, raw)
         if message is None:
             log.warning("%s/%s: cannot return message %s: %s", keys.chat, sid, message_id, reason)

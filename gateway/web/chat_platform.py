@@ -97,9 +97,7 @@ class WebChatAdapter(PlatformAdapter):
             },
         )
 
-    async def ask_approval(
-        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
-    ) -> str | None:
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None) -> str | None:
         """The page shows the question under the reply it belongs to, with an approve and a refuse button (each
         sends ``/approve <id>`` or ``/refuse <id>`` as the page sends any message)."""
         await self.publish(
@@ -107,9 +105,7 @@ class WebChatAdapter(PlatformAdapter):
         )
         return prompt.approval_id
 
-    async def settle_approval(
-        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
-    ) -> None:
+    async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         await self.publish(chat_id, {"type": "approval_settled", "id": prompt.approval_id, "outcome": outcome})
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:

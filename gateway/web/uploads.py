@@ -76,7 +76,7 @@ def media_item(upload: Upload, file_id: str) -> MediaItem:
         kind=item_kind(upload.mime),
         file_id=file_id,
         name=upload.name,
-        mime=upload.mime,  # type: ignore[arg-type]
+        mime=upload.mime,
         size=len(upload.data),
     )
 

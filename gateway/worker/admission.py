@@ -1,4 +1,4 @@
-"""How much of a coalesced backlog a turn's request carries word for word (SPEC S2.1, B12).
+"""How much of a coalesced backlog a turn's request carries word for word.
 
 A night's backlog can be larger than the model's whole window, so it cannot simply ride in
 the request. The request carries the newest messages of the backlog verbatim, within a share

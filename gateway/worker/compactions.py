@@ -1,4 +1,5 @@
-"""Compaction outside the agent's loop: idle (S5.9), hygiene at 85% (S2.1) and ``/compress``, each committed and announced.
+"""Compaction outside the agent's loop: after an idle pause, hygiene at 85% and ``/compress``, each committed
+and announced.
 
 The agent compacts inside its own loop at 50%; these run before it sees a message, so a
 session that grew past the window while nobody answered (an overnight backlog, a model
@@ -11,8 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from agent.context_engine import ContextEngine
+from agent.context_engine import CompactionStats, ContextEngine
 from agent.loop import StopWaiter, unless_stopped
 from agent.messages import Message, is_summary
 from agent.settings import CompressionSettings
@@ -125,8 +127,10 @@ class Compactions:
         before: int,
         after: int,
     ) -> None:
-        """The ``session:compress`` event of ``commit`` (into ``turn.session_id``), whose new live list is ``compacted``."""
-        stats = engine.last_compaction or {}
+        """The ``session:compress`` event of ``commit`` (into ``turn.session_id``), whose new live list is
+        ``compacted``."""
+        # A plugin engine may keep its statistics as a mapping.
+        stats: CompactionStats | Mapping[str, Any] = engine.last_compaction or {}
         summarizer = stats.get("summarizer") if isinstance(stats, Mapping) else getattr(stats, "summarizer", "")
         summary = next((m for m in reversed(compacted) if is_summary(m)), None)
         await self.events.emit(

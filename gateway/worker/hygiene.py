@@ -1,4 +1,4 @@
-"""Session hygiene: the gateway's 85% safety net, run before the agent sees a new message (SPEC S2.1).
+"""Session hygiene: the gateway's 85% safety net, run before the agent sees a new message.
 
 A chat can pile up hundreds of messages between replies (a group chat overnight, a
 backlog after downtime). Before the agent runs, hygiene compares the session's size
@@ -7,7 +7,7 @@ so a failing summarizer degrades to the deterministic summary instead of leaving
 session too large for the next request.
 
 The decision reads only the session meta (a handful of counters), never the transcript,
-so it costs the same for a 1K-token and a 500K-token session (B3).
+so it costs the same for a 1K-token and a 500K-token session.
 """
 
 from __future__ import annotations
@@ -22,12 +22,17 @@ MIN_MESSAGES = 4
 
 
 class SessionCounters(Protocol):
-    """The meta fields hygiene needs (``gateway.store.SessionMeta`` has them)."""
+    """The meta fields hygiene needs (``gateway.store.SessionMeta`` has them). Read-only: hygiene only reads
+    them, and the meta is frozen."""
 
-    tokens: int
-    count: int
-    last_prompt_tokens: int | None
-    tokens_at_report: int | None
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def last_prompt_tokens(self) -> int | None: ...
+    @property
+    def tokens_at_report(self) -> int | None: ...
 
 
 @dataclass(frozen=True)

@@ -101,9 +101,10 @@ class LockKeeper:
         except Exception as error:
             if lock not in self._held:
                 return  # let go while the extension was on its way: nothing to keep
-            outage = is_redis_outage(error) and self.redis_health is not None
-            if outage:
-                self.redis_health.failed(error, lock.chat)  # type: ignore[union-attr]
+            health = self.redis_health if is_redis_outage(error) else None
+            outage = health is not None
+            if health is not None:
+                health.failed(error, lock.chat)
             if self.clock() - hold.extended >= self.ttl:
                 log.warning(
                     "%s: could not extend the lock for a whole ttl; abandoning the turn", lock.chat, exc_info=not outage

@@ -3,7 +3,7 @@
 Several gateway processes may share one Redis. Each chat is worked on by one worker at a
 time, whichever process takes the chat's lock; the lock is kept alive while the turn runs
 and every write is fenced by it, so a worker that stalls past its lock cannot overwrite
-what the next worker committed (B2).
+what the next worker committed.
 
 The runner dispatches chats and drains each chat's inbox: it hands every entry, raw, to the
 turn (:mod:`gateway.worker.held_chat`), which runs it to its end — commit, delivery, the entry
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -115,10 +116,12 @@ class GatewayRunner:
         self._owed_releases: dict[str, tuple[Lock, float]] = {}
         self.keeper = LockKeeper(store, inbox, lock_ttl_seconds, self.redis_health)
         self.compactions = Compactions(store, self.events, compression or CompressionSettings())
-        #: A message that failed because the provider is away is tried again for this long (``gateway.outage_retry_seconds``).
+        #: A message that failed because the provider is away is tried again for this long
+        #: (``gateway.outage_retry_seconds``).
         self.provider = ProviderWatch(ChatOutages(store.channel, store.prefix, outage_retry_seconds))
         self.media = media or MediaSettings()
-        #: Every chat's photos, documents and voice, by content hash (``media.max_bytes``, ``media.max_total_bytes``).
+        #: Every chat's photos, documents and voice, by content hash (``media.max_bytes``,
+        #: ``media.max_total_bytes``).
         self.media_store = MediaStore(
             store.redis,
             store.prefix,
@@ -126,7 +129,8 @@ class GatewayRunner:
             max_total_bytes=self.media.max_total_bytes,
             channel=store.channel,
         )
-        #: Replies and the files a turn made, paced by their chat's send budget (every process shares it; open by default).
+        #: Replies and the files a turn made, paced by their chat's send budget (every process shares it; open
+        #: by default).
         self.replies = Replies(
             store, self.adapters, gates or (lambda message: OpenGate()), self.redis_health, self.media_store
         )
@@ -307,12 +311,13 @@ class GatewayRunner:
                         continue
                     task = asyncio.create_task(self._drain(chat), name=f"chat-{chat}")
                     self._busy[chat] = task
-                    task.add_done_callback(lambda _t, c=chat: self._busy.pop(c, None))
+                    task.add_done_callback(functools.partial(self._slot_freed, chat))
                 if self.redis_health.down:
                     self.redis_health.answered(await self.inbox.marked())
                 backoff.reset()
             except Exception as error:
-                # Redis away (or any failing pass): one line when it starts, then a growing wait, no traceback each time.
+                # Redis away (or any failing pass): one line when it starts, then a growing wait, no traceback
+                # each time.
                 self.redis_health.failed(error)
                 log.debug("dispatcher pass failed", exc_info=True)
                 wait = backoff.next()
@@ -322,6 +327,10 @@ class GatewayRunner:
                 continue
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _slot_freed(self, chat: str, _task: asyncio.Task[None]) -> None:
+        """The chat's drain ended, however it ended: its slot goes to the next chat that waits."""
+        self._busy.pop(chat, None)
 
     async def _drain(self, chat: str) -> None:
         """Take the chat's lock and handle its inbox in order until it is empty."""

@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agent.context_engine import ContextEngine
 from agent.llm.errors import plain_reason
@@ -138,7 +138,8 @@ class Prepared:
     history: list[Message]
     #: Messages of a coalesced backlog before the last one that the request carries, bounded, stored with the turn.
     earlier: list[Message]
-    #: None when the turn continues one whose message and tool results are stored (:attr:`SessionMeta.partial_entry_id`).
+    #: None when the turn continues one whose message and tool results are stored
+    #: (:attr:`SessionMeta.partial_entry_id`).
     user_message: Message | None
     batch: Batch
     #: What the person is told above the reply (a message too long to read whole).
@@ -462,9 +463,8 @@ class Turn:
         if commit.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
             recorded = await self.store.meta(self.chat, commit.session_id)
             return recorded.last_reply or reply, recorded.last_reply_items
-        await self.parts.compactions.announce(
-            turn, prepared.engine, commit, result.messages, "in_loop", before, fields["tokens_at_report"]
-        )
+        after = cast(int, fields["tokens_at_report"])  # the count _store set
+        await self.parts.compactions.announce(turn, prepared.engine, commit, result.messages, "in_loop", before, after)
         return reply, items
 
     async def keep_partial(self, turn: ChatTurn, prepared: Prepared, partial: TurnResult) -> None:
@@ -623,7 +623,9 @@ class Turn:
                     self.lock, outcome.session_id, other, ahead_for_next=position == len(others) - 1
                 )
             return head
-        marker = {"replied_entry_id": self.message.entry_id} if outcome.committed and not outcome.silent else {}
+        marker: dict[str, Any] = (
+            {"replied_entry_id": self.message.entry_id} if outcome.committed and not outcome.silent else {}
+        )
         return await self.store.finish_entry(self.lock, outcome.session_id, raw, **marker)
 
     def model(self, turn: ChatTurn) -> str:
@@ -634,4 +636,5 @@ class Turn:
 def _context_after(fields: dict[str, object]) -> int:
     """The context's size as a commit's meta fields leave it: what hygiene will judge (the provider's
     report, else the stored count)."""
+    # Both are ints (or None) as _commit_fields and _store set them; the dict holds other values too.
     return int(fields["last_prompt_tokens"] or fields["tokens_at_report"])  # type: ignore[call-overload]

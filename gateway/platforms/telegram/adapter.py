@@ -16,9 +16,10 @@ text — no parse mode, so nothing a user or the model writes can break the form
 is answered by waiting exactly its ``retry_after`` and sending the same chunk again, as often
 as Telegram asks: the reply always arrives. Network and 5xx errors are retried a few times
 with backoff; an answer foldgate cannot read is one line naming the setting (:mod:`.answers`),
-and a call whose answer said ``ok`` is not made again (:mod:`.calls`). A streamed message posted in an old group before its upgrade can no longer be
-edited: its text continues in a new message in the supergroup. Messages written in the
-supergroup arrive under its new id: a chat, and a session, of its own.
+and a call whose answer said ``ok`` is not made again (:mod:`.calls`). A streamed message posted
+in an old group before its upgrade can no longer be edited: its text continues in a new message in
+the supergroup. Messages written in the supergroup arrive under its new id: a chat, and a session,
+of its own.
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ class TelegramAdapter(PlatformAdapter):
         self.me = await self.identify()
 
     async def start(self, intake: Intake) -> None:
-        """Learn who the bot is (unless :meth:`verify` did), then poll or serve the webhook; updates go to ``intake``."""
+        """Learn who the bot is (unless :meth:`verify` did), then poll or serve the webhook; updates go to
+        ``intake``."""
         self._failure.clear()
         if self.me is None:  # not verified beforehand: the same check now
             self.me = await self.identify()
@@ -386,9 +388,7 @@ class TelegramAdapter(PlatformAdapter):
             if not accepted(log, error, what):
                 raise
 
-    async def ask_approval(
-        self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None
-    ) -> str | None:
+    async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None) -> str | None:
         """The question with a yes and a no button; the message's id, to edit it once answered."""
         self.stop_typing(chat_id)
         buttons = InlineKeyboardMarkup(
@@ -422,9 +422,7 @@ class TelegramAdapter(PlatformAdapter):
             return None if number is None else str(number)
         return str(sent.message_id)
 
-    async def settle_approval(
-        self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str
-    ) -> None:
+    async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         """The question edited to say what was decided, its buttons gone."""
         if message_id is None:
             await super().settle_approval(chat_id, message_id, prompt, outcome)

@@ -55,7 +55,9 @@ def _part(data: Any, path: Sequence[int | str]) -> Any:
     """The deepest value of ``data`` along ``path`` (pydantic's location of an error; a step that is not a key
     of the answer, such as a union's member name, ends the walk)."""
     for step in path:
-        if isinstance(data, dict) and step in data or isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data):
+        if (isinstance(data, dict) and step in data) or (
+            isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data)
+        ):
             data = data[step]
         else:
             break

@@ -157,9 +157,7 @@ def migration(update: Update) -> tuple[int, int] | None:
 def _allowed(sender: User | None, chat_id: int, user_ids: Collection[int], chat_ids: Collection[int]) -> bool:
     if chat_ids and chat_id not in chat_ids:
         return False
-    if user_ids and (sender is None or sender.id not in user_ids):
-        return False
-    return True
+    return not user_ids or (sender is not None and sender.id in user_ids)
 
 
 def _username(me: User | None) -> str:

@@ -1,9 +1,9 @@
-"""``lcm`` — lossless context management, a plugin context engine (SPEC S1.5).
+"""``lcm`` — lossless context management, a plugin context engine.
 
-Turned on only by ``context.engine: lcm`` (S1.4). It compacts like the built-in
-compressor, but its summary is an index into the archive, and the model gets
-``lcm_grep``, ``lcm_expand`` and ``lcm_describe`` to search and read everything that
-was compacted away. See :mod:`plugins.context_engine.lcm.engine`.
+Turned on only by ``context.engine: lcm`` (the built-in compressor runs otherwise). It
+compacts like the built-in compressor, but its summary is an index into the archive, and
+the model gets ``lcm_grep``, ``lcm_expand`` and ``lcm_describe`` to search and read
+everything that was compacted away. See :mod:`plugins.context_engine.lcm.engine`.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ def is_derived(message: Mapping[str, Any]) -> bool:
 class MemoryArchive:
     """Originals this engine took out of the context, by id, in the order they left.
 
-    Unbounded on purpose: offline it is the only copy (B1). Its lifetime is the engine's
-    — one turn in the gateway, one run offline.
+    Unbounded on purpose: offline it is the only copy, and every original must stay retrievable. Its
+    lifetime is the engine's — one turn in the gateway, one run offline.
     """
 
     def __init__(self) -> None:
