@@ -32,7 +32,7 @@ async def answers_ping(url: str, timeout: float = 1.0) -> bool:
         await client.aclose()
 
 
-async def identify(url: str, timeout: float = 1.0) -> tuple[int, Path] | None:
+async def identify(url: str, timeout: float = 5.0) -> tuple[int, Path] | None:
     """Pid and data directory of the server at ``url`` (INFO and CONFIG answer even while it loads)."""
     client = _client(url, timeout)
     try:

@@ -285,7 +285,7 @@ class GatewayRunner:
                 await self.mcp.aclose()  # a stdio server's process ends with its session
         return len(pending)
 
-    async def wait_idle(self, timeout: float = 30.0) -> None:
+    async def wait_idle(self, timeout: float = 120.0) -> None:
         """Wait until no chat has pending entries and no turn runs here (for replays and tests)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
