@@ -34,9 +34,14 @@ from gateway.store import SessionStore
 from gateway.store.channel import PipelinedConnection
 
 if TYPE_CHECKING:
+    from playwright import async_api as playwright
+
+    from gateway.platforms.discord import DiscordAdapter
+    from gateway.worker.runner import GatewayRunner
     from tests.fakes.bot_api import FakeBotAPI
+    from tests.fakes.discord_api import FakeDiscordAPI
+    from tests.fakes.llm_server import FakeLLMServer
     from tests.fakes.tls import TestPKI
-    from tests.test_discord import FakeDiscordAPI
 
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -256,10 +261,64 @@ async def bot_api() -> AsyncIterator[FakeBotAPI]:
         yield api
 
 
+@pytest.fixture
+def api(bot_api: FakeBotAPI) -> FakeBotAPI:
+    """The fake Telegram Bot API under the name the Telegram adapter's tests give it (the server of ``bot_api``)."""
+    return bot_api
+
+
 @pytest_asyncio.fixture
-async def discord_api() -> AsyncIterator[FakeDiscordAPI]:
-    """A fake Discord HTTP API on loopback (see tests/test_discord.py, which also patches discord.py onto it)."""
-    from tests.test_discord import FakeDiscordAPI
+async def discord_api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscordAPI]:
+    """A fake Discord HTTP API on loopback (see tests/fakes/discord_api.py), with discord.py's REST calls
+    pointed at it for the test."""
+    import discord
+
+    from tests.fakes.discord_api import FakeDiscordAPI
 
     async with FakeDiscordAPI() as api:
+        monkeypatch.setattr(discord.http.Route, "BASE", api.base)
         yield api
+
+
+@pytest_asyncio.fixture
+async def adapter(discord_api: FakeDiscordAPI) -> AsyncIterator[DiscordAdapter]:
+    """The real Discord adapter, logged in to ``discord_api`` and knowing its server; no gateway connection."""
+    from tests.fakes.discord_api import open_adapter
+
+    made = await open_adapter(discord_api)
+    yield made
+    await made.stop()
+
+
+@pytest_asyncio.fixture
+async def gateway(
+    adapter: DiscordAdapter, llm: FakeLLMServer, redis: Redis, redis_url: str, key_prefix: str
+) -> AsyncIterator[GatewayRunner]:
+    """The gateway ``foldgate run`` opens, with the shipped settings, whose platform is the Discord ``adapter``;
+    its model is the requesting module's own ``llm`` fixture (the fake provider that module scripts).
+
+    The adapter is bound to the runner's intake rather than started: the tests hand it gateway payloads
+    themselves (``tests.fakes.discord_api.receive``) instead of connecting it to a gateway websocket.
+    """
+    from tests.fakes.gateway import make_settings
+    from tests.fakes.platform_gateway import platform_gateway
+
+    settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=64_000)
+    async with platform_gateway(settings, redis, {"dc": adapter}) as running:
+        adapter.bind(running.runner.intake)
+        yield running.runner
+
+
+@pytest_asyncio.fixture
+async def browser() -> AsyncIterator[playwright.Browser]:
+    """Headless Chromium, launched for the test (see tests/fakes/browser.py; its modules skip without one)."""
+    from playwright import async_api as playwright
+
+    from tests.fakes.browser import CHROMIUM, CHROMIUM_ARGS
+
+    async with playwright.async_playwright() as driver:
+        launched = await driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()

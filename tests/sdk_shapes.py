@@ -163,9 +163,12 @@ def _describe(errors: list[dict[str, Any]], where: Loc, body: Any) -> list[str]:
         lines[f"{path}: {got}{_member_note(members, 'in')}"] = None
     for error in kept:
         loc = error["loc"]
-        if error["type"] != "missing" and _split(loc, body, key_at_end=False)[2]:
-            if any(len(other) > len(loc) and other[: len(loc) - 1] == loc[:-1] for other in deeper):
-                continue  # a wrong-kind member (e.g. "str") while another member got further
+        if (
+            error["type"] != "missing"
+            and _split(loc, body, key_at_end=False)[2]
+            and any(len(other) > len(loc) and other[: len(loc) - 1] == loc[:-1] for other in deeper)
+        ):
+            continue  # a wrong-kind member (e.g. "str") while another member got further
         path, members, _ = _split(loc, body)
         got = "" if error["type"] == "missing" else f" (got {error.get('input')!r:.80})"
         lines[f"{path}: {error['msg']}{got}{_member_note(members, 'as')}"] = None

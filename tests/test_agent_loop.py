@@ -13,7 +13,20 @@ from agent.messages import api_problems
 from agent.tools import Tool, ToolRegistry
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
-WORDS = ["deploy", "canary", "ledger", "invoice", "webhook", "retry", "shard", "replica", "latency", "rollback", "cache", "token"]
+WORDS = [
+    "deploy",
+    "canary",
+    "ledger",
+    "invoice",
+    "webhook",
+    "retry",
+    "shard",
+    "replica",
+    "latency",
+    "rollback",
+    "cache",
+    "token",
+]
 
 
 def history(tokens_wanted: int, seed: int = 1) -> list[dict]:

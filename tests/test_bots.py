@@ -32,10 +32,10 @@ from gateway.config.loading import load_layers
 from gateway.session_source import search_conversations
 from gateway.startup_errors import StartupError, explain
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.discord_api import ALICE, DM_CHANNEL_ID, GUILD_ID, FakeDiscordAPI, message_payload
+from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.web import free_port
-from tests.test_discord import ALICE, DM_CHANNEL_ID, GUILD_ID, FakeDiscordAPI, message_payload
-from tests.test_discord import TOKEN as DISCORD_TOKEN
 
 TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
 #: The person who talks to every bot: the same numeric chat id on both Telegram bots.
@@ -96,7 +96,10 @@ async def serving(settings: Settings) -> AsyncIterator[Fleet]:
         for bot in fleet.running.values():  # a Discord bot is connected to the fake gateway, its server announced
             if "dc" in bot.adapters:
                 client = bot.adapters["dc"].client  # type: ignore[attr-defined]
-                await until(lambda: client.get_guild(GUILD_ID) is not None, "the Discord bot to join the fake gateway")
+                await until(
+                    lambda client=client: client.get_guild(GUILD_ID) is not None,
+                    "the Discord bot to join the fake gateway",
+                )
         yield fleet
     finally:
         await fleet.close(grace_seconds=5)

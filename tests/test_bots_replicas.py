@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
-import yaml
 
+from gateway.config.files import dump_yaml
 from gateway.store.leases import LEASE_SECONDS
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -68,7 +68,7 @@ def write_config(
         "bots": bots,
         **extra,
     }
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    path.write_text(dump_yaml(config), encoding="utf-8")
 
 
 def environment(tmp_path: Path, config: Path) -> dict[str, str]:

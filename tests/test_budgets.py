@@ -116,8 +116,7 @@ async def test_a_budget_resets_at_midnight_where_the_owner_lives_and_warns_befor
 async def test_the_operator_sees_who_spent_most_against_their_budget(redis_url, key_prefix) -> None:
     import httpx
 
-    from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
-    from tests.test_web_chat import open_chat
+    from tests.fakes.web import ADMIN_TOKEN, open_chat, web_gateway, web_settings
 
     async with FakeLLMServer(handler=lambda request: Reply.answer("noted " * 40)) as llm:
         settings = web_settings(
@@ -226,7 +225,7 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
     from pathlib import Path
 
     from gateway.store.inbox import Inbox
-    from tests.test_gateway_replicas import stop, wait_for
+    from tests.fakes.workers import stop, wait_for
 
     root = Path(__file__).resolve().parents[1]
     answer = "The ledger service moved its settlement job to the new queue and raised the batch size. " * 6
@@ -297,8 +296,8 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
     answered, the second transcribed too (the budget had room), and then the day is spent."""
     from gateway.platforms.telegram import TelegramAdapter
     from tests.fakes.bot_api import FakeBotAPI
+    from tests.fakes.telegram import telegram_gateway
     from tests.fakes.transcription import FakeTranscriptionServer
-    from tests.test_telegram_gateway import telegram_gateway
 
     chat = 8802
     async with (
@@ -319,7 +318,7 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
         async with telegram_gateway(settings, redis, adapter) as runner:
             for number in (1, 2):
                 api.push(api.voice_message(chat, chat, b"OggS" + bytes(4000), duration=120))
-                await api.wait_until(lambda: len(api.sent) == number, timeout=60)
+                await api.wait_until(lambda number=number: len(api.sent) == number, timeout=60)
             await runner.wait_idle()
             period = datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d")
             spent = await SpendStore(runner.store.channel, key_prefix).spent(f"user:tg:{chat}", period)

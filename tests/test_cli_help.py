@@ -43,7 +43,8 @@ def every_command(
 
 
 def minimal_argv(parser: argparse.ArgumentParser) -> list[str]:
-    """Arguments a subcommand's parser accepts: its required positionals and options filled in, a sub-subcommand chosen."""
+    """Arguments a subcommand's parser accepts: its required positionals and options filled in, a sub-subcommand
+    chosen."""
     argv: list[str] = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

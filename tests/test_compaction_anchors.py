@@ -54,7 +54,10 @@ def test_each_kind_is_extracted_verbatim(kind, anchor):
 
 
 def test_people_handles_and_emails():
-    text = "Beatriz Zhao owns the migration; the CODEOWNERS entry is @makena-raman and mail goes to ops.team@example.com. The Loyalty code is fine."
+    text = (
+        "Beatriz Zhao owns the migration; the CODEOWNERS entry is @makena-raman and mail goes to "
+        "ops.team@example.com. The Loyalty code is fine."
+    )
     found = scan(text, conversation=True)
     assert ("name", "Beatriz Zhao") in found
     assert ("name", "@makena-raman") in found
@@ -64,13 +67,23 @@ def test_people_handles_and_emails():
 
 
 def test_prose_and_code_are_not_taken_for_anchors():
-    text = "input and/or output w/o changes on 12/05/2024 in the deadbeef facade\n    raise ValueError('bad')\nexcept KeyError:\n+    except IntegrityError as exc:"
+    text = (
+        "input and/or output w/o changes on 12/05/2024 in the deadbeef facade\n"
+        "    raise ValueError('bad')\n"
+        "except KeyError:\n"
+        "+    except IntegrityError as exc:"
+    )
     kinds = {kind for kind, _ in scan(text, conversation=True)}
     assert "path" not in kinds and "commit" not in kinds and "error" not in kinds
 
 
 def test_code_in_a_numbered_file_listing_is_not_an_error():
-    text = "  27\t    except ValueError as exc:\n  28\t        raise KeyError(key)\n12: raise TypeError\nValueError: bad row 7"
+    text = (
+        "  27\t    except ValueError as exc:\n"
+        "  28\t        raise KeyError(key)\n"
+        "12: raise TypeError\n"
+        "ValueError: bad row 7"
+    )
     assert [anchor for kind, anchor in scan(text, conversation=False) if kind == "error"] == ["ValueError: bad row 7"]
 
 
@@ -178,7 +191,10 @@ def test_an_identifier_keeps_the_words_of_its_clause():
 
 
 def test_a_log_line_code_keeps_what_was_rejected_without_stamp_level_or_glued_key():
-    line = "2025-03-24T22:20:53.403Z WARNING [app.http] upstream rejected dunning throttling request code=EDUN-5169 status=422"
+    line = (
+        "2025-03-24T22:20:53.403Z WARNING [app.http] upstream rejected dunning throttling request "
+        "code=EDUN-5169 status=422"
+    )
     words = _context_of(line, "ref", "EDUN-5169", conversation=False)
     assert words == "app.http upstream rejected dunning throttling request … status=422"
     assert "2025" not in words and "WARNING" not in words and "code=" not in words
@@ -205,7 +221,12 @@ def test_a_traceback_error_keeps_its_last_frame_and_the_job_it_was_logged_under(
 
 
 def test_an_error_without_a_log_record_keeps_the_call_that_printed_it():
-    text = "Traceback (most recent call last):\n  File \"billing/worker.py\", line 88, in settle\n    x = 1\nKeyError: 'customer_ref' [E7139]"
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "billing/worker.py", line 88, in settle\n'
+        "    x = 1\n"
+        "KeyError: 'customer_ref' [E7139]"
+    )
     assert _described(text, "error", "KeyError: 'customer_ref' [E7139]") == (
         "KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle (run_tests \"pytest tests/billing\")"
     )
@@ -221,7 +242,15 @@ def _described(text, kind, anchor, conversation=False):
 
 
 def test_a_pasted_traceback_keeps_the_sentence_that_introduced_it():
-    text = "I get this when I run the settle job by hand:\n```\nTraceback (most recent call last):\n  File \"billing/worker.py\", line 88, in settle\n    x = 1\nKeyError: 'customer_ref'\n```"
+    text = (
+        "I get this when I run the settle job by hand:\n"
+        "```\n"
+        "Traceback (most recent call last):\n"
+        '  File "billing/worker.py", line 88, in settle\n'
+        "    x = 1\n"
+        "KeyError: 'customer_ref'\n"
+        "```"
+    )
     start = text.index("KeyError")
     assert producer(text, start, "KeyError: 'customer_ref'").startswith(
         'from billing/worker.py:88 in settle; under "I get this when I run the settle job'
@@ -229,7 +258,15 @@ def test_a_pasted_traceback_keeps_the_sentence_that_introduced_it():
 
 
 def test_pytest_javascript_and_rust_errors_name_their_test_or_location():
-    pytest_out = "____ test_totals ____\n\n    def test_totals():\n>       assert total == 3\nE       AssertionError: assert 4 == 3\n\ntests/test_invoice.py:12: AssertionError"
+    pytest_out = (
+        "____ test_totals ____\n"
+        "\n"
+        "    def test_totals():\n"
+        ">       assert total == 3\n"
+        "E       AssertionError: assert 4 == 3\n"
+        "\n"
+        "tests/test_invoice.py:12: AssertionError"
+    )
     start = pytest_out.index("E       AssertionError")
     assert (
         producer(pytest_out, start, "E       AssertionError: assert 4 == 3")

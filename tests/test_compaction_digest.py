@@ -149,7 +149,8 @@ def crash_session():
         '  File "/app/src/billing/worker.py", line 88, in settle\n'
         '    ref = row.meta["customer_ref"]\n'
         "KeyError: 'customer_ref' [E7139]\n"
-        "2025-03-24T23:10:03.000Z WARNING [app.http] upstream rejected billing settle request code=EBIL-5169 status=422\n"
+        "2025-03-24T23:10:03.000Z WARNING [app.http] upstream rejected billing settle request "
+        "code=EBIL-5169 status=422\n"
         "FAILED tests/billing/test_settle.py::test_refund - AssertionError: 3 != 4"
     )
     t.call("run_tests", {"command": "pytest tests/billing"}, log)

@@ -110,7 +110,10 @@ def quoted_decisions():
     t.call(
         "run_tests",
         {"command": "pytest tests/billing"},
-        'Traceback (most recent call last):\n  File "billing/worker.py", line 88, in settle\n    x = row["customer_ref"]\nKeyError: \'customer_ref\' [E7139]',
+        "Traceback (most recent call last):\n"
+        '  File "billing/worker.py", line 88, in settle\n'
+        '    x = row["customer_ref"]\n'
+        "KeyError: 'customer_ref' [E7139]",
     )
     return build_digest(t.messages, [count_message(m) for m in t.messages])[0]
 
@@ -150,8 +153,8 @@ def test_recent_errors_carry_what_produced_them_and_files_the_words_they_were_se
     digest = build_digest(t.messages, [count_message(m) for m in t.messages])[0].merge(digest)
     body = render_body(digest, 2_000)
     assert (
-        "- Recent error: KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle (run_tests \"pytest tests/billing\")"
-        in body
+        "- Recent error: KeyError: 'customer_ref' [E7139] — from billing/worker.py:88 in settle "
+        '(run_tests "pytest tests/billing")' in body
     )
     files = body.split("## Relevant Files")[1].split("\n## ")[0]
     assert "- svc/ingest/worker.py (retry loop in … drops batch id)" in files
@@ -167,7 +170,8 @@ def section(body, heading):
 
 
 def test_stated_sentences_share_one_pool_so_a_quiet_section_leaves_room_to_a_busy_one():
-    """Thirty reported commits all fit while the decisions leave their room unused; a fixed share per section cut them."""
+    """Thirty reported commits all fit while the decisions leave their room unused; a fixed share per section cut
+    them."""
     t = Transcript(system=None)
     t.user("We decided to keep Postgres because the team knows it.")
     for i in range(30):

@@ -17,13 +17,14 @@ import pytest
 from agent.context_compressor import ContextCompressor
 from agent.settings import CompressionSettings
 from agent.tokens import content_text, count_message, count_messages
-from tests.fakes.histories import Transcript
+from tests.fakes.histories import Transcript, attributed
 
 #: (what a message says, the answer asked about later, the subject that must stand beside it).
 STATED = [
     (
         "user",
-        "Decision for the coupon failover: we go with server-sent events, not websockets, because proxies kill idle sockets.",
+        "Decision for the coupon failover: we go with server-sent events, not websockets, "
+        "because proxies kill idle sockets.",
         "server-sent events",
         "coupon failover",
     ),
@@ -60,22 +61,12 @@ STATED = [
     ("assistant", "I opened PR #4692 with the remittance warmup change. CI is running.", "#4692", "remittance warmup"),
     (
         "assistant",
-        "Agreed, for the checkout migration we'll use optimistic locking rather than SELECT FOR UPDATE, since row locks stalled batches.",
+        "Agreed, for the checkout migration we'll use optimistic locking rather than SELECT FOR UPDATE, "
+        "since row locks stalled batches.",
         "optimistic locking",
         "checkout migration",
     ),
 ]
-
-
-def attributed(text: str, answer: str, subject: str) -> bool:
-    """The answer stands on a line whose neighbourhood (that line and the ones next to it) names its subject."""
-    lines = text.splitlines()
-    for number, line in enumerate(lines):
-        if answer in line:
-            near = "\n".join(lines[max(0, number - 1) : number + 2]).replace(answer, "\0").lower()
-            if subject.lower() in near:
-                return True
-    return False
 
 
 def tool_round(t: Transcript, rng: random.Random, round_: int) -> None:
@@ -154,7 +145,8 @@ def test_a_compaction_that_folds_little_keeps_the_notes_it_carries():
 
 
 def test_what_the_conversation_stated_takes_room_before_identifiers_from_tool_output():
-    """Forty decisions the assistant wrote all stay in a 3K summary beside a flood of tool anchors (the index gives way)."""
+    """Forty decisions the assistant wrote all stay in a 3K summary beside a flood of tool anchors (the index gives
+    way)."""
     rng = random.Random(3)
     engine = ContextCompressor("test-model", 60_000, CompressionSettings(tail_mode="lean", protect_last_n=4))
     t = Transcript(system="You are a coding assistant.")

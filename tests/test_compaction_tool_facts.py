@@ -20,8 +20,7 @@ from agent.compaction.error_lines import error_signature
 from agent.context_compressor import ContextCompressor
 from agent.settings import CompressionSettings
 from agent.tokens import content_text, count_messages
-from tests.fakes.histories import Transcript
-from tests.test_compaction_stated import attributed
+from tests.fakes.histories import Transcript, attributed
 
 GENERIC = ("ValueError", "TimeoutError", "KeyError", "RuntimeError", "ConnectionResetError")
 
@@ -148,7 +147,8 @@ def test_a_cache_keys_hex_half_is_not_taken_for_a_commit():
 
 def test_a_warning_that_carries_an_error_code_is_an_error_line():
     log = (
-        "2025-03-13T22:14:02.111Z WARNING [app.http] upstream rejected voucher rate limiter request code=EVOU-5238 status=429\n"
+        "2025-03-13T22:14:02.111Z WARNING [app.http] upstream rejected voucher rate limiter request "
+        "code=EVOU-5238 status=429\n"
         "2025-03-13T22:14:03.000Z INFO    [app.http] picked up PAY-342 from the queue\n"
         "2025-03-13T22:14:04.000Z ERROR   [app.db] cache evict key=user:f2a1d9bd3404"
     )
@@ -178,7 +178,8 @@ def test_a_long_coded_warning_is_cut_around_its_code_not_dropped():
 
 
 def test_a_tight_index_tells_more_error_lines_than_identifiers_of_other_kinds():
-    """An error line answers "what did it crash with?" on its own; a PR number or a path from a listing needs its line."""
+    """An error line answers "what did it crash with?" on its own; a PR number or a path from a listing needs its
+    line."""
     index = AnchorIndex()
     for k in range(40):
         index.add("ref", f"#{4000 + k}", k)

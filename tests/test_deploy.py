@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gateway.cli import build_parser
 from gateway.config import ConfigError, Settings, load_settings
+from gateway.config.files import config_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -35,8 +35,12 @@ SECRETS = {
 # --------------------------------------------------------------------------- helpers
 
 
+def load_yaml(text: str) -> Any:
+    return config_yaml().load(text)
+
+
 def load_all(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+    return [doc for doc in config_yaml().load_all(path.read_text(encoding="utf-8")) if doc is not None]
 
 
 def kube_docs() -> list[dict[str, Any]]:
@@ -112,7 +116,7 @@ def test_examples_load_with_secrets_from_the_environment(name):
 
 def test_the_two_bot_examples_load_as_two_bots_with_their_own_keys_models_and_prompts():
     example = load_settings(EXAMPLES / "two-bots.yaml", env=SECRETS)
-    secret = yaml.safe_load((KUBE / "bots" / "secret.example.yaml").read_text())["stringData"]["config.yaml"]
+    secret = load_yaml((KUBE / "bots" / "secret.example.yaml").read_text())["stringData"]["config.yaml"]
     for settings in (example, load_settings_text(secret)):
         support, ops = settings.each_bot()
         assert (support.name, ops.name) == ("support", "ops")
@@ -164,7 +168,7 @@ def test_redis_conf_keeps_sessions_durable_and_unevicted():
 
 
 def test_compose_runs_the_gateway_after_a_healthy_durable_redis():
-    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    compose = load_yaml((DEPLOY / "docker-compose.yml").read_text())
     services = compose["services"]
     assert set(services) == {"redis", "gateway"}
 
@@ -205,8 +209,8 @@ def test_dockerfile_installs_the_package_and_runs_it_unprivileged():
         assert package in sources
     cmd = next(line for line in instructions if line.startswith("CMD "))
     entry = next(line for line in instructions if line.startswith("ENTRYPOINT "))
-    assert yaml.safe_load(entry.split(None, 1)[1]) == ["foldgate"]
-    assert config_path_of(yaml.safe_load(cmd.split(None, 1)[1])) == "/etc/foldgate/config.yaml"
+    assert load_yaml(entry.split(None, 1)[1]) == ["foldgate"]
+    assert config_path_of(load_yaml(cmd.split(None, 1)[1])) == "/etc/foldgate/config.yaml"
 
 
 def _compose_command() -> list[str] | None:
@@ -292,7 +296,7 @@ def test_every_manifest_parses_and_names_its_kind():
 
 @pytest.mark.parametrize("folder", [KUBE, KUBE / "discord", KUBE / "bots"])
 def test_kustomization_lists_every_manifest_but_the_secret_example(folder):
-    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    kustomization = load_yaml((folder / "kustomization.yaml").read_text())
     listed = set(kustomization["resources"])
     present = {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == present - {"secret.example.yaml"}
@@ -301,9 +305,7 @@ def test_kustomization_lists_every_manifest_but_the_secret_example(folder):
 def test_the_base_starts_no_discord_pods_unless_asked():
     base = [doc for path in KUBE.glob("*.yaml") for doc in load_all(path)]
     assert not [doc for doc in base if "discord" in doc.get("metadata", {}).get("name", "")]
-    images = [
-        yaml.safe_load((folder / "kustomization.yaml").read_text())["images"] for folder in (KUBE, KUBE / "discord")
-    ]
+    images = [load_yaml((folder / "kustomization.yaml").read_text())["images"] for folder in (KUBE, KUBE / "discord")]
     assert images[0] == images[1]  # both run the same image
 
 
@@ -313,7 +315,7 @@ def test_kustomize_builds_the_manifests():
         pytest.skip("no kubectl on this machine")
     result = subprocess.run([kubectl, "kustomize", str(KUBE)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc]
+    kinds = [doc["kind"] for doc in config_yaml().load_all(result.stdout) if doc]
     assert {"Deployment", "StatefulSet", "Service", "Ingress", "ConfigMap"} <= set(kinds)
     assert "Secret" not in kinds
 
@@ -335,7 +337,7 @@ def test_webhook_deployment_has_replicas_and_probes_on_the_listener(tmp_path):
     assert volume["configMap"]["name"] == "foldgate-telegram-config"
     assert config_path_of(gateway["args"]) == f"{mount['mountPath']}/config.yaml"
     shipped = configmap["data"]["config.yaml"]
-    assert yaml.safe_load(shipped) == yaml.safe_load((EXAMPLES / "telegram-webhook.yaml").read_text())
+    assert load_yaml(shipped) == load_yaml((EXAMPLES / "telegram-webhook.yaml").read_text())
     env = {**SECRETS, **env_of(gateway)}
     settings = settings_from(shipped, tmp_path, env)
     telegram = settings.platforms.telegram
@@ -394,7 +396,7 @@ def test_discord_pods_split_the_shards_between_them(tmp_path):
     script = gateway["args"][0]
     configmap = kube("ConfigMap", "foldgate-discord-config")
     shipped = configmap["data"]["config.yaml"]
-    assert yaml.safe_load(shipped) == yaml.safe_load((EXAMPLES / "discord.yaml").read_text())
+    assert load_yaml(shipped) == load_yaml((EXAMPLES / "discord.yaml").read_text())
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in = bin_dir / "foldgate"
@@ -430,7 +432,7 @@ def test_every_service_manager_waits_longer_than_the_gateway_lets_turns_finish()
         return float(text.rstrip("s"))
 
     unit = unit_entries(UNIT.read_text())
-    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    compose = load_yaml((DEPLOY / "docker-compose.yml").read_text())
     waits = {
         "systemd TimeoutStopSec": seconds(unit["Service.TimeoutStopSec"][-1]),
         "compose stop_grace_period": seconds(compose["services"]["gateway"]["stop_grace_period"]),

@@ -19,10 +19,10 @@ import pytest_asyncio
 from gateway.cli import doctor
 from gateway.config import Settings
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.cli import PATIENCE, closed_port, foldgate, leftover_servers
+from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.network import BlackHole
-from tests.test_discord import TOKEN as DISCORD_TOKEN
-from tests.test_startup_failures import PATIENCE, closed_port, foldgate, leftover_servers
 
 CHECKS = ["config", "redis", "provider", "telegram", "discord"]
 

@@ -17,8 +17,8 @@ from gateway.cli.doctor import (
     silent_wav,
 )
 from gateway.config import Settings
+from tests.fakes.cli import closed_port, foldgate
 from tests.fakes.transcription import Failure, FakeTranscriptionServer
-from tests.test_startup_failures import closed_port, foldgate
 
 KEY = "sk-transcribe-right"
 

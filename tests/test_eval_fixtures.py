@@ -99,7 +99,8 @@ def test_each_committed_probe_answer_occurs_only_in_its_planted_message(path: Pa
         assert holders == [probe["message_id"]], probe
         assert by_id[probe["message_id"]]["role"] == probe["where"], probe
         assert probe["query"] and probe["question"].endswith("?")
-        # The subject says what the fact is about; it is never the answer, and the planted message has it beside the answer.
+        # The subject says what the fact is about; it is never the answer, and the planted message has it beside
+        # the answer.
         assert probe["subject"] and all(
             alternative.lower() != probe["answer"].lower() for alternative in probe["subject"]
         )

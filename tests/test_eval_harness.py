@@ -422,7 +422,8 @@ def test_progress_without_a_stream_prints_nothing_and_counts_read_right() -> Non
 
 
 def _runs(tmp_sessions: dict[str, list[tuple[int | str, ...]]]) -> list[Run]:
-    """Runs with given (policy, retained tokens, closed-book hits, recovered hits[, attributed hits]) of 10 probes each."""
+    """Runs with given (policy, retained tokens, closed-book hits, recovered hits[, attributed hits]) of 10 probes
+    each."""
     probe = Probe(session="s", question="q", answer="a", query="q")
     made = []
     for session, rows in tmp_sessions.items():

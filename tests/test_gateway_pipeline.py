@@ -7,19 +7,11 @@ import asyncio
 import json
 import random
 
-from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from agent.tokens import count_messages
 from gateway.events import CompressEvent
 from gateway.store import SessionStore
-from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.gateway import NOTES, SERVICES, chatter, is_summary_request, make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-
-NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
-SERVICES = ("billing-api", "auth-gateway", "search-indexer", "notifier", "ledger")
-
-
-def is_summary_request(request: RecordedRequest) -> bool:
-    return SYSTEM_PROMPT[:40] in request.system
 
 
 def answer(request: RecordedRequest) -> Reply:
@@ -27,15 +19,6 @@ def answer(request: RecordedRequest) -> Reply:
     if is_summary_request(request):
         return Reply.answer(NOTES)
     return Reply.answer(f"echo: {request.last_user_text}")
-
-
-def chatter(rng: random.Random, index: int) -> str:
-    service = rng.choice(SERVICES)
-    return (
-        f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
-        f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
-        f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
-    )
 
 
 async def test_overnight_backlog_triggers_hygiene_and_no_prompt_exceeds_the_window(redis, redis_url, key_prefix):

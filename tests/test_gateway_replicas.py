@@ -4,67 +4,18 @@ and a worker killed mid-turn loses nothing."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import re
-import signal
-import subprocess
-import sys
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
 
 from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
 from tests.fakes.gateway import message
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def start_worker(redis_url: str, prefix: str, base_url: str, **gateway: Any) -> subprocess.Popen:
-    """A gateway worker process (:mod:`tests.fakes.worker_process`) with the shipped gateway settings, but for the
-    keys of that section named here (``lock_ttl_seconds=2``)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "tests.fakes.worker_process",
-        "--redis",
-        redis_url,
-        "--prefix",
-        prefix,
-        "--base-url",
-        base_url,
-    ]
-    if gateway:
-        argv += ["--gateway", json.dumps(gateway)]
-    return subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-async def wait_for(predicate, timeout: float = 120.0, interval: float = 0.05) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError("condition not reached")
-        await asyncio.sleep(interval)
+from tests.fakes.workers import _count, sent, start_worker, stop, wait_for
 
 
 def echo(request: RecordedRequest) -> Reply:
     return Reply.answer(f"echo: {request.last_user_text}")
-
-
-async def sent(redis, prefix: str) -> list[dict]:
-    return [json.loads(raw) for raw in await redis.lrange(f"{prefix}:sent", 0, -1)]
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def test_two_processes_take_in_100_chats_of_20_messages_exactly_once_in_order(redis, redis_url, key_prefix):
@@ -110,10 +61,6 @@ async def test_two_processes_take_in_100_chats_of_20_messages_exactly_once_in_or
         assert answered == sorted(set(answered)) and answered[-1] == per_chat - 1  # in order, none twice
         assert stored[f"c{chat}"] == [f"chat {chat} message {i}" for i in range(per_chat)]  # each kept once, in order
     assert len({reply["pid"] for reply in replies}) == 2  # both processes took part
-
-
-async def _count(redis, key: str, wanted: int) -> bool:
-    return await redis.llen(key) >= wanted
 
 
 async def test_a_worker_killed_mid_turn_loses_nothing_and_the_reply_goes_out_once(redis, redis_url, key_prefix):

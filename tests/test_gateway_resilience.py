@@ -48,7 +48,7 @@ async def test_a_refused_reply_is_given_up_after_bounded_attempts_and_the_chat_g
             await runner.intake(message("blocked", "1", "first"))
             await runner.intake(message("blocked", "2", "/usage"))
             await runner.intake(message("open", "3", "hello"))
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             pending = await runner.inbox.pending("local:blocked")
     assert adapter.refusals == 2 * replies_module.SEND_ATTEMPTS  # each reply tried a bounded number of times
     assert pending == 0  # and the chat did not get stuck behind them
@@ -74,8 +74,8 @@ async def test_replicas_do_not_starve_each_other_of_chats(redis, redis_url, key_
             for turn in range(3):
                 for chat in range(4):
                     await first.intake(message(f"c{chat}", f"{chat}-{turn}", f"chat {chat} turn {turn}"))
-            await first.wait_idle(timeout=30)
-            await second.wait_idle(timeout=30)
+            await first.wait_idle()
+            await second.wait_idle()
             store = SessionStore(redis, key_prefix)
             stored = {}
             for chat in (f"local:c{number}" for number in range(4)):
@@ -102,7 +102,7 @@ async def test_a_provider_failure_after_tools_ran_keeps_their_results(redis, red
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             await runner.intake(message("p", "1", "check the deploy"))
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
             transcript = await store.active("local:p", await store.current_session("local:p"))
     assert [m["role"] for m in transcript] == ["user", "assistant", "tool"]  # the tool round is kept, pairs whole
@@ -132,7 +132,7 @@ async def test_a_redis_blip_while_extending_the_lock_does_not_redo_the_turn(redi
         settings = make_settings(redis_url, key_prefix, server.openai_base_url, context_length=16_000)
         async with running_gateway(settings, redis, lock_ttl_seconds=1) as (runner, adapter, _events):
             await runner.intake(message("b", "1", "long question"))
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
     assert failures["left"] == 0  # the blip happened mid-turn
     assert len(server.requests) == 1 and adapter.sent == [("b", "echo: long question")]
 
@@ -158,7 +158,7 @@ async def test_a_command_retried_after_a_crash_is_not_run_again(redis, redis_url
             SessionStore.finish_entry = crash_once  # type: ignore[method-assign]
             try:
                 await runner.intake(message("n", "2", "/new"))
-                await runner.wait_idle(timeout=20)
+                await runner.wait_idle()
             finally:
                 SessionStore.finish_entry = original_finish  # type: ignore[method-assign]
             second = await store.current_session("local:n")
@@ -174,7 +174,7 @@ async def test_a_provider_failure_after_an_in_loop_compaction_keeps_the_compacti
     import random as _random
 
     from gateway.events import CompressEvent
-    from tests.test_gateway_pipeline import NOTES, chatter, is_summary_request
+    from tests.fakes.gateway import NOTES, chatter, is_summary_request
 
     window = 20_000
     steps = iter(range(100))
@@ -205,7 +205,7 @@ async def test_a_provider_failure_after_an_in_loop_compaction_keeps_the_compacti
             for index in range(120):
                 await runner.intake(message("d", f"n{index}", chatter(rng, index), respond=False))
             await runner.intake(message("d", "1", "dig in"))
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             sid = await store.current_session("local:d")
             active = await store.active("local:d", sid)
             meta = await store.meta("local:d", sid)

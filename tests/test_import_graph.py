@@ -7,6 +7,10 @@ sibling through its package (``from agent.llm import anthropic``) is not a circl
 (``LAYERS``) say which way imports point; Lua scripts and the Redis client live in the store (and
 the embedded server) alone. Imports are read as absolute: a relative one is refused outright, so
 none can slip past these checks.
+
+The tests have a shape too: no test module imports another one (or a conftest.py). What tests share lives
+in tests/fakes/ (fake servers and helpers) and in conftest.py (fixtures), so each test module can be read,
+run and moved on its own.
 """
 
 from __future__ import annotations
@@ -276,3 +280,50 @@ def test_a_redis_client_in_a_module_is_found(tmp_path: Path):
         "from redis.asyncio import Redis\nfrom redis.exceptions import RedisError\nimport redis\n", encoding="utf-8"
     )
     assert redis_clients(sample) == ["1: redis.asyncio", "3: redis"]
+
+
+def is_test_module(name: str) -> bool:
+    """Whether the dotted ``name`` is a test module or a conftest.py of tests/ (or something inside one)."""
+    first, *rest = name.split(".")
+    return first == "tests" and any(part.startswith("test_") or part == "conftest" for part in rest)
+
+
+def imports_of_tests(path: Path) -> list[str]:
+    """Where ``path`` imports a test module or a conftest.py (``tests.test_x``, ``tests.reliability.test_x``,
+    ``from tests import test_x``), as ``line: module``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if is_test_module(node.module) else [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [f"{node.lineno}: {name}" for name in names if is_test_module(name)]
+    return found
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers and fakes are in tests/fakes/, shared fixtures in conftest.py: never in a test module."""
+    tests = ROOT / "tests"
+    importing = {
+        str(path.relative_to(ROOT)): uses
+        for path in sorted(tests.rglob("*.py"))
+        if "__pycache__" not in path.parts and (uses := imports_of_tests(path))
+    }
+    assert importing == {}
+
+
+def test_an_import_of_a_test_module_is_found(tmp_path: Path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from tests.fakes.gateway import message\nfrom tests.test_discord import TOKEN\n"
+        "from tests import test_web_chat\nimport tests.reliability.test_outages\nfrom tests.conftest import redis\n",
+        encoding="utf-8",
+    )
+    assert imports_of_tests(sample) == [
+        "2: tests.test_discord",
+        "3: tests.test_web_chat",
+        "4: tests.reliability.test_outages",
+        "5: tests.conftest",
+    ]

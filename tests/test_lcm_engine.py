@@ -315,7 +315,8 @@ def test_the_ledger_stays_bounded_and_the_index_still_accounts_for_every_compact
     pending=st.booleans(),
 )
 async def test_property_compactions_lose_nothing_and_keep_the_context_valid(turns, window, pending):
-    """Whatever the session's shape: valid tool pairs, an in-flight call left alone, every original live or expandable."""
+    """Whatever the session's shape: valid tool pairs, an in-flight call left alone, every original live or
+    expandable."""
     t = Transcript(system="sys")
     t.exchange("start", "ok")
     for number, (calls, size) in enumerate(turns):

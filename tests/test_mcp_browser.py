@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.fakes.browser import needs_chromium, shot
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.mcp_server import stdio_command
+from tests.fakes.tool_model import agent_for
 from tests.fakes.web import web_gateway, web_settings
-from tests.test_mcp_tools import agent_for
-from tests.test_web_browser import browser, pytestmark, shot  # noqa: F401 - the fixture and the skip rule are shared
+
+pytestmark = needs_chromium
 
 ROOT = str(Path(__file__).resolve().parents[1])
 

@@ -1,6 +1,6 @@
-"""MCP servers as the agent's tools, end to end: a real server written with the official SDK (``tests.fakes.mcp_server``)
-over stdio and over streamable HTTP, a real GatewayRunner on real Redis, the fake provider asking for the tools; every
-request body checked against the official SDK types.
+"""MCP servers as the agent's tools, end to end: a real server written with the official SDK
+(``tests.fakes.mcp_server``) over stdio and over streamable HTTP, a real GatewayRunner on real Redis, the fake
+provider asking for the tools; every request body checked against the official SDK types.
 
 Shown: the reply uses a tool's result; the tools reach the model in a stable order with their schemas; a chat outside
 ``tools.allow`` never sees them; a destructive tool is not offered until configured, nor one that appears after a
@@ -21,9 +21,7 @@ from typing import Any
 
 import pytest
 
-from agent.llm.openai_chat import TOOL_IMAGES_HEADING
 from agent.loop import STOPPED_REPLY
-from agent.tokens import content_text
 from agent.tools import ToolRegistry
 from agent.tools.mcp import RETRY_FIRST, McpServer, McpServerSpec, McpTools, ServerDown, exposed_name
 from gateway.cli.doctor import checks_for
@@ -31,14 +29,14 @@ from gateway.events import CompressEvent, ToolCallEvent
 from gateway.platforms.local import TerminalAdapter
 from gateway.platforms.telegram import TelegramAdapter
 from gateway.store.activity import ActivityLog
+from tests.fakes.agent_media import ROUTES, Shelf, run_route, validate
 from tests.fakes.bot_api import FakeBotAPI
-from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.gateway import PATIENCE, make_settings, message, running_gateway, wait_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.mcp_server import TICKET, chart_png, serve_http, stdio_command
+from tests.fakes.telegram import telegram_gateway
+from tests.fakes.tool_model import agent_for, last_tool_result, tool_names
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_media_agent import ROUTES, Shelf, run_route, validate
-from tests.test_stop_and_quit import PATIENCE, wait_for
-from tests.test_telegram_gateway import telegram_gateway
 
 WINDOW = 64_000
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -91,37 +89,6 @@ def stepped(runner: Any, server: str = "notes") -> SteppedClock:
     clock = SteppedClock()
     runner.mcp.servers[server].clock = clock
     return clock
-
-
-def tool_names(request: RecordedRequest) -> list[str]:
-    return [tool["function"]["name"] for tool in request.body.get("tools") or ()]
-
-
-def last_tool_result(request: RecordedRequest) -> str | None:
-    """The newest tool result's text, when the request ends with tool results (chat completions carry a result's
-    images in a user message right after them)."""
-    messages = request.messages
-    if messages and messages[-1].get("role") == "user" and TOOL_IMAGES_HEADING in str(messages[-1]["content"]):
-        messages = messages[:-1]
-    last = messages[-1]
-    return content_text(last["content"]) if last.get("role") == "tool" else None
-
-
-def agent_for(calls: dict[str, tuple[str, dict[str, Any]]], *, insist: bool = False):
-    """The fake model: a word in the person's message picks the tool it calls — one it was offered, unless it
-    ``insist``s — and after the result it answers with it."""
-
-    def answer(request: RecordedRequest) -> Reply:
-        validate_chat_completions(request.body)
-        result = last_tool_result(request)
-        if result is not None:
-            return Reply.answer(f"tool said: {result[:200]}")
-        for word, (tool, arguments) in calls.items():
-            if word in request.last_user_text and (insist or tool in tool_names(request)):
-                return Reply.tool_call(tool, arguments, call_id=f"call_{word}")
-        return Reply.answer("no tool needed")
-
-    return answer
 
 
 async def test_the_model_uses_a_stdio_servers_tool_and_a_chat_outside_allow_never_sees_it(
@@ -486,7 +453,7 @@ async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on
                 if press is not None:
                     api.push(api.button_press(chat, chat, asked_in, data[0] if press == "y" else data[1]))
                 await api.wait_until(
-                    lambda: sum(m.text.startswith("tool said") for m in api.sent) == number, timeout=30
+                    lambda number=number: sum(m.text.startswith("tool said") for m in api.sent) == number, timeout=30
                 )
                 assert api.buttons(chat) == []  # the question now says what was decided
             await runner.wait_idle()

@@ -24,48 +24,16 @@ from hypothesis import strategies as st
 from agent.compaction.summary_prompt import render_message
 from agent.context_compressor import ContextCompressor
 from agent.items import NO_LONGER_STORED, NOT_READABLE, ImageInliner, stand_in
-from agent.llm.client import ChatClient
 from agent.llm.openai_chat import TOOL_IMAGES_HEADING
-from agent.llm.responses import ResponsesClient
-from agent.loop import Agent
 from agent.messages import SUMMARY_KEY, is_summary
 from agent.models import vision_for
 from agent.search import search_messages
 from agent.settings import CompressionSettings
 from agent.tokens import content_text
 from agent.tools import Tool, ToolOutput, ToolRegistry, recovery_tools
-from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.responses_server import FakeResponsesServer
-from tests.sdk_shapes import validate_anthropic_messages, validate_chat_completions, validate_responses
-
-
-class Shelf:
-    """Item bytes by sha256, as the agent reads them (``agent.items.MediaSource``); counts its reads."""
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, tuple[bytes, str]] = {}
-        self.reads: list[str] = []
-        self.failing = False
-
-    def put(self, data: bytes, mime: str) -> str:
-        sha = hashlib.sha256(data).hexdigest()
-        self.blobs[sha] = (data, mime)
-        return sha
-
-    async def read(self, sha: str) -> tuple[bytes, str] | None:
-        self.reads.append(sha)
-        if self.failing:
-            raise ConnectionError("the store is away")
-        return self.blobs.get(sha)
-
-    async def keep(self, data: bytes, *, mime: str, name: str) -> dict[str, Any]:
-        return {
-            "kind": "image" if mime.startswith("image/") else "document",
-            "sha": self.put(data, mime),
-            "name": name,
-            "mime": mime,
-            "bytes": len(data),
-        }
+from tests.fakes.agent_media import ROUTES, Shelf, run_route, validate
+from tests.fakes.llm_server import RecordedRequest, Reply
+from tests.sdk_shapes import validate_anthropic_messages, validate_chat_completions
 
 
 def png(colour: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
@@ -285,48 +253,6 @@ def fetch_then_answer(ids: list[str], answer: str):
 
 def sent_text(request: RecordedRequest) -> str:
     return json.dumps(request.body, ensure_ascii=False)
-
-
-ROUTES = ["openai", "openrouter", "anthropic", "responses"]
-
-
-async def run_route(
-    route: str,
-    history: list[dict[str, Any]],
-    user: dict[str, Any],
-    shelf: Shelf,
-    tools: ToolRegistry | None = None,
-    handler=None,
-) -> tuple[list[RecordedRequest], Any]:
-    handler = handler or (lambda request: Reply.answer("a red square"))
-    engine = ContextCompressor(model="m", context_length=200_000)
-    if route == "responses":
-        async with FakeResponsesServer(handler=handler) as server:
-            async with ResponsesClient(server.responses_base_url, api_key="sk-test", route="openai") as client:
-                agent = Agent(client, engine, model="gpt-4.1", tools=tools, media=shelf)
-                result = await agent.run_turn(history, user)
-            return list(server.requests), result
-    flavor = "openrouter" if route == "openrouter" else "openai"
-    async with FakeLLMServer(handler=handler, flavor=flavor) as server:
-        if route == "anthropic":
-            client = ChatClient(server.anthropic_base_url, api_key="k", dialect="anthropic", route="anthropic")
-            model = "claude-sonnet-4-5"
-        else:
-            client = ChatClient(server.openai_base_url, api_key="k", route=route)
-            model = "gpt-4o"
-        async with client:
-            agent = Agent(client, engine, model=model, tools=tools, media=shelf)
-            result = await agent.run_turn(history, user)
-        return list(server.requests), result
-
-
-def validate(route: str, body: dict[str, Any]) -> None:
-    {
-        "openai": validate_chat_completions,
-        "openrouter": validate_chat_completions,
-        "anthropic": validate_anthropic_messages,
-        "responses": validate_responses,
-    }[route](body)
 
 
 def images_in(route: str, body: dict[str, Any]) -> list[str]:

@@ -9,12 +9,11 @@ import zipfile
 
 import pytest
 from PIL import Image
-from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from gateway.media.errors import MediaError
 from gateway.media.extract import document_kind, extract_document, read_document
 from gateway.media.images import prepare_image, prepare_image_now
+from tests.fakes.media import pdf
 
 RUSSIAN = (
     "Счёт номер 0425 за апрель. Оплатить до пятницы, сумма сорок два евро. "
@@ -23,32 +22,6 @@ RUSSIAN = (
 
 
 # --------------------------------------------------------------------------- PDFs, made here
-
-
-def pdf(*pages: str, user_password: str | None = None, owner_password: str | None = None) -> bytes:
-    """A PDF with one page per text (an empty text: a page with no text layer, as a scan has)."""
-    writer = PdfWriter()
-    for text in pages:
-        page = writer.add_blank_page(612, 792)
-        if text:
-            font = DictionaryObject(
-                {
-                    NameObject("/Type"): NameObject("/Font"),
-                    NameObject("/Subtype"): NameObject("/Type1"),
-                    NameObject("/BaseFont"): NameObject("/Helvetica"),
-                }
-            )
-            page[NameObject("/Resources")] = DictionaryObject(
-                {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
-            )
-            stream = DecodedStreamObject()
-            stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
-            page.replace_contents(stream)
-    if user_password is not None:
-        writer.encrypt(user_password=user_password, owner_password=owner_password, algorithm="RC4-128")
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 def test_a_pdfs_text_comes_page_by_page_with_its_page_count() -> None:

@@ -5,7 +5,6 @@ every request body is checked against the official SDK types."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
 
 import httpx
@@ -19,30 +18,13 @@ from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.media import images_in, png
+from tests.fakes.telegram import telegram_gateway
 from tests.fakes.transcription import FakeTranscriptionServer
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_telegram_gateway import telegram_gateway
 
 WINDOW = 200_000
 MB = 1024 * 1024
-
-
-def png(width: int, height: int, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(out, "PNG")
-    return out.getvalue()
-
-
-def images_in(request: RecordedRequest) -> list[bytes]:
-    """The decoded bytes of every image part the request carries."""
-    found = []
-    for message in request.messages:
-        content = message.get("content")
-        for part in content if isinstance(content, list) else ():
-            if part.get("type") == "image_url":
-                url = part["image_url"]["url"]
-                found.append(base64.b64decode(url.split(",", 1)[1]))
-    return found
 
 
 def checked(request: RecordedRequest) -> Reply:

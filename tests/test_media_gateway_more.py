@@ -16,17 +16,15 @@ from gateway.platforms.telegram import TelegramAdapter
 from gateway.store import SessionStore
 from gateway.worker.runner import GatewayRunner
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.discord_api import ALICE, DM_CHANNEL_ID, message_payload, receive
 from tests.fakes.discord_cdn import FakeDiscordCDN
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.media import images_in, pdf, png
+from tests.fakes.telegram import telegram_gateway
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_discord import ALICE, DM_CHANNEL_ID, adapter, discord_api, gateway, message_payload, receive
-from tests.test_media_extract import pdf
-from tests.test_media_gateway import images_in, png
-from tests.test_telegram_gateway import telegram_gateway
 
-#: The Discord tests' fixtures, used here by name.
-FIXTURES = (adapter, discord_api, gateway)
+# The Discord fixtures used here by name (``adapter``, ``discord_api``, ``gateway``) are tests/conftest.py's.
 WINDOW = 200_000
 LOG = (
     "2026-04-25 03:12:07 ERROR billing-worker: disk full on /var/lib/ledger\n"

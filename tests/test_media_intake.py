@@ -21,8 +21,8 @@ from gateway.media.source import ChatMedia
 from gateway.media.transcribe import Transcriber
 from gateway.store.channel import PipelinedConnection
 from gateway.store.media import MediaStore
+from tests.fakes.media import pdf
 from tests.fakes.transcription import Failure, FakeTranscriptionServer, Heard
-from tests.test_media_extract import pdf
 
 CHAT = "tg:4242"
 MB = 1024 * 1024

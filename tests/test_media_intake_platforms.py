@@ -25,13 +25,11 @@ from gateway.platforms.local import TerminalAdapter
 from gateway.platforms.recording import RecordingAdapter
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.discord_api import ALICE, DM_CHANNEL_ID, as_message, message_payload
 from tests.fakes.discord_cdn import FakeDiscordCDN
-from tests.test_discord import ALICE, DM_CHANNEL_ID, adapter, as_message, discord_api, message_payload
-from tests.test_telegram import Collected, adapter_for, api, running
+from tests.fakes.telegram import Collected, adapter_for, running
 
-#: The fixtures of the Telegram and Discord tests, used here by name.
-FIXTURES = (api, adapter, discord_api)
-
+# ``api`` (the fake Bot API), ``discord_api`` and ``adapter`` (the Discord adapter on it) are tests/conftest.py's.
 MB = 1024 * 1024
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
 PHOTO = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 300
@@ -45,7 +43,8 @@ async def polling(api: FakeBotAPI, intake: Collected, **options: object) -> Asyn
 
 
 async def received(api: FakeBotAPI, intake: Collected, count: int, **options: object) -> list[IncomingMessage]:
-    """What the adapter hands the intake for the updates pushed, once ``count`` messages arrived and all are confirmed."""
+    """What the adapter hands the intake for the updates pushed, once ``count`` messages arrived and all are
+    confirmed."""
     async with polling(api, intake, **options):
         await api.wait_until(lambda: len(intake.messages) >= count and api.pending_updates == 0)
     return intake.messages

@@ -10,8 +10,8 @@ from gateway.store.told import ToldOnce
 from gateway.worker.long_messages import NO_VISION, no_vision_notice
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
-from tests.test_media_gateway import png
-from tests.test_telegram_gateway import telegram_gateway
+from tests.fakes.media import png
+from tests.fakes.telegram import telegram_gateway
 
 WINDOW = 200_000
 

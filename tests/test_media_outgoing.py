@@ -34,12 +34,12 @@ from gateway.platforms.telegram import TelegramAdapter
 from gateway.store import SessionStore
 from gateway.store.media import MediaStore
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.discord_api import CHANNEL_ID
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.media import images_in
+from tests.fakes.telegram import telegram_gateway
 from tests.sdk_shapes import validate_openrouter_chat
-from tests.test_discord import CHANNEL_ID, adapter, discord_api  # noqa: F401 - the fake Discord API's fixtures
-from tests.test_media_gateway import images_in
-from tests.test_telegram_gateway import telegram_gateway
 
 IMAGE_MODEL = "google/gemini-2.5-flash-image"
 WINDOW = 200_000

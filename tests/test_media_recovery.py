@@ -21,9 +21,9 @@ from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.media import images_in, png
+from tests.fakes.telegram import telegram_gateway
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_media_gateway import images_in, png
-from tests.test_telegram_gateway import telegram_gateway
 
 NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
 WIDE = 200_000

@@ -9,7 +9,7 @@ from gateway.events import CompressEvent, EventBus, TurnEvent
 from gateway.metrics import GatewayWatch, add_metrics_routes
 from gateway.web.server import start_site
 from tests.fakes.gateway import make_settings, running_gateway
-from tests.test_send_budget import TICK, redis_seconds, seconds_since
+from tests.fakes.redis_time import TICK, redis_seconds, seconds_since
 
 
 async def test_metrics_count_compactions_and_cache_tokens_and_health_checks_redis(redis, redis_url, key_prefix):

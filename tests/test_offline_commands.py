@@ -7,14 +7,9 @@ from pathlib import Path
 
 from gateway.cli import main as cli_main
 from gateway.store import SessionStore
+from tests.fakes.cli import config_file
 
 SESSION = Path(__file__).resolve().parents[1] / "evals" / "fixtures" / "data" / "night-50k-s7.jsonl"
-
-
-def config_file(tmp_path: Path, redis_url: str = "", prefix: str = "fg") -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(f"redis:\n  url: '{redis_url}'\n  key_prefix: {prefix}\ngateway:\n  home: {tmp_path / 'home'}\n")
-    return path
 
 
 def test_compact_prints_stats_and_writes_a_valid_shorter_transcript(tmp_path, capsys):

@@ -49,7 +49,7 @@ async def chat_in(web: WebGateway, bot: str, chat_id: str, text: str = "hello") 
     await runner.intake(
         IncomingMessage(platform="web", chat_id=chat_id, user_id=chat_id, update_id=f"{bot}-1", text=text)
     )
-    await runner.wait_idle(timeout=15)
+    await runner.wait_idle()
     return f"web:{chat_id}"
 
 

@@ -24,19 +24,12 @@ from aiohttp import web
 from gateway.platforms.discord_replies import DiscordMessenger
 from gateway.platforms.telegram import TelegramAdapter
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.cli import DISCORD_AND_TERMINAL, TELEGRAM, TELEGRAM_AND_TERMINAL, foldgate, leftover_servers
+from tests.fakes.discord_api import BOT, CHANNEL_ID, FakeDiscordAPI, json_response, open_adapter
+from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.gateway import make_settings
-from tests.fakes.llm_server import FakeLLMServer
-from tests.test_discord import BOT, CHANNEL_ID, FakeDiscordAPI, json_response, open_adapter
-from tests.test_discord import TOKEN as DISCORD_TOKEN
-from tests.test_startup_failures import (
-    DISCORD_AND_TERMINAL,
-    TELEGRAM,
-    TELEGRAM_AND_TERMINAL,
-    foldgate,
-    leftover_servers,
-)
-from tests.test_streamed_delivery import ANSWER, WINDOW, streaming, streaming_gateway
-from tests.test_telegram_gateway import echo, telegram_gateway
+from tests.fakes.llm_server import FakeLLMServer, echo, streaming
+from tests.fakes.telegram import ANSWER, WINDOW, streaming_gateway, telegram_gateway
 
 
 async def run_fails(

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from gateway.store import SessionStore
 from gateway.store import caches as store_caches
 from gateway.store.channel import PipelinedConnection
-from tests.test_store_locks import until_gone
+from tests.fakes.redis_time import until_gone
 
 CHAT = "tg:5150"
 

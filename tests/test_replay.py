@@ -46,7 +46,8 @@ def test_a_broken_fixture_line_is_named(tmp_path):
 def test_replay_command_prints_the_table(redis_url, key_prefix, tmp_path, capsys, monkeypatch):
     config = tmp_path / "config.yaml"
     config.write_text(
-        f"redis:\n  url: {redis_url}\n  key_prefix: {key_prefix}\nmodel:\n  provider: local\n  context_length: {WINDOW}\n"
+        f"redis:\n  url: {redis_url}\n  key_prefix: {key_prefix}\n"
+        f"model:\n  provider: local\n  context_length: {WINDOW}\n"
     )
     assert cli_main(["--config", str(config), "replay", str(FIXTURE)]) == 0
     table = capsys.readouterr().out
@@ -62,7 +63,8 @@ def test_replays_run_in_a_throwaway_gateway_unless_kept(redis_url, key_prefix, t
     ``--keep`` writes into it, and a second kept replay says its messages were already there."""
     config = tmp_path / "config.yaml"
     config.write_text(
-        f"redis:\n  url: {redis_url}\n  key_prefix: {key_prefix}\nmodel:\n  provider: local\n  context_length: {WINDOW}\n"
+        f"redis:\n  url: {redis_url}\n  key_prefix: {key_prefix}\n"
+        f"model:\n  provider: local\n  context_length: {WINDOW}\n"
         f"gateway:\n  home: {tmp_path / 'home'}\n"
     )
     redis_sync = sync_redis.Redis.from_url(redis_url)

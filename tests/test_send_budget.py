@@ -31,25 +31,13 @@ from gateway.delivery.budget import (
 from gateway.store import ChatKeys
 from gateway.store.buckets import EXPIRY_MARGIN_MS
 from gateway.store.channel import PipelinedConnection
+from tests.fakes.redis_time import TICK, redis_seconds, seconds_since
 
 CHAT = "tg:-100777"
 #: Refills so slowly that nothing comes back during a test.
 STILL = 0.001
-#: Rounding of the scripts' microsecond arithmetic, in seconds.
-TICK = 0.001
 #: Seconds before a wait that should end soon is given up as hung (a slow machine never gets near it).
 PATIENCE = 60.0
-
-
-async def redis_seconds(redis: Redis) -> float:
-    """The Redis server's clock (``TIME``), the one every bucket decision is made on."""
-    seconds, micros = await redis.time()
-    return seconds + micros / 1_000_000
-
-
-async def seconds_since(redis: Redis, moment: float) -> float:
-    """Seconds on the server's clock from ``moment`` to now: at least the span of anything awaited in between."""
-    return await redis_seconds(redis) - moment
 
 
 class RecordedSleeps(list[float]):

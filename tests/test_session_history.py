@@ -12,9 +12,9 @@ from agent.tools import searchable
 from gateway.cli import main as cli_main
 from gateway.session_source import ChatHistory, conversations
 from gateway.store import SessionStore
+from tests.fakes.cli import config_file
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.test_offline_commands import config_file
 
 KEY_LINE = "the deploy key for the canary is PLUM-7731, keep it out of the wiki"
 SECRET_OF_B = "chat B only: the vault word is zanzibarquokka"

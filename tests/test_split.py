@@ -172,19 +172,19 @@ def test_paragraph_breaks_are_preferred_over_lines_sentences_and_words() -> None
     text = "\n\n".join(p.replace(". ", ".\n", 1) for p in paragraphs)  # every paragraph also has a line break
     chunks = split_message(text, 1000)
     assert len(chunks) > 5
-    for start, end, _, _ in align(text, chunks)[:-1]:
+    for _, end, _, _ in align(text, chunks)[:-1]:
         assert text[end : end + 2] == "\n\n", "cut somewhere other than a paragraph break"
 
 
 def test_without_paragraphs_a_line_break_then_a_sentence_then_a_space_is_used() -> None:
     lines = "\n".join(f"line {i} " + " ".join(["word"] * 20) for i in range(40))
-    for start, end, _, _ in align(lines, split_message(lines, 500))[:-1]:
+    for _, end, _, _ in align(lines, split_message(lines, 500))[:-1]:
         assert lines[end] == "\n"
     prose = " ".join(f"Sentence {i} has some words in it." for i in range(100))
-    for start, end, _, _ in align(prose, split_message(prose, 500))[:-1]:
+    for _, end, _, _ in align(prose, split_message(prose, 500))[:-1]:
         assert prose[end - 1] == "."
     words = " ".join(f"word{i}" for i in range(400))
-    for start, end, _, _ in align(words, split_message(words, 500))[:-1]:
+    for _, end, _, _ in align(words, split_message(words, 500))[:-1]:
         assert words[end] == " " and words[end - 1] != " "
 
 

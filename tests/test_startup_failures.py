@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -28,80 +27,22 @@ from typing import TYPE_CHECKING, cast
 import pytest
 
 from gateway.startup_errors import explain, setting_label
+from tests.fakes.cli import (
+    DISCORD_AND_TERMINAL,
+    PATIENCE,
+    TELEGRAM,
+    TELEGRAM_AND_TERMINAL,
+    closed_port,
+    foldgate,
+    leftover_servers,
+)
+from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.network import BlackHole
-from tests.test_discord import TOKEN as DISCORD_TOKEN
 
 if TYPE_CHECKING:
     from aiogram import Bot
     from aiogram.types import User
-
-#: Runs the real CLI with discord.py's REST base pointed elsewhere (as tests/test_discord.py does in-process).
-DISCORD_AT = (
-    "import sys, discord.http; discord.http.Route.BASE = sys.argv.pop(1); "
-    "from gateway.cli import main; sys.exit(main())"
-)
-#: Variables of the machine running the tests that would change what the child reads.
-FOREIGN = ("FOLDGATE_", "REDIS", "TELEGRAM_", "DISCORD_", "OPENAI_", "ANTHROPIC_", "OPENROUTER_")
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound once to pick it, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def foldgate(
-    tmp_path: Path,
-    config: str,
-    *args: str,
-    env: Mapping[str, str] | None = None,
-    discord_base: str | None = None,
-    stdin: str | None = "",
-    timeout: float = 120,
-) -> tuple[int, str]:
-    """Run ``foldgate <args> --config <file with config>`` in a child; (exit status, stdout + stderr).
-
-    ``stdin`` is written and then closed (the terminal chat reads EOF); None keeps it open and empty,
-    as a person at the terminal who has not typed yet."""
-    path = tmp_path / "config.yaml"
-    path.write_text(config)
-    environ = {key: value for key, value in os.environ.items() if not key.startswith(FOREIGN)}
-    environ.update(FOLDGATE_HOME=str(tmp_path / "home"), **(env or {}))
-    command = (
-        [sys.executable, "-m", "gateway.cli"]
-        if discord_base is None
-        else [sys.executable, "-c", DISCORD_AT, discord_base]
-    )
-    child = await asyncio.create_subprocess_exec(
-        *command,
-        *args,
-        "--config",
-        str(path),
-        cwd=tmp_path,
-        env=environ,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        if stdin is None:
-            assert child.stdout is not None and child.stderr is not None
-            out, err, _ = await asyncio.wait_for(
-                asyncio.gather(child.stdout.read(), child.stderr.read(), child.wait()), timeout
-            )
-        else:
-            out, err = await asyncio.wait_for(child.communicate(stdin.encode()), timeout)
-    except TimeoutError:
-        child.kill()
-        await child.wait()
-        raise
-    finally:
-        if child.stdin is not None and not child.stdin.is_closing():
-            child.stdin.close()
-    assert child.returncode is not None
-    return child.returncode, out.decode() + err.decode()
 
 
 def failure_line(code: int, output: str, *names: str) -> str:
@@ -114,40 +55,6 @@ def failure_line(code: int, output: str, *names: str) -> str:
         assert name in lines[0], output
     assert " — " in lines[0], output  # and what to do about it
     return lines[0]
-
-
-def leftover_servers(home: Path) -> list[str]:
-    """Command lines of processes still running with files under ``home`` (an embedded Redis left behind)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if str(home) in command:
-                found.append(command)
-    return found
-
-
-TELEGRAM = """\
-platforms:
-  local: {{enabled: false}}
-  telegram: {{enabled: true, api_server: "{api}"}}
-"""
-DISCORD = """\
-platforms:
-  local: {enabled: false}
-  discord: {enabled: true}
-"""
-#: The terminal chat on as well: none of it (the banner, the demo or "Resumed…", the prompt) may come before
-#: a platform's failure, nor may a retry's log line.
-TELEGRAM_AND_TERMINAL = TELEGRAM.replace("local: {{enabled: false}}", "local: {{enabled: true}}")
-DISCORD_AND_TERMINAL = DISCORD.replace("local: {enabled: false}", "local: {enabled: true}")
-#: Seconds a child that must fail at start may run before the test gives it up as hung: far past the 8 s the
-#: platforms allow themselves, so a busy machine never reaches it, and short of the minutes a connect to a
-#: silent address takes when nothing bounds it.
-PATIENCE = 60.0
 
 
 async def only_line(

@@ -31,27 +31,13 @@ from agent.messages import is_summary
 from gateway.events import CompressEvent
 from gateway.run.signals import TERM_GRACE_SECONDS
 from gateway.store import SessionStore
-from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.gateway import PATIENCE, make_settings, message, running_gateway, wait_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 32_000
 NOTHING_TO_STOP = "Nothing was being written"
 NOTES = "\n".join(f"{heading}\n- the night's figures" for heading in SECTION_HEADINGS)
-#: Seconds before a wait for something that should come at once is given up as a hang. Under the SIGTERM
-#: grace (60 s) and the provider's read timeout (120 s): what arrives within it did not wait for those.
-PATIENCE = TERM_GRACE_SECONDS / 2
-
-
-async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
-    """Return once ``condition()`` holds; ``timeout`` only guards against a hang."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not reached within {timeout}s")
-        await asyncio.sleep(0.02)
-
-
 # ------------------------------------------------------------------------------ /stop on a hung provider
 
 

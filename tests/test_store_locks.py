@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from redis.asyncio import Redis
 
 from gateway.store import Lock, SessionStore, StaleLock
+from tests.fakes.redis_time import until_gone
 
 CHAT = "tg:424242"
-#: Seconds before a wait for Redis to expire a key is given up as a hang (the keys here live 50 ms).
-PATIENCE = 30.0
-
-
-async def until_gone(redis: Redis, key: str, timeout: float = PATIENCE) -> None:
-    """Return once Redis no longer has ``key``: an expiry is Redis' to decide, on its own clock, so the test
-    watches for it rather than guessing how long it takes. ``timeout`` only ends a test that hangs."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while await redis.exists(key):
-        assert loop.time() < deadline, f"{key} still there after {timeout:g} s"
-        await asyncio.sleep(0.01)
 
 
 def turn() -> list[dict[str, str]]:

@@ -10,44 +10,22 @@ Bot API counts them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-from gateway.config import Settings
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.split import split_message
-from gateway.platforms.telegram import TelegramAdapter
 from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
-from gateway.worker.runner import GatewayRunner
 from tests.fakes.bot_api import FakeBotAPI, FloodLimits, utf16_len
 from tests.fakes.gateway import make_settings
-from tests.fakes.llm_server import FakeLLMServer, Reply
-from tests.test_telegram_gateway import telegram_gateway
-
-WINDOW = 200_000
-ANSWER = " ".join(f"step {i}: the canary stayed green and the queue drained." for i in range(30))
-
-
-@contextlib.asynccontextmanager
-async def streaming_gateway(
-    settings: Settings, redis: Any, api: FakeBotAPI, preview_interval: float = 0.2, **keys: Any
-) -> AsyncIterator[GatewayRunner]:
-    """The gateway ``foldgate run`` opens, polling ``api``, its replies streamed and paced by the shared send
-    budget; ``keys`` names the settings a test runs with instead of its own (see :func:`telegram_gateway`)."""
-    adapter = TelegramAdapter(
-        api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, preview_interval=preview_interval
-    )
-    async with telegram_gateway(settings, redis, adapter, **keys) as runner:
-        yield runner
+from tests.fakes.llm_server import FakeLLMServer, Reply, streaming
+from tests.fakes.telegram import ANSWER, WINDOW, streaming_gateway
 
 
 def stop_workers(workers: list) -> None:
@@ -59,12 +37,6 @@ def stop_workers(workers: list) -> None:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
-
-
-def streaming(text: str, seconds: float = 1.5, chunk_size: int = 40) -> Reply:
-    """An answer streamed in pieces over about ``seconds``."""
-    pieces = max(1, len(text) // chunk_size)
-    return Reply(text=text, chunk_size=chunk_size, event_delay=seconds / pieces)
 
 
 async def test_a_private_chat_sees_drafts_then_one_final_message_with_the_models_text(redis, redis_url, key_prefix):

@@ -11,42 +11,14 @@ import json
 import pytest
 
 from agent.compaction.guard import COOLDOWN_START
-from agent.compaction.summarizer import LLMSummarizer
 from agent.compaction.summary_prompt import SECTION_HEADINGS, UPDATE_INSTRUCTION
-from agent.context_compressor import ContextCompressor
 from agent.http_options import HttpOptions
 from agent.llm import ChatClient
 from agent.llm.retry import RetryPolicy
 from agent.messages import api_problems, is_summary
-from agent.settings import CompressionSettings
-from tests.fakes.histories import Transcript
+from tests.fakes.histories import history
 from tests.fakes.llm_server import FakeLLMServer, Reply
-
-NOTES = "\n".join(f"{heading}\n- noted by the model" for heading in SECTION_HEADINGS)
-
-
-class Clock:
-    def __init__(self):
-        self.now = 5_000_000.0
-
-    def __call__(self):
-        return self.now
-
-
-def history(turns=40, start=0, ids_from=0):
-    t = Transcript(system="You are a release assistant." if start == 0 else None)
-    t._ids.n = ids_from
-    if start == 0:
-        t.exchange("Help me ship the ingest service.", "Sure.")
-    for i in range(start, start + turns):
-        t.user(f"Step {i}: check PR #{1000 + i} please.")
-        t.call(
-            "run_tests",
-            {"path": f"tests/test_{i}.py"},
-            f"FAILED test_{i} - IngestError: code E{i:03d}\n" + "log line\n" * 200,
-        )
-        t.assistant(f"Step {i} checked.")
-    return t.messages
+from tests.fakes.summarizer import NOTES, Clock, make
 
 
 @pytest.fixture
@@ -62,11 +34,6 @@ async def client(server):
         server.openai_base_url, options=HttpOptions(timeout_seconds=0.5), retry=RetryPolicy(max_retries=0)
     ) as chat:
         yield chat
-
-
-def make(client, clock, context_length=60_000, summarizer_window=200_000, **settings):
-    summarizer = LLMSummarizer(client, "aux-model", summarizer_window)
-    return ContextCompressor("main-model", context_length, CompressionSettings(**settings), summarizer, clock=clock)
 
 
 FAULTS = {

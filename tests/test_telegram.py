@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import logging
 import random
@@ -20,29 +19,9 @@ from gateway.platforms.telegram import SECRET_HEADER, PollingConflict, TelegramA
 from gateway.run.platforms import enabled_adapters as _adapters
 from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import TERMINATED, FakeBotAPI, utf16_len
+from tests.fakes.telegram import Collected, adapter_for, running
 
 SECRET = "s3cret_token-for-tests"
-
-
-class Collected:
-    """An intake that keeps what it is given and, like the gateway's, says False for a redelivery."""
-
-    def __init__(self) -> None:
-        self.messages: list[IncomingMessage] = []
-        self.failures: dict[str, int] = {}
-
-    async def __call__(self, message: IncomingMessage) -> bool:
-        if self.failures.get(message.update_id, 0) > 0:
-            self.failures[message.update_id] -= 1
-            raise ConnectionError("redis went away")
-        if any(seen.update_id == message.update_id for seen in self.messages):
-            return False
-        self.messages.append(message)
-        return True
-
-    @property
-    def ids(self) -> set[int]:
-        return {int(message.update_id) for message in self.messages}
 
 
 class Sleeps:
@@ -54,26 +33,6 @@ class Sleeps:
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
         await asyncio.sleep(0)
-
-
-@pytest_asyncio.fixture
-async def api() -> AsyncIterator[FakeBotAPI]:
-    async with FakeBotAPI() as server:
-        yield server
-
-
-def adapter_for(api: FakeBotAPI, **options: object) -> TelegramAdapter:
-    options.setdefault("poll_timeout", 1)
-    return TelegramAdapter(api.token, api_server=api.base_url, **options)  # type: ignore[arg-type]
-
-
-@contextlib.asynccontextmanager
-async def running(adapter: TelegramAdapter, intake: object) -> AsyncIterator[TelegramAdapter]:
-    await adapter.start(intake)  # type: ignore[arg-type]
-    try:
-        yield adapter
-    finally:
-        await adapter.stop()
 
 
 async def test_the_configured_api_server_is_where_the_real_client_goes(api: FakeBotAPI) -> None:

@@ -3,42 +3,17 @@ opens on real Redis (with the shipped settings), and a fake LLM provider that ec
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
-
 import httpx
 
-from gateway.config import Settings
 from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from gateway.store import SessionStore
-from gateway.worker.runner import GatewayRunner
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
-from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.platform_gateway import platform_gateway
+from tests.fakes.llm_server import FakeLLMServer, echo
+from tests.fakes.telegram import telegram_gateway
 
 WINDOW = 200_000
 SECRET = "webhook_secret-1"
-
-
-def echo(request: RecordedRequest) -> Reply:
-    return Reply.answer(f"echo: {request.last_user_text}")
-
-
-@contextlib.asynccontextmanager
-async def telegram_gateway(
-    settings: Settings, redis: Any, adapter: TelegramAdapter, *, stream_replies: bool | None = None, **gateway: Any
-) -> AsyncIterator[GatewayRunner]:
-    """The gateway ``foldgate run`` opens for ``settings``, with ``adapter`` as its Telegram platform, started on
-    the runner's intake once the gateway is up; yields the runner (its ``events`` are the gateway's).
-
-    Its sends draw on the send budget in Redis, and every setting is the settings' own: a test that runs with
-    another one names it (``coalesce_backlog=False``, ``lock_ttl_seconds=2``, ``stream_replies=False``).
-    """
-    async with platform_gateway(settings, redis, {"tg": adapter}, stream_replies=stream_replies, **gateway) as running:
-        await adapter.start(running.runner.intake)
-        yield running.runner
 
 
 async def test_a_backlog_of_300_polled_messages_is_answered_in_order(redis, redis_url, key_prefix) -> None:

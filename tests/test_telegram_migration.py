@@ -9,32 +9,23 @@ every chunk arrives once and in order, and after the first 400 a process goes st
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 import pytest
-import pytest_asyncio
 
 from gateway.platforms.base import OpenGate
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram import TelegramAdapter
 from tests.fakes.bot_api import UPGRADED, FakeBotAPI
 from tests.fakes.gateway import make_settings
-from tests.fakes.llm_server import FakeLLMServer
-from tests.test_streamed_delivery import streaming
-from tests.test_telegram import Collected, adapter_for, running
-from tests.test_telegram_gateway import telegram_gateway
+from tests.fakes.llm_server import FakeLLMServer, streaming
+from tests.fakes.telegram import Collected, adapter_for, running, telegram_gateway
 
 OLD_GROUP, SUPERGROUP = -4518810793, -1002471352452
 OLD, NEW = str(OLD_GROUP), str(SUPERGROUP)
 WINDOW = 200_000
 #: A reply of three messages at Telegram's limit.
 LONG = "\n\n".join(f"Section {i}: the migration kept every message of the runbook in order. " * 6 for i in range(24))
-
-
-@pytest_asyncio.fixture
-async def api() -> AsyncIterator[FakeBotAPI]:
-    async with FakeBotAPI() as server:
-        yield server
 
 
 def upgrade_refusals(api: FakeBotAPI) -> list[str]:

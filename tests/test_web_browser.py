@@ -7,51 +7,23 @@ checkout (not tracked; ``FOLDGATE_SCREENSHOTS`` names another folder). The READM
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from playwright import async_api as playwright
 
+from tests.fakes.browser import SHOTS, needs_chromium, shot
+from tests.fakes.gateway import NOTES, is_summary_request
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings
+from tests.fakes.web import ADMIN_TOKEN, WebGateway, open_chat, web_gateway, web_settings
 
-CHROMIUM = os.environ.get("FOLDGATE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = Path(os.environ.get("FOLDGATE_SCREENSHOTS") or Path(__file__).resolve().parents[1] / "screenshots")
-#: What the machine's closed network needs: no background fetches, no sandbox as root.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ANSWER = (
     "The login timeout fix is in PR 4711: it raised the session timeout to 45 minutes and was merged "
     "after the overnight run went green."
 )
 FILLER = " and then some more words about the release plan" * 120
 
-#: CI sets FOLDGATE_REQUIRE_BROWSER: there a missing Chromium fails these tests instead of skipping them.
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists() and not os.environ.get("FOLDGATE_REQUIRE_BROWSER"),
-    reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
-)
-
-
-@pytest_asyncio.fixture
-async def browser() -> AsyncIterator[playwright.Browser]:
-    async with playwright.async_playwright() as driver:
-        launched = await driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+pytestmark = needs_chromium
 
 
 @pytest_asyncio.fixture
@@ -62,11 +34,6 @@ async def web(redis_url: str, key_prefix: str) -> AsyncIterator[WebGateway]:
         )
         async with web_gateway(settings) as running:
             yield running
-
-
-async def shot(page: playwright.Page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 async def say(page: playwright.Page, text: str) -> None:
@@ -113,7 +80,7 @@ async def test_messages_sent_in_quick_succession_are_all_taken_in(browser, web):
     for text in ("first question", "second question", "third question"):
         await page.fill("#composer textarea", text)
         await page.press("#composer textarea", "Enter")  # before the previous post has been answered
-    await web.gateway.runner.wait_idle(timeout=30)
+    await web.gateway.runner.wait_idle()
     await page.reload()
     assert await page.locator(".role-user .text").all_text_contents() == [
         "first question",
@@ -167,9 +134,6 @@ async def test_a_long_chats_chart_shows_every_compaction_by_kind(browser, redis_
     """The picture the README shows: a chat that grows past the in-loop threshold again and again."""
     import httpx
 
-    from tests.test_gateway_pipeline import NOTES, is_summary_request
-    from tests.test_web_chat import open_chat
-
     def answer(request: RecordedRequest) -> Reply:
         if is_summary_request(request):
             return Reply.answer(NOTES)
@@ -191,7 +155,7 @@ async def test_a_long_chats_chart_shows_every_compaction_by_kind(browser, redis_
                         "/compress" if number == 30 else f"step {number}: what did the nightly job log?" + FILLER[:900]
                     )
                     await client.post("/send", data={"text": text, "nonce": await open_chat(client)})
-                    await web.gateway.runner.wait_idle(timeout=20)
+                    await web.gateway.runner.wait_idle()
                 chat = f"web:{client.cookies['fg_chat']}"
             page = await browser.new_page(viewport={"width": 1100, "height": 900})
             await page.goto(web.operator_url + "/admin/login")

@@ -13,20 +13,9 @@ import pytest
 from gateway.store.channel import PipelinedConnection
 from gateway.store.live import LiveHub
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.web import web_gateway, web_settings
+from tests.fakes.web import open_chat, web_gateway, web_settings
 
 ANSWER = "The login timeout fix is in PR 4711, merged after the overnight run went green."
-
-
-def nonce_of(page: str) -> str:
-    return re.search(r'name="nonce" value="([A-Za-z0-9_-]+)"', page).group(1)
-
-
-async def open_chat(client: httpx.AsyncClient) -> str:
-    """Load the chat page as a browser does (which gives it its chat cookie); the form's nonce."""
-    page = await client.get("/")
-    assert page.status_code == 200
-    return nonce_of(page.text)
 
 
 async def wait_for(predicate, timeout: float = 10.0) -> None:
@@ -123,7 +112,7 @@ async def test_the_same_form_sent_twice_is_taken_in_once(redis_url, key_prefix):
                     "/send", data={"text": "once", "nonce": nonce}, headers={"Accept": "application/json"}
                 )
                 assert first.json()["queued"] is True and again.json()["queued"] is False
-                await web.gateway.runner.wait_idle(timeout=10)
+                await web.gateway.runner.wait_idle()
             assert len(provider.requests) == 1
 
 
@@ -154,7 +143,7 @@ async def test_cross_site_posts_and_sockets_are_refused(redis_url, key_prefix, h
                     "/send", data={"text": "hello", "nonce": nonce}, headers={"Accept": "application/json"}
                 )
                 assert same_site.json()["queued"] is True
-                await web.gateway.runner.wait_idle(timeout=10)
+                await web.gateway.runner.wait_idle()
             assert [request.last_user_text for request in provider.requests if request.method == "POST"] == ["hello"]
             assert await web.gateway.runner.inbox.marked() == 0
 

@@ -12,10 +12,9 @@ import httpx
 
 from gateway.web.chat_platform import chat_key
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
+from tests.fakes.media import images_in, png
+from tests.fakes.web import ADMIN_TOKEN, open_chat, web_gateway, web_settings
 from tests.sdk_shapes import validate_chat_completions
-from tests.test_media_gateway import images_in, png
-from tests.test_web_chat import open_chat
 
 LIMIT = 64 * 1024
 

@@ -12,10 +12,12 @@ import pytest_asyncio
 from PIL import Image
 from playwright import async_api as playwright
 
+from tests.fakes.browser import needs_chromium, shot
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.media import images_in
 from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings
-from tests.test_media_gateway import images_in
-from tests.test_web_browser import browser, pytestmark, shot  # noqa: F401 - the fixture and the skip rule are shared
+
+pytestmark = needs_chromium
 
 
 def photo(width: int = 480, height: int = 320) -> bytes:
@@ -99,15 +101,15 @@ async def test_a_file_dropped_on_the_chat_goes_with_the_next_message(browser, we
     await page.goto(running.chat_url + "/")
     # A drop as the browser makes it, with a file in its DataTransfer (Playwright cannot drag from the desktop).
     await page.evaluate(
-        """async () => {
-        const bytes = Uint8Array.from(atob(%r), c => c.charCodeAt(0));
+        """async (data) => {
+        const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
         const transfer = new DataTransfer();
         transfer.items.add(new File([bytes], "dropped.png", {type: "image/png"}));
         const target = document.getElementById("transcript");
         target.dispatchEvent(new DragEvent("dragover", {bubbles: true, cancelable: true, dataTransfer: transfer}));
         target.dispatchEvent(new DragEvent("drop", {bubbles: true, cancelable: true, dataTransfer: transfer}));
-    }"""
-        % base64.b64encode(photo(120, 60)).decode()
+    }""",
+        base64.b64encode(photo(120, 60)).decode(),
     )
     assert "dropped.png" in await page.locator("#chosen").text_content()
     await page.fill("#composer textarea", "this one")

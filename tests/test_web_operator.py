@@ -14,8 +14,7 @@ from gateway.platforms.base import IncomingMessage
 from gateway.store.activity import ActivityLog
 from gateway.store.inbox import Inbox
 from tests.fakes.llm_server import FakeLLMServer, Reply
-from tests.fakes.web import ADMIN_TOKEN, web_gateway, web_settings
-from tests.test_web_chat import open_chat
+from tests.fakes.web import ADMIN_TOKEN, open_chat, web_gateway, web_settings
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 API_KEY = "sk-live-never-on-a-page-5e4d3c2b1a"
@@ -36,9 +35,9 @@ async def chat_with_a_compaction(web, client: httpx.AsyncClient) -> str:
         "fifth: nearly done",
     ]:
         await client.post("/send", data={"text": text + FILLER, "nonce": await open_chat(client)})
-        await web.gateway.runner.wait_idle(timeout=15)
+        await web.gateway.runner.wait_idle()
     await client.post("/send", data={"text": "/compress", "nonce": await open_chat(client)})
-    await web.gateway.runner.wait_idle(timeout=15)
+    await web.gateway.runner.wait_idle()
     return f"web:{client.cookies['fg_chat']}"
 
 
@@ -186,7 +185,7 @@ async def test_the_gateway_page_and_metrics_show_provider_errors_and_redis_memor
                 httpx.AsyncClient(base_url=web.operator_url, headers=BEARER) as operator,
             ):
                 await chat_client.post("/send", data={"text": "hello", "nonce": await open_chat(chat_client)})
-                await web.gateway.runner.wait_idle(timeout=10)
+                await web.gateway.runner.wait_idle()
                 figures = await operator.get("/admin/gateway/figures")
                 assert re.search(r"provider errors</dt><dd>1<", figures.text)
                 assert "MiB" in figures.text

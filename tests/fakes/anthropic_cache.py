@@ -149,7 +149,8 @@ class AnthropicCacheServer(FakeLLMServer):
         return entry
 
     def account(self, body: dict[str, Any]) -> Accounting:
-        """Look the request up in the cache, write what is new, and return its usage (raises ValueError past 4 breakpoints)."""
+        """Look the request up in the cache, write what is new, and return its usage (raises ValueError past 4
+        breakpoints)."""
         model = str(body.get("model") or "")
         now = self.clock()
         blocks = self.blocks(body)

@@ -28,8 +28,8 @@ chat shows now, from ``reply_markup``); sendPhoto and sendDocument as multipart 
 (``attach://<part>`` naming the file part, or the file in the field itself, as the real API takes
 them; a photo must be an image Telegram can read — else 400 ``IMAGE_PROCESS_FAILED`` — of at
 most 10 MB, width and height adding up to at most 10,000 and neither over 20 times the other —
-else 400 ``PHOTO_INVALID_DIMENSIONS`` —, a document at most 50 MB; each logged in ``sent_files`` and servable by getFile afterwards, like Telegram's own
-file ids); sendChatAction; setWebhook / deleteWebhook /
+else 400 ``PHOTO_INVALID_DIMENSIONS`` —, a document at most 50 MB; each logged in ``sent_files`` and
+servable by getFile afterwards, like Telegram's own file ids); sendChatAction; setWebhook / deleteWebhook /
 getWebhookInfo. Update builders produce the JSON Telegram sends, entities included (offsets in
 UTF-16 units), and take their message_ids from the same per-chat counter as the bot's messages.
 
@@ -674,9 +674,7 @@ class FakeBotAPI:
         self._last_message_id[chat_id] = self._last_message_id.get(chat_id, 0) + 1
         return self._last_message_id[chat_id]
 
-    def _message(
-        self, chat: dict[str, Any], sender: dict[str, Any], text: str | None, **extra: Any
-    ) -> dict[str, Any]:
+    def _message(self, chat: dict[str, Any], sender: dict[str, Any], text: str | None, **extra: Any) -> dict[str, Any]:
         chat_id = str(chat["id"])
         message_id = self._next_message_id(chat_id)
         if sender.get("id") != self.bot_id:
@@ -884,7 +882,8 @@ class FakeBotAPI:
     def album(
         self, chat_id: int, user_id: int, parts: list[bytes], *, caption: str | None = None, first_name: str = "Ann"
     ) -> list[dict[str, Any]]:
-        """An album of ``len(parts)`` photos: one update per photo sharing a media_group_id, the caption on the first."""
+        """An album of ``len(parts)`` photos: one update per photo sharing a media_group_id, the caption on the
+        first."""
         group = str(next(self._media_groups))
         return [
             self.photo_message(

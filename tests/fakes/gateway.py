@@ -6,20 +6,64 @@ through, so a test runs the wiring users get: every ``gateway`` setting (lock tt
 coalescing of a backlog, …) is the one its :class:`Settings` carries — the shipped default unless the test
 set it. The harness has no values of its own: a test that wants another one says so, in its settings or by
 naming the key to :func:`running_gateway`.
+
+Beside it, what the gateway tests script around it: the notes the fake provider answers a summary request
+with (:data:`NOTES`, :func:`is_summary_request`), an ops chat's chatter, settings for an outage, and a wait
+bounded only against a hang.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import random
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
 from gateway.config import GatewaySettings, Settings
 from gateway.events import Event
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.recording import RecordingAdapter
 from gateway.run.assembly import open_on
+from gateway.run.signals import TERM_GRACE_SECONDS
 from gateway.worker.runner import GatewayRunner
+from tests.fakes.llm_server import RecordedRequest
+
+#: What the fake provider answers a summary request with: every section of the notes, each noted.
+NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
+#: The services the chatter of an ops chat is about.
+SERVICES = ("billing-api", "auth-gateway", "search-indexer", "notifier", "ledger")
+
+
+def is_summary_request(request: RecordedRequest) -> bool:
+    """Whether ``request`` is the summarizer's (its system prompt is the summary prompt), not a chat turn."""
+    return SYSTEM_PROMPT[:40] in request.system
+
+
+def chatter(rng: random.Random, index: int) -> str:
+    """Message ``index`` of an ops chat: figures about one of :data:`SERVICES`, drawn from ``rng``."""
+    service = rng.choice(SERVICES)
+    return (
+        f"{index}: {service} p99 went from {rng.randint(20, 900)}ms to {rng.randint(20, 900)}ms in "
+        f"{rng.choice(('eu-west', 'us-east', 'ap-south'))}; queue depth {rng.randint(2, 9000)}, "
+        f"restarted {rng.randint(1, 40)} pods, canary at {rng.choice((5, 25, 50))}%"
+    )
+
+
+#: Seconds before a wait for something that should come at once is given up as a hang. Under the SIGTERM
+#: grace (60 s) and the provider's read timeout (120 s): what arrives within it did not wait for those.
+PATIENCE = TERM_GRACE_SECONDS / 2
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
+    """Return once ``condition()`` holds; ``timeout`` only guards against a hang."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not reached within {timeout}s")
+        await asyncio.sleep(0.02)
 
 
 def make_settings(
@@ -35,6 +79,17 @@ def make_settings(
         compression=compression,
         **sections,
     )
+
+
+def settings_for(redis_url: str, prefix: str, base_url: str, *, bound: float, timeout: float = 5.0) -> Settings:
+    """Settings for an outage: the gateway waits up to ``bound`` seconds for the provider to come back, and the
+    client neither retries nor waits past ``timeout`` for an answer."""
+    settings = make_settings(
+        redis_url, prefix, base_url, context_length=16_000, gateway={"outage_retry_seconds": bound}
+    )
+    settings.model.max_retries = 0  # the gateway's own waiting is under test, not the client's retries
+    settings.model.timeout_seconds = timeout
+    return settings
 
 
 def with_gateway(settings: Settings, **gateway: Any) -> Settings:

@@ -5,6 +5,9 @@ assistant replies, tool calls with bulky outputs (files, logs, git history, JSON
 plants facts whose exact text must survive compaction: PR numbers, SHAs, paths, error
 strings, decisions, preferences, numbers with units and names, some of them only in
 tool output. Every message has an ``_id``; generation is deterministic for a seed.
+
+``Transcript`` writes a conversation turn by turn, ``history`` a release chat of failing test runs, and
+``attributed`` tells whether a fact still stands beside its subject in a compacted text.
 """
 
 from __future__ import annotations
@@ -16,7 +19,47 @@ from typing import Any
 
 from agent.tokens import count_message
 
-WORDS = ["the", "request", "handler", "cache", "layer", "retries", "timeout", "config", "parser", "worker", "queue", "session", "store", "index", "deploy", "build", "test", "module", "client", "server", "response", "payload", "schema", "migration", "token", "budget", "window", "summary", "archive", "search", "batch", "stream", "buffer", "latency", "throughput", "replica", "lock", "fence", "commit"]
+WORDS = [
+    "the",
+    "request",
+    "handler",
+    "cache",
+    "layer",
+    "retries",
+    "timeout",
+    "config",
+    "parser",
+    "worker",
+    "queue",
+    "session",
+    "store",
+    "index",
+    "deploy",
+    "build",
+    "test",
+    "module",
+    "client",
+    "server",
+    "response",
+    "payload",
+    "schema",
+    "migration",
+    "token",
+    "budget",
+    "window",
+    "summary",
+    "archive",
+    "search",
+    "batch",
+    "stream",
+    "buffer",
+    "latency",
+    "throughput",
+    "replica",
+    "lock",
+    "fence",
+    "commit",
+]
 
 
 @dataclass
@@ -54,7 +97,10 @@ def _tool_output(rng: random.Random, kind: str, chars: int) -> str:
         if kind == "file":
             line = f"    value_{rng.randint(1, 999)} = compute_{rng.choice(WORDS)}(x, y)  # {_prose(rng, 5)}"
         elif kind == "log":
-            line = f"2024-06-{rng.randint(10, 28)} 12:{rng.randint(10, 59)}:{rng.randint(10, 59)} INFO {rng.choice(WORDS)} handled in {rng.randint(1, 900)} ms"
+            line = (
+                f"2024-06-{rng.randint(10, 28)} 12:{rng.randint(10, 59)}:{rng.randint(10, 59)} "
+                f"INFO {rng.choice(WORDS)} handled in {rng.randint(1, 900)} ms"
+            )
         elif kind == "git":
             line = f"{_hex(rng, 40)} {_prose(rng, 6)}"
         else:
@@ -110,7 +156,10 @@ def long_session(target_tokens: int, *, seed: int = 1, system: str = "You are a 
             output = _tool_output(rng, kind, rng.randint(800, 12_000))
             if rng.random() < 0.25:
                 sha = _hex(rng, 40)
-                error = f"IngestError: checksum mismatch for batch {rng.randint(100, 999)} at offset {rng.randint(1000, 99999)}"
+                error = (
+                    f"IngestError: checksum mismatch for batch {rng.randint(100, 999)} "
+                    f"at offset {rng.randint(1000, 99999)}"
+                )
                 output += f"\ncommit {sha}\n{error}\n"
                 tool_only += [sha, error]
             turn_messages.append(
@@ -188,3 +237,32 @@ class Transcript:
     def exchange(self, question: str, answer: str) -> None:
         self.user(question)
         self.assistant(answer)
+
+
+def history(turns=40, start=0, ids_from=0):
+    """A release chat: ``turns`` steps from ``start``, each a question, a ``run_tests`` call with a long failing
+    log, and a short answer (the system prompt and first exchange only from step 0); ids from ``ids_from`` on."""
+    t = Transcript(system="You are a release assistant." if start == 0 else None)
+    t._ids.n = ids_from
+    if start == 0:
+        t.exchange("Help me ship the ingest service.", "Sure.")
+    for i in range(start, start + turns):
+        t.user(f"Step {i}: check PR #{1000 + i} please.")
+        t.call(
+            "run_tests",
+            {"path": f"tests/test_{i}.py"},
+            f"FAILED test_{i} - IngestError: code E{i:03d}\n" + "log line\n" * 200,
+        )
+        t.assistant(f"Step {i} checked.")
+    return t.messages
+
+
+def attributed(text: str, answer: str, subject: str) -> bool:
+    """The answer stands on a line whose neighbourhood (that line and the ones next to it) names its subject."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if answer in line:
+            near = "\n".join(lines[max(0, number - 1) : number + 2]).replace(answer, "\0").lower()
+            if subject.lower() in near:
+                return True
+    return False

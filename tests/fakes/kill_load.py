@@ -396,7 +396,8 @@ class KillLoad:
         return reply
 
     def _tool_call(self, slot: int, chat: str, request: RecordedRequest, now: float) -> Reply:
-        """The model asks for the archive; a ``tool_call`` kill lands once the call is written, before the next request."""
+        """The model asks for the archive; a ``tool_call`` kill lands once the call is written, before the next
+        request."""
         reply = Reply.tool_call(
             "session_search", {"query": f"chat {chat} deploys"}, call_id=f"call_{next(self._call_ids)}"
         )
@@ -521,7 +522,7 @@ class KillLoad:
             self.restarts.append(restart)
             self._faulted()
             try:
-                await self._any_api().wait_until(lambda: not self._not_back(restart.up_at), timeout=60)
+                await self._any_api().wait_until(lambda restart=restart: not self._not_back(restart.up_at), timeout=60)
             except TimeoutError:
                 stuck = self._not_back(restart.up_at)
                 raise AssertionError(
@@ -628,7 +629,8 @@ class KillLoad:
     # ------------------------------------------------------------------ what it left
 
     async def _describe(self, chats: list[str]) -> str:
-        """Where each of ``chats`` stands: its inbox, lock and lease, its last Telegram calls, what the workers logged."""
+        """Where each of ``chats`` stands: its inbox, lock and lease, its last Telegram calls, what the workers
+        logged."""
         for process in self._processes:  # each logs where its tasks wait (tests/fakes/worker_process.py)
             if process is not None and process.is_alive():
                 os.kill(process.pid, signal.SIGUSR1)
@@ -652,7 +654,8 @@ class KillLoad:
                 if attempt.chat_id == chat
             ][-3:]
             lines += [
-                f"{chat}: {await self.inbox.pending(key)} waiting; lock ttl {await self.redis.pttl(f'{base}:lock')} ms; "
+                f"{chat}: {await self.inbox.pending(key)} waiting; "
+                f"lock ttl {await self.redis.pttl(f'{base}:lock')} ms; "
                 f"lease {'none' if lease is None else f'{lease - wall:+.1f}s'}; last calls {calls}",
                 *(f"    {line}" for line in [line for line in logs if key in line][-8:]),
             ]

@@ -303,6 +303,17 @@ class RecordedRequest:
 Handler = Callable[[RecordedRequest], Reply | Awaitable[Reply]]
 
 
+def echo(request: RecordedRequest) -> Reply:
+    """A handler that answers every request with ``echo: `` and the newest user message."""
+    return Reply.answer(f"echo: {request.last_user_text}")
+
+
+def streaming(text: str, seconds: float = 1.5, chunk_size: int = 40) -> Reply:
+    """An answer streamed in pieces over about ``seconds``."""
+    count = max(1, len(text) // chunk_size)
+    return Reply(text=text, chunk_size=chunk_size, event_delay=seconds / count)
+
+
 class Usage(NamedTuple):
     """A request's prompt accounting: all prompt tokens, those read from the cache, those written to it."""
 
@@ -462,7 +473,8 @@ def count_breakpoints(body: dict[str, Any]) -> int:
 
 
 def last_breakpoint_ttl(body: Any) -> str:
-    """The lifetime (``5m`` or ``1h``) asked by the last ``cache_control`` marker, which decides what a write is billed as."""
+    """The lifetime (``5m`` or ``1h``) asked by the last ``cache_control`` marker, which decides what a write is
+    billed as."""
     ttl = "5m"
     if not isinstance(body, dict):
         return ttl

@@ -1,13 +1,17 @@
-"""A gateway serving its web pages for tests: real Redis, the web chat and the operator view on loopback."""
+"""A gateway serving its web pages for tests: real Redis, the web chat and the operator view on loopback; and the
+chat page opened as a browser opens it (:func:`open_chat`)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from gateway.bots import Fleet
 from gateway.config import Settings
@@ -88,3 +92,15 @@ async def web_gateway(settings: Settings, *, verify: bool = False) -> AsyncItera
             await servers.close()
     finally:
         await fleet.close(grace_seconds=0)
+
+
+def nonce_of(page: str) -> str:
+    """The nonce of the chat page's form."""
+    return re.search(r'name="nonce" value="([A-Za-z0-9_-]+)"', page).group(1)
+
+
+async def open_chat(client: httpx.AsyncClient) -> str:
+    """Load the chat page as a browser does (which gives it its chat cookie); the form's nonce."""
+    page = await client.get("/")
+    assert page.status_code == 200
+    return nonce_of(page.text)

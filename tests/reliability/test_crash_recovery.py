@@ -10,7 +10,7 @@ from gateway.config import GatewaySettings
 from gateway.store.inbox import Inbox
 from tests.fakes.gateway import message
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.test_gateway_replicas import _count, sent, start_worker, stop, wait_for
+from tests.fakes.workers import _count, sent, start_worker, stop, wait_for
 
 DEFAULT_TTL = float(GatewaySettings.model_fields["lock_ttl_seconds"].default)
 

@@ -28,7 +28,7 @@ from gateway.platforms.split import split_message
 from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
-from tests.test_gateway_replicas import stop
+from tests.fakes.workers import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 200_000

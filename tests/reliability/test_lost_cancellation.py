@@ -94,6 +94,6 @@ async def test_a_chat_whose_stop_check_swallowed_a_cancellation_answers_this_mes
             await asyncio.wait_for(asked.wait(), timeout=15)
             # In while the first turn waits for its answer: too late to join it, so it is the chat's next turn.
             await runner.intake(message("room", "2", "and again"))
-            await runner.wait_idle(timeout=15)
+            await runner.wait_idle()
     assert swallowed == [True]
     assert [text for _, text in adapter.sent] == ["answer to hello", "answer to and again"]

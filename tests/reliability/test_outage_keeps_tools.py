@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 
 from gateway.store import SessionStore
-from tests.fakes.gateway import message, running_gateway
+from tests.fakes.gateway import message, running_gateway, settings_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.reliability.test_outages import settings_for
 
 QUESTION = "what did we decide about the login timeout?"
 

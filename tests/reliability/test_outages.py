@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from gateway.server.lifecycle import EmbeddedRedis
 from gateway.store import SessionStore
-from tests.fakes.gateway import make_settings, message, running_gateway
+from tests.fakes.gateway import message, running_gateway, settings_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 
 KEPT = "will be answered as soon as the provider is back"
@@ -33,15 +33,6 @@ def down_for(seconds: float, failure: Reply | None = None):
         return Reply.answer(f"echo: {request.last_user_text}")
 
     return handle
-
-
-def settings_for(redis_url: str, prefix: str, base_url: str, *, bound: float, timeout: float = 5.0):
-    settings = make_settings(
-        redis_url, prefix, base_url, context_length=16_000, gateway={"outage_retry_seconds": bound}
-    )
-    settings.model.max_retries = 0  # the gateway's own waiting is under test, not the client's retries
-    settings.model.timeout_seconds = timeout
-    return settings
 
 
 async def wait_for_replies(adapter, chat_id: str, count: int, timeout: float = 20.0) -> list[str]:
@@ -65,7 +56,7 @@ async def test_a_provider_down_for_a_while_costs_one_notice_and_the_kept_message
                 await asyncio.sleep(0.3)
             await runner.intake(message("b", "1", "other chat"))  # another chat waits its own way
             await wait_for_replies(adapter, "a", 1)
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
             stored = [
                 m["content"]
@@ -92,7 +83,7 @@ async def test_a_hung_provider_times_out_as_configured_and_counts_as_down(redis,
             await runner.intake(message("h", "3", "after recovery"))
             answers = await wait_for_replies(adapter, "h", 2)
             latency = time.monotonic() - sent_at
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             store = SessionStore(redis, key_prefix)
             stored = [
                 m["content"]
@@ -115,7 +106,7 @@ async def test_a_provider_that_never_returns_gets_one_final_notice_and_the_messa
             await runner.intake(message("n", "1", "are you there?"))
             await runner.intake(message("n", "2", "hello?"))
             started = time.monotonic()
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             waited = time.monotonic() - started
     texts = [text for _chat, text in adapter.sent]
     assert len(texts) == 2 and KEPT in texts[0]
@@ -134,7 +125,7 @@ async def test_a_huge_message_stored_unanswered_by_an_outage_is_bounded_like_any
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=1.5)
         async with running_gateway(settings, redis) as (runner, _adapter, _events):
             await runner.intake(message("h", "1", huge))
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
     store = SessionStore(redis, key_prefix)
     sid = await store.current_session("local:h")
     (kept,) = [m for m in await store.active("local:h", sid) if m["role"] == "user"]

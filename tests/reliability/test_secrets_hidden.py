@@ -150,7 +150,7 @@ async def test_a_401_that_echoes_the_key_never_puts_it_or_the_base_url_in_the_ch
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             for index, text in enumerate(["hello", "/model other-model", "/compress", "again"]):
                 await runner.intake(message("c", str(index), text))
-                await runner.wait_idle(timeout=30)
+                await runner.wait_idle()
     sent = everything_sent(adapter)
     assert len(adapter.sent) == 4  # every message was answered
     assert API_KEY not in sent and "internal.example" not in sent

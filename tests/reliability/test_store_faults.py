@@ -155,7 +155,7 @@ async def test_a_chat_pointing_at_a_missing_session_is_answered_in_a_new_session
             caplog.clear()
             with caplog.at_level(logging.WARNING):
                 await runner.intake(message("lost", "u-2", "are you there?"))
-                await runner.wait_idle(timeout=10)
+                await runner.wait_idle()
     assert adapter.sent[-1] == ("lost", "echo: are you there?")
     new_sid = await redis.get(keys.session)
     assert new_sid != old_sid

@@ -222,7 +222,7 @@ async def test_the_gateway_repairs_a_dangling_call_once_and_later_requests_carry
         async with running_gateway(settings, redis) as (runner, adapter, _events):
             chat = message("c", "x", "").chat
             await runner.intake(message("c", "c-0", "first"))
-            await runner.wait_idle(timeout=20)
+            await runner.wait_idle()
             sid = await runner.store.current_session(chat)
             lock = await runner.store.acquire_lock(chat, 30)
             [call_id] = await runner.store.append(chat, sid, [call("call_dangling")], lock=lock)
@@ -230,7 +230,7 @@ async def test_the_gateway_repairs_a_dangling_call_once_and_later_requests_carry
             with caplog.at_level(logging.WARNING, logger=REPAIR_LOG):
                 for index, text in enumerate(["second", "third", "fourth"], 1):
                     await runner.intake(message("c", f"c-{index}", text))
-                    await runner.wait_idle(timeout=20)
+                    await runner.wait_idle()
             active = await runner.store.active(chat, sid)
     assert [text for _chat, text in adapter.sent] == ["echo: first", "echo: second", "echo: third", "echo: fourth"]
     assert len(repair_warnings(caplog)) == 1
