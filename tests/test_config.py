@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from pydantic import BaseModel, SecretStr
+from ruamel.yaml.nodes import MappingNode, Node
 
 from agent.settings import CompressionSettings
 from gateway.config import ConfigError, ConfigFileError, Settings, load_settings
+from gateway.config.files import config_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "config.yaml"
@@ -45,11 +46,11 @@ def model_leaf_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
     return keys
 
 
-def yaml_keys(node: yaml.Node, prefix: str = "") -> set[str]:
+def yaml_keys(node: Node, prefix: str = "") -> set[str]:
     keys = set()
     for key_node, value_node in node.value:
         dotted = f"{prefix}{key_node.value}"
-        if isinstance(value_node, yaml.MappingNode) and not value_node.flow_style:
+        if isinstance(value_node, MappingNode) and not value_node.flow_style:
             keys |= yaml_keys(value_node, dotted + ".")
         else:
             keys.add(dotted)
@@ -74,7 +75,7 @@ def test_shipped_config_yaml_loads_to_the_model_defaults(tmp_path, monkeypatch):
 
 
 def test_shipped_config_yaml_documents_exactly_the_model_keys():
-    documented = yaml_keys(yaml.compose(SHIPPED.read_text(encoding="utf-8")))
+    documented = yaml_keys(config_yaml().compose(SHIPPED.read_text(encoding="utf-8")))
     assert documented == model_leaf_keys(Settings)
 
 
@@ -253,9 +254,30 @@ def test_a_key_given_twice_is_refused_with_both_lines(write):
     assert "duplicate key 'threshold' (first at line 2)" in problem
 
 
+def test_the_file_is_read_as_yaml_1_1(write):
+    settings = load_settings(write("compression: {enabled: no, in_place: on, codex_responses_native: yes}"), env={})
+    assert not settings.compression.enabled and settings.compression.in_place
+    assert settings.compression.codex_responses_native
+    assert (
+        load_settings(write("media: {transcription: {provider: 'off'}}"), env={}).media.transcription.provider == "off"
+    )
+    assert problems_of(write("media: {transcription: {provider: off}}")) == [
+        "media.transcription.provider = false: must be one of off, openai, custom"
+    ]
+
+
+def test_a_plain_value_that_only_looks_like_a_number_is_refused_with_its_line(write):
+    path = write("redis:\n  key_prefix: -_\n")
+    assert problems_of(path) == [
+        f"{path}: line 2, column 15: invalid YAML: '-_' looks like a number but is none; quote it if it is text"
+    ]
+
+
 def test_a_top_level_that_is_not_a_mapping_is_refused(write):
     (problem,) = problems_of(write("- compression\n- model\n"))
     assert "the top level must be a mapping of sections" in problem
+    (problem,) = problems_of(write("n: 1\n"))  # YAML 1.1 reads n as false
+    assert problem.endswith("top-level key False is not a section name (compression:, model:, ...)")
 
 
 def test_a_section_with_every_key_commented_out_means_the_defaults(write):
@@ -328,8 +350,8 @@ def test_environment_problems_name_the_variable(write):
         in problems
     )
     assert (
-        "gateway.metrics_port = 'http' (from FOLDGATE_GATEWAY__METRICS_PORT): must be a whole number between 0 and 65535"
-        in problems
+        "gateway.metrics_port = 'http' (from FOLDGATE_GATEWAY__METRICS_PORT): "
+        "must be a whole number between 0 and 65535" in problems
     )
 
 

@@ -5,20 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ruamel.yaml.nodes import MappingNode, Node
 
 from gateway.config import ConfigError, parse_config_text, set_in_yaml
+from gateway.config.files import config_yaml
 
 SHIPPED_TEXT = (Path(__file__).resolve().parents[1] / "config.yaml").read_text(encoding="utf-8")
 
 
-def leaf_paths(node: yaml.Node, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def leaf_paths(node: Node, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     paths = []
     for key_node, value_node in node.value:
         path = prefix + (key_node.value,)
-        if isinstance(value_node, yaml.MappingNode) and not value_node.flow_style:
+        if isinstance(value_node, MappingNode) and not value_node.flow_style:
             paths += leaf_paths(value_node, path)
         else:
             paths.append(path)
@@ -31,7 +32,12 @@ def lookup(data, path):
     return data
 
 
-SHIPPED_LEAVES = leaf_paths(yaml.compose(SHIPPED_TEXT))
+def read(text):
+    """The text as the gateway reads a config file."""
+    return parse_config_text(text, "config.yaml")
+
+
+SHIPPED_LEAVES = leaf_paths(config_yaml().compose(SHIPPED_TEXT))
 
 
 @pytest.mark.parametrize("path", SHIPPED_LEAVES, ids=[".".join(p) for p in SHIPPED_LEAVES])
@@ -44,14 +50,14 @@ def test_setting_any_documented_key_changes_only_its_own_line(path):
     old, new = changed[0]
     assert old.split(":")[0] == new.split(":")[0]  # same key, same indentation
     assert old[old.index("#") :] == new[new.index("#") :]  # comment kept
-    assert lookup(yaml.safe_load(new_text), path) == "changed value"
+    assert lookup(read(new_text), path) == "changed value"
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
 def test_any_text_value_reads_back_exactly(value):
     new_text = set_in_yaml(SHIPPED_TEXT, ("model", "name"), value)
-    assert yaml.safe_load(new_text)["model"]["name"] == value
+    assert read(new_text)["model"]["name"] == value
     untouched = [line for line in SHIPPED_TEXT.splitlines() if not line.startswith("  name:")]
     assert [line for line in new_text.splitlines() if not line.startswith("  name:")] == untouched
 
@@ -69,7 +75,7 @@ def test_any_text_value_reads_back_exactly(value):
 def test_any_scalar_or_list_reads_back_exactly(value):
     text = "platforms:\n  telegram:\n    allowed_chat_ids: []  # ids\n    mode: polling\n"
     new_text = set_in_yaml(text, ("platforms", "telegram", "allowed_chat_ids"), value)
-    assert yaml.safe_load(new_text)["platforms"]["telegram"]["allowed_chat_ids"] == value
+    assert read(new_text)["platforms"]["telegram"]["allowed_chat_ids"] == value
     assert new_text.endswith(" # ids\n    mode: polling\n")
 
 
@@ -120,3 +126,28 @@ def test_an_empty_value_is_filled_and_its_comment_keeps_its_column():
         set_in_yaml(text, ("compression", "model_thresholds"), {})
         == "compression:\n  model_thresholds: {}   # per model\n"
     )
+
+
+@pytest.mark.parametrize(
+    "value", ["yes", "off", "y", "N", "1:30", "0755", "1e3", "~", "null", "true", "-_", "a\u2028b"]
+)
+def test_text_that_yaml_1_1_reads_as_something_else_is_quoted(value):
+    new_text = set_in_yaml("model:\n  name: m  # the model\n", ("model", "name"), value)
+    assert read(new_text)["model"]["name"] == value
+    assert new_text.startswith(("model:\n  name: '", 'model:\n  name: "')) and new_text.endswith("  # the model\n")
+
+
+def test_the_other_lines_keep_how_their_values_are_spelled():
+    text = (
+        "compression:\n  enabled: yes   # on\n  in_place: On\n  threshold: 0.5\n  idle: 1:30\n  ttl: 0755\n"
+        "  big: 1e3\n  first: +1\n  nan: .NaN\n  caps: True\n  none: ~\n  empty:\n  when: 2001-12-14 21:59:43.10 -5\n"
+        "  anchored: &five 5\n  alias: *five\n"
+    )
+    assert set_in_yaml(text, ("compression", "threshold"), 0.6) == text.replace("threshold: 0.5", "threshold: 0.6")
+
+
+def test_a_key_that_reads_as_a_number_is_not_the_text_key():
+    text = "compression:\n  model_thresholds:\n    1: 0.5\n    '1': 0.6\n"
+    new_text = set_in_yaml(text, ("compression", "model_thresholds", "1"), 0.7)
+    assert new_text == text.replace("'1': 0.6", "'1': 0.7")
+    assert read(new_text)["compression"]["model_thresholds"] == {1: 0.5, "1": 0.7}

@@ -8,11 +8,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import yaml
-
 from gateway.config.edit import parse_value, resolve_key, set_config_value
 from gateway.config.errors import ConfigError, ConfigFileError
-from gateway.config.files import CONFIG_PATH_ENV, read_config, resolve_config_path, user_config_path
+from gateway.config.files import CONFIG_PATH_ENV, dump_yaml, read_config, resolve_config_path, user_config_path
 from gateway.config.loading import load_layers, redacted, show_value, source_label
 from gateway.config.models import Settings
 
@@ -21,9 +19,7 @@ def render_effective(settings: Settings, label: str, origins: Mapping[tuple[str,
     lines = [f"# effective configuration: {label} + environment"]
     if origins:
         lines.append("# set from the environment: " + ", ".join(sorted(set(origins.values()))))
-    body = yaml.safe_dump(
-        redacted(settings.model_dump()), sort_keys=False, allow_unicode=True, default_flow_style=False
-    )
+    body = dump_yaml(redacted(settings.model_dump()))
     return "\n".join(lines) + "\n" + body
 
 

@@ -1,15 +1,15 @@
 """``foldgate config set``: one key changed in the file through ruamel.yaml's round trip, which keeps
-comments, order, quoting and number formats; refused, the file untouched, if the result does not validate.
+comments, order and quoting; refused, the file untouched, if the result does not validate.
 
-ruamel.yaml writes back everything it read; the few adjustments below keep what it would otherwise
-change in the lines around the edit (how a null is spelled, where the comments after an entry go,
-how a comment pushed by a longer value is spaced) and make new values read back exactly the same
-with the loader the gateway uses (PyYAML, YAML 1.1).
+The file is read and written as YAML 1.1, as the gateway reads it, so ruamel.yaml quotes a new value
+wherever it would otherwise read back as something else (``yes``, ``1:30``). What it would still change
+in the lines around the edit is kept below: the file's indentation, how plain nulls, booleans and numbers
+are spelled, where the comments after an entry go, how a comment pushed by a longer value is spaced,
+and text with line separators, which it would fold.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import stat
@@ -19,30 +19,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import RoundTripConstructor
-from ruamel.yaml.error import CommentMark
+from ruamel.yaml.error import CommentMark, YAMLError
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.scalarstring import (
     DoubleQuotedScalarString,
     FoldedScalarString,
     LiteralScalarString,
-    SingleQuotedScalarString,
 )
 from ruamel.yaml.tokens import CommentToken
 
 from gateway.config.errors import ConfigError
-from gateway.config.files import parse_config_text, read_text
+from gateway.config.files import config_yaml, dump_yaml, parse_config_text, read_text
 from gateway.config.loading import load_layers
 from gateway.config.models import Settings
 from gateway.config.schema import Schema, document, field_schema, keys_of, unknown_key_hint
 
 _NULL_TAG = "tag:yaml.org,2002:null"
-_STR_TAG = "tag:yaml.org,2002:str"
-_RESOLVER = yaml.resolver.Resolver()  # what PyYAML reads a plain scalar as
 _DOCUMENT_START = re.compile(r"^---[ \t]*(#.*)?\n", re.MULTILINE)
 
 
@@ -84,8 +80,8 @@ def parse_value(text: str, schema: Schema) -> Any:
     if text == "":
         return ""
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = config_yaml().load(text)
+    except YAMLError:
         return text
     if field_schema(schema, Settings)[0].get("type") == "string" and value is not None and not isinstance(value, str):
         return text
@@ -95,40 +91,54 @@ def parse_value(text: str, schema: Schema) -> Any:
 # --------------------------------------------------------------------------- the round trip
 
 
-class _Null(str):
-    """A null as the file spells it (``null``, ``~`` or nothing): ruamel.yaml would write every one as nothing."""
+class _AsWritten(str):
+    """A plain null, boolean, number or date as the file spells it (``~``, ``yes``, ``1:30``, ``+1``,
+    ``.NaN``): ruamel.yaml writes back its own spelling of the value (nothing, ``true``, ``90``, ``1``,
+    ``.nan``), which would change lines the edit is not about. Never equal to text: ``1:`` and ``'1':``
+    are two keys."""
+
+    tag: str
+
+    def __new__(cls, text: str, tag: str) -> _AsWritten:
+        written = super().__new__(cls, text)
+        written.tag = tag
+        return written
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _AsWritten) and (str(self), self.tag) == (str(other), other.tag)
+
+    __hash__ = str.__hash__
 
 
 class _Constructor(RoundTripConstructor):
-    pass
+    def construct_as_written(self, node: ScalarNode) -> Any:
+        if node.style or node.anchor or self.resolver.resolve(ScalarNode, node.value, (True, False)) != node.tag:
+            # quoted, anchored or tagged (``!!float 3``): ruamel.yaml's own types keep those
+            return RoundTripConstructor.yaml_constructors[node.tag](self, node)
+        return _AsWritten(node.value, str(node.tag))
 
 
 class _Representer(RoundTripRepresenter):
-    def represent_float(self, data: float) -> ScalarNode:
-        node = super().represent_float(data)
-        if "e" in node.value and "." not in node.value:  # 1e+17: YAML 1.1 (PyYAML) reads a float only with a dot
-            node.value = node.value.replace("e", ".0e", 1)
-        return node
+    def represent_as_written(self, data: _AsWritten) -> ScalarNode:
+        return self.represent_scalar(data.tag, str(data))
 
 
-_Constructor.add_constructor(_NULL_TAG, lambda constructor, node: _Null(node.value))
-_Representer.add_representer(_Null, lambda representer, data: representer.represent_scalar(_NULL_TAG, str(data)))
-_Representer.add_representer(float, _Representer.represent_float)
+for _kind in ("null", "bool", "int", "float", "timestamp"):
+    _Constructor.add_constructor(f"tag:yaml.org,2002:{_kind}", _Constructor.construct_as_written)
+_Representer.add_representer(_AsWritten, _Representer.represent_as_written)
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, _AsWritten) and value.tag == _NULL_TAG)
 
 
 def _editor(mapping: int = 2, sequence: int = 2, offset: int = 0) -> YAML:
-    editor = YAML()
+    editor = config_yaml("rt")
     editor.Constructor, editor.Representer = _Constructor, _Representer
     editor.preserve_quotes = True
     editor.width = 1 << 30  # never fold a long line
     editor.indent(mapping=mapping, sequence=sequence, offset=offset)
     return editor
-
-
-def _dump(editor: YAML, data: Any) -> str:
-    out = io.StringIO()
-    editor.dump(data, out)
-    return out.getvalue()
 
 
 def _indentation(data: CommentedMap) -> tuple[int, int, int]:
@@ -150,20 +160,19 @@ def _indentation(data: CommentedMap) -> tuple[int, int, int]:
 
 
 def _node(value: Any) -> Any:
-    """A new value as ruamel.yaml should write it: lists and maps inline, null spelled, text quoted
-    wherever PyYAML would read it plain as something else (``yes``, ``1e3``) or it has unprintables."""
+    """A new value as ruamel.yaml should write it: lists and maps inline, null spelled, text with
+    unprintable characters in double quotes (in any other style ruamel.yaml folds a line separator)."""
     if value is None:
-        return _Null("null")
+        return _AsWritten("null", _NULL_TAG)
     if isinstance(value, str):
         if not value.isprintable():
             return DoubleQuotedScalarString(value)  # the one style with escapes
-        reads_as_text = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG
-        return value if reads_as_text else SingleQuotedScalarString(value)
+        return value
     if isinstance(value, (list, dict)):
         inline = (
             CommentedSeq(map(_node, value))
             if isinstance(value, list)
-            else CommentedMap((key, _node(item)) for key, item in value.items())
+            else CommentedMap((_node(key), _node(item)) for key, item in value.items())
         )
         inline.fa.set_flow_style()
         return inline
@@ -240,7 +249,7 @@ def _space_comment(mapping: CommentedMap, key: str, old: Any) -> None:
     if token is None or not token.value.startswith("#"):
         return
     column = token.start_mark.column
-    if isinstance(old, _Null) and old and isinstance(mapping[key], CommentedMap) and not mapping[key].fa.flow_style():
+    if _is_null(old) and old and isinstance(mapping[key], CommentedMap) and not mapping[key].fa.flow_style():
         column = mapping.lc.value(key)[1]
     slots[2] = CommentToken(" " + token.value, CommentMark(column - 1))
 
@@ -249,7 +258,7 @@ def _edit(data: CommentedMap, path: Sequence[str], value: Any) -> None:
     mapping, owner = data, None  # owner: the entry whose line shows the change (an inline map's key)
     for index, key in enumerate(path):
         child = mapping.get(key)
-        if index == len(path) - 1 or key not in mapping or isinstance(child, _Null):
+        if index == len(path) - 1 or key not in mapping or _is_null(child):
             owner = owner or (mapping, key)
             old = owner[0].get(owner[1])
             _set(mapping, key, _nested(path[index + 1 :], _node(value)))
@@ -275,12 +284,12 @@ def set_in_yaml(text: str, path: Sequence[str], value: Any) -> str:
     if data is not None and not isinstance(data, CommentedMap):
         raise ConfigError(["the top level of the file must be a mapping of sections"])
     if not data or path[0] not in data:
-        block = _dump(_editor(), _nested(path, _node(value)))
+        block = dump_yaml(_nested(path, _node(value)), _editor())
         return (text + ("\n" if text and not text.endswith("\n") else "") + block).replace("\n", newline)
     editor = _editor(*_indentation(data))
     editor.explicit_end = any(line.rstrip() == "..." for line in body.splitlines())  # not remembered either
     _edit(data, path, value)
-    return (head + _dump(editor, data)).replace("\n", newline)
+    return (head + dump_yaml(data, editor)).replace("\n", newline)
 
 
 # --------------------------------------------------------------------------- the command's step

@@ -1,12 +1,19 @@
-"""Where the config file is and what it says: YAML text to the file layer, each syntax error located."""
+"""Where the config file is and what it says: YAML text to the file layer, each syntax error located,
+and data back to YAML text, both through ruamel.yaml as YAML 1.1."""
 
 from __future__ import annotations
 
+import io
+import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError, SafeConstructor
+from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from gateway.config.errors import ConfigError, ConfigFileError
 
@@ -39,23 +46,73 @@ def resolve_config_path(path: str | Path | None, environ: Mapping[str, str]) -> 
     return None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping instead of keeping the last silently."""
+#: Config files are YAML 1.1, as they have always been read: ``yes``/``no``/``on``/``off`` are
+#: booleans (hence ``provider: "off"`` in quotes), ``0755`` is octal. ruamel.yaml reads YAML 1.2 unless told.
+YAML_VERSION = (1, 1)
+_VERSION_DIRECTIVE = re.compile(r"\A%YAML 1\.1\n---[ \n]")
+# ruamel.yaml reads ``1e3`` as the number meant, then warns at length that YAML 1.1 wants ``1.0e3``
+warnings.filterwarnings("ignore", category=MantissaNoDotYAML1_1Warning)
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[tuple[str, str], int] = {}
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = (key_node.tag, key_node.value)
-                if key in first_line:
-                    raise yaml.constructor.ConstructorError(
-                        None,
-                        None,
-                        f"duplicate key {key_node.value!r} (first at line {first_line[key] + 1})",
-                        key_node.start_mark,
-                    )
-                first_line[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep)
+
+class _SafeConstructor(SafeConstructor):
+    """ruamel.yaml's safe constructor; a key given twice is refused naming the line it was first given
+    on, and not the two values, which may be secrets."""
+
+    def check_mapping_key(self, node: MappingNode, key_node: ScalarNode, mapping: Any, key: Any, value: Any) -> bool:
+        if key not in mapping:
+            return True
+        first = next(
+            (other.start_mark.line for other, _ in node.value if self.construct_object(other, deep=True) == key), None
+        )
+        where = f" (first at line {first + 1})" if first is not None else ""
+        raise ConstructorError(None, None, f"duplicate key {key!r}{where}", key_node.start_mark)
+
+    def construct_yaml_int(self, node: ScalarNode) -> Any:
+        return self._number(SafeConstructor.construct_yaml_int, node)
+
+    def construct_yaml_float(self, node: ScalarNode) -> Any:
+        return self._number(SafeConstructor.construct_yaml_float, node)
+
+    def _number(self, construct: Any, node: ScalarNode) -> Any:
+        """ruamel.yaml takes a few plain values such as ``-_`` or ``0x_`` for numbers, then fails to read
+        them with a Python error; they are a YAML error on their line instead."""
+        try:
+            return construct(self, node)
+        except (ValueError, IndexError):
+            raise ConstructorError(
+                None, None, f"{node.value!r} looks like a number but is none; quote it if it is text", node.start_mark
+            ) from None
+
+
+_SafeConstructor.add_constructor("tag:yaml.org,2002:int", _SafeConstructor.construct_yaml_int)
+_SafeConstructor.add_constructor("tag:yaml.org,2002:float", _SafeConstructor.construct_yaml_float)
+
+
+def config_yaml(typ: str = "safe") -> YAML:
+    """A ruamel.yaml instance reading (and writing) config files as YAML 1.1: ``typ="safe"`` to read
+    plain data, ``"rt"`` to edit a file keeping its comments. A new one each time: the instance remembers
+    the version of the last document it read."""
+    yaml = YAML(typ=typ, pure=True)
+    yaml.version = YAML_VERSION
+    if typ == "safe":
+        yaml.Constructor = _SafeConstructor
+        yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
+        yaml.default_flow_style = False
+        yaml.brace_single_entry_mapping_in_flow_sequence = True
+    return yaml
+
+
+def dump_yaml(data: Any, yaml: YAML | None = None, **settings: Any) -> str:
+    """``data`` as YAML text, by ``yaml`` (a safe :func:`config_yaml` with the given attributes, e.g.
+    ``default_flow_style=True``, when None). ruamel.yaml marks every document it writes with a set version
+    as ``%YAML 1.1``; the config never had that line, so it is left out."""
+    if yaml is None:
+        yaml = config_yaml()
+        for name, value in settings.items():
+            setattr(yaml, name, value)
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return _VERSION_DIRECTIVE.sub("", out.getvalue(), count=1)
 
 
 def read_text(path: Path) -> str:
@@ -71,21 +128,27 @@ def read_text(path: Path) -> str:
 def parse_config_text(text: str, label: str) -> dict[str, Any]:
     """YAML text -> the file layer; syntax errors name the file, line and column."""
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as exc:
+        data = config_yaml().load(text)
+    except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ConfigError([f"{label}: {where}invalid YAML: {exc.problem or exc.context}"], source=label) from None
-    except yaml.YAMLError as exc:
+    except YAMLError as exc:
         raise ConfigError([f"{label}: invalid YAML: {exc}"], source=label) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
             [
-                f"{label}: the top level must be a mapping of sections (compression:, model:, ...), not {type(data).__name__}"
+                f"{label}: the top level must be a mapping of sections (compression:, model:, ...), "
+                f"not {type(data).__name__}"
             ],
             source=label,
+        )
+    names = [key for key in data if not isinstance(key, str)]  # ``1:``, or ``n:``, which YAML 1.1 reads as false
+    if names:
+        raise ConfigError(
+            [f"{label}: top-level key {names[0]!r} is not a section name (compression:, model:, ...)"], source=label
         )
     return data
 

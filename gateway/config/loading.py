@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
 from pydantic import SecretStr, ValidationError
 
 from gateway.config.errors import ConfigError
-from gateway.config.files import read_config, resolve_config_path
+from gateway.config.files import dump_yaml, read_config, resolve_config_path
 from gateway.config.models import Settings
 from gateway.config.schema import Schema, bounds, dotted, kind, schema_at, unknown_key_hint
 from gateway.config.sources import Origins, layered_sources, origins_of
@@ -88,7 +87,9 @@ def show_value(value: Any, path: Sequence[str | int]) -> str:
     elif isinstance(value, str):
         text = repr(url_password_hidden(value))
     elif isinstance(value, (dict, list)):
-        text = yaml.safe_dump(redacted(value), default_flow_style=True, allow_unicode=True, width=1 << 30).strip()
+        text = dump_yaml(
+            redacted(value), default_flow_style=True, width=1 << 30, sort_base_mapping_type_on_output=True
+        ).strip()
     else:
         text = str(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -8,13 +8,13 @@ import io
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from gateway.cli import main
 from gateway.config import ConfigError, Settings, _model_class, load_settings
+from gateway.config.files import dump_yaml
 
 
 def _leaf_paths(model: Any = Settings, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -85,13 +85,11 @@ def _build(entries: list[tuple[tuple[str, ...], Any]]) -> dict[Any, Any]:
 
 
 def _env_text(value: Any) -> str:
-    return value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True).strip()
+    return value if isinstance(value, str) else dump_yaml(value, default_flow_style=True).strip()
 
 
 files = st.one_of(
-    st.lists(st.tuples(keys, values), max_size=6).map(
-        lambda entries: yaml.safe_dump(_build(entries), allow_unicode=False)
-    ),
+    st.lists(st.tuples(keys, values), max_size=6).map(lambda entries: dump_yaml(_build(entries), allow_unicode=False)),
     st.text(max_size=200),  # raw text: broken YAML, tabs, anything
     st.sampled_from(
         [
