@@ -4,9 +4,11 @@ A circle (two modules importing each other, directly or around a loop, even only
 hints) means neither can be read, changed or tested without the other; it shows up as an
 import deferred into a function or hidden behind ``TYPE_CHECKING``. A module importing a
 sibling through its package (``from agent.llm import anthropic``) is not a circle. The layers
-(``LAYERS``) say which way imports point; Lua scripts and the Redis client live in the store (and
-the embedded server) alone. Imports are read as absolute: a relative one is refused outright, so
-none can slip past these checks.
+say which way imports point: they are import-linter contracts in pyproject.toml
+(``[tool.importlinter]``), which ``./dev lint`` checks and a test here checks too, so the suite
+alone still catches an import that points up. Lua scripts and the Redis client live in the store
+(and the embedded server) alone. Imports are read as absolute: a relative one is refused
+outright, so none can slip past these checks.
 
 The tests have a shape too: no test module imports another one (or a conftest.py). What tests share lives
 in tests/fakes/ (fake servers and helpers) and in conftest.py (fixtures), so each test module can be read,
@@ -16,6 +18,10 @@ run and moved on its own.
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,15 +107,6 @@ def test_a_circle_is_found():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_the_agent_side_never_imports_the_chat_side():
-    reaching = {
-        name: sorted(t for t in targets if t.startswith("gateway"))
-        for name, targets in import_graph().items()
-        if name.startswith("agent")
-    }
-    assert {name: targets for name, targets in reaching.items() if targets} == {}
-
-
 #: What marks Lua source in a string: a script talks to Redis through ``redis.call`` and reads ``KEYS``.
 LUA_MARKS = ("redis.call(", "redis.pcall(", "KEYS[")
 #: Ways to hand Redis a script: redis-py's methods, the raw commands, and the store's own Script.
@@ -184,94 +181,92 @@ def test_lua_in_a_module_is_found(tmp_path: Path):
     assert sorted(script_uses(sample)) == ["1: Lua source", "1: of()", "2: evalsha()", "3: the EVALSHA command"]
 
 
-#: The layers of each side, lowest first: a module imports only from its own layer or one below it
-#: (a prefix names a package and everything in it; the longest prefix that fits decides). What sits
-#: low is what many parts need and that needs little: the message shape before the store that keeps
-#: it, the store before the turn that writes it, the turn before the process that runs it.
-LAYERS: dict[str, list[list[str]]] = {
-    "agent": [
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's own command line over the checkout at ``root``, with the contracts in its pyproject.toml.
+
+    Run apart from the test process: the linter puts its working directory first on ``sys.path``, and that
+    must be ``root`` (a scratch copy, for the test below) rather than whatever this process imported. No
+    cache is kept: the graph takes well under a second to build, and a cache folder would litter the checkout.
+    """
+    return subprocess.run(
         [
-            "agent.json_codec",
-            "agent.usage",
-            "agent.models",
-            "agent.http_options",
-            "agent.cancelling",
-            "agent.prompt_caching",
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--no-cache",
+            "--no-logo",
         ],
-        ["agent.tokens", "agent.settings", "agent.pricing"],
-        ["agent.messages", "agent.search", "agent.transcript_repair", "agent.items", "agent.excerpts", "agent.tools"],
-        ["agent.llm", "agent.metering"],  # requests and answers, one module per route; every call metered
-        ["agent.compaction", "agent.context_engine", "agent.codex", "agent.windows"],  # the pure phases, the engine's
-        # contract, and where a model's window comes from
-        ["agent.context_compressor", "agent.codex_engine"],  # the engines
-        ["agent.engine_registry", "agent.codex_chat", "agent.loop", "agent"],  # what composes them
-    ],
-    "gateway": [
-        [
-            "gateway.config",
-            "gateway.progress",
-            "gateway.events",
-            "gateway.server",
-            "gateway.media.errors",
-            "gateway.media.units",
-        ],  # what a refused item says, in people's units
-        ["gateway.startup_errors"],
-        ["gateway.platforms.base", "gateway.platforms.split"],  # the message shape and the adapter contract
-        ["gateway.store"],  # everything that talks to Redis
-        [
-            "gateway.outage",
-            "gateway.session_source",
-            "gateway.agents",
-            "gateway.model_windows",
-            "gateway.media",  # what people send besides text: fetched, read, kept in the store
-            "gateway.access",
-        ],  # who the bot answers and what they may spend
-        ["gateway.delivery", "gateway.platforms"],  # replies on their way out; the adapters
-        ["gateway.worker", "gateway.commands"],  # dispatch, drain, the turn's steps, chat commands
-        ["gateway.metrics", "gateway.web"],  # what people and monitors read
-        ["gateway.run", "gateway.bots"],  # foldgate run: the wiring, of one bot or several
-        ["gateway.cli", "gateway"],  # the command line
-    ],
-}
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def layer_of(module: str) -> int | None:
-    side = LAYERS.get(module.split(".")[0], [])
-    fits = [
-        (len(prefix), level)
-        for level, prefixes in enumerate(side)
-        for prefix in prefixes
-        if module == prefix or module.startswith(f"{prefix}.")
-    ]
-    return max(fits)[1] if fits else None
+def test_the_import_contracts_are_kept():
+    """The layers of each side, and the agent side never importing the chat side (pyproject.toml says why)."""
+    run = lint_imports(ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
-def upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
-    """Each module's imports of a module in a higher layer of its own side."""
-    found = {}
-    for name, targets in graph.items():
-        level = layer_of(name)
-        up = sorted(
-            t
-            for t in targets
-            if t.split(".")[0] == name.split(".")[0] and level is not None and (layer_of(t) or 0) > level
-        )
-        if up:
-            found[name] = up
-    return found
+def layered_prefixes() -> set[str]:
+    """Every module the layers contracts name: each covers itself and everything inside it."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return {
+        f"{container}.{tail.strip()}"
+        for contract in contracts["contracts"]
+        if contract["type"] == "layers"
+        for container in contract["containers"]
+        for layer in contract["layers"]
+        for tail in layer.replace("|", ":").split(":")
+    }
 
 
 def test_every_module_has_a_layer():
-    assert [name for name in modules() if not name.startswith("plugins") and layer_of(name) is None] == []
+    """A module in no layer is one the contracts never look at. import-linter's ``exhaustive`` sees only a
+    container's children; where a package is split across layers (gateway.platforms, gateway.media) its
+    modules are named one by one, and a new one could be left out. Only a package file that imports
+    nothing may stay outside: an import of it ties nothing to anything."""
+    prefixes = layered_prefixes()
+    outside = {
+        name: path
+        for name, path in modules().items()
+        if not name.startswith("plugins") and not any(name == p or name.startswith(f"{p}.") for p in prefixes)
+    }
+    assert {
+        name
+        for name, path in outside.items()
+        if path.name != "__init__.py"
+        or any(isinstance(node, ast.Import | ast.ImportFrom) for node in ast.walk(ast.parse(path.read_text("utf-8"))))
+    } == set()
 
 
-def test_no_module_imports_from_a_higher_layer():
-    assert upward_imports(import_graph()) == {}
+#: Imports that break each contract, written into a scratch copy of the checkout.
+BREAKING_IMPORTS = {
+    "gateway/store/keys.py": "from gateway.worker import turn",  # the store reaches up to the turn
+    "gateway/platforms/base.py": "import gateway.platforms.telegram",  # the shape reaches up to an adapter
+    "agent/tokens.py": "from agent import loop",  # the vocabulary reaches up to the loop
+    "agent/messages.py": "from gateway import config",  # the agent side reaches for the chat side
+}
 
 
-def test_an_upward_import_is_found():
-    graph = {"gateway.store.inbox": {"gateway.worker.turn"}, "gateway.worker.turn": {"gateway.store.inbox"}}
-    assert upward_imports(graph) == {"gateway.store.inbox": ["gateway.worker.turn"]}
+def test_the_contracts_catch_an_import_that_breaks_them(tmp_path: Path):
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for file, line in BREAKING_IMPORTS.items():
+        with (tmp_path / file).open("a", encoding="utf-8") as module:
+            module.write(f"\n{line}\n")
+    run = lint_imports(tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Contracts: 0 kept, 3 broken." in run.stdout, run.stdout
+    for told in (
+        "gateway.store.keys -> gateway.worker.turn",
+        "gateway.platforms.base -> gateway.platforms.telegram",
+        "agent.tokens -> agent.loop",
+        "agent.messages -> gateway.config",
+    ):
+        assert told in run.stdout, run.stdout
 
 
 def test_a_redis_client_in_a_module_is_found(tmp_path: Path):
