@@ -62,7 +62,7 @@ async def _run(
                     gateway={"home": home, "max_concurrent_chats": chats + 8, "coalesce_backlog": False},
                     delivery={"telegram": {"per_bot_per_second": bot_per_second}},
                 )
-                adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+                adapter = TelegramAdapter(settings.platforms.telegram, poll_timeout=1, typing_interval=0)
                 model = ChatClient(base_url, stream=True, headers=headers)
                 gateway = await open_gateway(settings, {"tg": adapter}, chat_model=model)
                 await adapter.start(gateway.runner.intake)

@@ -296,7 +296,7 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
     answered, the second transcribed too (the budget had room), and then the day is spent."""
     from gateway.platforms.telegram import TelegramAdapter
     from tests.fakes.bot_api import FakeBotAPI
-    from tests.fakes.telegram import telegram_gateway
+    from tests.fakes.telegram import telegram_gateway, telegram_settings
     from tests.fakes.transcription import FakeTranscriptionServer
 
     chat = 8802
@@ -314,7 +314,7 @@ async def test_voice_is_transcribed_on_the_senders_budget(redis, redis_url, key_
             media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
             access={"budgets": {"per_user": {"usd": 0.02}}},
         )
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             for number in (1, 2):
                 api.push(api.voice_message(chat, chat, b"OggS" + bytes(4000), duration=120))

@@ -34,7 +34,7 @@ from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import PATIENCE, make_settings, message, running_gateway, wait_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.mcp_server import TICKET, chart_png, serve_http, stdio_command
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 from tests.fakes.tool_model import agent_for, last_tool_result, tool_names
 from tests.sdk_shapes import validate_chat_completions
 
@@ -439,7 +439,7 @@ async def test_on_telegram_a_destructive_tool_asks_with_buttons_and_runs_only_on
     handler = agent_for({"wipe": ("notes__wipe", {})})
     async with FakeBotAPI() as api, FakeLLMServer(handler=handler, context_limit=WINDOW) as llm:
         settings = telegram_notes_settings(redis_url, key_prefix, llm.openai_base_url, chat, confirm_timeout_seconds=2)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             events: list[Any] = []
             runner.events.subscribe(events.append)

@@ -19,7 +19,7 @@ from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.media import images_in, png
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 from tests.fakes.transcription import FakeTranscriptionServer
 from tests.sdk_shapes import validate_chat_completions
 
@@ -56,9 +56,7 @@ async def test_a_photo_an_album_and_a_voice_note_reach_the_model_as_it_takes_the
             context_length=WINDOW,
             media={"transcription": {"provider": "custom", "base_url": speech.base_url}},
         )
-        adapter = TelegramAdapter(
-            api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, album_window=0.3
-        )
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0, album_window=0.3)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.photo_message(chat, 1, data=photo))  # no caption: it used to be dropped
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
@@ -88,7 +86,7 @@ async def test_a_file_too_large_a_broken_download_and_a_pdf_without_text_each_ge
     chat = 5151
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.document_message(chat, 1, size=50 * MB, file_name="dump.tar", mime_type="application/x-tar"))
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)
@@ -159,11 +157,7 @@ async def test_an_album_delivered_by_webhook_part_by_part_is_answered_once_with_
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         adapter = TelegramAdapter(
-            api.token,
-            api_server=api.base_url,
-            mode="webhook",
-            webhook_secret="s3cret",
-            listen_port=0,
+            telegram_settings(api, mode="webhook", webhook_secret="s3cret", listen_port=0),
             set_webhook=False,
             typing_interval=0,
         )

@@ -21,7 +21,7 @@ from tests.fakes.discord_cdn import FakeDiscordCDN
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.media import images_in, pdf, png
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 from tests.sdk_shapes import validate_chat_completions
 
 # The Discord fixtures used here by name (``adapter``, ``discord_api``, ``gateway``) are tests/conftest.py's.
@@ -50,7 +50,7 @@ async def test_a_pdfs_text_layer_and_a_utf16_log_reach_the_model_as_text_under_t
     invoice, log = pdf("Invoice 0425", "Total 42 EUR"), LOG.encode("utf-16")
     async with FakeBotAPI() as api, FakeLLMServer(handler=checked, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(
                 api.document_message(

@@ -27,7 +27,7 @@ from gateway.platforms.telegram import SECRET_HEADER, TelegramAdapter
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.discord_api import ALICE, DM_CHANNEL_ID, as_message, message_payload
 from tests.fakes.discord_cdn import FakeDiscordCDN
-from tests.fakes.telegram import Collected, adapter_for, running
+from tests.fakes.telegram import Collected, adapter_for, running, telegram_settings
 
 # ``api`` (the fake Bot API), ``discord_api`` and ``adapter`` (the Discord adapter on it) are tests/conftest.py's.
 MB = 1024 * 1024
@@ -193,7 +193,7 @@ async def test_a_webhook_hands_each_part_of_an_album_over_at_once_naming_its_alb
     parts = api.album(7, 7, [PHOTO, PNG, OGG], caption="three")
     intake.failures[str(parts[1]["update_id"])] = 1  # the second hand-over finds Redis down
     adapter = TelegramAdapter(
-        api.token, api_server=api.base_url, mode="webhook", webhook_secret="s3cret", listen_port=0, set_webhook=False
+        telegram_settings(api, mode="webhook", webhook_secret="s3cret", listen_port=0), set_webhook=False
     )
     await adapter.start(intake)
     try:

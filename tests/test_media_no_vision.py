@@ -11,7 +11,7 @@ from gateway.worker.long_messages import NO_VISION, no_vision_notice
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.media import png
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 
 WINDOW = 200_000
 
@@ -31,7 +31,7 @@ async def test_a_chat_whose_model_cannot_see_images_is_told_once(redis, redis_ur
         FakeLLMServer(handler=lambda request: Reply.answer("noted"), context_limit=WINDOW) as llm,
     ):
         settings = settings_for(redis_url, key_prefix, llm.openai_base_url, "gpt-3.5-turbo")
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             for number, update in enumerate(
                 [
@@ -64,7 +64,7 @@ async def test_a_model_that_sees_images_says_nothing_about_them(redis, redis_url
         FakeLLMServer(handler=lambda request: Reply.answer("I see it"), context_limit=WINDOW) as llm,
     ):
         settings = settings_for(redis_url, key_prefix, llm.openai_base_url, "gpt-4o")
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.photo_message(6300, 3, "look", data=png(320, 200)))
             await api.wait_until(lambda: len(api.sent) == 1, timeout=60)

@@ -38,7 +38,7 @@ from tests.fakes.discord_api import CHANNEL_ID
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.media import images_in
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 from tests.sdk_shapes import validate_openrouter_chat
 
 IMAGE_MODEL = "google/gemini-2.5-flash-image"
@@ -130,7 +130,7 @@ async def test_an_image_the_model_makes_reaches_telegram_as_a_photo_and_can_be_f
 
     async with FakeBotAPI() as api, FakeLLMServer(flavor="openrouter", handler=model, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW, model=IMAGE_MODEL)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.private_message(chat, "draw the latency chart"))
             await api.wait_until(lambda: len(api.sent_files) == 1 and len(api.sent) == 1, timeout=60)
@@ -300,7 +300,7 @@ async def test_a_reply_of_images_only_still_ends_its_preview(redis, key_prefix) 
 
 async def test_telegram_sends_a_panorama_it_refuses_as_a_photo_as_a_document() -> None:
     async with FakeBotAPI() as api:
-        adapter = TelegramAdapter(api.token, api_server=api.base_url)
+        adapter = TelegramAdapter(telegram_settings(api))
         try:
             await adapter.send_file("77", OutgoingFile("image", chart(2200, 100), "wide.png", "image/png"))
             await adapter.send_file("77", OutgoingFile("document", b"a,b\n1,2\n", "table.csv", "text/csv"))

@@ -22,7 +22,7 @@ from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.media import images_in, png
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 from tests.sdk_shapes import validate_chat_completions
 
 NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
@@ -47,7 +47,7 @@ async def transcript_of(redis, prefix: str, chat: str) -> list[dict]:
 
 def polling(api: FakeBotAPI) -> TelegramAdapter:
     """A fresh Telegram client of ``api`` (one per start of the gateway)."""
-    return TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+    return TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
 
 
 async def kept(runner, chat: str) -> tuple[list[dict], int, int]:

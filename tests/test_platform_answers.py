@@ -29,7 +29,7 @@ from tests.fakes.discord_api import BOT, CHANNEL_ID, FakeDiscordAPI, json_respon
 from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, echo, streaming
-from tests.fakes.telegram import ANSWER, WINDOW, streaming_gateway, telegram_gateway
+from tests.fakes.telegram import ANSWER, WINDOW, streaming_gateway, telegram_gateway, telegram_settings
 
 
 async def run_fails(
@@ -111,7 +111,7 @@ async def test_an_unreadable_batch_is_one_line_and_its_updates_are_asked_for_aga
         broken = json.loads(json.dumps(first))
         del broken["message"]["chat"]["type"]  # what an emulator might leave out
         api.answer_as("getUpdates", {"ok": True, "result": [broken, second]})
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             await api.wait_until(lambda: len(api.sent) == 2, timeout=60)
             await runner.wait_idle()
@@ -141,7 +141,7 @@ async def test_a_send_whose_answer_cannot_be_read_is_not_sent_again(redis, redis
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         api.answer_as("sendMessage", {"ok": True, "result": {"message_id": 7, "chat": {"id": 4242}}})
         api.push(api.private_message(4242, "one"))
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter, stream_replies=False) as runner:
             await api.wait_until(lambda: api.scripted == ["sendmessage"], timeout=60)
             await runner.wait_idle()
@@ -306,7 +306,7 @@ async def test_a_bot_api_error_page_is_the_error_its_status_means(bot_api):
     async def no_wait(seconds: float) -> None:
         waits.append(seconds)
 
-    adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, retry_sleep=no_wait, typing_interval=0)
+    adapter = TelegramAdapter(telegram_settings(bot_api), retry_sleep=no_wait, typing_interval=0)
     try:
         await adapter.send("4242", "deploy finished")
     finally:

@@ -13,13 +13,13 @@ import pytest
 import pytest_asyncio
 from aiogram.exceptions import TelegramServerError
 
-from gateway.config import Settings
+from gateway.config import Settings, TelegramSettings
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.telegram import SECRET_HEADER, PollingConflict, TelegramAdapter, TelegramAdapterError
 from gateway.run.platforms import enabled_adapters as _adapters
 from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import TERMINATED, FakeBotAPI, utf16_len
-from tests.fakes.telegram import Collected, adapter_for, running
+from tests.fakes.telegram import Collected, adapter_for, running, telegram_settings
 
 SECRET = "s3cret_token-for-tests"
 
@@ -132,7 +132,7 @@ async def test_polling_while_a_webhook_is_set_explains_how_to_fix_it(api: FakeBo
 
 
 async def test_a_rejected_token_fails_start_with_a_clear_error(api: FakeBotAPI) -> None:
-    adapter = TelegramAdapter("999:wrong-token", api_server=api.base_url)
+    adapter = TelegramAdapter(TelegramSettings(token="999:wrong-token", api_server=api.base_url))
     with pytest.raises(TelegramAdapterError, match="rejected the bot token"):
         await adapter.start(Collected())
     await adapter.stop()
@@ -203,7 +203,7 @@ async def test_allowlists_ignore_everyone_else(api: FakeBotAPI, caplog: pytest.L
         api.group_message(-100, 11, "allowed user, allowed room"),
         api.group_message(-100, 13, "stranger, allowed room"),
     )
-    adapter = adapter_for(api, allowed_user_ids=[11], allowed_chat_ids=[11, -100])
+    adapter = adapter_for(api, telegram_settings(api, allowed_user_ids=[11], allowed_chat_ids=[11, -100]))
     with caplog.at_level(logging.INFO, logger="gateway.platforms.telegram"):
         async with running(adapter, intake):
             await api.wait_until(lambda: api.pending_updates == 0 and len(api.get_updates_calls) >= 2)
@@ -322,13 +322,14 @@ async def test_typing_errors_never_reach_the_turn(api: FakeBotAPI) -> None:
 @pytest_asyncio.fixture
 async def webhook(api: FakeBotAPI, redis, key_prefix) -> AsyncIterator[tuple[TelegramAdapter, Inbox, str]]:
     inbox = Inbox(redis, key_prefix)
-    adapter = adapter_for(
+    telegram = telegram_settings(
         api,
         mode="webhook",
         webhook_url="https://bot.example.com/telegram/webhook",
         webhook_secret=SECRET,
         listen_port=0,
     )
+    adapter = adapter_for(api, telegram)
     async with running(adapter, inbox.put):
         yield adapter, inbox, f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
 
@@ -364,7 +365,9 @@ async def test_webhook_answers_500_when_the_update_cannot_be_stored(api: FakeBot
     intake = Collected()
     update = api.private_message(78, "redis is down")
     intake.failures[str(update["update_id"])] = 1
-    adapter = adapter_for(api, mode="webhook", webhook_secret=SECRET, listen_port=0, set_webhook=False)
+    adapter = adapter_for(
+        api, telegram_settings(api, mode="webhook", webhook_secret=SECRET, listen_port=0), set_webhook=False
+    )
     async with running(adapter, intake):
         url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
         async with httpx.AsyncClient() as client:
@@ -377,4 +380,4 @@ async def test_webhook_answers_500_when_the_update_cannot_be_stored(api: FakeBot
 
 def test_webhook_mode_refuses_to_run_without_a_secret() -> None:
     with pytest.raises(TelegramAdapterError, match="webhook_secret"):
-        TelegramAdapter("1:x", mode="webhook", webhook_url="https://bot.example.com/hook")
+        TelegramAdapter(TelegramSettings(token="1:x", mode="webhook", webhook_url="https://bot.example.com/hook"))

@@ -10,7 +10,7 @@ from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, echo
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 
 WINDOW = 200_000
 SECRET = "webhook_secret-1"
@@ -25,7 +25,7 @@ async def test_a_backlog_of_300_polled_messages_is_answered_in_order(redis, redi
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
         updates = [api.private_message(4242, f"overnight message {i}") for i in range(300)]
         api.push(*updates)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             await api.wait_until(lambda: bool(api.sent) and api.sent[-1].text == last, timeout=240)
             await runner.wait_idle()
@@ -49,7 +49,7 @@ async def test_a_group_answers_when_addressed_and_keeps_the_rest_as_context(redi
     room = -1001234
     async with FakeBotAPI() as api, FakeLLMServer(handler=echo, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(
                 api.group_message(room, 1, "the deploy froze at step 4", first_name="Ann"),
@@ -79,15 +79,14 @@ async def test_a_group_answers_when_addressed_and_keeps_the_rest_as_context(redi
 async def test_a_webhook_update_delivered_twice_is_answered_once(redis, redis_url, key_prefix) -> None:
     async with FakeBotAPI() as api, FakeLLMServer(handler=echo, context_limit=WINDOW) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(
-            api.token,
-            api_server=api.base_url,
+        telegram = telegram_settings(
+            api,
             mode="webhook",
             webhook_secret=SECRET,
             webhook_url="https://bot.example.com/telegram/webhook",
             listen_port=0,
-            typing_interval=0,
         )
+        adapter = TelegramAdapter(telegram, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             url = f"http://127.0.0.1:{adapter.webhook_port}/telegram/webhook"
             update = api.private_message(31, "is the webhook exactly-once?")

@@ -19,7 +19,7 @@ from gateway.platforms.telegram import TelegramAdapter
 from tests.fakes.bot_api import UPGRADED, FakeBotAPI
 from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, streaming
-from tests.fakes.telegram import Collected, adapter_for, running, telegram_gateway
+from tests.fakes.telegram import Collected, adapter_for, running, telegram_gateway, telegram_settings
 
 OLD_GROUP, SUPERGROUP = -4518810793, -1002471352452
 OLD, NEW = str(OLD_GROUP), str(SUPERGROUP)
@@ -152,7 +152,7 @@ async def test_the_upgrades_service_messages_are_not_recorded_and_replies_go_str
         api.group_message(SUPERGROUP, 7, "@foldgate_bot after it"),
     )
     api.migrate_to_supergroup(OLD_GROUP, SUPERGROUP)
-    adapter = adapter_for(api, allowed_chat_ids=[OLD_GROUP])
+    adapter = adapter_for(api, telegram_settings(api, allowed_chat_ids=[OLD_GROUP]))
     with caplog.at_level(logging.INFO, logger="gateway.platforms.telegram"):
         async with running(adapter, intake):
             await api.wait_until(lambda: api.pending_updates == 0 and len(api.get_updates_calls) >= 2)
@@ -177,9 +177,7 @@ async def test_a_group_upgraded_mid_conversation_gets_its_streamed_replies_whole
         FakeLLMServer(default=streaming(LONG, seconds=4.0, chunk_size=400), context_limit=WINDOW) as llm,
     ):
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=WINDOW)
-        adapter = TelegramAdapter(
-            api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, preview_interval=0.1
-        )
+        adapter = TelegramAdapter(telegram_settings(api), poll_timeout=1, typing_interval=0, preview_interval=0.1)
         async with telegram_gateway(settings, redis, adapter) as runner:
             api.push(api.group_message(OLD_GROUP, 7, "@foldgate_bot how did the migration go?"))
             await api.wait_until(lambda: [m.text for m in api.messages(OLD)] == chunks, timeout=30)

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.config import Settings
+from gateway.config import Settings, TelegramSettings
 from gateway.platforms.base import IncomingMessage
 from gateway.platforms.telegram import TelegramAdapter
 from gateway.worker.runner import GatewayRunner
@@ -42,9 +42,17 @@ class Collected:
         return {int(message.update_id) for message in self.messages}
 
 
-def adapter_for(api: FakeBotAPI, **options: object) -> TelegramAdapter:
+def telegram_settings(api: FakeBotAPI, **fields: Any) -> TelegramSettings:
+    """``platforms.telegram`` for a bot on ``api`` (its token and address) with ``fields``, validated as a
+    configuration file's section is, so a value the gateway would refuse fails the test that uses it."""
+    return TelegramSettings(token=api.token, api_server=api.base_url, **fields)
+
+
+def adapter_for(api: FakeBotAPI, settings: TelegramSettings | None = None, **options: Any) -> TelegramAdapter:
+    """The adapter for ``settings`` (by default :func:`telegram_settings`'s own), polling every second unless
+    ``options`` say otherwise."""
     options.setdefault("poll_timeout", 1)
-    return TelegramAdapter(api.token, api_server=api.base_url, **options)  # type: ignore[arg-type]
+    return TelegramAdapter(settings or telegram_settings(api), **options)
 
 
 @contextlib.asynccontextmanager
@@ -78,7 +86,7 @@ async def streaming_gateway(
     """The gateway ``foldgate run`` opens, polling ``api``, its replies streamed and paced by the shared send
     budget; ``keys`` names the settings a test runs with instead of its own (see :func:`telegram_gateway`)."""
     adapter = TelegramAdapter(
-        api.token, api_server=api.base_url, poll_timeout=1, typing_interval=0, preview_interval=preview_interval
+        telegram_settings(api), poll_timeout=1, typing_interval=0, preview_interval=preview_interval
     )
     async with telegram_gateway(settings, redis, adapter, **keys) as runner:
         yield runner

@@ -32,6 +32,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from gateway.config import TelegramSettings
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT, TelegramAdapter
 from gateway.run.assembly import open_on
@@ -82,18 +83,20 @@ def telegram_bots(spec: str) -> ChatRouter:
     chats: dict[str, int] = {}
     intake: TelegramAdapter | None = None
     for index, bot in enumerate(json.loads(spec)):
-        options: dict[str, Any] = {}
+        webhook: dict[str, Any] = {}
         if bot.get("intake") == "webhook":
-            options = {
+            webhook = {
                 "mode": "webhook",
                 "listen_port": int(bot["port"]),
                 "webhook_secret": bot["secret"],
                 "webhook_path": WEBHOOK_PATH,
-                "webhook_url": f"http://127.0.0.1:{bot['port']}{WEBHOOK_PATH}",
             }
-        adapter = TelegramAdapter(
-            bot["token"], api_server=bot["api"], typing_interval=0, preview_interval=0.5, poll_timeout=10, **options
-        )
+        telegram = TelegramSettings(token=bot["token"], api_server=bot["api"], **webhook)
+        if webhook:
+            # The fake Bot API posts updates over plain HTTP to loopback, an address the configuration rightly
+            # refuses (Telegram itself posts over HTTPS only): the one value set past validation.
+            telegram = telegram.model_copy(update={"webhook_url": f"http://127.0.0.1:{bot['port']}{WEBHOOK_PATH}"})
+        adapter = TelegramAdapter(telegram, typing_interval=0, preview_interval=0.5, poll_timeout=10)
         if bot.get("intake") in ("polling", "webhook"):
             intake = adapter
         bots.append(adapter)
@@ -133,9 +136,8 @@ async def main(args: argparse.Namespace) -> None:
     )
     adapters: dict[str, PlatformAdapter] = {"local": RedisReplyLog(redis, f"{args.prefix}:sent")}
     if args.telegram_api:
-        adapters["tg"] = TelegramAdapter(
-            args.telegram_token, api_server=args.telegram_api, typing_interval=0, preview_interval=0.5
-        )
+        telegram = TelegramSettings(token=args.telegram_token, api_server=args.telegram_api)
+        adapters["tg"] = TelegramAdapter(telegram, typing_interval=0, preview_interval=0.5)
     if args.bots:
         adapters["tg"] = telegram_bots(args.bots)
     gateway = await open_on(redis, settings, adapters)

@@ -132,9 +132,10 @@ async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(s
     from gateway.platforms.base import OpenGate
     from gateway.platforms.telegram import TelegramAdapter
     from gateway.store.journal import ReplyJournal
+    from tests.fakes.telegram import telegram_settings
 
     room = "-1007103"
-    adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, typing_interval=0)
+    adapter = TelegramAdapter(telegram_settings(bot_api), typing_interval=0)
     lock = await store.acquire_lock(f"tg:{room}", 30)
     assert lock is not None
     chunks = split_message(ANSWER, 4096, units="utf16")
@@ -173,13 +174,14 @@ async def test_a_preview_whose_record_fails_is_taken_down_and_a_message_deleted_
     from gateway.platforms.base import OpenGate
     from gateway.platforms.telegram import TelegramAdapter
     from gateway.store.journal import ReplyJournal
+    from tests.fakes.telegram import telegram_settings
 
     class RedisAway(ReplyJournal):
         async def record(self, facts):
             raise RedisConnectionError("connection to Redis lost")
 
     room = "-1007104"
-    adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, typing_interval=0)
+    adapter = TelegramAdapter(telegram_settings(bot_api), typing_interval=0)
     lock = await store.acquire_lock(f"tg:{room}", 30)
     assert lock is not None
     try:

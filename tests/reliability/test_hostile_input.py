@@ -25,7 +25,7 @@ from gateway.store import SessionStore
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.telegram import telegram_gateway
+from tests.fakes.telegram import telegram_gateway, telegram_settings
 
 WINDOW = 200_000
 
@@ -45,7 +45,7 @@ async def test_a_lone_surrogate_in_one_update_holds_up_no_chat(
         # The fake answers with Python's json, which writes the lone surrogate as the escape "\ud800".
         bot_api.push(bot_api.private_message(501, "broken \ud800 text"))
         bot_api.push(*(bot_api.private_message(600 + n, f"hello from chat {n}") for n in range(3)))
-        adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, poll_timeout=1, typing_interval=0)
+        adapter = TelegramAdapter(telegram_settings(bot_api), poll_timeout=1, typing_interval=0)
         async with telegram_gateway(settings, redis, adapter) as runner:
             await bot_api.wait_until(lambda: len(bot_api.sent) == 4, timeout=30)
             await runner.wait_idle()
@@ -83,7 +83,7 @@ async def test_an_update_the_intake_refuses_is_skipped_once_and_the_others_go_on
         return True
 
     bot_api.push(bot_api.private_message(7, "poison"), bot_api.private_message(8, "after it"))
-    adapter = TelegramAdapter(bot_api.token, api_server=bot_api.base_url, poll_timeout=1, typing_interval=0)
+    adapter = TelegramAdapter(telegram_settings(bot_api), poll_timeout=1, typing_interval=0)
     with caplog.at_level(logging.ERROR, logger="gateway.platforms.telegram"):
         await adapter.start(intake)
         try:

@@ -28,13 +28,12 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Sequence
 
 from aiogram.exceptions import TelegramBadRequest
 from aiogram.types import BufferedInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update, User
 
-from gateway.config import Settings
+from gateway.config import Settings, TelegramSettings
 from gateway.delivery.edited import EditedReply
 from gateway.platforms.base import (
     ApprovalPrompt,
@@ -90,42 +89,44 @@ class TelegramAdapter(PlatformAdapter):
 
     def __init__(
         self,
-        token: str,
+        settings: TelegramSettings,
         *,
-        mode: Literal["polling", "webhook"] = "polling",
-        api_server: str | None = None,
-        webhook_url: str | None = None,
-        webhook_path: str = "/telegram/webhook",
-        webhook_secret: str | None = None,
-        listen_host: str = "127.0.0.1",
-        listen_port: int = 8443,
+        max_media_bytes: int = BOT_API_DOWNLOAD_LIMIT,
         set_webhook: bool = True,
-        allowed_user_ids: Iterable[int] = (),
-        allowed_chat_ids: Iterable[int] = (),
+        turn: ReceivingTurn | None = None,
         poll_timeout: int = 25,
         poll_limit: int = 100,
         network_retries: int = 5,
         typing_interval: float = 4.0,
         typing_timeout: float = 120.0,
-        retry_sleep: Sleep = asyncio.sleep,
         preview_interval: float = 1.0,
-        max_media_bytes: int = BOT_API_DOWNLOAD_LIMIT,
         album_window: float = ALBUM_WINDOW,
-        turn: ReceivingTurn | None = None,
+        retry_sleep: Sleep = asyncio.sleep,
     ) -> None:
-        """``turn``, in polling mode, is when this process may poll (several processes serving one token)."""
-        check_webhook(mode, webhook_secret, set_webhook, webhook_url)
-        self.bot = bot_for(token, api_server)
-        self.api_server = api_server
-        self.mode = mode
-        self.webhook_url = webhook_url
-        self.webhook_path = webhook_path
-        self.webhook_secret = webhook_secret or ""
-        self.listen_host = listen_host
-        self.listen_port = listen_port
+        """The bot ``settings`` (the ``platforms.telegram`` section) describes; its defaults are the configuration's.
+
+        The keywords are what that section does not hold: ``max_media_bytes`` is ``media.max_bytes``, from another
+        section; ``set_webhook`` False leaves registering the webhook to whoever runs the bot; ``turn``, in polling
+        mode, is when this process may poll (several processes serving one token). The pacing after it is not
+        configurable — a running gateway keeps these defaults, a test picks its own — and ``retry_sleep`` waits out
+        retries and rate limits, replaced in a test that should not wait.
+        """
+        if settings.token is None:
+            raise TelegramAdapterError(
+                "not set — put the token @BotFather gave you in platforms.telegram.token or TELEGRAM_BOT_TOKEN",
+                setting="platforms.telegram.token",
+            )
+        secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
+        check_webhook(settings.mode, secret, set_webhook, settings.webhook_url)
+        self.bot = bot_for(settings.token.get_secret_value(), settings.api_server)
+        #: The ``platforms.telegram`` section this bot runs by (where the webhook listens, and at which URL).
+        self.settings = settings
+        self.api_server = settings.api_server
+        self.mode = settings.mode
+        self.webhook_secret = secret or ""
         self.set_webhook = set_webhook
-        self.allowed_user_ids = frozenset(allowed_user_ids)
-        self.allowed_chat_ids = frozenset(allowed_chat_ids)
+        self.allowed_user_ids = frozenset(settings.allowed_user_ids)
+        self.allowed_chat_ids = frozenset(settings.allowed_chat_ids)
         self.poll_timeout = poll_timeout
         self.poll_limit = poll_limit
         self._retry_sleep = retry_sleep
@@ -150,26 +151,8 @@ class TelegramAdapter(PlatformAdapter):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TelegramAdapter:
-        """The adapter ``platforms.telegram`` describes."""
-        telegram = settings.platforms.telegram
-        if telegram.token is None:
-            raise TelegramAdapterError(
-                "not set — put the token @BotFather gave you in platforms.telegram.token or TELEGRAM_BOT_TOKEN",
-                setting="platforms.telegram.token",
-            )
-        return cls(
-            telegram.token.get_secret_value(),
-            mode=telegram.mode,
-            api_server=telegram.api_server,
-            webhook_url=telegram.webhook_url,
-            webhook_path=telegram.webhook_path,
-            webhook_secret=telegram.webhook_secret.get_secret_value() if telegram.webhook_secret else None,
-            listen_host=telegram.listen_host,
-            listen_port=telegram.listen_port,
-            allowed_user_ids=telegram.allowed_user_ids,
-            allowed_chat_ids=telegram.allowed_chat_ids,
-            max_media_bytes=settings.media.max_bytes,
-        )
+        """The adapter ``platforms.telegram`` describes, taking in files up to ``media.max_bytes``."""
+        return cls(settings.platforms.telegram, max_media_bytes=settings.media.max_bytes)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -200,20 +183,21 @@ class TelegramAdapter(PlatformAdapter):
             log.info("telegram: polling as @%s", self.me.username)
             return
         self._webhook = WebhookServer(
-            self.bot, self.incoming_part, intake, path=self.webhook_path, secret=self.webhook_secret
+            self.bot, self.incoming_part, intake, path=self.settings.webhook_path, secret=self.webhook_secret
         )
+        host, port = self.settings.listen_host, self.settings.listen_port
         try:
-            await self._webhook.open(self.listen_host, self.listen_port)
+            await self._webhook.open(host, port)
         except OSError as error:
             raise TelegramAdapterError(
-                f"cannot listen on {self.listen_host}:{self.listen_port} for the webhook ({error.strerror or error}) — "
+                f"cannot listen on {host}:{port} for the webhook ({error.strerror or error}) — "
                 "pick a free port in platforms.telegram.listen_port, or another platforms.telegram.listen_host",
                 setting="platforms.telegram.listen_port",
             ) from error
         if self.set_webhook:
             set_webhook = functools.partial(
                 self.bot.set_webhook,
-                url=self.webhook_url or "",
+                url=self.settings.webhook_url or "",
                 secret_token=self.webhook_secret,
                 allowed_updates=ALLOWED_UPDATES,
             )
@@ -229,9 +213,9 @@ class TelegramAdapter(PlatformAdapter):
         log.info(
             "telegram: webhook for @%s on %s:%s%s",
             self.me.username,
-            self.listen_host,
+            host,
             self.webhook_port,
-            self.webhook_path,
+            self.settings.webhook_path,
         )
 
     async def identify(self, *, attempts: int = START_ATTEMPTS, within: float = START_SECONDS) -> User:
@@ -270,7 +254,7 @@ class TelegramAdapter(PlatformAdapter):
     def webhook_port(self) -> int:
         """The port the webhook server listens on (useful with ``listen_port: 0``)."""
         port = self._webhook.port() if self._webhook is not None else None
-        return self.listen_port if port is None else port
+        return self.settings.listen_port if port is None else port
 
     # ------------------------------------------------------------------ updates -> IncomingMessage
 
