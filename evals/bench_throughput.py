@@ -19,6 +19,13 @@ Phases, one run, same gateway and chats:
   the CPU of one Redis round trip and one model request measured on their own;
 - *profile*: a smaller burst under cProfile — CPU by entry point (Redis commands, model
   requests, token counting, the rest), self time by component, the costliest functions.
+
+The run repeats all of that for each provider-client set-up (:data:`VARIANTS`). With
+``FOLDGATE_BENCH_CHANNELS=pipelined,redis-py,coredis,glide`` it compares Redis clients on the
+message path instead: each carries the gateway's store and inbox commands (adapters below),
+with streaming on and off, over ``FOLDGATE_BENCH_ROUNDS`` (3) rounds whose order alternates, and
+the table gives each client's CPU per message and messages/s as medians with their spread and
+as ratios to the hand-written pipelined channel of the same round.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import os
 import platform
 import pstats
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,9 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError, NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from evals.baseline import run_at
 from evals.report import progress, publish
 from gateway.platforms.base import IncomingMessage, Intake, PlatformAdapter
+from gateway.store.channel import Address, Arg
 
 CHATS = 1_000
 MESSAGES_PER_CHAT = 5
@@ -268,6 +281,368 @@ class TimedAdapter(PlatformAdapter):
             return
         self._reached.clear()
         await asyncio.wait_for(self._reached.wait(), timeout)
+
+
+# --------------------------------------------------------------------------- the Redis clients compared
+#
+# The message path's commands go through a RedisChannel (gateway.store.channel). The gateway's own
+# is the hand-written auto-pipelined connection; the adapters here put a general-purpose client
+# behind the same protocol so that a run can weigh them on the same messages. They live here, not
+# in gateway/, because the libraries are benchmark extras (pyproject's `redis-clients`), not
+# dependencies of the gateway.
+#
+# Each adapter hands back what the pipelined channel does: RESP2 values with text decoded (str,
+# int, list, None; a map, set or double, which these clients build themselves, goes back to the
+# flat list or the text RESP2 sends), error replies as redis-py's ResponseError with the
+# server's own text (so the store's coded script errors and NOSCRIPT are recognised), and a lost
+# connection as redis-py's ConnectionError. Neither retries anything: the store's scripts and the
+# worker decide what is safe to send again.
+
+#: Channels a run can compare (FOLDGATE_BENCH_CHANNELS, comma-separated): the gateway's own first.
+CHANNELS = ("pipelined", "redis-py", "coredis", "glide")
+CHANNELS_ENV = "FOLDGATE_BENCH_CHANNELS"
+#: Commands one glide client may have in flight (the pipelined channel has no limit).
+INFLIGHT_LIMIT = 100_000
+#: How a missing client library is installed.
+CLIENTS_EXTRA_HINT = "pip install -e '.[redis-clients]'"
+#: Commands whose RESP3 reply with scores is a list of [member, score] pairs where RESP2 sends one flat list.
+_SCORED = frozenset(
+    {"ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE", "ZREVRANGEBYSCORE", "ZUNION", "ZINTER", "ZDIFF", "ZRANDMEMBER"}
+)
+
+
+#: Reply values RESP2 holds as they are.
+_PLAIN = (str, int, type(None))
+
+
+class ChannelClientMissing(RuntimeError):
+    """A compared channel's client library is not installed."""
+
+
+def _double_text(value: float) -> str:
+    """A double as RESP2 sends it: integral ones without a fraction ("3"), others in their shortest form."""
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+def resp2(value: Any, *, pairs: bool = False) -> Any:
+    """``value`` as the pipelined channel returns the same reply: text decoded, maps flattened to
+    key, value, …, sets as lists, doubles as text, booleans as 0/1; ``pairs`` flattens a RESP3 list of
+    [member, score] pairs (a sorted set read WITHSCORES)."""
+    kind = type(value)
+    if kind is str or kind is int or value is None:
+        return value
+    if kind is bytes:
+        try:
+            return value.decode()
+        except UnicodeDecodeError as error:
+            raise DataError(f"Redis sent text that is not UTF-8: {error}") from None
+    if kind is list:
+        if pairs:
+            return [resp2(part) for pair in value for part in pair]
+        try:  # the usual items (text, numbers, nil) without a call each
+            return [
+                item.decode() if type(item) is bytes else item if type(item) in _PLAIN else resp2(item)
+                for item in value
+            ]
+        except UnicodeDecodeError as error:
+            raise DataError(f"Redis sent text that is not UTF-8: {error}") from None
+    if kind is bool:
+        return int(value)
+    if kind is float:
+        return _double_text(value)
+    if kind is dict:
+        return [resp2(part) for item in value.items() for part in item]
+    if kind is set or kind is tuple:
+        return [resp2(item) for item in value]
+    return value  # a client's own str/int subclass (an OK constant, say) is already what RESP2 holds
+
+
+def _scored(args: Sequence[Any]) -> bool:
+    return str(args[0]).upper() in _SCORED and any(str(arg).upper() in ("WITHSCORES", "WITHSCORE") for arg in args)
+
+
+def _text_arg(arg: Any) -> str | bytes:
+    """An argument as the text RESP sends for it (what hiredis and redis-py write for str, bytes, int and float)."""
+    kind = type(arg)
+    if kind is str or kind is bytes:
+        return arg
+    if kind is int:
+        return str(arg)
+    if kind is float:
+        return repr(arg)
+    if isinstance(arg, bool) or not isinstance(arg, (str, bytes, int, float)):
+        raise DataError(f"invalid Redis argument {arg!r} of type {type(arg).__name__}: use str, bytes, int or float")
+    for plain in (str, bytes, int, float):  # IntEnum and friends: their plain value
+        if isinstance(arg, plain):
+            return _text_arg(plain(arg))
+    raise AssertionError("unreachable")
+
+
+class CoredisChannel:
+    """A :class:`~gateway.store.channel.RedisChannel` through coredis (6.x: RESP3 only, anyio inside).
+
+    Commands are queued on a connection taken from coredis's pool and handed back before the reply
+    comes, coredis's own multiplexing: every caller shares one connection and coredis's writer task
+    sends what is queued in one write. The client's ``execute_command`` would add its retry policy,
+    telemetry span and cache look-up to each command (about 15% more CPU per command here), and its
+    pipeline object holds the connection for the round trip and rewrites error texts. coredis 6's
+    client is an anyio context that must be entered and left by one task, so a task of its own
+    holds it open while the channel lives.
+    """
+
+    def __init__(self, address: Address, *, reply_timeout: float = 30.0) -> None:
+        try:
+            import coredis
+            from coredis.retry import NoRetryPolicy
+        except ImportError as error:
+            raise ChannelClientMissing(f"coredis is not installed ({CLIENTS_EXTRA_HINT})") from error
+        self._errors = coredis.exceptions
+        self.client = coredis.Redis(
+            address.host,
+            address.port,
+            address.db,
+            username=address.username,
+            password=address.password,
+            unix_socket_path=address.path,
+            ssl_context=address.tls,
+            connect_timeout=address.connect_timeout,
+            stream_timeout=address.reply_timeout or reply_timeout,
+            client_name=address.client_name,
+            decode_responses=True,
+            verify_version=False,
+            retry_policy=NoRetryPolicy(),
+        )
+        self._opened: asyncio.Future[None] | None = None
+        self._closing = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+        #: Commands sent, as the pipelined channel counts them.
+        self.commands = 0
+
+    async def _open(self) -> None:
+        if self._closing.is_set():
+            raise RedisConnectionError("the channel was closed")
+        if self._opened is None:
+            self._opened = asyncio.get_running_loop().create_future()
+            self._holder = asyncio.ensure_future(self._hold(self._opened))
+        await asyncio.shield(self._opened)
+
+    async def _hold(self, opened: asyncio.Future[None]) -> None:
+        try:
+            async with self.client:
+                opened.set_result(None)
+                await self._closing.wait()
+        except BaseException as error:
+            if not opened.done():
+                opened.set_exception(RedisConnectionError(f"coredis could not start: {error}"))
+            raise
+
+    def _error(self, error: BaseException) -> BaseException:
+        errors = self._errors
+        if isinstance(error, errors.NoScriptError):
+            return NoScriptError(f"NOSCRIPT {error}")
+        if isinstance(error, errors.ResponseError):
+            return ResponseError(str(error))
+        if isinstance(error, errors.ConnectionError):
+            return RedisConnectionError(str(error) or "connection to Redis lost")
+        if isinstance(error, TimeoutError):  # a reply later than stream_timeout
+            return RedisTimeoutError(str(error) or "Redis sent no reply in time")
+        return error
+
+    async def call(self, *args: Arg) -> Any:
+        if self._opened is None or not self._opened.done() or self._closing.is_set():
+            await self._open()
+        texts = [_text_arg(arg) for arg in args[1:]]
+        self.commands += 1
+        pool = self.client.connection_pool
+        try:
+            connection = await pool.get_connection()
+            try:
+                request = connection.create_request(str(args[0]).encode(), *texts)
+            finally:
+                pool.release(connection)  # queued: others may queue behind it before the reply comes
+            reply = await request
+        except Exception as error:
+            raise self._error(error) from error
+        if type(reply) is list:
+            return resp2(reply, pairs=_scored(args)) if _scored(args) else reply
+        return resp2(reply)
+
+    async def call_in_order(self, *commands: Sequence[Arg]) -> list[Any]:
+        if self._opened is None or not self._opened.done() or self._closing.is_set():
+            await self._open()
+        texts = [[_text_arg(arg) for arg in command] for command in commands]  # one that cannot be sent sends none
+        self.commands += len(commands)
+        pool = self.client.connection_pool
+        try:
+            connection = await pool.get_connection()
+            try:  # one after the other on one connection: they reach Redis in this order
+                requests = [
+                    connection.create_request(str(text[0]).encode(), *text[1:], raise_exceptions=False)
+                    for text in texts
+                ]
+            finally:
+                pool.release(connection)
+            replies = [await request for request in requests]
+        except Exception as error:
+            raise self._error(error) from error
+        first = next((reply for reply in replies if isinstance(reply, BaseException)), None)
+        if first is not None:
+            raise self._error(first) from first
+        return [resp2(reply, pairs=_scored(command)) for reply, command in zip(replies, commands)]
+
+    async def aclose(self) -> None:
+        self._closing.set()
+        if self._holder is not None:
+            with contextlib.suppress(BaseException):
+                await self._holder
+
+
+#: How valkey-glide names the error kinds it recognises, and the code the server sent for each.
+_GLIDE_KINDS = {
+    "ResponseError": "ERR",
+    "NoScriptError": "NOSCRIPT",
+    "ExecAbortError": "EXECABORT",
+    "BusyLoadingError": "LOADING",
+    "ReadOnly": "READONLY",
+    "NotBusy": "NOTBUSY",
+    "AuthenticationFailed": "WRONGPASS",
+}
+_GLIDE_KNOWN = re.compile(r"An error was signalled by the server: - (\w+): (.*)", re.DOTALL)
+_GLIDE_CODED = re.compile(r"([^\s:]+): (.*)", re.DOTALL)
+
+
+def glide_error_text(text: str) -> str:
+    """The server's error text back from glide's rendering: "CODE: message" or "… - Kind: message" -> "CODE message"."""
+    known = _GLIDE_KNOWN.fullmatch(text)
+    if known:
+        code = _GLIDE_KINDS.get(known[1])
+        return f"{code} {known[2]}" if code else known[2]
+    coded = _GLIDE_CODED.fullmatch(text)
+    return f"{coded[1]} {coded[2]}" if coded else text
+
+
+class GlideChannel:
+    """A :class:`~gateway.store.channel.RedisChannel` through valkey-glide (a Rust core behind FFI, RESP2 asked for).
+
+    ``call`` is ``custom_command``; ``call_in_order`` one non-atomic batch, which glide sends as a pipeline
+    in order. glide reconnects by itself: a command in flight when the connection drops fails, the
+    next one waits for the new connection.
+    """
+
+    def __init__(self, address: Address, *, reply_timeout: float = 30.0) -> None:
+        try:
+            import glide
+        except ImportError as error:
+            raise ChannelClientMissing(f"valkey-glide is not installed ({CLIENTS_EXTRA_HINT})") from error
+        if address.path:
+            raise ValueError("valkey-glide does not connect to unix sockets")
+        self._glide = glide
+        credentials = (
+            glide.ServerCredentials(address.password, address.username) if address.password is not None else None
+        )
+        self.config = glide.GlideClientConfiguration(
+            [glide.NodeAddress(address.host, address.port)],
+            use_tls=address.tls is not None,
+            credentials=credentials,
+            request_timeout=int((address.reply_timeout or reply_timeout) * 1000),
+            database_id=address.db or None,
+            client_name=address.client_name,
+            protocol=glide.ProtocolVersion.RESP2,
+            # glide refuses commands past 1,000 in flight by default; a burst of 1,000 chats has more.
+            inflight_requests_limit=INFLIGHT_LIMIT,
+        )
+        self.client: Any = None
+        self._connecting: asyncio.Future[Any] | None = None
+        #: Commands sent, as the pipelined channel counts them.
+        self.commands = 0
+
+    async def _connect(self) -> Any:
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._glide.GlideClient.create(self.config))
+        try:
+            self.client = await asyncio.shield(self._connecting)
+        except Exception as error:
+            self._connecting = None
+            raise self._error(error) from error
+        return self.client
+
+    def _error(self, error: BaseException) -> BaseException:
+        glide = self._glide
+        if isinstance(error, glide.TimeoutError):  # glide's timeouts and connection errors are request errors too
+            return RedisTimeoutError(str(error))
+        if isinstance(error, (glide.ConnectionError, glide.ClosingError)):
+            return RedisConnectionError(str(error))
+        if isinstance(error, glide.RequestError):
+            text = glide_error_text(str(error))
+            return NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)
+        return error
+
+    async def call(self, *args: Arg) -> Any:
+        client = self.client or await self._connect()
+        texts = [_text_arg(arg) for arg in args]
+        self.commands += 1
+        try:
+            reply = await client.custom_command(texts)
+        except self._glide.GlideError as error:
+            raise self._error(error) from error
+        return resp2(reply)
+
+    async def call_in_order(self, *commands: Sequence[Arg]) -> list[Any]:
+        client = self.client or await self._connect()
+        batch = self._glide.Batch(is_atomic=False)
+        for command in commands:
+            batch.custom_command([_text_arg(arg) for arg in command])
+        self.commands += len(commands)
+        try:
+            replies = await client.exec(batch, raise_on_error=False)
+        except self._glide.GlideError as error:
+            raise self._error(error) from error
+        first = next((reply for reply in replies if isinstance(reply, BaseException)), None)
+        if first is not None:
+            raise self._error(first) from first
+        return [resp2(reply) for reply in replies]
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+        elif self._connecting is not None:
+            self._connecting.cancel()
+
+
+@contextlib.contextmanager
+def message_path_channel(name: str) -> Any:
+    """While open, a gateway being opened sends its message path's commands through channel ``name``."""
+    if name == "pipelined":  # what channel_for picks for one server
+        yield
+        return
+    from gateway.run import assembly
+
+    chosen = assembly.channel_for
+    assembly.channel_for = lambda redis: open_channel(name, redis)
+    try:
+        yield
+    finally:
+        assembly.channel_for = chosen
+
+
+def open_channel(name: str, redis: Any, **options: Any) -> Any:
+    """The message path's channel ``name`` (one of :data:`CHANNELS`) to the server of the redis-py client ``redis``,
+    with its database, credentials and timeouts; ``options`` (``reply_timeout``) as
+    :meth:`~gateway.store.channel.PipelinedConnection.like` takes them (redis-py keeps its client's own)."""
+    from gateway.store.channel import PipelinedConnection, RedisPyChannel
+
+    if name == "pipelined":
+        return PipelinedConnection.like(redis, **options)
+    if name == "redis-py":
+        return RedisPyChannel(redis)
+    if name == "coredis":
+        return CoredisChannel(Address.of(redis), **options)
+    if name == "glide":
+        return GlideChannel(Address.of(redis), **options)
+    raise ValueError(f"unknown channel {name!r}: choose from {', '.join(CHANNELS)}")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -670,6 +1045,7 @@ async def measure(
     transport: str = "aiohttp",
     stream: bool = True,
     budgets: bool = False,
+    channel: str = "pipelined",
 ) -> dict[str, Any]:
     """Run every phase against one in-process gateway; returns the JSON document.
 
@@ -677,6 +1053,7 @@ async def measure(
     ``settle``: settle the process as ``foldgate run`` does (off where the process goes on to
     other work, as in the test suite). ``transport`` (``aiohttp`` or ``httpx``) runs under
     the provider client's httpx; ``stream`` asks the model for server-sent events.
+    ``channel`` (one of :data:`CHANNELS`) carries the message path's Redis commands.
     """
     from agent.llm.client import ChatClient
     from agent.llm.http import open_http_client
@@ -711,7 +1088,8 @@ async def measure(
             adapter = TimedAdapter()
             http = open_http_client(transport=transport)  # type: ignore[arg-type]
             model = TimedChatModel(ChatClient(base_url, stream=stream, http=http))
-            gateway = await open_gateway(settings, {"local": adapter}, chat_model=model)
+            with message_path_channel(channel):
+                gateway = await open_gateway(settings, {"local": adapter}, chat_model=model)
             if settle:
                 settle_process()  # as `foldgate run` does once its gateway is up
             try:
@@ -751,6 +1129,7 @@ async def measure(
         "redis": describe_redis(redis_url),
         "model_server": "aiohttp in a child process, answers without parsing the prompt",
         "provider_client": {"transport": transport, "stream": stream, "budgets": budgets},
+        "redis_channel": channel,
         "chats": chats,
         "messages_per_chat_in_burst": messages_per_chat,
         "median_burst": burst["phase"],
@@ -846,11 +1225,13 @@ def markdown(result: Mapping[str, Any]) -> str:
     goals = result["goals"]
     lines = [
         f"Gateway throughput: {result['chats']:,} chats, Redis {result['redis']}, zero-latency model server "
-        f"({result['model_server']}), {result['machine']['cpus']} CPUs, Python {result['machine']['python']} ({result['machine'].get('event_loop', 'asyncio')} loop), "
+        f"({result['model_server']}), {result['machine']['cpus']} CPUs, Python {result['machine']['python']} "
+        f"({result['machine'].get('event_loop', 'asyncio')} loop), "
         f"max_concurrent_chats {result['max_concurrent_chats']}; load average before/after "
         f"{result['machine']['load_average_before'][0]}/{result['machine']['load_average_after'][0]}.",
         "",
-        "| phase | messages | offered /s | messages/s | gateway CPU | CPU / message | added p50 | added p99 | intake→reply p50 | intake→reply p99 | model call p50 |",
+        "| phase | messages | offered /s | messages/s | gateway CPU | CPU / message | added p50 | added p99 "
+        "| intake→reply p50 | intake→reply p99 | model call p50 |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for phase in result["phases"]:
@@ -873,7 +1254,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         "",
         f"Goals: ≥ {goals['messages_per_second']:,} messages/s — measured {burst['messages_per_second']:,.0f}, the "
         f"median of the bursts ({runs}; each later burst "
-        f"meets longer transcripts) ({'met' if verdict['throughput_goal_met'] else 'MISSED'}); p99 added ≤ {goals['p99_added_ms']:.0f} ms — "
+        f"meets longer transcripts) ({'met' if verdict['throughput_goal_met'] else 'MISSED'}); "
+        f"p99 added ≤ {goals['p99_added_ms']:.0f} ms — "
         f"{paced['added_ms']['p99']:.1f} ms paced ({'met' if verdict['p99_goal_met_paced'] else 'MISSED'}), "
         f"{result['phases'][0]['added_ms']['p99']:.1f} ms unloaded "
         f"({'met' if verdict['p99_goal_met_unloaded'] else 'MISSED'}). The median burst used "
@@ -900,7 +1282,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         "",
         "CPU of this process per building block (one at a time): "
         f"redis-py GET {unit['redis_get']:.0f} µs, redis-py EVALSHA {unit['redis_evalsha']:.0f} µs, "
-        f"EVALSHA on the pipelined channel {unit['channel_evalsha']:.0f} µs, "
+        f"EVALSHA on the message path's channel ({result.get('redis_channel', 'pipelined')}) "
+        f"{unit['channel_evalsha']:.0f} µs, "
         f"model request through foldgate's ChatClient (httpx) {unit['chat_client_request']:.0f} µs, "
         f"bare aiohttp POST of the same body {unit['aiohttp_request']:.0f} µs.",
     ]
@@ -951,6 +1334,7 @@ def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
         "transport": client["transport"],
         "stream": client["stream"],
         "budgets": client.get("budgets", False),
+        "channel": result.get("redis_channel", "pipelined"),
         "messages_per_second": burst["messages_per_second"],
         "bursts": [p["messages_per_second"] for p in result["phases"] if p["phase"].startswith("burst")],
         "cpu_ms_per_message": burst["gateway_cpu_ms_per_message"],
@@ -960,7 +1344,8 @@ def variant_summary(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_baseline(commit: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The same benchmark at an older commit; only the parameters the old code's ``measure`` also takes are passed on."""
+    """The same benchmark at an older commit; only the parameters the old code's ``measure`` also takes are passed
+    on."""
     return run_at(
         commit, "bench_throughput", **{k: v for k, v in options.items() if k not in ("transport", "stream", "settle")}
     )
@@ -971,7 +1356,8 @@ def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "",
         "Provider client set-ups, side by side in this run (same gateway, Redis and model server):",
         "",
-        "| transport under httpx | streaming | budgets | messages/s (median burst) | bursts | CPU / message | paced p99 added | yardstick loop before/after |",
+        "| transport under httpx | streaming | budgets | messages/s (median burst) | bursts | CPU / message "
+        "| paced p99 added | yardstick loop before/after |",
         "|---|---|---|---:|---|---:|---:|---|",
     ]
     for row in rows:
@@ -985,15 +1371,221 @@ def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Rounds of a channel comparison: every channel with streaming on and off once per round, the order
+#: reversed every other round, so the machine's drift falls on every channel alike.
+CHANNEL_ROUNDS = 3
+#: A library is worth switching to when the gateway's CPU per message with it is at most this many times the
+#: pipelined channel's; above it for every library, the hand-written client stays.
+SWITCH_RATIO = 1.5
+
+
+def channel_runs(channels: Sequence[str], rounds: int) -> list[tuple[int, str, bool]]:
+    """(round, channel, streaming) in the order they run: round 0 streams on then off, each in the given channel
+    order; round 1 runs off then on, the channels reversed; and so on."""
+    runs = []
+    for number in range(rounds):
+        forward = number % 2 == 0
+        order = list(channels) if forward else list(channels)[::-1]
+        for stream in (True, False) if forward else (False, True):
+            runs.extend((number, channel, stream) for channel in order)
+    return runs
+
+
+def _chosen_channels(value: Sequence[str] | str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else tuple(value)
+    unknown = [name for name in names if name not in CHANNELS]
+    if not names or unknown:
+        raise ValueError(f"channels must be some of {', '.join(CHANNELS)}, not {value!r}")
+    if "pipelined" not in names:
+        names = ("pipelined", *names)  # every figure is read against it
+    return names
+
+
+def _check_installed(names: Sequence[str]) -> None:
+    """Fail before a long run, not in its middle, when a compared client library is missing."""
+    for name, module in (("coredis", "coredis"), ("glide", "glide")):
+        if name in names:
+            try:
+                __import__(module)
+            except ImportError as error:
+                raise ChannelClientMissing(f"{name}: {error} ({CLIENTS_EXTRA_HINT})") from error
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return {"median": round(median, 3), "min": round(ordered[0], 3), "max": round(ordered[-1], 3)}
+
+
+def channel_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per channel and streaming setting over the rounds: CPU per message and messages/s (median, min, max), and
+    the ratio to the pipelined channel's run of the same round and setting (the ratio is taken per round, so a
+    slow minute of the machine shows in both sides of it)."""
+    runs = {(row["channel"], row["stream"], row["round"]): row for row in rows}
+    summary = []
+    for channel in dict.fromkeys(row["channel"] for row in rows):
+        for stream in (True, False):
+            own = [row for row in rows if row["channel"] == channel and row["stream"] == stream]
+            if not own:
+                continue
+            ratios = [
+                row["cpu_ms_per_message"] / base["cpu_ms_per_message"]
+                for row in own
+                if (base := runs.get(("pipelined", stream, row["round"]))) and base["cpu_ms_per_message"]
+            ]
+            throughput = [
+                row["messages_per_second"] / base["messages_per_second"]
+                for row in own
+                if (base := runs.get(("pipelined", stream, row["round"]))) and base["messages_per_second"]
+            ]
+            summary.append(
+                {
+                    "channel": channel,
+                    "stream": stream,
+                    "rounds": len(own),
+                    "cpu_ms_per_message": _spread([row["cpu_ms_per_message"] for row in own]),
+                    "messages_per_second": _spread([row["messages_per_second"] for row in own]),
+                    "cpu_ratio_to_pipelined": _spread(ratios) if ratios else None,
+                    "throughput_ratio_to_pipelined": _spread(throughput) if throughput else None,
+                    "paced_p99_added_ms": _spread([row["paced_p99_added_ms"] for row in own]),
+                    "redis_commands_per_message": _spread([row["redis_commands_per_message"] for row in own]),
+                    "evalsha_cpu_us": _spread([row["evalsha_cpu_us"] for row in own]),
+                }
+            )
+    return summary
+
+
+def channel_verdict(summary: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Which libraries come within :data:`SWITCH_RATIO` of the pipelined channel's CPU per message (by the median
+    ratio, in both streaming settings), and the cheapest of them."""
+    libraries: dict[str, list[float]] = {}
+    for row in summary:
+        if row["channel"] != "pipelined" and row["cpu_ratio_to_pipelined"]:
+            libraries.setdefault(row["channel"], []).append(row["cpu_ratio_to_pipelined"]["median"])
+    within = sorted((max(ratios), name) for name, ratios in libraries.items() if max(ratios) <= SWITCH_RATIO)
+    cheapest = min(((max(ratios), name) for name, ratios in libraries.items()), default=(None, None))
+    return {
+        "switch_ratio": SWITCH_RATIO,
+        "worst_median_ratio_by_library": {name: round(max(ratios), 3) for name, ratios in libraries.items()},
+        "within_ratio": [name for _, name in within],
+        "cheapest_library": cheapest[1],
+        "keep_hand_written": not within,
+    }
+
+
+def channels_markdown(rows: Sequence[Mapping[str, Any]], summary: Sequence[Mapping[str, Any]]) -> str:
+    verdict = channel_verdict(summary)
+    lines = [
+        "",
+        "Redis clients on the message path, side by side in this run (same gateway, Redis and model server; "
+        "the provider client on aiohttp, budgets off). CPU / message is the whole gateway process's CPU per "
+        "message in the median burst (a client's own threads included); ratios are to the pipelined channel's "
+        "run of the same round and streaming setting.",
+        "",
+        "| channel | streaming | rounds | CPU / message, median (min–max) | × pipelined CPU, median (min–max) "
+        "| messages/s, median (min–max) | × pipelined messages/s | paced p99 added | EVALSHA CPU, one at a time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in summary:
+        cpu, rate, ratio = row["cpu_ms_per_message"], row["messages_per_second"], row["cpu_ratio_to_pipelined"]
+        faster = row["throughput_ratio_to_pipelined"]
+        lines.append(
+            f"| {row['channel']} | {'on' if row['stream'] else 'off'} | {row['rounds']} | "
+            f"{cpu['median']:.2f} ms ({cpu['min']:.2f}–{cpu['max']:.2f}) | "
+            + (f"{ratio['median']:.2f}× ({ratio['min']:.2f}–{ratio['max']:.2f}) | " if ratio else "— | ")
+            + f"{rate['median']:,.0f} ({rate['min']:,.0f}–{rate['max']:,.0f}) | "
+            + (f"{faster['median']:.2f}× ({faster['min']:.2f}–{faster['max']:.2f}) | " if faster else "— | ")
+            + f"{row['paced_p99_added_ms']['median']:.1f} ms | {row['evalsha_cpu_us']['median']:.0f} µs |"
+        )
+    worst = verdict["worst_median_ratio_by_library"]
+    ratios = ", ".join(f"{name} {ratio:.2f}×" for name, ratio in worst.items())
+    if verdict["keep_hand_written"]:
+        said = f"no library comes within {SWITCH_RATIO:g}× of the pipelined channel's CPU per message ({ratios})"
+    else:
+        said = (
+            f"within {SWITCH_RATIO:g}× of the pipelined channel's CPU per message: "
+            f"{', '.join(verdict['within_ratio'])} (worst median ratio of the two streaming settings: {ratios}); "
+            f"the cheapest library is {verdict['cheapest_library']}"
+        )
+    lines += ["", f"Verdict: {said}.", "", "Every run, in the order it ran:", ""]
+    lines += [
+        "| round | channel | streaming | messages/s (median burst) | bursts | CPU / message | Redis commands / message "
+        "| paced p99 added | yardstick loop before/after |",
+        "|---:|---|---|---:|---|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        bursts = ", ".join(f"{value:,.0f}" for value in row["bursts"])
+        loop = "/".join(f"{value:g}" for value in row["reference_loop_ms_before_after"])
+        lines.append(
+            f"| {row['round'] + 1} | {row['channel']} | {'on' if row['stream'] else 'off'} | "
+            f"{row['messages_per_second']:,.0f} | {bursts} | {row['cpu_ms_per_message']:.2f} ms | "
+            f"{row['redis_commands_per_message']:.1f} | {row['paced_p99_added_ms']:.1f} ms | {loop} ms |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def compare_channels(
+    out_dir: str | Path, channels: Sequence[str] | str, *, rounds: int = CHANNEL_ROUNDS, **options: Any
+) -> int:
+    """Every channel with streaming on and off, ``rounds`` times interleaved (:func:`channel_runs`); the first run
+    (the pipelined channel, streaming on) is published in full, every run as a row, and the summary beside."""
+    from gateway.run.process import run_gateway_loop
+
+    names = _chosen_channels(channels)
+    _check_installed(names)
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    plan = channel_runs(names, rounds)
+    results, rows = [], []
+    for index, (number, channel, stream) in enumerate(plan, 1):
+        print(
+            f"bench throughput: run {index}/{len(plan)}: {channel}, streaming {'on' if stream else 'off'}, "
+            f"round {number + 1}",
+            file=sys.stderr,
+            flush=True,
+        )
+        result = run_gateway_loop(measure(transport="aiohttp", stream=stream, channel=channel, **options))
+        trips = result["redis_round_trips"]
+        rows.append(
+            {
+                **variant_summary(result),
+                "round": number,
+                "redis_commands_per_message": trips["per_message"],
+                "evalsha_cpu_us": trips["unit_cpu_us"]["channel_evalsha"],
+            }
+        )
+        results.append(result)
+    summary = channel_summary(rows)
+    published = {**results[0], "comparison": rows, "channels": summary, "channel_verdict": channel_verdict(summary)}
+    publish(out_dir, "bench_throughput", published, markdown(published) + channels_markdown(rows, summary))
+    return 0
+
+
 def main(
     out_dir: str | Path,
     *,
     variants: Sequence[tuple[str, bool] | tuple[str, bool, bool]] = VARIANTS,
     baseline: str | None = None,
+    channels: Sequence[str] | str | None = None,
+    rounds: int | None = None,
     **options: Any,
 ) -> int:
-    """Every variant in turn (the first is the published result), then ``baseline``'s code if given."""
+    """Every variant in turn (the first is the published result), then ``baseline``'s code if given.
+
+    With ``channels`` (or $FOLDGATE_BENCH_CHANNELS, e.g. ``pipelined,redis-py,coredis,glide``) the run compares
+    Redis channels instead (:func:`compare_channels`; ``rounds`` or $FOLDGATE_BENCH_ROUNDS, default 3).
+    """
     from gateway.run.process import run_gateway_loop  # the loop `foldgate run` uses, so the figure is the deployed one
+
+    if channels is None:
+        channels = os.environ.get(CHANNELS_ENV, "").strip() or None
+    if channels is not None:
+        if baseline:
+            raise ValueError("--baseline runs the provider-client variants; leave it out when comparing channels")
+        if rounds is None:
+            rounds = int(os.environ.get("FOLDGATE_BENCH_ROUNDS", "").strip() or CHANNEL_ROUNDS)
+        return compare_channels(out_dir, channels, rounds=rounds, **options)
 
     results = [
         run_gateway_loop(
@@ -1014,4 +1606,11 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--serve-model"]:
         serve_model()
     else:
-        sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "evals/out"))
+        import argparse
+
+        parser = argparse.ArgumentParser(prog="python -m evals.bench_throughput", description=__doc__.splitlines()[0])
+        parser.add_argument("out", nargs="?", default="evals/out", help="directory for the results")
+        parser.add_argument("--channels", help=f"compare Redis channels, some of {','.join(CHANNELS)}")
+        parser.add_argument("--rounds", type=int, help=f"rounds of the channel comparison (default {CHANNEL_ROUNDS})")
+        arguments = parser.parse_args()
+        sys.exit(main(arguments.out, channels=arguments.channels, rounds=arguments.rounds))
