@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import uuid
 
 import pytest
@@ -35,6 +36,7 @@ from gateway.store.channel import channel_for
 from gateway.store.windows import LearnedWindows
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
+from tests.fakes.workers import _count, sent, start_worker, stop, wait_for
 
 SUMMARIZER = "fake-summarizer"
 CHAT_WINDOW = 16_000
@@ -192,6 +194,31 @@ async def test_a_summarizer_smaller_than_the_chat_model_is_refused_once_for_the_
         assert server.overflowed == refused, "the second gateway sent the size already refused"
         assert later and all(prompt_tokens(r) <= 6_000 for r in later)
         assert compactions and all(c.summarizer == SUMMARIZER for c in compactions)
+
+
+async def test_another_os_process_reads_the_learned_window_before_its_first_summary(redis, redis_url):
+    """A gateway learns the summarizer's 6K window from one refusal; a worker process started afterwards on the
+    same Redis folds its own night within 6K from its first request: the refused size is never sent again."""
+    prefix = f"fgtest-{uuid.uuid4().hex[:8]}"
+    async with FakeLLMServer(handler=model, context_limit=CHAT_WINDOW, context_limits={SUMMARIZER: 6_000}) as server:
+        await backlog(redis, settings_for(redis_url, prefix, server), "night", 400, seed=6, long=True)
+        refused = list(server.overflowed)
+        assert len(refused) == 1
+        before = len(server.requests)
+        _, inbox = message_path(redis, settings_for(redis_url, prefix, server))
+        for index, text in enumerate(long_night(400, seed=8)):
+            await inbox.put(message("other-night", f"other-{index}", text))
+        auxiliary = json.dumps({"compression": {"model": SUMMARIZER}})
+        options = ["--context-length", str(CHAT_WINDOW), "--auxiliary", auxiliary]
+        worker = start_worker(redis_url, prefix, server.openai_base_url, options=options)
+        try:
+            await wait_for(lambda: _count(redis, f"{prefix}:sent", 1), timeout=240)
+        finally:
+            stop(worker)
+        later = [r for r in server.requests[before:] if SYSTEM_PROMPT[:40] in r.system]
+    assert server.overflowed == refused, "the worker process sent the size already refused"
+    assert later and all(prompt_tokens(r) <= 6_000 for r in later)
+    assert "PR #4821" in (await sent(redis, prefix))[0]["text"]
 
 
 async def test_a_chat_model_smaller_than_configured_is_learned_and_the_turn_still_answers(redis, redis_url):

@@ -131,6 +131,8 @@ async def main(args: argparse.Namespace) -> None:
     sections: dict[str, Any] = {"gateway": json.loads(args.gateway)} if args.gateway else {}
     if args.access:
         sections["access"] = json.loads(args.access)
+    if args.auxiliary:
+        sections["auxiliary"] = json.loads(args.auxiliary)
     settings = make_settings(
         args.redis, args.prefix, args.base_url, context_length=args.context_length, model=args.model, **sections
     )
@@ -188,6 +190,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-file", default="", help="where the process logs (INFO and up); default: stderr")
     parser.add_argument("--model", default="test-model", help="the model's name (a priced one meters dollars)")
     parser.add_argument("--access", default="", help="JSON: the access section (budgets, roles)")
+    parser.add_argument("--auxiliary", default="", help="JSON: the auxiliary section (the summarizer)")
     return parser.parse_args(argv)
 
 

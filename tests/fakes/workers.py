@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_worker(redis_url: str, prefix: str, base_url: str, **gateway: Any) -> subprocess.Popen:
+def start_worker(
+    redis_url: str, prefix: str, base_url: str, *, options: Sequence[str] = (), **gateway: Any
+) -> subprocess.Popen:
     """A gateway worker process (:mod:`tests.fakes.worker_process`) with the shipped gateway settings, but for the
-    keys of that section named here (``lock_ttl_seconds=2``)."""
+    keys of that section named here (``lock_ttl_seconds=2``); ``options`` are more of its command-line options
+    (``--context-length 16000``)."""
     argv = [
         sys.executable,
         "-m",
@@ -32,6 +36,7 @@ def start_worker(redis_url: str, prefix: str, base_url: str, **gateway: Any) -> 
     ]
     if gateway:
         argv += ["--gateway", json.dumps(gateway)]
+    argv += list(options)
     return subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
