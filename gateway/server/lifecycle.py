@@ -78,7 +78,7 @@ POOL_CONNECTIONS = 256
 POOL_WAIT_SECONDS = 30.0
 #: How many log lines an error message quotes.
 LOG_TAIL_LINES = 25
-#: Kept under its old name for scripts that record a server by hand (tests/test_embedded_lifecycle.py).
+#: Kept under its old name for scripts that record a server by hand (tests/gateway/server/test_embedded_lifecycle.py).
 _start_time = start_time
 
 

@@ -1,6 +1,6 @@
 """The agent's media on the fake providers: an in-memory store speaking the agent's ``MediaSource`` protocol
 (:class:`Shelf`), and one turn run on each provider route with every request body checked against the
-official SDK types (``tests.sdk_shapes``)."""
+official SDK types (``tests.fakes.sdk_shapes``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from agent.loop import Agent
 from agent.tools import ToolRegistry
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.responses_server import FakeResponsesServer
-from tests.sdk_shapes import validate_anthropic_messages, validate_chat_completions, validate_responses
+from tests.fakes.sdk_shapes import validate_anthropic_messages, validate_chat_completions, validate_responses
 
 
 class Shelf:

@@ -8,7 +8,7 @@ from typing import Any
 from agent.llm.openai_chat import TOOL_IMAGES_HEADING
 from agent.tokens import content_text
 from tests.fakes.llm_server import RecordedRequest, Reply
-from tests.sdk_shapes import validate_chat_completions
+from tests.fakes.sdk_shapes import validate_chat_completions
 
 
 def tool_names(request: RecordedRequest) -> list[str]:

@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -28,9 +27,10 @@ from gateway.platforms.split import split_message
 from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.paths import REPO
 from tests.fakes.workers import stop
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 WINDOW = 200_000
 #: Long enough for three Telegram messages (4096 UTF-16 units each).
 ANSWER = " ".join(f"line {i}: the replica caught up and the backlog drained." for i in range(200))
