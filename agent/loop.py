@@ -88,8 +88,8 @@ class ToolRunning:
 
 
 #: Everything a turn's watcher can be handed.
-TurnEvent = StreamEvent | ToolRunning
-TurnSink = Callable[[TurnEvent], Awaitable[None]]
+AgentEvent = StreamEvent | ToolRunning
+TurnSink = Callable[[AgentEvent], Awaitable[None]]
 
 #: Stands in for the result of a tool call the person stopped before it ran.
 STOPPED_TOOL_RESULT = '{"error": "stopped by the person before this tool ran"}'

@@ -99,7 +99,7 @@ def final_notice(error: ProviderError, waited: float) -> str:
 
 
 @dataclass(frozen=True)
-class Failure:
+class FailedTry:
     """What one failed try means for its chat."""
 
     #: The first failure of this outage in the chat: the person is told, once.
@@ -125,7 +125,7 @@ class ChatOutages:
         """The longest wait between tries: short bounds (tests, impatient deployments) retry more often."""
         return max(FIRST_RETRY_SECONDS, min(MAX_RETRY_SECONDS, self.bound / 10))
 
-    async def failed(self, chat: str, error: ProviderError, started: float) -> Failure:
+    async def failed(self, chat: str, error: ProviderError, started: float) -> FailedTry:
         """Record a failed try that began at ``started``; a try begun long after the last failure starts a new
         outage."""
         now = time.time()
@@ -136,12 +136,12 @@ class ChatOutages:
         waited = now - since
         remaining = self.bound - waited
         if remaining <= 0:
-            return Failure(first=tries == 1, expired=True, delay=0.0, waited=waited)
+            return FailedTry(first=tries == 1, expired=True, delay=0.0, waited=waited)
         step = min(self.cap, FIRST_RETRY_SECONDS * 2 ** (tries - 1))
         delay = random.uniform(step / 2, step)  # chats that failed together are not all tried together
         if error.retry_after:
             delay = max(delay, error.retry_after)  # the provider said when to come back
-        return Failure(first=tries == 1, expired=False, delay=min(delay, remaining), waited=waited)
+        return FailedTry(first=tries == 1, expired=False, delay=min(delay, remaining), waited=waited)
 
     async def ended(self, chat: str) -> None:
         """The chat was answered (or given up): its next failure is a new outage."""
@@ -208,7 +208,7 @@ class ProviderWatch:
             with contextlib.suppress(Exception):  # the record expires by itself; a new outage is recognised anyway
                 await self.outages.ended(chat)
 
-    async def failed(self, chat: str, entry: str, down: ProviderDown) -> Failure:
+    async def failed(self, chat: str, entry: str, down: ProviderDown) -> FailedTry:
         """``entry`` of ``chat`` failed because the provider is away: what that means for the chat."""
         self.health.failed(down.cause, f"{chat}|{entry}")
         self._waiting.add(chat)

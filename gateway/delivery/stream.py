@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from agent.cancelling import cancel_and_wait
 from agent.llm.stream import StreamReset, TextDelta
-from agent.loop import ToolRunning, TurnEvent, TurnStopped
+from agent.loop import AgentEvent, ToolRunning, TurnStopped
 from gateway.outage import is_redis_outage
 from gateway.platforms.base import Surface
 
@@ -67,7 +67,7 @@ class ReplyStream:
 
     # -- the sink ------------------------------------------------------------------------
 
-    async def __call__(self, event: TurnEvent) -> None:
+    async def __call__(self, event: AgentEvent) -> None:
         if not self.previews:
             return
         if isinstance(event, TextDelta):
@@ -183,7 +183,7 @@ class TurnWatch:
     def _stopped(self) -> TurnStopped:
         return TurnStopped(self.stream.streamed if self.stream is not None else "")
 
-    async def __call__(self, event: TurnEvent) -> None:
+    async def __call__(self, event: AgentEvent) -> None:
         if self.seen is not None:
             raise self.seen
         if self.stream is not None:

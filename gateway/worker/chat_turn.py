@@ -1,7 +1,7 @@
 """What one inbox entry's handling works with and how it ends, as the turn's steps and the chat commands share it.
 
 :class:`ChatTurn` is what a command receives; :class:`CommandHost` is the part of the worker a
-command may use (its store, inbox, agent builder, events, and compaction); :class:`Outcome` is
+command may use (its store, inbox, agent builder, events, and compaction); :class:`TurnEnd` is
 how every way of handling an entry ends, which the turn then delivers and finishes. Commands
 depend on this small interface, not on the runner, so neither module imports the other.
 """
@@ -106,7 +106,7 @@ class ChatTurn:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class TurnEnd:
     """How an entry ended: the session it ended in, the reply to send (if any), and whether that
     reply belongs to a committed turn (so sending it is recorded in the session meta)."""
 

@@ -15,7 +15,7 @@ from agent.llm.errors import plain_reason
 from gateway.outage import ProviderDown, RetryLater, final_notice, is_redis_outage, waiting_notice
 from gateway.store import StaleLock, reply_meta
 from gateway.worker.backlog import take_backlog
-from gateway.worker.chat_turn import Outcome
+from gateway.worker.chat_turn import TurnEnd
 from gateway.worker.turn import Turn
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class TurnFailures:
         self.retry_delay = retry_delay
         self._attempts: dict[str, int] = {}
 
-    async def settle(self, turn: Turn, error: BaseException) -> Outcome | None:
+    async def settle(self, turn: Turn, error: BaseException) -> TurnEnd | None:
         """How ``turn``, which failed with ``error``, ends: its outcome, or None to try the entry again.
 
         Re-raises what ends the worker's hold on the chat (a lost lock, a cancel, Redis away), and raises
@@ -60,7 +60,7 @@ class TurnFailures:
         self._attempts.pop(turn.message.update_id, None)
 
 
-async def give_up(turn: Turn, error: Exception) -> Outcome:
+async def give_up(turn: Turn, error: Exception) -> TurnEnd:
     """After repeated failures: keep the person's message in the session and tell them.
 
     If even that fails (the session cannot be read, the message cannot be stored), the entry is
@@ -89,12 +89,12 @@ async def give_up(turn: Turn, error: Exception) -> Outcome:
             with contextlib.suppress(Exception):
                 sid = await store.stored_session(turn.chat) or ""
         await turn.report_failure(sid, "failed", f"the message could not be handled or stored ({type(error).__name__})")
-        return Outcome(sid, None, committed=False)
+        return TurnEnd(sid, None, committed=False)
     await turn.report_failure(sid, "failed", f"handling the message kept failing ({type(error).__name__})")
-    return Outcome(sid, reply, committed=True)
+    return TurnEnd(sid, reply, committed=True)
 
 
-async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
+async def provider_down(turn: Turn, down: ProviderDown) -> TurnEnd:
     """The entry failed because the provider is away: tell the chat once, and have the chat handed out
     again after a backoff (raises :class:`RetryLater`), so order is kept and no slot is held while
     waiting. When the provider stayed away for the whole bound, the waiting messages are stored and
@@ -147,7 +147,7 @@ async def provider_down(turn: Turn, down: ProviderDown) -> Outcome:
         f"the model provider {plain_reason(error)} for {failure.waited:.0f} s; messages stored unanswered",
     )
     # Journaled under the entry the reply is recorded for (the batch's last), which a resend after a crash uses.
-    return Outcome(
+    return TurnEnd(
         sid,
         reply,
         committed=True,

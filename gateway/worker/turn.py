@@ -2,7 +2,7 @@
 
 The runner claims a chat and hands its entries, raw, to :mod:`gateway.worker.held_chat`, which parses
 each once and walks it through these steps. :meth:`Turn.run` ends in an
-:class:`~gateway.worker.chat_turn.Outcome`, which the turn then delivers and finishes. In order:
+:class:`~gateway.worker.chat_turn.TurnEnd`, which the turn then delivers and finishes. In order:
 
 1. :meth:`Turn.snapshot` — the chat's session pointer, meta and (for a model turn) live transcript;
 2. :meth:`Turn.already_handled` — an entry committed before a crash only has its reply resent;
@@ -66,7 +66,7 @@ from gateway.store.told import ToldOnce
 from gateway.worker.admission import verbatim_limit, verbatim_start
 from gateway.worker.approval import ChatApprover
 from gateway.worker.backlog import ALBUM_WINDOW, ParsedEntries, is_command, take_album, take_backlog
-from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, Outcome
+from gateway.worker.chat_turn import AgentFactory, ChatTurn, CommandHost, TurnEnd
 from gateway.worker.compactions import Compactions
 from gateway.worker.hygiene import estimate_session_tokens
 from gateway.worker.long_messages import MessageBound
@@ -172,7 +172,7 @@ class Turn:
         #: The chat's items as the agent reads them, keeping what the model and its tools make.
         self.media = ChatMedia(items.store, chat, items.fetch_again, items.keep_made)
 
-    async def run(self) -> Outcome:
+    async def run(self) -> TurnEnd:
         """The entry handled; raises :class:`ProviderDown` when the provider is away."""
         turn, history = await self.snapshot()
         outcome = self.already_handled(turn) or await self.command(turn)
@@ -184,7 +184,7 @@ class Turn:
         result, reply, stream = await self.run_agent(turn, prepared)
         reply, items = await self.commit(turn, prepared, result, reply)
         await self.report(turn, prepared, result)
-        return Outcome(
+        return TurnEnd(
             turn.session_id,
             None if self.quiet else reply,
             committed=True,
@@ -203,14 +203,14 @@ class Turn:
         """What this entry's handling works with in session ``session_id`` (what commands receive too)."""
         return ChatTurn(self.parts.command_host, self.chat, self.message, self.lock, session_id, meta)
 
-    def already_handled(self, turn: ChatTurn) -> Outcome | None:
+    def already_handled(self, turn: ChatTurn) -> TurnEnd | None:
         """An entry committed before a crash: only its reply may be missing, sent through the reply's journal
         so what the crashed attempt delivered is not sent again."""
         meta = turn.meta
         if meta.last_entry_id == turn.entry_id:
             missing = meta.replied_entry_id != turn.entry_id and bool(meta.last_reply or meta.last_reply_items)
             stream = self.parts.replies.stream(self.message, self.lock, previews=False) if missing else None
-            return Outcome(
+            return TurnEnd(
                 turn.session_id,
                 (meta.last_reply or "") if missing else None,
                 committed=True,
@@ -218,10 +218,10 @@ class Turn:
                 items=tuple(meta.last_reply_items) if missing else (),
             )
         if meta.took(turn.entry_id):  # taken into a turn before a crash
-            return Outcome(turn.session_id, None, committed=True, silent=True)
+            return TurnEnd(turn.session_id, None, committed=True, silent=True)
         return None
 
-    async def command(self, turn: ChatTurn) -> Outcome | None:
+    async def command(self, turn: ChatTurn) -> TurnEnd | None:
         reply = await handle_command(turn)
         if reply is None:
             return None
@@ -229,9 +229,9 @@ class Turn:
         await self.store.update_meta(
             self.chat, turn.session_id, lock=self.lock, last_entry_id=turn.entry_id, **reply_meta(reply)
         )
-        return Outcome(turn.session_id, reply, committed=True)
+        return TurnEnd(turn.session_id, reply, committed=True)
 
-    async def store_unanswered(self, turn: ChatTurn) -> Outcome:
+    async def store_unanswered(self, turn: ChatTurn) -> TurnEnd:
         """A message that asks for no reply (a group message not addressed to the bot) joins the session."""
         bound = self.parts.bound
         stored = await bound.bounded(turn, self.message, bound.limit(self.model(turn)), [])
@@ -248,8 +248,8 @@ class Turn:
             and told_once is not None
             and await told_once.first_for(self.chat, f"rate:{self.message.user_id}", 60)
         ):
-            return Outcome(turn.session_id, RATE_NOTICE, committed=False)
-        return Outcome(turn.session_id, None, committed=False)
+            return TurnEnd(turn.session_id, RATE_NOTICE, committed=False)
+        return TurnEnd(turn.session_id, None, committed=False)
 
     async def prepare(self, turn: ChatTurn, history: list[Message]) -> Prepared:
         """The backlog the turn takes in, the engine and its tools, idle compaction and hygiene over the session
@@ -587,7 +587,7 @@ class Turn:
 
     # ----------------------------------------------------------------- the ending
 
-    async def deliver(self, outcome: Outcome) -> None:
+    async def deliver(self, outcome: TurnEnd) -> None:
         """Send the outcome's reply, if it has one, through the stream that previewed it. A whole reply (a
         command's, a give-up notice) goes through the reply's journal too, as its resend after a crash does:
         each chunk is recorded as the platform accepts it, so no retry posts it again."""
@@ -603,7 +603,7 @@ class Turn:
         replies.closed(self.chat)
         await replies.deliver(answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
 
-    async def finish(self, outcome: Outcome) -> str | None:
+    async def finish(self, outcome: TurnEnd) -> str | None:
         """Record the reply as sent and remove the entry (a batch: its entries); the next entry.
 
         Recording the reply as sent and removing the entry are one fenced step; a crash between the send

@@ -101,7 +101,7 @@ class Poller:
     async def _poll(self, albums: Albums) -> None:
         offset: int | None = None
         failures = 0
-        ledger = Ledger()
+        ledger = Acknowledgements()
         while True:
             try:
                 updates = await self._fetch(offset, min(self.timeout, 1) if ledger.gathering else self.timeout)
@@ -179,7 +179,7 @@ class Poller:
             return None  # a 409 from the moment of the handover is the other poller's doing, not an outsider's
         return asking.result()
 
-    async def _deliver(self, update: Update, albums: Albums, ledger: Ledger) -> bool:
+    async def _deliver(self, update: Update, albums: Albums, ledger: Acknowledgements) -> bool:
         """Hand one polled update to the intake, or gather it into its album; False when it (or an album
         of its chat before it) could not be made durable (not acknowledged)."""
         if not await albums.before(update):
@@ -199,7 +199,7 @@ class Poller:
         return await take_in(updates, self.read, self.intake, then="it will be fetched again")
 
 
-class Ledger:
+class Acknowledgements:
     """Which polled updates are acknowledged, and so the offset to ask for next.
 
     An update is acknowledged once handed over (stored, a duplicate, skipped, or not recorded), an
