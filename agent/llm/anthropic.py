@@ -16,7 +16,7 @@ input) / ``content_block_stop``, ``message_delta`` (stop reason, output usage) a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent import json_codec
@@ -259,28 +259,37 @@ class MessagesStream:
     def feed(self, event: str, data: str) -> list[StreamEvent]:
         payload = event_object(data)
         kind = payload.get("type") or event
-        if kind == "content_block_delta":
-            return self._delta(payload)
-        if kind == "message_start":
-            message = payload.get("message") or {}
-            self._message = {key: value for key, value in message.items() if key != "content"}
-            self._usage.update(message.get("usage") or {})
-        elif kind == "content_block_start":
-            block = dict(payload.get("content_block") or {})
-            index = int(payload.get("index", len(self._blocks)))
-            self._blocks[index] = block
-            self._parts[index] = []
-            if block.get("type") == "tool_use":
-                return [ToolCallStarted(str(block.get("name") or ""))]
-        elif kind == "message_delta":
-            delta = payload.get("delta") or {}
-            self._message.update({key: value for key, value in delta.items() if value is not None})
-            self._usage.update({key: value for key, value in (payload.get("usage") or {}).items() if value is not None})
-        elif kind == "message_stop":
-            self.done = True
-        elif kind == "error":
-            raise stream_error(payload.get("error"))
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        return handler(self, payload) if handler is not None else []  # ping and unknown events change nothing
+
+    def _start(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+        message = payload.get("message") or {}
+        self._message = {key: value for key, value in message.items() if key != "content"}
+        self._usage.update(message.get("usage") or {})
         return []
+
+    def _block_start(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+        block = dict(payload.get("content_block") or {})
+        index = int(payload.get("index", len(self._blocks)))
+        self._blocks[index] = block
+        self._parts[index] = []
+        if block.get("type") == "tool_use":
+            return [ToolCallStarted(str(block.get("name") or ""))]
+        return []
+
+    def _message_delta(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+        """The stop reason and the output usage: fields left null here do not erase what ``message_start`` said."""
+        delta = payload.get("delta") or {}
+        self._message.update({key: value for key, value in delta.items() if value is not None})
+        self._usage.update({key: value for key, value in (payload.get("usage") or {}).items() if value is not None})
+        return []
+
+    def _stop(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+        self.done = True
+        return []
+
+    def _error(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
+        raise stream_error(payload.get("error"))
 
     def _delta(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
         index = int(payload.get("index", 0))
@@ -313,3 +322,14 @@ class MessagesStream:
                     {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": tool_input}
                 )
         return parse_response({**self._message, "content": content, "usage": self._usage})
+
+
+#: What each named event of the stream does to the answer being assembled.
+_HANDLERS: dict[str, Callable[[MessagesStream, Mapping[str, Any]], list[StreamEvent]]] = {
+    "message_start": MessagesStream._start,
+    "content_block_start": MessagesStream._block_start,
+    "content_block_delta": MessagesStream._delta,
+    "message_delta": MessagesStream._message_delta,
+    "message_stop": MessagesStream._stop,
+    "error": MessagesStream._error,
+}

@@ -252,19 +252,26 @@ class CodexAppServer:
     async def _dispatch(self, message: dict[str, Any]) -> None:
         if "method" in message and "id" in message:
             await self._answer_server_request(message)
+        elif "id" in message:
+            self._settle(message)
+        else:
+            self._notify(message)
+
+    def _settle(self, response: Mapping[str, Any]) -> None:
+        """Hand an answer to the request waiting for it (one that timed out or was failed is past caring)."""
+        future = self._pending.get(response["id"])
+        if future is None or future.done():
             return
-        if "id" in message:
-            future = self._pending.get(message["id"])
-            if future is None or future.done():
-                return
-            if "error" in message:
-                error = message["error"] or {}
-                future.set_exception(AppServerError(f"codex app-server: {error.get('message') or error}"))
-            else:
-                future.set_result(message.get("result"))
-            return
-        method = str(message.get("method") or "")
-        params = message.get("params") or {}
+        if "error" in response:
+            error = response["error"] or {}
+            future.set_exception(AppServerError(f"codex app-server: {error.get('message') or error}"))
+        else:
+            future.set_result(response.get("result"))
+
+    def _notify(self, notification: Mapping[str, Any]) -> None:
+        """Note what a thread's notification says about compactions and usage, then pass it to its listeners."""
+        method = str(notification.get("method") or "")
+        params = notification.get("params") or {}
         thread_id = params.get("threadId") or (params.get("thread") or {}).get("id")
         if not thread_id:
             return
@@ -350,23 +357,32 @@ class CodexAppServer:
                     params["model"] = model
                 result = await self.request("turn/start", params)
                 turn_id = str(((result or {}).get("turn") or {}).get("id") or "")
-                replies: dict[str, str] = {}
-                while True:
-                    method, event = await self._next_event(queue, "a turn")
-                    item = event.get("item") or {}
-                    if method == "item/completed" and item.get("type") == "agentMessage":
-                        replies[str(item.get("id"))] = str(item.get("text") or "")
-                    elif method == "turn/completed":
-                        turn = event.get("turn") or {}
-                        if turn_id and turn.get("id") not in (None, turn_id):
-                            continue
-                        if turn.get("status") != "completed":
-                            raise self._turn_failure(turn)
-                        break
+                replies = await self._replies_until_done(queue, turn_id)
         reply = "\n\n".join(text for text in replies.values() if text)
         return TurnOutcome(
             thread_id, turn_id, reply, self.usage.get(thread_id, ThreadUsage()), self.compactions[thread_id] - before
         )
+
+    async def _replies_until_done(
+        self, queue: asyncio.Queue[tuple[str, dict[str, Any]]], turn_id: str
+    ) -> dict[str, str]:
+        """The agent messages of turn ``turn_id`` by item id, once it completed; its failure raised if it did not.
+
+        A ``turn/completed`` naming another turn is not this one's end and is passed over.
+        """
+        replies: dict[str, str] = {}
+        while True:
+            method, event = await self._next_event(queue, "a turn")
+            item = event.get("item") or {}
+            if method == "item/completed" and item.get("type") == "agentMessage":
+                replies[str(item.get("id"))] = str(item.get("text") or "")
+            elif method == "turn/completed":
+                turn = event.get("turn") or {}
+                if turn_id and turn.get("id") not in (None, turn_id):
+                    continue
+                if turn.get("status") != "completed":
+                    raise self._turn_failure(turn)
+                return replies
 
     async def compact(self, thread_id: str) -> NativeCompaction:
         """``thread/compact/start`` and wait for the compaction item and its turn to complete."""

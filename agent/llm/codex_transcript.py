@@ -41,6 +41,12 @@ def pending_input(messages: Sequence[Mapping[str, Any]]) -> str:
     if last is not None:
         fresh = [m for m in messages[last + 1 :] if m.get("role") == "user"]
         return "\n\n".join(content_text(m.get("content")) for m in fresh)
+    return _whole_conversation(messages)
+
+
+def _whole_conversation(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The conversation as one first message for a new thread: the instructions, what was said so far, and the
+    newest user message last (alone when there is nothing before it, so a fresh chat reads as itself)."""
     system = [content_text(m.get("content")) for m in messages if m.get("role") == "system"]
     others = [m for m in messages if m.get("role") in ("user", "assistant")]
     newest = others[-1] if others and others[-1].get("role") == "user" else None

@@ -213,15 +213,31 @@ def classify_failure(
         if body:
             refusal = refusal.or_else(read_window_refusal(body))
         return ContextTooLong.from_refusal(message, refusal, status=status, body=detail)
-    if status == 429 or (status is None and kind in ("rate_limit_error", "rate_limit_exceeded")):
-        return RateLimited(message, status=status, body=detail)
-    if status == 408 or (status is None and kind == "timeout_error"):
-        return ProviderTimeout(message, status=status, body=detail)
-    if status is not None and (status == 409 or status >= 500):
-        return ProviderUnavailable(message, status=status, body=detail)
-    if status is None and (kind in _TRANSIENT_KINDS or not kind):
-        return ProviderUnavailable(message, body=detail)
-    return ProviderRejected(message, status=status, body=detail)
+    failure = _status_failure(status) if status is not None else _stream_failure(kind)
+    return failure(message, status=status, body=detail)
+
+
+def _status_failure(status: int) -> type[ProviderError]:
+    """The kind of a refusal that came as an HTTP status (and is not over the window)."""
+    if status == 429:
+        return RateLimited
+    if status == 408:
+        return ProviderTimeout
+    if status == 409 or status >= 500:
+        return ProviderUnavailable
+    return ProviderRejected
+
+
+def _stream_failure(kind: str) -> type[ProviderError]:
+    """The kind of a refusal reported without a status, mid-stream: its error type decides, and a failure that
+    names no type is taken as passing."""
+    if kind in ("rate_limit_error", "rate_limit_exceeded"):
+        return RateLimited
+    if kind == "timeout_error":
+        return ProviderTimeout
+    if kind in _TRANSIENT_KINDS or not kind:
+        return ProviderUnavailable
+    return ProviderRejected
 
 
 def _is_context_refusal(status: int | None, lowered: str) -> bool:

@@ -30,6 +30,7 @@ import os
 import socket
 import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache, partial
 from importlib import metadata
 from typing import Any, Literal
@@ -232,9 +233,24 @@ def _proxy_status(cause: BaseException) -> int | None:
     return int(text[:3]) if isinstance(cause, httpx.ProxyError) and text[:3].isdigit() else None
 
 
-def _socks_failure(cause: BaseException, host: str, detail: str, config_key: str) -> ProviderError | None:
-    """A SOCKS proxy that cannot be reached or refuses us (to be fixed), or that cannot reach ``host`` (may pass)."""
-    check = f"check {config_key}.proxy, ALL_PROXY, HTTPS_PROXY and NO_PROXY"
+@dataclass(frozen=True)
+class _FailedRequest:
+    """The request that got no answer, as the messages about it name it."""
+
+    url: str
+    host: str
+    #: The innermost cause that says anything, with its type: what actually went wrong.
+    detail: str
+    #: The settings' section the messages point to (``model``, or a side model's).
+    config_key: str
+    #: Whether the failure came while connecting: a TLS error then is the handshake's, not a dropped stream's.
+    connecting: bool
+
+
+def _socks_failure(cause: BaseException, failed: _FailedRequest) -> ProviderError | None:
+    """A SOCKS proxy that cannot be reached or refuses us (to be fixed), or that cannot reach the host (may pass)."""
+    host, detail = failed.host, failed.detail
+    check = f"check {failed.config_key}.proxy, ALL_PROXY, HTTPS_PROXY and NO_PROXY"
     if isinstance(cause, python_socks.ProxyConnectionError):
         return ProviderUnreachable(f"the SOCKS proxy for {host} cannot be reached ({cause}): {check}")
     if isinstance(cause, asyncio.IncompleteReadError):  # some proxies hang up on a wrong login instead of answering
@@ -249,6 +265,59 @@ def _socks_failure(cause: BaseException, host: str, detail: str, config_key: str
     return None
 
 
+def _address_failure(cause: BaseException, failed: _FailedRequest) -> ProviderError | None:
+    """A URL no transport here can send to, or a host name that does not resolve: for good, or only for now."""
+    key, host, detail = failed.config_key, failed.host, failed.detail
+    if isinstance(cause, httpx.UnsupportedProtocol):
+        return ProviderUnreachable(f"cannot send to {failed.url} ({detail}): check {key}.base_url")
+    if not isinstance(cause, socket.gaierror):
+        return None
+    if cause.errno in _NO_SUCH_NAME:
+        return ProviderUnreachable(
+            f"cannot resolve {host}: check {key}.base_url, your DNS, or set HTTPS_PROXY if this "
+            f"network needs a proxy ({detail})"
+        )
+    return ProviderUnavailable(f"looking up {host} failed for now ({detail})")
+
+
+def _certificate_failure(cause: BaseException, failed: _FailedRequest) -> ProviderError | None:
+    """A certificate this machine does not trust: retrying meets the same certificate."""
+    if not isinstance(cause, ssl.SSLCertVerificationError):
+        return None
+    reason = getattr(cause, "verify_message", "") or str(cause)
+    return ProviderUnreachable(
+        f"the TLS certificate of {failed.host} is not trusted ({reason}): if a proxy or a private CA signs it, "
+        f"set SSL_CERT_FILE to that CA bundle"
+    )
+
+
+def _proxy_failure(cause: BaseException, failed: _FailedRequest) -> ProviderError | None:
+    """An HTTP proxy's own refusal (to be fixed), or its failure to reach the host (may pass)."""
+    status = _proxy_status(cause)
+    if status is None and not isinstance(cause, aiohttp.ClientProxyConnectionError):
+        return None
+    if status is None or status in _PROXY_REFUSALS:
+        return ProviderUnreachable(
+            f"the proxy for {failed.host} refused the connection ({failed.detail}): check {failed.config_key}.proxy, "
+            f"HTTPS_PROXY and NO_PROXY"
+        )
+    return ProviderUnavailable(f"the proxy could not reach {failed.host} ({failed.detail})")
+
+
+def _handshake_failure(cause: BaseException, failed: _FailedRequest) -> ProviderError | None:
+    """A TLS handshake that fails while connecting: most often https:// sent to a port that speaks plain HTTP."""
+    if not (isinstance(cause, ssl.SSLError) and failed.connecting):
+        return None
+    return ProviderUnreachable(
+        f"the TLS handshake with {failed.host} failed ({failed.detail}): check {failed.config_key}.base_url "
+        f"(https:// to a plain-HTTP port?)"
+    )
+
+
+#: What one cause in a failure's chain may say, asked in this order of each cause: the first answer decides.
+_CAUSE_READERS = (_socks_failure, _address_failure, _certificate_failure, _proxy_failure, _handshake_failure)
+
+
 def transport_failure(error: BaseException, url: str, *, config_key: str = "model") -> ProviderError:
     """The typed error for a request to ``url`` that got no usable HTTP answer.
 
@@ -257,43 +326,16 @@ def transport_failure(error: BaseException, url: str, *, config_key: str = "mode
     what no retry can cure is :class:`ProviderUnreachable`: a name that does not exist, a
     certificate that is not trusted or a TLS handshake that fails, a proxy that refuses us.
     """
-    host = _host(url)
     chain = _causes(error)
     root = next((cause for cause in reversed(chain) if str(cause)), chain[-1])
     detail = f"{type(root).__name__}: {root}"
     connecting = any(isinstance(cause, (aiohttp.ClientConnectorError, httpx.ConnectError)) for cause in chain)
+    failed = _FailedRequest(url, _host(url), detail, config_key, connecting)
     for cause in chain:
-        socks = _socks_failure(cause, host, detail, config_key)
-        if socks is not None:
-            return socks
-        if isinstance(cause, httpx.UnsupportedProtocol):
-            return ProviderUnreachable(f"cannot send to {url} ({detail}): check {config_key}.base_url")
-        if isinstance(cause, socket.gaierror):
-            if cause.errno in _NO_SUCH_NAME:
-                return ProviderUnreachable(
-                    f"cannot resolve {host}: check {config_key}.base_url, your DNS, or set HTTPS_PROXY if this "
-                    f"network needs a proxy ({detail})"
-                )
-            return ProviderUnavailable(f"looking up {host} failed for now ({detail})")
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            reason = getattr(cause, "verify_message", "") or str(cause)
-            return ProviderUnreachable(
-                f"the TLS certificate of {host} is not trusted ({reason}): if a proxy or a private CA signs it, "
-                f"set SSL_CERT_FILE to that CA bundle"
-            )
-        status = _proxy_status(cause)
-        if status is not None or isinstance(cause, aiohttp.ClientProxyConnectionError):
-            if status is None or status in _PROXY_REFUSALS:
-                return ProviderUnreachable(
-                    f"the proxy for {host} refused the connection ({detail}): check {config_key}.proxy, "
-                    f"HTTPS_PROXY and NO_PROXY"
-                )
-            return ProviderUnavailable(f"the proxy could not reach {host} ({detail})")
-        if isinstance(cause, ssl.SSLError) and connecting:
-            return ProviderUnreachable(
-                f"the TLS handshake with {host} failed ({detail}): check {config_key}.base_url "
-                f"(https:// to a plain-HTTP port?)"
-            )
+        for read in _CAUSE_READERS:
+            failure = read(cause, failed)
+            if failure is not None:
+                return failure
     if any(isinstance(cause, (aiohttp.ServerTimeoutError, TimeoutError)) for cause in chain) or (
         isinstance(chain[-1], httpx.TimeoutException)
     ):

@@ -119,27 +119,7 @@ class LocalDemoModel:
     ) -> Completion:
         self.requests += 1
         tool_names = {t.get("function", {}).get("name") for t in tools or ()}
-        last = messages[-1] if messages else {}
-        if last.get("role") == "tool":
-            completion = self._answer_from_search(messages)
-        else:
-            question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")
-            if question and _is_question(question) and "session_search" in tool_names:
-                call: dict[str, Any] = {
-                    "id": f"local_{self.requests}",
-                    "type": "function",
-                    "function": {
-                        "name": "session_search",
-                        "arguments": json_codec.dumps_text({"query": _keywords(question)}),
-                    },
-                }
-                completion = Completion(text="", tool_calls=[call], finish_reason="tool_calls")
-            else:
-                words = len(question.split())
-                completion = Completion(
-                    text=f"Noted ({words} words). "
-                    "Ask me about anything from earlier — I can search the whole conversation."
-                )
+        completion = self._reply(messages, tool_names)
         prompt = count_messages([dict(m) for m in messages]) + count_text(json_codec.dumps_text(list(tools or ())))
         out = count_text(completion.text) + sum(count_text(c["function"]["arguments"]) for c in completion.tool_calls)
         usage = Usage(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out)
@@ -149,6 +129,28 @@ class LocalDemoModel:
             for call in completion.tool_calls:
                 await on_event(ToolCallStarted(call["function"]["name"]))
         return Completion(completion.text, completion.tool_calls, completion.finish_reason, usage, {})
+
+    def _reply(self, messages: Sequence[Mapping[str, Any]], tool_names: set[Any]) -> Completion:
+        """What to answer, before usage is counted: the search's best hit after a search, a search for a
+        question, an acknowledgement for anything else."""
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            return self._answer_from_search(messages)
+        question = next((text_of(m) for m in reversed(messages) if is_real_user_message(m)), "")
+        if question and _is_question(question) and "session_search" in tool_names:
+            call: dict[str, Any] = {
+                "id": f"local_{self.requests}",
+                "type": "function",
+                "function": {
+                    "name": "session_search",
+                    "arguments": json_codec.dumps_text({"query": _keywords(question)}),
+                },
+            }
+            return Completion(text="", tool_calls=[call], finish_reason="tool_calls")
+        words = len(question.split())
+        return Completion(
+            text=f"Noted ({words} words). Ask me about anything from earlier — I can search the whole conversation."
+        )
 
     @staticmethod
     def _answer_from_search(messages: Sequence[Mapping[str, Any]]) -> Completion:

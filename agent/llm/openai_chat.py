@@ -224,39 +224,33 @@ class ChatStream:
         self._model = chunk.get("model") or self._model
         out: list[StreamEvent] = []
         for choice in chunk.get("choices") or ():
-            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            text = delta.get("content")
-            if isinstance(text, str) and text:
-                self._text.append(text)
-                out.append(TextDelta(text))
-            for fragment in delta.get("tool_calls") or ():
-                out += self._call_fragment(fragment)
-            if isinstance(delta.get("images"), list):
-                self._images += delta["images"]
-            if choice.get("finish_reason"):
-                self._finish = str(choice["finish_reason"])
+            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+                out += self._choice(choice)
+        return out
+
+    def _choice(self, choice: Mapping[str, Any]) -> list[StreamEvent]:
+        """One chunk of the first choice (the only one asked for): text, tool-call pieces, images, the finish."""
+        out: list[StreamEvent] = []
+        delta = choice.get("delta") or {}
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self._text.append(text)
+            out.append(TextDelta(text))
+        for fragment in delta.get("tool_calls") or ():
+            out += self._call_fragment(fragment)
+        if isinstance(delta.get("images"), list):
+            self._images += delta["images"]
+        if choice.get("finish_reason"):
+            self._finish = str(choice["finish_reason"])
         return out
 
     def _call_fragment(self, fragment: Any) -> list[StreamEvent]:
-        """One piece of a tool call, placed by its ``index``; a new id at a known index starts a new call,
-        and a piece without an index (some servers omit it) continues the last call unless it names a new one."""
+        """One piece of a tool call, added to the call it belongs to (see :meth:`_slot`)."""
         if not isinstance(fragment, Mapping):
             raise BadResponse(f"tool call fragment is not an object: {fragment!r}"[:300])
         function = fragment.get("function") or {}
-        name, call_id, index = function.get("name"), fragment.get("id"), fragment.get("index")
-        slot = self._slots.get(index) if isinstance(index, int) else (len(self._calls) - 1 if self._calls else None)
-        if slot is not None:
-            known = self._calls[slot]
-            if (call_id and known["id"] and call_id != known["id"]) or (name and known["name"] and index is None):
-                slot = None
-        if slot is None:
-            slot = len(self._calls)
-            self._calls.append({"id": "", "name": "", "arguments": []})
-            if isinstance(index, int):
-                self._slots[index] = slot
-        call = self._calls[slot]
+        name, call_id = function.get("name"), fragment.get("id")
+        call = self._calls[self._slot(fragment.get("index"), call_id, name)]
         if call_id:
             call["id"] = str(call_id)
         started: list[StreamEvent] = []
@@ -267,6 +261,21 @@ class ChatStream:
         if isinstance(arguments, str):
             call["arguments"].append(arguments)
         return started
+
+    def _slot(self, index: Any, call_id: Any, name: Any) -> int:
+        """Where in ``_calls`` a piece goes, placed by its ``index``; a new id at a known index starts a new call,
+        and a piece without an index (some servers omit it) continues the last call unless it names a new one."""
+        slot = self._slots.get(index) if isinstance(index, int) else (len(self._calls) - 1 if self._calls else None)
+        if slot is not None:
+            known = self._calls[slot]
+            if (call_id and known["id"] and call_id != known["id"]) or (name and known["name"] and index is None):
+                slot = None
+        if slot is None:
+            slot = len(self._calls)
+            self._calls.append({"id": "", "name": "", "arguments": []})
+            if isinstance(index, int):
+                self._slots[index] = slot
+        return slot
 
     def result(self) -> Completion:
         if self._finish is None:

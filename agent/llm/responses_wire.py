@@ -96,43 +96,58 @@ def convert_messages(
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
     for message in messages:
-        role = message.get("role")
-        if role == "system":
+        if message.get("role") == "system":
             text = content_text(message.get("content"))
             if text:
                 instructions.append(text)
-        elif role == "user":
-            items.append({"type": "message", "role": "user", "content": _user_content(message.get("content"))})
-        elif role == "assistant":
-            items += _replayable(message, issuer, model)
-            text = content_text(message.get("content"))
-            if text:  # an earlier answer goes back as a plain assistant message (stateless: no output item ids)
-                items.append({"type": "message", "role": "assistant", "content": text})
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") or {}
-                arguments = function.get("arguments")
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call["id"],
-                        "name": function.get("name") or "",
-                        "arguments": arguments
-                        if isinstance(arguments, str)
-                        else json_codec.dumps_text(arguments or {}),
-                    }
-                )
-        elif role == "tool":
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message["tool_call_id"],
-                    "output": _tool_output(message.get("content")),
-                }
-            )
+        else:
+            items += _input_items(message, issuer, model)
     latest = max((i for i, item in enumerate(items) if item.get("type") == "compaction"), default=None)
     if latest is not None:
         items = items[latest:]  # the newest compaction item carries everything before it
     return "\n\n".join(instructions), items
+
+
+def _input_items(message: Mapping[str, Any], issuer: str, model: str | None) -> list[dict[str, Any]]:
+    """The input items of one user, assistant or tool message (a message of any other role has none)."""
+    role = message.get("role")
+    if role == "user":
+        return [{"type": "message", "role": "user", "content": _user_content(message.get("content"))}]
+    if role == "assistant":
+        return _assistant_items(message, issuer, model)
+    if role == "tool":
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message["tool_call_id"],
+                "output": _tool_output(message.get("content")),
+            }
+        ]
+    return []
+
+
+def _assistant_items(message: Mapping[str, Any], issuer: str, model: str | None) -> list[dict[str, Any]]:
+    """An earlier answer: its replayable opaque items, its text, then its tool calls."""
+    items = _replayable(message, issuer, model)
+    text = content_text(message.get("content"))
+    if text:  # an earlier answer goes back as a plain assistant message (stateless: no output item ids)
+        items.append({"type": "message", "role": "assistant", "content": text})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call["id"],
+                "name": function.get("name") or "",
+                "arguments": _arguments_text(function.get("arguments")),
+            }
+        )
+    return items
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A tool call's arguments as the JSON text both directions carry (a server may hand over an object)."""
+    return arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments or {})
 
 
 def convert_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -210,30 +225,13 @@ def parse_response(data: Any, issuer: str, model: str | None = None) -> Response
             raise BadResponse("output item is not an object")
         kind = item.get("type")
         if kind == "message":
-            for part in item.get("content") or ():
-                if isinstance(part, Mapping) and part.get("type") in ("output_text", "text"):
-                    texts.append(str(part.get("text") or ""))
+            texts += _output_texts(item)
         elif kind == "function_call":
-            arguments = item.get("arguments")
-            calls.append(
-                {
-                    "id": str(item.get("call_id") or item.get("id") or ""),
-                    "type": "function",
-                    "function": {
-                        "name": str(item.get("name") or ""),
-                        "arguments": arguments
-                        if isinstance(arguments, str)
-                        else json_codec.dumps_text(arguments or {}),
-                    },
-                }
-            )
+            calls.append(_tool_call(item))
         elif kind in OPAQUE_ITEM_TYPES and item.get("encrypted_content"):
             opaque.append(dict(item))
     text = "".join(texts)
-    incomplete = (data.get("incomplete_details") or {}) if data.get("status") == "incomplete" else {}
-    finish = "length" if incomplete.get("reason") == "max_output_tokens" else ("tool_calls" if calls else "stop")
-    if incomplete.get("reason") == "content_filter":
-        finish = "content_filter"
+    finish = _finish_reason(data, bool(calls))
     if not text.strip() and not calls:
         raise empty_answer(finish)
     return ResponsesCompletion(
@@ -245,6 +243,34 @@ def parse_response(data: Any, issuer: str, model: str | None = None) -> Response
         replay={"issuer": issuer, "model": model or data.get("model"), "items": opaque} if opaque else None,
         compacted=any(item.get("type") == "compaction" for item in opaque),
     )
+
+
+def _output_texts(item: Mapping[str, Any]) -> list[str]:
+    """The text parts of an output message (a refusal or other part is not the answer's text)."""
+    return [
+        str(part.get("text") or "")
+        for part in item.get("content") or ()
+        if isinstance(part, Mapping) and part.get("type") in ("output_text", "text")
+    ]
+
+
+def _tool_call(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``function_call`` output item as a chat-completions tool call (its ``call_id`` is what results answer)."""
+    return {
+        "id": str(item.get("call_id") or item.get("id") or ""),
+        "type": "function",
+        "function": {"name": str(item.get("name") or ""), "arguments": _arguments_text(item.get("arguments"))},
+    }
+
+
+def _finish_reason(data: Mapping[str, Any], called: bool) -> str:
+    """Why the answer ended, in chat-completions words: an incomplete response says why, a complete one ended on
+    its own or to call tools."""
+    incomplete = (data.get("incomplete_details") or {}) if data.get("status") == "incomplete" else {}
+    finish = "length" if incomplete.get("reason") == "max_output_tokens" else ("tool_calls" if called else "stop")
+    if incomplete.get("reason") == "content_filter":
+        finish = "content_filter"
+    return finish
 
 
 def is_compaction_rejection(status: int, body: Any) -> bool:
