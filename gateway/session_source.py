@@ -176,33 +176,46 @@ class ChatHistory:
 
     async def messages_by_id(self, ids: Sequence[str]) -> Sequence[dict[str, Any]]:
         wanted = [str(i) for i in ids]
+        plain, qualified = self._split_ids(wanted)
         found: dict[str, dict[str, Any]] = {}
+        if plain:
+            found.update(await _by_id(self.store, self.chat, await self._chain(), plain))
+        if qualified:
+            found.update(await self._qualified_hits(qualified))
+        return [found[i] for i in wanted if i in found]
+
+    def _split_ids(self, wanted: Sequence[str]) -> tuple[list[str], dict[str, list[tuple[str, str]]]]:
+        """The ids of the current conversation (plain), and those naming another session, by session (as
+        ``(asked id, plain id)``); only ``every_session`` reads ids of the second kind as such."""
         plain: list[str] = []
-        qualified: dict[str, list[tuple[str, str]]] = {}  # session -> [(asked id, plain id)]
+        qualified: dict[str, list[tuple[str, str]]] = {}
         for asked in wanted:
             sid, separator, local = asked.partition(ID_SEPARATOR)
             if not self.every_session or not separator:
                 plain.append(asked)
             else:
                 qualified.setdefault(sid, []).append((asked, local))
-        if plain:
-            found.update(await _by_id(self.store, self.chat, await self._chain(), plain))
-        if qualified:
-            chains = {
-                sid: conversation.sessions
-                for conversation in await conversations(self.store, self.chat, self.session_id)
-                for sid in conversation.sessions
-            }
-            for sid, pairs in qualified.items():
-                chain = chains.get(sid)  # only sessions of this chat's own conversations are read
-                if chain is None:
-                    continue
-                head = chain[-1]
-                hits = await _by_id(self.store, self.chat, chain, [local for _, local in pairs])
-                for asked, local in pairs:
-                    if local in hits:
-                        found[asked] = {**hits[local], "_id": asked, "_session": head}
-        return [found[i] for i in wanted if i in found]
+        return plain, qualified
+
+    async def _qualified_hits(self, qualified: dict[str, list[tuple[str, str]]]) -> dict[str, dict[str, Any]]:
+        """The messages asked for by session-qualified id, found in that session's conversation, by asked id;
+        a session that is none of this chat's own conversations' is not read."""
+        chains = {
+            sid: conversation.sessions
+            for conversation in await conversations(self.store, self.chat, self.session_id)
+            for sid in conversation.sessions
+        }
+        found: dict[str, dict[str, Any]] = {}
+        for sid, pairs in qualified.items():
+            chain = chains.get(sid)
+            if chain is None:
+                continue
+            head = chain[-1]
+            hits = await _by_id(self.store, self.chat, chain, [local for _, local in pairs])
+            for asked, local in pairs:
+                if local in hits:
+                    found[asked] = {**hits[local], "_id": asked, "_session": head}
+        return found
 
 
 async def conversation_messages(store: SessionStore, chat: str, session_id: str) -> list[dict[str, Any]]:

@@ -88,23 +88,9 @@ def redis_address(url: str) -> str:
 def redis_failure(error: BaseException, settings: Settings, *, timeout: float = REDIS_CONNECT_SECONDS) -> StartupError:
     """The one-line error for a failure to reach the Redis ``settings`` name (or to start the embedded one);
     ``timeout`` is the deadline the caller gave it."""
-    from gateway.server.lifecycle import EmbeddedRedisError, EmbeddedRedisInUse
-
     url = settings.redis.url.strip()
     if not url:
-        if isinstance(error, EmbeddedRedisInUse):
-            return StartupError(one_line(error), setting="gateway.home")
-        if isinstance(error, EmbeddedRedisError):
-            return StartupError(
-                f"the embedded Redis server did not start ({one_line(error)}) — read that log, "
-                "or set redis.url to a Redis server you run",
-                setting="gateway.home",
-            )
-        return StartupError(
-            f"the embedded Redis server did not answer ({type(error).__name__}: {one_line(error)})"
-            " — set redis.url to a Redis server you run",
-            setting="gateway.home",
-        )
+        return _embedded_failure(error)
     where = redis_address(url)
     chain = _causes(error)
     if any(isinstance(cause, (RedisTimeoutError, TimeoutError)) for cause in chain):
@@ -113,41 +99,77 @@ def redis_failure(error: BaseException, settings: Settings, *, timeout: float = 
             "in redis.url and that a firewall lets this machine reach it",
             setting="redis.url",
         )
-    if any(isinstance(cause, (AuthenticationError, AuthorizationError)) for cause in chain) or (
-        isinstance(error, ResponseError)
-        and (str(error).split(" ", 1)[0] in ("NOAUTH", "WRONGPASS", "NOPERM") or str(error).startswith("ERR AUTH"))
-    ):
+    if _login_refused(error, chain):
         return StartupError(
             f"Redis at {where} refused the login ({one_line(error)}) — put the right user and password in "
             "redis.url (redis://USER:PASSWORD@host:port/0)",
             setting="redis.url",
         )
     for cause in chain:
-        if isinstance(cause, socket.gaierror):
-            return StartupError(
-                f"cannot resolve the host of {where} ({cause.strerror or cause}) — check the host name in redis.url",
-                setting="redis.url",
-            )
-        if isinstance(cause, ConnectionRefusedError):
-            return StartupError(
-                f"nothing accepts connections at {where} (connection refused) — start Redis there, "
-                "or correct the host and port in redis.url (empty = the embedded server)",
-                setting="redis.url",
-            )
-        if isinstance(cause, FileNotFoundError):
-            return StartupError(
-                f"no Redis socket at {where} — start Redis there, or correct redis.url", setting="redis.url"
-            )
-        if isinstance(cause, ssl.SSLError):
-            return StartupError(
-                f"the TLS handshake with {where} failed ({one_line(cause)}) — rediss:// needs a "
-                "server that speaks TLS; check redis.url",
-                setting="redis.url",
-            )
+        if (failure := _connection_failure(cause, where)) is not None:
+            return failure
     return StartupError(
         f"cannot use Redis at {where} ({type(error).__name__}: {one_line(error)}) — check redis.url",
         setting="redis.url",
     )
+
+
+def _embedded_failure(error: BaseException) -> StartupError:
+    """Why the embedded server (no ``redis.url``) is of no use: another process holds it, it did not start, or
+    it did not answer."""
+    from gateway.server.lifecycle import EmbeddedRedisError, EmbeddedRedisInUse
+
+    if isinstance(error, EmbeddedRedisInUse):
+        return StartupError(one_line(error), setting="gateway.home")
+    if isinstance(error, EmbeddedRedisError):
+        return StartupError(
+            f"the embedded Redis server did not start ({one_line(error)}) — read that log, "
+            "or set redis.url to a Redis server you run",
+            setting="gateway.home",
+        )
+    return StartupError(
+        f"the embedded Redis server did not answer ({type(error).__name__}: {one_line(error)})"
+        " — set redis.url to a Redis server you run",
+        setting="gateway.home",
+    )
+
+
+def _login_refused(error: BaseException, chain: list[BaseException]) -> bool:
+    """Whether Redis refused the user or password: the client's own error for it, or a server's reply that says
+    so (``NOAUTH``, ``WRONGPASS``, ``NOPERM``, ``ERR AUTH …``) where the client did not recognise it."""
+    if any(isinstance(cause, (AuthenticationError, AuthorizationError)) for cause in chain):
+        return True
+    said = str(error)
+    return isinstance(error, ResponseError) and (
+        said.split(" ", 1)[0] in ("NOAUTH", "WRONGPASS", "NOPERM") or said.startswith("ERR AUTH")
+    )
+
+
+def _connection_failure(cause: BaseException, where: str) -> StartupError | None:
+    """The error for a cause the connection itself failed on (a name, a refusal, a missing socket, TLS); None
+    for any other."""
+    if isinstance(cause, socket.gaierror):
+        return StartupError(
+            f"cannot resolve the host of {where} ({cause.strerror or cause}) — check the host name in redis.url",
+            setting="redis.url",
+        )
+    if isinstance(cause, ConnectionRefusedError):
+        return StartupError(
+            f"nothing accepts connections at {where} (connection refused) — start Redis there, "
+            "or correct the host and port in redis.url (empty = the embedded server)",
+            setting="redis.url",
+        )
+    if isinstance(cause, FileNotFoundError):
+        return StartupError(
+            f"no Redis socket at {where} — start Redis there, or correct redis.url", setting="redis.url"
+        )
+    if isinstance(cause, ssl.SSLError):
+        return StartupError(
+            f"the TLS handshake with {where} failed ({one_line(cause)}) — rediss:// needs a "
+            "server that speaks TLS; check redis.url",
+            setting="redis.url",
+        )
+    return None
 
 
 def provider_setting(error: BaseException, config_key: str = "model") -> str:

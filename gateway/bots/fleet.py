@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from gateway.bots.health import BotHealth
+from gateway.bots.reload_plan import outcome_lines, plan_reload
 from gateway.config import Settings
 from gateway.config.bots import Bot
 from gateway.platforms.base import PlatformAdapter
@@ -43,8 +44,6 @@ from gateway.store.leases import Lease
 
 log = logging.getLogger(__name__)
 
-#: Sections of the file that are the process's, not a bot's: a reload cannot change them.
-PROCESS_SECTIONS = ("redis", "gateway", "delivery", "media")
 #: Seconds a bot that failed or is stopped by a reload gives its running turns.
 STOP_GRACE_SECONDS = 60.0
 
@@ -351,52 +350,35 @@ class Fleet:
         """Apply ``settings``: stop the bots removed or changed, start the bots added or changed (and those
         that failed, to try again), leave the others alone. The process's own sections (Redis, web servers,
         delivery, media) stay as they started: bots are rebuilt on them. Returns one line per thing done."""
-        lines = [
-            f"{section} changed: restart foldgate to apply it (a reload changes bots only)"
-            for section in PROCESS_SECTIONS
-            if getattr(settings, section) != getattr(self.settings, section)
-        ]
-        kept = {section: getattr(self.settings, section) for section in PROCESS_SECTIONS}
-        settings = settings.model_copy(update=kept)
-        wanted = {bot.name: bot for bot in settings.each_bot()}
-        stop = [
-            name
-            for name, bot in self.configured.items()
-            if name not in wanted or wanted[name].settings != bot.settings or name not in self.running
-        ]
-        front = self.configured.get(self.front)
-        if front is not None and self.front in stop and self._serves_local_chat():
-            # the terminal or web chat holds this bot's parts: only a restart replaces them
-            lines.append(f"bot {self.front} serves the terminal or web chat: restart foldgate to change or remove it")
-            stop.remove(self.front)
-            wanted[self.front] = front
-        start = [name for name in wanted if name not in self.configured or name in stop]
-        self.settings = settings
-        closing = [self.running.pop(name) for name in stop if name in self.running]
-        for name in stop:
+        holds_front = self.front in self.configured and self._serves_local_chat()
+        plan = plan_reload(self.settings, settings, self.configured, self.running, self.front, holds_front)
+        self.settings = plan.settings
+        await self._stop_bots(plan.stop)
+        await self._start_bots([plan.wanted[name] for name in plan.start])
+        self.configured = {name: self.configured[name] for name in plan.wanted if name in self.configured}
+        self.changed.set()
+        return plan.notes + outcome_lines(plan, self.running, self.statuses)
+
+    async def _stop_bots(self, names: list[str]) -> None:
+        """Forget ``names`` and wait until each is stopped (also those already stopping after a failure)."""
+        closing = [self.running.pop(name) for name in names if name in self.running]
+        for name in names:
             self.configured.pop(name, None)
             self.statuses.pop(name, None)
             self.failures.pop(name, None)
         await asyncio.gather(
             *(_closed(running, self.cut_short) for running in closing),
-            *(self._stopping[name] for name in stop if name in self._stopping),
+            *(self._stopping[name] for name in names if name in self._stopping),
             return_exceptions=True,
         )
-        await asyncio.gather(*(self._open_bot(wanted[name]) for name in start))
+
+    async def _start_bots(self, bots: list[Bot]) -> None:
+        """Open ``bots`` side by side; once the fleet receives, those that opened start receiving too."""
+        await asyncio.gather(*(self._open_bot(bot) for bot in bots))
         if self._receiving:
-            for name in start:
-                if name in self.running:
-                    await self._start(self.running[name])
-        self.configured = {name: self.configured[name] for name in wanted if name in self.configured}
-        lines += [f"bot {name} stopped" for name in stop if name not in wanted]
-        lines += [f"bot {name} {'restarted' if name in stop else 'started'}" for name in start if name in self.running]
-        lines += [
-            f"bot {name} could not start: {self.statuses[name].detail}"
-            for name in start
-            if name not in self.running and name in self.statuses
-        ]
-        self.changed.set()
-        return lines
+            for bot in bots:
+                if bot.name in self.running:
+                    await self._start(self.running[bot.name])
 
     def _serves_local_chat(self) -> bool:
         """Whether the front bot has the web chat (its page holds the bot's parts) or a terminal chat still open."""

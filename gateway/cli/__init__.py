@@ -189,6 +189,12 @@ def _offline_commands(commands: Commands) -> None:
 
 def _checkout_commands(commands: Commands) -> None:
     """eval and bench, which run from a development checkout only."""
+    _eval_command(commands)
+    _bench_command(commands)
+
+
+def _eval_command(commands: Commands) -> None:
+    """eval: how well compaction keeps planted facts, once or over repeated compactions."""
     evaluate = commands.add_parser(
         "eval",
         help="measure compaction quality",
@@ -231,6 +237,9 @@ def _checkout_commands(commands: Commands) -> None:
         help="directory for compaction_eval.json/.md/.png or decay_eval.json/.md (default: %(default)s)",
     )
 
+
+def _bench_command(commands: Commands) -> None:
+    """bench: one benchmark of evals/, listed in its help only where the checkout can read them."""
     if from_checkout():
         from evals.cli import benchmarks_help  # reads the bench modules' docstrings, imports none of them
 

@@ -174,33 +174,48 @@ def _json(sid: str, raw: Mapping[str, str], name: str) -> Any:
         return None
 
 
+def _count(raw: Mapping[str, str], name: str) -> int:
+    """A counter: 0 when absent or unreadable."""
+    return hash_int(raw, name) or 0
+
+
+def _time(raw: Mapping[str, str], name: str) -> float:
+    """One of the session's own times: 0.0 when absent or unreadable."""
+    return hash_float(raw, name) or 0.0
+
+
+def _name(raw: Mapping[str, str], name: str) -> str | None:
+    """An id or a name: an empty one is none."""
+    return raw.get(name) or None
+
+
 def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
     """The meta hash as read; a field that does not parse takes its default rather than failing the chat."""
     engine_state = _json_dict(sid, raw, "engine_state")
     return SessionMeta(
         session_id=sid,
-        tokens=hash_int(raw, "tokens") or 0,
-        count=hash_int(raw, "count") or 0,
+        tokens=_count(raw, "tokens"),
+        count=_count(raw, "count"),
         last_prompt_tokens=hash_int(raw, "last_prompt_tokens", None),
         tokens_at_report=hash_int(raw, "tokens_at_report", None),
-        compaction_count=hash_int(raw, "compaction_count") or 0,
+        compaction_count=_count(raw, "compaction_count"),
         previous_summary=raw.get("previous_summary"),
         engine_state=engine_state,
-        version=hash_int(raw, "version") or 0,
-        parent_session_id=raw.get("parent_session_id") or None,
-        successor_session_id=raw.get("successor_session_id") or None,
-        created_at=hash_float(raw, "created_at") or 0.0,
-        updated_at=hash_float(raw, "updated_at") or 0.0,
-        model=raw.get("model") or None,
+        version=_count(raw, "version"),
+        parent_session_id=_name(raw, "parent_session_id"),
+        successor_session_id=_name(raw, "successor_session_id"),
+        created_at=_time(raw, "created_at"),
+        updated_at=_time(raw, "updated_at"),
+        model=_name(raw, "model"),
         last_activity_at=hash_float(raw, "last_activity_at", None),
-        next_id=hash_int(raw, "next_id") or 0,
-        fence=hash_int(raw, "fence") or 0,
-        last_entry_id=raw.get("last_entry_id") or None,
+        next_id=_count(raw, "next_id"),
+        fence=_count(raw, "fence"),
+        last_entry_id=_name(raw, "last_entry_id"),
         last_reply=raw.get("last_reply"),
         last_reply_items=_json_dicts(sid, raw, "last_reply_items"),
-        replied_entry_id=raw.get("replied_entry_id") or None,
-        batch_entry_ids=raw.get("batch_entry_ids") or None,
-        partial_entry_id=raw.get("partial_entry_id") or None,
+        replied_entry_id=_name(raw, "replied_entry_id"),
+        batch_entry_ids=_name(raw, "batch_entry_ids"),
+        partial_entry_id=_name(raw, "partial_entry_id"),
         partial_items=_json_dicts(sid, raw, "partial_items"),
         usage_totals=_json_dict(sid, raw, "usage_totals"),
     )

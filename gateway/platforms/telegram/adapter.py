@@ -7,7 +7,8 @@ intake (:mod:`.receiving`); the photos, files and voice messages they carry are 
 whole (:meth:`TelegramAdapter.send`) or streamed (:mod:`.replies`), every final message under one
 retry policy (:mod:`.calls`), following a group to its supergroup (:mod:`.moves`); a typing
 indicator (:mod:`.indicator`) shows while a reply is prepared. What is checked before anything is
-sent is in :mod:`.checks`, who the bot is in :mod:`.identify`.
+sent is in :mod:`.checks`, who the bot is in :mod:`.identify`; a tool's question with its buttons
+in :mod:`.approvals`.
 
 Sending
 -------
@@ -31,7 +32,7 @@ import logging
 from collections.abc import Sequence
 
 from aiogram.exceptions import TelegramBadRequest
-from aiogram.types import BufferedInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update, User
+from aiogram.types import BufferedInputFile, Message, Update, User
 
 from gateway.config import Settings, TelegramSettings
 from gateway.delivery.edited import EditedReply
@@ -52,6 +53,7 @@ from gateway.platforms.retry import Sleep
 from gateway.platforms.split import split_message
 from gateway.platforms.telegram.albums import ALBUM_WINDOW
 from gateway.platforms.telegram.answers import UnreadableAnswer
+from gateway.platforms.telegram.approvals import ask_with_buttons, settle_question
 from gateway.platforms.telegram.calls import accepted, once, send_retry
 from gateway.platforms.telegram.checks import bot_for, check_webhook
 from gateway.platforms.telegram.errors import TelegramAdapterError
@@ -64,7 +66,6 @@ from gateway.platforms.telegram.replies import TELEGRAM_MESSAGE_LIMIT, DraftRepl
 from gateway.platforms.telegram.updates import (
     ALLOWED_UPDATES,
     album_message,
-    approval_data,
     button_message,
     media_group,
     migration,
@@ -76,6 +77,19 @@ PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 PHOTO_LIMIT = 10 * 1024 * 1024
 
 log = logging.getLogger("gateway.platforms.telegram")  # one logger to filter for Telegram, whichever part speaks
+
+
+def _credentials(settings: TelegramSettings, set_webhook: bool) -> tuple[str, str | None]:
+    """The bot's token and webhook secret, refused before anything is built: no token, or a webhook that
+    cannot work as configured (see :mod:`.checks`)."""
+    if settings.token is None:
+        raise TelegramAdapterError(
+            "not set — put the token @BotFather gave you in platforms.telegram.token or TELEGRAM_BOT_TOKEN",
+            setting="platforms.telegram.token",
+        )
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
+    check_webhook(settings.mode, secret, set_webhook, settings.webhook_url)
+    return settings.token.get_secret_value(), secret
 
 
 class TelegramAdapter(PlatformAdapter):
@@ -111,14 +125,8 @@ class TelegramAdapter(PlatformAdapter):
         configurable — a running gateway keeps these defaults, a test picks its own — and ``retry_sleep`` waits out
         retries and rate limits, replaced in a test that should not wait.
         """
-        if settings.token is None:
-            raise TelegramAdapterError(
-                "not set — put the token @BotFather gave you in platforms.telegram.token or TELEGRAM_BOT_TOKEN",
-                setting="platforms.telegram.token",
-            )
-        secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
-        check_webhook(settings.mode, secret, set_webhook, settings.webhook_url)
-        self.bot = bot_for(settings.token.get_secret_value(), settings.api_server)
+        token, secret = _credentials(settings, set_webhook)
+        self.bot = bot_for(token, settings.api_server)
         #: The ``platforms.telegram`` section this bot runs by (where the webhook listens, and at which URL).
         self.settings = settings
         self.api_server = settings.api_server
@@ -373,60 +381,17 @@ class TelegramAdapter(PlatformAdapter):
                 raise
 
     async def ask_approval(self, chat_id: str, prompt: ApprovalPrompt, *, reply_to: str | None = None) -> str | None:
-        """The question with a yes and a no button; the message's id, to edit it once answered."""
+        """The question with a yes and a no button; the message's id, to edit it once answered (see
+        :mod:`.approvals`)."""
         self.stop_typing(chat_id)
-        buttons = InlineKeyboardMarkup(
-            inline_keyboard=[
-                [
-                    InlineKeyboardButton(text="✅ Approve", callback_data=approval_data(prompt.approval_id, True)),
-                    InlineKeyboardButton(text="✖ Refuse", callback_data=approval_data(prompt.approval_id, False)),
-                ]
-            ]
-        )
-        what = f"sendMessage to {chat_id}"
-
-        async def post(target: int | str) -> Message:
-            return await once(
-                functools.partial(
-                    self.bot.send_message, target, prompt.question, parse_mode=None, reply_markup=buttons
-                ),
-                what,
-            )
-
-        try:
-            sent = await self.retry.run(
-                functools.partial(self.moves.in_chat, chat_id, post),
-                f"telegram: {what}",
-                pause=functools.partial(self._wait_out, what),
-            )
-        except UnreadableAnswer as error:
-            if not accepted(log, error, what):
-                raise
-            number = error.result_number("message_id")  # without it, the outcome comes as a message of its own
-            return None if number is None else str(number)
-        return str(sent.message_id)
+        return await ask_with_buttons(self, chat_id, prompt, self._wait_out)
 
     async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         """The question edited to say what was decided, its buttons gone."""
         if message_id is None:
             await super().settle_approval(chat_id, message_id, prompt, outcome)
             return
-        what = f"editMessageText in {chat_id}"
-        edit = functools.partial(
-            self.bot.edit_message_text,
-            text=f"{prompt.question}\n→ {outcome}",
-            chat_id=self.moves.target(chat_id),
-            message_id=int(message_id),
-            parse_mode=None,
-            reply_markup=None,
-        )
-        try:
-            await self.retry.run(
-                functools.partial(once, edit, what), f"telegram: {what}", pause=functools.partial(self._wait_out, what)
-            )
-        except UnreadableAnswer as error:
-            if not accepted(log, error, what):
-                raise
+        await settle_question(self, chat_id, message_id, prompt, outcome, self._wait_out)
 
     async def _wait_out(self, what: str, retry_after: float) -> None:
         """A reply sent whole has no send budget: a 429 is waited out here, exactly as long as Telegram asks."""

@@ -64,38 +64,57 @@ async def identify(
                 api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s"
             ) from error
         except TelegramRetryAfter as error:
-            if loop.time() + error.retry_after >= deadline:
-                raise TelegramAdapterError(
-                    f"the Bot API at {where} asks to wait {error.retry_after} s before the next request (429) — "
-                    "start again after that",
-                    setting="platforms.telegram",
-                ) from error
-            await sleep(error.retry_after)
+            await sleep(_rate_limit_wait(where, error, left=deadline - loop.time()))
         except (TelegramNetworkError, TelegramServerError) as error:
-            if isinstance(error.__cause__, TimeoutError):  # aiogram's own deadline for the request
-                raise unreachable(
-                    api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s"
-                ) from error
-            delay = backoff(made)
-            if made >= attempts or loop.time() + delay >= deadline:
-                tries = f"after {made} attempt{'s' if made != 1 else ''}"
-                reason = redacted(bot, error.message.removeprefix("HTTP Client says - "))
-                if isinstance(error, TelegramServerError):
-                    raise TelegramAdapterError(
-                        f"the Bot API at {where} failed getMe {tries} ({reason}) — try again later, or check "
-                        "platforms.telegram.api_server",
-                        setting=api_setting(api_server),
-                    ) from error
-                raise unreachable(
-                    api_server, f"cannot reach the Telegram Bot API at {where} {tries} ({reason})"
-                ) from error
-            await sleep(delay)
+            left = deadline - loop.time()
+            await sleep(_retry_wait(bot, api_server, error, made=made, attempts=attempts, left=left, within=within))
         except TelegramAPIError as error:
             raise TelegramAdapterError(
                 f"the Bot API at {where} refused getMe ({redacted(bot, error.message)}) — check "
                 "platforms.telegram.token and platforms.telegram.api_server",
                 setting="platforms.telegram",
             ) from error
+
+
+def _rate_limit_wait(where: str, error: TelegramRetryAfter, *, left: float) -> float:
+    """The wait a 429 asks for, when it ends before the deadline (``left`` seconds away); else the error."""
+    if error.retry_after >= left:
+        raise TelegramAdapterError(
+            f"the Bot API at {where} asks to wait {error.retry_after} s before the next request (429) — "
+            "start again after that",
+            setting="platforms.telegram",
+        ) from error
+    return error.retry_after
+
+
+def _retry_wait(
+    bot: Bot,
+    api_server: str | None,
+    error: TelegramNetworkError | TelegramServerError,
+    *,
+    made: int,
+    attempts: int,
+    left: float,
+    within: float,
+) -> float:
+    """The backoff before getMe is tried again after a network failure or a 5xx; the error instead when aiogram's
+    own deadline ran out, the attempts are used up or the wait would end past the deadline (``left`` seconds
+    away)."""
+    where = api_server or DEFAULT_API_SERVER
+    if isinstance(error.__cause__, TimeoutError):  # aiogram's own deadline for the request
+        raise unreachable(api_server, f"no answer from the Telegram Bot API at {where} within {within:g} s") from error
+    delay = backoff(made)
+    if made < attempts and delay < left:
+        return delay
+    tries = f"after {made} attempt{'s' if made != 1 else ''}"
+    reason = redacted(bot, error.message.removeprefix("HTTP Client says - "))
+    if isinstance(error, TelegramServerError):
+        raise TelegramAdapterError(
+            f"the Bot API at {where} failed getMe {tries} ({reason}) — try again later, or check "
+            "platforms.telegram.api_server",
+            setting=api_setting(api_server),
+        ) from error
+    raise unreachable(api_server, f"cannot reach the Telegram Bot API at {where} {tries} ({reason})") from error
 
 
 def unreachable(api_server: str | None, what: str) -> TelegramAdapterError:

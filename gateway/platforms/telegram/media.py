@@ -13,6 +13,7 @@ limit, so an oversized file costs at most ``limit`` bytes of memory and stops th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
@@ -33,60 +34,84 @@ BOT_API_DOWNLOAD_LIMIT = TELEGRAM_DOWNLOAD_LIMIT
 
 
 def message_items(message: Message, max_bytes: int = BOT_API_DOWNLOAD_LIMIT) -> tuple[MediaItem, ...]:
-    """The media ``message`` carries (none for text, stickers, videos and the like)."""
-    if message.photo:
-        return (_photo(message.photo, max_bytes),)
-    if message.document is not None:
-        document = message.document
-        mime = document.mime_type or ""
-        kind = "image" if mime.startswith("image/") else "document"
-        return (
-            MediaItem(
-                kind=kind,
-                file_id=document.file_id,
-                name=document.file_name or kind,
-                mime=mime,
-                size=document.file_size or 0,
-            ),
-        )
-    if message.voice is not None:
-        voice = message.voice
-        return (
-            MediaItem(
-                kind="voice",
-                file_id=voice.file_id,
-                name="voice.ogg",
-                mime=voice.mime_type or "audio/ogg",
-                size=voice.file_size or 0,
-                duration=float(voice.duration),
-            ),
-        )
-    if message.video_note is not None:  # a round video: what is said in it is what counts
-        note = message.video_note
-        return (
-            MediaItem(
-                kind="voice",
-                file_id=note.file_id,
-                name="video_note.mp4",
-                mime="video/mp4",
-                size=note.file_size or 0,
-                duration=float(note.duration),
-            ),
-        )
-    if message.audio is not None:
-        audio = message.audio
-        name = audio.file_name or " - ".join(part for part in (audio.performer, audio.title) if part) or "audio"
-        return (
-            MediaItem(
-                kind="audio",
-                file_id=audio.file_id,
-                name=name,
-                mime=audio.mime_type or "",
-                size=audio.file_size or 0,
-                duration=float(audio.duration),
-            ),
-        )
+    """The media ``message`` carries (none for text, stickers, videos and the like): the first of
+    :data:`ITEM_READERS` that finds its kind in the message."""
+    for read in ITEM_READERS:
+        item = read(message, max_bytes)
+        if item is not None:
+            return (item,)
     return ()
+
+
+def _photo_item(message: Message, max_bytes: int) -> MediaItem | None:
+    return _photo(message.photo, max_bytes) if message.photo else None
+
+
+def _document_item(message: Message, max_bytes: int) -> MediaItem | None:
+    """A file: an image when its type says so (``image/*``), else a document."""
+    document = message.document
+    if document is None:
+        return None
+    mime = document.mime_type or ""
+    kind = "image" if mime.startswith("image/") else "document"
+    return MediaItem(
+        kind=kind, file_id=document.file_id, name=document.file_name or kind, mime=mime, size=document.file_size or 0
+    )
+
+
+def _voice_item(message: Message, max_bytes: int) -> MediaItem | None:
+    voice = message.voice
+    if voice is None:
+        return None
+    return MediaItem(
+        kind="voice",
+        file_id=voice.file_id,
+        name="voice.ogg",
+        mime=voice.mime_type or "audio/ogg",
+        size=voice.file_size or 0,
+        duration=float(voice.duration),
+    )
+
+
+def _video_note_item(message: Message, max_bytes: int) -> MediaItem | None:
+    """A round video, read as voice: what is said in it is what counts."""
+    note = message.video_note
+    if note is None:
+        return None
+    return MediaItem(
+        kind="voice",
+        file_id=note.file_id,
+        name="video_note.mp4",
+        mime="video/mp4",
+        size=note.file_size or 0,
+        duration=float(note.duration),
+    )
+
+
+def _audio_item(message: Message, max_bytes: int) -> MediaItem | None:
+    """A music file, named by its file name, else by its performer and title."""
+    audio = message.audio
+    if audio is None:
+        return None
+    name = audio.file_name or " - ".join(part for part in (audio.performer, audio.title) if part) or "audio"
+    return MediaItem(
+        kind="audio",
+        file_id=audio.file_id,
+        name=name,
+        mime=audio.mime_type or "",
+        size=audio.file_size or 0,
+        duration=float(audio.duration),
+    )
+
+
+#: What a message may carry, in the order looked for: the first found is the one item taken.
+ITEM_READERS: tuple[Callable[[Message, int], MediaItem | None], ...] = (
+    _photo_item,
+    _document_item,
+    _voice_item,
+    _video_note_item,
+    _audio_item,
+)
 
 
 def _photo(sizes: list[PhotoSize], max_bytes: int) -> MediaItem:

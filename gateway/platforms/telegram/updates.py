@@ -95,23 +95,9 @@ def album_message(
     if not raw and not items:
         return None
     sender = first.from_user
-    if not _allowed(sender, first.chat.id, allowed_user_ids, allowed_chat_ids):
-        log.info(
-            "telegram: ignored a message from user %s in chat %s (not in the allowlists)",
-            sender.id if sender else "?",
-            first.chat.id,
-        )
+    if not _admitted(first, allowed_user_ids, allowed_chat_ids):
         return None
-    more = [valid_text(_words(message)) for message in messages if message is not lead and _words(message)]
-    speaker = sender.first_name if sender else "someone"
-    if first.chat.type == "private" or raw and _is_command_for(me, lead, raw):
-        body, respond, prefix = raw, True, ""
-    elif (raw and _mentions(me, lead, raw)) or any(_replies_to(me, message) for message in messages):
-        body, respond, prefix = _without_leading_mention(me, raw), True, f"{speaker}: "
-    else:
-        body, respond, prefix = raw, False, f"{speaker}: "
-    words = "\n".join(part for part in (body, *more) if part)
-    text = prefix + words if words else prefix.rstrip()  # a group's photo without a caption: "Ann:"
+    text, respond = _album_text(me, messages, lead, raw)
     return IncomingMessage(
         platform=platform,
         chat_id=str(first.chat.id),
@@ -123,6 +109,44 @@ def album_message(
         respond=respond,
         items=items,
     )
+
+
+def _admitted(first: Message, user_ids: Collection[int], chat_ids: Collection[int]) -> bool:
+    """Whether the album's sender and chat pass the allowlists; one that does not is logged, not recorded."""
+    sender = first.from_user
+    if _allowed(sender, first.chat.id, user_ids, chat_ids):
+        return True
+    log.info(
+        "telegram: ignored a message from user %s in chat %s (not in the allowlists)",
+        sender.id if sender else "?",
+        first.chat.id,
+    )
+    return False
+
+
+def _album_text(me: User | None, messages: Sequence[Message], lead: Message, raw: str) -> tuple[str, bool]:
+    """The text the album is recorded with, and whether it is answered: the lead part's words (``raw``) as
+    whom they address leaves them, then every other part's words, under the speaker's name in a group."""
+    sender = messages[0].from_user
+    speaker = sender.first_name if sender else "someone"
+    body, respond, prefix = _addressing(me, messages, lead, raw, speaker)
+    more = [valid_text(_words(message)) for message in messages if message is not lead and _words(message)]
+    words = "\n".join(part for part in (body, *more) if part)
+    text = prefix + words if words else prefix.rstrip()  # a group's photo without a caption: "Ann:"
+    return text, respond
+
+
+def _addressing(
+    me: User | None, messages: Sequence[Message], lead: Message, raw: str, speaker: str
+) -> tuple[str, bool, str]:
+    """``(body, respond, prefix)``: a private chat's words or a command for this bot are answered as they are;
+    a group's mention of the bot or reply to it is answered, without the leading mention, under the speaker's
+    name; anything else in a group is recorded under the name without an answer."""
+    if messages[0].chat.type == "private" or raw and _is_command_for(me, lead, raw):
+        return raw, True, ""
+    if (raw and _mentions(me, lead, raw)) or any(_replies_to(me, message) for message in messages):
+        return _without_leading_mention(me, raw), True, f"{speaker}: "
+    return raw, False, f"{speaker}: "
 
 
 def media_group(update: Update) -> tuple[int, str] | None:

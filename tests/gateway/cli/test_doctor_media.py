@@ -10,12 +10,8 @@ from io import BytesIO
 
 import pytest
 
-from gateway.cli.doctor import (
-    PROVIDER_TIMEOUT,
-    check_transcription,
-    checks_for,
-    silent_wav,
-)
+from gateway.cli.doctor import PROVIDER_TIMEOUT, checks_for
+from gateway.cli.doctor_extras import check_transcription, silent_wav
 from gateway.config import Settings
 from tests.fakes.cli import closed_port, foldgate
 from tests.fakes.transcription import Failure, FakeTranscriptionServer
