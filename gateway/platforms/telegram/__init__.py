@@ -6,7 +6,8 @@ in), :mod:`.errors` (what the adapter raises), :mod:`.updates` (which updates ar
 :mod:`.albums` (an album's parts as one message), :mod:`.media` (photos, files and voice: as items, and their
 bytes), :mod:`.receiving` (an update handed to the intake), :mod:`.calls` (the retry policy of final sends),
 :mod:`.moves` (groups upgraded to supergroups), :mod:`.replies` (streamed replies), :mod:`.indicator`
-(typing), and :mod:`.adapter`, which wires them together.
+(typing), :mod:`.approvals` (asking before a tool runs, with buttons), and :mod:`.adapter`, which wires
+them together.
 """
 
 from gateway.platforms.telegram.adapter import TelegramAdapter
