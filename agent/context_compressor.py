@@ -31,14 +31,12 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agent.codex import route_threshold
 from agent.compaction import framing
-from agent.compaction.anchors import anchors_in
 from agent.compaction.assemble import assemble, summary_message
-from agent.compaction.boundaries import head_end, plan_boundaries, planning_counts
+from agent.compaction.boundaries import Boundaries, head_end, plan_boundaries, planning_counts
 from agent.compaction.budgets import (
     CRITICAL_RATIO,
     lean_tail_budget,
@@ -48,41 +46,39 @@ from agent.compaction.budgets import (
     summary_budget,
     threshold_tokens,
 )
-from agent.compaction.digest import Digest, build_digest, call_arguments_text, call_labels
-from agent.compaction.fallback_summary import render_body
+from agent.compaction.cut import Cut, cut_at, fresh_tokens
+from agent.compaction.digest import Digest, build_digest, call_labels
 from agent.compaction.guard import CompactionGuard
-from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results
+from agent.compaction.lean import old_tool_result_cutoff, stub_old_tool_results
 from agent.compaction.listings import search_queries
-from agent.compaction.prune import prune_tool_outputs
-from agent.compaction.summarizer import (
-    Summarizer,
-    SummarizerFailure,
-    SummaryOutcome,
-    WindowRefused,
-    piece_capacity,
-    summarize_transcript,
+from agent.compaction.notes import (
+    DETERMINISTIC_BODY_SHARE,
+    LISTING_SHARE,
+    MODEL_NOTES_SHARE,
+    QUOTE_SHARE,
+    ModelNotes,
+    NoteTaker,
+    Previous,
+    notes_of,
+    summary_text,
 )
-from agent.compaction.summary_prompt import transcript_entries
+from agent.compaction.summarizer import Summarizer
 from agent.context_engine import CompactionStats, ContextEngine
-from agent.messages import SUMMARY_PREFIX, tool_names_by_call_id
 from agent.settings import CompressionSettings
 from agent.tokens import ITEMS_KEY, REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
 from agent.usage import Usage
 
-__all__ = ["ContextCompressor", "resolve_model_threshold"]
+# The summary's shares are set where the summary's text is composed (agent.compaction.notes); they are
+# named here too, beside the engine they shape.
+__all__ = [
+    "DETERMINISTIC_BODY_SHARE",
+    "LISTING_SHARE",
+    "MODEL_NOTES_SHARE",
+    "QUOTE_SHARE",
+    "ContextCompressor",
+    "resolve_model_threshold",
+]
 
-#: Share of the summary budget (after the header) a model's notes may take; the digest's notes,
-#: quotes, listing lines and anchor index share the rest, so a model adds to them, never replaces them.
-MODEL_NOTES_SHARE = 0.3
-#: Share of the summary budget the deterministic notes may use (the anchor index takes what they leave):
-#: what the conversation stated comes before identifiers taken from tool output.
-DETERMINISTIC_BODY_SHARE = 0.5
-#: Share of the summary budget the verbatim user messages may use before the notes and the index.
-QUOTE_SHARE = 0.2
-#: Share of the summary budget the telling lines of long tool listings may use before the index.
-LISTING_SHARE = 0.2
-#: The model's notes use at most 1/N of the summarizer's window (room for the transcript pieces).
-SUMMARIZER_WINDOW_SHARE = 6
 #: How far a rough token estimate may be off (either way) before it must not decide anything.
 ROUGH_ERROR = 1.4
 #: Version of :meth:`ContextCompressor.export_state`'s layout.
@@ -200,7 +196,6 @@ class ContextCompressor(ContextEngine):
         self._follow_conversation(messages)
         counts, tokens_before = self._measure(messages, current_tokens, force)
         pressure = current_tokens if current_tokens is not None else tokens_before
-        critical = force or pressure >= CRITICAL_RATIO * self.context_length
         base: dict[str, Any] = dict(
             tokens_before=tokens_before, messages_before=len(messages), tail_mode=self.settings.tail_mode, forced=force
         )
@@ -219,7 +214,28 @@ class ContextCompressor(ContextEngine):
             if force and pressure >= min(self.threshold_tokens, CRITICAL_RATIO * self.context_length):
                 return self._stub_only(messages, base)  # nothing to summarize, yet the request must fit
             return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
-        cut = self._cut(messages, counts, plan)
+        critical = force or pressure >= CRITICAL_RATIO * self.context_length
+        return await self._fold(messages, counts, plan, focus_topic=focus_topic, critical=critical, base=base)
+
+    async def _fold(
+        self,
+        messages: list[dict[str, Any]],
+        counts: list[int],
+        plan: Boundaries,
+        *,
+        focus_topic: str | None,
+        critical: bool,
+        base: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """The middle ``plan`` marks, folded into one summary between the kept head and tail (phases 3–6); the
+        messages as they were when the summarizer calls the compaction off."""
+        cut = cut_at(
+            messages,
+            counts,
+            plan,
+            seq_start=self._digest.seq if self._digest else 0,
+            lean_budget=self.effective_tail_budget if self.settings.tail_mode == "lean" else None,
+        )
         digest, earlier_summary = build_digest(
             cut.middle,
             cut.middle_counts,
@@ -228,29 +244,42 @@ class ContextCompressor(ContextEngine):
             queries=search_queries(messages),
             calls=call_labels(messages),
         )
-        previous = _Previous(
-            self._previous_summary or _notes_of(earlier_summary),
+        previous = Previous(
+            self._previous_summary or notes_of(earlier_summary),
             self._previous_summary_source or ("model" if earlier_summary else None),
         )
         digest = digest.merge(self._digest)
-        budget = summary_budget(digest.tokens, self.context_length)
-        room = max(budget - count_text(framing.header(digest)), 500)
+        room = max(summary_budget(digest.tokens, self.context_length) - count_text(framing.header(digest)), 500)
         asked = framing.model_notes_request(digest, room, MODEL_NOTES_SHARE)
-        model = await self._model_notes(cut, asked, previous.notes, focus_topic, critical)
+        taker = NoteTaker(self.summarizer, self.guard, lambda: self.summarizer_window)
+        model = await taker.notes(self.clock(), cut, asked, previous.notes, focus_topic, critical)
         if model.abort is not None:
             return self._unchanged(messages, "aborted", model.abort, base, error=model.error, calls=model.calls)
-        text = self._summary_text(digest, room, cut, model.body, previous, focus_topic)
+        text = summary_text(digest, room, cut, model.body, previous, focus_topic)
         summary = summary_message(text, plan.summary_role)
         if digest.images and plan.summary_role == "user":
             summary[ITEMS_KEY] = [dict(ref) for ref in digest.images]  # the newest folded photos stay in sight
         compacted = assemble(cut.head, summary, cut.tail, first_compaction=self.compression_count == 0)
         self._remember(digest, model.body if model.body is not None else text.partition("\n\n")[2], model.source)
+        self._compacted(messages, compacted, summary, cut, model, base)
+        return compacted
+
+    def _compacted(
+        self,
+        messages: list[dict[str, Any]],
+        compacted: list[dict[str, Any]],
+        summary: dict[str, Any],
+        cut: Cut,
+        model: ModelNotes,
+        base: dict[str, Any],
+    ) -> None:
+        """The stats of a compaction that folded ``messages`` into ``compacted``, and the size it left."""
         tokens_after = count_messages(compacted)
         self.last_prompt_tokens = tokens_after  # the last report described the context before this rewrite
         kept_ids = {m.get("_id") for m in compacted if m.get("_id") is not None}
         self.last_compaction = CompactionStats(
             outcome="compacted",
-            reason="forced" if force else "threshold",
+            reason="forced" if base["forced"] else "threshold",
             tokens_after=tokens_after,
             messages_after=len(compacted),
             summary_tokens=count_message(summary),
@@ -264,7 +293,6 @@ class ContextCompressor(ContextEngine):
             error=model.error,
             **base,
         )
-        return compacted
 
     def _measure(
         self, messages: Sequence[Mapping[str, Any]], current_tokens: int | None, force: bool
@@ -283,70 +311,6 @@ class ContextCompressor(ContextEngine):
             ]  # an estimate this near the critical level could be on either side
             tokens = REQUEST_OVERHEAD + sum(counts)
         return counts, tokens
-
-    def _cut(self, messages: list[dict[str, Any]], counts: list[int], plan: Any) -> _Cut:
-        """Head, middle and tail at the plan's boundaries; in lean mode with old tool results stubbed."""
-        head = messages[: plan.head_end]
-        tail = messages[plan.tail_start :]
-        seq_start = self._digest.seq if self._digest else 0
-        middle = messages[plan.head_end : plan.tail_start]
-        stubbed: list[tuple[int, Mapping[str, Any]]] = []
-        if self.settings.tail_mode == "lean":
-            # The first exchange's tool results are as old as anything compacted: the head
-            # keeps the exchange, not a file read that may be bigger than the whole lean tail.
-            head, head_originals = stub_old_tool_results(head, len(head))
-            budget = self.effective_tail_budget
-            fresh = max(int(budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, budget))
-            tail, tail_originals = stub_old_tool_results(
-                tail, old_tool_result_cutoff(tail, plan.budget_start - plan.tail_start, fresh)
-            )
-            tail_seq = seq_start + len(middle)
-            stubbed = [(seq_start, message) for _, message in head_originals]
-            stubbed += [(tail_seq + index, message) for index, message in tail_originals]
-        return _Cut(head, middle, counts[plan.head_end : plan.tail_start], tail, seq_start, stubbed)
-
-    async def _model_notes(
-        self, cut: _Cut, asked: int, previous_summary: str | None, focus_topic: str | None, critical: bool
-    ) -> _ModelNotes:
-        """The summarizer's notes on the middle; below the critical level a summarizer that cannot run
-        aborts the compaction (nothing is dropped without its notes), at it the digest's notes go alone."""
-        now = self.clock()
-        if self.summarizer is None:
-            return _ModelNotes(source="deterministic")
-        if not self.guard.summarizer_allowed(now):
-            reason = self.guard.blocked_reason(now) or "summarizer cooling down"
-            if not critical:
-                return _ModelNotes(source="fallback", abort=reason)
-            return _ModelNotes(source="fallback", error=reason)
-        body_budget = min(asked, self.summarizer_window // SUMMARIZER_WINDOW_SHARE)
-        try:
-            outcome = await self._summarize(cut.middle, cut.middle_counts, body_budget, previous_summary, focus_topic)
-        except SummarizerFailure as failure:
-            self.guard.on_summarizer_failure(now, failure.reason, failure.retry_after)
-            abort = None if critical else f"summarizer failed: {failure.reason}"
-            return _ModelNotes(source="fallback", calls=failure.calls, error=failure.reason, abort=abort)
-        self.guard.on_summarizer_success()
-        return _ModelNotes(source=self.summarizer.name, body=outcome.text, calls=outcome.calls)
-
-    def _summary_text(
-        self, digest: Digest, room: int, cut: _Cut, body: str | None, previous: _Previous, focus_topic: str | None
-    ) -> str:
-        """The summary's text: the model's notes (if any) first, then the digest's, within ``room``."""
-        carried = previous.notes if body is None and previous.source == "model" else None
-        notes = framing.compose(
-            digest,
-            room,
-            model_notes=body,
-            render_body=lambda budget, quoted, said: render_body(
-                digest, budget, quoted_ids=quoted, focus_topic=focus_topic, earlier_summary=carried, said=said
-            ),
-            retained=_retained_anchors([*cut.head, *cut.tail]).__contains__,
-            body_share=DETERMINISTIC_BODY_SHARE,
-            quote_share=QUOTE_SHARE,
-            listing_share=LISTING_SHARE,
-            model_share=MODEL_NOTES_SHARE,
-        )
-        return notes.text
 
     def _remember(self, digest: Digest, notes: str, source: str) -> None:
         """What the next compaction builds on (it updates these notes), and the guard's count."""
@@ -382,66 +346,13 @@ class ContextCompressor(ContextEngine):
             self.on_session_reset()
         self._conversation = key
 
-    async def _summarize(
-        self,
-        middle: Sequence[Mapping[str, Any]],
-        counts: Sequence[int],
-        budget: int,
-        previous_summary: str | None,
-        focus_topic: str | None,
-    ) -> SummaryOutcome:
-        """The summarizer's notes on ``middle``; a refusal that teaches a smaller window plans the pieces again
-        within it (a guessed window must never cost the model's notes)."""
-        refused_calls = 0
-        while True:
-            window = self.summarizer_window
-            try:
-                outcome = await self._summarize_within(window, middle, counts, budget, previous_summary, focus_topic)
-            except WindowRefused as refused:
-                refused_calls += refused.calls
-                if refused.window >= window:
-                    refused.calls = refused_calls
-                    raise
-                continue
-            return SummaryOutcome(outcome.text, outcome.calls + refused_calls)
-
-    async def _summarize_within(
-        self,
-        window: int,
-        middle: Sequence[Mapping[str, Any]],
-        counts: Sequence[int],
-        budget: int,
-        previous_summary: str | None,
-        focus_topic: str | None,
-    ) -> SummaryOutcome:
-        assert self.summarizer is not None
-        budget = min(budget, window // SUMMARIZER_WINDOW_SHARE)
-        previous_tokens = count_text(previous_summary) if previous_summary else 0
-        capacity = piece_capacity(window, budget, max(previous_tokens, budget))
-        entries = transcript_entries(
-            prune_tool_outputs(middle),
-            counts,
-            tool_names_by_call_id(middle),
-            max_entry_tokens=max(capacity // 2, 500),
-        )
-        return await summarize_transcript(
-            self.summarizer,
-            entries,
-            budget_tokens=budget,
-            previous_summary=previous_summary,
-            previous_summary_tokens=previous_tokens,
-            focus_topic=focus_topic,
-            summarizer_context=window,
-        )
-
     def _stub_only(self, messages: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
         """A forced compaction with no middle (one turn's own tool results fill the window): the tool results
         the model has already answered, but the newest share, become one-line stubs with their recovery
         hint; the originals go to the archive with the commit. Nothing is summarized."""
         head = head_end(messages, self.settings.protect_first_n)
         rest = messages[head:]
-        budget = self.effective_tail_budget
-        fresh = max(int(budget * FRESH_SHARE), min(MIN_FRESH_TOKENS, budget))
+        fresh = fresh_tokens(self.effective_tail_budget)
         stubbed_rest, stubbed = stub_old_tool_results(rest, old_tool_result_cutoff(rest, 0, fresh))
         if not stubbed:
             return self._unchanged(messages, "skipped", "nothing between the protected head and tail", base)
@@ -519,40 +430,6 @@ class ContextCompressor(ContextEngine):
         self._conversation = state.get("conversation")
 
 
-@dataclass(frozen=True)
-class _Cut:
-    """One compaction's pieces: what stays before the summary, what it folds, what stays after it."""
-
-    head: list[dict[str, Any]]
-    middle: list[dict[str, Any]]
-    middle_counts: list[int]
-    tail: list[dict[str, Any]]
-    #: The digest's sequence number of the middle's first message.
-    seq_start: int
-    #: Tool results of the head and tail that became stubs, with their sequence numbers.
-    stubbed: list[tuple[int, Mapping[str, Any]]]
-
-
-@dataclass(frozen=True)
-class _Previous:
-    """The notes the previous compaction left, and who wrote them ("model", "deterministic", "fallback")."""
-
-    notes: str | None
-    source: str | None
-
-
-@dataclass(frozen=True)
-class _ModelNotes:
-    """What the summarizer step gave: its notes (None without them), calls made, and whether to abort."""
-
-    source: str
-    body: str | None = None
-    calls: int = 0
-    error: str | None = None
-    #: Why the compaction is called off (a summarizer that cannot run below the critical level).
-    abort: str | None = None
-
-
 def _conversation_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """Identity of a conversation: a digest of its first user message's text.
 
@@ -564,27 +441,3 @@ def _conversation_key(messages: Sequence[Mapping[str, Any]]) -> str | None:
             seed = content_text(message.get("content"))
             return hashlib.sha256(seed.encode("utf-8", "replace")).hexdigest()[:20]
     return None
-
-
-def _notes_of(summary_text: str | None) -> str | None:
-    """The notes part of an earlier summary message (its framing paragraph removed)."""
-    if not summary_text:
-        return None
-    text = summary_text.strip()
-    if text.startswith(SUMMARY_PREFIX):
-        _, _, rest = text.partition("\n\n")
-        text = rest or text
-    return text
-
-
-def _retained_anchors(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    """Anchors that survive verbatim in the kept messages (no need to list them in the index)."""
-    found: set[str] = set()
-    for message in messages:
-        if message.get("_compressed_summary"):
-            continue
-        text = content_text(message.get("content"))
-        found.update(anchor for _, anchor in anchors_in(text, message.get("role") != "tool"))
-        if message.get("tool_calls"):
-            found.update(anchor for _, anchor in anchors_in(call_arguments_text(message), True))
-    return found

@@ -164,15 +164,7 @@ def resolve_context_engine(
     directory = Path(plugins_dir) if plugins_dir is not None else default_plugins_dir()
     package = directory / name
     problems: list[str] = []
-    factory: EngineFactory | None = None
-    source = ""
-    if (package / "__init__.py").is_file():
-        factory, problem = _folder_factory(name, package, None if plugins_dir is None else directory)
-        source = f"plugin folder {package}"
-        if problem:
-            problems.append(problem)
-    if factory is None and name in _REGISTRY:
-        factory, source = _REGISTRY[name], "the engine given to register_context_engine"
+    factory, source = _own_factory(name, package, None if plugins_dir is None else directory, problems)
     entry_points, problem = _package_entry_points(name)
     if problem:
         problems.append(problem)
@@ -186,27 +178,56 @@ def resolve_context_engine(
                 _describe(ignored),
             )
     elif entry_points:
-        first, *others = entry_points
-        for other in others:
-            log.warning(
-                "context engine %r: ignoring %s, since %s comes first on sys.path",
-                name,
-                _describe(other),
-                _describe(first),
-            )
-        factory, problem = _entry_point_factory(first)
-        source = _describe(first)
-        if problem:
-            problems.append(problem)
+        factory, source = _package_factory(name, entry_points, problems)
     if factory is not None:
         if problems:
             log.warning("context engine %r: %s; using %s instead", name, "; ".join(problems), source)
         return factory, None
-    if problems:
-        return builtin_factory(), (
-            f"context engine {name!r} cannot be used: {'; '.join(problems)}; using the built-in {BUILTIN_ENGINE!r}"
+    return builtin_factory(), _fallback_warning(name, package, problems)
+
+
+def _own_factory(
+    name: str, package: Path, plugins_dir: Path | None, problems: list[str]
+) -> tuple[EngineFactory | None, str]:
+    """``(factory, where it came from)`` from what whoever runs the gateway put there: the plugin folder, else the
+    registry; a broken folder's problem is added to ``problems``, and the registry is asked instead."""
+    factory: EngineFactory | None = None
+    source = ""
+    if (package / "__init__.py").is_file():
+        factory, problem = _folder_factory(name, package, plugins_dir)
+        source = f"plugin folder {package}"
+        if problem:
+            problems.append(problem)
+    if factory is None and name in _REGISTRY:
+        factory, source = _REGISTRY[name], "the engine given to register_context_engine"
+    return factory, source
+
+
+def _package_factory(
+    name: str, entry_points: list[importlib.metadata.EntryPoint], problems: list[str]
+) -> tuple[EngineFactory | None, str]:
+    """``(factory, which entry point)`` of the first installed package offering ``name``; the others are logged as
+    ignored, and a first one that cannot be loaded adds its problem to ``problems``."""
+    first, *others = entry_points
+    for other in others:
+        log.warning(
+            "context engine %r: ignoring %s, since %s comes first on sys.path",
+            name,
+            _describe(other),
+            _describe(first),
         )
-    return builtin_factory(), (
+    factory, problem = _entry_point_factory(first)
+    if problem:
+        problems.append(problem)
+    return factory, _describe(first)
+
+
+def _fallback_warning(name: str, package: Path, problems: list[str]) -> str:
+    """The one line the caller shows when ``name`` falls back to the built-in: what was wrong, or where it was
+    looked for."""
+    if problems:
+        return f"context engine {name!r} cannot be used: {'; '.join(problems)}; using the built-in {BUILTIN_ENGINE!r}"
+    return (
         f"context engine {name!r} not found (no plugin directory {package}; nothing registered under that name "
         f"with register_context_engine; no installed package offers it as a {ENTRY_POINT_GROUP!r} entry point); "
         f"using the built-in {BUILTIN_ENGINE!r}"

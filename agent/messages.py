@@ -120,16 +120,7 @@ def stand_in(message_id: Any, ref: Mapping[str, Any], *, speaker: str = "") -> s
     3 pages]``, ``[voice m250: 0:12]``. It names the message id, so ``session_fetch`` can give the item back."""
     kind = str(ref.get("kind") or "file")
     ident = str(ref.get("origin") or message_id or "")
-    details = [_clean_name(ref.get("name"))]
-    width, height = _count(ref.get("w")), _count(ref.get("h"))
-    if kind == "image" and width and height:
-        details.append(f"{width}×{height}")
-    if _count(ref.get("pages")):
-        pages = ref["pages"]
-        details.append(f"{pages} page" + ("" if pages == 1 else "s"))
-    seconds = ref.get("seconds")
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
-        details.append(duration_text(float(seconds)))
+    details = [_clean_name(ref.get("name")), *_measures(kind, ref)]
     if speaker.strip():
         details.append(f"from {_clean_name(speaker)}")
     if ref.get("error"):
@@ -137,6 +128,21 @@ def stand_in(message_id: Any, ref: Mapping[str, Any], *, speaker: str = "") -> s
     shown = ", ".join(detail for detail in details if detail)
     head = f"{kind} {ident}" if ident else kind
     return f"[{head}: {shown}]" if shown else f"[{head}]"
+
+
+def _measures(kind: str, ref: Mapping[str, Any]) -> list[str]:
+    """How big the item is, as far as its ref says: an image's size, a document's pages, a recording's length."""
+    measures = []
+    width, height = _count(ref.get("w")), _count(ref.get("h"))
+    if kind == "image" and width and height:
+        measures.append(f"{width}×{height}")
+    if _count(ref.get("pages")):
+        pages = ref["pages"]
+        measures.append(f"{pages} page" + ("" if pages == 1 else "s"))
+    seconds = ref.get("seconds")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+        measures.append(duration_text(float(seconds)))
+    return measures
 
 
 def speaker_of(message: Mapping[str, Any]) -> str:

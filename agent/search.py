@@ -22,114 +22,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.messages import stand_in_lines, tool_names_by_call_id
+from agent.search_query import STOPWORDS, Query, SearchError, Term, parse_query, parse_regex
 from agent.tokens import ITEMS_KEY, content_text
 
-__all__ = ["SearchHit", "SearchError", "search_messages", "message_search_text"]
+__all__ = ["STOPWORDS", "SearchHit", "SearchError", "search_messages", "message_search_text"]
 
 #: BM25 parameters (the usual defaults).
 _K1 = 1.2
 _B = 0.75
 #: Characters per word, to turn a text's length into a BM25 document length cheaply.
 _CHARS_PER_WORD = 6.0
-#: Identifiers (SHAs, paths, numbers, codes) count this many times an ordinary word.
-_IDENTIFIER_WEIGHT = 4.0
-#: Quoted phrases count this many times an ordinary word.
-_PHRASE_WEIGHT = 3.0
 #: Candidates (by BM25) that get the more expensive proximity scoring.
 _MIN_CANDIDATES = 40
 #: Occurrences per term considered when looking for the best window (bounds the work on huge logs).
 _MAX_POSITIONS_PER_TERM = 4_000
 _ELLIPSIS = "…"
-
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "us",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "about",
-        "again",
-        "any",
-        "some",
-        "just",
-        "than",
-        "too",
-        "very",
-        "should",
-        "tell",
-        "remind",
-        "remember",
-        "said",
-        "say",
-        "says",
-    ]
-)
-_QUERY_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
-_EDGE_PUNCTUATION = ".,;:!?()[]{}<>'\"`*"
-_HEX = re.compile(r"[0-9a-f]{7,40}")
-_NUMBER_REF = re.compile(r"#?\d+")
-_SUFFIXES = ("ing", "ed", "es", "s", "e")
-
-
-class SearchError(ValueError):
-    """A query that cannot be run (e.g. an invalid ``/regex/``); the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,15 +48,6 @@ class SearchHit:
     score: float
     snippet: str
     tool_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Term:
-    """One query term: the literal that must occur (lowercase) and the regex that confirms a match."""
-
-    literal: str
-    pattern: re.Pattern[str]
-    weight: float
 
 
 def message_search_text(message: Mapping[str, Any]) -> str:
@@ -176,115 +74,6 @@ def _lower_same_length(text: str) -> str:
     if len(lowered) == len(text):
         return lowered
     return "".join(char if len(low := char.lower()) != 1 else low for char in text)
-
-
-def _stem(word: str) -> str:
-    """Strip one common English suffix so ``decided``/``decision``/``decide`` share a prefix."""
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
-
-
-def _is_identifier(token: str) -> bool:
-    """Tokens a person copies rather than types: anything with digits or inner punctuation."""
-    return (
-        any(char.isdigit() for char in token)
-        or any(char in token for char in "/._-:#@=\\$")
-        or (token.isupper() and len(token) >= 3)
-    )
-
-
-def _identifier_term(token: str) -> _Term:
-    lowered = token.lower()
-    if _HEX.fullmatch(lowered) and any(char.isalpha() for char in lowered):
-        # A short SHA also finds the full 40-character one it abbreviates.
-        pattern = re.compile(rf"(?<![0-9a-z]){lowered}[0-9a-f]*(?![0-9a-z])")
-        return _Term(lowered, pattern, _IDENTIFIER_WEIGHT)
-    if _NUMBER_REF.fullmatch(lowered):
-        # "#4821", "PR 4821" and "pull/4821" name the same thing; "4821ms", "14821" and "1.4821" do not.
-        digits = lowered.lstrip("#")
-        return _Term(digits, re.compile(rf"(?<![\w.#])#?{digits}(?![\w])"), _IDENTIFIER_WEIGHT)
-    boundary_before = r"(?<![\w])" if lowered[0].isalnum() or lowered[0] == "_" else ""
-    boundary_after = r"(?![\w])" if lowered[-1].isalnum() or lowered[-1] == "_" else ""
-    return _Term(lowered, re.compile(boundary_before + re.escape(lowered) + boundary_after), _IDENTIFIER_WEIGHT)
-
-
-def _word_term(word: str) -> _Term:
-    stem = _stem(word.lower())
-    # Underscores separate words here, so "retry" finds "apply_retry_backoff".
-    return _Term(stem, re.compile(rf"(?<![a-z0-9]){re.escape(stem)}"), 1.0)
-
-
-def _phrase_term(phrase: str) -> _Term:
-    lowered = " ".join(phrase.lower().split())
-    return _Term(lowered, re.compile(re.escape(lowered)), _PHRASE_WEIGHT)
-
-
-@dataclass(frozen=True, slots=True)
-class _Query:
-    """Parsed keywords: distinct terms, neighbouring pairs (by term index), and the whole query as a phrase."""
-
-    terms: list[_Term]
-    pairs: list[tuple[re.Pattern[str], int, int]]
-    phrase: str | None
-
-
-def _pair_pattern(first: _Term, second: _Term) -> re.Pattern[str]:
-    """Two query terms next to each other in the text: "checkout grace", "checkout_grace", "checkout-grace"."""
-
-    def core(term: _Term) -> str:
-        return re.escape(term.literal) + ("[a-z0-9]*" if term.weight == 1.0 else "")
-
-    return re.compile(rf"(?<![a-z0-9]){core(first)}[\s_\-/.:']{{1,3}}{core(second)}")
-
-
-def _parse_query(query: str) -> _Query:
-    terms: dict[str, _Term] = {}
-    order: list[str] = []  # term keys in query order, for neighbouring pairs
-    words: list[str] = []
-    for quoted, bare in _QUERY_TOKEN.findall(query):
-        if quoted:
-            if quoted.strip():
-                term = _phrase_term(quoted)
-                terms.setdefault(term.pattern.pattern, term)
-                order.append("")  # a phrase breaks the chain of neighbours
-                words.extend(quoted.split())
-            continue
-        token = bare.strip(_EDGE_PUNCTUATION) if not bare.startswith("#") else bare.rstrip(_EDGE_PUNCTUATION)
-        if not token:
-            continue
-        words.append(token)
-        if _is_identifier(token):
-            term = _identifier_term(token)
-        elif token.lower() in STOPWORDS or len(token) < 2:
-            continue
-        else:
-            term = _word_term(token)
-        terms.setdefault(term.pattern.pattern, term)
-        order.append(term.pattern.pattern)
-    keys = list(terms)
-    pairs = []
-    for first, second in zip(order, order[1:]):
-        if first and second and first != second:
-            pairs.append((_pair_pattern(terms[first], terms[second]), keys.index(first), keys.index(second)))
-    phrase = " ".join(word.lower() for word in words) if len(words) >= 2 else None
-    return _Query(list(terms.values()), pairs, phrase)
-
-
-def _parse_regex(query: str) -> re.Pattern[str] | None:
-    """``/pattern/`` or ``/pattern/i`` → compiled regex; anything else → None."""
-    stripped = query.strip()
-    match = re.fullmatch(r"/(.+)/([imsx]*)", stripped, flags=re.DOTALL)
-    if not match:
-        return None
-    flags = 0
-    for letter in match.group(2):
-        flags |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}[letter]
-    try:
-        return re.compile(match.group(1), flags)
-    except re.error as error:
-        raise SearchError(f"invalid regex {match.group(1)!r}: {error}") from None
 
 
 def _snippet(text: str, centre: int, limit: int) -> str:
@@ -382,10 +171,10 @@ def search_messages(
     if limit <= 0 or not query or not query.strip():
         return []
     snippet_chars = max(1, snippet_chars)
-    regex = _parse_regex(query)
+    regex = parse_regex(query)
     if regex is not None:
         return _regex_search(messages, regex, limit, snippet_chars)
-    parsed = _parse_query(query)
+    parsed = parse_query(query)
     terms = parsed.terms
     if not terms:
         return []
@@ -424,7 +213,7 @@ class _Matched:
     total_chars: int
 
 
-def _match_terms(messages: Sequence[Mapping[str, Any]], terms: Sequence[_Term]) -> _Matched:
+def _match_terms(messages: Sequence[Mapping[str, Any]], terms: Sequence[Term]) -> _Matched:
     size = len(messages)
     matched = _Matched([None] * size, [None] * size, [None] * size, [0] * len(terms), 0)
     for index, message in enumerate(messages):
@@ -465,7 +254,7 @@ def _bm25(matched: _Matched, term_weights: Sequence[float], average_length: floa
 def _rerank(
     candidates: Sequence[tuple[float, int]],
     matched: _Matched,
-    parsed: _Query,
+    parsed: Query,
     term_weights: Sequence[float],
     *,
     window: int,

@@ -343,10 +343,23 @@ def rank(found: Iterable[tuple[int, str | None, Sequence[Record]]]) -> list[Scor
     ever be shown.
     """
     batches = [(seq, ident, records) for seq, ident, records in found if records]
+    weights = _word_weights(record for _, _, records in batches for record in records)
+    scored: list[Scored] = []
+    for seq, ident, records in batches:
+        local = [_line_score(record, weights.get(record.kind)) for record in records]
+        order = sorted(range(len(records)), key=local.__getitem__, reverse=True)[:LINES_PER_LISTING]
+        for place, index in enumerate(order):
+            scored.append(Scored(local[index] / (1 + place), seq, ident, records[index]))
+    scored.sort(key=lambda item: (item.score, item.seq), reverse=True)
+    return scored
+
+
+def _word_weights(records: Iterable[Record]) -> dict[str, dict[str, float]]:
+    """Per kind, each word's inverse document frequency among that kind's lines, scaled to 0–1 (a kind with a
+    single line has none: nothing to be distinct from)."""
     words_by_kind: dict[str, list[frozenset[str]]] = {kind: [] for kind in KINDS}
-    for _, _, records in batches:
-        for record in records:
-            words_by_kind[record.kind].append(record.words)
+    for record in records:
+        words_by_kind[record.kind].append(record.words)
     weights: dict[str, dict[str, float]] = {}
     for kind, of_kind in words_by_kind.items():
         total = len(of_kind)
@@ -354,21 +367,14 @@ def rank(found: Iterable[tuple[int, str | None, Sequence[Record]]]) -> list[Scor
             frequency = Counter(itertools.chain.from_iterable(of_kind))
             scale = math.log(total)
             weights[kind] = {word: math.log(total / count) / scale for word, count in frequency.items()}
-    scored: list[Scored] = []
-    for seq, ident, records in batches:
-        local = []
-        for record in records:
-            weight = weights.get(record.kind)
-            distinct = (
-                sum(map(weight.__getitem__, record.words)) / len(record.words) if weight and record.words else 0.0
-            )
-            bonus = MATCH_BONUS if record.matched else SETTING_BONUS if record.kind == "setting" else 0.0
-            local.append(distinct + bonus)
-        order = sorted(range(len(records)), key=local.__getitem__, reverse=True)[:LINES_PER_LISTING]
-        for place, index in enumerate(order):
-            scored.append(Scored(local[index] / (1 + place), seq, ident, records[index]))
-    scored.sort(key=lambda item: (item.score, item.seq), reverse=True)
-    return scored
+    return weights
+
+
+def _line_score(record: Record, weight: Mapping[str, float] | None) -> float:
+    """One line's score before its place in its listing counts: how distinct its words are, plus its bonus."""
+    distinct = sum(map(weight.__getitem__, record.words)) / len(record.words) if weight and record.words else 0.0
+    bonus = MATCH_BONUS if record.matched else SETTING_BONUS if record.kind == "setting" else 0.0
+    return distinct + bonus
 
 
 class _Shown(Protocol):

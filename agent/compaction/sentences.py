@@ -91,31 +91,41 @@ def normalised(text: str) -> str:
 
 
 def classify(sentence: str, by_user: bool) -> Sentence | None:
-    """The sentence's kind and score, or None when it carries nothing worth keeping."""
+    """The sentence's kind and score, or None when it carries nothing worth keeping.
+
+    A decision or a user's preference names the kind; every further signal adds to the score and
+    names the kind only of a sentence that has none yet (in the order listed below, so a stated fact
+    about a person is a fact, and a commit the assistant reports is progress).
+    """
     if all(word in _HOLLOW for word in _WORDS.findall(sentence.lower())):
         return None
-    score = 0
-    kind = None
-    if _DECISION.search(sentence):
-        kind, score = "decision", score + 3
-    if by_user and (_PREFERENCE.search(sentence) or _RULE.search(sentence)):
-        kind, score = "preference", score + 3
-    if _STATED.search(sentence):
-        kind, score = kind or "fact", score + 2
+    kind, score = _stance(sentence, by_user)
     digits = bool(_DIGIT.search(sentence))
-    if _PEOPLE.search(sentence) or _PERSON.search(sentence[1:]):
-        kind, score = kind or "fact", score + 2
-    if digits and _SETTING.search(sentence):
-        kind, score = kind or "fact", score + 2
-    if digits:
-        score += 1
-    if not by_user and _PROGRESS.search(sentence):
-        kind, score = kind or "progress", score + 1
-    if _IDENTIFIER.search(sentence):
-        kind, score = kind or "fact", score + 1
+    signals: tuple[tuple[str | None, int, bool], ...] = (  # (kind if none yet, points, present)
+        ("fact", 2, bool(_STATED.search(sentence))),
+        ("fact", 2, bool(_PEOPLE.search(sentence) or _PERSON.search(sentence[1:]))),
+        ("fact", 2, digits and bool(_SETTING.search(sentence))),
+        (None, 1, digits),
+        ("progress", 1, not by_user and bool(_PROGRESS.search(sentence))),
+        ("fact", 1, bool(_IDENTIFIER.search(sentence))),
+    )
+    for named, points, present in signals:
+        if present:
+            kind, score = kind or named, score + points
     if kind is None or score < 2:
         return None
     return Sentence(sentence, kind, score)
+
+
+def _stance(sentence: str, by_user: bool) -> tuple[str | None, int]:
+    """``(kind, score)`` from what the sentence decides or (said by the user) wants: a preference outranks a
+    decision in the same sentence, and both score."""
+    kind, score = None, 0
+    if _DECISION.search(sentence):
+        kind, score = "decision", 3
+    if by_user and (_PREFERENCE.search(sentence) or _RULE.search(sentence)):
+        kind, score = "preference", score + 3
+    return kind, score
 
 
 @functools.lru_cache(maxsize=16_384)

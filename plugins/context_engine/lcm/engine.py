@@ -13,32 +13,25 @@ session archive holds it; without one the engine keeps it in memory.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent import json_codec
-from agent.compaction.anchor_index import AnchorIndex
-from agent.compaction.anchors import anchors_in
 from agent.context_compressor import ContextCompressor
 from agent.messages import with_content
-from agent.search import SearchError, message_search_text
+from agent.search import SearchError
 from agent.tokens import count_message, count_messages
 from agent.tools import MAX_FETCH_CHARS, MessageSource
 from plugins.context_engine.lcm import index_text, tools
 from plugins.context_engine.lcm.archive import ArchiveView, MemoryArchive, is_derived
-from plugins.context_engine.lcm.ids import RangeError, encode_runs, select_range, split_range
+from plugins.context_engine.lcm.departures import Departures
+from plugins.context_engine.lcm.ids import RangeError, select_range, split_range
 from plugins.context_engine.lcm.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
-#: Anchor kinds worth naming on an index line (what people search for again).
-KEY_KINDS = ("ref", "commit", "path", "error")
-#: Identifiers named on an index line are this long (shorter ones, like "#1", match too much).
-MIN_KEY_CHARS = 4
-MAX_KEY_CHARS = 40
 #: A compaction label as the summary cites it.
 _LABEL = re.compile(r"[rR][0-9]+")
 #: Version of the ``lcm`` part of :meth:`LcmEngine.export_state`.
@@ -94,13 +87,7 @@ class LcmEngine(ContextCompressor):
         kept_objects = {id(message) for message in after}
         kept_ids = {str(m["_id"]) for m in after if m.get("_id") is not None}
         new_versions_of = {str(m["_orig_id"]) for m in after if m.get("_orig_id") is not None}
-        folded: list[str] = []
-        folded_count = 0
-        replaced: list[str] = []
-        tokens = 0
-        stamps: list[float] = []
-        tool_calls: dict[str, int] = {}
-        anchors = AnchorIndex()
+        gone = Departures()
         gateway = self.view.history is not None
         for seq, message in enumerate(before):
             message_id = message.get("_id")
@@ -109,41 +96,11 @@ class LcmEngine(ContextCompressor):
             if is_derived(message):  # a summary, stub or stand-in: its originals are archived already
                 continue
             archived_as = self.memory.add(message)
-            tokens += count_message(message)
             if message_id is not None and str(message_id) in new_versions_of:
-                replaced.append(archived_as)
-                continue
-            folded_count += 1
-            if message_id is not None or not gateway:  # a local id outlives the turn only offline
-                folded.append(archived_as)
-            stamp = timestamp(message.get("_ts"))
-            if stamp is not None:
-                stamps.append(stamp)
-            for call in message.get("tool_calls") or ():
-                name = str(((call or {}).get("function") or {}).get("name") or "tool")
-                tool_calls[name] = tool_calls.get(name, 0) + 1
-            conversation = message.get("role") != "tool"
-            anchors.add_all(anchors_in(message_search_text(message), conversation), seq, conversation=conversation)
-        keys = [
-            anchor
-            for kind in KEY_KINDS
-            for anchor in anchors.ranked(kind)[:2]
-            if MIN_KEY_CHARS <= len(anchor) <= MAX_KEY_CHARS and "\n" not in anchor
-        ]
-        self.ledger.add(
-            at=self.clock(),
-            trigger=trigger,
-            folded=encode_runs(folded),
-            folded_count=folded_count,
-            replaced=encode_runs(replaced),
-            replaced_count=len(replaced),
-            tokens=tokens,
-            first_ts=min(stamps) if stamps else None,
-            last_ts=max(stamps) if stamps else None,
-            tools=tool_calls,
-            keys=keys,
-            summarizer=summarizer,
-        )
+                gone.replace(message, archived_as)
+            else:  # a local id outlives the turn only offline
+                gone.fold(seq, message, archived_as if message_id is not None or not gateway else None)
+        gone.record_in(self.ledger, at=self.clock(), trigger=trigger, summarizer=summarizer)
 
     def _as_index(
         self, before: Sequence[dict[str, Any]], after: list[dict[str, Any]]
@@ -235,20 +192,3 @@ class LcmEngine(ContextCompressor):
     def load_state(self, state: Mapping[str, Any] | None) -> None:
         super().load_state(state)
         self.ledger = Ledger.from_state((state or {}).get("lcm"))
-
-
-def timestamp(value: Any) -> float | None:
-    """A message's ``_ts`` as unix seconds: the store writes numbers, transcripts often ISO 8601 text."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            parsed = datetime.datetime.fromisoformat(value)
-        except ValueError:
-            return None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.UTC)
-        return parsed.timestamp()
-    return None

@@ -114,14 +114,9 @@ def select_range(messages: Sequence[Mapping[str, Any]], start: str, end: str) ->
     """
     first, last = parse_id(start), parse_id(end)
     if first is not None and last is not None and first.prefix == last.prefix:
-        low, high = sorted((first.number, last.number))
-        chosen: dict[int, tuple[int, Mapping[str, Any]]] = {}
-        for message in messages:
-            parsed = parse_id(message.get("_id")) if message.get("_id") is not None else None
-            if parsed is not None and parsed.prefix == first.prefix and low <= parsed.number <= high:
-                chosen.setdefault(parsed.number, (parsed.number, message))
-        if chosen:
-            return [message for _, message in sorted(chosen.values(), key=lambda item: item[0])]
+        numbered = _numbered_between(messages, first, last)
+        if numbered:
+            return numbered
     positions = {
         str(m.get("_id")): index for index, m in reversed(list(enumerate(messages))) if m.get("_id") is not None
     }
@@ -130,3 +125,17 @@ def select_range(messages: Sequence[Mapping[str, Any]], start: str, end: str) ->
         raise RangeError(f"no message with id {missing[0]!r}")
     low_index, high_index = sorted((positions[start], positions[end]))
     return list(messages[low_index : high_index + 1])
+
+
+def _numbered_between(
+    messages: Sequence[Mapping[str, Any]], first: NumberedId, last: NumberedId
+) -> list[Mapping[str, Any]]:
+    """The messages numbered from ``first`` to ``last`` under their prefix, in number order (the first listed
+    where two share a number); empty when none is."""
+    low, high = sorted((first.number, last.number))
+    chosen: dict[int, tuple[int, Mapping[str, Any]]] = {}
+    for message in messages:
+        parsed = parse_id(message.get("_id")) if message.get("_id") is not None else None
+        if parsed is not None and parsed.prefix == first.prefix and low <= parsed.number <= high:
+            chosen.setdefault(parsed.number, (parsed.number, message))
+    return [message for _, message in sorted(chosen.values(), key=lambda item: item[0])]
