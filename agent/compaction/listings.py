@@ -371,8 +371,11 @@ def _word_weights(records: Iterable[Record]) -> dict[str, dict[str, float]]:
 
 
 def _line_score(record: Record, weight: Mapping[str, float] | None) -> float:
-    """One line's score before its place in its listing counts: how distinct its words are, plus its bonus."""
-    distinct = sum(map(weight.__getitem__, record.words)) / len(record.words) if weight and record.words else 0.0
+    """One line's score before its place in its listing counts: how distinct its words are, plus its bonus.
+
+    The words are a set, iterated in an order that changes with the process's hash seed; ``fsum`` is exact, so the
+    score (and which of two close lines is kept) is the same in every process."""
+    distinct = math.fsum(map(weight.__getitem__, record.words)) / len(record.words) if weight and record.words else 0.0
     bonus = MATCH_BONUS if record.matched else SETTING_BONUS if record.kind == "setting" else 0.0
     return distinct + bonus
 
