@@ -19,6 +19,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -33,6 +34,7 @@ from agent.llm.errors import (
     RetryWaitTooLong,
     plain_reason,
 )
+from agent.retrying import CHAT_OUTAGE, REDIS_OUTAGE, Draw, Policy
 from gateway.startup_errors import one_line
 from gateway.store.channel import RedisChannel
 from gateway.store.outages import OutageRecords
@@ -41,13 +43,6 @@ log = logging.getLogger(__name__)
 
 #: Failures that mean "the provider is away", not "the request is wrong" (StreamInterrupted is a ProviderUnavailable).
 DOWN_KINDS: tuple[type[ProviderError], ...] = (ProviderUnavailable, ProviderTimeout, RateLimited, RetryWaitTooLong)
-#: The first wait before a chat's message is tried again; it doubles per failed try.
-FIRST_RETRY_SECONDS = 0.5
-#: The longest wait between two tries of one chat (a smaller bound shrinks it: see :meth:`ChatOutages.cap`).
-MAX_RETRY_SECONDS = 30.0
-#: The dispatcher's first and longest wait while Redis does not answer.
-REDIS_FIRST_WAIT = 0.05
-REDIS_MAX_WAIT = 2.0
 
 
 def counts_as_down(error: BaseException) -> bool:
@@ -114,21 +109,33 @@ class FailedTry:
 
 class ChatOutages:
     """Per chat: since when the provider has been failing it (the record is the store's,
-    :class:`gateway.store.outages.OutageRecords`), and what that means for its next try."""
+    :class:`gateway.store.outages.OutageRecords`), and what that means for its next try: the wait is
+    :data:`agent.retrying.CHAT_OUTAGE`'s, never past the bound."""
 
-    def __init__(self, channel: RedisChannel, prefix: str, bound_seconds: float) -> None:
+    def __init__(
+        self,
+        channel: RedisChannel,
+        prefix: str,
+        bound_seconds: float,
+        *,
+        clock: Callable[[], float] = time.time,
+        draw: Draw = random.uniform,
+    ) -> None:
+        """``clock`` (wall-clock seconds, shared by every process) and ``draw`` (the jitter) are a test's to fix."""
         self.records = OutageRecords(channel, prefix)
         self.bound = bound_seconds
+        self.clock = clock
+        self.draw = draw
 
     @property
     def cap(self) -> float:
         """The longest wait between tries: short bounds (tests, impatient deployments) retry more often."""
-        return max(FIRST_RETRY_SECONDS, min(MAX_RETRY_SECONDS, self.bound / 10))
+        return max(CHAT_OUTAGE.base, min(CHAT_OUTAGE.cap, self.bound / 10))
 
     async def failed(self, chat: str, error: ProviderError, started: float) -> FailedTry:
         """Record a failed try that began at ``started``; a try begun long after the last failure starts a new
         outage."""
-        now = time.time()
+        now = self.clock()
         stale_after = 2 * self.cap + 10.0  # a chat waiting for its next try is handed out within about ``cap``
         since, tries = await self.records.failed(
             chat, now=now, started=started, stale_after=stale_after, ttl_seconds=int(self.bound + 600)
@@ -137,10 +144,8 @@ class ChatOutages:
         remaining = self.bound - waited
         if remaining <= 0:
             return FailedTry(first=tries == 1, expired=True, delay=0.0, waited=waited)
-        step = min(self.cap, FIRST_RETRY_SECONDS * 2 ** (tries - 1))
-        delay = random.uniform(step / 2, step)  # chats that failed together are not all tried together
-        if error.retry_after:
-            delay = max(delay, error.retry_after)  # the provider said when to come back
+        # Jittered, so chats that failed together are not all tried together; at least what the provider asked.
+        delay = CHAT_OUTAGE.adjusted(cap=self.cap).wait(tries, error.retry_after, self.draw)
         return FailedTry(first=tries == 1, expired=False, delay=min(delay, remaining), waited=waited)
 
     async def ended(self, chat: str) -> None:
@@ -221,18 +226,24 @@ class ProviderWatch:
 
 
 class Backoff:
-    """The dispatcher's wait while Redis is away: 50 ms doubling to a couple of seconds, reset when it answers."""
+    """The dispatcher's wait while Redis is away (:data:`agent.retrying.REDIS_OUTAGE`: 50 ms doubling to a
+    couple of seconds), counted from the first failure in a row and reset when Redis answers."""
 
-    def __init__(self, first: float = REDIS_FIRST_WAIT, ceiling: float = REDIS_MAX_WAIT) -> None:
+    def __init__(self, first: float = REDIS_OUTAGE.base, ceiling: float = REDIS_OUTAGE.cap) -> None:
         self.first, self.ceiling = first, ceiling
+        self.policy: Policy = REDIS_OUTAGE.adjusted(base=first, cap=ceiling)
+        self.failures = 0
+        #: The last wait handed out; 0 while Redis answers.
         self.current = 0.0
 
     def next(self) -> float:
-        self.current = self.first if not self.current else min(self.ceiling, self.current * 2)
+        """The wait after one more failure in a row."""
+        self.failures += 1
+        self.current = self.policy.delay(self.failures)
         return self.current
 
     def reset(self) -> None:
-        self.current = 0.0
+        self.failures, self.current = 0, 0.0
 
 
 def _first_line(error: BaseException) -> str:

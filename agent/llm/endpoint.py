@@ -2,8 +2,9 @@
 
 An :class:`Endpoint` is one provider URL with its headers on a pooled httpx client
 (:mod:`agent.llm.http`). It sends a route's JSON body, whole or streamed, retries what
-the official SDKs retry (the policy is :mod:`agent.llm.retry`), and turns every failure
-into a typed :mod:`agent.llm.errors` exception whose message says what to fix. The route
+the official SDKs retry (the policy is :mod:`agent.llm.retry`, the loop
+:func:`agent.retrying.retried`), and turns every failure into a typed
+:mod:`agent.llm.errors` exception whose message says what to fix. The route
 modules only build bodies and read answers; the clients (:mod:`agent.llm.client`,
 :mod:`agent.llm.responses`) hand both to an endpoint.
 """
@@ -31,10 +32,11 @@ from agent.llm.errors import (
     StreamInterrupted,
 )
 from agent.llm.http import TRANSPORT_ERRORS, transport_failure
-from agent.llm.retry import RetryPolicy
+from agent.llm.retry import RetryPolicy, server_wait, worth_retrying
 from agent.llm.status_errors import error_for_status
 from agent.llm.stream import EventSink, StreamAssembler, StreamEvent, StreamReset
 from agent.llm.types import Completion
+from agent.retrying import retried
 
 # The provider client's log, under the name it has always had: retry warnings are filtered on it.
 log = logging.getLogger("agent.llm.client")
@@ -124,48 +126,46 @@ class Endpoint:
             payload = json_codec.dumps(body)
         except json_codec.EncodeError as error:
             raise InvalidRequest([f"the request cannot be sent as JSON: {error}"]) from error
-        attempt = 0
-        while True:
-            relay = _Relay(on_event)
-            try:
-                if assembler is None:
-                    return await self._post(payload, parse, refusal)
-                return await self._stream(payload, parse, assembler(), relay, refusal)
-            except _SinkFailure as failure:
-                raise failure.error from None
-            except ProviderError as error:
-                wait = self._retry_wait(error, attempt)
-                if wait is None:
-                    raise
-                log.warning(
-                    "%s: %s; retry %d of %d in %.2fs",
-                    self.url,
-                    _first_line(error),
-                    attempt + 1,
-                    self.retry.max_retries,
-                    wait,
-                )
-                if relay.emitted and on_event is not None:
-                    await on_event(StreamReset(f"{type(error).__name__}: {_first_line(error)}"))
-                await self.retry.sleep(wait)
-                attempt += 1
+        relay = _Relay(on_event)
 
-    def _retry_wait(self, error: ProviderError, attempt: int) -> float | None:
-        """Seconds until the next try, or None to give up (raising :class:`RetryWaitTooLong` for a long ask)."""
-        wanted = error.should_retry if error.should_retry is not None else error.retryable
-        if not wanted:
-            return None
-        if error.retry_after is not None and error.retry_after > self.retry.max_retry_after:
-            raise RetryWaitTooLong(
-                f"{self.url} asked to wait {error.retry_after:g}s before trying again, longer than the "
-                f"{self.retry.max_retry_after:g}s foldgate waits; try again later",
-                retry_after=error.retry_after,
-                status=error.status,
-                body=error.body,
-            ) from error
-        if attempt >= self.retry.max_retries:
-            return None
-        return self.retry.wait(attempt, error.retry_after)
+        async def attempt() -> Completion:
+            nonlocal relay
+            relay = _Relay(on_event)  # each try's events, so a retry resets only what its try showed
+            if assembler is None:
+                return await self._post(payload, parse, refusal)
+            return await self._stream(payload, parse, assembler(), relay, refusal)
+
+        async def before_retry(error: Exception, retry: int, wait: float) -> None:
+            log.warning(
+                "%s: %s; retry %d of %d in %.2fs", self.url, _first_line(error), retry, self.retry.max_retries, wait
+            )
+            if relay.emitted and on_event is not None:
+                await on_event(StreamReset(f"{type(error).__name__}: {_first_line(error)}"))
+
+        try:
+            return await retried(
+                self.retry.policy,
+                attempt,
+                retryable=worth_retrying,
+                server_wait=server_wait,
+                too_long=self._wait_too_long,
+                before_retry=before_retry,
+                sleep=self.retry.sleep,
+                draw=self.retry.jitter,
+            )
+        except _SinkFailure as failure:
+            raise failure.error from None
+
+    def _wait_too_long(self, error: Exception, seconds: float) -> RetryWaitTooLong:
+        """The failure of a call whose server asked for a longer wait than foldgate makes a turn wait."""
+        assert isinstance(error, ProviderError)
+        return RetryWaitTooLong(
+            f"{self.url} asked to wait {seconds:g}s before trying again, longer than the "
+            f"{self.retry.max_retry_after:g}s foldgate waits; try again later",
+            retry_after=seconds,
+            status=error.status,
+            body=error.body,
+        )
 
     async def _post(self, payload: bytes, parse: Callable[[Any], Completion], refusal: Refusal | None) -> Completion:
         try:

@@ -10,7 +10,8 @@ refuses us) — the same request would fail the same way. A server's
 error is :func:`agent.llm.errors.classify_failure`.)
 
 The wait is exponential with full jitter (a uniform draw between 0 and the exponential
-step), so many chats that failed together do not retry together. A ``Retry-After`` /
+step), so many chats that failed together do not retry together; the numbers are
+:data:`agent.retrying.PROVIDER_REQUEST`'s. A ``Retry-After`` /
 ``retry-after-ms`` the server sends is honoured exactly; one longer than
 :attr:`RetryPolicy.max_retry_after` fails the call at once with a clear message instead
 of retrying before the server is ready.
@@ -25,6 +26,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+
+from agent.llm.errors import ProviderError
+from agent.retrying import PROVIDER_REQUEST, Policy
 
 
 def _seconds(text: str, scale: float = 1.0) -> float | None:
@@ -68,28 +72,41 @@ def should_retry_header(headers: Mapping[str, str]) -> bool | None:
 
 @dataclass
 class RetryPolicy:
-    """How many times and how long to retry one provider request.
+    """How one client retries its provider requests: :data:`~agent.retrying.PROVIDER_REQUEST` with this
+    model's count (``model.max_retries``) and, for tests, shorter waits, a recording ``sleep`` or a fixed
+    ``jitter`` draw. The loop is :func:`agent.retrying.retried`, run by :class:`agent.llm.endpoint.Endpoint`.
 
     ``max_retries`` counts the tries after the first. The n-th wait (n from 0) is drawn
     from ``[0, min(max_backoff, initial_backoff * 2**n)]`` unless the server named one.
     """
 
-    max_retries: int = 2
-    initial_backoff: float = 0.5
-    max_backoff: float = 8.0
+    max_retries: int = PROVIDER_REQUEST.attempts - 1
+    initial_backoff: float = PROVIDER_REQUEST.base
+    max_backoff: float = PROVIDER_REQUEST.cap
     #: The longest server-requested wait honoured; a longer one fails the call.
-    max_retry_after: float = 60.0
+    max_retry_after: float = PROVIDER_REQUEST.max_server_wait
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     jitter: Callable[[float, float], float] = field(default=random.uniform)
 
-    def backoff(self, attempt: int) -> float:
-        """The jittered wait before retry number ``attempt + 1`` when the server named none."""
-        ceiling = min(self.max_backoff, self.initial_backoff * 2**attempt)
-        return self.jitter(0.0, ceiling)
+    @property
+    def policy(self) -> Policy:
+        """:data:`~agent.retrying.PROVIDER_REQUEST` with this client's numbers."""
+        return PROVIDER_REQUEST.adjusted(
+            attempts=self.max_retries + 1,
+            base=self.initial_backoff,
+            cap=self.max_backoff,
+            max_server_wait=self.max_retry_after,
+        )
 
-    def wait(self, attempt: int, retry_after: float | None) -> float:
-        """The wait before the next try: the server's, when it named one (the caller refuses one past the cap),
-        else the backoff (a ``Retry-After: 0`` names none, as the SDKs read it)."""
-        if retry_after:
-            return retry_after
-        return self.backoff(attempt)
+
+def worth_retrying(error: BaseException) -> bool:
+    """The ``retryable`` hook of a provider request: the server's ``x-should-retry`` when it sent one, else
+    whether the failure is of a retried kind (see the module docstring)."""
+    if not isinstance(error, ProviderError):
+        return False
+    return error.should_retry if error.should_retry is not None else error.retryable
+
+
+def server_wait(error: BaseException) -> float | None:
+    """The ``server_wait`` hook of a provider request: its ``Retry-After`` / ``retry-after-ms``, in seconds."""
+    return error.retry_after if isinstance(error, ProviderError) else None

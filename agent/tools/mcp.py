@@ -2,41 +2,35 @@
 
 Each server has one session per process (:class:`McpServer`), opened at its first use and held by a
 task of its own (the SDK's session lives in the task that opened it). A server that exits, or cannot
-be reached, is opened again at a later use after a wait that doubles from one second up to a minute;
-meanwhile its tools answer the model with an error naming it, and the turn goes on.
+be reached, is opened again at a later use after a wait that doubles from one second up to a minute
+(:data:`agent.retrying.MCP_CONNECT`); meanwhile its tools answer the model with an error naming it,
+and the turn goes on.
 
 Its tools reach the model as ``<server>__<tool>`` with the server's own input schema, in name order,
 so the prompt-cache prefix holds from turn to turn. What each may do is one policy
-(:meth:`McpServerSpec.policy`): configured per tool, else per server, else from the tool's own hints
-(read-only runs; destructive is denied until a person may approve calls); a tool that appears only
-after a reconnect is denied until it is configured. A denied tool is never offered, so no path
-calls it. A call that runs past the server's ``timeout_seconds`` is cancelled — the SDK tells the
-server — and answered with an error; a ``/stop`` cancels it the same way.
+(:meth:`~agent.tools.mcp_spec.McpServerSpec.policy`): configured per tool, else per server, else
+from the tool's own hints (read-only runs; destructive is denied until a person may approve calls);
+a tool that appears only after a reconnect is denied until it is configured. A denied tool is never
+offered, so no path calls it. A call that runs past the server's ``timeout_seconds`` is cancelled —
+the SDK tells the server — and answered with an error; a ``/stop`` cancels it the same way.
 
-A result (:func:`tool_output`) is its text parts, joined; its structured content as JSON when it
-has no text; images and embedded files kept through the turn's :class:`~agent.items.MediaSource`
-and handed to the person as well as the model; a link as a line; an error result as the model's
-tool error. Every call is reported to ``on_call`` (:class:`CallRecord`) for the audit trail.
+A result is what :func:`~agent.tools.mcp_results.tool_output` makes of it: its text, its files kept
+and handed to the person, an error result as the model's tool error. Every call is reported to
+``on_call`` (:class:`~agent.tools.mcp_spec.CallRecord`) for the audit trail; the words all this is
+described in are :mod:`agent.tools.mcp_spec`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
-import mimetypes
-import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx2
 import mcp_types as types
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -45,18 +39,49 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from agent import json_codec
 from agent.items import MediaSource
+from agent.retrying import MCP_CONNECT
+from agent.tools.mcp_results import tool_output
+from agent.tools.mcp_spec import (
+    MAX_TOOL_NAME,
+    SEPARATOR,
+    Approval,
+    Approver,
+    CallRecord,
+    CallSink,
+    Listed,
+    McpServerSpec,
+    Policy,
+    ServerDown,
+    ToolFailed,
+    exposed_name,
+    schema_problem,
+)
 from agent.tools.registry import CallOutcome, Tool, ToolOutput
+
+#: The names the gateway, the evals and the tests import from here, wherever they are defined.
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "MAX_TOOL_NAME",
+    "SEPARATOR",
+    "Approval",
+    "Approver",
+    "CallRecord",
+    "CallSink",
+    "Listed",
+    "McpServer",
+    "McpServerSpec",
+    "McpTools",
+    "Policy",
+    "ServerDown",
+    "ToolFailed",
+    "exposed_name",
+    "schema_problem",
+    "tool_output",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-Policy = Literal["auto", "ask", "deny"]
-#: Separates a server's name from its tool's in the name the model sees.
-SEPARATOR = "__"
-#: Longest tool name the providers take (OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``).
-MAX_TOOL_NAME = 64
-#: Seconds before a server that failed is tried again, doubling per failure in a row, at most the second.
-RETRY_FIRST, RETRY_MOST = 1.0, 60.0
 #: Longest wait for a server to start and answer its handshake.
 CONNECT_TIMEOUT = 30.0
 #: Seconds a cancelled call has to end before its session is let go instead.
@@ -65,111 +90,6 @@ CANCEL_GRACE_SECONDS = 5.0
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 #: Most pages of a tool listing read (a paginator that never ends cannot hang a turn).
 MAX_LIST_PAGES = 20
-
-
-class Listed(NamedTuple):
-    """One tool of a server's listing: the tool, what a call of it may do, why it cannot be offered ("": it can)."""
-
-    tool: types.Tool
-    policy: Policy
-    problem: str
-
-
-class ToolFailed(Exception):
-    """The server answered a call with an error of its own (bad arguments, a bug of the tool): the model is told."""
-
-
-class ServerDown(Exception):
-    """A server that cannot be used now: its tools answer the model with this error."""
-
-    def __init__(self, server: str, reason: str) -> None:
-        super().__init__(f"the MCP server {server!r} is not available: {reason}")
-        self.server = server
-
-
-@dataclass(frozen=True)
-class McpServerSpec:
-    """One server as this process starts it: ``command`` (stdio) or ``url`` (streamable HTTP), secrets resolved."""
-
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # secrets: never in a log line
-    cwd: str | None = None
-    url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    timeout_seconds: float = 60.0
-    include: frozenset[str] = frozenset()
-    exclude: frozenset[str] = frozenset()
-    server_policy: Policy | None = None
-    tool_policies: Mapping[str, Policy] = field(default_factory=dict)
-
-    def offers(self, tool: str) -> bool:
-        """Whether ``include``/``exclude`` let the tool through."""
-        return (not self.include or tool in self.include) and tool not in self.exclude
-
-    def policy(self, tool: types.Tool, *, new: bool = False) -> Policy:
-        """What a call of ``tool`` may do: its own setting, the server's, else its hints — read-only runs, one
-        that may destroy asks the person first (``new``: it appeared after a reconnect, and only a setting lets
-        it run)."""
-        if tool.name in self.tool_policies:
-            return self.tool_policies[tool.name]
-        if self.server_policy is not None:
-            return self.server_policy
-        if new:
-            return "deny"
-        hints = tool.annotations
-        if hints is not None and hints.read_only_hint:
-            return "auto"
-        destructive = True if hints is None or hints.destructive_hint is None else hints.destructive_hint
-        return "ask" if destructive else "auto"
-
-
-@dataclass(frozen=True)
-class Approval:
-    """A person's answer to "may I run this?": whether to run it, and the line that says who said what."""
-
-    approved: bool
-    said: str
-
-
-class Approver(Protocol):
-    """Asks the person whose message the turn answers before a tool whose policy is ``ask`` runs (the gateway
-    asks in the chat, with buttons where the platform has them)."""
-
-    async def approve(self, server: str, tool: str, arguments: Mapping[str, Any]) -> Approval:
-        """Their answer; no answer in time is a refusal."""
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One tool call, for the audit trail: which tool of which server, how big its arguments, how it ended."""
-
-    server: str
-    tool: str
-    argument_bytes: int
-    outcome: CallOutcome
-    seconds: float
-
-
-#: Told of every call when it ends.
-CallSink = Callable[[CallRecord], Awaitable[None]]
-
-
-def exposed_name(server: str, tool: str) -> str:
-    """The name the model sees: ``<server>__<tool>``, characters the providers refuse made ``_``, within 64."""
-    return f"{server}{SEPARATOR}{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"[:MAX_TOOL_NAME]
-
-
-def schema_problem(schema: Any) -> str:
-    """Why an input schema cannot go to a provider ("" when it can): it must be a valid JSON Schema of an object."""
-    if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        return "it is not an object schema"
-    try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as error:
-        return f"it is not a valid JSON Schema ({error.message})"
-    return ""
 
 
 class McpServer:
@@ -353,7 +273,7 @@ class McpServer:
 
     def _note_failure(self, error: BaseException) -> None:
         self._failures += 1
-        wait = min(RETRY_MOST, RETRY_FIRST * 2 ** (self._failures - 1))
+        wait = MCP_CONNECT.delay(self._failures)
         self._retry_at = self.clock() + wait
         self.failure = _reason(error)
         log.warning("mcp %s: %s; trying again in %.0f s at the next use", self.spec.name, self.failure, wait)
@@ -417,18 +337,8 @@ class McpTools:
             if isinstance(listed, BaseException):
                 raise listed
             for tool, policy, problem in listed:
-                if policy == "deny" or (policy == "ask" and approver is None):
-                    continue
-                if problem:
-                    if server.told(tool.name):
-                        log.warning("mcp %s: tool %r left out: %s", name, tool.name, problem)
-                    continue
                 exposed = exposed_name(name, tool.name)
-                if exposed in taken:
-                    if server.told(tool.name):
-                        log.warning(
-                            "mcp %s: tool %r left out: its name is %s, like another tool's", name, tool.name, exposed
-                        )
+                if _left_out(server, tool.name, policy, problem, exposed in taken, approver is not None):
                     continue
                 taken.add(exposed)
                 offered.append(
@@ -443,6 +353,17 @@ class McpTools:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(server.aclose() for server in self.servers.values()), return_exceptions=True)
+
+
+def _left_out(server: McpServer, tool: str, policy: Policy, problem: str, name_taken: bool, approvable: bool) -> bool:
+    """Whether a listed tool stays out of the turn: denied, needing a yes no one can give this turn, with a schema
+    no provider takes, or with the name another tool got first (these two logged once per session)."""
+    if policy == "deny" or (policy == "ask" and not approvable):
+        return True
+    why = problem or (f"its name is {exposed_name(server.spec.name, tool)}, like another tool's" if name_taken else "")
+    if why and server.told(tool):
+        log.warning("mcp %s: tool %r left out: %s", server.spec.name, tool, why)
+    return bool(why)
 
 
 def _handler(
@@ -496,61 +417,3 @@ def _handler(
 
 def _error(text: str) -> ToolOutput:
     return ToolOutput(json_codec.dumps_text({"error": text}))
-
-
-async def tool_output(result: types.CallToolResult, media: MediaSource | None) -> ToolOutput:
-    """What the model (and, for files, the person) gets of a result (see the module docstring)."""
-    texts: list[str] = []
-    items: list[dict[str, Any]] = []
-    for number, block in enumerate(result.content, 1):
-        if isinstance(block, types.TextContent):
-            texts.append(block.text)
-        elif isinstance(block, (types.ImageContent, types.AudioContent)):
-            kept = await _keep(
-                block.data,
-                block.mime_type,
-                f"{block.type}-{number}{mimetypes.guess_extension(block.mime_type) or ''}",
-                media,
-            )
-            texts.append(_kept_line(kept, block.type))
-            items += [kept] if kept.get("sha") else []
-        elif isinstance(block, types.EmbeddedResource):
-            resource = block.resource
-            if isinstance(resource, types.TextResourceContents):
-                texts.append(f"[{resource.uri}]\n{resource.text}")
-            else:
-                name = resource.uri.rstrip("/").rpartition("/")[2] or f"file-{number}"
-                kept = await _keep(resource.blob, resource.mime_type or "application/octet-stream", name, media)
-                texts.append(_kept_line(kept, "file"))
-                items += [kept] if kept.get("sha") else []
-        elif isinstance(block, types.ResourceLink):
-            texts.append(f"[link: {block.name} {block.uri}]")
-    if not texts and result.structured_content is not None:
-        texts.append(json_codec.dumps_text(result.structured_content, default=str))
-    text = "\n".join(texts)
-    if result.is_error:
-        text = json_codec.dumps_text({"error": text or "the tool reported an error"})
-    return ToolOutput(text, tuple(items), deliver=bool(items))
-
-
-async def _keep(data: str, mime: str, name: str, media: MediaSource | None) -> dict[str, Any]:
-    """A file a tool returned (base64), kept for the chat; a ref with ``error`` when it could not be."""
-    ref: dict[str, Any] = {
-        "kind": "image" if mime.startswith("image/") else "document",
-        "sha": "",
-        "name": name,
-        "mime": mime,
-    }
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return {**ref, "error": "not valid base64"}
-    if media is None:
-        return {**ref, "bytes": len(raw), "error": "no media store to keep it in"}
-    return dict(await media.keep(raw, mime=mime, name=name))
-
-
-def _kept_line(ref: Mapping[str, Any], what: str) -> str:
-    if ref.get("error"):
-        return f"[{what} {ref.get('name')}: not kept: {ref['error']}]"
-    return f"[{what} {ref.get('name')}: shown to the person]"

@@ -11,11 +11,11 @@ not hold up its inbox.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from agent.retrying import REPLY_DELIVERY, Sleep, retried
 from gateway.delivery.stream import ReplyStream
 from gateway.outage import Health, is_redis_outage
 from gateway.platforms.base import IncomingMessage, OutgoingFile, PlatformAdapter, SendGate
@@ -24,11 +24,6 @@ from gateway.store.journal import ReplyJournal
 from gateway.store.media import MediaStore
 
 log = logging.getLogger(__name__)
-
-#: Attempts at delivering one reply before it is given up (the platform refuses it for good).
-SEND_ATTEMPTS = 3
-#: Seconds before the second attempt; the wait grows by this much per attempt.
-RETRY_DELAY_SECONDS = 1.0
 
 
 class Replies:
@@ -42,13 +37,16 @@ class Replies:
         gates: Callable[[IncomingMessage], SendGate],
         redis_health: Health,
         media: MediaStore | None = None,
+        sleep: Sleep | None = None,
     ) -> None:
+        """``sleep`` waits between a reply's attempts (``asyncio.sleep`` when None; a test's recorder)."""
         self.store = store
         self.adapters = adapters
         self.gates = gates
         self.redis_health = redis_health
         #: Where the files a turn made for the person are read from; None: files are not sent.
         self.media = media
+        self.sleep = sleep
         self._open: dict[str, ReplyStream] = {}
 
     def stream(self, message: IncomingMessage, lock: Lock, *, previews: bool) -> ReplyStream | None:
@@ -153,29 +151,30 @@ class Replies:
             await journal.record({mark: "sent"})
 
     async def _attempts(self, message: IncomingMessage, what: str, send: Callable[[], Awaitable[None]]) -> bool:
-        """``send`` tried :data:`SEND_ATTEMPTS` times; False when it was given up."""
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                await send()
-                return True
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                outage = is_redis_outage(error)  # the send budget and the journal live in Redis
-                if outage:
-                    self.redis_health.failed(error, message.chat)
-                if attempt == SEND_ATTEMPTS:
-                    log.warning(
-                        "%s: %s to update %s could not be delivered; giving it up",
-                        message.chat,
-                        what,
-                        message.update_id,
-                        exc_info=not outage,
-                    )
-                    return False
-                if not outage:
-                    log.warning(
-                        "%s: sending %s failed (attempt %d); retrying", message.chat, what, attempt, exc_info=True
-                    )
-                await asyncio.sleep(RETRY_DELAY_SECONDS * attempt)
+        """``send`` tried under :data:`~agent.retrying.REPLY_DELIVERY`; False when it was given up."""
+
+        async def before_retry(error: Exception, retry: int, wait: float) -> None:
+            if self._noted(message, error):
+                return  # Redis is away: the health line says so once, not once per retry
+            log.warning("%s: sending %s failed (attempt %d); retrying", message.chat, what, retry, exc_info=error)
+
+        try:
+            await retried(REPLY_DELIVERY, send, before_retry=before_retry, sleep=self.sleep)
+        except Exception as error:
+            outage = self._noted(message, error)
+            log.warning(
+                "%s: %s to update %s could not be delivered; giving it up",
+                message.chat,
+                what,
+                message.update_id,
+                exc_info=error if not outage else None,
+            )
+            return False
+        return True
+
+    def _noted(self, message: IncomingMessage, error: Exception) -> bool:
+        """Whether ``error`` means Redis is away (the send budget and the journal live there); noted if so."""
+        if is_redis_outage(error):
+            self.redis_health.failed(error, message.chat)
+            return True
         return False

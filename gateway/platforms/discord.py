@@ -39,6 +39,8 @@ A question the bot asks before running a tool carries an Approve and a Refuse bu
 (:class:`ApprovalButtons`); a press is acknowledged at once and handed to the intake as the presser's
 ``/approve <id>`` or ``/refuse <id>``.
 Permanent refusals (403, 404, 400) are raised to the runner. Replies never ping anyone.
+The client and its login (a wrong token, an unreachable API said in one line) are
+:mod:`gateway.platforms.discord_client`'s; every retry's numbers are named policies in :mod:`agent.retrying`.
 An answer discord.py cannot read is one line naming ``platforms.discord`` and what came back
 (:mod:`gateway.platforms.discord_answers`): at login it stops the start; a post or an edit that
 Discord took is not made again.
@@ -54,11 +56,12 @@ import io
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 import discord
 
+from agent.retrying import DISCORD_HAND_OVER, DISCORD_LOGIN, DISCORD_SEND, Sleep, retried
 from gateway.delivery.edited import EditedReply
 from gateway.media.download import download
 from gateway.platforms.base import (
@@ -75,14 +78,14 @@ from gateway.platforms.base import (
     check_size,
 )
 from gateway.platforms.discord_answers import Answers, Reader, UnreadableDiscordAnswer, accepted
+from gateway.platforms.discord_client import LOGIN_TIMEOUT, DiscordAdapterError, api_base, build_client, log_in
 from gateway.platforms.discord_events import Allowlist, incoming_message
 from gateway.platforms.discord_replies import NO_PINGS, REPLY_CHANNELS, DiscordMessenger, ReplyChannel, chunk_nonce
-from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem, token_shape_problem
+from gateway.platforms.discord_tokens import TOKEN_HINT, token_problem
 from gateway.platforms.failure import Failure
 from gateway.platforms.intake import Outcome, Source, hand_over
-from gateway.platforms.retry import SendRetry, doubling
+from gateway.platforms.retry import SendRetry
 from gateway.platforms.split import split_message
-from gateway.startup_errors import StartupError
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -111,64 +114,6 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, UnreadableDiscordAnswer):
         return not error.accepted
     return isinstance(error, TRANSIENT_SEND_ERRORS)
-
-
-#: Seconds the login at start (and in ``foldgate doctor``) may take, every attempt included, before
-#: Discord counts as unreachable: a firewalled network fails in seconds.
-LOGIN_TIMEOUT = 8.0
-#: Login attempts at start when the API cannot be reached (the network may still be coming up).
-LOGIN_ATTEMPTS = 3
-
-
-class DiscordAdapterError(StartupError):
-    """The adapter cannot start or go on; ``setting`` names the configuration key to look at and the
-    message says what to do, so start-up prints one line instead of discord.py's traceback."""
-
-    def __init__(self, message: str, *, setting: str = "platforms.discord") -> None:
-        super().__init__(message, setting=setting)
-
-
-class DiscordTokenRejected(DiscordAdapterError, discord.LoginFailure):
-    """Discord answered the login with 401; still a ``LoginFailure`` for code that catches discord.py's type."""
-
-
-class DiscordTokenMalformed(DiscordAdapterError, discord.LoginFailure):
-    """The token is not shaped like a bot token, so it was not sent; a ``LoginFailure`` like a rejected one."""
-
-
-def api_base() -> str:
-    """The REST API base discord.py sends to (tests point it at a fake)."""
-    return str(discord.http.Route.BASE)
-
-
-def discord_intents() -> discord.Intents:
-    """Servers, server messages, DMs and message content — nothing else (no member list, no presence)."""
-    intents = discord.Intents.none()
-    intents.guilds = True
-    intents.guild_messages = True
-    intents.dm_messages = True
-    intents.message_content = True
-    return intents
-
-
-def build_client(
-    *,
-    shard_ids: Sequence[int] | None = None,
-    shard_count: int | None = None,
-    http_trace: aiohttp.TraceConfig | None = None,
-) -> discord.Client:
-    """A plain client, or an ``AutoShardedClient`` for exactly ``shard_ids`` of ``shard_count``; ``http_trace``
-    sees every REST request it makes."""
-    options: dict[str, Any] = dict(
-        intents=discord_intents(), allowed_mentions=NO_PINGS, chunk_guilds_at_startup=False, http_trace=http_trace
-    )
-    # the bot never joins voice: skip discord.py's start-up warnings about missing voice libraries
-    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-    if shard_ids is None and shard_count is None:
-        return discord.Client(**options)
-    return discord.AutoShardedClient(
-        shard_ids=list(shard_ids) if shard_ids is not None else None, shard_count=shard_count, **options
-    )
 
 
 class ApprovalButtons(discord.ui.View):
@@ -204,10 +149,13 @@ class DiscordAdapter(PlatformAdapter):
         allowlist: Allowlist = Allowlist(),
         shard_ids: Sequence[int] | None = None,
         shard_count: int | None = None,
-        attempts: int = 4,
-        retry_delay: float = 1.0,
+        attempts: int = DISCORD_SEND.attempts,
+        retry_delay: float = DISCORD_SEND.base,
+        retry_sleep: Sleep = asyncio.sleep,
     ) -> None:
-        """``attempts``: tries per reply chunk and per intake hand-over, ``retry_delay`` doubling between them."""
+        """``attempts``: tries per reply chunk and per intake hand-over, ``retry_delay`` doubling between them
+        (:data:`agent.retrying.DISCORD_SEND`, :data:`agent.retrying.DISCORD_HAND_OVER`); ``retry_sleep`` waits
+        every retry's backoff, the login's too (a test's recorder)."""
         if not token:
             raise ValueError("a Discord bot token is required")
         if attempts < 1:
@@ -221,8 +169,16 @@ class DiscordAdapter(PlatformAdapter):
         self.allowlist = allowlist
         self.attempts = attempts
         self.retry_delay = retry_delay
+        self.retry_sleep = retry_sleep
         #: The one retry policy for final sends, whole or streamed (discord.py waits out 429s itself).
-        self.retry = SendRetry(log=log, transient=is_transient, retries=attempts - 1, backoff=doubling(retry_delay))
+        self.retry = SendRetry(
+            log=log,
+            transient=is_transient,
+            policy=DISCORD_SEND.adjusted(attempts=attempts, base=retry_delay),
+            sleep=retry_sleep,
+        )
+        #: How a received message is handed to the intake again when it could not be stored.
+        self.hand_over = DISCORD_HAND_OVER.adjusted(attempts=attempts, base=retry_delay)
         #: The client's last REST answers, to say what came back when one cannot be read.
         self.answers = Answers()
         self.client = build_client(shard_ids=shard_ids, shard_count=shard_count, http_trace=self.answers.trace())
@@ -267,65 +223,17 @@ class DiscordAdapter(PlatformAdapter):
             await self.login()
         self._connection = asyncio.create_task(self._connect(), name="discord-gateway")
 
-    async def login(self, timeout: float = LOGIN_TIMEOUT, attempts: int = LOGIN_ATTEMPTS) -> discord.ClientUser:
-        """Log in over HTTP only (no gateway connection), as start and ``foldgate doctor`` do.
-
-        A token of the wrong shape is refused before anything is sent. An unreachable API is tried
-        again, up to ``attempts`` times within ``timeout`` seconds in all, without a log line. A
-        rejected token, an unreachable or silent API, an answer discord.py cannot read or a refusal becomes a
-        :class:`DiscordAdapterError` naming the setting to fix. The caller closes the client
-        (:meth:`stop`) either way.
-        """
-        problem = token_shape_problem(self.token)
-        if problem:
-            raise DiscordTokenMalformed(
-                f"not a Discord bot token ({problem}) — {TOKEN_HINT}", setting="platforms.discord.token"
-            )
-        made = 0
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    made += 1
-                    try:
-                        await self.reader.read(functools.partial(self.client.login, self.token))
-                        break
-                    except (aiohttp.ClientError, OSError):
-                        if made >= attempts:
-                            raise
-                        await self._reopen_http()
-                        await asyncio.sleep(0.5 * 2 ** (made - 1))
-        except UnreadableDiscordAnswer as error:  # logging in again gets the same answer
-            raise DiscordAdapterError(f"{error.sentence} — {error.fix}", setting=error.setting) from error
-        except discord.LoginFailure as error:
-            raise DiscordTokenRejected(
-                f"Discord rejected the bot token (401 Unauthorized) — {TOKEN_HINT}", setting="platforms.discord.token"
-            ) from error
-        except discord.HTTPException as error:
-            said = error.text or (error.response.reason if error.response is not None else "")
-            raise DiscordAdapterError(
-                f"Discord refused the login (HTTP {error.status}: {said}) — check "
-                "platforms.discord.token, or try again later if Discord has an outage"
-            ) from error
-        except TimeoutError as error:
-            raise DiscordAdapterError(
-                f"no answer from the Discord API at {api_base()} within {timeout:g} s — check "
-                "this machine's network and firewall"
-            ) from error
-        except (aiohttp.ClientError, OSError) as error:
-            tries = f"after {made} attempt{'s' if made != 1 else ''}"
-            raise DiscordAdapterError(
-                f"cannot reach the Discord API at {api_base()} {tries} ({type(error).__name__}: "
-                f"{error}) — check this machine's network and firewall"
-            ) from error
-        assert self.client.user is not None
-        self.me = self.client.user
+    async def login(self, timeout: float = LOGIN_TIMEOUT, attempts: int = DISCORD_LOGIN.attempts) -> discord.ClientUser:
+        """Log in over HTTP only (no gateway connection), as start and ``foldgate doctor`` do: an unreachable
+        API is tried again up to ``attempts`` times (:data:`agent.retrying.DISCORD_LOGIN`) within ``timeout``
+        seconds in all; a failure is a :class:`DiscordAdapterError` naming the setting to fix (see
+        :func:`gateway.platforms.discord_client.log_in`). The caller closes the client (:meth:`stop`) either
+        way."""
+        policy = DISCORD_LOGIN.adjusted(attempts=attempts)
+        self.me = await log_in(
+            self.client, self.reader, self.token, timeout=timeout, policy=policy, sleep=self.retry_sleep
+        )
         return self.me
-
-    async def _reopen_http(self) -> None:
-        """Close the HTTP session a failed login left open: discord.py opens a new one at every login,
-        and the closed session's connector goes with it, so the next login gets a connector of its own."""
-        await self.client.http.close()
-        self.client.http.connector = aiohttp.TCPConnector(limit=0)
 
     @property
     def failure(self) -> DiscordAdapterError | None:
@@ -371,19 +279,22 @@ class DiscordAdapter(PlatformAdapter):
             return None
         if self._intake is None:
             raise RuntimeError("DiscordAdapter received a message before start()/bind()")
-        for attempt in range(self.attempts):
-            last = attempt == self.attempts - 1
+        intake = self._intake
+        tries = 0
+
+        async def attempt() -> Outcome:
+            nonlocal tries
+            tries += 1
+            last = self.hand_over.exhausted(tries)
             # Discord does not deliver a gateway event twice: after the last attempt this message is lost to the bot
-            handed = await hand_over(self._intake, incoming, DISCORD, then="giving it up" if last else "retrying")
-            if handed.outcome is Outcome.SKIPPED:
-                return None
-            if handed.acknowledged:
-                return incoming
-            if last:
+            handed = await hand_over(intake, incoming, DISCORD, then="giving it up" if last else "retrying")
+            if not handed.acknowledged:
                 assert handed.error is not None
                 raise handed.error
-            await asyncio.sleep(self.retry_delay * 2**attempt)
-        return None  # unreachable: the last attempt returns or raises
+            return handed.outcome
+
+        outcome = await retried(self.hand_over, attempt, sleep=self.retry_sleep)
+        return None if outcome is Outcome.SKIPPED else incoming
 
     def to_incoming(self, message: discord.Message) -> IncomingMessage | None:
         """The gateway's view of a Discord message, or None when the bot ignores it (see the module docstring)."""

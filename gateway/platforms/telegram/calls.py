@@ -26,14 +26,16 @@ from aiogram.exceptions import (
     TelegramServerError,
 )
 
+from agent.retrying import BOT_API_CALL
 from gateway.platforms.base import PlatformRateLimited
-from gateway.platforms.retry import SendRetry, Sleep, doubling
+from gateway.platforms.retry import SendRetry, Sleep
 from gateway.platforms.telegram.answers import UnreadableAnswer
 
 T = TypeVar("T")
 
-#: Seconds before retry ``n`` of any Bot API call: half a second, doubling, at most 30.
-backoff = doubling(0.5, 30.0)
+#: Seconds before retry ``n`` of any Bot API call (:data:`agent.retrying.BOT_API_CALL`: half a second,
+#: doubling, at most 30), for the loops that keep their own count (the poller, the start-up check).
+backoff = BOT_API_CALL.delay
 
 
 def is_transient(error: BaseException) -> bool:
@@ -59,9 +61,14 @@ def _described(error: BaseException) -> str:
 
 
 def send_retry(log: logging.Logger, *, network_retries: int, sleep: Sleep) -> SendRetry:
-    """The Telegram adapter's one retry policy for final sends."""
+    """The Telegram adapter's one retry policy for final sends: :data:`~agent.retrying.BOT_API_CALL`, with
+    ``network_retries`` retries after a network or 5xx failure."""
     return SendRetry(
-        log=log, transient=is_transient, retries=network_retries, backoff=backoff, sleep=sleep, describe=_described
+        log=log,
+        transient=is_transient,
+        policy=BOT_API_CALL.adjusted(attempts=network_retries + 1),
+        sleep=sleep,
+        describe=_described,
     )
 
 

@@ -37,21 +37,15 @@ HI = [{"role": "user", "content": "hi"}]
 class RecordingPolicy(RetryPolicy):
     """A real policy whose sleeps are recorded, not slept.
 
-    ``waits`` are the waits it chose, ``slept`` the sleeps the client then asked of it (the same ones, if the
-    client sleeps what the policy chose), ``after`` how many requests ``server`` had received at each sleep.
+    ``slept`` are the waits the retry loop asked for, ``after`` how many requests ``server`` had received at
+    each of them.
     """
 
     def __init__(self, server: FakeLLMServer | None = None, **kwargs: Any) -> None:
         super().__init__(sleep=self._record_sleep, **kwargs)
         self.server = server
-        self.waits: list[float] = []
         self.slept: list[float] = []
         self.after: list[int] = []
-
-    def wait(self, attempt: int, retry_after: float | None) -> float:
-        chosen = super().wait(attempt, retry_after)
-        self.waits.append(chosen)
-        return chosen
 
     async def _record_sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
@@ -93,8 +87,8 @@ async def test_transient_statuses_are_retried_with_jittered_backoff(server, case
         completion = await client.complete(HI, model="m", max_tokens=5)
     assert completion.text == "recovered"
     assert len(server.requests) == 2
-    assert len(policy.waits) == 1 and 0.0 <= policy.waits[0] <= 0.2
-    assert policy.slept == policy.waits and policy.after == [1]  # the wait it chose, between the two requests
+    assert len(policy.slept) == 1 and 0.0 <= policy.slept[0] <= 0.2
+    assert policy.after == [1]  # the backoff, between the two requests
 
 
 NOT_RETRIED = [
@@ -118,7 +112,7 @@ async def test_refusals_are_not_retried(server, case, fault, error):
     async with ChatClient(server.openai_base_url, retry=policy) as client:
         with pytest.raises(error):
             await client.complete(HI, model="m", max_tokens=5)
-    assert len(server.requests) == 1 and policy.waits == [] and policy.slept == []
+    assert len(server.requests) == 1 and policy.slept == []
 
 
 @pytest.mark.parametrize(("status", "hint"), [(401, "api_key"), (403, "api_key"), (404, ".name and model.base_url")])
@@ -136,7 +130,6 @@ async def test_the_servers_wait_is_honoured(server, header, value, seconds):
     policy = RecordingPolicy(server, max_retries=1, initial_backoff=5.0)
     async with ChatClient(server.openai_base_url, retry=policy) as client:
         assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
-    assert policy.waits == [pytest.approx(seconds)]
     assert policy.slept == [pytest.approx(seconds)] and policy.after == [1]  # the server's wait, not the backoff's
 
 
@@ -146,7 +139,7 @@ async def test_a_wait_longer_than_the_cap_fails_at_once_instead_of_retrying_earl
     async with ChatClient(server.openai_base_url, retry=policy) as client:
         with pytest.raises(RetryWaitTooLong) as caught:
             await client.complete(HI, model="m", max_tokens=5)
-    assert len(server.requests) == 1 and policy.waits == []
+    assert len(server.requests) == 1
     assert policy.slept == []  # at once: not a second of the 90 s, nor a backoff, was waited
     assert caught.value.retry_after == 90 and "90s" in str(caught.value) and "60s" in str(caught.value)
     assert not caught.value.retryable
@@ -159,14 +152,14 @@ async def test_retries_stop_after_max_retries_with_growing_waits(server):
         with pytest.raises(ProviderUnavailable):
             await client.complete(HI, model="m", max_tokens=5)
     assert len(server.requests) == 4
-    assert policy.waits == pytest.approx([0.1, 0.2, 0.4])
-    assert policy.slept == policy.waits and policy.after == [1, 2, 3]  # each wait between two tries, none after
+    assert policy.slept == pytest.approx([0.1, 0.2, 0.4])
+    assert policy.after == [1, 2, 3]  # each wait between two tries, none after
 
 
 def test_backoff_is_full_jitter():
     policy = RetryPolicy(initial_backoff=0.5, max_backoff=8.0)
     for attempt, ceiling in [(0, 0.5), (1, 1.0), (3, 4.0), (6, 8.0)]:
-        draws = [policy.backoff(attempt) for _ in range(300)]
+        draws = [policy.policy.delay(attempt + 1) for _ in range(300)]
         assert all(0.0 <= d <= ceiling for d in draws)
         assert min(draws) < ceiling * 0.2 and max(draws) > ceiling * 0.8  # spread over the whole range
 
@@ -176,8 +169,8 @@ async def test_a_dropped_connection_and_a_timeout_are_retried(server):
     policy = RecordingPolicy(server, max_retries=2, initial_backoff=0.05)
     async with ChatClient(server.openai_base_url, retry=policy, options=HttpOptions(timeout_seconds=0.5)) as client:
         assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
-    assert len(server.requests) == 3 and len(policy.waits) == 2
-    assert policy.slept == policy.waits and policy.after == [1, 2]
+    assert len(server.requests) == 3 and len(policy.slept) == 2
+    assert policy.after == [1, 2]
 
 
 async def test_a_timeout_past_the_retries_is_a_timeout(server):
@@ -197,7 +190,7 @@ async def test_a_refused_connection_is_retried():
     async with ChatClient(f"http://127.0.0.1:{port}/v1", retry=policy) as client:
         with pytest.raises(ProviderUnavailable) as caught:
             await client.complete(HI, model="m", max_tokens=5)
-    assert len(policy.waits) == 2 and policy.slept == policy.waits
+    assert len(policy.slept) == 2
     assert not isinstance(caught.value, ProviderUnreachable)
 
 
@@ -206,7 +199,7 @@ async def test_an_unknown_host_is_not_retried_and_says_what_to_check():
     async with ChatClient("https://provider.invalid/v1", retry=policy) as client:
         with pytest.raises(ProviderUnreachable) as caught:
             await client.complete(HI, model="m", max_tokens=5)
-    assert policy.waits == [] and policy.slept == []  # one lookup, no wait for a second
+    assert policy.slept == []  # one lookup, no wait for a second
     message = str(caught.value)
     assert "cannot resolve provider.invalid" in message and "model.base_url" in message
     assert len(message.splitlines()) == 1
@@ -227,7 +220,7 @@ async def test_a_base_url_that_is_not_http_fails_the_call_not_the_construction(b
     finally:
         await client.aclose()
     assert not caught.value.retryable and "model.base_url" in str(caught.value)
-    assert client.endpoint.retry.waits == []
+    assert client.endpoint.retry.slept == []
 
 
 async def test_a_passing_dns_failure_is_retried(server, monkeypatch):
@@ -243,8 +236,8 @@ async def test_a_passing_dns_failure_is_retried(server, monkeypatch):
     policy = RecordingPolicy(server, max_retries=2, initial_backoff=0.05)
     async with ChatClient(f"http://flaky-dns.test:{server.port}/v1", retry=policy) as client:
         assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
-    assert len(policy.waits) == 1 and len(server.requests) == 1
-    assert policy.slept == policy.waits and policy.after == [0]  # the lookup failed before any request
+    assert len(policy.slept) == 1 and len(server.requests) == 1
+    assert policy.after == [0]  # the lookup failed before any request
 
 
 async def test_retry_after_zero_names_no_wait_so_the_backoff_applies(server):
@@ -252,4 +245,4 @@ async def test_retry_after_zero_names_no_wait_so_the_backoff_applies(server):
     policy = RecordingPolicy(max_retries=1, initial_backoff=0.3, jitter=lambda low, high: high)
     async with ChatClient(server.openai_base_url, retry=policy) as client:
         assert (await client.complete(HI, model="m", max_tokens=5)).text == "recovered"
-    assert policy.waits == [pytest.approx(0.3)] and policy.slept == policy.waits
+    assert policy.slept == [pytest.approx(0.3)]

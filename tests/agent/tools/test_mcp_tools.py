@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from agent.loop import STOPPED_REPLY
+from agent.retrying import MCP_CONNECT
 from agent.tools import ToolRegistry
-from agent.tools.mcp import RETRY_FIRST, McpServer, McpServerSpec, McpTools, ServerDown, exposed_name
+from agent.tools.mcp import McpServer, McpServerSpec, McpTools, ServerDown, exposed_name
 from gateway.cli.doctor import checks_for
 from gateway.events import CompressEvent, ToolCallEvent
 from gateway.platforms.local import TerminalAdapter
@@ -81,7 +82,7 @@ class SteppedClock:
         return self.now
 
     def past_the_first_wait(self) -> None:
-        self.now += RETRY_FIRST
+        self.now += MCP_CONNECT.delay(1)
 
 
 def stepped(runner: Any, server: str = "notes") -> SteppedClock:

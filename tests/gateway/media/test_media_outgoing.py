@@ -10,7 +10,6 @@ and every request body is checked against the official SDK types plus OpenRouter
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import re
@@ -40,6 +39,7 @@ from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.media import images_in
 from tests.fakes.sdk_shapes import validate_openrouter_chat
 from tests.fakes.telegram import telegram_gateway, telegram_settings
+from tests.fakes.waiting import wait_for
 
 IMAGE_MODEL = "google/gemini-2.5-flash-image"
 WINDOW = 200_000
@@ -198,8 +198,12 @@ class FlakyFiles(RecordingAdapter):
         await super().send_file(chat_id, file, reply_to=reply_to)
 
 
-async def test_a_reply_with_files_resent_after_a_failure_posts_each_file_once(redis, key_prefix, monkeypatch) -> None:
-    monkeypatch.setattr("gateway.delivery.replies.RETRY_DELAY_SECONDS", 0.01)
+async def test_a_reply_with_files_resent_after_a_failure_posts_each_file_once(redis, key_prefix) -> None:
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
     store = SessionStore(redis, key_prefix)
     media = MediaStore(redis, key_prefix, max_bytes=5_000_000, max_total_bytes=50_000_000)
     chat = "local:outgoing"
@@ -214,7 +218,7 @@ async def test_a_reply_with_files_resent_after_a_failure_posts_each_file_once(re
     ]
     refs.append({"kind": "document", "sha": "f" * 64, "name": "gone.csv"})  # dropped from the store meanwhile
     platform = FlakyFiles()
-    replies = Replies(store, {"local": platform}, lambda message: OpenGate(), Health("Redis"), media)
+    replies = Replies(store, {"local": platform}, lambda message: OpenGate(), Health("Redis"), media, sleep=no_wait)
     message = IncomingMessage(platform="local", chat_id="outgoing", update_id="u1", text="plot both")
     lock = await store.acquire_lock(chat, 30)
     assert lock is not None
@@ -222,6 +226,7 @@ async def test_a_reply_with_files_resent_after_a_failure_posts_each_file_once(re
     await replies.deliver(message, "Two plots.", items=refs, lock=lock)  # a resend after a crash
     assert [(file.name, file.data) for _, file in platform.files] == [("one.png", one), ("two.png", two)]
     assert [text for _, text in platform.sent].count("[document: gone.csv, no longer kept; ask again for it]") == 1
+    assert waits == [1.0]  # the one cut-off upload was tried again after the first wait of REPLY_DELIVERY
 
 
 async def test_only_files_are_sent_when_the_reply_has_no_text(redis, key_prefix) -> None:
@@ -286,10 +291,7 @@ async def test_a_reply_of_images_only_still_ends_its_preview(redis, key_prefix) 
     platform, surface = RecordingAdapter(), ShownSurface()
     stream = ReplyStream(surface, previews=True)
     await stream(ToolRunning("draw_chart", "{}"))
-    for _ in range(100):
-        if surface.preview_text:
-            break
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: surface.preview_text, what="the tool's status line in the preview")
     assert surface.preview_text == "🔧 draw_chart …"
     replies = Replies(store, {"local": platform}, lambda message: OpenGate(), Health("Redis"), media)
     message = IncomingMessage(platform="local", chat_id="shown", update_id="u1", text="draw")

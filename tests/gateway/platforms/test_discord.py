@@ -19,7 +19,8 @@ import pytest_asyncio
 
 from gateway.config import Settings
 from gateway.platforms.base import ApprovalPrompt, IncomingMessage
-from gateway.platforms.discord import Allowlist, DiscordAdapter, DiscordTokenMalformed
+from gateway.platforms.discord import Allowlist, DiscordAdapter
+from gateway.platforms.discord_client import DiscordTokenMalformed
 from tests.fakes.discord_api import (
     ALICE,
     ALICE_ID,

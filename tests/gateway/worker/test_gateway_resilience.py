@@ -9,6 +9,7 @@ import pytest
 
 import gateway.delivery.replies as replies_module
 import gateway.worker.runner as runner_module
+from agent.retrying import REPLY_DELIVERY
 from gateway.platforms.recording import RecordingAdapter
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
@@ -37,7 +38,7 @@ class RefusingAdapter(RecordingAdapter):
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch):
     monkeypatch.setattr(runner_module, "RETRY_DELAY_SECONDS", 0.01)
-    monkeypatch.setattr(replies_module, "RETRY_DELAY_SECONDS", 0.01)
+    monkeypatch.setattr(replies_module, "REPLY_DELIVERY", REPLY_DELIVERY.adjusted(base=0.01))
 
 
 async def test_a_refused_reply_is_given_up_after_bounded_attempts_and_the_chat_goes_on(redis, redis_url, key_prefix):
@@ -50,7 +51,7 @@ async def test_a_refused_reply_is_given_up_after_bounded_attempts_and_the_chat_g
             await runner.intake(message("open", "3", "hello"))
             await runner.wait_idle()
             pending = await runner.inbox.pending("local:blocked")
-    assert adapter.refusals == 2 * replies_module.SEND_ATTEMPTS  # each reply tried a bounded number of times
+    assert adapter.refusals == 2 * REPLY_DELIVERY.attempts  # each reply tried a bounded number of times
     assert pending == 0  # and the chat did not get stuck behind them
     assert len([r for r in server.requests if "first" in r.last_user_text]) == 1  # the turn ran once
     assert adapter.sent == [("open", "echo: hello")]
