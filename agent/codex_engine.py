@@ -17,6 +17,7 @@ from agent.codex import route_threshold
 from agent.context_engine import CompactionStats, ContextEngine
 from agent.llm.codex_process import CodexAppServer, NativeCompaction, TurnOutcome
 from agent.llm.codex_transcript import thread_of
+from agent.messages import Message
 from agent.settings import CompressionSettings
 from agent.tokens import count_messages
 
@@ -62,11 +63,11 @@ class CodexThreadEngine(ContextEngine):
 
     async def compress(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         current_tokens: int | None = None,
         focus_topic: str | None = None,
         force: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         """``hermes`` mode: start the thread's compaction when over the threshold. Never rewrites ``messages``."""
         tokens = current_tokens if current_tokens is not None else self.last_prompt_tokens
         if self.mode != "hermes":
@@ -101,7 +102,7 @@ class CodexThreadEngine(ContextEngine):
             self.native_compactions["app_server"] = self.native_compactions.get("app_server", 0) + outcome.compactions
             self.compression_count += outcome.compactions
 
-    def _skip(self, messages: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
+    def _skip(self, messages: list[Message], reason: str) -> list[Message]:
         tokens = count_messages(messages)
         self.last_compaction = CompactionStats(
             outcome="skipped",

@@ -64,6 +64,7 @@ from agent.compaction.notes import (
 )
 from agent.compaction.summarizer import Summarizer
 from agent.context_engine import CompactionStats, ContextEngine
+from agent.messages import Message
 from agent.settings import CompressionSettings
 from agent.tokens import ITEMS_KEY, REQUEST_OVERHEAD, content_text, count_message, count_messages, count_text
 from agent.usage import Usage
@@ -187,11 +188,11 @@ class ContextCompressor(ContextEngine):
 
     async def compress(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         current_tokens: int | None = None,
         focus_topic: str | None = None,
         force: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         messages = list(messages)
         self._follow_conversation(messages)
         counts, tokens_before = self._measure(messages, current_tokens, force)
@@ -219,14 +220,14 @@ class ContextCompressor(ContextEngine):
 
     async def _fold(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         counts: list[int],
         plan: Boundaries,
         *,
         focus_topic: str | None,
         critical: bool,
         base: dict[str, Any],
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         """The middle ``plan`` marks, folded into one summary between the kept head and tail (phases 3–6); the
         messages as they were when the summarizer calls the compaction off."""
         cut = cut_at(
@@ -266,9 +267,9 @@ class ContextCompressor(ContextEngine):
 
     def _compacted(
         self,
-        messages: list[dict[str, Any]],
-        compacted: list[dict[str, Any]],
-        summary: dict[str, Any],
+        messages: list[Message],
+        compacted: list[Message],
+        summary: Message,
         cut: Cut,
         model: ModelNotes,
         base: dict[str, Any],
@@ -294,9 +295,7 @@ class ContextCompressor(ContextEngine):
             **base,
         )
 
-    def _measure(
-        self, messages: Sequence[Mapping[str, Any]], current_tokens: int | None, force: bool
-    ) -> tuple[list[int], int]:
+    def _measure(self, messages: Sequence[Message], current_tokens: int | None, force: bool) -> tuple[list[int], int]:
         """Per-message tokens for planning and the transcript's total (exact when the total decides)."""
         counts = self._planning_counts(messages)
         tokens = REQUEST_OVERHEAD + sum(counts)
@@ -320,7 +319,7 @@ class ContextCompressor(ContextEngine):
         self.compression_count += 1
         self.guard.on_compacted()
 
-    def _planning_counts(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    def _planning_counts(self, messages: Sequence[Message]) -> list[int]:
         """Per-message tokens for this compaction: exact near the cuts, estimated in the middle.
 
         A summarizer gets the middle in pieces that must fit its window, so then every
@@ -346,7 +345,7 @@ class ContextCompressor(ContextEngine):
             self.on_session_reset()
         self._conversation = key
 
-    def _stub_only(self, messages: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
+    def _stub_only(self, messages: list[Message], base: dict[str, Any]) -> list[Message]:
         """A forced compaction with no middle (one turn's own tool results fill the window): the tool results
         the model has already answered, but the newest share, become one-line stubs with their recovery
         hint; the originals go to the archive with the commit. Nothing is summarized."""
@@ -373,14 +372,14 @@ class ContextCompressor(ContextEngine):
 
     def _unchanged(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         outcome: str,
         reason: str,
         base: dict[str, Any],
         *,
         error: str | None = None,
         calls: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         self.last_compaction = CompactionStats(
             outcome=outcome,
             reason=reason,

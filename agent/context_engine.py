@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent import json_codec
+from agent.messages import Message
 from agent.usage import Usage
 
 #: Builds an engine; called with keyword arguments ``model``, ``context_length`` and, when
@@ -89,11 +90,11 @@ class ContextEngine(ABC):
     @abstractmethod
     async def compress(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         current_tokens: int | None = None,
         focus_topic: str | None = None,
         force: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         """The compacted message list (valid OpenAI format); the input list is never mutated."""
 
     def should_idle_compact(self, idle_seconds: float, prompt_tokens: int | None = None) -> bool:

@@ -120,7 +120,7 @@ class ImageInliner:
         return found
 
     def _render(
-        self, message: Mapping[str, Any], index: int, chosen: Mapping[tuple[int, int], str], urls: Mapping[str, str]
+        self, message: Message, index: int, chosen: Mapping[tuple[int, int], str], urls: Mapping[str, str]
     ) -> Message:
         """A copy of ``message`` whose content shows its items: stand-in lines, and image parts for the chosen."""
         refs = item_refs(message)
@@ -139,8 +139,9 @@ class ImageInliner:
             else:
                 lines.append(f"{line} {url}" if url else line)
         if not lines and not shown:
-            return message  # type: ignore[return-value]  # a dict read as a mapping, returned uncopied
-        copy = {key: value for key, value in message.items() if key != "_tok"}
+            return message  # returned uncopied
+        copy = message.copy()
+        copy.pop("_tok", None)  # its content changes, so its token count must be made again
         copy["content"] = _with_items(message.get("content"), lines, shown)
         return copy
 

@@ -116,7 +116,8 @@ ANSWER_ROOM_SHARE = 0.15
 
 
 #: Adjusts the outgoing message list for a route (e.g. Anthropic cache markers); must not mutate its input.
-RequestHook = Callable[[list[Message]], list[Message]]
+#: What it returns is only sent, so it may be plain request dicts.
+RequestHook = Callable[[list[Message]], Sequence[Mapping[str, Any]]]
 
 
 class Agent:
@@ -252,9 +253,9 @@ class Agent:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list.
         outgoing = self.head + await self.inliner.prepare(messages)
-        outgoing = self.request_hook(outgoing) if self.request_hook else outgoing
+        sent = self.request_hook(outgoing) if self.request_hook else outgoing
         request = self.client.complete(
-            outgoing, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None, on_event=on_event
+            sent, model=self.model, max_tokens=self.max_output_tokens, tools=tools or None, on_event=on_event
         )
         return await (request if until_stopped is None else unless_stopped(request, until_stopped))
 

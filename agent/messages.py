@@ -1,27 +1,56 @@
 """OpenAI-format chat messages: roles, tool-call pairs, and what a provider will accept.
 
-Messages on the hot path are plain dicts. Keys starting with ``_`` are foldgate's
-own metadata (``_id``, ``_tok``, ``_ts``, ``_compressed_summary`` …) and are
-stripped by :func:`to_api` before any request.
+Messages on the hot path are plain dicts, typed as the :class:`Message` TypedDict so that
+every key code reads or writes is named and checked. Keys starting with ``_`` are foldgate's
+own metadata (``_id``, ``_tok``, ``_ts``, ``_compressed_summary`` …, each listed on
+:class:`Message`) and are stripped by :func:`to_api` before any request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict, Unpack, cast
 
 from agent.tokens import ITEMS_KEY, content_text
-
-Message = dict[str, Any]
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 #: Text that opens every compaction summary message (for the model to read; never how one is recognised).
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
 #: Metadata flag on a compaction summary foldgate wrote: the only thing that makes a message one.
-SUMMARY_KEY = "_compressed_summary"
+SUMMARY_KEY: Final = "_compressed_summary"
 #: Metadata flag on messages foldgate synthesised (summaries, stand-in results, continuations).
-SYNTHETIC_KEY = "_synthetic"
+SYNTHETIC_KEY: Final = "_synthetic"
+
+
+class Message(TypedDict, total=False):
+    """One chat message: the OpenAI fields a provider reads, then foldgate's own ``_`` metadata.
+
+    Every key is optional to the type checker, because messages arrive from stores, tests and
+    plugins in every state of completeness; :func:`validate_message` is what checks a message's
+    shape at run time. Keys named by a constant elsewhere (``ITEMS_KEY``, ``REPLAY_KEY`` …) are
+    ``Final`` literals there, so each read or write through them is checked against this list.
+    """
+
+    role: str
+    content: str | list[Any] | None
+    name: str
+    tool_calls: list[dict[str, Any]]
+    tool_call_id: str
+    cache_control: dict[str, Any]  # Anthropic prompt-cache marker, set on request copies only
+
+    _id: str  # the id the store gave this version of the message
+    _ts: float  # when the message was stored or arrived, in Unix seconds
+    _tok: int  # this message's cached token count (agent.tokens); dropped by every edit
+    _orig_id: str  # on a copy standing in for a stored original (an edit, an excerpt): that original's ``_id``
+    _session: str  # the session a message was read from, where a search spans a chat's conversations
+    _compressed_summary: bool  # SUMMARY_KEY: a compaction summary foldgate wrote
+    _synthetic: bool  # SYNTHETIC_KEY: foldgate wrote it (summary, stand-in result, continuation)
+    _pruned_chars: int  # agent.compaction.prune: a tool result cleared for the summarizer, and how long it was
+    _stubbed_chars: int  # agent.compaction.lean.STUBBED_KEY: a result cut to a stub, and how long it was
+    _items: list[dict[str, Any]]  # agent.tokens.ITEMS_KEY: refs (see ItemRef) of the photos, files, voice it carries
+    _responses_items: dict[str, Any]  # agent.llm.responses.REPLAY_KEY: opaque output items to replay (issuer, model)
+    _codex: dict[str, Any]  # agent.llm.codex_transcript.THREAD_KEY: the codex thread and its compactions
 
 
 class InvalidMessage(ValueError):
@@ -30,6 +59,7 @@ class InvalidMessage(ValueError):
 
 def validate_message(message: Any) -> Message:
     """Check one message's shape and return it; raise :class:`InvalidMessage` naming the fault."""
+    checked: Message = message  # what the checks below establish, typed before isinstance narrows it to a bare dict
     if not isinstance(message, dict):
         raise InvalidMessage(f"message must be an object, got {type(message).__name__}")
     role = message.get("role")
@@ -49,7 +79,7 @@ def validate_message(message: Any) -> Message:
                 raise InvalidMessage("every tool call needs a string id")
             if not isinstance(call.get("function"), dict):
                 raise InvalidMessage(f"tool call {call.get('id')!r} has no function")
-    return message
+    return checked
 
 
 # --------------------------------------------------------------------------- items a message carries
@@ -175,17 +205,16 @@ def text_of(message: Mapping[str, Any]) -> str:
     return content_text(message.get("content"))
 
 
-#: Metadata that describes one stored version of a message and must not survive an edit.
-_VERSION_KEYS = frozenset({"_tok", "_id"})
-
-
-def with_content(message: Mapping[str, Any], content: Any, **extra: Any) -> Message:
-    """A copy of ``message`` with new content: a new version, so it loses the stored id and token count.
+def with_content(message: Message, content: Any, /, **extra: Unpack[Message]) -> Message:
+    """A copy of ``message`` with new content: a new version, so it loses the stored id and token count
+    (``_id`` and ``_tok`` describe one stored version and must not survive an edit).
 
     The original keeps its ``_id`` and goes to the archive when the edited copy replaces it;
-    the copy records where it came from in ``_orig_id``.
+    the copy records where it came from in ``_orig_id``. ``extra`` sets further keys on the copy.
     """
-    copy = {key: value for key, value in message.items() if key not in _VERSION_KEYS}
+    copy = message.copy()
+    copy.pop("_tok", None)
+    copy.pop("_id", None)
     if "_id" in message:
         copy["_orig_id"] = message["_id"]
     copy["content"] = content
@@ -238,12 +267,13 @@ def to_api(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
 
 def _api_copy(message: Mapping[str, Any]) -> Message:
     # Copy and delete (most keys stay) rather than rebuild key by key: it runs over the whole
-    # prompt before every request.
+    # prompt before every request. Any ``_`` key goes, named on Message or not, so the keys
+    # deleted are not literals the type checker could follow: the copy is typed once, here.
     copy = dict(message)
     for key in message:
         if key[:1] == "_":
             del copy[key]
-    return copy
+    return cast(Message, copy)
 
 
 class _Pairing:

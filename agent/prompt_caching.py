@@ -169,7 +169,8 @@ def cache_route(provider: str, base_url: str | None = None) -> str | None:
     return None
 
 
-RequestHook = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+#: Takes the messages a request sends, as any mapping (the agent's typed messages included); returns copies.
+RequestHook = Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class CachingPlan:
             return None
         ttl, native = self.ttl, self.native_anthropic
 
-        def place_breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        def place_breakpoints(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             return apply_anthropic_cache_control(messages, cache_ttl=ttl, native_anthropic=native)
 
         return place_breakpoints

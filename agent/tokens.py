@@ -22,7 +22,7 @@ import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import tiktoken
 
@@ -37,9 +37,9 @@ TOOL_CALL_OVERHEAD = 8
 #: Tokens a request costs beyond its messages (reply priming).
 REQUEST_OVERHEAD = 3
 
-_CACHE_KEY = "_tok"
+_CACHE_KEY: Final = "_tok"
 #: Metadata key of the items (photos, documents, voice) a message carries: a list of refs (see ``agent.items``).
-ITEMS_KEY = "_items"
+ITEMS_KEY: Final = "_items"
 #: Content part types that hold an image (chat completions, Anthropic, Responses): weighed by rule, never as text.
 IMAGE_PART_TYPES = frozenset({"image_url", "image", "input_image"})
 

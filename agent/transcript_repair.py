@@ -75,7 +75,7 @@ def missing_result(call_id: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT, SYNTHETIC_KEY: True}
 
 
-def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
+def repair_transcript(messages: Sequence[Message]) -> Repair:
     """``messages`` with tool pairing a provider accepts; untouched messages are the same objects.
 
     A call left pending at the very end is answered too: a turn appends the user's message next,
@@ -95,16 +95,16 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
             repair.placed.append((last_kept, stand_in))
         pending.clear()
 
-    # Messages are read as mappings but are dicts: those kept unchanged go on uncopied (the ignores below).
+    # Messages kept unchanged go on uncopied.
     for index, message in enumerate(messages):
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
             if isinstance(call_id, str) and call_id in pending:
                 pending.remove(call_id)
-                out.append(message)  # type: ignore[arg-type]
+                out.append(message)
                 last_kept = index
             else:
-                repair.orphans.append(message)  # type: ignore[arg-type]
+                repair.orphans.append(message)
             continue
         close_pending()
         ids = tool_call_ids(message)
@@ -124,7 +124,7 @@ def repair_transcript(messages: Sequence[Mapping[str, Any]]) -> Repair:
                 message.pop("_orig_id", None)  # a copy for this request only; the stored one stays as it is
                 if not kept:
                     message.pop("tool_calls")
-        out.append(message)  # type: ignore[arg-type]
+        out.append(message)
         last_kept = index
     close_pending()
     return repair

@@ -17,9 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from agent.messages import is_real_user_message, is_summary, text_of
+from agent.messages import Message, is_real_user_message, is_summary, text_of
 from agent.search import search_messages
 from agent.tools import searchable
 from gateway.store import Lock, SessionStore, UnknownSession
@@ -95,9 +94,9 @@ async def conversations(store: SessionStore, chat: str, current: str | None = No
     return found
 
 
-async def _messages_of(store: SessionStore, chat: str, chain: Sequence[str]) -> list[dict[str, Any]]:
+async def _messages_of(store: SessionStore, chat: str, chain: Sequence[str]) -> list[Message]:
     """Every message of a conversation: each session's archive, the ancestors' live lists, the head's live list."""
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     for sid in chain:
         try:
             messages += await store.archive(chat, sid)
@@ -114,9 +113,9 @@ async def _messages_of(store: SessionStore, chat: str, chain: Sequence[str]) -> 
     return list(unique.values())
 
 
-async def _by_id(store: SessionStore, chat: str, chain: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+async def _by_id(store: SessionStore, chat: str, chain: Sequence[str], ids: Sequence[str]) -> dict[str, Message]:
     """Stored messages of a conversation by plain id, looked up from its newest session back."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Message] = {}
     for sid in reversed(chain):
         missing = [i for i in ids if i not in found]
         if not missing:
@@ -137,7 +136,7 @@ class TurnArchive:
         self.lock = lock
         self.entry_id = entry_id
 
-    async def keep_whole(self, message: dict[str, Any], key: str) -> str:
+    async def keep_whole(self, message: Message, key: str) -> str:
         return await self.store.archive_original(
             self.chat, self.session_id, message, lock=self.lock, entry_id=f"{self.entry_id}:{key}"
         )
@@ -161,11 +160,11 @@ class ChatHistory:
         """Session ids from the oldest ancestor to the current session."""
         return await _parents(self.store, self.chat, self.session_id)
 
-    async def all_messages(self) -> Sequence[dict[str, Any]]:
+    async def all_messages(self) -> Sequence[Message]:
         own = await _messages_of(self.store, self.chat, await self._chain())
         if not self.every_session:
             return own
-        messages: list[dict[str, Any]] = []
+        messages: list[Message] = []
         for conversation in await conversations(self.store, self.chat, self.session_id):
             if self.session_id in conversation.sessions:
                 continue
@@ -174,10 +173,10 @@ class ChatHistory:
                 messages.append({**message, "_id": f"{head}{ID_SEPARATOR}{message.get('_id')}", "_session": head})
         return messages + [{**message, "_session": self.session_id} for message in own]
 
-    async def messages_by_id(self, ids: Sequence[str]) -> Sequence[dict[str, Any]]:
+    async def messages_by_id(self, ids: Sequence[str]) -> Sequence[Message]:
         wanted = [str(i) for i in ids]
         plain, qualified = self._split_ids(wanted)
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, Message] = {}
         if plain:
             found.update(await _by_id(self.store, self.chat, await self._chain(), plain))
         if qualified:
@@ -197,7 +196,7 @@ class ChatHistory:
                 qualified.setdefault(sid, []).append((asked, local))
         return plain, qualified
 
-    async def _qualified_hits(self, qualified: dict[str, list[tuple[str, str]]]) -> dict[str, dict[str, Any]]:
+    async def _qualified_hits(self, qualified: dict[str, list[tuple[str, str]]]) -> dict[str, Message]:
         """The messages asked for by session-qualified id, found in that session's conversation, by asked id;
         a session that is none of this chat's own conversations' is not read."""
         chains = {
@@ -205,7 +204,7 @@ class ChatHistory:
             for conversation in await conversations(self.store, self.chat, self.session_id)
             for sid in conversation.sessions
         }
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, Message] = {}
         for sid, pairs in qualified.items():
             chain = chains.get(sid)
             if chain is None:
@@ -218,7 +217,7 @@ class ChatHistory:
         return found
 
 
-async def conversation_messages(store: SessionStore, chat: str, session_id: str) -> list[dict[str, Any]]:
+async def conversation_messages(store: SessionStore, chat: str, session_id: str) -> list[Message]:
     """Every stored message of the conversation ``session_id`` belongs to (in this chat), in the order
     they were written; empty when it is none of the chat's."""
     for conversation in await conversations(store, chat, await store.stored_session(chat)):

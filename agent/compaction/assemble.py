@@ -6,10 +6,10 @@ again, so its prompt-cache entry survives every later compaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from agent.messages import SYNTHETIC_KEY, tool_call_ids, with_content
+from agent.messages import SUMMARY_KEY, SYNTHETIC_KEY, Message, tool_call_ids, with_content
 from agent.tokens import content_text
 
 #: Appended to the system prompt on the first compaction.
@@ -24,36 +24,34 @@ STAND_IN_RESULT = (
 )
 
 
-def note_system_prompt(head: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def note_system_prompt(head: Sequence[Message]) -> list[Message]:
     """The head with :data:`SYSTEM_NOTE` appended to its system prompt (unchanged when there is none or it has
     the note)."""
-    out = list(head)  # dicts read as mappings, returned uncopied (the ignores below)
+    out = list(head)  # the messages themselves, uncopied: only the system prompt is replaced
     if not out or out[0].get("role") != "system":
-        return out  # type: ignore[return-value]
+        return out
     system = out[0]
     content = system.get("content")
     if SYSTEM_NOTE in content_text(content):
-        return out  # type: ignore[return-value]
+        return out
     if isinstance(content, list):
         noted: Any = [*content, {"type": "text", "text": SYSTEM_NOTE}]
     else:
         noted = f"{content}\n\n{SYSTEM_NOTE}" if content else SYSTEM_NOTE
     out[0] = with_content(system, noted)
-    return out  # type: ignore[return-value]
+    return out
 
 
-def summary_message(text: str, role: str) -> dict[str, Any]:
+def summary_message(text: str, role: str) -> Message:
     """The message that carries the summary (marked so it is never quoted as the user's words)."""
-    return {"role": role, "content": text, "_compressed_summary": True, SYNTHETIC_KEY: True}
+    return {"role": role, "content": text, SUMMARY_KEY: True, SYNTHETIC_KEY: True}
 
 
-def stand_in_result(call_id: str) -> dict[str, Any]:
+def stand_in_result(call_id: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": STAND_IN_RESULT, SYNTHETIC_KEY: True}
 
 
-def sanitize_tool_pairs(
-    messages: Sequence[Mapping[str, Any]], *, keep_trailing_pending: bool = True
-) -> list[dict[str, Any]]:
+def sanitize_tool_pairs(messages: Sequence[Message], *, keep_trailing_pending: bool = True) -> list[Message]:
     """A list in which every tool result answers a call just before it and every call is answered.
 
     Results whose call is gone (or answered already) are dropped; calls left without a
@@ -62,7 +60,7 @@ def sanitize_tool_pairs(
     with ``keep_trailing_pending`` it is left alone rather than answered with a stand-in
     the agent would mistake for a real result.
     """
-    out: list[dict[str, Any]] = []
+    out: list[Message] = []
     pending: list[str] = []
     used_ids: set[str] = set()
 
@@ -71,13 +69,13 @@ def sanitize_tool_pairs(
             out.append(stand_in_result(call_id))
         pending.clear()
 
-    # Messages are read as mappings but are dicts: those kept unchanged go on uncopied (the ignores below).
+    # Messages kept unchanged go on uncopied.
     for message in messages:
         if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
             if call_id in pending:
                 pending.remove(call_id)
-                out.append(message)  # type: ignore[arg-type]
+                out.append(message)
             continue
         close_pending()
         ids = tool_call_ids(message)
@@ -94,19 +92,19 @@ def sanitize_tool_pairs(
                     message.pop("tool_calls")
             used_ids.update(fresh)
             pending = list(fresh)
-        out.append(message)  # type: ignore[arg-type]
+        out.append(message)
     if not keep_trailing_pending:
         close_pending()
     return out
 
 
 def assemble(
-    head: Sequence[Mapping[str, Any]],
-    summary: Mapping[str, Any],
-    tail: Sequence[Mapping[str, Any]],
+    head: Sequence[Message],
+    summary: Message,
+    tail: Sequence[Message],
     *,
     first_compaction: bool,
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """The compacted list: head (noted on the first compaction), the summary, the tail; pairs sanitized."""
     kept_head = note_system_prompt(head) if first_compaction else list(head)
     return sanitize_tool_pairs([*kept_head, summary, *tail])

@@ -9,14 +9,11 @@ refuses a call without its results): the tail always starts at a message that is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from agent.messages import is_real_user_message
+from agent.messages import Message, is_real_user_message
 from agent.tokens import count_message, estimate_message_tokens
-
-Message = Mapping[str, Any]
 
 #: Roles a summary message may take, in order of preference (Anthropic wants a user turn first).
 SUMMARY_ROLES = ("user", "assistant")

@@ -8,26 +8,25 @@ them before anything is pruned.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from agent.compaction.boundaries import Boundaries
 from agent.compaction.lean import FRESH_SHARE, MIN_FRESH_TOKENS, old_tool_result_cutoff, stub_old_tool_results
+from agent.messages import Message
 
 
 @dataclass(frozen=True)
 class Cut:
     """One compaction's pieces: what stays before the summary, what it folds, what stays after it."""
 
-    head: list[dict[str, Any]]
-    middle: list[dict[str, Any]]
+    head: list[Message]
+    middle: list[Message]
     middle_counts: list[int]
-    tail: list[dict[str, Any]]
+    tail: list[Message]
     #: The digest's sequence number of the middle's first message.
     seq_start: int
     #: Tool results of the head and tail that became stubs, with their sequence numbers.
-    stubbed: list[tuple[int, Mapping[str, Any]]]
+    stubbed: list[tuple[int, Message]]
 
 
 def fresh_tokens(tail_budget: int) -> int:
@@ -36,14 +35,14 @@ def fresh_tokens(tail_budget: int) -> int:
 
 
 def cut_at(
-    messages: list[dict[str, Any]], counts: list[int], plan: Boundaries, *, seq_start: int, lean_budget: int | None
+    messages: list[Message], counts: list[int], plan: Boundaries, *, seq_start: int, lean_budget: int | None
 ) -> Cut:
     """Head, middle and tail at the plan's boundaries; with a ``lean_budget`` (lean mode's tail budget) the old
     tool results of the head and tail are stubbed."""
     head = messages[: plan.head_end]
     tail = messages[plan.tail_start :]
     middle = messages[plan.head_end : plan.tail_start]
-    stubbed: list[tuple[int, Mapping[str, Any]]] = []
+    stubbed: list[tuple[int, Message]] = []
     if lean_budget is not None:
         # The first exchange's tool results are as old as anything compacted: the head
         # keeps the exchange, not a file read that may be bigger than the whole lean tail.

@@ -22,7 +22,7 @@ from agent.compaction.anchors import anchors_in
 from agent.compaction.lean import STUBBED_KEY
 from agent.compaction.listings import rank, records_in, search_queries
 from agent.compaction.sentences import fact_sentences, normalised
-from agent.messages import carried_images, is_real_user_message, is_summary, item_refs, stand_in_lines
+from agent.messages import Message, carried_images, is_real_user_message, is_summary, item_refs, stand_in_lines
 from agent.tokens import content_text
 
 #: Bounds on what a digest carries between compactions (keeps the persisted state small).
@@ -276,11 +276,11 @@ def call_arguments_text(message: Mapping[str, Any]) -> str:
 
 
 def build_digest(
-    middle: Sequence[Mapping[str, Any]],
+    middle: Sequence[Message],
     counts: Sequence[int],
     *,
     seq_start: int = 0,
-    stubbed: Sequence[tuple[int, Mapping[str, Any]]] = (),
+    stubbed: Sequence[tuple[int, Message]] = (),
     queries: Mapping[str, str] | None = None,
     calls: Mapping[str, str] | None = None,
 ) -> tuple[Digest, str | None]:
@@ -320,7 +320,7 @@ class _DigestBuilder:
         self.items: list[Line] = []
         self.images: list[dict[str, Any]] = []
 
-    def add(self, message: Mapping[str, Any], seq: int, tokens: int) -> None:
+    def add(self, message: Message, seq: int, tokens: int) -> None:
         digest = self.digest
         role, message_id = message.get("role"), message.get("_id")
         text = content_text(message.get("content"))
@@ -357,7 +357,7 @@ class _DigestBuilder:
             self.sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
             digest.last_assistant = Line(text.strip(), ident, seq)
 
-    def _items(self, message: Mapping[str, Any], ident: str | None, seq: int) -> None:
+    def _items(self, message: Message, ident: str | None, seq: int) -> None:
         """A message's items: a stand-in line each, and its photos' refs (naming the message they came with)."""
         refs = item_refs(message)
         if not refs:
@@ -365,7 +365,7 @@ class _DigestBuilder:
         self.items += [Line(line, ident, seq) for line in stand_in_lines(message)]
         self.images += carried_images(message)
 
-    def _calls(self, message: Mapping[str, Any], seq: int) -> None:
+    def _calls(self, message: Message, seq: int) -> None:
         """An assistant message's tool calls: the files they touched, their count by tool, their anchors."""
         digest = self.digest
         arguments = call_arguments_text(message)
@@ -378,10 +378,10 @@ class _DigestBuilder:
         self.labels.update(call_labels([message]))  # a result answers the latest call with its id
         digest.anchors.add_text(arguments, seq, conversation=True, with_context=False)
 
-    def _listing(self, message: Mapping[str, Any], text: str, seq: int, ident: str | None) -> None:
+    def _listing(self, message: Message, text: str, seq: int, ident: str | None) -> None:
         self.listings.append((seq, ident, records_in(text, self.queries.get(str(message.get("tool_call_id"))))))
 
-    def add_stubbed(self, message: Mapping[str, Any], seq: int) -> None:
+    def add_stubbed(self, message: Message, seq: int) -> None:
         """A tool result that stays in the head or tail as a stub: its text leaves the context like the middle's."""
         text = content_text(message.get("content"))
         ident = None if message.get("_id") is None else str(message["_id"])

@@ -15,14 +15,14 @@ is what the next turn works with, and a stub there would start it with a ``sessi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from agent.compaction.prune import PRUNE_MIN_CHARS
-from agent.messages import tool_names_by_call_id, with_content
+from agent.messages import Message, tool_names_by_call_id, with_content
 from agent.tokens import content_text, count_message
 
 #: The field a stubbed tool result carries: the size of the original it stands in for.
-STUBBED_KEY = "_stubbed_chars"
+STUBBED_KEY: Final = "_stubbed_chars"
 #: Characters of the output's first line a stub shows, so the model knows what it was.
 PREVIEW_CHARS = 48
 #: Share of the lean tail budget the newest tool results may fill verbatim.
@@ -70,27 +70,28 @@ def old_tool_result_cutoff(
 
 
 def stub_old_tool_results(
-    tail: Sequence[Mapping[str, Any]],
+    tail: Sequence[Message],
     cutoff: int,
     min_chars: int = PRUNE_MIN_CHARS,
-) -> tuple[list[dict[str, Any]], list[tuple[int, Mapping[str, Any]]]]:
+) -> tuple[list[Message], list[tuple[int, Message]]]:
     """``(tail with old bulky tool results stubbed, [(tail index, original)] of the stubbed ones)``.
 
     Stubbed messages are new versions (:func:`agent.messages.with_content`), so their
     originals are archived under their ids when the compacted list is committed.
     """
     names = tool_names_by_call_id(tail)
-    out: list[dict[str, Any]] = []
-    stubbed: list[tuple[int, Mapping[str, Any]]] = []
-    # Messages are read as mappings but are dicts: those kept unchanged go on uncopied (the ignores below).
+    out: list[Message] = []
+    stubbed: list[tuple[int, Message]] = []
     for index, message in enumerate(tail):
         if index < cutoff and message.get("role") == "tool":
             text = content_text(message.get("content"))
             if len(text) > min_chars:
                 name = names.get(str(message.get("tool_call_id")), "tool")
                 stub = stub_text(name, text, message.get("_id"))
-                out.append(with_content(message, stub, **{STUBBED_KEY: len(text)}))
+                stand_in = with_content(message, stub)
+                stand_in[STUBBED_KEY] = len(text)
+                out.append(stand_in)
                 stubbed.append((index, message))
                 continue
-        out.append(message)  # type: ignore[arg-type]
+        out.append(message)  # kept unchanged: passed on uncopied
     return out, stubbed

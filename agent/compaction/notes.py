@@ -10,9 +10,8 @@ summarizer window plans the transcript's pieces again within it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent.compaction import framing
 from agent.compaction.anchors import anchors_in
@@ -30,7 +29,7 @@ from agent.compaction.summarizer import (
     summarize_transcript,
 )
 from agent.compaction.summary_prompt import transcript_entries
-from agent.messages import SUMMARY_PREFIX, tool_names_by_call_id
+from agent.messages import SUMMARY_PREFIX, Message, tool_names_by_call_id
 from agent.tokens import content_text, count_text
 
 #: Share of the summary budget (after the header) a model's notes may take; the digest's notes,
@@ -100,7 +99,7 @@ class NoteTaker:
 
     async def _summarize(
         self,
-        middle: Sequence[Mapping[str, Any]],
+        middle: Sequence[Message],
         counts: Sequence[int],
         budget: int,
         previous_summary: str | None,
@@ -124,7 +123,7 @@ class NoteTaker:
     async def _summarize_within(
         self,
         window: int,
-        middle: Sequence[Mapping[str, Any]],
+        middle: Sequence[Message],
         counts: Sequence[int],
         budget: int,
         previous_summary: str | None,
@@ -183,7 +182,7 @@ def notes_of(earlier_summary: str | None) -> str | None:
     return text
 
 
-def _retained_anchors(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+def _retained_anchors(messages: Sequence[Message]) -> set[str]:
     """Anchors that survive verbatim in the kept messages (no need to list them in the index)."""
     found: set[str] = set()
     for message in messages:

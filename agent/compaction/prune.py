@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.messages import with_content
+from agent.messages import Message, with_content
 from agent.tokens import content_text
 
 #: What a cleared tool result says instead of its output.
@@ -24,17 +24,17 @@ def is_bulky_tool_result(message: Mapping[str, Any], min_chars: int = PRUNE_MIN_
     return message.get("role") == "tool" and len(content_text(message.get("content"))) > min_chars
 
 
-def prune_tool_outputs(messages: Sequence[Mapping[str, Any]], min_chars: int = PRUNE_MIN_CHARS) -> list[dict[str, Any]]:
+def prune_tool_outputs(messages: Sequence[Message], min_chars: int = PRUNE_MIN_CHARS) -> list[Message]:
     """The messages with every tool result over ``min_chars`` characters replaced by the cleared marker.
 
     Cleared results record their original size in ``_pruned_chars``; other messages are
     returned as they are.
     """
-    pruned: list[dict[str, Any]] = []
+    pruned: list[Message] = []
     for message in messages:
         if is_bulky_tool_result(message, min_chars):
             size = len(content_text(message.get("content")))
             pruned.append(with_content(message, PRUNED_TOOL_OUTPUT, _pruned_chars=size))
         else:
-            pruned.append(message)  # type: ignore[arg-type]  # a dict read as a mapping, passed on uncopied
+            pruned.append(message)  # passed on uncopied
     return pruned

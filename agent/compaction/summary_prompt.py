@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent import json_codec
 from agent.compaction.prune import PRUNED_TOOL_OUTPUT
-from agent.messages import SUMMARY_PREFIX, is_summary, stand_in_lines
+from agent.messages import SUMMARY_PREFIX, Message, is_summary, stand_in_lines
 from agent.tokens import content_text
 
 #: The sections every summary has (a model's or the deterministic one), as Markdown headings.
@@ -75,7 +74,7 @@ class TranscriptEntry:
     tokens: int
 
 
-def _label(message: Mapping[str, Any], tool_names: Mapping[str, str]) -> str:
+def _label(message: Message, tool_names: Mapping[str, str]) -> str:
     ident = message.get("_id") or message.get("_orig_id")
     role = message.get("role")
     if role == "tool":
@@ -86,7 +85,7 @@ def _label(message: Mapping[str, Any], tool_names: Mapping[str, str]) -> str:
     return f"[{ident}] {role}" if ident is not None else str(role)
 
 
-def render_message(message: Mapping[str, Any], tool_names: Mapping[str, str], max_chars: int | None = None) -> str:
+def render_message(message: Message, tool_names: Mapping[str, str], max_chars: int | None = None) -> str:
     """One message as transcript text: label, content, and its tool calls with (trimmed) arguments."""
     text = content_text(message.get("content"))
     if message.get("_pruned_chars"):
@@ -110,7 +109,7 @@ def render_message(message: Mapping[str, Any], tool_names: Mapping[str, str], ma
 
 
 def transcript_entries(
-    pruned_middle: Sequence[Mapping[str, Any]],
+    pruned_middle: Sequence[Message],
     estimated_tokens: Sequence[int],
     tool_names: Mapping[str, str],
     max_entry_tokens: int,

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from agent.llm.types import Completion
+from agent.messages import Message
 from agent.tokens import content_text
 
 #: Assistant-message key recording the codex thread and what happened to it during that turn.
-THREAD_KEY = "_codex"
+THREAD_KEY: Final = "_codex"
 
 
 def thread_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
@@ -76,7 +77,7 @@ class AppServerCompletion(Completion):
         """The app-server's compactions of the thread during the turn, on its own or at foldgate's threshold."""
         return sum(int(count) for count in (self.thread.get("compactions") or {}).values())
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> Message:
         message = super().as_message()
         message[THREAD_KEY] = dict(self.thread)
         return message

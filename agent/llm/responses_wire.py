@@ -16,19 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from agent import json_codec
 from agent.llm.errors import BadResponse, ProviderError, StreamInterrupted, classify_failure, empty_answer
 from agent.llm.responses_routes import native_compaction_model
 from agent.llm.stream import StreamEvent, TextDelta, ToolCallStarted, event_object
 from agent.llm.types import Completion
+from agent.messages import Message
 from agent.tokens import content_text
 from agent.usage import Usage
 
 PATH = "/responses"
 #: Assistant-message key holding the opaque output items to replay (``{"issuer", "items"}``).
-REPLAY_KEY = "_responses_items"
+REPLAY_KEY: Final = "_responses_items"
 #: Output item types that are opaque state to carry forward (only with their encrypted content).
 OPAQUE_ITEM_TYPES = frozenset({"compaction", "reasoning"})
 
@@ -186,7 +187,7 @@ class ResponsesCompletion(Completion):
     def native_compactions(self) -> int:
         return int(self.compacted)
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> Message:
         message = super().as_message()
         if self.replay and self.replay.get("items"):
             message[REPLAY_KEY] = self.replay

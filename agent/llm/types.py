@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.messages import Message
 from agent.usage import Usage
 
 
@@ -44,9 +45,9 @@ class Completion:
         routes whose server keeps the context (a codex thread, Responses native compaction) do."""
         return 0
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> Message:
         """The answer as an assistant message to append to the history."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        message: Message = {"role": "assistant", "content": self.text}
         if self.tool_calls:
             message["tool_calls"] = [dict(call) for call in self.tool_calls]
         return message

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any, Protocol
 
 from agent import json_codec
-from agent.messages import carried_images, stand_in_lines, tool_names_by_call_id
+from agent.messages import Message, carried_images, stand_in_lines, tool_names_by_call_id
 from agent.search import SearchError, search_messages
 from agent.tokens import content_text
 from agent.tools.registry import Tool, ToolOutput
@@ -23,7 +23,7 @@ MAX_FETCH_CHARS = 20_000
 RECOVERY_TOOL_NAMES = frozenset({"session_search", "session_fetch"})
 
 
-def searchable(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def searchable(messages: Sequence[Message]) -> list[Message]:
     """``messages`` without the recovery tools' own traffic: a search for "login timeout" would otherwise
     find every earlier ``session_search(query="login timeout")`` and its results before the message
     that holds the answer."""
@@ -49,10 +49,10 @@ def searchable(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
 class MessageSource(Protocol):
     """Where the recovery tools read a session's messages: the live list and the archive."""
 
-    async def all_messages(self) -> Sequence[dict[str, Any]]:
+    async def all_messages(self) -> Sequence[Message]:
         """Every message of the session the model may recover: archived first, then active."""
 
-    async def messages_by_id(self, ids: Sequence[str]) -> Sequence[dict[str, Any]]:
+    async def messages_by_id(self, ids: Sequence[str]) -> Sequence[Message]:
         """The stored messages with these ids, in the order asked, missing ones left out."""
 
 
@@ -133,7 +133,7 @@ class _Recovery:
             content = message.get("content")
             text = (content if isinstance(content, str) else content_text(content)) or ""
             shown, budget = text[: max(0, budget)], budget - len(text)
-            record = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
+            record: dict[str, Any] = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
             if len(shown) < len(text):
                 record["truncated_from_chars"] = len(text)
             if message.get("tool_calls"):

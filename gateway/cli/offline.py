@@ -16,7 +16,7 @@ from typing import Any
 
 from agent import json_codec
 from agent.engine_registry import resolve_context_engine
-from agent.messages import InvalidMessage, validate_message
+from agent.messages import InvalidMessage, Message, validate_message
 from agent.search import SearchError
 from agent.tokens import count_messages, count_text
 from gateway.config import ConfigError, ModelSettings, Settings, load_settings
@@ -27,9 +27,9 @@ class TranscriptError(ValueError):
     """A transcript line that is not a message; names the file and line."""
 
 
-def read_transcript(path: str | Path) -> list[dict[str, Any]]:
+def read_transcript(path: str | Path) -> list[Message]:
     """One OpenAI-format message per line; every message gets an ``_id`` (its line number) if it has none."""
-    messages: list[dict[str, Any]] = []
+    messages: list[Message] = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue

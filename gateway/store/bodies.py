@@ -36,10 +36,11 @@ def body_tail(body: Mapping[str, Any], index: int) -> bytes:
 def prepare_new(message: Any, index: int, now: float) -> tuple[Message, bytes]:
     """Validate a message the store has not seen and build the body it will store (sans ``_id``)."""
     try:
-        validate_message(message)
+        checked = validate_message(message)
     except InvalidMessage as error:
         raise InvalidMessage(f"message {index}: {error}") from error
-    body = {key: value for key, value in message.items() if key != "_id"}
+    body = checked.copy()
+    body.pop("_id", None)  # the script gives the stored message its id
     if not isinstance(body.get("_ts"), (int, float)) or isinstance(body.get("_ts"), bool):
         body["_ts"] = now
     body["_tok"] = count_message(body)

@@ -105,7 +105,7 @@ def _give_ids(new_messages: Sequence[Message], plan: _Plan, result: CompactionCo
     new_positions = [i for i, m in enumerate(new_messages) if not (isinstance(m, dict) and "_id" in m)]
     if len(result.active_ids) == len(new_messages):
         for position, (message, body) in zip(new_positions, plan.new_bodies):
-            message.update(_id=result.active_ids[position], _ts=body["_ts"], _tok=body["_tok"])
+            message.update({"_id": result.active_ids[position], "_ts": body["_ts"], "_tok": body["_tok"]})
 
 
 async def commit(

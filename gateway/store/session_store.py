@@ -316,7 +316,7 @@ class SessionStore(Routes):
         keys = self.keys(chat)
         return await transcript.get_messages(self, keys, check_key_part("session id", sid), ids)
 
-    async def archive(self, chat: str, sid: str) -> list[Message]:
+    async def archive(self, chat: str, sid: str) -> list[transcript.ArchivedMessage]:
         """Messages compactions folded away, in archive order, each marked ``active=0, compacted=1``."""
         keys = self.keys(chat)
         return await transcript.read_archive(self, keys, check_key_part("session id", sid))

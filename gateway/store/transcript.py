@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 ORIGINAL_MARKER_TTL_SECONDS = 7 * 86_400
 
 
+class ArchivedMessage(Message, total=False):
+    """A message read back from a session's archive, marked for listings as out of the live transcript."""
+
+    active: int  # 0: no longer in the live transcript
+    compacted: int  # 1: a compaction folded it away
+
+
 async def append(
     routes: Routes, keys: ChatKeys, sid: str, messages: Sequence[Message], lock: Lock, meta: Mapping[str, Any] | None
 ) -> list[str]:
@@ -52,7 +59,7 @@ async def append(
     )
     ids = [str(message_id) for message_id in ids]
     for message, body, message_id in zip(messages, bodies, ids):
-        message.update(_id=message_id, _ts=body["_ts"], _tok=body["_tok"])
+        message.update({"_id": message_id, "_ts": body["_ts"], "_tok": body["_tok"]})
     return ids
 
 
@@ -143,7 +150,7 @@ async def store_repair(
     if reply is None:
         return False
     for message, body, message_id in zip(stand_ins, bodies, reply):
-        message.update(_id=str(message_id), _ts=body["_ts"], _tok=body["_tok"])
+        message.update({"_id": str(message_id), "_ts": body["_ts"], "_tok": body["_tok"]})
     _log_quarantined(keys, sid, moved)
     return True
 
@@ -180,17 +187,15 @@ async def get_messages(routes: Routes, keys: ChatKeys, sid: str, ids: Iterable[s
     return found
 
 
-async def read_archive(routes: Routes, keys: ChatKeys, sid: str) -> list[Message]:
+async def read_archive(routes: Routes, keys: ChatKeys, sid: str) -> list[ArchivedMessage]:
     reply = await routes.script(scripts.READ_ARCHIVE, [keys.meta(sid), keys.archive(sid), keys.msg(sid)], [])
     if reply[0] is None:
         raise UnknownSession(f"{keys.chat} has no session {sid!r}")
-    archived: list[Message] = []
+    archived: list[ArchivedMessage] = []
     for message_id, raw in zip(*reply):
         message, reason = decode_stored(message_id, raw)
         if message is None:
             log.warning("%s/%s: archived message %s unreadable: %s", keys.chat, sid, message_id, reason)
             continue
-        message["active"] = 0
-        message["compacted"] = 1
-        archived.append(message)
+        archived.append({**message, "active": 0, "compacted": 1})
     return archived

@@ -10,18 +10,17 @@ and the model may ask for what was just folded away before that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from agent.compaction.lean import STUBBED_KEY
-from agent.messages import SYNTHETIC_KEY, is_summary
+from agent.messages import SYNTHETIC_KEY, Message, is_summary
 from agent.tools import MessageSource
 
 #: Prefix of the ids given to compacted messages that arrived without one.
 LOCAL_ID_PREFIX = "lcm-"
 
 
-def is_derived(message: Mapping[str, Any]) -> bool:
+def is_derived(message: Message) -> bool:
     """A message foldgate wrote from others — a summary, a stub, a stand-in result, an edited copy.
 
     Its originals are archived under their own ids, so the archive never needs it and a
@@ -38,10 +37,10 @@ class MemoryArchive:
     """
 
     def __init__(self) -> None:
-        self._by_id: dict[str, dict[str, Any]] = {}
+        self._by_id: dict[str, Message] = {}
         self._local = 0
 
-    def add(self, message: Mapping[str, Any]) -> str:
+    def add(self, message: Message) -> str:
         """Keep ``message``; returns its id (a local one, on a copy, when it has none)."""
         message_id = message.get("_id")
         if message_id is None:
@@ -49,13 +48,13 @@ class MemoryArchive:
             message_id = f"{LOCAL_ID_PREFIX}{self._local}"
             message = {**message, "_id": message_id}
         key = str(message_id)
-        self._by_id.setdefault(key, message)  # type: ignore[arg-type]
+        self._by_id.setdefault(key, message)
         return key
 
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[Message]:
         return list(self._by_id.values())
 
-    def get(self, message_id: str) -> dict[str, Any] | None:
+    def get(self, message_id: str) -> Message | None:
         return self._by_id.get(str(message_id))
 
     def __len__(self) -> int:
@@ -76,15 +75,15 @@ class ArchiveView:
     def __init__(self, memory: MemoryArchive) -> None:
         self.memory = memory
         self.history: MessageSource | None = None
-        self.live: list[dict[str, Any]] = []
+        self.live: list[Message] = []
 
     @property
     def backing(self) -> str:
         return "session archive" if self.history is not None else "in-memory archive (no session store attached)"
 
-    async def all_messages(self) -> list[dict[str, Any]]:
+    async def all_messages(self) -> list[Message]:
         """Archived first, then the live context; each id once."""
-        found: list[dict[str, Any]] = list(await self.history.all_messages()) if self.history is not None else []
+        found: list[Message] = list(await self.history.all_messages()) if self.history is not None else []
         seen = {str(m["_id"]) for m in found if m.get("_id") is not None}
         for message in [*self.memory.messages(), *self.live]:
             message_id = message.get("_id")
@@ -94,17 +93,17 @@ class ArchiveView:
             found.append(message)
         return found
 
-    async def by_ids(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+    async def by_ids(self, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order asked; unknown ids left out."""
         wanted = [str(value) for value in ids]
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, Message] = {}
         if self.history is not None:
             for message in await self.history.messages_by_id(wanted):
-                found[str(message.get("_id"))] = dict(message)
+                found[str(message.get("_id"))] = message.copy()
         live = {str(m["_id"]): m for m in self.live if m.get("_id") is not None}
         for value in wanted:
             if value not in found:
-                message = self.memory.get(value) or live.get(value)
-                if message is not None:
-                    found[value] = message
+                kept = self.memory.get(value) or live.get(value)
+                if kept is not None:
+                    found[value] = kept
         return [found[value] for value in dict.fromkeys(wanted) if value in found]

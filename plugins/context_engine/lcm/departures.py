@@ -9,12 +9,12 @@ those as the engine walks the messages that left; the engine archives them.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.compaction.anchor_index import AnchorIndex
 from agent.compaction.anchors import anchors_in
+from agent.messages import Message
 from agent.search import message_search_text
 from agent.tokens import count_message
 from plugins.context_engine.lcm.ids import encode_runs
@@ -41,12 +41,12 @@ class Departures:
     tool_calls: dict[str, int] = field(default_factory=dict)
     anchors: AnchorIndex = field(default_factory=AnchorIndex)
 
-    def replace(self, message: Mapping[str, Any], archived_as: str) -> None:
+    def replace(self, message: Message, archived_as: str) -> None:
         """Count a message that left because a newer version of it (an excerpt) stayed in the context."""
         self.tokens += count_message(message)
         self.replaced.append(archived_as)
 
-    def fold(self, seq: int, message: Mapping[str, Any], archived_as: str | None) -> None:
+    def fold(self, seq: int, message: Message, archived_as: str | None) -> None:
         """Count a folded message: its tokens, time, tool calls and identifiers; ``archived_as`` is None for one
         whose local id will not outlive the turn (the gateway archives it under another)."""
         self.tokens += count_message(message)

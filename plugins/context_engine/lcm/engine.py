@@ -20,7 +20,7 @@ from typing import Any
 
 from agent import json_codec
 from agent.context_compressor import ContextCompressor
-from agent.messages import with_content
+from agent.messages import Message, with_content
 from agent.search import SearchError
 from agent.tokens import count_message, count_messages
 from agent.tools import MAX_FETCH_CHARS, MessageSource
@@ -60,11 +60,11 @@ class LcmEngine(ContextCompressor):
 
     async def compress(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         current_tokens: int | None = None,
         focus_topic: str | None = None,
         force: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Message]:
         compacted = await super().compress(messages, current_tokens, focus_topic, force)
         stats = self.last_compaction
         if stats is None or stats.outcome != "compacted":
@@ -80,9 +80,7 @@ class LcmEngine(ContextCompressor):
         self.view.live = list(compacted)
         return compacted
 
-    def _record(
-        self, before: Sequence[dict[str, Any]], after: Sequence[Mapping[str, Any]], *, trigger: str, summarizer: str
-    ) -> None:
+    def _record(self, before: Sequence[Message], after: Sequence[Message], *, trigger: str, summarizer: str) -> None:
         """Ledger entry and in-memory copies for every message that left the context."""
         kept_objects = {id(message) for message in after}
         kept_ids = {str(m["_id"]) for m in after if m.get("_id") is not None}
@@ -102,9 +100,7 @@ class LcmEngine(ContextCompressor):
                 gone.fold(seq, message, archived_as if message_id is not None or not gateway else None)
         gone.record_in(self.ledger, at=self.clock(), trigger=trigger, summarizer=summarizer)
 
-    def _as_index(
-        self, before: Sequence[dict[str, Any]], after: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    def _as_index(self, before: Sequence[Message], after: list[Message]) -> tuple[list[Message], Message | None]:
         """``(after with its new summary rewritten as an index into the archive, that summary)``."""
         originals = {id(message) for message in before}
         out = list(after)
@@ -146,7 +142,7 @@ class LcmEngine(ContextCompressor):
         if isinstance(ids, (str, int)):
             ids = [ids]
         wanted_range = str(args.get("range") or "").strip()
-        context: list[dict[str, Any]] = []
+        context: list[Message] = []
         if ids:
             wanted = [str(value) for value in ids]
             selected = await self.view.by_ids(wanted)

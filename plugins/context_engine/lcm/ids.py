@@ -10,9 +10,11 @@ counts, never message text — and every id stays exactly recoverable.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from agent.messages import Message
 
 #: One run: a single id, or ``[first, last]`` of consecutively numbered ids.
 Run = str | list[str]
@@ -104,7 +106,7 @@ def split_range(text: str) -> tuple[str, str]:
     return value, value
 
 
-def select_range(messages: Sequence[Mapping[str, Any]], start: str, end: str) -> list[Mapping[str, Any]]:
+def select_range(messages: Sequence[Message], start: str, end: str) -> list[Message]:
     """The messages from id ``start`` to id ``end`` inclusive.
 
     When both ends are numbered under one prefix, the range means every id with that
@@ -127,13 +129,11 @@ def select_range(messages: Sequence[Mapping[str, Any]], start: str, end: str) ->
     return list(messages[low_index : high_index + 1])
 
 
-def _numbered_between(
-    messages: Sequence[Mapping[str, Any]], first: NumberedId, last: NumberedId
-) -> list[Mapping[str, Any]]:
+def _numbered_between(messages: Sequence[Message], first: NumberedId, last: NumberedId) -> list[Message]:
     """The messages numbered from ``first`` to ``last`` under their prefix, in number order (the first listed
     where two share a number); empty when none is."""
     low, high = sorted((first.number, last.number))
-    chosen: dict[int, tuple[int, Mapping[str, Any]]] = {}
+    chosen: dict[int, tuple[int, Message]] = {}
     for message in messages:
         parsed = parse_id(message.get("_id")) if message.get("_id") is not None else None
         if parsed is not None and parsed.prefix == first.prefix and low <= parsed.number <= high:

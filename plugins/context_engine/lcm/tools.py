@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.messages import is_summary, tool_names_by_call_id
+from agent.messages import Message, is_summary, tool_names_by_call_id
 from agent.search import search_messages
 from agent.tokens import content_text
 from agent.tools import MAX_FETCH_CHARS
@@ -119,7 +119,7 @@ def bounded_int(args: Mapping[str, Any], name: str, default: int, low: int, high
         raise ToolArgumentError(f"{name} must be an integer") from None
 
 
-def searchable(message: Mapping[str, Any]) -> bool:
+def searchable(message: Message) -> bool:
     """Originals only: summaries, stubs and edited copies repeat messages the search finds anyway."""
     return message.get("_id") is not None and not is_derived(message)
 
@@ -137,7 +137,7 @@ def grep_query(args: Mapping[str, Any]) -> tuple[str, str]:
     return pattern, "keywords"
 
 
-def grep(messages: Sequence[dict[str, Any]], ranges: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
+def grep(messages: Sequence[Message], ranges: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
     """Ranked hits for ``args["pattern"]`` over the searchable ``messages``; raises SearchError for a bad regex."""
     query, mode = grep_query(args)
     limit = bounded_int(args, "limit", DEFAULT_HITS, 1, MAX_HITS)
