@@ -1,8 +1,9 @@
 """The gateway's wiring: from settings to a started runner over Redis, and back to nothing.
 
 Every way of running foldgate (``foldgate run``, the demo, replays, benchmarks, tests) opens
-its gateway here, so they all run the same parts joined the same way, and a failed start
-leaves no server or connection behind.
+its gateway here, so they all run the same parts joined the same way (the worker's own parts
+are built by :func:`gateway.run.build.build_runner`), and a failed start leaves no server or
+connection behind.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from agent.tokens import encoding
 from gateway.agents import AgentBuilder
 from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
-from gateway.delivery.gate import gates
 from gateway.events import EventBus
 from gateway.platforms.base import PlatformAdapter
+from gateway.run.build import build_runner
 from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
 from gateway.startup_errors import REDIS_CONNECT_SECONDS, redis_failure
 from gateway.store import SessionStore
@@ -160,27 +161,7 @@ async def open_on(
         # Any process may run a web chat's turn, served here or not: each one can send its replies.
         web = WebChatAdapter(live)
         platforms = {**adapters, WEB_PLATFORM: web}
-        runner = GatewayRunner(
-            store,
-            inbox,
-            agents,
-            adapters=platforms,
-            compression=settings.compression,
-            events=events,
-            lock_ttl_seconds=settings.gateway.lock_ttl_seconds,
-            max_concurrent_chats=settings.gateway.max_concurrent_chats,
-            cache_ttl=settings.prompt_caching.cache_ttl,
-            stream_replies=settings.delivery.stream_replies,
-            gates=gates(budget, settings.delivery),
-            coalesce_backlog=settings.gateway.coalesce_backlog,
-            coalesce_max_messages=settings.gateway.coalesce_max_messages,
-            coalesce_max_tokens=settings.gateway.coalesce_max_tokens,
-            max_message_tokens=settings.gateway.max_message_tokens,
-            outage_retry_seconds=settings.gateway.outage_retry_seconds,
-            media=settings.media,
-            tools=settings.tools,
-            access=settings.access,
-        )
+        runner = build_runner(settings, store, inbox, agents, platforms, events=events, budget=budget)
         web.media = runner.media_store  # files sent from the page are read back from where the page kept them
         await runner.start()
         encoding()  # the tokenizer loads now rather than on the first message

@@ -1,4 +1,5 @@
-"""One process's share of the chats: the runner dispatches chats and drains each chat's inbox under its
-fenced lock; every inbox entry is a :class:`~gateway.worker.turn.Turn` of named steps — snapshot,
-command or hygiene, the agent, commit, deliver, finish — with its failures settled in one place.
+"""One process's share of the chats: the intake admits what the platforms hand in, the runner dispatches
+chats and drains each chat's inbox under its fenced lock, and every inbox entry is a
+:class:`~gateway.worker.turn.Turn` of named steps — snapshot, command or preparing, the agent, commit,
+report, deliver, finish — with its failures settled in one place.
 """

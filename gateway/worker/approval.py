@@ -3,7 +3,7 @@
 The turn opens an approval in the store (:mod:`gateway.store.approvals`) that only the person whose message it
 answers may answer, asks in the chat (buttons where the platform has them, commands where it does not), and
 waits up to ``tools.confirm_timeout_seconds``: no answer is a no. The answer arrives through the intake, in
-whichever process the platform delivers it to (:meth:`gateway.worker.runner.GatewayRunner.intake`), and the
+whichever process the platform delivers it to (:meth:`gateway.worker.intake.Admission.admit`), and the
 question is then edited (or followed by a line) to say what was decided. A ``/stop`` ends the wait like any
 tool call.
 """

@@ -4,8 +4,15 @@ After a night offline a chat may hold hundreds of messages; answering each alone
 model call apiece and replies to questions the next message already changed. A turn
 therefore takes in the consecutive messages behind its head, up to a count. A command ends
 the run (it is handled alone, in order), and messages at the end that ask for no reply wait
-for their own step, so the reply answers the last message that asked for one. How much of
-what it takes in the request carries word for word is :mod:`gateway.worker.admission`'s to say.
+for their own step, so the reply answers the last message that asked for one.
+
+A night's backlog can be larger than the model's whole window, so it cannot simply ride in
+the request. The request carries the newest messages of the backlog verbatim, within a share
+of the window (:func:`verbatim_limit`, :func:`verbatim_start`); every message before them is
+stored in the session first, where the hygiene pass weighs it with the rest of the session and
+the request's own part, and folds it into the summary (archived, searchable) when the whole
+would pass 85% of the window. Every message is stored once, in order, and the turn answers the
+newest one that asked.
 
 An album whose parts came as messages of their own (a Telegram webhook delivers one part at a
 time) is taken in whole whatever the setting: its turn waits until no new part has come for
@@ -16,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
-from gateway.commands import parse as parse_command
+from gateway.commands.syntax import parse as parse_command
 from gateway.platforms.base import IncomingMessage
 from gateway.store.inbox import Inbox
 
@@ -67,6 +74,26 @@ async def take_backlog(inbox: Inbox, entries: ParsedEntries, *, max_messages: in
     while taken and not taken[-1][1].respond:
         taken.pop()
     return taken
+
+
+#: Share of the window the verbatim part of a backlog may take at most, whatever is configured.
+VERBATIM_SHARE = 0.25
+
+
+def verbatim_limit(configured: int, context_length: int) -> int:
+    """Tokens of a backlog the request carries verbatim: ``gateway.coalesce_max_tokens``, clamped to a
+    quarter of the window (the other three quarters are the session's, the tools' and the answer's)."""
+    return max(1, min(configured, int(context_length * VERBATIM_SHARE)))
+
+
+def verbatim_start(sizes: Sequence[int], limit: int) -> int:
+    """Where the verbatim part of a backlog of messages costing ``sizes`` begins: the newest messages
+    within ``limit`` tokens, and the newest one always (it is bounded on its own, like any message)."""
+    start, used = len(sizes), 0
+    while start > 0 and (start == len(sizes) or used + sizes[start - 1] <= limit):
+        start -= 1
+        used += sizes[start]
+    return start
 
 
 #: Seconds without a new part after which an album whose parts come one by one is taken as complete.

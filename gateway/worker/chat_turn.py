@@ -1,33 +1,30 @@
 """What one inbox entry's handling works with and how it ends, as the turn's steps and the chat commands share it.
 
-:class:`ChatTurn` is what a command receives; :class:`CommandHost` is the part of the worker a
-command may use (its store, inbox, agent builder, events, and compaction); :class:`TurnEnd` is
-how every way of handling an entry ends, which the turn then delivers and finishes. Commands
-depend on this small interface, not on the runner, so neither module imports the other.
+:class:`ChatTurn` is the entry in its session, which the turn's steps and the commands read and move on
+(a compaction or ``/new`` changes its session); a model turn is :class:`Prepared` for the agent, and
+what the agent came to is its :class:`Answer`; :class:`TurnEnd` is how every way of handling an entry
+ends, which the turn then delivers and finishes; :class:`AgentFactory` is what a turn asks for its
+engine and agent. What a command may use of the gateway besides is its own context
+(:class:`gateway.commands.context.CommandContext`), never the runner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.context_engine import ContextEngine
 from agent.items import DEFAULT_MAX_IMAGES, MediaSource
-from agent.loop import Agent, ResultArchive
+from agent.loop import Agent, ResultArchive, TurnResult, TurnStopped
 from agent.messages import Message
 from agent.metering import Meter
 from agent.tools import ToolRegistry
-from gateway.access.roles import Roles
-from gateway.agents import AgentBuilder
-from gateway.config.access import BudgetSettings
+from gateway.access.budgets import ChatMeter
 from gateway.delivery.stream import ReplyStream
-from gateway.events import EventBus, Trigger
 from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory
-from gateway.store import Lock, SessionMeta, SessionStore
-from gateway.store.inbox import Inbox
-from gateway.store.spend import SpendStore
+from gateway.store import Lock, SessionMeta
 
 
 class AgentFactory(Protocol):
@@ -57,43 +54,10 @@ class AgentFactory(Protocol):
     ) -> Agent: ...
 
 
-class CommandHost(Protocol):
-    """What a chat command may use of the worker that runs it (the runner is one)."""
-
-    store: SessionStore
-    inbox: Inbox
-    agents: AgentBuilder
-    events: EventBus
-    worker_id: str
-    started_at: float
-    roles: Roles
-    spending: SpendStore
-    budgets: BudgetSettings
-
-    @property
-    def busy_chats(self) -> int: ...
-
-    @property
-    def cache_ttl(self) -> str: ...
-
-    async def compact(
-        self,
-        turn: ChatTurn,
-        engine: ContextEngine,
-        *,
-        trigger: Trigger,
-        force: bool,
-        focus: str | None = None,
-        tokens: int | None = None,
-        messages: list[Message] | None = None,
-    ) -> list[Message] | None: ...
-
-
 @dataclass
 class ChatTurn:
-    """Everything one entry's handling works with; commands receive it too."""
+    """The entry being handled in its chat's session, under the chat's lock; commands receive it too."""
 
-    runner: CommandHost
     chat: str
     message: IncomingMessage
     lock: Lock
@@ -103,6 +67,51 @@ class ChatTurn:
     @property
     def entry_id(self) -> str:
         return self.message.entry_id
+
+
+#: Entries a turn took in behind its head: ``(raw, message)``, in order.
+Batch = list[tuple[str, IncomingMessage]]
+
+
+@dataclass
+class Prepared:
+    """A model turn ready to run: what the agent gets and what its commit records."""
+
+    model: str
+    engine: ContextEngine
+    tools: ToolRegistry
+    history: list[Message]
+    #: Messages of a coalesced backlog before the last one that the request carries, bounded, stored with the turn.
+    earlier: list[Message]
+    #: None when the turn continues one whose message and tool results are stored
+    #: (:attr:`SessionMeta.partial_entry_id`).
+    user_message: Message | None
+    batch: Batch
+    #: What the person is told above the reply (a message too long to read whole).
+    notes: list[str]
+    #: A ``/stop`` that came while hygiene wrote its summary: the agent ends the turn before any request.
+    stopped: TurnStopped | None
+    #: Meters the turn's model calls against the budgets that apply (None: no budget does).
+    meter: ChatMeter | None
+
+
+@dataclass
+class Answer:
+    """What the agent's turn came to: its result and reply, completed by the commit (the items to send, the
+    context's size) and told by the turn's event."""
+
+    result: TurnResult
+    reply: str
+    #: Where the reply streamed while the turn ran; it delivers the final text too.
+    stream: ReplyStream | None
+    #: Over budget, and the chat was told so already: the turn stores its message and sends nothing.
+    quiet: bool = False
+    #: What went wrong with the model call, in plain words ("" when nothing did).
+    failure: str = ""
+    #: Images and files made for the person (refs), sent after the reply's text.
+    items: list[dict[str, Any]] = field(default_factory=list)
+    #: The context's size once committed, as hygiene will judge it.
+    context_tokens: int = 0
 
 
 @dataclass(frozen=True)

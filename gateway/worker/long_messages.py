@@ -15,7 +15,6 @@ can see them can be asked about them later. "Told" is remembered per chat in the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from agent.excerpts import FRAMING_TOKENS, excerpt, tokens_over
 from agent.messages import Message
@@ -26,7 +25,7 @@ from gateway.media.transcribe import Transcribes
 from gateway.platforms.base import IncomingMessage, MediaItem
 from gateway.store import SessionStore
 from gateway.store.told import ToldOnce
-from gateway.worker.chat_turn import ChatTurn
+from gateway.worker.chat_turn import AgentFactory, ChatTurn
 
 log = logging.getLogger(__name__)
 
@@ -89,21 +88,21 @@ class MessageBound:
         self,
         store: SessionStore,
         configured: int,
-        context_length: Callable[[str], int],
+        agents: AgentFactory,
         items: ItemIntake,
-        *,
-        told: ToldOnce | None = None,
+        told: ToldOnce,
     ) -> None:
+        """``agents`` says each model's window (the bound is capped by it) and the chats' default model."""
         self.store = store
         self.configured = configured
-        self.context_length = context_length
+        self.agents = agents
         self.items = items
         #: What each chat was told once (that its model cannot see images).
-        self.told = told or ToldOnce(store.channel, store.prefix)
+        self.told = told
 
     def limit(self, model: str) -> int:
         """The longest message, in tokens, ``model`` gets whole in this gateway."""
-        return token_limit(self.configured, self.context_length(model))
+        return token_limit(self.configured, self.agents.context_length(model))
 
     @staticmethod
     def size(message: IncomingMessage, limit: int) -> int:
@@ -143,7 +142,9 @@ class MessageBound:
         whole = await self.whole(message, notes, transcriber)
         if tell_once and message.respond and shows_an_image(whole):
             await self._tell_if_blind(turn, notes)
-        content = whole["content"]
+        content = whole.get("content")
+        if not isinstance(content, str):  # never so: a person's message is one text, its items' words joined in
+            return whole
         tokens = tokens_over(content, limit)
         if tokens is None:
             return whole
@@ -164,7 +165,7 @@ class MessageBound:
 
     async def _tell_if_blind(self, turn: ChatTurn, notes: list[str]) -> None:
         """Tell the chat, once, that its model cannot see the images it sends (see the module)."""
-        model = turn.meta.model or turn.runner.agents.default_model
+        model = turn.meta.model or self.agents.default_model
         if not vision_for(model) and await self.told.first(turn.chat, NO_VISION):
             log.info("%s: its model %s cannot see images; told once", turn.chat, model)
             notes.append(no_vision_notice(model))

@@ -18,7 +18,7 @@ import pytest
 from agent.messages import is_summary
 from evals.bench_backlog import model, night
 from gateway.run.assembly import message_path
-from gateway.worker.admission import verbatim_limit, verbatim_start
+from gateway.worker.backlog import verbatim_limit, verbatim_start
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, prompt_tokens
 
