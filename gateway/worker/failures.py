@@ -12,6 +12,7 @@ import contextlib
 import logging
 
 from agent.llm.errors import ProviderError, plain_reason
+from agent.retrying import Policy
 from gateway.outage import ProviderDown, RetryLater, final_notice, is_redis_outage, waiting_notice
 from gateway.platforms.base import IncomingMessage
 from gateway.store import Lock, StaleLock, reply_meta
@@ -22,18 +23,15 @@ from gateway.worker.reporting import report_failure
 
 log = logging.getLogger(__name__)
 
-#: Failed attempts at one inbox entry before it is answered with an error and let go.
-MAX_ENTRY_ATTEMPTS = 3
-
 
 class TurnFailures:
     """The failed attempts at one chat's entries while its worker holds the chat's lock: the counts are
     per holding, never kept past it."""
 
-    def __init__(self, parts: TurnParts, retry_delay: float) -> None:
-        """``retry_delay``: seconds before a failed entry's first retry; the wait doubles with each attempt."""
+    def __init__(self, parts: TurnParts, policy: Policy) -> None:
+        """``policy``: how many tries an entry gets and the wait before each retry (``INBOX_ENTRY`` as shipped)."""
         self.parts = parts
-        self.retry_delay = retry_delay
+        self.policy = policy
         self._attempts: dict[str, int] = {}
 
     async def settle(self, lock: Lock, entries: ParsedEntries, error: BaseException) -> TurnEnd | None:
@@ -54,8 +52,8 @@ class TurnFailures:
         attempts = self._attempts.get(update_id, 0) + 1
         self._attempts[update_id] = attempts
         log.error("%s: handling update %s failed (attempt %d)", lock.chat, update_id, attempts, exc_info=error)
-        if attempts < MAX_ENTRY_ATTEMPTS:
-            await asyncio.sleep(self.retry_delay * 2 ** (attempts - 1))  # the keeper holds the lock meanwhile
+        if attempts < self.policy.attempts:
+            await asyncio.sleep(self.policy.delay(attempts))  # the keeper holds the lock meanwhile
             return None
         return await give_up(self.parts, lock, entries.head, error)
 

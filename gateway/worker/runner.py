@@ -21,6 +21,7 @@ import logging
 import time
 
 from agent.cancelling import cancel_and_wait
+from agent.retrying import INBOX_ENTRY
 from gateway.outage import Backoff, Health, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage
 from gateway.store import StaleLock
@@ -33,7 +34,7 @@ from gateway.worker.turn import take
 
 log = logging.getLogger(__name__)
 
-#: Seconds before a chat whose worker stopped early is handed out again (and before a failed entry's retry).
+#: Seconds before a chat whose worker stopped early is handed out again (a failed entry's retries: ``INBOX_ENTRY``).
 RETRY_DELAY_SECONDS = 1.0
 #: How long a chat whose lock could not be taken (an unexpected error, not Redis away) waits to be tried again.
 CLAIM_RETRY_SECONDS = 5.0
@@ -250,7 +251,7 @@ class GatewayRunner:
         """Hand the held chat's entries to their turns until its inbox is empty (True: the chat was released)
         or this process stops (False)."""
         chat = lock.chat
-        failures = TurnFailures(self.parts, RETRY_DELAY_SECONDS)
+        failures = TurnFailures(self.parts, INBOX_ENTRY)
         while not self._stopping:
             if head is None:
                 # Unmark first, then release only if nothing arrived meanwhile: an entry pushed

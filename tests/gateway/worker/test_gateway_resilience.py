@@ -9,7 +9,7 @@ import pytest
 
 import gateway.delivery.replies as replies_module
 import gateway.worker.runner as runner_module
-from agent.retrying import REPLY_DELIVERY
+from agent.retrying import INBOX_ENTRY, REPLY_DELIVERY
 from gateway.platforms.recording import RecordingAdapter
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
@@ -38,6 +38,7 @@ class RefusingAdapter(RecordingAdapter):
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch):
     monkeypatch.setattr(runner_module, "RETRY_DELAY_SECONDS", 0.01)
+    monkeypatch.setattr(runner_module, "INBOX_ENTRY", INBOX_ENTRY.adjusted(base=0.01))
     monkeypatch.setattr(replies_module, "REPLY_DELIVERY", REPLY_DELIVERY.adjusted(base=0.01))
 
 
