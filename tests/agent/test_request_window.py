@@ -10,6 +10,7 @@ compaction waits on its summarizer, with the tool pairs left whole.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -18,12 +19,13 @@ from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT, Tra
 from agent.context_compressor import ContextCompressor
 from agent.llm.client import ChatClient
 from agent.llm.errors import WindowExceeded
-from agent.loop import INTERRUPTED_TOOL_RESULT, STOPPED_REPLY, Agent, TurnFailed, TurnStopped
+from agent.loop import INTERRUPTED_TOOL_RESULT, STOPPED_REPLY, Agent, StopWaiter, TurnFailed, TurnStopped
 from agent.messages import api_problems
 from agent.settings import CompressionSettings
 from agent.tokens import count_request
 from agent.tools import Tool, ToolRegistry
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import PATIENCE, wait_for
 
 WINDOW = 16_000
 NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
@@ -126,9 +128,11 @@ async def test_a_summary_request_past_the_summarizers_window_is_never_sent():
     assert len(summarizer.requests) == 1
 
 
-def stop_after(seconds: float):
+def stop_once(condition: Callable[[], object], what: str):
+    """A ``/stop`` the person sends once ``condition()`` holds: while the work it is meant to end is running."""
+
     async def until_stopped() -> TurnStopped:
-        await asyncio.sleep(seconds)
+        await wait_for(condition, what=what)
         return TurnStopped("")
 
     return until_stopped
@@ -155,7 +159,12 @@ async def test_stop_ends_a_running_tool_call_and_leaves_the_pairs_whole():
         async with ChatClient(server.openai_base_url) as client:
             agent = Agent(client, ContextCompressor(model="m", context_length=WINDOW), model="m", tools=tools)
             result = await asyncio.wait_for(
-                agent.run_turn(opening(), {"role": "user", "content": "run it"}, until_stopped=stop_after(0.3)), 10
+                agent.run_turn(
+                    opening(),
+                    {"role": "user", "content": "run it"},
+                    until_stopped=stop_once(started.is_set, "the tool to run"),
+                ),
+                PATIENCE,
             )
     assert started.is_set() and result.reply == STOPPED_REPLY
     results = {m["tool_call_id"]: m["content"] for m in result.messages if m.get("role") == "tool"}
@@ -176,12 +185,17 @@ async def test_stop_ends_a_compaction_whose_summarizer_never_answers():
             history = opening() + [
                 {"role": "user" if n % 2 else "assistant", "content": log_lines(n), "_id": str(n + 3)} for n in range(8)
             ]
-            result = await asyncio.wait_for(agent_turn(client, engine, history), 10)
+            asking = stop_once(lambda: summary_requests(server), "the summary request to reach the provider")
+            result = await asyncio.wait_for(agent_turn(client, engine, history, asking), PATIENCE)
     assert result.reply == STOPPED_REPLY and not result.compacted
     assert engine.compression_count == 0
     assert [r for r in server.requests if SYSTEM_PROMPT[:40] not in r.system] == []  # the chat model was never asked
 
 
-async def agent_turn(client: ChatClient, engine: ContextCompressor, history: list[dict]):
+def summary_requests(server: FakeLLMServer) -> list[RecordedRequest]:
+    return [request for request in server.requests if SYSTEM_PROMPT[:40] in request.system]
+
+
+async def agent_turn(client: ChatClient, engine: ContextCompressor, history: list[dict], until_stopped: StopWaiter):
     agent = Agent(client, engine, model="m")
-    return await agent.run_turn(history, {"role": "user", "content": "go on"}, until_stopped=stop_after(0.5))
+    return await agent.run_turn(history, {"role": "user", "content": "go on"}, until_stopped=until_stopped)

@@ -27,6 +27,7 @@ from gateway.store.access import AccessLists
 from gateway.store.channel import Script, is_noscript
 from gateway.store.inbox import Inbox
 from gateway.store.journal import ReplyJournal
+from tests.fakes.redis_time import until_blocked
 
 #: The compared channels, each skipped when its library is missing.
 CHANNELS = [
@@ -184,11 +185,7 @@ async def lose_the_connection_under_a_command(compared: Any, redis: Redis, key_p
     await compared.call("SET", f"{key_prefix}:after", "still here")
     client_id = await compared.call("CLIENT", "ID")
     blocked = asyncio.ensure_future(compared.call("BLPOP", f"{key_prefix}:empty", 0))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while "b" not in {int(c["id"]): c for c in await redis.client_list()}.get(client_id, {}).get("flags", ""):
-        assert loop.time() < deadline, "the BLPOP never reached the server"
-        await asyncio.sleep(0.01)
+    await until_blocked(redis, client_id)  # the BLPOP reached the server, which holds its reply back
     await redis.execute_command("CLIENT", "KILL", "ID", client_id)
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 30)

@@ -14,11 +14,9 @@ bounded only against a hang.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agent.compaction.summary_prompt import SECTION_HEADINGS, SYSTEM_PROMPT
@@ -29,6 +27,7 @@ from gateway.platforms.recording import RecordingAdapter
 from gateway.run.assembly import open_on
 from gateway.run.signals import TERM_GRACE_SECONDS
 from gateway.worker.runner import GatewayRunner
+from tests.fakes import waiting
 from tests.fakes.llm_server import RecordedRequest
 
 #: What the fake provider answers a summary request with: every section of the notes, each noted.
@@ -57,13 +56,8 @@ def chatter(rng: random.Random, index: int) -> str:
 PATIENCE = TERM_GRACE_SECONDS / 2
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float) -> None:
-    """Return once ``condition()`` holds; ``timeout`` only guards against a hang."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not reached within {timeout}s")
-        await asyncio.sleep(0.02)
+#: The wait bounded only against a hang is the one every test uses (kept importable from here).
+wait_for = waiting.wait_for
 
 
 def make_settings(
@@ -100,10 +94,13 @@ def with_gateway(settings: Settings, **gateway: Any) -> Settings:
 
 
 def message(
-    chat_id: str, update_id: str, text: str, *, respond: bool = True, ts: float | None = None
+    chat_id: str, update_id: str, text: str, *, respond: bool = True, ts: float | None = None, **fields: Any
 ) -> IncomingMessage:
+    """A local message; ``fields`` are more of its fields (``client_tools``, ``tool_results``)."""
     extra = {"ts": ts} if ts is not None else {}
-    return IncomingMessage(platform="local", chat_id=chat_id, update_id=update_id, text=text, respond=respond, **extra)
+    return IncomingMessage(
+        platform="local", chat_id=chat_id, update_id=update_id, text=text, respond=respond, **extra, **fields
+    )
 
 
 @contextlib.asynccontextmanager

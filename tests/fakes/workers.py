@@ -3,7 +3,6 @@ and what they sent (each worker records its replies in a Redis list, ``<prefix>:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -12,6 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.fakes import waiting
 
 #: The checkout: the workers run from it, with it on their path.
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +41,8 @@ def start_worker(
     return subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-async def wait_for(predicate, timeout: float = 120.0, interval: float = 0.05) -> None:
-    """Return once ``await predicate()`` holds; raise TimeoutError after ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError("condition not reached")
-        await asyncio.sleep(interval)
+#: The one wait the tests use, importable from here too (the workers' conditions are coroutines: it awaits them).
+wait_for = waiting.wait_for
 
 
 async def sent(redis, prefix: str) -> list[dict]:

@@ -23,6 +23,7 @@ from gateway.store.spend import SpendStore
 from tests.fakes.gateway import make_settings, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, Reply, prompt_tokens
 from tests.fakes.paths import REPO
+from tests.fakes.waiting import PATIENCE, wait_for
 
 MODEL = "gpt-4o"  # priced: $2.50 per million prompt tokens, $10 per million completion tokens
 WINDOW = 128_000
@@ -166,9 +167,13 @@ async def test_an_unpriced_model_counts_in_tokens_and_a_free_call_settles(redis,
 
 
 class Hanging:
-    """A provider client whose answer never comes."""
+    """A provider client whose answer never comes; ``asked`` is set once a call reached it."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
 
     async def complete(self, messages, **_options):  # type: ignore[no-untyped-def]
+        self.asked.set()
         await asyncio.Event().wait()
 
 
@@ -176,12 +181,13 @@ async def test_a_call_stopped_mid_answer_is_charged_its_reservation_and_holds_no
     store = SessionStore(redis, key_prefix)
     budgets = BudgetSettings(per_user={"tokens": 10_000}, per_chat={"tokens": 20_000})
     meter = ChatMeter(SpendStore(store.channel, key_prefix), budgets, from_ann("desk", 1), cache_ttl="5m", notes=[])
+    provider = Hanging()
     call = asyncio.ensure_future(
-        MeteredModel(Hanging(), meter).complete(
+        MeteredModel(provider, meter).complete(
             [{"role": "user", "content": "write a long story"}], model=MODEL, max_tokens=500
         )
     )
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(provider.asked.wait(), PATIENCE)  # reserved, and the provider is writing
     call.cancel()  # the person sent /stop while the provider wrote
     with pytest.raises(asyncio.CancelledError):
         await call
@@ -225,7 +231,7 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
     import sys
 
     from gateway.store.inbox import Inbox
-    from tests.fakes.workers import stop, wait_for
+    from tests.fakes.workers import stop
 
     root = REPO
     answer = "The ledger service moved its settlement job to the new queue and raised the batch size. " * 6
@@ -260,7 +266,9 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
             for _ in range(2)
         ]
         try:
-            await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60)
+            await wait_for(
+                lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60, what="both workers to register"
+            )
             inbox = Inbox(redis, key_prefix)
             for number in range(20):
                 await inbox.put(from_ann("desk", number))
@@ -269,7 +277,7 @@ async def test_two_gateway_processes_share_one_budget(redis, redis_url, key_pref
             async def drained() -> bool:
                 return not await inbox.pending("local:desk") and not await inbox.pending("local:phone")
 
-            await wait_for(drained, timeout=120)
+            await wait_for(drained, timeout=120, what="both chats' inboxes to drain")
         finally:
             for worker in workers:
                 stop(worker)

@@ -36,7 +36,8 @@ from gateway.store.channel import channel_for
 from gateway.store.windows import LearnedWindows
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply, prompt_tokens
-from tests.fakes.workers import _count, sent, start_worker, stop, wait_for
+from tests.fakes.waiting import wait_for
+from tests.fakes.workers import _count, sent, start_worker, stop
 
 SUMMARIZER = "fake-summarizer"
 CHAT_WINDOW = 16_000
@@ -212,7 +213,7 @@ async def test_another_os_process_reads_the_learned_window_before_its_first_summ
         options = ["--context-length", str(CHAT_WINDOW), "--auxiliary", auxiliary]
         worker = start_worker(redis_url, prefix, server.openai_base_url, options=options)
         try:
-            await wait_for(lambda: _count(redis, f"{prefix}:sent", 1), timeout=240)
+            await wait_for(lambda: _count(redis, f"{prefix}:sent", 1), timeout=240, what="the first reply")
         finally:
             stop(worker)
         later = [r for r in server.requests[before:] if SYSTEM_PROMPT[:40] in r.system]

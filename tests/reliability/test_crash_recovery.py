@@ -10,7 +10,8 @@ from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
 from tests.fakes.gateway import message
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.workers import _count, sent, start_worker, stop, wait_for
+from tests.fakes.waiting import wait_for
+from tests.fakes.workers import _count, sent, start_worker, stop
 
 DEFAULT_TTL = float(GatewaySettings.model_fields["lock_ttl_seconds"].default)
 
@@ -29,16 +30,20 @@ async def test_a_crashed_workers_chat_is_answered_by_another_within_the_default_
         doomed = start_worker(redis_url, key_prefix, server.openai_base_url)  # the shipped settings, lock ttl too
         survivor = None
         try:
-            await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 1), timeout=60)
+            await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 1), timeout=60, what="the first worker")
             await Inbox(redis, key_prefix).put(message("crash", "c-1", "slow question"))
             await asyncio.wait_for(slow_seen.wait(), timeout=60)  # the doomed worker holds the chat mid-turn
             survivor = start_worker(redis_url, key_prefix, server.openai_base_url)
-            await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60)
+            await wait_for(lambda: _count(redis, f"{key_prefix}:workers", 2), timeout=60, what="the second worker")
             stalled["on"] = False
             doomed.kill()  # SIGKILL: no release, no goodbye; only the lock's ttl says it is gone
             # What holds the chat now is the lock alone, and Redis says how long it has left: the shipped ttl at most.
             held_for_ms = await redis.pttl(SessionStore(redis, key_prefix).keys("local:crash").lock)
-            await wait_for(lambda: _count(redis, f"{key_prefix}:sent", 1), timeout=DEFAULT_TTL * 4)
+            await wait_for(
+                lambda: _count(redis, f"{key_prefix}:sent", 1),
+                timeout=DEFAULT_TTL * 4,
+                what="the reply after the takeover",
+            )
         finally:
             stop(doomed)
             if survivor:

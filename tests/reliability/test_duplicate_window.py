@@ -12,7 +12,6 @@ shows its chunk.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ from gateway.store.inbox import Inbox
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.paths import REPO
+from tests.fakes.waiting import wait_for
 from tests.fakes.workers import stop
 
 ROOT = REPO
@@ -116,13 +116,13 @@ def _model_refusal() -> str:
     raise AssertionError("the long name was accepted as a model")
 
 
-async def _answered(inbox: Inbox, chat: str, timeout: float = 30.0) -> None:
+async def _answered(inbox: Inbox, chat: str) -> None:
     """Wait until the chat's entry has left the inbox (the reply was recorded as sent)."""
-    for _ in range(int(timeout / 0.1)):
-        if await inbox.head(chat) is None:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{chat}: the entry was never finished")
+
+    async def finished() -> bool:
+        return await inbox.head(chat) is None
+
+    await wait_for(finished, what=f"{chat}'s entry to leave the inbox (its reply recorded as sent)")
 
 
 async def test_a_takeover_leaves_alone_what_the_crashed_attempt_already_showed(store, bot_api) -> None:

@@ -19,28 +19,32 @@ from agent.loop import TurnStopped, unless_stopped
 from gateway.store.inbox import Inbox
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import PATIENCE
 
 
 def swallowing_first_cancellation():
     """An operation whose first call waits until cancelled and then returns as if it had completed
-    (``asyncio.wait_for`` on 3.11: the result won over the cancellation); later calls return at once."""
+    (``asyncio.wait_for`` on 3.11: the result won over the cancellation); later calls return at once.
+    ``entered`` is set once the first call waits: from then on a cancellation lands inside it."""
     swallowed: list[bool] = []
     calls: list[int] = []
+    entered = asyncio.Event()
 
     async def operation() -> None:
         calls.append(1)
         if len(calls) > 1:
             return
+        entered.set()
         try:
-            await asyncio.sleep(3600)
+            await asyncio.Event().wait()  # until cancelled
         except asyncio.CancelledError:
             swallowed.append(True)
 
-    return operation, swallowed
+    return operation, swallowed, entered
 
 
 async def test_a_task_that_swallowed_its_cancellation_is_asked_again_until_it_ends():
-    operation, swallowed = swallowing_first_cancellation()
+    operation, swallowed, entered = swallowing_first_cancellation()
 
     async def poller() -> None:
         while True:
@@ -48,13 +52,13 @@ async def test_a_task_that_swallowed_its_cancellation_is_asked_again_until_it_en
             await asyncio.sleep(0.01)
 
     task = asyncio.ensure_future(poller())
-    await asyncio.sleep(0.05)
-    await asyncio.wait_for(cancel_and_wait(task, ask_again=0.05), timeout=5)
+    await asyncio.wait_for(entered.wait(), PATIENCE)  # the poller is inside the call that swallows
+    await asyncio.wait_for(cancel_and_wait(task, ask_again=0.05), timeout=PATIENCE)
     assert swallowed == [True] and task.cancelled()
 
 
 async def test_an_answer_is_returned_though_the_stop_watcher_swallowed_its_cancellation():
-    operation, swallowed = swallowing_first_cancellation()
+    operation, swallowed, entered = swallowing_first_cancellation()
 
     async def watcher() -> TurnStopped:
         while True:  # like TurnWatch.until_stopped: ask, and ask again
@@ -62,10 +66,10 @@ async def test_an_answer_is_returned_though_the_stop_watcher_swallowed_its_cance
             await asyncio.sleep(0.01)
 
     async def answer() -> str:
-        await asyncio.sleep(0.05)
+        await entered.wait()  # the answer comes while the watcher is inside the call that swallows
         return "the answer"
 
-    assert await asyncio.wait_for(unless_stopped(answer(), watcher), timeout=5) == "the answer"
+    assert await asyncio.wait_for(unless_stopped(answer(), watcher), timeout=PATIENCE) == "the answer"
     assert swallowed == [True]
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
 
@@ -73,7 +77,7 @@ async def test_an_answer_is_returned_though_the_stop_watcher_swallowed_its_cance
 async def test_a_chat_whose_stop_check_swallowed_a_cancellation_answers_this_message_and_the_next(
     redis, redis_url, key_prefix, monkeypatch: pytest.MonkeyPatch
 ):
-    operation, swallowed = swallowing_first_cancellation()
+    operation, swallowed, entered = swallowing_first_cancellation()
 
     async def stop_requested_at(self: Inbox, chat: str) -> float | None:
         await operation()
@@ -82,16 +86,16 @@ async def test_a_chat_whose_stop_check_swallowed_a_cancellation_answers_this_mes
     monkeypatch.setattr(Inbox, "stop_requested_at", stop_requested_at)
     asked = asyncio.Event()
 
-    def slow_answer(request: RecordedRequest) -> Reply:
+    async def answer_once_the_watcher_reads(request: RecordedRequest) -> Reply:
         asked.set()
-        # The answer takes longer than the watcher's first wait, so the watcher is mid-read when it comes.
-        return Reply.slow(1.2, Reply.answer(f"answer to {request.last_user_text}"))
+        await entered.wait()  # the answer comes while the stop watcher is mid-read
+        return Reply.answer(f"answer to {request.last_user_text}")
 
-    async with FakeLLMServer(handler=slow_answer) as llm:
+    async with FakeLLMServer(handler=answer_once_the_watcher_reads) as llm:
         settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=32_000)
         async with running_gateway(settings, redis) as (runner, adapter, _):
             await runner.intake(message("room", "1", "hello"))
-            await asyncio.wait_for(asked.wait(), timeout=15)
+            await asyncio.wait_for(asked.wait(), timeout=PATIENCE)
             # In while the first turn waits for its answer: too late to join it, so it is the chat's next turn.
             await runner.intake(message("room", "2", "and again"))
             await runner.wait_idle()

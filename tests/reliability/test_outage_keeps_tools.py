@@ -8,8 +8,6 @@ A provider that never comes back ends in the final notice without storing the me
 
 from __future__ import annotations
 
-import time
-
 from gateway.store import SessionStore
 from tests.fakes.gateway import message, running_gateway, settings_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -18,20 +16,21 @@ QUESTION = "what did we decide about the login timeout?"
 
 
 class ToolThenOutage:
-    """The model asks for ``session_search`` once; the next request finds the provider down for ``seconds``."""
+    """The model asks for ``session_search`` once; the next ``failures`` requests find the provider down (None:
+    it never comes back). Counted in requests, not seconds: the outage lasts as many tries as the test says,
+    however fast the machine runs them."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.back_at: float | None = None
+    def __init__(self, failures: int | None) -> None:
+        self.failures = failures
+        self.refused = 0
 
     def __call__(self, request: RecordedRequest) -> Reply:
         if request.last_user_text != QUESTION:
             return Reply.answer("noted")
         if request.messages[-1].get("role") == "user":
             return Reply.tool_call("session_search", {"query": "login timeout"}, call_id="call_search_1")
-        if self.back_at is None:
-            self.back_at = time.monotonic() + self.seconds
-        if time.monotonic() < self.back_at:
+        if self.failures is None or self.refused < self.failures:
+            self.refused += 1
             return Reply.error(503, "upstream overloaded", kind="server_error")
         return Reply.answer("We decided to ship the fix in PR #4821.")
 
@@ -41,7 +40,7 @@ def tool_results(messages: list[dict]) -> list[dict]:
 
 
 async def test_tool_results_survive_an_outage_and_the_tool_is_not_run_again(redis, redis_url, key_prefix):
-    model = ToolThenOutage(seconds=1.5)
+    model = ToolThenOutage(failures=2)
     async with FakeLLMServer(handler=model) as server:
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=30)
         async with running_gateway(settings, redis) as (runner, adapter, _):
@@ -56,7 +55,7 @@ async def test_tool_results_survive_an_outage_and_the_tool_is_not_run_again(redi
     calls = [r for r in asked if r.messages[-1].get("role") == "user"]
     assert len(calls) == 1, "the model was asked to pick its tool again: the tool ran twice"
     retried = [r for r in asked if r.messages[-1].get("role") == "tool"]
-    assert len(retried) >= 2 and len({r.messages[-1]["tool_call_id"] for r in retried}) == 1  # the same result
+    assert len(retried) == 3 and len({r.messages[-1]["tool_call_id"] for r in retried}) == 1  # the same result
     replies = [text for chat, text in adapter.sent if chat == "t" and "PR #4821" in text]
     assert replies == ["We decided to ship the fix in PR #4821."]
     assert [m["content"] for m in active if m["role"] == "user"].count(QUESTION) == 1
@@ -66,7 +65,7 @@ async def test_tool_results_survive_an_outage_and_the_tool_is_not_run_again(redi
 async def test_a_kept_turn_whose_provider_never_returns_ends_in_one_notice_and_one_stored_message(
     redis, redis_url, key_prefix
 ):
-    model = ToolThenOutage(seconds=3_600)
+    model = ToolThenOutage(failures=None)
     async with FakeLLMServer(handler=model) as server:
         settings = settings_for(redis_url, key_prefix, server.openai_base_url, bound=1.0)
         async with running_gateway(settings, redis) as (runner, adapter, _):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 from redis.asyncio import Redis
@@ -19,6 +19,8 @@ from gateway.store.channel import PipelinedConnection
 from gateway.store.inbox import Inbox
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.redis_time import until_gone
+from tests.fakes.waiting import wait_for
 
 NOTES = "\n".join(f"{heading}\n- noted" for heading in SECTION_HEADINGS)
 WINDOW = 20_000
@@ -35,12 +37,20 @@ def log_line(rng: random.Random, index: int) -> str:
     )
 
 
-def tool_loop(final: Reply) -> tuple[dict[str, int], callable[[RecordedRequest], Reply]]:
+def tool_loop(
+    final: Reply, held_until: asyncio.Event | None = None
+) -> tuple[dict[str, int], Callable[[RecordedRequest], Reply | Awaitable[Reply]]]:
     """A provider for the question turn: two tool rounds reporting 60% of the window (an in-loop
-    compaction follows), then ``final``; ``ok`` for anything asked before the question."""
+    compaction follows), then ``final`` — kept back until ``held_until`` is set, when given; ``ok`` for
+    anything asked before the question."""
     seen = {"question": 0}
 
-    def answer(request: RecordedRequest) -> Reply:
+    async def held(reply: Reply) -> Reply:
+        assert held_until is not None
+        await held_until.wait()
+        return reply
+
+    def answer(request: RecordedRequest) -> Reply | Awaitable[Reply]:
         if is_summary(request):
             return Reply.answer(NOTES)
         if "which deploy" not in " ".join(str(m.get("content")) for m in request.messages if m.get("role") == "user"):
@@ -55,7 +65,7 @@ def tool_loop(final: Reply) -> tuple[dict[str, int], callable[[RecordedRequest],
                 "total_tokens": int(WINDOW * 0.6) + 20,
             }
             return reply
-        return final
+        return final if held_until is None else held(final)
 
     return seen, answer
 
@@ -69,14 +79,6 @@ async def held_session(store: SessionStore, chat: str, texts: list[str]) -> tupl
     return store.keys(chat), sid, lock
 
 
-async def wait_for(condition: callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 # --------------------------------------------------------------------------- 1. stale worker, in-loop compaction
 
 
@@ -84,7 +86,10 @@ async def test_a_worker_whose_lock_expired_mid_turn_does_not_reply_after_an_in_l
     redis: Redis, redis_url: str, key_prefix: str
 ) -> None:
     rng = random.Random(15)
-    seen_a, answer_a = tool_loop(Reply.slow(5, Reply.answer("late reply from the stalled worker")))
+    # The stalled worker's last answer comes only after the second worker replied: its turn outlives its lock
+    # however long the takeover takes.
+    second_replied = asyncio.Event()
+    seen_a, answer_a = tool_loop(Reply.answer("late reply from the stalled worker"), held_until=second_replied)
     _seen_b, answer_b = tool_loop(Reply.answer("the api deploy was slowest"))
     async with (
         FakeLLMServer(handler=answer_a, context_limit=WINDOW) as server_a,
@@ -102,10 +107,11 @@ async def test_a_worker_whose_lock_expired_mid_turn_does_not_reply_after_an_in_l
             # The stalled process: its turn goes on, but nothing keeps its lock alive meanwhile.
             runner_a.keeper.hold = lambda lock, owner: None  # type: ignore[method-assign]
             await runner_a.intake(message("ops", "ask", "which deploy was slowest?"))
-            await wait_for(lambda: seen_a["question"] >= 3, 15, "the stalled worker's final model call")
+            await wait_for(lambda: seen_a["question"] >= 3, what="the stalled worker's final model call")
             async with running_gateway(settings_b, redis, lock_ttl_seconds=1.0) as (_runner_b, adapter_b, events_b):
-                await wait_for(lambda: bool(adapter_b.sent), 15, "the second worker's reply")
-                await wait_for(lambda: runner_a.busy_chats == 0, 15, "the stalled worker to finish")
+                await wait_for(lambda: adapter_b.sent, what="the second worker's reply")
+                second_replied.set()
+                await wait_for(lambda: runner_a.busy_chats == 0, what="the stalled worker to finish")
                 await runner_a.wait_idle()
     assert adapter_b.sent == [("ops", "the api deploy was slowest")]
     assert [e.trigger for e in events_b if isinstance(e, CompressEvent)] == ["in_loop"]
@@ -119,7 +125,7 @@ async def test_a_replayed_compaction_commit_is_refused_to_a_holder_whose_lock_ex
     first = await store.acquire_lock(chat, 0.2)
     assert first is not None
     await store.append(chat, sid, [{"role": "user", "content": f"m{i}"} for i in range(4)], lock=first)
-    await asyncio.sleep(0.3)
+    await until_gone(store.redis, store.keys(chat).lock)  # the first holder's lock ran out
     second = await store.acquire_lock(chat, 30)
     assert second is not None
     active = await store.active(chat, sid)

@@ -8,7 +8,7 @@ model it was asked for and the system prompt it was given.
 
 No wait here stands in for an event: a turn "in flight" is one whose answer the model holds until the test lets
 it go, a message "not answered" is one no poller asked Telegram for, and the waits for what should come soon
-(``until``) only end a test that hangs.
+(:func:`tests.fakes.waiting.wait_for`) only end a test that hangs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import discord
@@ -35,27 +35,17 @@ from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.discord_api import ALICE, DM_CHANNEL_ID, GUILD_ID, FakeDiscordAPI, message_payload
 from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import PATIENCE, wait_for
 from tests.fakes.web import free_port
 
 TOKEN_A, TOKEN_B, TOKEN_D = "111111:support-token", "222222:ops-token", "444444:new-token"
 #: The person who talks to every bot: the same numeric chat id on both Telegram bots.
 PERSON = 42
-#: Seconds before a wait for something that should come soon is given up as a hang; a busy machine never gets near.
-PATIENCE = 30.0
 
 
 def answer(request: RecordedRequest) -> Reply:
     """The model's answer names the model asked for and the system prompt it was given, then echoes."""
     return Reply(text=f"{request.model} | {request.system or '-'} | echo: {request.last_user_text}")
-
-
-async def until(condition: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
-    """Return once ``condition()`` holds (polled); ``timeout`` only ends a test that hangs."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, f"still waiting for {what} after {timeout:g} s"
-        await asyncio.sleep(0.02)
 
 
 @pytest_asyncio.fixture
@@ -96,9 +86,9 @@ async def serving(settings: Settings) -> AsyncIterator[Fleet]:
         for bot in fleet.running.values():  # a Discord bot is connected to the fake gateway, its server announced
             if "dc" in bot.adapters:
                 client = bot.adapters["dc"].client  # type: ignore[attr-defined]
-                await until(
+                await wait_for(
                     lambda client=client: client.get_guild(GUILD_ID) is not None,
-                    "the Discord bot to join the fake gateway",
+                    what="the Discord bot to join the fake gateway",
                 )
         yield fleet
     finally:
@@ -145,7 +135,7 @@ async def test_three_bots_answer_each_with_its_own_model_and_prompt_and_keep_the
             await discord_api.dispatch("MESSAGE_CREATE", hello)  # through the gateway connection, as Discord pushes it
             await support.wait_until(lambda: len(support.sent) == 1)
             await ops.wait_until(lambda: len(ops.sent) == 1)
-            await until(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), "the Discord answer")
+            await wait_for(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), what="the Discord answer")
 
             assert texts(support) == ["support-model | You are Support. | echo: my order is late"]
             assert texts(ops) == ["ops-model | You are Ops. | echo: the deploy is stuck"]
@@ -184,7 +174,7 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
 
             support.token = "111111:revoked-by-botfather"  # every call with the old token is now 401
             support.push(support.private_message(PERSON, "after"))
-            await until(lambda: fleet.statuses["support"].state == "failed", "the revoked bot to fail")
+            await wait_for(lambda: fleet.statuses["support"].state == "failed", what="the revoked bot to fail")
             status = fleet.statuses["support"]
             assert status.state == "failed" and "rejected the bot token" in status.detail
             assert "support" not in fleet.running and set(fleet.running) == {"ops", "community"}
@@ -196,7 +186,7 @@ async def test_a_revoked_token_stops_its_bot_only_and_says_so_in_doctor(redis_ur
             )
             await ops.wait_until(lambda: len(ops.sent) == 1)
             assert texts(ops) == ["shared-model | - | echo: still there?"]
-            await until(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), "the Discord answer")
+            await wait_for(lambda: bool(discord_api.contents(DM_CHANNEL_ID)), what="the Discord answer")
             assert discord_api.contents(DM_CHANNEL_ID) == ["shared-model | - | echo: and here?"]
 
             # doctor: one row per bot and platform, the revoked one failed with what to fix
@@ -245,11 +235,11 @@ async def test_reload_adds_a_bot_and_removes_one_while_turns_are_in_flight(redis
         async with serving(before) as fleet:
             support.push(support.private_message(PERSON, "answer slowly please"))
             ops.push(ops.private_message(PERSON, "answer slowly too"))
-            await until(lambda: slow_asks() == 2, "both turns to ask the model")
+            await wait_for(lambda: slow_asks() == 2, what="both turns to ask the model")
             assert fleet.busy_chats == 2  # both turns are waiting on the model now
 
             reloading = asyncio.create_task(fleet.reload(after))
-            await until(lambda: "ops" not in fleet.running, "the reload to stop ops")
+            await wait_for(lambda: "ops" not in fleet.running, what="the reload to stop ops")
             released.set()  # only now can ops' turn end: a reload that returns has waited for it
             async with asyncio.timeout(PATIENCE):
                 lines = await reloading
@@ -367,7 +357,7 @@ async def eventually_degraded(fleet: Fleet, name: str) -> dict[str, Any]:
     def statuses() -> dict[str, Any]:
         return {status.name: status for status in fleet.status_list()}
 
-    await until(lambda: statuses()[name].state == "degraded", f"bot {name} to show its problem")
+    await wait_for(lambda: statuses()[name].state == "degraded", what=f"bot {name} to show its problem")
     return statuses()
 
 

@@ -8,13 +8,11 @@ time the takeover (a busy machine takes what it takes), its waits only end a tes
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from gateway.config.files import dump_yaml
 from gateway.store.leases import LEASE_SECONDS
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import wait_for
 
 #: Seconds before a wait is given up as a hang: two gateway processes on a busy machine may take many seconds to
 #: start, answer or reload, and a wait that ends on its event costs nothing more when they are quick.
@@ -87,18 +86,6 @@ def start(tmp_path: Path, config: Path, name: str) -> subprocess.Popen[bytes]:
     )
 
 
-async def eventually(check: Callable[[], Any], timeout: float = PATIENCE, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
-        await asyncio.sleep(0.1)
-
-
 async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_move(
     redis, redis_url, key_prefix, tmp_path, llm
 ):
@@ -118,8 +105,10 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             return {name: int(value.split(":")[1]) for name, value in values.items() if value}
 
         try:
-            await eventually(
-                lambda: all(len(api.get_updates_calls) for api in apis.values()), what="every token polled"
+            await wait_for(
+                lambda: all(len(api.get_updates_calls) for api in apis.values()),
+                timeout=PATIENCE,
+                what="every token polled",
             )
             for name, api in apis.items():
                 api.push(api.private_message(PERSON, f"first to {name}"))
@@ -133,7 +122,7 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
                 lengths = [await redis.llen(f"{key_prefix}.{name}:{{tg:{PERSON}}}:inbox") for name in apis]
                 return not any(lengths)
 
-            await eventually(answered, what="every inbox emptied")
+            await wait_for(answered, timeout=PATIENCE, what="every inbox emptied")
             held = await holders()
             assert set(held) == set(apis) and set(held.values()) <= {process.pid for process in processes}
 
@@ -161,8 +150,9 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
             survivor.send_signal(signal.SIGHUP)
             err = tmp_path / "second.err" if survivor is processes[1] else tmp_path / "first.err"
             out = err.with_suffix(".out")
-            refused = await eventually(
+            refused = await wait_for(
                 lambda: [line for line in err.read_text(encoding="utf-8").splitlines() if "reload refused" in line],
+                timeout=PATIENCE,
                 what="the refusal",
             )
             assert "model.context_length" in refused[0]
@@ -177,12 +167,14 @@ async def test_two_processes_poll_each_token_once_and_a_killed_pollers_tokens_mo
                 timeout=60,
             )
             assert reloaded.returncode == 0 and f"({survivor.pid})" in reloaded.stdout
-            await eventually(lambda: "bot gamma stopped" in out.read_text(encoding="utf-8"), what="the reload")
+            await wait_for(
+                lambda: "bot gamma stopped" in out.read_text(encoding="utf-8"), timeout=PATIENCE, what="the reload"
+            )
 
             async def gamma_free() -> bool:
                 return not await redis.exists(leases["gamma"])
 
-            await eventually(gamma_free, what="gamma's lease given up")
+            await wait_for(gamma_free, timeout=PATIENCE, what="gamma's lease given up")
             polls_of_gamma = len(gamma.get_updates_calls)
             gamma.push(gamma.private_message(PERSON, "third to gamma"))
             alpha.push(alpha.private_message(PERSON, "third to alpha"))

@@ -31,7 +31,7 @@ from gateway.delivery.budget import (
 from gateway.store import ChatKeys
 from gateway.store.buckets import EXPIRY_MARGIN_MS
 from gateway.store.channel import PipelinedConnection
-from tests.fakes.redis_time import TICK, redis_seconds, seconds_since
+from tests.fakes.redis_time import TICK, redis_seconds, seconds_since, until_gone
 
 CHAT = "tg:-100777"
 #: Refills so slowly that nothing comes back during a test.
@@ -232,9 +232,7 @@ async def test_keys_carry_their_scope_hash_tag_and_expire_when_idle(
     ttl = await redis.pttl(budget.key(chat))
     assert ttl >= 300 + EXPIRY_MARGIN_MS - await seconds_since(redis, paused) * 1000 - 1  # a pause outlives its expiry
 
-    async with asyncio.timeout(PATIENCE):  # Redis lets the idle bot bucket go
-        while await redis.exists(budget.key(bot)):
-            await asyncio.sleep(0.05)
+    await until_gone(redis, budget.key(bot), PATIENCE)  # Redis lets the idle bot bucket go
     # gone means full
     assert await budget.try_take([bot], priority="final") == 0.0
     assert await budget.try_take([bot], priority="final") == 0.0

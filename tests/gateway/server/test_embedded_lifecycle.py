@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import redis
 
 from gateway.server.lifecycle import EmbeddedRedis, connect_or_embed
 from tests.fakes.paths import REPO
+from tests.fakes.waiting import wait_for_sync
 
 ROOT = REPO
 STARTUP_SECONDS = 180  # a loaded two-core machine can take long to import and start everything
@@ -28,10 +28,11 @@ GONE_SECONDS = 2.0  # the requirement: the server is gone this soon after its fo
 #: Starts Valkey the way a foldgate without the watcher did, records it, writes a key, and exits without
 #: stopping it: the server is left running with no owner. Prints the server's pid and the dead owner's pid.
 PLANT = r"""
-import json, os, subprocess, sys, time
+import json, os, subprocess, sys
 from pathlib import Path
 import redis
 from gateway.server.lifecycle import EmbeddedRedis, _start_time
+from tests.fakes.waiting import wait_for_sync
 server = EmbeddedRedis(Path(sys.argv[1]))
 server.data_dir.mkdir(parents=True, exist_ok=True)
 os.chmod(server.data_dir, 0o700)
@@ -39,15 +40,14 @@ valkey = subprocess.Popen(server._arguments(None), stdin=subprocess.DEVNULL, std
                           stderr=subprocess.STDOUT, cwd=server.data_dir, start_new_session=True)
 url = f"unix://{server.socket_path}"
 client = redis.Redis.from_url(url, socket_timeout=2)
-deadline = time.monotonic() + 120
-while True:
+
+def answers():
     try:
-        client.ping()
-        break
+        return client.ping()
     except redis.exceptions.RedisError:
-        if time.monotonic() > deadline:
-            raise
-        time.sleep(0.05)
+        return False
+
+wait_for_sync(answers, 120, what="the planted server to answer PING")
 client.set("left:behind", "still here")
 if sys.argv[2] == "legacy":
     server.url_path.write_text(url + "\n")
@@ -86,13 +86,9 @@ def parent_of(pid: int) -> int:
     return int(subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True).stdout)
 
 
-def wait_until_gone(pids: list[int], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not all(gone(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def wait_until_gone(pids: list[int], seconds: float) -> None:
+    """Return once every one of ``pids`` is gone; fail if one is still there after ``seconds``."""
+    wait_for_sync(lambda: all(gone(pid) for pid in pids), seconds, what=f"processes {pids} to be gone")
 
 
 def answers(url: str) -> bool:
@@ -177,16 +173,17 @@ def start_run(home: Path, processes: Processes) -> subprocess.Popen[bytes]:
 def wait_for_server(home: Path, process: subprocess.Popen[bytes], processes: Processes) -> dict[str, object]:
     """The server record once the embedded server it names answers PING."""
     record_path = home / "redis" / "server.json"
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while True:
+
+    def answering() -> dict[str, object] | None:
         assert process.poll() is None, (home.parent / "run.err").read_text()
         with contextlib.suppress(FileNotFoundError, ValueError):
             record = json.loads(record_path.read_text())
             processes.track(int(record["pid"]))
             if answers(str(record["url"])):
                 return record
-        assert time.monotonic() < deadline, "the embedded server did not come up"
-        time.sleep(0.1)
+        return None
+
+    return wait_for_sync(answering, STARTUP_SECONDS, what="the embedded server to come up", interval=0.1)
 
 
 def foldgate(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -214,7 +211,7 @@ def test_the_server_is_gone_within_two_seconds_of_a_killed_or_hung_up_foldgate(h
     else:  # a closed terminal hangs up its foreground process group
         os.killpg(run.pid, signal.SIGHUP)
     run.wait(timeout=60)
-    assert wait_until_gone([server, watcher], GONE_SECONDS), f"the embedded server outlived foldgate ({how})"
+    wait_until_gone([server, watcher], GONE_SECONDS)  # the embedded server does not outlive its foldgate
     log = (home / "redis" / "server.log").read_text()
     assert "Received SIGTERM" in log.rsplit("Server initialized", 1)[1]  # a clean stop: the AOF was flushed
 
@@ -305,7 +302,7 @@ async def test_a_second_foldgate_shares_the_running_server_and_only_the_owner_st
     assert run.stdin is not None
     run.stdin.close()  # Ctrl-D: the owner ends its chat and stops the server
     assert run.wait(timeout=STARTUP_SECONDS) == 0, (home.parent / "run.err").read_text()
-    assert wait_until_gone([server], GONE_SECONDS)
+    wait_until_gone([server], GONE_SECONDS)
     assert not (home / "redis" / "server.json").exists()
 
 
@@ -322,7 +319,7 @@ async def test_a_killed_owner_leaves_nothing_for_the_next_start(home, processes)
     server = processes.track(int(json.loads((home / "redis" / "server.json").read_text())["pid"]))
     owner.kill()
     owner.wait()
-    assert wait_until_gone([server], GONE_SECONDS)
+    wait_until_gone([server], GONE_SECONDS)
 
     async with EmbeddedRedis(home) as again:
         assert again.owns_server and again.notice is None  # a stale record, nothing left running: no notice

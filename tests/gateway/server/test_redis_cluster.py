@@ -3,7 +3,6 @@ inbox and a whole gateway turn works when a chat's keys live on one node and oth
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 from collections.abc import AsyncIterator
@@ -18,6 +17,7 @@ from gateway.server.lifecycle import connect_or_embed, server_binary
 from gateway.store import SessionStore
 from tests.fakes.gateway import make_settings, message, running_gateway
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import wait_for
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 
@@ -36,6 +36,14 @@ def free_port() -> int:
             except OSError:
                 continue
         return port
+
+
+async def answers(node: Redis) -> bool:
+    """Whether a freshly started node answers PING yet."""
+    try:
+        return bool(await node.ping())
+    except Exception:  # still starting: refused, reset
+        return False
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -73,24 +81,18 @@ async def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     try:
         for process in processes:
             assert process.poll() is None, "a cluster node failed to start"
-        for node in nodes:
-            for _ in range(100):
-                try:
-                    await node.ping()
-                    break
-                except Exception:
-                    await asyncio.sleep(0.05)
+        for node, port in zip(nodes, ports):
+            await wait_for(lambda node=node: answers(node), what=f"the cluster node on port {port} to answer PING")
         for node, (first, last) in zip(nodes, SLOTS):
             await node.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
         for port in ports[1:]:
             await nodes[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port)
-        for _ in range(200):
+
+        async def ready() -> bool:
             states = [await node.execute_command("CLUSTER", "INFO") for node in nodes]
-            if all(b"cluster_state:ok" in state for state in states):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise RuntimeError("cluster did not become ready")
+            return all(b"cluster_state:ok" in state for state in states)
+
+        await wait_for(ready, what="the cluster to report cluster_state:ok on every node")
         yield f"redis://127.0.0.1:{ports[0]}/0"
     finally:
         for node in nodes:

@@ -23,22 +23,8 @@ from gateway.store.channel import (
     channel_for,
     pack,
 )
-
-#: Seconds before a wait for the server is given up as a hang.
-PATIENCE = 30.0
-
-
-async def until_blocked(redis: Redis, client_id: int) -> None:
-    """Return once the server shows connection ``client_id`` blocked in a command (flag ``b``): the command was
-    written and the server holds its reply back, which is the moment the tests act in."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PATIENCE
-    while True:
-        clients = {int(client["id"]): client for client in await redis.client_list()}
-        if "b" in clients.get(client_id, {}).get("flags", ""):
-            return
-        assert loop.time() < deadline, f"connection {client_id} never blocked"
-        await asyncio.sleep(0.01)
+from tests.fakes.redis_time import until_blocked
+from tests.fakes.waiting import PATIENCE
 
 
 def test_pack_writes_the_resp_redis_py_would_send():

@@ -13,16 +13,10 @@ import pytest
 from gateway.store.channel import PipelinedConnection
 from gateway.store.live import LiveHub
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import wait_for
 from tests.fakes.web import open_chat, web_gateway, web_settings
 
 ANSWER = "The login timeout fix is in PR 4711, merged after the overnight run went green."
-
-
-async def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_message_gets_a_streamed_reply_over_the_live_socket(redis_url, key_prefix):
@@ -61,7 +55,7 @@ async def test_without_javascript_a_form_post_is_answered_on_the_next_load(redis
                 async def answered() -> bool:
                     return ANSWER in (await client.get("/")).text
 
-                await wait_for(answered)
+                await wait_for(answered, what="the answer on the reloaded page")
                 assert "hello there" in (await client.get("/")).text
 
 
@@ -87,7 +81,7 @@ async def test_each_browser_is_its_own_chat_and_never_reads_another(redis_url, k
                         and "noted: what is the vault code" in (await bob.get("/")).text
                     )
 
-                await wait_for(stored)
+                await wait_for(stored, what="both chats' answers on their pages")
                 found = await alice.get("/search", params={"q": "zebra-crocus-91"})
                 assert "zebra-crocus-91" in found.text and "/m/" in found.text
                 link = re.search(r'href="(/m/[^"#]+)', found.text).group(1)
