@@ -43,12 +43,23 @@ def milliseconds(ttl_seconds: float) -> int:
     return ms
 
 
+def new_token() -> str:
+    """A lock's random token, made by the taker: one who loses the answer to a take still knows what to give back."""
+    return secrets.token_hex(16)
+
+
 async def acquire(
-    routes: Routes, keys: ChatKeys, ttl_seconds: float, read_ahead: ReadAhead, *, peek_inbox: bool
+    routes: Routes,
+    keys: ChatKeys,
+    ttl_seconds: float,
+    read_ahead: ReadAhead,
+    *,
+    peek_inbox: bool,
+    token: str | None = None,
 ) -> tuple[Lock | None, str | None]:
     """Take the lock once; with ``peek_inbox`` (a claim) also return the inbox's head and keep the
     session read for it in ``read_ahead``. Either way what was read ahead before is replaced."""
-    token = secrets.token_hex(16)
+    token = token or new_token()
     key_list = [keys.lock, keys.fence]
     args: list[Any] = [token, milliseconds(ttl_seconds)]
     held = read_ahead.transcripts.get(keys.chat) if peek_inbox else None  # only a claim reads ahead

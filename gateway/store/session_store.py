@@ -139,12 +139,14 @@ class SessionStore(Routes):
         lock, _head = await locks.acquire(self, self.keys(chat), ttl_seconds, self._read_ahead, peek_inbox=False)
         return lock
 
-    async def claim(self, chat: str, ttl_seconds: float) -> tuple[Lock | None, str | None]:
+    async def claim(self, chat: str, ttl_seconds: float, *, token: str | None = None) -> tuple[Lock | None, str | None]:
         """:meth:`acquire_lock` plus the oldest inbox entry of the chat, in one round trip.
 
         The same step reads the session ahead for that entry, so its :meth:`snapshot` costs no round trip.
+        ``token`` (:func:`~gateway.store.locks.new_token`) lets a caller whose claim got no answer give back
+        the lock the claim may have taken.
         """
-        return await locks.acquire(self, self.keys(chat), ttl_seconds, self._read_ahead, peek_inbox=True)
+        return await locks.acquire(self, self.keys(chat), ttl_seconds, self._read_ahead, peek_inbox=True, token=token)
 
     async def extend_lock(self, lock: Lock, ttl_seconds: float) -> None:
         """Make the lock expire ``ttl_seconds`` from when Redis runs this (replaces the remaining TTL).

@@ -25,7 +25,7 @@ from agent.retrying import INBOX_ENTRY
 from gateway.outage import Backoff, Health, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage
 from gateway.store import StaleLock
-from gateway.store.locks import Lock
+from gateway.store.locks import Lock, new_token
 from gateway.worker.failures import TurnFailures
 from gateway.worker.intake import Admission
 from gateway.worker.lock_keeper import LockKeeper
@@ -232,14 +232,18 @@ class GatewayRunner:
     async def _claim(self, chat: str) -> tuple[Lock, str | None] | None:
         """The chat's lock and its head entry; None when another worker has the chat or it could not be taken
         (the chat stays marked and is handed out again)."""
+        token = new_token()
         try:
-            lock, head = await self.store.claim(chat, self.lock_ttl)
+            lock, head = await self.store.claim(chat, self.lock_ttl, token=token)
             if lock is None:
                 return None  # another worker has this chat
             await self.inbox.lease(chat, self.lock_ttl)
         except Exception as error:
             if is_redis_outage(error):
                 self.redis_health.failed(error)  # logged once for the whole outage
+                # The claim may have taken the lock before its answer was lost: given back once Redis answers
+                # (a no-op if it never did), so the chat does not wait out the whole lock.
+                self._owed_releases.setdefault(chat, (Lock(chat=chat, token=token, fence=0), RETRY_DELAY_SECONDS))
                 return None
             log.exception("%s: could not take the chat; trying again in %gs", chat, CLAIM_RETRY_SECONDS)
             with contextlib.suppress(Exception):

@@ -35,8 +35,8 @@ LOCKS = f"{PREFIX}:{{*}}:lock"
 class CutLocks:
     """The chat locks each restart cut, and how each ended, in Redis' own order of events.
 
-    A lock a restart cut is one Redis held, with the same token, both as it went down and once it was back: the
-    worker that took it had its token before the restart, so only that worker's release can end it early. How a
+    A lock Redis holds once it is back was taken by a worker that knows its token — before the restart, in the
+    instant of it (a take whose answer was lost), or since — so only that worker's release can end it early. How a
     key stops existing is something the server announces (keyspace notifications: ``del`` for a release,
     ``expired`` for a lock left to run out), and one connection receives the announcements in the order the
     server made them, so the first end such a lock meets after the restart is its own. Notifications are a
@@ -92,12 +92,12 @@ class CutLocks:
 
     async def restart(self, hard: bool) -> float:
         """:meth:`RestartableRedis.restart`, the locks it cut noted."""
-        held = await self._locks()
         await self.stop()
         started = await self.server.restart(hard)
-        await self.watch()  # before looking again: whatever ends from now on is seen
-        still = await self._locks(list(held))
-        self.cut.append({key for key, token in held.items() if still.get(key) == token})
+        await self.watch()  # before looking: whatever ends from now on is seen
+        # Every lock Redis holds once it is back: those the restart cut, a take whose answer the restart lost
+        # included (its worker knows the token it sent), and any taken since; each must end by its holder.
+        self.cut.append(set(await self._locks()))
         return started
 
     async def _locks(self, keys: list[str] | None = None) -> dict[str, str]:
