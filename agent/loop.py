@@ -28,6 +28,11 @@ What the model makes goes the other way: images an image model answers with are 
 same source (:meth:`agent.items.MediaSource.keep`) and carried as the answer's ``_items``; they and
 the items of tool results marked for the person (:attr:`ToolOutput.deliver`) are the turn's
 :attr:`TurnResult.outgoing`, which the gateway sends as photos and files after the reply's text.
+
+A caller may bring function tools it runs itself (``run_turn(..., client_tools=...)``, an OpenAI-compatible
+client's own): an answer that calls them runs the agent's own calls of that answer, then ends the turn with the
+client's calls unanswered (:attr:`TurnResult.pending_client_calls`); the next turn starts from their results
+(``run_turn(..., tool_results=...)``). The turn never asks the model again before the client has answered.
 """
 
 from __future__ import annotations
@@ -48,10 +53,14 @@ from agent.tokens import ITEMS_KEY, count_messages, count_request
 from agent.tool_calls import (
     INTERRUPTED_TOOL_RESULT,
     MAX_RESULT_CHARS,
+    ClientToolError,
     ResultArchive,
     ToolCaller,
     ToolRunning,
+    answer_pending,
+    client_tool_schemas,
     give_calls_unique_ids,
+    split_calls,
 )
 from agent.tools import ToolRegistry
 from agent.turn_result import TurnFailed, TurnResult, TurnSoFar
@@ -68,6 +77,7 @@ __all__ = [
     "Agent",
     "AgentEvent",
     "ChatModel",
+    "ClientToolError",
     "RequestHook",
     "ResultArchive",
     "StopWaiter",
@@ -264,6 +274,8 @@ class Agent:
         history: Sequence[Message],
         user_message: Message | None,
         *,
+        client_tools: Sequence[Mapping[str, Any]] = (),
+        tool_results: Sequence[Mapping[str, Any]] = (),
         on_event: TurnSink | None = None,
         until_stopped: StopWaiter | None = None,
     ) -> TurnResult:
@@ -271,12 +283,20 @@ class Agent:
 
         Without a ``user_message`` the turn continues one that ``history`` already holds (its message and
         the tool results it had when the provider went away), so those tools are not run again.
+        ``client_tools`` are function tools the caller runs itself, offered beside the agent's own: an answer
+        calling any of them ends the turn, once the agent's own calls of that answer have run, with those calls
+        unanswered (:attr:`TurnResult.pending_client_calls`). ``tool_results`` (``{tool_call_id, content}``)
+        answer the calls ``history`` ends with that way, and the turn starts from them. Both are checked before
+        any request (:class:`ClientToolError` names the field at fault).
         ``on_event`` watches the turn as it happens (see the module docstring); ``until_stopped``
         ends a wait on the provider when the person stops the turn, even with no event arriving.
         """
-        messages: list[Message] = list(history) + ([user_message] if user_message is not None else [])
-        done = TurnSoFar(messages, first_new=len(messages) - (user_message is not None))
-        tools = self._tool_schemas()
+        opening = answer_pending(history, tool_results) if tool_results else []
+        messages: list[Message] = [*history, *opening, *([user_message] if user_message is not None else [])]
+        done = TurnSoFar(messages, first_new=len(history))
+        own_tools = self._tool_schemas()
+        theirs = client_tool_schemas(client_tools, {str((s.get("function") or {}).get("name")) for s in own_tools})
+        tools, client_names = own_tools + theirs, {schema["function"]["name"] for schema in theirs}
         caller = ToolCaller(self.engine, self.tools, self.results, self.result_limit)
         for iteration in range(self.max_iterations):
             try:
@@ -290,10 +310,13 @@ class Agent:
             assistant = await self._take_answer(completion, done)
             if not completion.tool_calls:
                 return done.result(completion.text)
-            stopped = await caller.run_calls(assistant, done.messages, done.outgoing, on_event, until_stopped)
-            if stopped is not None:
+            own, for_client = split_calls(assistant["tool_calls"], client_names)
+            stopped = await caller.run_calls(assistant, done.messages, done.outgoing, on_event, until_stopped, own)
+            if stopped is not None:  # the client's calls are stopped too: the stop ends the turn, not the client
                 pending, stopped_by = stopped
-                return self._stopped(done, pending, stopped_by)
+                return self._stopped(done, [*pending, *for_client], stopped_by)
+            if for_client:
+                return done.result(completion.text, for_client)
         reply = "I stopped after too many tool calls in one turn; ask me to continue."
         done.messages.append({"role": "assistant", "content": reply})
         return done.result(reply)

@@ -8,6 +8,12 @@ items of a result marked for the person (:attr:`ToolOutput.deliver`) go out with
 
 The person may stop the turn before a call runs or while it runs; every call keeps its result
 either way (a stand-in saying what happened), so the transcript's tool pairs stay whole.
+
+A client (an OpenAI-compatible caller) may bring tools of its own, which it runs itself: they are offered
+with the bot's (:func:`client_tool_schemas`), an answer's calls of them are set apart (:func:`split_calls`)
+and end the turn unanswered, and the client's next request brings their results (:func:`answer_pending`,
+checked against :func:`pending_calls`). Those are the one case of a transcript that ends with calls awaiting
+results; the repair and compaction leave such calls at the end as they are.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -95,24 +102,26 @@ class ToolCaller:
         outgoing: list[dict[str, Any]],
         on_event: ToolSink | None,
         until_stopped: StopWaiter | None = None,
+        calls: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[Sequence[Mapping[str, Any]], TurnStopped] | None:
-        """Run the assistant's tool calls in order, appending each result (and to ``outgoing`` the items of those
-        for the person); on a stop, the calls not run yet (a call the stop cut short gets a result saying so,
-        and is not among them)."""
-        for position, call in enumerate(assistant["tool_calls"]):
+        """Run the assistant's tool calls (``calls`` of them, when given) in order, appending each result (and to
+        ``outgoing`` the items of those for the person); on a stop, the calls not run yet (a call the stop cut
+        short gets a result saying so, and is not among them)."""
+        calls = assistant["tool_calls"] if calls is None else calls
+        for position, call in enumerate(calls):
             function = call.get("function") or {}
             name, arguments = str(function.get("name")), function.get("arguments") or "{}"
             try:
                 if on_event is not None:
                     await on_event(ToolRunning(name, arguments))
             except TurnStopped as stop:
-                return assistant["tool_calls"][position:], stop
+                return calls[position:], stop
             work = self.run_tool(name, arguments)
             try:
                 result = await (work if until_stopped is None else unless_stopped(work, until_stopped))
             except TurnStopped as stop:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_TOOL_RESULT})
-                return assistant["tool_calls"][position + 1 :], stop
+                return calls[position + 1 :], stop
             message = tool_result(call["id"], result)
             # the recovery tools' results are bounded by themselves (MAX_FETCH_CHARS): never archived again
             messages.append(message if name in RECOVERY_TOOL_NAMES else await self.bounded(message))
@@ -164,3 +173,89 @@ class ToolCaller:
             "content": excerpt(content, tokens, self.result_limit, original_id, what="tool result"),
             "_orig_id": original_id,
         }
+
+
+# ----------------------------------------------------------------- tools the client runs
+
+#: What a tool name may be: the rule the OpenAI API applies, which Anthropic's and the Responses API's fit within.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ClientToolError(ValueError):
+    """A turn's client tools or tool results cannot be taken as given; ``param`` names the request field at fault
+    (``tools`` or ``tool_call_id``), so an HTTP front answers 400 naming it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def client_tool_schemas(client_tools: Sequence[Mapping[str, Any]], taken: Collection[str]) -> list[dict[str, Any]]:
+    """The client's function tools as the loop offers them (name, description, parameters; nothing else of the
+    client's is sent on). Refused when one is not a function tool, has no valid name, or shares a name with
+    another client tool or one of ``taken`` (the bot's own): the model would call one thinking it the other."""
+    schemas: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for tool in client_tools:
+        function = tool.get("function") if tool.get("type") == "function" else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise ClientToolError("tools", f"each tool must be a function tool with a valid name, not {tool!r:.200}")
+        if name in taken or name in seen:
+            clash = "one of the bot's own tools" if name in taken else "another tool of the request"
+            raise ClientToolError("tools", f"the tool name {name!r} is taken by {clash}")
+        seen.add(name)
+        schema: dict[str, Any] = {"name": name, "description": str(function.get("description") or "")}
+        schema["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
+        schemas.append({"type": "function", "function": schema})
+    return schemas
+
+
+def split_calls(
+    calls: Sequence[Mapping[str, Any]], client_names: Collection[str]
+) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
+    """An answer's calls as the loop runs them (the bot's own, and names it knows nothing of, which the registry
+    answers with an error) and those of the client's tools, which the turn ends with for the client to run."""
+    own: list[Mapping[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    for call in calls:
+        name = (call.get("function") or {}).get("name")
+        if name in client_names:
+            theirs.append(dict(call))
+        else:
+            own.append(call)
+    return own, theirs
+
+
+def pending_calls(history: Sequence[Message]) -> list[dict[str, Any]]:
+    """The calls of the history's last assistant message that no tool result after it answers: the client's calls
+    awaiting their results (the bot's own calls are always answered within their turn)."""
+    answered: set[str] = set()
+    for message in reversed(history):
+        if message.get("role") == "tool":
+            answered.add(str(message.get("tool_call_id")))
+            continue
+        calls = (message.get("tool_calls") or []) if message.get("role") == "assistant" else []
+        return [dict(call) for call in calls if call.get("id") not in answered]
+    return []
+
+
+def answer_pending(history: Sequence[Message], results: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """The tool messages of the client's ``results`` (each ``{tool_call_id, content}``), checked against the calls
+    that await them at the end of ``history``: each id must answer one of them, once, and every one of them
+    must be answered (as the OpenAI API requires of an assistant message's calls)."""
+    waiting = [str(call.get("id")) for call in pending_calls(history)]
+    messages: list[Message] = []
+    for result in results:
+        call_id = result.get("tool_call_id")
+        if not isinstance(call_id, str) or call_id not in waiting:
+            raise ClientToolError(
+                "tool_call_id", f"tool_call_id {call_id!r} answers no pending tool call of the conversation"
+            )
+        waiting.remove(call_id)
+        content = result.get("content")
+        text = content if isinstance(content, str) else json_codec.dumps_text(content)
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+    if waiting:
+        raise ClientToolError("tool_call_id", f"no result was given for the pending tool call(s) {', '.join(waiting)}")
+    return messages

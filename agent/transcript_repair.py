@@ -11,7 +11,8 @@ whose result never got stored) would make every later request of the chat fail w
   quarantine: it stays retrievable, never deleted);
 - a tool call still unanswered when the next non-tool message (or the end) comes gets a
   synthetic "result missing" tool message; the stored call itself is left as it is, and the
-  caller stores the stand-in right after it, so later reads find the pair whole;
+  caller stores the stand-in right after it, so later reads find the pair whole (calls at the end
+  that the turn's client brings the results of are the exception: they are left to pair with those);
 - a tool call id used a second time is dropped from the copy sent (its result then reads as an
   orphan), since providers refuse reused ids.
 
@@ -75,11 +76,12 @@ def missing_result(call_id: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT, SYNTHETIC_KEY: True}
 
 
-def repair_transcript(messages: Sequence[Message]) -> Repair:
+def repair_transcript(messages: Sequence[Message], *, keep_trailing_pending: bool = False) -> Repair:
     """``messages`` with tool pairing a provider accepts; untouched messages are the same objects.
 
     A call left pending at the very end is answered too: a turn appends the user's message next,
-    and a call pending before it is exactly what the provider refuses.
+    and a call pending before it is exactly what the provider refuses. With ``keep_trailing_pending``
+    (the turn starts from the client's results for those calls) they are left for those results.
     """
     out: list[Message] = []
     repair = Repair(out)
@@ -126,7 +128,8 @@ def repair_transcript(messages: Sequence[Message]) -> Repair:
                     message.pop("tool_calls")
         out.append(message)
         last_kept = index
-    close_pending()
+    if not keep_trailing_pending:
+        close_pending()
     return repair
 
 
@@ -174,9 +177,16 @@ def placements(history: Sequence[Message], repair: Repair) -> list[Placement]:
 
 
 async def repair_for_turn(
-    store: RepairStore, chat: str, sid: str, version: int, history: list[Message]
+    store: RepairStore,
+    chat: str,
+    sid: str,
+    version: int,
+    history: list[Message],
+    *,
+    keep_trailing_pending: bool = False,
 ) -> list[Message]:
-    """The history a turn sends, repaired; what can be stored of the repair is stored once.
+    """The history a turn sends, repaired; what can be stored of the repair is stored once. With
+    ``keep_trailing_pending`` the calls the history ends with await the turn's tool results (the client's).
 
     Stand-ins for unanswered calls are written into the stored transcript at their places and
     stored orphans are moved to the chat's quarantine, in one step fenced by ``version``, so the
@@ -184,7 +194,7 @@ async def repair_for_turn(
     with another write is left for the next turn's read: this turn's copy is repaired either way,
     so no turn fails on a broken transcript.
     """
-    repair = repair_transcript(history)
+    repair = repair_transcript(history, keep_trailing_pending=keep_trailing_pending)
     if not repair.changed:
         return history
     stored = [message for message in repair.orphans if "_id" in message]

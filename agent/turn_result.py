@@ -1,9 +1,10 @@
 """What a turn reports, however it ends: its result, or the failure that carries what it did before.
 
-A turn can end with the model's answer, with a stop, with too many tool calls, or with the
-provider failing it part way; in each case the caller keeps what the turn did (whole tool-call
-pairs, an in-loop compaction, the items made for the person), so :class:`TurnSoFar` gathers
-that as the turn goes and builds the one :class:`TurnResult` every ending reports.
+A turn can end with the model's answer, with calls of the client's tools for the client to run,
+with a stop, with too many tool calls, or with the provider failing it part way; in each case the
+caller keeps what the turn did (whole tool-call pairs, an in-loop compaction, the items made for the
+person), so :class:`TurnSoFar` gathers that as the turn goes and builds the one :class:`TurnResult`
+every ending reports.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class TurnResult:
     native_compactions: int = 0
     #: Items made for the person during the turn (refs, kept in the chat's media store), in order.
     outgoing: list[dict[str, Any]] = field(default_factory=list)
+    #: Calls of the client's own tools the turn ended with (the last assistant message's, unanswered): the
+    #: client runs them and the next turn starts from their results. Empty for every other ending.
+    pending_client_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TurnFailed(Exception):
@@ -74,8 +78,9 @@ class TurnSoFar:
         self.last = completion.usage
         self.native_compactions += completion.native_compactions
 
-    def result(self, reply: str) -> TurnResult:
-        """The turn's result with ``reply``, as things stand (its new messages: none once it compacted)."""
+    def result(self, reply: str, pending_client_calls: list[dict[str, Any]] | None = None) -> TurnResult:
+        """The turn's result with ``reply``, as things stand (its new messages: none once it compacted), ending
+        with ``pending_client_calls`` when the client is to run those."""
         new_messages = [] if self.compacted else self.messages[self.first_new :]
         return TurnResult(
             self.messages,
@@ -88,4 +93,5 @@ class TurnSoFar:
             self.folded,
             self.native_compactions,
             self.outgoing,
+            pending_client_calls or [],
         )

@@ -56,9 +56,10 @@ def sanitize_tool_pairs(messages: Sequence[Message], *, keep_trailing_pending: b
 
     Results whose call is gone (or answered already) are dropped; calls left without a
     result get a stand-in result right after their results block. A call at the very end
-    of the list still waiting for its results is in flight (the loop is running it), so
-    with ``keep_trailing_pending`` it is left alone rather than answered with a stand-in
-    the agent would mistake for a real result.
+    of the list still waiting for its results is in flight (the loop is running it, or the
+    turn ended with it for the client to run and the client's next request brings its
+    result), so with ``keep_trailing_pending`` it is left alone rather than answered with a
+    stand-in the agent would mistake for a real result.
     """
     out: list[Message] = []
     pending: list[str] = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -99,6 +99,21 @@ def check_size(item: MediaItem, limit: int) -> None:
         raise MediaTooLarge(item.name, item.size, limit)
 
 
+class ToolResult(BaseModel):
+    """The result of one call of a client's own tool, as the client's next request brings it (a ``role: "tool"``
+    message): the call it answers and what the tool said."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_call_id: str = Field(min_length=1)
+    content: str = ""
+
+    @field_validator("tool_call_id", "content", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: str) -> str:
+        return valid_text(value)
+
+
 class IncomingMessage(BaseModel):
     """One message from a person on a platform, as the gateway sees it.
 
@@ -127,6 +142,13 @@ class IncomingMessage(BaseModel):
     #: Set by the gateway's intake, never by a platform: its sender sends faster than ``access.messages_per_minute``,
     #: so it is kept unanswered (and the sender told once a minute).
     limited: bool = False
+    #: Function tools the sender runs itself (an OpenAI-compatible client's ``tools``, in that shape), offered to
+    #: the model beside the bot's own; a reply that calls them ends with those calls for the sender to run
+    #: (:meth:`PlatformAdapter.client_tool_calls`).
+    client_tools: tuple[dict[str, Any], ...] = ()
+    #: The sender's results for the calls the session's last reply ended with: the turn starts from them instead
+    #: of a text (which may then be empty).
+    tool_results: tuple[ToolResult, ...] = ()
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod
@@ -269,6 +291,22 @@ class PlatformAdapter(ABC):
         """Show what became of the question (``outcome``: "approved by Ann", "no answer …"): the question
         edited where it can be, else one line."""
         await self.send(chat_id, f"{prompt.question}\n→ {outcome}")
+
+    async def client_tool_calls(
+        self, chat_id: str, calls: Sequence[Mapping[str, Any]], *, reply_to: str | None = None
+    ) -> None:
+        """The reply to ``reply_to`` ends with these calls of the sender's own tools (OpenAI ``tool_calls``: id,
+        type, function name and JSON arguments), which the sender runs and answers in its next message's
+        ``tool_results``. Told before the reply's text is delivered (that text may be empty), so an adapter that
+        answers an API request can end that answer with them. Only messages that brought ``client_tools``
+        get such a reply; other platforms never hear of it."""
+
+    async def client_request_refused(
+        self, chat_id: str, param: str, reason: str, *, reply_to: str | None = None
+    ) -> None:
+        """The message ``reply_to`` brought client tools or tool results that cannot be taken (``param``: ``tools``
+        or ``tool_call_id``; ``reason`` in plain words) and nothing of it was stored; told before the reply that
+        says so, so an adapter answering an API request can answer 400 instead."""
 
     def reply_surface(
         self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None

@@ -68,7 +68,7 @@ async def take_backlog(inbox: Inbox, entries: ParsedEntries, *, max_messages: in
             message = entries.parse(raw)
         except ValueError:
             break  # the unreadable entry gets its own step (and its quarantine)
-        if is_command(message):
+        if is_command(message) or message.client_tools or message.tool_results:  # answered alone (a client's own)
             break
         taken.append((raw, message))
     while taken and not taken[-1][1].respond:

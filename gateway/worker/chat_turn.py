@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from agent.context_engine import ContextEngine
 from agent.items import DEFAULT_MAX_IMAGES, MediaSource
-from agent.loop import Agent, ResultArchive, TurnResult, TurnStopped
+from agent.loop import Agent, ClientToolError, ResultArchive, TurnResult, TurnStopped
 from agent.messages import Message
 from agent.metering import Meter
 from agent.tools import ToolRegistry
@@ -93,6 +93,9 @@ class Prepared:
     stopped: TurnStopped | None
     #: Meters the turn's model calls against the budgets that apply (None: no budget does).
     meter: ChatMeter | None
+    #: The sender's results (``{tool_call_id, content}``) for the client calls the history ends with: the turn
+    #: starts from them (empty for every other turn, and for a retry that has them stored already).
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -132,3 +135,7 @@ class TurnEnd:
     items: tuple[dict[str, Any], ...] = ()
     #: The message the reply answers when it is not the entry's own: a batch's last (its journal is the reply's).
     answers: IncomingMessage | None = None
+    #: Calls of the sender's own tools the reply ends with (OpenAI ``tool_calls``), for the sender to run.
+    client_calls: tuple[dict[str, Any], ...] = ()
+    #: The sender's client tools or tool results could not be taken (nothing was stored): why, naming the field.
+    refused: ClientToolError | None = None

@@ -16,7 +16,8 @@ from agent.context_engine import ContextEngine
 from agent.loop import TurnStopped
 from agent.messages import Message
 from agent.metering import BudgetExceeded
-from agent.tokens import count_tools
+from agent.tokens import count_messages, count_tools
+from agent.tool_calls import answer_pending
 from agent.tools import ToolRegistry, recovery_tools
 from agent.tools.mcp import CallRecord
 from agent.transcript_repair import repair_for_turn
@@ -50,6 +51,7 @@ async def prepare(
     and the request together, and the bounded messages."""
     options, bound, agents = parts.options, parts.bound, parts.agents
     continues = turn.meta.partial_entry_id == turn.entry_id  # its message and tool results are stored already
+    results = [] if continues else [result.model_dump() for result in turn.message.tool_results]
     batch = [] if continues else await _taken_in(parts, entries)
     model = parts.model(turn)
     await agents.refresh_windows()
@@ -60,14 +62,19 @@ async def prepare(
     engine = agents.build_engine(model, turn.meta.engine_state, archive, meter)
     tools = await chat_tools(parts, turn, media)
     # Checked as the provider will check it: one broken pair must not fail this and every later turn.
-    history = await repair_for_turn(parts.store, turn.chat, turn.session_id, turn.meta.version, history)
+    # The calls the client's results answer are left pending for them, and the results checked before any cost.
+    history = await repair_for_turn(
+        parts.store, turn.chat, turn.session_id, turn.meta.version, history, keep_trailing_pending=bool(results)
+    )
+    answered = answer_pending(history, results) if results else []
     limit = bound.limit(model)
-    incoming = [] if continues else [turn.message, *(m for _, m in batch)]
+    incoming = [] if continues else [*_own_message(turn.message), *(m for _, m in batch)]
     sizes = [bound.size(m, limit) for m in incoming]
     start = verbatim_start(sizes, verbatim_limit(options.coalesce_max_tokens, window))
     if start:
         history = await _store_ahead(parts, turn, history, incoming[:start], limit, notes)
-    pending = sum(sizes[start:]) + count_tools([*tools.schemas(), *engine.get_tool_schemas()])
+    offered = [*tools.schemas(), *engine.get_tool_schemas(), *turn.message.client_tools]
+    pending = sum(sizes[start:]) + count_tools(offered) + count_messages(answered)
     compacted, stopped = await _compact_first(parts, turn, engine, window, history, pending, stop_requested)
     history = compacted or history
     archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
@@ -76,12 +83,21 @@ async def prepare(
     hears = _transcriber(parts, meter)
     earlier = [await bound.bounded(turn, m, limit, notes, transcriber=hears) for m in rest[:-1]]
     user_message = await bound.bounded(turn, rest[-1], limit, notes, transcriber=hears) if rest else None
-    return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped, meter)
+    return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped, meter, results)
+
+
+def _own_message(message: IncomingMessage) -> list[IncomingMessage]:
+    """The entry's message as the person's turn in the request: none when it only brings the results of the
+    client's tool calls (they start the turn instead)."""
+    return [message] if message.text or message.items or not message.tool_results else []
 
 
 async def _taken_in(parts: TurnParts, entries: ParsedEntries) -> Batch:
     """The entries behind the head the turn takes in: the rest of its album (its parts came, or come, as
-    messages of their own), else its backlog when ``gateway.coalesce_backlog`` is on."""
+    messages of their own), else its backlog when ``gateway.coalesce_backlog`` is on. A client's message with
+    tools or tool results of its own is answered alone: its answer is the client's, and its tools are its own."""
+    if entries.head.client_tools or entries.head.tool_results:
+        return []
     if entries.head.album:
         return await take_album(parts.inbox, entries)
     if parts.options.coalesce_backlog:

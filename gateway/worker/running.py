@@ -56,6 +56,8 @@ async def run_agent(
         result = await agent.run_turn(
             prepared.history + prepared.earlier,
             prepared.user_message,
+            client_tools=turn.message.client_tools,
+            tool_results=prepared.tool_results,
             on_event=watch,
             until_stopped=watch.until_stopped,
         )

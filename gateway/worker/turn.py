@@ -31,8 +31,11 @@ import logging
 import time
 from typing import Any
 
+from agent.loop import ClientToolError
 from agent.messages import Message
+from agent.tool_calls import pending_calls
 from gateway.media.source import ChatMedia
+from gateway.platforms.base import IncomingMessage
 from gateway.store import Lock, SessionMeta, reply_meta
 from gateway.worker.backlog import ParsedEntries, is_command
 from gateway.worker.chat_turn import ChatTurn, TurnEnd
@@ -98,7 +101,7 @@ class Turn:
     async def run(self) -> TurnEnd:
         """The entry handled; raises :class:`~gateway.outage.ProviderDown` when the provider is away."""
         turn, history = await self.snapshot()
-        outcome = self.already_handled(turn) or await self.command(turn)
+        outcome = self.already_handled(turn, history) or await self.command(turn)
         if outcome is not None:
             return outcome
         if not self.message.respond:
@@ -114,12 +117,14 @@ class Turn:
         """What this entry's handling works with in session ``session_id`` (what commands receive too)."""
         return ChatTurn(self.chat, self.message, self.lock, session_id, meta)
 
-    def already_handled(self, turn: ChatTurn) -> TurnEnd | None:
+    def already_handled(self, turn: ChatTurn, history: list[Message]) -> TurnEnd | None:
         """An entry committed before a crash: only its reply may be missing, sent through the reply's journal
-        so what the crashed attempt delivered is not sent again."""
+        so what the crashed attempt delivered is not sent again (with the client calls it ended with, which the
+        committed transcript ends with)."""
         meta = turn.meta
         if meta.last_entry_id == turn.entry_id:
-            missing = meta.replied_entry_id != turn.entry_id and bool(meta.last_reply or meta.last_reply_items)
+            calls = tuple(pending_calls(history)) if self.message.client_tools else ()
+            missing = meta.replied_entry_id != turn.entry_id and bool(meta.last_reply or meta.last_reply_items or calls)
             stream = self.parts.replies.stream(self.message, self.lock, previews=False) if missing else None
             return TurnEnd(
                 turn.session_id,
@@ -127,6 +132,7 @@ class Turn:
                 committed=True,
                 stream=stream,
                 items=tuple(meta.last_reply_items) if missing else (),
+                client_calls=calls if missing else (),
             )
         if meta.took(turn.entry_id):  # taken into a turn before a crash
             return TurnEnd(turn.session_id, None, committed=True, silent=True)
@@ -161,8 +167,12 @@ class Turn:
     async def answer(self, turn: ChatTurn, history: list[Message]) -> TurnEnd:
         """The model's turn: prepared, run by the agent, committed with its reply, and reported."""
         parts = self.parts
-        prepared = await prepare(parts, turn, self.entries, history, self.media, self.stop_requested)
-        answer = await run_agent(parts, turn, prepared, self.media, self.stop_requested, self.since)
+        try:
+            prepared = await prepare(parts, turn, self.entries, history, self.media, self.stop_requested)
+            answer = await run_agent(parts, turn, prepared, self.media, self.stop_requested, self.since)
+        except ClientToolError as refused:  # checked before any request: nothing was stored, nothing spent
+            log.info("%s: the client's %s could not be taken: %s", self.chat, refused.param, refused)
+            return TurnEnd(turn.session_id, f"⚠️ {refused}", committed=False, refused=refused)
         await commit(parts, turn, prepared, answer)
         await report(parts, turn, prepared, answer, started=self.started)
         return TurnEnd(
@@ -173,6 +183,7 @@ class Turn:
             batch=tuple((raw, m.entry_id) for raw, m in prepared.batch),
             items=tuple(answer.items),
             answers=prepared.batch[-1][1] if prepared.batch else None,
+            client_calls=tuple(answer.result.pending_client_calls),
         )
 
     async def stop_requested(self) -> bool:
@@ -193,6 +204,7 @@ class Turn:
         replies = self.parts.replies
         replies.closed(self.chat)
         answers = outcome.answers or self.message  # a batch's reply is journaled under its last entry
+        await self.tell_client(answers, outcome)
         if outcome.reply is None:
             if outcome.stream is not None or outcome.items:  # answers nothing (over budget, told already): its
                 # preview is taken down, and what it made before the budget ran out is still the person's
@@ -201,6 +213,20 @@ class Turn:
         stream = outcome.stream or replies.stream(answers, self.lock, previews=False)
         replies.closed(self.chat)
         await replies.deliver(answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
+
+    async def tell_client(self, answers: IncomingMessage, outcome: TurnEnd) -> None:
+        """Tell the adapter, ahead of the reply's text, of the client calls the reply ends with or of the client's
+        request refused (the adapter's hooks do nothing on platforms without client tools)."""
+        adapter = self.parts.adapters.get(answers.platform)
+        if adapter is None:
+            return
+        if outcome.client_calls:
+            await adapter.client_tool_calls(answers.chat_id, outcome.client_calls, reply_to=answers.update_id)
+        if outcome.refused is not None:
+            refused = outcome.refused
+            await adapter.client_request_refused(
+                answers.chat_id, refused.param, str(refused), reply_to=answers.update_id
+            )
 
     async def finish(self, outcome: TurnEnd) -> str | None:
         """Record the reply as sent and remove the entry (a batch: its entries); the next entry.
