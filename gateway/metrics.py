@@ -141,6 +141,26 @@ class GatewayWatch:
         return self.latest
 
 
+class ApiRequests:
+    """Requests the OpenAI-compatible API answered in this process, by endpoint and status (``foldgate_api_requests``).
+
+    Counted as each answer ends, so a streamed answer counts once, with the status its headers carried."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = {}
+
+    def count(self, endpoint: str, status: int) -> None:
+        self.counts[endpoint, status] = self.counts.get((endpoint, status), 0) + 1
+
+    def metric(self) -> Metric:
+        family = CounterMetricFamily(
+            "foldgate_api_requests", "Requests the OpenAI-compatible API answered", labels=["endpoint", "status"]
+        )
+        for (endpoint, status), value in sorted(self.counts.items()):
+            family.add_metric([endpoint, str(status)], value)
+        return family
+
+
 @dataclass(frozen=True)
 class BotWatches:
     """The watches a scrape reads, asked for at every scrape: a reload adds, replaces and removes bots."""
@@ -150,6 +170,8 @@ class BotWatches:
     #: Every configured bot's name and whether it runs; None for a deployment without ``bots:``, whose
     #: figures then carry no ``bot`` label (its dashboards keep working).
     states: Callable[[], dict[str, bool] | None] = lambda: None
+    #: The API's request counts when this process serves the API (one count for the process, not per bot).
+    api: ApiRequests | None = None
 
     @classmethod
     def one(cls, watch: GatewayWatch) -> BotWatches:
@@ -163,6 +185,8 @@ class GatewayCollector(Collector):
         self.watches = BotWatches.one(watches) if isinstance(watches, GatewayWatch) else watches
 
     def collect(self) -> Iterator[Metric]:
+        if self.watches.api is not None:
+            yield self.watches.api.metric()
         states = self.watches.states()
         if states is not None:
             up = GaugeMetricFamily(

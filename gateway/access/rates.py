@@ -32,5 +32,18 @@ class MessageRate:
         person = person_of(message)
         if self.roles.is_admin(person):
             return True
-        key = self.buckets.key(f"user:{person}", "messages")
-        return await self.buckets.take([key], [self.shape], preview=False) == 0.0
+        return await self.buckets.take([self._key(person)], [self.shape], preview=False) == 0.0
+
+    async def seconds_until_admitted(self, message: IncomingMessage) -> float:
+        """Seconds until the sender's next message would be answered (0.0: now), taking nothing: a platform that
+        must answer at once (the API's 429) asks before it hands the message in, which then takes the token."""
+        person = person_of(message)
+        if self.roles.is_admin(person):
+            return 0.0
+        tokens, paused = await self.buckets.peek(self._key(person), self.shape)
+        if tokens >= 1 and paused <= 0:
+            return 0.0
+        return max(paused, (1 - min(tokens, 1.0)) / self.shape.per_second)
+
+    def _key(self, person: str) -> str:
+        return self.buckets.key(f"user:{person}", "messages")

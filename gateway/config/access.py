@@ -70,7 +70,7 @@ class BudgetSettings(StrictModel):
 
 
 #: A person on a platform: ``tg:123456789``.
-Person = Annotated[str, Field(pattern=r"^(tg|dc|web|local):[^\s:]+$")]
+Person = Annotated[str, Field(pattern=r"^(tg|dc|web|local|api):[^\s:]+$")]
 
 
 class AccessSettings(StrictModel):

@@ -24,7 +24,7 @@ from gateway.config.schema import Schema, bounds, dotted, kind, schema_at, unkno
 from gateway.config.sources import Origins, layered_sources, origins_of
 
 #: keys whose values are credentials: redacted by ``config show`` and in error messages
-SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret", "admin_token"})
+SECRET_KEYS = frozenset({"token", "api_key", "webhook_secret", "admin_token", "key"})
 #: Keys whose values are maps of secrets (an MCP server's ``env`` and ``headers``): each value is hidden
 #: unless it only names variables of the environment (``${TRACKER_TOKEN}``), which is worth seeing.
 SECRET_MAPS = frozenset({"env", "headers"})

@@ -37,6 +37,7 @@ from agent.settings import (
     StrictModel,
 )
 from gateway.config.access import AccessSettings
+from gateway.config.api import ApiSettings
 from gateway.config.bots import Bot, BotSettings, resolve_bots
 from gateway.config.errors import require
 from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
@@ -248,10 +249,12 @@ class PlatformsSettings(StrictModel):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     local: LocalPlatformSettings = Field(default_factory=LocalPlatformSettings)
+    #: The OpenAI-compatible HTTP API (:mod:`gateway.config.api`).
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @property
     def any_enabled(self) -> bool:
-        return self.telegram.enabled or self.discord.enabled or self.local.enabled
+        return self.telegram.enabled or self.discord.enabled or self.local.enabled or self.api.enabled
 
 
 class TelegramSendLimits(StrictModel):
@@ -412,7 +415,7 @@ class Settings(BaseSettings):
         if self.bots:
             resolve_bots(self)
         elif not self.platforms.any_enabled:
-            require([("platforms", "enable at least one of telegram, discord, local")])
+            require([("platforms", "enable at least one of telegram, discord, local, api")])
         return self
 
     def each_bot(self) -> list[Bot]:

@@ -18,6 +18,8 @@ from redis.exceptions import RedisError
 
 from agent.tokens import encoding
 from gateway.agents import AgentBuilder
+from gateway.api.adapter import PLATFORM as API_PLATFORM
+from gateway.api.adapter import ApiAdapter
 from gateway.config import Settings
 from gateway.delivery.budget import SendBudget
 from gateway.events import EventBus
@@ -160,7 +162,8 @@ async def open_on(
         live = LiveHub(redis, store.channel, settings.redis.key_prefix)
         # Any process may run a web chat's turn, served here or not: each one can send its replies.
         web = WebChatAdapter(live)
-        platforms = {**adapters, WEB_PLATFORM: web}
+        # Likewise an API session's: its reply reaches the process holding the request whichever process runs it.
+        platforms = {**adapters, WEB_PLATFORM: web, API_PLATFORM: ApiAdapter(live)}
         runner = build_runner(settings, store, inbox, agents, platforms, events=events, budget=budget)
         web.media = runner.media_store  # files sent from the page are read back from where the page kept them
         await runner.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from gateway.delivery.gate import ChatBuckets
+from gateway.run.api_serving import serve_api
 
 if TYPE_CHECKING:
     from gateway.bots import Fleet
@@ -91,21 +92,22 @@ def _operated(name: str, gateway: RunningGateway, watch: GatewayWatch) -> Operat
 
 async def serve_web(fleet: Fleet, out: TextIO) -> WebServers:
     """The operator's server (metrics, health, operator view of every bot) when ``gateway.metrics_port`` is
-    set, and the web chat when the bot with the local platform sets ``platforms.local.web``; says where each
-    one is."""
-    from gateway.metrics import BotWatches
+    set, the web chat when the bot with the local platform sets ``platforms.local.web``, and the
+    OpenAI-compatible API when ``platforms.api.enabled``; says where each one is."""
+    from gateway.metrics import ApiRequests, BotWatches
     from gateway.web.chat_pages import WebChat
     from gateway.web.server import WebServers
 
     settings = fleet.settings
     servers = WebServers(settings.gateway.allowed_hosts)
+    api_requests = ApiRequests() if settings.platforms.api.enabled else None
     try:
         if settings.gateway.metrics_port:
             reader = FleetReader(fleet)
             token = settings.gateway.admin_token.get_secret_value() if settings.gateway.admin_token else None
             await servers.serve_operator(
                 reader.bots,
-                BotWatches(reader.watches, reader.states),
+                BotWatches(reader.watches, reader.states, api_requests),
                 token,
                 settings.gateway.metrics_host,
                 settings.gateway.metrics_port,
@@ -120,6 +122,8 @@ async def serve_web(fleet: Fleet, out: TextIO) -> WebServers:
                 local.host,
                 local.port,
             )
+        if api_requests is not None:
+            await serve_api(fleet, servers, api_requests)
     except BaseException:
         await servers.close()
         raise

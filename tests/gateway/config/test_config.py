@@ -232,7 +232,7 @@ def test_a_provider_that_needs_a_key_is_refused_without_one(write):
 
 def test_at_least_one_platform_must_be_served(write):
     (problem,) = problems_of(write("platforms: {local: {enabled: false}}"))
-    assert problem == "platforms: enable at least one of telegram, discord, local"
+    assert problem == "platforms: enable at least one of telegram, discord, local, api"
 
 
 def test_a_secret_is_never_echoed_in_an_error(write):
@@ -442,6 +442,7 @@ def test_every_yaml_example_of_the_readme_loads(tmp_path, monkeypatch):
     """What the README shows a reader to put in the file is a valid file (secrets from the environment)."""
     for name in ("TRACKER_TOKEN", "SEARCH_KEY"):  # the MCP example reads these at start
         monkeypatch.setenv(name, "set")
+    monkeypatch.setenv("FOLDGATE_API_KEY_LAPTOP", "an-api-key-of-24-characters-or-more")  # the API example's key
     readme = (SHIPPED.parent / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
     assert len(blocks) >= 3

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible HTTP API: one more platform adapter, whose chats are API sessions."""

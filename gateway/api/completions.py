@@ -1,0 +1,90 @@
+"""The answers' shapes: a ``chat.completion`` object, and the ``chat.completion.chunk`` frames of a stream.
+
+A reply's previews are the whole text so far; a stream sends only what is new (:class:`Deltas`). A preview
+that does not extend what was sent (the reply was rewritten, e.g. a tool's status line replaced by the answer)
+stops the deltas until the final text, of which only what extends the sent text follows: nothing is sent
+twice, so what a client assembles is a prefix of the reply, and the reply itself whenever it grew as written.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.tokens import count_messages, count_text
+from gateway.api.requests import ChatMessage
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def usage(messages: Sequence[ChatMessage], reply: str) -> dict[str, int]:
+    """Tokens counted with foldgate's tokenizer: the messages the client sent, and the reply."""
+    prompt = count_messages([message.model_dump(exclude_none=True) for message in messages])
+    completion = count_text(reply)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def completion(cid: str, model: str, reply: str, token_usage: dict[str, int]) -> dict[str, object]:
+    """The whole answer of a request that did not ask for a stream."""
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": token_usage,
+    }
+
+
+def chunk(
+    cid: str, model: str, delta: dict[str, str], *, finish: str | None = None, created: int | None = None
+) -> dict[str, object]:
+    """One frame of a stream: ``delta`` of the one choice, ``finish`` on the last."""
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created if created is not None else int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+
+
+def usage_chunk(cid: str, model: str, token_usage: dict[str, int]) -> dict[str, object]:
+    """The frame after the last one when ``stream_options.include_usage`` asks for it: no choices, the usage."""
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": token_usage,
+    }
+
+
+@dataclass
+class Deltas:
+    """What of each whole-text frame is new to the client."""
+
+    sent: str = ""
+    #: A preview did not extend what was sent: previews are passed over until the final text.
+    diverged: bool = False
+
+    def new_text(self, text: str, *, final: bool) -> str:
+        """The suffix of ``text`` not sent yet ("" when there is none, or nothing may be sent now)."""
+        if (self.diverged and not final) or not text.startswith(self.sent):
+            self.diverged = True
+            return ""
+        new = text[len(self.sent) :]
+        self.sent = text
+        return new

@@ -1,0 +1,197 @@
+"""The OpenAI-compatible HTTP API: ``POST /v1/chat/completions`` and ``GET /v1/models``, for OpenAI's clients.
+
+Every request names its key (``Authorization: Bearer <key>``), compared with each configured key in constant
+time; the key's name is the person (``api:<name>``) whose access rules, budget and rate apply. A request's
+last user message is handed to the gateway's intake as the message of an API session (a chat of its own,
+:mod:`gateway.api.sessions`), and the answer is the reply the turn gives it, whole or streamed. The session's
+history is foldgate's transcript, not what the client resends: a client continues a session by sending the
+``X-Foldgate-Session`` header every answer carries.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from gateway.api.adapter import PLATFORM
+from gateway.api.completions import completion, completion_id, usage
+from gateway.api.errors import (
+    ApiError,
+    bad_key,
+    internal,
+    not_answered,
+    not_stored,
+    too_fast,
+    too_large,
+    unknown_model,
+)
+from gateway.api.requests import ChatCompletionRequest, parse_request
+from gateway.api.sessions import SESSION_HEADER, chat_id, choose_session
+from gateway.api.streaming import stream_reply
+from gateway.api.turns import STORE_RETRY_SECONDS, Listen, asked, events, hand_in
+from gateway.metrics import ApiRequests
+from gateway.platforms.base import IncomingMessage, Intake
+from gateway.store.inbox import Inbox
+from gateway.store.live import LiveHub
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class ApiBot:
+    """What the API needs of one running bot: its intake, its live events, the id clients name it by, and its
+    own system prompt (the one a client's system message may repeat)."""
+
+    model_id: str
+    intake: Intake
+    hub: LiveHub
+    #: The bot's inboxes: where a request sees that its message's turn ended without a reply.
+    inbox: Inbox
+    system_prompt: str | None
+    #: Whether the bot answers a message's sender (``access``: blocked, or not among those allowed).
+    answers: Callable[[IncomingMessage], Awaitable[bool]]
+    #: Seconds until the sender's next message would be answered (``access.messages_per_minute``; 0.0 now).
+    rate_wait: Callable[[IncomingMessage], Awaitable[float]]
+
+
+@dataclass
+class ApiServer:
+    """The API's routes over the running bots (asked at every request: a reload replaces them)."""
+
+    #: Each key's secret by its name, read at every request (a reload's keys apply at once).
+    keys: Callable[[], dict[str, str]]
+    bots: Callable[[], dict[str, ApiBot]]
+    #: The largest body taken, in bytes.
+    max_body: int
+    requests: ApiRequests | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._answered], client_max_size=self.max_body)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/v1/models", self.models)
+        return app
+
+    @web.middleware
+    async def _answered(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every failure in OpenAI's error shape (never a traceback), and every answer counted."""
+        try:
+            response = await handler(request)
+        except ApiError as error:
+            response = error.response()
+        except web.HTTPRequestEntityTooLarge:
+            response = too_large(self.max_body).response()
+        except web.HTTPException as error:  # no such route, or method
+            response = ApiError(error.status, error.reason, code=None).response()
+        except Exception:
+            log.exception("api: a request failed")
+            response = internal().response()
+        if self.requests is not None:
+            self.requests.count(_endpoint(request), response.status)
+        return response
+
+    def key_name(self, request: web.Request) -> str:
+        """The name of the key the request sends (each key compared in constant time, all of them every time)."""
+        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip().encode()
+        found = None
+        for name, secret in self.keys().items():
+            if hmac.compare_digest(sent, secret.encode()) and secret:
+                found = name
+        if found is None:
+            raise bad_key()
+        return found
+
+    def bot_for(self, model: str) -> ApiBot:
+        """The bot a request's ``model`` names: with one bot any name reaches it; with several, its id."""
+        bots = self.bots()
+        if len(bots) == 1:
+            return next(iter(bots.values()))
+        for bot in bots.values():
+            if bot.model_id == model:
+                return bot
+        if not bots:
+            raise ApiError(503, "No bot is running.", type="server_error", code="unavailable", retry_after=10)
+        raise unknown_model(model, [bot.model_id for bot in bots.values()])
+
+    async def models(self, request: web.Request) -> web.Response:
+        self.key_name(request)
+        listed = [
+            {"id": bot.model_id, "object": "model", "created": 0, "owned_by": "foldgate"}
+            for bot in self.bots().values()
+        ]
+        return web.json_response({"object": "list", "data": listed})
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        key = self.key_name(request)
+        asked_for = parse_request(await request.read())
+        bot = self.bot_for(asked_for.model)
+        _check_system(asked_for, bot.system_prompt)
+        session = await choose_session(key, request.headers.get(SESSION_HEADER), asked_for.messages)
+        headers = {SESSION_HEADER: session}
+        message = IncomingMessage(
+            platform=PLATFORM,
+            chat_id=chat_id(key, session),
+            user_id=key,
+            user_name=key,
+            update_id=uuid.uuid4().hex,
+            text=asked_for.messages[-1].text(),
+        )
+        try:
+            refusal = await _refusal(bot, message)
+            if refusal is not None:  # kept, as every platform's messages are, and refused at once
+                await hand_in(bot.intake, message)
+                raise refusal
+            async with asked(bot.hub, bot.intake, bot.inbox, message) as next_event:
+                if asked_for.stream:
+                    return await stream_reply(request, asked_for, bot.model_id, next_event, headers)
+                return await _whole_reply(asked_for, bot.model_id, next_event, headers)
+        except ApiError as error:
+            return error.response(headers)
+        except (RedisError, OSError) as error:  # the live events could not be listened to: nothing was taken in
+            log.warning("api: Redis does not answer (%s); a request was refused", error)
+            return not_stored(STORE_RETRY_SECONDS).response(headers)
+
+
+async def _whole_reply(
+    asked_for: ChatCompletionRequest, model: str, next_event: Listen, headers: dict[str, str]
+) -> web.Response:
+    reply = ""
+    async for event in events(next_event):
+        reply = event.text
+    answer = completion(completion_id(), model, reply, usage(asked_for.messages, reply))
+    return web.json_response(answer, headers=headers)
+
+
+async def _refusal(bot: ApiBot, message: IncomingMessage) -> ApiError | None:
+    """Why the message will not be answered, known before it is handed in: its sender is not answered here (403),
+    or sends faster than ``access.messages_per_minute`` (429; the intake then keeps it unanswered)."""
+    if not await bot.answers(message):
+        return not_answered()
+    wait = await bot.rate_wait(message)
+    return too_fast(wait) if wait > 0 else None
+
+
+def _check_system(asked_for: ChatCompletionRequest, system_prompt: str | None) -> None:
+    """A system (or developer) message may only repeat the bot's own prompt: a session has no prompt of its own
+    yet, and one sent and not followed would be a promise not kept."""
+    for index, message in enumerate(asked_for.messages):
+        if message.role in ("system", "developer") and message.text().strip() != (system_prompt or "").strip():
+            raise ApiError(
+                400,
+                "A system message other than the bot's own prompt is not supported yet; leave it out.",
+                param=f"messages[{index}].content",
+                code="unsupported_value",
+            )
+
+
+def _endpoint(request: web.Request) -> str:
+    """The route a request reached, as the metric names it (``other`` for none)."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "other"
