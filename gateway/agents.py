@@ -325,9 +325,11 @@ class AgentBuilder:
         results: ResultArchive | None = None,
         result_limit: int | None = None,
         meter: Meter | None = None,
+        system_prompt: str | None = None,
     ) -> Agent:
         """The agent of one turn; ``media`` is the chat's stored items, of which the newest ``max_images``
-        images go into each request; a tool result over ``result_limit`` tokens is archived whole in ``results``."""
+        images go into each request; a tool result over ``result_limit`` tokens is archived whole in ``results``;
+        ``system_prompt`` is the session's own (an API client's), sent instead of ``model.system_prompt``."""
         chat_model: ChatModel = self.chat_model
         if isinstance(engine, CodexThreadEngine):
             chat_model = CodexAppServerChat(engine.server, engine)
@@ -350,7 +352,7 @@ class AgentBuilder:
             max_images=max_images,
             results=results,
             result_limit=result_limit,
-            system_prompt=self.settings.model.system_prompt,
+            system_prompt=system_prompt or self.settings.model.system_prompt,
             window_teacher=None if self.settings.model.provider == "local" else self.windows.chat_teacher(model),
         )
 

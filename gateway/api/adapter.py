@@ -8,19 +8,43 @@ process has this adapter, and the one holding the HTTP request hears the preview
 Each event names the message it answers (``reply_to``, the request's update id). A reply's previews and its
 final text come through :class:`ApiReply`; anything else the turn sends (a command's answer, a notice that the
 provider is away or that the person sends too fast) comes through :meth:`ApiAdapter.send` as a ``notice``.
+Ahead of the reply's final text come the calls of the client's own tools it ends with (``tool_calls``), or the
+refusal of the client's tools or tool results (``refused``), which the request answers as a 400.
+
+A request's images are stored by the server as the request comes (:mod:`gateway.api.images`), named
+``upload:<chat id>/<sha256>``; :meth:`ApiAdapter.fetch` reads them back for the turn.
 """
 
 from __future__ import annotations
 
-from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gateway.media.errors import MediaError, MediaTooLarge
+from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, check_size
 from gateway.store.live import LiveHub
+from gateway.store.media import MediaStore
 
 #: The platform's prefix in chat keys: ``api:<key name>/<session id>``.
 PLATFORM = "api"
+#: How a request's image is named in its item: ``upload:<chat id>/<sha256>`` (the chat id holds a ``/``).
+UPLOAD_PREFIX = "upload:"
 
 
 def chat_key(chat_id: str) -> str:
     return f"{PLATFORM}:{chat_id}"
+
+
+def upload_file_id(chat_id: str, sha: str) -> str:
+    return f"{UPLOAD_PREFIX}{chat_id}/{sha}"
+
+
+def uploaded(file_id: str) -> tuple[str, str] | None:
+    """The chat id and sha an image's ``file_id`` names; None for any other file id."""
+    if not file_id.startswith(UPLOAD_PREFIX):
+        return None
+    chat_id, _, sha = file_id.removeprefix(UPLOAD_PREFIX).rpartition("/")
+    return (chat_id, sha) if chat_id and sha else None
 
 
 class ApiAdapter(PlatformAdapter):
@@ -30,8 +54,10 @@ class ApiAdapter(PlatformAdapter):
     platform = PLATFORM
     max_message_length = 1_000_000
 
-    def __init__(self, hub: LiveHub) -> None:
+    def __init__(self, hub: LiveHub, media: MediaStore | None = None) -> None:
         self.hub = hub
+        #: Where the server keeps a request's images; None: this gateway reads none back.
+        self.media = media
 
     async def start(self, intake: Intake) -> None:
         return None
@@ -44,6 +70,31 @@ class ApiAdapter(PlatformAdapter):
 
     async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         await self.publish(chat_id, {"type": "notice", "reply_to": reply_to, "text": text})
+
+    async def client_tool_calls(
+        self, chat_id: str, calls: Sequence[Mapping[str, Any]], *, reply_to: str | None = None
+    ) -> None:
+        """The calls the reply ends with, for the request to end its answer with (before the reply's text)."""
+        await self.publish(chat_id, {"type": "tool_calls", "reply_to": reply_to, "calls": [dict(c) for c in calls]})
+
+    async def client_request_refused(
+        self, chat_id: str, param: str, reason: str, *, reply_to: str | None = None
+    ) -> None:
+        """The request's tools or tool results were refused: it answers 400 naming ``param``."""
+        await self.publish(chat_id, {"type": "refused", "reply_to": reply_to, "param": param, "text": reason})
+
+    async def fetch(self, item: MediaItem, limit: int) -> bytes:
+        """A request's image, read back from the session's media store (the server stored it)."""
+        check_size(item, limit)
+        named = uploaded(item.file_id)
+        if named is None or self.media is None:
+            raise MediaError(f"{item.name or 'the image'} is not an image a request sent")
+        found = await self.media.get(chat_key(named[0]), named[1])
+        if found is None:
+            raise MediaError(f"{item.name or 'the image'} is no longer kept here: please send it again")
+        if len(found[0]) > limit:
+            raise MediaTooLarge(item.name, len(found[0]), limit)
+        return found[0]
 
     def reply_surface(
         self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None

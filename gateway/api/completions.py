@@ -4,15 +4,21 @@ A reply's previews are the whole text so far; a stream sends only what is new (:
 that does not extend what was sent (the reply was rewritten, e.g. a tool's status line replaced by the answer)
 stops the deltas until the final text, of which only what extends the sent text follows: nothing is sent
 twice, so what a client assembles is a prefix of the reply, and the reply itself whenever it grew as written.
+
+A reply that ends with calls of the client's own tools ends with them as OpenAI's does: ``message.tool_calls``
+(its content null when there is no text) and ``finish_reason`` ``tool_calls``; streamed, each call as
+``delta.tool_calls`` frames (its index, id, type and name, then its arguments).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from agent import json_codec
 from agent.tokens import count_messages, count_text
 from gateway.api.requests import ChatMessage
 
@@ -21,15 +27,25 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def usage(messages: Sequence[ChatMessage], reply: str) -> dict[str, int]:
-    """Tokens counted with foldgate's tokenizer: the messages the client sent, and the reply."""
+def usage(messages: Sequence[ChatMessage], reply: str, calls: Sequence[Mapping[str, Any]] = ()) -> dict[str, int]:
+    """Tokens counted with foldgate's tokenizer: the messages the client sent, and the reply (with its calls)."""
     prompt = count_messages([message.model_dump(exclude_none=True) for message in messages])
-    completion = count_text(reply)
+    completion = count_text(reply) + (count_text(json_codec.dumps_text(list(calls))) if calls else 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def completion(cid: str, model: str, reply: str, token_usage: dict[str, int]) -> dict[str, object]:
+def finish_reason(calls: Sequence[Mapping[str, Any]]) -> str:
+    return "tool_calls" if calls else "stop"
+
+
+def completion(
+    cid: str, model: str, reply: str, token_usage: dict[str, int], calls: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, object]:
     """The whole answer of a request that did not ask for a stream."""
+    message: dict[str, object] = {"role": "assistant", "content": reply}
+    if calls:
+        message["content"] = reply or None
+        message["tool_calls"] = [_call(call) for call in calls]
     return {
         "id": cid,
         "object": "chat.completion",
@@ -38,8 +54,8 @@ def completion(cid: str, model: str, reply: str, token_usage: dict[str, int]) ->
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": finish_reason(calls),
                 "logprobs": None,
             }
         ],
@@ -47,8 +63,34 @@ def completion(cid: str, model: str, reply: str, token_usage: dict[str, int]) ->
     }
 
 
+def _call(call: Mapping[str, Any]) -> dict[str, object]:
+    """One call as OpenAI's answer has it: id, type, and the function's name and JSON arguments."""
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    return {
+        "id": str(call.get("id") or ""),
+        "type": "function",
+        "function": {
+            "name": str(function.get("name") or ""),
+            "arguments": arguments if isinstance(arguments, str) else json_codec.dumps_text(arguments or {}),
+        },
+    }
+
+
+def call_deltas(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, object]]:
+    """The ``delta`` of each frame that streams ``calls``: a call's index, id, type and name, then its arguments."""
+    deltas: list[dict[str, object]] = []
+    for index, call in enumerate(calls):
+        whole = _call(call)
+        function: Any = whole["function"]
+        named = {"name": function["name"], "arguments": ""}
+        deltas.append({"tool_calls": [{"index": index, "id": whole["id"], "type": "function", "function": named}]})
+        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
+    return deltas
+
+
 def chunk(
-    cid: str, model: str, delta: dict[str, str], *, finish: str | None = None, created: int | None = None
+    cid: str, model: str, delta: Mapping[str, object], *, finish: str | None = None, created: int | None = None
 ) -> dict[str, object]:
     """One frame of a stream: ``delta`` of the one choice, ``finish`` on the last."""
     return {

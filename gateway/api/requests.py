@@ -1,19 +1,26 @@
 """The request bodies the API takes, as pydantic models: what a client may send, and the field at fault when
 it sent something else.
 
-Only what is done is accepted: one choice (``n``), text content (an image part is refused rather than dropped),
-no client tools yet. Sampling options a client sends by habit (``temperature``, ``max_tokens``, ``user`` …)
-are taken and not used: the bot's own configuration decides them.
+Only what is done is accepted: one choice (``n``), text and image parts, the client's own function tools
+(``tool_choice`` only as ``auto`` or ``none``). Sampling options a client sends by habit (``temperature``,
+``max_tokens``, ``user`` …) are taken and not used: the bot's own configuration decides them.
+
+What a request brings to its session is its end (:func:`new_turn`): the last user message, and the results
+of the client's tool calls just before it, or instead of it (the client resends the assistant message with
+the calls ahead of them, as OpenAI's API asks).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent import json_codec
+from agent.tool_calls import ClientToolError, client_tool_schemas
 from gateway.api.errors import ApiError, invalid
+from gateway.platforms.base import ToolResult
 
 
 class _Body(BaseModel):
@@ -38,10 +45,13 @@ Part = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 
 
 class ChatMessage(_Body):
-    """One message of the conversation the client sends (OpenAI's shape; tool fields pass through unread)."""
+    """One message of the conversation the client sends (OpenAI's shape; an assistant's calls pass through
+    unread: the session's transcript holds them)."""
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[Part] | None = None
+    #: The call a ``tool`` message answers.
+    tool_call_id: str | None = None
 
     def text(self) -> str:
         """The message's text: the string, or its text parts one after another."""
@@ -49,8 +59,11 @@ class ChatMessage(_Body):
             return self.content
         return "\n".join(part.text for part in self.content or () if isinstance(part, TextPart))
 
-    def has_images(self) -> bool:
-        return isinstance(self.content, list) and any(isinstance(part, ImagePart) for part in self.content)
+    def images(self) -> list[tuple[int, ImagePart]]:
+        """The message's image parts, each with its index in the content."""
+        if not isinstance(self.content, list):
+            return []
+        return [(index, part) for index, part in enumerate(self.content) if isinstance(part, ImagePart)]
 
 
 class StreamOptions(_Body):
@@ -66,10 +79,43 @@ class ChatCompletionRequest(_Body):
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, ge=1)
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    @property
+    def client_tools(self) -> tuple[dict[str, Any], ...]:
+        """The tools offered to the model: none when ``tool_choice`` is ``none``."""
+        return () if self.tool_choice == "none" else tuple(self.tools or ())
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    """What a request brings to its session: the client's tool results (oldest first), then the person's
+    message (``user_index`` None when the request ends with the results)."""
+
+    results: tuple[ToolResult, ...]
+    user_index: int | None
+
+    def text(self, request: ChatCompletionRequest) -> str:
+        return request.messages[self.user_index].text() if self.user_index is not None else ""
+
+
+def new_turn(request: ChatCompletionRequest) -> NewTurn:
+    """The request's end as a turn: a trailing user message, and the run of tool messages before it (or at the
+    very end). Checked by :func:`check_supported` first."""
+    messages = request.messages
+    end = len(messages) - 1
+    user_index = end if messages[end].role == "user" else None
+    start = end if user_index is None else end - 1
+    results: list[ToolResult] = []
+    while start >= 0 and messages[start].role == "tool":
+        message = messages[start]
+        results.insert(0, ToolResult(tool_call_id=message.tool_call_id or "", content=message.text()))
+        start -= 1
+    return NewTurn(tuple(results), user_index)
 
 
 def parse_request(body: bytes) -> ChatCompletionRequest:
@@ -104,22 +150,55 @@ def field_name(loc: tuple[int | str, ...]) -> str:
 
 
 def check_supported(request: ChatCompletionRequest) -> None:
-    """Refuse what would be accepted and not done: several choices, the client's own tools, images, and a
-    conversation that does not end with the person's message."""
+    """Refuse what would be accepted and not done: several choices, tools other than functions, a
+    ``tool_choice`` other than ``auto`` or ``none``, and a conversation that ends with neither the person's
+    message nor the results of the client's tool calls."""
     if request.n not in (None, 1):
         raise invalid("n", "Only n=1 is supported: each request is one message in the session, answered once.")
-    if request.tools:
-        raise ApiError(400, "Client tools are not supported yet.", param="tools", code="unsupported_parameter")
-    for index, message in enumerate(request.messages):
-        if message.has_images():
+    _check_tools(request)
+    _check_end(request.messages)
+
+
+def _check_tools(request: ChatCompletionRequest) -> None:
+    """Function tools only, with names the model can call (a name the bot's own tools take is refused by the
+    turn, which knows them); ``tool_choice`` as ``auto`` or ``none`` (forcing a call is not done)."""
+    for index, tool in enumerate(request.tools or ()):
+        if tool.get("type") != "function":
             raise ApiError(
                 400,
-                "Image parts are not supported by this API yet; send text.",
-                param=f"messages[{index}].content",
-                code="unsupported_content",
+                "Only function tools are supported.",
+                param=f"tools[{index}].type",
+                code="unsupported_value",
             )
-    last = len(request.messages) - 1
-    if request.messages[last].role != "user":
-        raise invalid(f"messages[{last}].role", "The last message must be the user's: it is what is answered.")
-    if not request.messages[last].text().strip():
-        raise invalid(f"messages[{last}].content", "The last user message has no text.")
+    try:
+        client_tool_schemas(request.tools or (), ())
+    except ClientToolError as error:
+        raise invalid(error.param, str(error)) from None
+    if request.tool_choice not in (None, "auto", "none"):
+        raise ApiError(
+            400,
+            'Only tool_choice "auto" and "none" are supported: the model decides whether to call a tool.',
+            param="tool_choice",
+            code="unsupported_value",
+        )
+
+
+def _check_end(messages: list[ChatMessage]) -> None:
+    """The conversation ends with the person's message (text or images), after the results of the client's
+    calls or not, or with those results; the results follow the assistant message whose calls they answer."""
+    last = len(messages) - 1
+    if messages[last].role not in ("user", "tool"):
+        raise invalid(f"messages[{last}].role", "The last message must be the user's (or a tool's): it is answered.")
+    if messages[last].role == "user" and not (messages[last].text().strip() or messages[last].images()):
+        raise invalid(f"messages[{last}].content", "The last user message has neither text nor an image.")
+    index = last if messages[last].role == "tool" else last - 1
+    if index < 0 or messages[index].role != "tool":
+        return
+    while index >= 0 and messages[index].role == "tool":
+        if not messages[index].tool_call_id:
+            raise invalid(f"messages[{index}].tool_call_id", "A tool message must name the call it answers.")
+        index -= 1
+    if index < 0 or messages[index].role != "assistant":
+        raise invalid(
+            f"messages[{index + 1}].role", "Tool messages must follow the assistant message whose calls they answer."
+        )

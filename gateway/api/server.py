@@ -5,7 +5,10 @@ time; the key's name is the person (``api:<name>``) whose access rules, budget a
 last user message is handed to the gateway's intake as the message of an API session (a chat of its own,
 :mod:`gateway.api.sessions`), and the answer is the reply the turn gives it, whole or streamed. The session's
 history is foldgate's transcript, not what the client resends: a client continues a session by sending the
-``X-Foldgate-Session`` header every answer carries.
+``X-Foldgate-Session`` header every answer carries, or by resending the conversation it had. The request's
+images are stored as it comes (:mod:`gateway.api.images`), its function tools are offered to the model beside
+the bot's own, and the results of their calls that end a request continue the session
+(:func:`gateway.api.requests.new_turn`).
 """
 
 from __future__ import annotations
@@ -31,14 +34,17 @@ from gateway.api.errors import (
     too_large,
     unknown_model,
 )
-from gateway.api.requests import ChatCompletionRequest, parse_request
-from gateway.api.sessions import SESSION_HEADER, chat_id, choose_session
+from gateway.api.images import keep_images
+from gateway.api.replies import ReplyReader
+from gateway.api.requests import ChatCompletionRequest, new_turn, parse_request
+from gateway.api.sessions import SESSION_HEADER, ApiSessions, chat_id, system_prompt_of
 from gateway.api.streaming import stream_reply
-from gateway.api.turns import STORE_RETRY_SECONDS, Listen, asked, events, hand_in
+from gateway.api.turns import STORE_RETRY_SECONDS, asked, hand_in
 from gateway.metrics import ApiRequests
 from gateway.platforms.base import IncomingMessage, Intake
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
+from gateway.store.media import MediaStore
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +61,14 @@ class ApiBot:
     hub: LiveHub
     #: The bot's inboxes: where a request sees that its message's turn ended without a reply.
     inbox: Inbox
-    system_prompt: str | None
+    #: Which session a request goes to, and the record of what its client will resend.
+    sessions: ApiSessions
     #: Whether the bot answers a message's sender (``access``: blocked, or not among those allowed).
     answers: Callable[[IncomingMessage], Awaitable[bool]]
     #: Seconds until the sender's next message would be answered (``access.messages_per_minute``; 0.0 now).
     rate_wait: Callable[[IncomingMessage], Awaitable[float]]
+    #: Where a request's images are kept for its turn (``media.max_bytes`` each); None: images are refused.
+    media: MediaStore | None = None
 
 
 @dataclass
@@ -132,26 +141,22 @@ class ApiServer:
         key = self.key_name(request)
         asked_for = parse_request(await request.read())
         bot = self.bot_for(asked_for.model)
-        _check_system(asked_for, bot.system_prompt)
-        session = await choose_session(key, request.headers.get(SESSION_HEADER), asked_for.messages)
+        chosen = await bot.sessions.choose(key, request.headers.get(SESSION_HEADER), asked_for.messages)
+        session = chosen.session_id
         headers = {SESSION_HEADER: session}
-        message = IncomingMessage(
-            platform=PLATFORM,
-            chat_id=chat_id(key, session),
-            user_id=key,
-            user_name=key,
-            update_id=uuid.uuid4().hex,
-            text=asked_for.messages[-1].text(),
-        )
         try:
+            message = await _message(asked_for, key, chat_id(key, session), bot.media)
             refusal = await _refusal(bot, message)
             if refusal is not None:  # kept, as every platform's messages are, and refused at once
                 await hand_in(bot.intake, message)
                 raise refusal
-            async with asked(bot.hub, bot.intake, bot.inbox, message) as next_event:
+            async with asked(bot.hub, bot.intake, bot.inbox, message, chosen.record) as next_event:
+                reply = ReplyReader(next_event)
+                if message.client_tools or message.tool_results:  # a refusal of them is a 400, not a stream
+                    await reply.first()
                 if asked_for.stream:
-                    return await stream_reply(request, asked_for, bot.model_id, next_event, headers)
-                return await _whole_reply(asked_for, bot.model_id, next_event, headers)
+                    return await stream_reply(request, asked_for, bot.model_id, reply, headers)
+                return await _whole_reply(asked_for, bot.model_id, reply, headers)
         except ApiError as error:
             return error.response(headers)
         except (RedisError, OSError) as error:  # the live events could not be listened to: nothing was taken in
@@ -159,13 +164,31 @@ class ApiServer:
             return not_stored(STORE_RETRY_SECONDS).response(headers)
 
 
+async def _message(asked_for: ChatCompletionRequest, key: str, chat: str, media: MediaStore | None) -> IncomingMessage:
+    """The message the request brings to session ``chat``: the person's text and images, the client's tools, and
+    the results of the client's calls the request ends with."""
+    turn = new_turn(asked_for)
+    return IncomingMessage(
+        platform=PLATFORM,
+        chat_id=chat,
+        user_id=key,
+        user_name=key,
+        update_id=uuid.uuid4().hex,
+        text=turn.text(asked_for),
+        items=await keep_images(asked_for, turn.user_index, media, chat),
+        client_tools=asked_for.client_tools,
+        tool_results=turn.results,
+        system_prompt=system_prompt_of(asked_for.messages),
+    )
+
+
 async def _whole_reply(
-    asked_for: ChatCompletionRequest, model: str, next_event: Listen, headers: dict[str, str]
+    asked_for: ChatCompletionRequest, model: str, reply: ReplyReader, headers: dict[str, str]
 ) -> web.Response:
-    reply = ""
-    async for event in events(next_event):
-        reply = event.text
-    answer = completion(completion_id(), model, reply, usage(asked_for.messages, reply))
+    text = ""
+    async for event in reply.events():
+        text = event.text
+    answer = completion(completion_id(), model, text, usage(asked_for.messages, text, reply.calls), reply.calls)
     return web.json_response(answer, headers=headers)
 
 
@@ -176,19 +199,6 @@ async def _refusal(bot: ApiBot, message: IncomingMessage) -> ApiError | None:
         return not_answered()
     wait = await bot.rate_wait(message)
     return too_fast(wait) if wait > 0 else None
-
-
-def _check_system(asked_for: ChatCompletionRequest, system_prompt: str | None) -> None:
-    """A system (or developer) message may only repeat the bot's own prompt: a session has no prompt of its own
-    yet, and one sent and not followed would be a promise not kept."""
-    for index, message in enumerate(asked_for.messages):
-        if message.role in ("system", "developer") and message.text().strip() != (system_prompt or "").strip():
-            raise ApiError(
-                400,
-                "A system message other than the bot's own prompt is not supported yet; leave it out.",
-                param=f"messages[{index}].content",
-                code="unsupported_value",
-            )
 
 
 def _endpoint(request: web.Request) -> str:

@@ -3,7 +3,7 @@
 The response's headers (with the session) go out before the reply is written. A client that goes away
 mid-stream ends only this response: the turn runs in whichever worker holds the session, and is committed
 there whatever became of the request. An error after the headers went out is an ``error`` frame, which
-OpenAI's clients raise as an error.
+OpenAI's clients raise as an error. The calls of the client's tools the reply ends with follow its text.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import logging
 from aiohttp import web
 
 from agent import json_codec
-from gateway.api.completions import Deltas, chunk, completion_id, usage, usage_chunk
+from gateway.api.completions import Deltas, call_deltas, chunk, completion_id, finish_reason, usage, usage_chunk
 from gateway.api.errors import ApiError, internal
+from gateway.api.replies import ReplyReader
 from gateway.api.requests import ChatCompletionRequest
-from gateway.api.turns import Listen, events
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def _frame(data: object) -> bytes:
 
 
 async def stream_reply(
-    request: web.Request, asked: ChatCompletionRequest, model: str, next_event: Listen, headers: dict[str, str]
+    request: web.Request, asked: ChatCompletionRequest, model: str, reply: ReplyReader, headers: dict[str, str]
 ) -> web.StreamResponse:
     """Stream the reply to the request's message as it is written."""
     response = web.StreamResponse(
@@ -34,7 +34,7 @@ async def stream_reply(
     )
     await response.prepare(request)
     try:
-        await _write_reply(response, asked, model, next_event)
+        await _write_reply(response, asked, model, reply)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     except ConnectionError:  # the client went away: the turn goes on in its worker all the same
@@ -43,22 +43,24 @@ async def stream_reply(
 
 
 async def _write_reply(
-    response: web.StreamResponse, asked: ChatCompletionRequest, model: str, next_event: Listen
+    response: web.StreamResponse, asked: ChatCompletionRequest, model: str, reply: ReplyReader
 ) -> None:
-    """The frames of one reply: the role, each new piece of text, the finish, the usage when asked for; an
-    error frame in their place when the turn is refused or fails."""
+    """The frames of one reply: the role, each new piece of text, the client calls it ends with, the finish, the
+    usage when asked for; an error frame in their place when the turn is refused or fails."""
     cid = completion_id()
     try:
         await response.write(_frame(chunk(cid, model, {"role": "assistant", "content": ""})))
-        deltas, reply = Deltas(), ""
-        async for event in events(next_event):
+        deltas, text = Deltas(), ""
+        async for event in reply.events():
             new = deltas.new_text(event.text, final=event.final)
             if new:
                 await response.write(_frame(chunk(cid, model, {"content": new})))
-            reply = event.text
-        await response.write(_frame(chunk(cid, model, {}, finish="stop")))
+            text = event.text
+        for delta in call_deltas(reply.calls):
+            await response.write(_frame(chunk(cid, model, delta)))
+        await response.write(_frame(chunk(cid, model, {}, finish=finish_reason(reply.calls))))
         if asked.include_usage:
-            await response.write(_frame(usage_chunk(cid, model, usage(asked.messages, reply))))
+            await response.write(_frame(usage_chunk(cid, model, usage(asked.messages, text, reply.calls))))
     except ApiError as error:
         await response.write(_frame(error.body()))
     except (ConnectionError, OSError):

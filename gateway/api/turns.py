@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -152,13 +152,55 @@ class Waiter:
                 return event
 
 
+#: Told the reply a request got, as the assistant message its client will resend, before the client has it.
+OnReply = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class Telling:
+    """``next_event`` that tells ``on_reply`` the reply (its final text and the calls of the client's tools it
+    ends with) before it returns the reply's last event: what is done with the reply is done before the client
+    has it and can send its next request. A refusal is no reply, and neither are the client's refused tools."""
+
+    next_event: Listen
+    on_reply: OnReply
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    refused: bool = False
+
+    async def __call__(self) -> dict[str, Any]:
+        event = await self.next_event()
+        kind = event.get("type")
+        if kind == "tool_calls":
+            self.calls = [dict(call) for call in event.get("calls") or ()]
+        elif kind == "refused":
+            self.refused = True
+        elif kind != "preview" and not self.refused:
+            reply = self._reply(event)
+            if reply is not None:
+                await self.on_reply(reply)
+        return event
+
+    def _reply(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        text = str(event.get("text") or "")
+        if not self.calls:
+            try:
+                text = read_event(event).text
+            except ApiError:
+                return None
+            return {"role": "assistant", "content": text}
+        return {"role": "assistant", "content": text or None, "tool_calls": self.calls}
+
+
 @contextlib.asynccontextmanager
-async def asked(hub: LiveHub, intake: Intake, inbox: Inbox, message: IncomingMessage) -> AsyncIterator[Listen]:
+async def asked(
+    hub: LiveHub, intake: Intake, inbox: Inbox, message: IncomingMessage, on_reply: OnReply | None = None
+) -> AsyncIterator[Listen]:
     """The message handed in (listening first, so a quick reply is not missed), and a function returning the
-    next event that answers it."""
+    next event that answers it; ``on_reply`` is told the reply (:class:`Telling`)."""
     async with hub.listen(chat_key(message.chat_id)) as queue:
         await hand_in(intake, message)
-        yield Waiter(queue, inbox, message).next_event
+        next_event = Waiter(queue, inbox, message).next_event
+        yield next_event if on_reply is None else Telling(next_event, on_reply)
 
 
 async def events(next_event: Listen) -> AsyncIterator[ReplyEvent]:

@@ -149,6 +149,9 @@ class IncomingMessage(BaseModel):
     #: The sender's results for the calls the session's last reply ended with: the turn starts from them instead
     #: of a text (which may then be empty).
     tool_results: tuple[ToolResult, ...] = ()
+    #: An OpenAI-compatible client's system message: its session's system prompt from this message's turn on,
+    #: stored by that turn under the chat's lock (None: the session's prompt stays as it is).
+    system_prompt: str | None = None
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod

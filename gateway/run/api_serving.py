@@ -25,6 +25,7 @@ BODY_MARGIN_BYTES = 65_536
 def api_bots(fleet: Fleet) -> dict[str, ApiBot]:
     """Each running bot as the API names it."""
     from gateway.api.server import ApiBot
+    from gateway.api.sessions import ApiSessions
 
     several = bool(fleet.settings.bots)
     return {
@@ -33,9 +34,10 @@ def api_bots(fleet: Fleet) -> dict[str, ApiBot]:
             gateway.runner.intake,
             gateway.live,
             gateway.runner.inbox,
-            gateway.settings.model.system_prompt,
+            ApiSessions(gateway.runner.store, lock_ttl_seconds=gateway.settings.gateway.lock_ttl_seconds),
             gateway.runner.roles.answers,
             _rate_wait(gateway.runner.admission.rate),
+            media=gateway.runner.media_store,
         )
         for name, gateway in fleet.gateways().items()
     }

@@ -163,9 +163,11 @@ async def open_on(
         # Any process may run a web chat's turn, served here or not: each one can send its replies.
         web = WebChatAdapter(live)
         # Likewise an API session's: its reply reaches the process holding the request whichever process runs it.
-        platforms = {**adapters, WEB_PLATFORM: web, API_PLATFORM: ApiAdapter(live)}
+        api = ApiAdapter(live)
+        platforms = {**adapters, WEB_PLATFORM: web, API_PLATFORM: api}
         runner = build_runner(settings, store, inbox, agents, platforms, events=events, budget=budget)
         web.media = runner.media_store  # files sent from the page are read back from where the page kept them
+        api.media = runner.media_store  # and a request's images from where the API server kept them
         await runner.start()
         encoding()  # the tokenizer loads now rather than on the first message
     except BaseException:

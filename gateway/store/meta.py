@@ -51,6 +51,9 @@ class SessionMeta:
     #: What that cut-short turn made for the person (refs), sent with the reply of the turn that continues it.
     partial_items: list[dict[str, Any]] = field(default_factory=list)
     usage_totals: dict[str, int] = field(default_factory=dict)  # summed provider usage of the session
+    #: The session's own system prompt (an API client's system message), sent instead of the bot's; a meta
+    #: field so a rotating compaction carries it over like the model, and only the chat's lock holder sets it.
+    system_prompt: str | None = None
 
     def took(self, entry: str) -> bool:
         """Whether the inbox entry's turn is done with it: committed last, or taken into a turn's batch."""
@@ -73,6 +76,7 @@ STR_FIELDS = frozenset(
         "replied_entry_id",
         "batch_entry_ids",
         "partial_entry_id",
+        "system_prompt",
     }
 )
 JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
@@ -218,4 +222,5 @@ def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
         partial_entry_id=_name(raw, "partial_entry_id"),
         partial_items=_json_dicts(sid, raw, "partial_items"),
         usage_totals=_json_dict(sid, raw, "usage_totals"),
+        system_prompt=raw.get("system_prompt") or None,
     )

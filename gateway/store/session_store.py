@@ -334,7 +334,8 @@ class SessionStore(Routes):
 
         Settable: ``last_prompt_tokens``, ``tokens_at_report``, ``compaction_count``,
         ``previous_summary``, ``engine_state`` (dict), ``usage_totals`` (dict), ``model``,
-        ``last_activity_at``, ``last_entry_id``, ``last_reply``, ``replied_entry_id``, ``batch_entry_ids``.
+        ``last_activity_at``, ``last_entry_id``, ``last_reply``, ``replied_entry_id``, ``batch_entry_ids``,
+        ``system_prompt``.
         Token and message totals, ids and versions are the store's own.
         """
         self._read_ahead.drop(chat)

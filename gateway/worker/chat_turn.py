@@ -51,6 +51,7 @@ class AgentFactory(Protocol):
         results: ResultArchive | None = None,
         result_limit: int | None = None,
         meter: Meter | None = None,
+        system_prompt: str | None = None,
     ) -> Agent: ...
 
 

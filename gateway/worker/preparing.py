@@ -53,6 +53,7 @@ async def prepare(
     continues = turn.meta.partial_entry_id == turn.entry_id  # its message and tool results are stored already
     results = [] if continues else [result.model_dump() for result in turn.message.tool_results]
     batch = [] if continues else await _taken_in(parts, entries)
+    await _take_prompt(parts, turn, [turn.message, *(m for _, m in batch)])
     model = parts.model(turn)
     await agents.refresh_windows()
     window = agents.context_length(model)
@@ -90,6 +91,16 @@ def _own_message(message: IncomingMessage) -> list[IncomingMessage]:
     """The entry's message as the person's turn in the request: none when it only brings the results of the
     client's tool calls (they start the turn instead)."""
     return [message] if message.text or message.items or not message.tool_results else []
+
+
+async def _take_prompt(parts: TurnParts, turn: ChatTurn, messages: list[IncomingMessage]) -> None:
+    """The newest system prompt the turn's messages bring becomes the session's (stored under the turn's lock,
+    so a holder whose lock ran out cannot set it); the agent sends it instead of the bot's from this turn on."""
+    prompt = next((m.system_prompt for m in reversed(messages) if m.system_prompt is not None), None)
+    if prompt is None or prompt == turn.meta.system_prompt:
+        return
+    await parts.store.update_meta(turn.chat, turn.session_id, lock=turn.lock, system_prompt=prompt)
+    turn.meta = await parts.store.meta(turn.chat, turn.session_id)
 
 
 async def _taken_in(parts: TurnParts, entries: ParsedEntries) -> Batch:

@@ -43,6 +43,7 @@ async def run_agent(
         results=TurnArchive(parts.store, turn.chat, turn.session_id, turn.lock, turn.entry_id),
         result_limit=parts.bound.limit(prepared.model),
         meter=prepared.meter,
+        system_prompt=turn.meta.system_prompt,
     )
     adapter = parts.adapters.get(turn.message.platform)
     if adapter:
