@@ -78,6 +78,15 @@ def spent_usd(usage: Usage | None, model: str, cache_ttl: str) -> float:
         return 0.0
 
 
+class BudgetUsedUp(BudgetExceeded):
+    """A budget with no room left until its period ends (``ends``), which a refusal can name as a time rather
+    than only in the notice's words."""
+
+    def __init__(self, notice: str, key: str, ends: datetime) -> None:
+        super().__init__(notice, key)
+        self.ends = ends
+
+
 class ChatMeter:
     """``agent.metering.Meter`` for one turn (see the module docstring); ``notes`` get the warnings."""
 
@@ -151,7 +160,7 @@ class ChatMeter:
             if reservation is not None:
                 return Held(subject, who, limit, period, ends, reservation)
             if _used_up(limit, spent):
-                raise BudgetExceeded(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}")
+                raise BudgetUsedUp(over_budget(who, limit, spent.usd, spent.tokens, ends), f"{subject}:{period}", ends)
             if waited >= HELD_WAIT_SECONDS:  # not spent, only held: said each time, never as "used up"
                 raise BudgetExceeded(
                     f"⏳ {who.capitalize()} budget is held by replies still being written; "

@@ -11,11 +11,17 @@ from __future__ import annotations
 import re
 
 from gateway.config.access import AccessSettings
+from gateway.config.api import KEY_NAME_PATTERN
 from gateway.platforms.base import IncomingMessage
 from gateway.store.access import AccessLists
 
-#: A person as a command names them: ``tg:123``, a bare id (of the chat's platform), or a Discord mention ``<@123>``.
-_PERSON = re.compile(r"^(?:(tg|dc|web|local):)?(?:<@!?(\d+)>|(\w[\w-]*))$")
+#: A person as a command names them: ``tg:123``, a bare id (of the chat's platform), a Discord mention ``<@123>``,
+#: or an API key's person ``api:<key name>``.
+_PERSON = re.compile(r"^(?:(tg|dc|web|local|api):)?(?:<@!?(\d+)>|([\w.-]+))$")
+#: An id of the chat platforms: a word character first, then word characters and dashes (web chat ids).
+_CHAT_ID = re.compile(r"\w[\w-]*")
+#: A key's name (``platforms.api.keys[].name``): it may hold dots and start with any of its marks.
+_KEY_NAME = re.compile(KEY_NAME_PATTERN)
 
 
 def person_of(message: IncomingMessage) -> str:
@@ -30,6 +36,10 @@ def named_person(text: str, platform: str) -> str | None:
         return None
     where, ident = match[1] or platform, match[2] or match[3]
     if where in ("tg", "dc") and not ident.isdigit():  # Telegram and Discord people are numbers; a name is not one
+        return None
+    if where == "api":
+        return f"api:{ident}" if match[3] and _KEY_NAME.fullmatch(ident) else None
+    if _CHAT_ID.fullmatch(ident) is None:
         return None
     return f"{where}:{ident}"
 

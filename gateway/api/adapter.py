@@ -9,7 +9,9 @@ Each event names the message it answers (``reply_to``, the request's update id).
 final text come through :class:`ApiReply`; anything else the turn sends (a command's answer, a notice that the
 provider is away or that the person sends too fast) comes through :meth:`ApiAdapter.send` as a ``notice``.
 Ahead of the reply's final text come the calls of the client's own tools it ends with (``tool_calls``), or the
-refusal of the client's tools or tool results (``refused``), which the request answers as a 400.
+refusal of the client's tools or tool results (``refused``), which the request answers as a 400; ahead of a
+notice that the message is kept unanswered comes its kind (``refusal``: the provider away, a budget used up, a
+sender too fast), which the request answers as 503 or 429.
 
 A request's images are stored by the server as the request comes (:mod:`gateway.api.images`), named
 ``upload:<chat id>/<sha256>``; :meth:`ApiAdapter.fetch` reads them back for the turn.
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.media.errors import MediaError, MediaTooLarge
-from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, check_size
+from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, TurnRefusal, check_size
 from gateway.store.live import LiveHub
 from gateway.store.media import MediaStore
 
@@ -82,6 +84,20 @@ class ApiAdapter(PlatformAdapter):
     ) -> None:
         """The request's tools or tool results were refused: it answers 400 naming ``param``."""
         await self.publish(chat_id, {"type": "refused", "reply_to": reply_to, "param": param, "text": reason})
+
+    async def turn_refused(self, chat_id: str, refusal: TurnRefusal, *, reply_to: str | None = None) -> None:
+        """The message is kept unanswered for now: the request answers with the status its kind stands for."""
+        await self.publish(
+            chat_id,
+            {
+                "type": "refusal",
+                "reply_to": reply_to,
+                "kind": refusal.kind,
+                "text": refusal.text,
+                "retry_after": refusal.retry_after,
+                "resets_at": refusal.resets_at,
+            },
+        )
 
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """A request's image, read back from the session's media store (the server stored it)."""

@@ -8,7 +8,8 @@ are kept already, and :meth:`gateway.api.adapter.ApiAdapter.fetch` reads them ba
 the turn. An https URL is downloaded here rather than by the turn because then the client hears at once what
 went wrong with it (413 for an image over the limit, 400 naming the part for one that cannot be had) instead
 of finding a line about it in the answer, and because the turn may run later or again (queued behind another
-message, retried after a crash) when a signed URL no longer works.
+message, retried after a crash) when a signed URL no longer works. It is fetched only from a public address
+(:mod:`gateway.api.public_fetch`) unless ``platforms.api.fetch_private_urls`` is true (:func:`image_download`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from redis.exceptions import RedisError
 
 from gateway.api.adapter import chat_key, upload_file_id
 from gateway.api.errors import ApiError, invalid, not_stored
+from gateway.api.public_fetch import download_public
 from gateway.api.requests import ChatCompletionRequest, ImagePart
 from gateway.api.turns import STORE_RETRY_SECONDS
 from gateway.media.download import download
@@ -74,7 +76,13 @@ async def _bounded_download(url: str, limit: int, name: str) -> bytes:
     return await download(url, limit=limit, name=name)
 
 
-async def read_image(part: ImagePart, param: str, limit: int, fetch: Download = _bounded_download) -> tuple[bytes, str]:
+def image_download(fetch_private_urls: bool) -> Download:
+    """How an https image is downloaded: from public addresses only, as shipped; from any address (and through
+    the environment's proxy) when ``platforms.api.fetch_private_urls`` says the key holders may reach them."""
+    return _bounded_download if fetch_private_urls else download_public
+
+
+async def read_image(part: ImagePart, param: str, limit: int, fetch: Download = download_public) -> tuple[bytes, str]:
     """The bytes an image part names and their type ("" when the URL does not say): decoded, or downloaded
     within ``limit``."""
     url = part.image_url.url.strip()
@@ -95,7 +103,7 @@ async def keep_images(
     index: int | None,
     store: MediaStore | None,
     chat_id: str,
-    fetch: Download = _bounded_download,
+    fetch: Download = download_public,
 ) -> tuple[MediaItem, ...]:
     """The image parts of the request's message ``index`` (the person's new message; None: no such message)
     read, stored for chat ``api:<chat_id>`` and named as items."""

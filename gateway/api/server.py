@@ -34,9 +34,10 @@ from gateway.api.errors import (
     too_large,
     unknown_model,
 )
-from gateway.api.images import keep_images
+from gateway.api.images import Download, image_download, keep_images
 from gateway.api.replies import ReplyReader
 from gateway.api.requests import ChatCompletionRequest, new_turn, parse_request
+from gateway.api.responses import ResponsesApi
 from gateway.api.sessions import SESSION_HEADER, ApiSessions, chat_id, system_prompt_of
 from gateway.api.streaming import stream_reply
 from gateway.api.turns import STORE_RETRY_SECONDS, asked, hand_in
@@ -81,11 +82,17 @@ class ApiServer:
     #: The largest body taken, in bytes.
     max_body: int
     requests: ApiRequests | None = None
+    #: Whether a request's https image may come from any address (``platforms.api.fetch_private_urls``), asked
+    #: at every request.
+    fetch_private_urls: Callable[[], bool] = lambda: False
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._answered], client_max_size=self.max_body)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/models", self.models)
+        responses = ResponsesApi(self)
+        app.router.add_post("/v1/responses", responses.create)
+        app.router.add_get("/v1/responses/{response_id}", responses.retrieve)
         return app
 
     @web.middleware
@@ -145,7 +152,8 @@ class ApiServer:
         session = chosen.session_id
         headers = {SESSION_HEADER: session}
         try:
-            message = await _message(asked_for, key, chat_id(key, session), bot.media)
+            fetch = image_download(self.fetch_private_urls())
+            message = await _message(asked_for, key, chat_id(key, session), bot.media, fetch)
             refusal = await _refusal(bot, message)
             if refusal is not None:  # kept, as every platform's messages are, and refused at once
                 await hand_in(bot.intake, message)
@@ -164,7 +172,9 @@ class ApiServer:
             return not_stored(STORE_RETRY_SECONDS).response(headers)
 
 
-async def _message(asked_for: ChatCompletionRequest, key: str, chat: str, media: MediaStore | None) -> IncomingMessage:
+async def _message(
+    asked_for: ChatCompletionRequest, key: str, chat: str, media: MediaStore | None, fetch: Download
+) -> IncomingMessage:
     """The message the request brings to session ``chat``: the person's text and images, the client's tools, and
     the results of the client's calls the request ends with."""
     turn = new_turn(asked_for)
@@ -175,10 +185,11 @@ async def _message(asked_for: ChatCompletionRequest, key: str, chat: str, media:
         user_name=key,
         update_id=uuid.uuid4().hex,
         text=turn.text(asked_for),
-        items=await keep_images(asked_for, turn.user_index, media, chat),
+        items=await keep_images(asked_for, turn.user_index, media, chat, fetch),
         client_tools=asked_for.client_tools,
         tool_results=turn.results,
         system_prompt=system_prompt_of(asked_for.messages),
+        awaits_own_reply=True,
     )
 
 

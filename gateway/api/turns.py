@@ -2,16 +2,18 @@
 
 The listener is opened before the message is handed in, so a quick reply is not missed. Events of other
 messages of the same session (another request's reply) are passed over: each names the message it answers.
-What the turn sends besides its reply is read here: the notice that the person sends too fast, or that their
-budget is spent, becomes 429, the one that the provider is away 503 (the message stays in the session and is
-answered when it is back); any other (a chat command's answer) is the reply. A turn that ends with nothing
-sent (a budget refusal told once already) is seen by its message leaving the session's inbox.
+What the turn sends besides its reply is read here. A message kept unanswered is told by kind ahead of its notice
+(a ``refusal`` event, :meth:`gateway.api.adapter.ApiAdapter.turn_refused`), never recognised by the notice's
+words: a sender too fast or a budget used up is 429, the provider away 503 (the message stays in the session and
+is answered when it is back). Any other notice (a chat command's answer) is the reply. A turn that ends with
+nothing sent (a budget refusal told once already) is seen by its message leaving the session's inbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,15 +26,11 @@ from gateway.api.errors import ApiError, invalid, not_stored, provider_away, too
 from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
-from gateway.worker.turn import RATE_NOTICE
 
-#: How a provider-away notice ends (``gateway.outage.waiting_notice``): the message waits for it to come back.
-WAITING_TAIL = "will be answered as soon as the provider is back."
-#: How a budget's refusal reads (``gateway.access.budgets.over_budget``): its start and a phrase within.
-BUDGET_MARK = ("⛔ ", " budget is used up (")
-#: Seconds a client over its budget is asked to wait (the refusal's text says when the budget resets).
+#: Seconds a client over its budget is asked to wait when the refusal does not say when the budget resets.
 BUDGET_RETRY_SECONDS = 3600.0
-#: Seconds a client is asked to wait after a rate refusal (the limit is per minute) and during an outage.
+#: Seconds a client is asked to wait after a rate refusal (the limit is per minute) and during an outage (unless
+#: the provider asked for its own wait).
 RATE_RETRY_SECONDS = 60.0
 OUTAGE_RETRY_SECONDS = 30.0
 #: Longest a request waits for its reply; the message is kept and answered in the session all the same.
@@ -57,28 +55,45 @@ class ReplyEvent:
 def unanswered() -> ApiError:
     return ApiError(
         429,
-        "The message is kept in the session but was not answered: this key's budget is spent (it was told so"
-        " once), or the message was answered together with a later one of this session.",
+        "The message is kept in the session but was not answered: this key's budget is spent (it was told so once).",
         type="insufficient_quota",
         code="not_answered",
         retry_after=RATE_RETRY_SECONDS,
     )
 
 
+def refusal_error(event: dict[str, Any]) -> ApiError:
+    """The answer a ``refusal`` event's kind stands for, with its ``Retry-After``: what the refusal says, else a
+    default for the kind."""
+    kind, text = event.get("kind"), str(event.get("text") or "")
+    retry_after = _seconds(event.get("retry_after"))
+    if kind == "provider_away":
+        return provider_away(retry_after or OUTAGE_RETRY_SECONDS)
+    if kind == "rate_limited":
+        return too_fast(retry_after or RATE_RETRY_SECONDS)
+    if kind == "over_budget":
+        resets_at = _seconds(event.get("resets_at"))
+        wait = max(1.0, resets_at - time.time()) if resets_at else retry_after or BUDGET_RETRY_SECONDS
+        message = text or "This key's budget is used up; the message is kept in the session."
+        return ApiError(429, message, type="insufficient_quota", code="budget_exceeded", retry_after=wait)
+    return unanswered()  # a kind this process does not know: the message is kept, not answered
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
 def read_event(event: dict[str, Any]) -> ReplyEvent:
-    """What one of the session's events means for the request; raises the refusal a notice stands for."""
+    """What one of the session's events means for the request; raises the refusal a ``refusal`` event stands for,
+    and :func:`unanswered` for a turn that ended saying nothing."""
     text = str(event.get("text") or "")
     kind = event.get("type")
+    if kind == "refusal":
+        raise refusal_error(event)
     if kind == "preview":
         return ReplyEvent(False, text)
     if not text.strip():  # the turn ended and said nothing (a budget refusal it told this session already)
         raise unanswered()
-    if text == RATE_NOTICE:  # sent as the turn's reply or as a notice: the message is kept, not answered
-        raise too_fast(RATE_RETRY_SECONDS)
-    if kind == "notice" and text.endswith(WAITING_TAIL):
-        raise provider_away(OUTAGE_RETRY_SECONDS)
-    if text.startswith(BUDGET_MARK[0]) and BUDGET_MARK[1] in text:  # the notice says what was spent, and until when
-        raise ApiError(429, text, type="insufficient_quota", code="budget_exceeded", retry_after=BUDGET_RETRY_SECONDS)
     return ReplyEvent(True, text)
 
 
@@ -116,7 +131,7 @@ def _update_id(raw: str) -> object:
 @dataclass
 class Waiter:
     """Waits for the events answering one message, and sees when none will come: its turn ended without a
-    reply (the budget spent and the person told already, or the message answered together with a later one).
+    reply (the budget spent and the person told already).
     """
 
     queue: asyncio.Queue[dict[str, Any]]
@@ -172,7 +187,7 @@ class Telling:
         kind = event.get("type")
         if kind == "tool_calls":
             self.calls = [dict(call) for call in event.get("calls") or ()]
-        elif kind == "refused":
+        elif kind in ("refused", "refusal"):  # the request's answer is an error: the session records no reply
             self.refused = True
         elif kind != "preview" and not self.refused:
             reply = self._reply(event)

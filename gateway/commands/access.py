@@ -15,8 +15,8 @@ def _admin_target(context: CommandContext, turn: ChatTurn, arg: str) -> tuple[st
     person = named_person(arg, turn.message.platform)
     if person is None:
         return None, (
-            "Name the person by their numeric id (123456789, or tg:123456789) or a Discord mention: a "
-            "username can change hands."
+            "Name the person by their numeric id (123456789, or tg:123456789), a Discord mention or an API "
+            "key's name (api:laptop): a username can change hands."
         )
     return person, ""
 

@@ -21,7 +21,8 @@ from gateway.config.tools import VARIABLE, expand
 #: The fewest characters a key may have (144 bits from ``secrets.token_urlsafe(18)``).
 MIN_KEY_CHARS = 24
 #: A key's name: it names the person (``api:<name>``) and starts each of its chats' ids.
-KeyName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+KEY_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+KeyName = Annotated[str, Field(pattern=KEY_NAME_PATTERN)]
 
 
 class ApiKey(StrictModel):
@@ -45,6 +46,9 @@ class ApiSettings(StrictModel):
     host: str = Field("127.0.0.1", min_length=1)
     port: Annotated[int, Field(ge=0, le=65535)] = 8645
     keys: list[ApiKey] = Field(default_factory=list)
+    #: Whether a request's https image may be fetched from any address: off, only public addresses are (a key
+    #: holder could otherwise have the gateway fetch loopback, private-network or cloud metadata addresses).
+    fetch_private_urls: bool = False
 
     @model_validator(mode="after")
     def _keys_are_usable(self) -> ApiSettings:

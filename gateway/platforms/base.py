@@ -99,6 +99,23 @@ def check_size(item: MediaItem, limit: int) -> None:
         raise MediaTooLarge(item.name, item.size, limit)
 
 
+@dataclass(frozen=True)
+class TurnRefusal:
+    """Why a message is kept but not answered now, by kind: told to the adapter beside the notice every platform
+    sends, so one that answers a waiting request with a status (the API's 503 and 429) reads the kind, never the
+    notice's wording."""
+
+    #: ``provider_away``: the provider does not answer (the message is answered once it is back);
+    #: ``over_budget``: a budget is used up until it resets; ``rate_limited``: the sender sends too fast.
+    kind: Literal["provider_away", "over_budget", "rate_limited"]
+    #: The notice the person is told (what was spent and until when, what the provider said).
+    text: str = ""
+    #: Seconds after which asking again makes sense, when known (the provider's own ``Retry-After``).
+    retry_after: float | None = None
+    #: When a used-up budget resets (seconds since the epoch), for ``over_budget``.
+    resets_at: float | None = None
+
+
 class ToolResult(BaseModel):
     """The result of one call of a client's own tool, as the client's next request brings it (a ``role: "tool"``
     message): the call it answers and what the tool said."""
@@ -152,6 +169,9 @@ class IncomingMessage(BaseModel):
     #: An OpenAI-compatible client's system message: its session's system prompt from this message's turn on,
     #: stored by that turn under the chat's lock (None: the session's prompt stays as it is).
     system_prompt: str | None = None
+    #: The sender waits for the answer to this very message (an API request holds its HTTP answer open for it):
+    #: its turn answers it alone, never taking in the messages behind it nor taken into an earlier one's.
+    awaits_own_reply: bool = False
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod
@@ -310,6 +330,11 @@ class PlatformAdapter(ABC):
         """The message ``reply_to`` brought client tools or tool results that cannot be taken (``param``: ``tools``
         or ``tool_call_id``; ``reason`` in plain words) and nothing of it was stored; told before the reply that
         says so, so an adapter answering an API request can answer 400 instead."""
+
+    async def turn_refused(self, chat_id: str, refusal: TurnRefusal, *, reply_to: str | None = None) -> None:
+        """The message ``reply_to`` is kept but not answered now, for ``refusal``'s reason; told before the notice
+        that says so in words (which every platform is sent as usual), so an adapter answering an API request can
+        answer with the status the kind stands for instead."""
 
     def reply_surface(
         self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None

@@ -67,6 +67,7 @@ async def serve_api(fleet: Fleet, servers: WebServers, requests: ApiRequests | N
         lambda: api_bots(fleet),
         2 * settings.media.max_bytes + BODY_MARGIN_BYTES,
         requests,
+        lambda: fleet.settings.platforms.api.fetch_private_urls,
     )
     runner = await start_site(server.app(), api.host, api.port, setting="platforms.api.port")
     servers.runners.append(runner)

@@ -17,6 +17,10 @@ newest one that asked.
 An album whose parts came as messages of their own (a Telegram webhook delivers one part at a
 time) is taken in whole whatever the setting: its turn waits until no new part has come for
 the album window, and the parts behind the head join it, answered once (:func:`take_album`).
+
+A message whose sender waits for its own answer (``IncomingMessage.awaits_own_reply``: an API request) is
+never coalesced either way: joined to another turn it would get no reply of its own, so each is its own turn,
+in order (:func:`answered_alone`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ from gateway.store.inbox import Inbox
 def is_command(message: IncomingMessage) -> bool:
     """Whether the message is a chat command the gateway answers itself (not a turn for the model)."""
     return message.respond and parse_command(message.text.strip()) is not None
+
+
+def answered_alone(message: IncomingMessage) -> bool:
+    """Whether the message's turn must be its own: a command, a client's own tools or tool results (their
+    reply belongs to that request), or a sender waiting for the answer to this very message."""
+    return is_command(message) or bool(message.client_tools or message.tool_results) or message.awaits_own_reply
 
 
 class ParsedEntries:
@@ -56,6 +66,8 @@ class ParsedEntries:
 async def take_backlog(inbox: Inbox, entries: ParsedEntries, *, max_messages: int) -> list[tuple[str, IncomingMessage]]:
     """The entries waiting behind the head of ``entries`` that its turn takes in, ``(raw, message)`` in order."""
     head = entries.head
+    if head.awaits_own_reply:  # its sender waits for its own answer: the entries behind it wait for theirs
+        return []
     waiting = await inbox.waiting(head.chat, max_messages)
     try:
         if not waiting or entries.parse(waiting[0]).update_id != head.update_id:
@@ -68,7 +80,7 @@ async def take_backlog(inbox: Inbox, entries: ParsedEntries, *, max_messages: in
             message = entries.parse(raw)
         except ValueError:
             break  # the unreadable entry gets its own step (and its quarantine)
-        if is_command(message) or message.client_tools or message.tool_results:  # answered alone (a client's own)
+        if answered_alone(message):
             break
         taken.append((raw, message))
     while taken and not taken[-1][1].respond:

@@ -22,7 +22,7 @@ from agent.metering import Meter
 from agent.tools import ToolRegistry
 from gateway.access.budgets import ChatMeter
 from gateway.delivery.stream import ReplyStream
-from gateway.platforms.base import IncomingMessage
+from gateway.platforms.base import IncomingMessage, TurnRefusal
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta
 
@@ -116,6 +116,8 @@ class Answer:
     items: list[dict[str, Any]] = field(default_factory=list)
     #: The context's size once committed, as hygiene will judge it.
     context_tokens: int = 0
+    #: The reply is a refusal's notice (a used-up budget), by kind, for the adapter (:class:`TurnEnd.refusal`).
+    refusal: TurnRefusal | None = None
 
 
 @dataclass(frozen=True)
@@ -140,3 +142,6 @@ class TurnEnd:
     client_calls: tuple[dict[str, Any], ...] = ()
     #: The sender's client tools or tool results could not be taken (nothing was stored): why, naming the field.
     refused: ClientToolError | None = None
+    #: The message is kept but not answered now (a used-up budget, a sender too fast): why, by kind, told to the
+    #: adapter ahead of the notice that says so.
+    refusal: TurnRefusal | None = None

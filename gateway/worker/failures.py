@@ -14,7 +14,7 @@ import logging
 from agent.llm.errors import ProviderError, plain_reason
 from agent.retrying import Policy
 from gateway.outage import ProviderDown, RetryLater, final_notice, is_redis_outage, waiting_notice
-from gateway.platforms.base import IncomingMessage
+from gateway.platforms.base import IncomingMessage, TurnRefusal
 from gateway.store import Lock, StaleLock, reply_meta
 from gateway.worker.backlog import ParsedEntries, take_backlog
 from gateway.worker.chat_turn import ChatTurn, TurnEnd
@@ -107,6 +107,7 @@ async def provider_down(parts: TurnParts, lock: Lock, entries: ParsedEntries, do
     message, error, chat = entries.head, down.cause, lock.chat
     failure = await parts.provider.failed(chat, str(message.update_id), down)
     if not failure.expired:
+        await _tell_waiting(parts, message, error)
         if failure.first:
             sid = await parts.store.stored_session(chat) or ""
             await report_failure(
@@ -120,6 +121,20 @@ async def provider_down(parts: TurnParts, lock: Lock, entries: ParsedEntries, do
         failure.waited,
     )
     return await _stored_unanswered(parts, lock, entries, error, failure.waited)
+
+
+async def _tell_waiting(parts: TurnParts, message: IncomingMessage, error: ProviderError) -> None:
+    """Tell the message's adapter, at every failed try, that it waits for the provider: a sender waiting for this
+    very message's answer (an API request) hears it whenever its message's turn fails, while the chat's notice
+    is sent once an outage. Telling is best effort: the message waits all the same."""
+    adapter = parts.adapters.get(message.platform)
+    if adapter is None:
+        return
+    refusal = TurnRefusal("provider_away", waiting_notice(error), retry_after=error.retry_after)
+    try:
+        await adapter.turn_refused(message.chat_id, refusal, reply_to=message.update_id)
+    except Exception:
+        log.warning("%s: the adapter could not be told the provider is away", message.chat, exc_info=True)
 
 
 async def _stored_unanswered(

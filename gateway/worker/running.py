@@ -15,9 +15,11 @@ import logging
 from agent.llm.errors import plain_reason
 from agent.loop import TurnFailed
 from agent.metering import BudgetExceeded
+from gateway.access.budgets import BudgetUsedUp
 from gateway.delivery.stream import TurnWatch
 from gateway.media.source import ChatMedia
 from gateway.outage import ProviderDown, counts_as_down
+from gateway.platforms.base import TurnRefusal
 from gateway.session_source import TurnArchive
 from gateway.startup_errors import explain
 from gateway.worker.chat_turn import Answer, ChatTurn, Prepared
@@ -83,7 +85,9 @@ async def _failed(parts: TurnParts, turn: ChatTurn, prepared: Prepared, failed: 
         told = await parts.told.first_for(turn.chat, f"over:{key}", 40 * 86_400) if key else True
         # the key names the period; no key: say it
         log.info("%s: over budget (%s); %s", turn.chat, key, "told" if told else "already told")
-        return Answer(failed.partial, failed.error.notice if told else "", None, quiet=not told)
+        if not told:
+            return Answer(failed.partial, "", None, quiet=True)
+        return Answer(failed.partial, failed.error.notice, None, refusal=_over_budget(failed.error))
     if counts_as_down(failed.error):
         # The entry stays at the head of the inbox and the turn is tried again once the provider is back,
         # from the tool results it had: those were paid for, and a tool may not be safe to run twice.
@@ -95,3 +99,11 @@ async def _failed(parts: TurnParts, turn: ChatTurn, prepared: Prepared, failed: 
     reason = plain_reason(failed.error)
     reply = f"⚠️ The model provider {reason}. Your message is saved; please try again."
     return Answer(failed.partial, reply, None, failure=f"the model provider {reason}")
+
+
+def _over_budget(error: BudgetExceeded) -> TurnRefusal | None:
+    """The refusal a used-up budget's notice stands for (with when it resets); None for a budget only held by
+    calls in flight, whose notice is a passing remark, not a refusal."""
+    if not isinstance(error, BudgetUsedUp):
+        return None
+    return TurnRefusal("over_budget", error.notice, resets_at=error.ends.timestamp())

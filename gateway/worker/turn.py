@@ -35,7 +35,7 @@ from agent.loop import ClientToolError
 from agent.messages import Message
 from agent.tool_calls import pending_calls
 from gateway.media.source import ChatMedia
-from gateway.platforms.base import IncomingMessage
+from gateway.platforms.base import IncomingMessage, TurnRefusal
 from gateway.store import Lock, SessionMeta, reply_meta
 from gateway.worker.backlog import ParsedEntries, is_command
 from gateway.worker.chat_turn import ChatTurn, TurnEnd
@@ -161,7 +161,8 @@ class Turn:
             meta={"last_entry_id": turn.entry_id, "replied_entry_id": turn.entry_id},
         )
         if self.message.limited and await self.parts.told.first_for(self.chat, f"rate:{self.message.user_id}", 60):
-            return TurnEnd(turn.session_id, RATE_NOTICE, committed=False)
+            refusal = TurnRefusal("rate_limited", RATE_NOTICE, retry_after=60.0)
+            return TurnEnd(turn.session_id, RATE_NOTICE, committed=False, refusal=refusal)
         return TurnEnd(turn.session_id, None, committed=False)
 
     async def answer(self, turn: ChatTurn, history: list[Message]) -> TurnEnd:
@@ -184,6 +185,7 @@ class Turn:
             items=tuple(answer.items),
             answers=prepared.batch[-1][1] if prepared.batch else None,
             client_calls=tuple(answer.result.pending_client_calls),
+            refusal=answer.refusal,
         )
 
     async def stop_requested(self) -> bool:
@@ -215,8 +217,9 @@ class Turn:
         await replies.deliver(answers, outcome.reply, stream, items=outcome.items, lock=self.lock)
 
     async def tell_client(self, answers: IncomingMessage, outcome: TurnEnd) -> None:
-        """Tell the adapter, ahead of the reply's text, of the client calls the reply ends with or of the client's
-        request refused (the adapter's hooks do nothing on platforms without client tools)."""
+        """Tell the adapter, ahead of the reply's text, of the client calls the reply ends with, of the client's
+        request refused, or of the message kept unanswered by kind (the adapter's hooks do nothing on platforms
+        that answer no waiting request)."""
         adapter = self.parts.adapters.get(answers.platform)
         if adapter is None:
             return
@@ -227,6 +230,8 @@ class Turn:
             await adapter.client_request_refused(
                 answers.chat_id, refused.param, str(refused), reply_to=answers.update_id
             )
+        if outcome.refusal is not None:
+            await adapter.turn_refused(answers.chat_id, outcome.refusal, reply_to=answers.update_id)
 
     async def finish(self, outcome: TurnEnd) -> str | None:
         """Record the reply as sent and remove the entry (a batch: its entries); the next entry.

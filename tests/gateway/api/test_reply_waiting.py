@@ -57,15 +57,22 @@ async def test_a_message_whose_turn_ended_without_a_reply_is_429():
 @pytest.mark.parametrize(
     ("event", "status"),
     [
-        ({"type": "notice", "text": waiting_notice(ProviderUnavailable("overloaded", status=503))}, 503),
-        ({"type": "final", "text": turns.RATE_NOTICE}, 429),
+        ({"type": "refusal", "kind": "provider_away", "text": "any words"}, 503),
+        ({"type": "refusal", "kind": "rate_limited"}, 429),
+        ({"type": "refusal", "kind": "over_budget", "text": "spent", "resets_at": 1.0}, 429),
         ({"type": "final", "text": ""}, 429),
     ],
 )
-def test_notices_become_refusals(event, status):
+def test_refusals_by_kind_and_a_silent_end_are_errors(event, status):
     with pytest.raises(ApiError) as refused:
         turns.read_event(event)
     assert refused.value.status == status and refused.value.retry_after
+
+
+def test_a_notice_is_never_read_for_its_words():
+    """Only the refusal's kind makes an error: a notice that reads like one is still the text of an answer."""
+    notice = waiting_notice(ProviderUnavailable("overloaded", status=503))
+    assert turns.read_event({"type": "notice", "text": notice}) == turns.ReplyEvent(True, notice)
 
 
 def test_a_commands_answer_is_the_reply():
