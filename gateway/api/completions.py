@@ -14,24 +14,38 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent import json_codec
-from agent.tokens import count_messages, count_text
-from gateway.api.requests import ChatMessage
+from agent.tokens import count_text
+from gateway.store import SessionStore
 
 
 def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def usage(messages: Sequence[ChatMessage], reply: str, calls: Sequence[Mapping[str, Any]] = ()) -> dict[str, int]:
-    """Tokens counted with foldgate's tokenizer: the messages the client sent, and the reply (with its calls)."""
-    prompt = count_messages([message.model_dump(exclude_none=True) for message in messages])
+#: What a request's usage is counted from once its turn is done: the prompt tokens the provider reported for the
+#: turn's last request (the session's compacted transcript, not what the client resent).
+PromptTokens = Callable[[], Awaitable[int]]
+
+
+def usage(prompt: int, reply: str, calls: Sequence[Mapping[str, Any]] = ()) -> dict[str, int]:
+    """The turn's usage: ``prompt`` as the provider counted it, the reply (with its calls) by foldgate's tokenizer."""
     completion = count_text(reply) + (count_text(json_codec.dumps_text(list(calls))) if calls else 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def prompt_tokens(store: SessionStore, chat: str) -> int:
+    """The prompt of the chat's last model request, as its session's meta records it (the provider's report, else
+    foldgate's count of the session): two reads, whatever the size of the history a stateless client resends."""
+    sid = await store.stored_session(chat)
+    if sid is None:
+        return 0
+    meta = await store.meta(chat, sid)
+    return meta.last_prompt_tokens or meta.tokens
 
 
 def finish_reason(calls: Sequence[Mapping[str, Any]]) -> str:

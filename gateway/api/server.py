@@ -13,6 +13,7 @@ the bot's own, and the results of their calls that end a request continue the se
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import uuid
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from gateway.api.adapter import PLATFORM
-from gateway.api.completions import completion, completion_id, usage
+from gateway.api.adapter import PLATFORM, chat_key
+from gateway.api.completions import PromptTokens, completion, completion_id, prompt_tokens, usage
 from gateway.api.errors import (
     ApiError,
     bad_key,
@@ -162,9 +163,10 @@ class ApiServer:
                 reply = ReplyReader(next_event)
                 if message.client_tools or message.tool_results:  # a refusal of them is a 400, not a stream
                     await reply.first()
+                counted = functools.partial(prompt_tokens, bot.sessions.store, chat_key(chat_id(key, session)))
                 if asked_for.stream:
-                    return await stream_reply(request, asked_for, bot.model_id, reply, headers)
-                return await _whole_reply(asked_for, bot.model_id, reply, headers)
+                    return await stream_reply(request, asked_for, bot.model_id, reply, headers, counted)
+                return await _whole_reply(bot.model_id, reply, headers, counted)
         except ApiError as error:
             return error.response(headers)
         except (RedisError, OSError) as error:  # the live events could not be listened to: nothing was taken in
@@ -193,13 +195,11 @@ async def _message(
     )
 
 
-async def _whole_reply(
-    asked_for: ChatCompletionRequest, model: str, reply: ReplyReader, headers: dict[str, str]
-) -> web.Response:
+async def _whole_reply(model: str, reply: ReplyReader, headers: dict[str, str], counted: PromptTokens) -> web.Response:
     text = ""
     async for event in reply.events():
         text = event.text
-    answer = completion(completion_id(), model, text, usage(asked_for.messages, text, reply.calls), reply.calls)
+    answer = completion(completion_id(), model, text, usage(await counted(), text, reply.calls), reply.calls)
     return web.json_response(answer, headers=headers)
 
 

@@ -13,7 +13,16 @@ import logging
 from aiohttp import web
 
 from agent import json_codec
-from gateway.api.completions import Deltas, call_deltas, chunk, completion_id, finish_reason, usage, usage_chunk
+from gateway.api.completions import (
+    Deltas,
+    PromptTokens,
+    call_deltas,
+    chunk,
+    completion_id,
+    finish_reason,
+    usage,
+    usage_chunk,
+)
 from gateway.api.errors import ApiError, internal
 from gateway.api.replies import ReplyReader
 from gateway.api.requests import ChatCompletionRequest
@@ -26,7 +35,12 @@ def _frame(data: object) -> bytes:
 
 
 async def stream_reply(
-    request: web.Request, asked: ChatCompletionRequest, model: str, reply: ReplyReader, headers: dict[str, str]
+    request: web.Request,
+    asked: ChatCompletionRequest,
+    model: str,
+    reply: ReplyReader,
+    headers: dict[str, str],
+    counted: PromptTokens,
 ) -> web.StreamResponse:
     """Stream the reply to the request's message as it is written."""
     response = web.StreamResponse(
@@ -34,7 +48,7 @@ async def stream_reply(
     )
     await response.prepare(request)
     try:
-        await _write_reply(response, asked, model, reply)
+        await _write_reply(response, asked, model, reply, counted)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     except ConnectionError:  # the client went away: the turn goes on in its worker all the same
@@ -43,7 +57,7 @@ async def stream_reply(
 
 
 async def _write_reply(
-    response: web.StreamResponse, asked: ChatCompletionRequest, model: str, reply: ReplyReader
+    response: web.StreamResponse, asked: ChatCompletionRequest, model: str, reply: ReplyReader, counted: PromptTokens
 ) -> None:
     """The frames of one reply: the role, each new piece of text, the client calls it ends with, the finish, the
     usage when asked for; an error frame in their place when the turn is refused or fails."""
@@ -60,7 +74,7 @@ async def _write_reply(
             await response.write(_frame(chunk(cid, model, delta)))
         await response.write(_frame(chunk(cid, model, {}, finish=finish_reason(reply.calls))))
         if asked.include_usage:
-            await response.write(_frame(usage_chunk(cid, model, usage(asked.messages, text, reply.calls))))
+            await response.write(_frame(usage_chunk(cid, model, usage(await counted(), text, reply.calls))))
     except ApiError as error:
         await response.write(_frame(error.body()))
     except (ConnectionError, OSError):
