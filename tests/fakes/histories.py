@@ -6,8 +6,9 @@ plants facts whose exact text must survive compaction: PR numbers, SHAs, paths, 
 strings, decisions, preferences, numbers with units and names, some of them only in
 tool output. Every message has an ``_id``; generation is deterministic for a seed.
 
-``Transcript`` writes a conversation turn by turn, ``history`` a release chat of failing test runs, and
-``attributed`` tells whether a fact still stands beside its subject in a compacted text.
+``Transcript`` writes a conversation turn by turn, ``history`` a release chat of failing test runs,
+``pasted_outputs`` what someone pastes into a chat from their terminal, and ``attributed`` tells whether a fact
+still stands beside its subject in a compacted text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.tokens import count_message
+from evals.fixtures.lexicon import make_world
+from evals.fixtures.outputs import random_output
 
 WORDS = [
     "the",
@@ -255,6 +258,19 @@ def history(turns=40, start=0, ids_from=0):
         )
         t.assistant(f"Step {i} checked.")
     return t.messages
+
+
+def pasted_outputs(count: int, *, chars: int = 1_000, seed: int = 1) -> list[str]:
+    """``count`` user messages, each a terminal output of about ``chars`` characters pasted with the command that
+    made it (logs, test runs, git, diffs, listings, query results): the bulk a log-heavy conversation is made of.
+    Drawn from the eval fixtures' generators, so no two repeat and the same seed gives the same texts."""
+    rng = random.Random(seed)
+    world = make_world(rng)
+    pasted = []
+    for _ in range(count):
+        name, arguments, output = random_output(rng, world, chars)
+        pasted.append(f"Output of {name} {json.dumps(arguments)}:\n{output}")
+    return pasted
 
 
 def attributed(text: str, answer: str, subject: str) -> bool:

@@ -42,7 +42,9 @@ the server refuse, like a real one, any prompt larger than the window; with
 ``overflow="truncate"`` it behaves instead like the many OpenAI-compatible local servers that
 drop the start of a prompt too long for them and answer as if nothing happened (the oldest
 non-system messages go first; the handler sees what is left). Every request that arrived
-larger than the window, refused or truncated, is in :attr:`FakeLLMServer.overflowed`.
+larger than the window, refused or truncated, is in :attr:`FakeLLMServer.overflowed`, and each request carries
+what the check weighed it at (:attr:`RecordedRequest.window_tokens`). ``window_counts_answer`` makes the window
+hold the prompt and the answer's ``max_tokens`` together, as OpenAI and vLLM count it.
 
 Subclasses (the Responses API, the faithful Anthropic cache) reuse the plumbing: they
 override :meth:`FakeLLMServer._respond` (route one request to a ``web.StreamResponse``)
@@ -263,6 +265,9 @@ class RecordedRequest:
     first_byte_at: float | None = None
     #: The client's address and port: one per connection, so a reused connection shows as a repeat.
     peer: Any = None
+    #: What the window check weighed the request at as it arrived (the prompt, plus the answer's room when the
+    #: server counts it); None when the server has no window.
+    window_tokens: int | None = None
 
     @property
     def model(self) -> str | None:
@@ -414,6 +419,17 @@ def _segments(request: RecordedRequest, breakpoints: bool | None = None) -> list
             tokens += 8 + count_text(json.dumps(call.get("function") or {}))
         units.append((text, tokens, False))
     return units
+
+
+def answer_room(body: Any) -> int:
+    """The answer tokens a request asks room for (``max_tokens`` in any of its spellings; 0 when it names none)."""
+    if not isinstance(body, dict):
+        return 0
+    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
 
 
 def prompt_tokens(request: RecordedRequest) -> int:
@@ -670,6 +686,7 @@ class FakeLLMServer:
         processing_interval: float = 0.02,
         overflow: Literal["refuse", "truncate"] = "refuse",
         context_limits: Mapping[str, int] | None = None,
+        window_counts_answer: bool = False,
     ) -> None:
         self.handler = handler
         self.default = default or Reply()
@@ -679,6 +696,9 @@ class FakeLLMServer:
         self.overflow = overflow
         #: ``(request, prompt tokens as it arrived)`` for every request larger than ``context_limit``.
         self.overflowed: list[tuple[RecordedRequest, int]] = []
+        #: Whether the window must hold the answer's room too (the request's ``max_tokens``), as OpenAI's and
+        #: vLLM's servers count it, rather than the prompt alone: the stricter of the two rules providers follow.
+        self.window_counts_answer = window_counts_answer
         self.min_cache_tokens = min_cache_tokens
         self.host = host
         self.port = port
@@ -825,8 +845,9 @@ class FakeLLMServer:
         except Refused as refused:
             return await self._send_json(http, request, refused.status, refused.body)
         limit = self.limit_for(request)
-        if limit is not None and usage.prompt > limit and reply.status == 200:
-            reply = Reply.context_too_long(limit, usage.prompt)
+        weighed = usage.prompt + (answer_room(request.body) if self.window_counts_answer else 0)
+        if limit is not None and weighed > limit and reply.status == 200:
+            reply = Reply.context_too_long(limit, weighed)
         if reply.status != 200 or reply.body is not None:
             status, body = self._error_reply(request, reply, usage)
             return await self._send_json(http, request, status, body, reply.headers, delay=reply.first_byte_delay)
@@ -846,7 +867,8 @@ class FakeLLMServer:
         limit = self.limit_for(request)
         if limit is None:
             return
-        arrived = prompt_tokens(request)
+        arrived = prompt_tokens(request) + (answer_room(request.body) if self.window_counts_answer else 0)
+        request.window_tokens = arrived
         if arrived <= limit:
             return
         self.overflowed.append((request, arrived))
