@@ -44,6 +44,7 @@ from tests.fakes.discord_api import (
     user_payload,
 )
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.waiting import wait_for
 
 # The fake Discord API (``discord_api``), an adapter logged in to it (``adapter``) and the gateway in front of
 # that adapter (``gateway``, on this module's ``llm``) are fixtures of tests/conftest.py.
@@ -412,10 +413,7 @@ async def test_a_question_has_buttons_whose_press_is_the_pressers_answer(adapter
     buttons = [component for row in asked["components"] for component in row["components"]]
     assert [(b["label"], b["custom_id"]) for b in buttons] == [("Approve", "fga:5a47:y"), ("Refuse", "fga:5a47:n")]
     adapter.client._connection.parse_interaction_create(button_press(asked, "fga:5a47:y", ALICE))
-    for _ in range(100):
-        if received:
-            break
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: received, what="the button press to reach intake")
     assert [(m.chat_id, m.user_id, m.text) for m in received] == [(str(DM_CHANNEL_ID), str(ALICE_ID), "/approve 5a47")]
     assert discord_api.interaction_answers and discord_api.interaction_answers[0]["type"] == 6  # acknowledged
     await adapter.settle_approval(str(DM_CHANNEL_ID), asked_in, prompt, "approved by Alice")

@@ -3,10 +3,13 @@ in-place archive and rotation, recovery from the archive."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
+import time
 
+import pytest
+
+import gateway.worker.compactions
 from agent.tokens import count_messages
 from gateway.events import CompressEvent
 from gateway.store import SessionStore
@@ -19,6 +22,18 @@ def answer(request: RecordedRequest) -> Reply:
     if is_summary_request(request):
         return Reply.answer(NOTES)
     return Reply.answer(f"echo: {request.last_user_text}")
+
+
+class ClockAhead:
+    """Stands in for the ``time`` module where the gateway measures how long a chat was silent: real time, moved
+    on by ``ahead`` seconds. A test then makes "an hour later" happen at once, and a slow machine can never make a
+    gap look long enough by accident."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.ahead
 
 
 async def test_overnight_backlog_triggers_hygiene_and_no_prompt_exceeds_the_window(redis, redis_url, key_prefix):
@@ -164,8 +179,13 @@ async def test_rotation_links_parent_sessions_and_the_chat_follows_the_newest(re
     assert adapter.sent[-1] == ("r", "echo: question 1")
 
 
-async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(redis, redis_url, key_prefix):
+async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(
+    redis, redis_url, key_prefix, monkeypatch: pytest.MonkeyPatch
+):
     window = 40_000
+    gap = 3600  # an hour of silence: far beyond any pause a loaded machine puts between two turns
+    clock = ClockAhead()
+    monkeypatch.setattr(gateway.worker.compactions, "time", clock)
     rng = random.Random(17)
     async with FakeLLMServer(context_limit=window, handler=answer) as server:
         settings = make_settings(
@@ -173,7 +193,7 @@ async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(r
             key_prefix,
             server.openai_base_url,
             context_length=window,
-            compression={"idle_compact_after_seconds": 1},
+            compression={"idle_compact_after_seconds": gap},
         )
         async with running_gateway(settings, redis) as (runner, adapter, events):
             await runner.intake(message("idle", "0", "start"))
@@ -183,7 +203,7 @@ async def test_a_chat_resuming_after_the_idle_gap_is_compacted_before_the_turn(r
             await runner.intake(message("idle", "1", "still there?"))
             await runner.wait_idle()
             assert not [e for e in events if isinstance(e, CompressEvent)]  # no gap yet: nothing compacted
-            await asyncio.sleep(1.2)
+            clock.ahead = gap + 1  # the chat has been silent for longer than the idle gap
             await runner.intake(message("idle", "2", "back after a break"))
             await runner.wait_idle()
     idle = [e for e in events if isinstance(e, CompressEvent) and e.trigger == "idle"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 from collections import defaultdict
 
 from gateway.store import SessionStore
@@ -16,6 +17,18 @@ from tests.fakes.workers import _count, sent, start_worker, stop, wait_for
 
 def echo(request: RecordedRequest) -> Reply:
     return Reply.answer(f"echo: {request.last_user_text}")
+
+
+async def all_work_done(inbox: Inbox, workers: list[subprocess.Popen]) -> None:
+    """Return once nothing is left to send: every inbox drained and unmarked (a worker unmarks a chat only after
+    its last turn), then the workers stopped gracefully, so no reply still on its way can show up later."""
+
+    async def drained() -> bool:
+        return await inbox.marked() == 0
+
+    await wait_for(drained, timeout=60, what="every chat's inbox drained")
+    for worker in workers:
+        await asyncio.to_thread(stop, worker)  # the loop keeps serving the fake provider meanwhile
 
 
 async def test_two_processes_take_in_100_chats_of_20_messages_exactly_once_in_order(redis, redis_url, key_prefix):
@@ -37,7 +50,7 @@ async def test_two_processes_take_in_100_chats_of_20_messages_exactly_once_in_or
                 for chat in range(chats):
                     await inbox.put(message(f"c{chat}", f"{chat}-{index}", f"chat {chat} message {index}"))
             await wait_for(every_last_message_answered, timeout=240)
-            await asyncio.sleep(0.5)  # anything extra would show up now
+            await all_work_done(inbox, workers)  # nothing extra can be sent after this
             replies = await sent(redis, key_prefix)
             store = SessionStore(redis, key_prefix)
             stored = {
@@ -93,7 +106,7 @@ async def test_a_worker_killed_mid_turn_loses_nothing_and_the_reply_goes_out_onc
             slow_mode["on"] = False
             second = start_worker(redis_url, key_prefix, server.openai_base_url, lock_ttl_seconds=2)
             await wait_for(lambda: _count(redis, f"{key_prefix}:sent", 2), timeout=60)
-            await asyncio.sleep(1.0)  # anything sent twice would show up now
+            await all_work_done(inbox, [second])  # nothing can be sent twice after this
             replies = await sent(redis, key_prefix)
             store = SessionStore(redis, key_prefix)
             transcript = await store.active("local:k", await store.current_session("local:k"))

@@ -18,6 +18,7 @@ from gateway.store import Lock, SessionStore
 from gateway.store.channel import PipelinedConnection
 from gateway.store.inbox import Inbox
 from gateway.worker.lock_keeper import LockKeeper
+from tests.fakes.waiting import wait_for
 
 #: The locks' time to live in Redis. While the test waits on Redis it lets the keeper pass every ``PACE``, so a
 #: kept lock could only expire in a stall of the whole process for nearly a whole ttl.
@@ -87,12 +88,14 @@ class Passes:
 async def passes_until_gone(keeper: LockKeeper, passes: Passes, redis: Redis, key: str) -> None:
     """Let the keeper pass every ``PACE`` until Redis has let ``key`` expire: what the keeper holds is set back to
     a full ttl at each pass meanwhile."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PATIENCE
-    while await redis.exists(key):
-        assert loop.time() < deadline, f"{key} still there after {PATIENCE:g} s"
+
+    async def gone() -> bool:
+        if not await redis.exists(key):
+            return True
         await passes.run(keeper)
-        await asyncio.sleep(PACE)
+        return False
+
+    await wait_for(gone, PATIENCE, what=f"Redis to let {key} expire", interval=PACE)
 
 
 async def a_ttl_passes(keeper: LockKeeper, passes: Passes, store: SessionStore, redis: Redis) -> None:

@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from gateway.store import SessionStore
 from tests.fakes.gateway import PATIENCE, make_settings, message, running_gateway, wait_for
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.fakes.paths import REPO
+from tests.fakes.waiting import wait_for_sync
 
 ROOT = REPO
 WINDOW = 32_000
@@ -220,10 +220,7 @@ def spawn_chat(tmp_path: Path, llm: ThreadedLLM) -> Any:
 
 
 def wait_asked(llm: ThreadedLLM, text: str, timeout: float = PATIENCE) -> None:
-    deadline = time.monotonic() + timeout
-    while not llm.asked(text):
-        assert time.monotonic() < deadline, "the provider was never asked"
-        time.sleep(0.05)
+    wait_for_sync(lambda: llm.asked(text), timeout, what=f"the provider to be asked {text!r}")
 
 
 def ask_a_hung_provider(chat: Any, llm: ThreadedLLM) -> None:
