@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -28,7 +28,7 @@ def api_settings(
 ) -> Settings:
     """Settings for a custom OpenAI-compatible model at ``base_url`` and the API on a port of the system's
     choosing, taking :data:`KEYS`; other sections pass through as ``config.yaml`` would give them."""
-    gateway = {"lock_ttl_seconds": 5, **sections.pop("gateway", {})}
+    gateway = sections.pop("gateway", {})
     return Settings(
         redis={"url": redis_url, "key_prefix": prefix},
         model={"name": "test-model", "provider": "custom", "base_url": base_url, "context_length": context_length},
@@ -45,6 +45,9 @@ def api_settings(
 class ApiGateway:
     fleet: Fleet
     servers: WebServers
+    #: Every client handed out, closed with the gateway: one left to the garbage collector closes its connections
+    #: on a loop that has ended, and the error it logs lands in whichever test runs then.
+    clients: list[openai.OpenAI | openai.AsyncOpenAI] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
@@ -53,10 +56,21 @@ class ApiGateway:
     def client(self, key: str = "alice", **options: Any) -> openai.OpenAI:
         """OpenAI's synchronous client with key ``key`` (a name of :data:`KEYS`, else the key itself); run its
         calls in a thread so the loop serving the gateway goes on."""
-        return openai.OpenAI(base_url=self.base_url, api_key=KEYS.get(key, key), max_retries=0, **options)
+        client = openai.OpenAI(base_url=self.base_url, api_key=KEYS.get(key, key), max_retries=0, **options)
+        self.clients.append(client)
+        return client
 
     def async_client(self, key: str = "alice", **options: Any) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=KEYS.get(key, key), max_retries=0, **options)
+        client = openai.AsyncOpenAI(base_url=self.base_url, api_key=KEYS.get(key, key), max_retries=0, **options)
+        self.clients.append(client)
+        return client
+
+    async def close_clients(self) -> None:
+        for client in self.clients:
+            if isinstance(client, openai.AsyncOpenAI):
+                await client.close()
+            else:
+                client.close()
 
 
 @contextlib.asynccontextmanager
@@ -65,9 +79,11 @@ async def api_gateway(settings: Settings) -> AsyncIterator[ApiGateway]:
     fleet = await Fleet.open(settings, io.StringIO(), exclusive=False, verify=False)
     try:
         servers = await serve_web(fleet, io.StringIO())
+        served = ApiGateway(fleet, servers)
         try:
-            yield ApiGateway(fleet, servers)
+            yield served
         finally:
+            await served.close_clients()
             await servers.close()
     finally:
         await fleet.close(grace_seconds=0)

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from gateway.api.sessions import SESSION_HEADER
 from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
-from tests.fakes.api_gateway import KEYS, api_gateway, api_settings
+from tests.fakes.api_gateway import KEYS, ApiGateway, api_gateway, api_settings
 from tests.fakes.api_process import servers_key, start_api_process
 from tests.fakes.gateway import is_summary_request
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
@@ -48,8 +48,11 @@ def conversation(topics: list[str]) -> list[tuple[str, str]]:
     return [pair for topic in topics for pair in (("user", topic), ("assistant", f"About {topic}: noted."))]
 
 
-def client_at(base_url: str, key: str = "alice") -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=base_url, api_key=KEYS[key], max_retries=0)
+def client_at(base_url: str, closed_with: ApiGateway, key: str = "alice") -> openai.AsyncOpenAI:
+    """A client of another process's API, closed with the gateway ``closed_with`` (never left to the collector)."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=KEYS[key], max_retries=0)
+    closed_with.clients.append(client)
+    return client
 
 
 async def stored(redis: Redis, prefix: str, session: str, key: str = "alice") -> list[tuple[str, str]]:
@@ -98,7 +101,7 @@ async def test_two_api_processes_take_turns_on_one_session(redis, redis_url, key
         async with api_gateway(api_settings(redis_url, key_prefix, provider.openai_base_url)) as here:
             async with api_process(redis, redis_url, key_prefix, provider) as there:
                 assert there != here.base_url
-                clients = itertools.cycle([here.async_client(), client_at(there)])
+                clients = itertools.cycle([here.async_client(), client_at(there, here)])
                 for topic in TOPICS:  # the client sends only its newest message, to each port in turn
                     raw = await next(clients).chat.completions.with_raw_response.create(
                         model="m",
@@ -160,7 +163,7 @@ async def test_a_stateless_client_alternating_between_processes_stays_one_sessio
     async with FakeLLMServer(handler=answered_by_topic) as provider:
         async with api_gateway(api_settings(redis_url, key_prefix, provider.openai_base_url)) as here:
             async with api_process(redis, redis_url, key_prefix, provider) as there:
-                clients = itertools.cycle([client_at(there), here.async_client()])
+                clients = itertools.cycle([client_at(there, here), here.async_client()])
                 history: list[dict[str, Any]] = []
                 sessions = set()
                 for topic in TOPICS:  # the whole conversation resent every call, to each port in turn
