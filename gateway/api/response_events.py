@@ -8,7 +8,13 @@ Each event is ``event: <type>`` and ``data:`` its JSON, which repeats the type a
     response.content_part.added                   its one output_text part, empty
     response.output_text.delta ...                each new piece of text (:class:`gateway.api.completions.Deltas`)
     response.output_text.done, response.content_part.done, response.output_item.done   the whole text
+    for each call of the client's tools the reply ends with:
+      response.output_item.added                  the function_call item, in progress, with no arguments
+      response.function_call_arguments.delta      its arguments (whole: the turn tells them at once)
+      response.function_call_arguments.done, response.output_item.done
     response.completed                            the response as ``POST /v1/responses`` answers it
+
+The message starts with the reply's first text: a reply that is only calls has none, as its response has none.
 
 The whole text in the closing events is the reply's final text, also when a preview was rewritten and the deltas
 stopped short of it: a client's assembled text comes from them. A refusal or failure after the headers went out is
@@ -19,7 +25,7 @@ stream, the turn goes on in its worker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +39,8 @@ from gateway.api.response_shapes import ResponseHead, output_message, output_tex
 
 log = logging.getLogger(__name__)
 
-#: Builds the completed response from the reply's final text (and keeps it, when the client asked to).
-Complete = Callable[[str], Awaitable[dict[str, Any]]]
+#: Builds the completed response from the reply's final text and calls (and keeps it, when the client asked to).
+Complete = Callable[[str, Sequence[Mapping[str, Any]]], Awaitable[dict[str, Any]]]
 
 
 @dataclass
@@ -85,17 +91,48 @@ async def _write_reply(writer: EventWriter, head: ResponseHead, reply: ReplyRead
     await writer.write("response.created", response=in_progress)
     await writer.write("response.in_progress", response=in_progress)
     place = {"item_id": head.item_id, "output_index": 0, "content_index": 0}
-    await writer.write(
-        "response.output_item.added", output_index=0, item=output_message(head.item_id, None, "in_progress")
-    )
-    await writer.write("response.content_part.added", **place, part=output_text(""))
-    deltas, text = Deltas(), ""
+    deltas, text, started = Deltas(), "", False
     async for event in reply.events():
         new = deltas.new_text(event.text, final=event.final)
+        if new and not started:
+            started = await _start_message(writer, head)
         if new:
             await writer.write("response.output_text.delta", **place, delta=new, logprobs=[])
         text = event.text
+    body = await complete(text, reply.calls)
+    for index, item in enumerate(body["output"]):
+        if item["type"] == "message":
+            if not started:
+                await _start_message(writer, head)
+            await _end_message(writer, head, text)
+        else:
+            await _write_call(writer, index, item)
+    await writer.write("response.completed", response=body)
+
+
+async def _start_message(writer: EventWriter, head: ResponseHead) -> bool:
+    """The reply's message, in progress with an empty part, as its first text comes."""
+    item = output_message(head.item_id, None, "in_progress")
+    await writer.write("response.output_item.added", output_index=0, item=item)
+    await writer.write(
+        "response.content_part.added", item_id=head.item_id, output_index=0, content_index=0, part=output_text("")
+    )
+    return True
+
+
+async def _end_message(writer: EventWriter, head: ResponseHead, text: str) -> None:
+    place = {"item_id": head.item_id, "output_index": 0, "content_index": 0}
     await writer.write("response.output_text.done", **place, text=text, logprobs=[])
     await writer.write("response.content_part.done", **place, part=output_text(text))
     await writer.write("response.output_item.done", output_index=0, item=output_message(head.item_id, text))
-    await writer.write("response.completed", response=await complete(text))
+
+
+async def _write_call(writer: EventWriter, index: int, item: dict[str, Any]) -> None:
+    """One call of the client's tools, as the completed response holds it (the same item id)."""
+    await writer.write(
+        "response.output_item.added", output_index=index, item={**item, "arguments": "", "status": "in_progress"}
+    )
+    place = {"item_id": item["id"], "output_index": index}
+    await writer.write("response.function_call_arguments.delta", **place, delta=item["arguments"])
+    await writer.write("response.function_call_arguments.done", **place, arguments=item["arguments"])
+    await writer.write("response.output_item.done", output_index=index, item=item)

@@ -1,14 +1,17 @@
 """The body of ``POST /v1/responses``, and what it brings to its session as a chat request would.
 
 ``input`` is a string (the person's message) or a list of input items. Messages are taken (``role`` user,
-assistant, system or developer; content a string or ``input_text`` / ``input_image`` / ``output_text`` parts);
-any other item (a ``function_call_output`` of the client's own tools among them) is refused naming it, as are
-``tools``: the client's own tools are served by chat completions only so far. The request's last item is the
-person's new message; the ones before it are history, which only a request that starts a new session may bring
-(the session holds it otherwise). System and developer items join ``instructions`` as the session's prompt.
+assistant, system or developer; content a string or ``input_text`` / ``input_image`` / ``output_text`` parts),
+and so are the client's own function tools: ``tools`` in the Responses' flat shape (name, description,
+parameters at the top of each), and the results of their calls as ``function_call_output`` items, which become
+the chat request's ``tool`` messages. The ``function_call`` items a client echoes back are its copy of what the
+session already holds, and are passed over. The request ends with the person's new message, with the results
+of the client's calls, or with both (results first); what comes before is history, which only a request that
+starts a new session may bring (the session holds it otherwise). System and developer items join
+``instructions`` as the session's prompt.
 
-The request is turned into the chat request it amounts to (:meth:`ResponseRequest.as_chat`), so its images
-are read and kept exactly as a chat request's are (:func:`gateway.api.images.keep_images`).
+The request is turned into the chat request it amounts to (:meth:`ResponseRequest.as_chat`), so its images,
+tools and tool results are read exactly as a chat request's are (:func:`gateway.api.requests.new_turn`).
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent import json_codec
+from agent.tool_calls import ClientToolError, client_tool_schemas
 from gateway.api.errors import ApiError, invalid
-from gateway.api.requests import ChatCompletionRequest, ChatMessage, field_name
+from gateway.api.requests import ChatCompletionRequest, ChatMessage, field_name, new_turn
 from gateway.api.sessions import SYSTEM_ROLES, checked_header
 
 #: Part types whose text is taken, and the one that is an image.
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _IMAGE_PART = "input_image"
+#: Input items that are not messages: the client's copy of a call (passed over), and a call's result.
+_CALL = "function_call"
+_CALL_OUTPUT = "function_call_output"
 
 
 class _Body(BaseModel):
@@ -46,6 +53,7 @@ class ResponseRequest(_Body):
     store: bool = True
     stream: bool = False
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
     @property
     def conversation_id(self) -> str | None:
@@ -60,17 +68,70 @@ class ResponseRequest(_Body):
                 "conversation", "conversation must be 1-128 characters of A-Z, a-z, 0-9, _ . : and -."
             ) from None
 
+    def items(self) -> list[dict[str, Any]]:
+        """The input as a list of items (a string is one user message)."""
+        return [{"role": "user", "content": self.input}] if isinstance(self.input, str) else self.input
+
     def messages(self) -> list[ChatMessage]:
-        """The input as chat messages (instructions first, as a system message), checked on the way."""
-        items = [{"role": "user", "content": self.input}] if isinstance(self.input, str) else self.input
+        """The input's messages as chat messages (instructions first, as a system message), checked on the way;
+        the client's calls and their results are not among them."""
         messages = [ChatMessage(role="system", content=self.instructions)] if self.instructions else []
-        for index, item in enumerate(items):
-            messages.append(_message(item, index))
+        for index, item in enumerate(self.items()):
+            if item.get("type") not in (_CALL, _CALL_OUTPUT):
+                messages.append(_message(item, index))
         return messages
 
+    def chat_messages(self) -> list[ChatMessage]:
+        """The input as a chat request's messages: its messages, and each call's result as a ``tool`` message."""
+        messages = [ChatMessage(role="system", content=self.instructions)] if self.instructions else []
+        for index, item in enumerate(self.items()):
+            kind = item.get("type")
+            if kind == _CALL_OUTPUT:
+                messages.append(_tool_message(item, index))
+            elif kind != _CALL:
+                messages.append(_message(item, index))
+        return messages
+
+    def chat_tools(self) -> list[dict[str, Any]] | None:
+        """``tools`` in the chat shape (each function's fields under ``function``), as given when not a function."""
+        if self.tools is None:
+            return None
+        return [_chat_tool(tool) for tool in self.tools]
+
     def as_chat(self) -> ChatCompletionRequest:
-        """The chat request this request amounts to: its messages, the same model, no tools."""
-        return ChatCompletionRequest(model=self.model, messages=self.messages())
+        """The chat request this request amounts to: its messages and tool results, the same model and tools."""
+        return ChatCompletionRequest(
+            model=self.model, messages=self.chat_messages(), tools=self.chat_tools(), tool_choice=self.tool_choice
+        )
+
+    def result_param(self, refusal: str) -> str:
+        """The field of the result a ``refusal`` of the turn names by its call id (``input[i].call_id``): the turn
+        knows the results as a chat request's ``tool`` messages, this API as input items."""
+        for index, item in enumerate(self.items()):
+            call_id = item.get("call_id")
+            if item.get("type") == _CALL_OUTPUT and isinstance(call_id, str) and call_id and call_id in refusal:
+                return f"input[{index}].call_id"
+        return "input"
+
+
+def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    if tool.get("type") != "function":
+        return tool
+    function = {key: value for key, value in tool.items() if key != "type"}
+    return {"type": "function", "function": function}
+
+
+def _tool_message(item: dict[str, Any], index: int) -> ChatMessage:
+    """A call's result as the ``tool`` message a chat request brings it in; its output a string, or text parts."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise invalid(f"input[{index}].call_id", "A function_call_output must name the call it answers (call_id).")
+    output = item.get("output")
+    if isinstance(output, list):
+        output = "\n".join(_part(part, f"input[{index}].output[{n}]")["text"] for n, part in enumerate(output))
+    if not isinstance(output, str):
+        raise invalid(f"input[{index}].output", "A function_call_output's output must be a string or text parts.")
+    return ChatMessage(role="tool", tool_call_id=call_id, content=output)
 
 
 def _message(item: dict[str, Any], index: int) -> ChatMessage:
@@ -79,8 +140,8 @@ def _message(item: dict[str, Any], index: int) -> ChatMessage:
     if kind != "message":
         raise ApiError(
             400,
-            f"Input items of type {kind!r} are not supported here: only messages (the client's own tools are"
-            " served by /v1/chat/completions).",
+            f"Input items of type {kind!r} are not supported here: only messages, function_call and"
+            " function_call_output.",
             param=f"input[{index}].type",
             code="unsupported_value",
         )
@@ -127,26 +188,50 @@ def parse_response_request(body: bytes) -> ResponseRequest:
     return request
 
 
-def _check(request: ResponseRequest) -> None:
-    """Refuse what would be taken and not done: tools, two ways of naming the session, an input that does
-    not end with the person's message, or history sent where the session holds its own."""
-    if request.tools:
+def _checked_tools(request: ResponseRequest) -> ChatCompletionRequest:
+    """The request as a chat request, once its tools are ones the model can call: function tools with valid,
+    distinct names (one the bot's own tools take is refused by the turn, which knows them), and ``tool_choice``
+    ``auto`` or ``none`` (forcing a call is not done)."""
+    for index, tool in enumerate(request.tools or ()):
+        if tool.get("type") != "function":
+            raise ApiError(
+                400, "Only function tools are supported.", param=f"tools[{index}].type", code="unsupported_value"
+            )
+    chat = request.as_chat()
+    try:
+        client_tool_schemas(chat.tools or (), ())
+    except ClientToolError as error:
+        raise invalid(error.param, str(error)) from None
+    if request.tool_choice not in (None, "auto", "none"):
         raise ApiError(
             400,
-            "Tools are not supported by /v1/responses here; /v1/chat/completions serves the client's own tools.",
-            param="tools",
+            'Only tool_choice "auto" and "none" are supported: the model decides whether to call a tool.',
+            param="tool_choice",
             code="unsupported_value",
         )
+    return chat
+
+
+def _check(request: ResponseRequest) -> None:
+    """Refuse what would be taken and not done: tools the chat request would refuse, two ways of naming the
+    session, an input that ends with neither the person's message nor results of the client's calls, or
+    history sent where the session holds its own."""
+    if not request.chat_messages():
+        raise invalid("input", "The input must end with a user message or function_call_output items: it is answered.")
+    chat = _checked_tools(request)
     if request.previous_response_id is not None and request.conversation is not None:
         raise invalid("conversation", "Send previous_response_id or conversation, not both.")
-    messages = [message for message in request.messages() if message.role not in SYSTEM_ROLES]
-    if not messages or messages[-1].role != "user":
-        raise invalid("input", "The input must end with a user message: it is answered.")
-    if not (messages[-1].text().strip() or messages[-1].images()):
+    messages = [message for message in chat.messages if message.role not in SYSTEM_ROLES]
+    if not messages or messages[-1].role not in ("user", "tool"):
+        raise invalid("input", "The input must end with a user message or function_call_output items: it is answered.")
+    if messages[-1].role == "user" and not (messages[-1].text().strip() or messages[-1].images()):
         raise invalid("input", "The last user message has neither text nor an image.")
+    turn = new_turn(chat)
+    taken = len(turn.results) + (turn.user_index is not None)
     continues = request.previous_response_id is not None or request.conversation is not None
-    if continues and len(messages) > 1:
+    if continues and len(messages) > taken:
         raise invalid(
             "input",
-            "With previous_response_id or conversation the session holds the history: send only the new message.",
+            "With previous_response_id or conversation the session holds the history: send only the new message"
+            " and the results of the client's calls.",
         )

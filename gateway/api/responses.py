@@ -5,6 +5,11 @@ answered as a chat request is (:func:`gateway.api.turns.asked`); only the shapes
 (:mod:`gateway.api.response_shapes`), or its events when streamed (:mod:`gateway.api.response_events`). The
 ``X-Foldgate-Session`` header names the session on every answer.
 
+The client's own function tools are served as for a chat request: the request's ``tools`` are offered to the
+model, its ``function_call_output`` items are the results the turn takes, and a reply that ends with calls
+ends with them as ``function_call`` items; a refusal of the tools or results is the request's 400 (the field
+named as this API names it, ``input[i].call_id`` for a result of no pending call).
+
 ``instructions`` (with the input's system and developer items) are the session's system prompt, as a chat
 request's system message is: kept by the session from that turn on, until a later request brings another. A
 response kept (``store``, the default) is recorded with the point its turn left the session at, before the
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +31,7 @@ from gateway.api.adapter import PLATFORM, chat_key
 from gateway.api.errors import ApiError, not_answered, not_stored, too_fast
 from gateway.api.images import Download, image_download, keep_images
 from gateway.api.replies import ReplyReader
-from gateway.api.requests import ChatCompletionRequest, ChatMessage
+from gateway.api.requests import ChatCompletionRequest, ChatMessage, new_turn
 from gateway.api.response_events import stream_response
 from gateway.api.response_requests import ResponseRequest, parse_response_request
 from gateway.api.response_sessions import ResponseSession, choose_session, find_response, response_not_found
@@ -101,7 +106,7 @@ class Keeper:
         """Told the reply before the client has it (:class:`gateway.api.turns.Telling`): its turn is stored by
         then, so the session's last message id is where this response leaves it. A store that does not answer
         costs the record only (the response is then not found later), never the answer."""
-        body = await self.complete(str(reply.get("content") or ""))
+        body = await self.complete(str(reply.get("content") or ""), reply.get("tool_calls") or ())
         if not self.head.store:
             return
         chat = chat_key(chat_id(self.key_name, self.session_id))
@@ -115,10 +120,11 @@ class Keeper:
         except (RedisError, OSError, StoreError) as error:
             log.warning("api: response %s could not be kept (%s)", self.head.id, error)
 
-    async def complete(self, text: str) -> dict[str, Any]:
-        """The completed response for the reply's final ``text`` (the same object every time it is asked for)."""
+    async def complete(self, text: str, calls: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        """The completed response for the reply's final ``text`` and the client calls it ends with (the same
+        object every time it is asked for, so the calls' item ids are the same in a stream and in the store)."""
         if self.body is None:
-            self.body = self.head.completed(text, response_usage(self.messages, text))
+            self.body = self.head.completed(text, response_usage(self.messages, text, calls), calls)
         return self.body
 
 
@@ -146,12 +152,14 @@ class ResponsesApi:
             keeper = Keeper(store, responses, key, chosen.session_id, head, chat_request.messages)
             async with asked(bot.hub, bot.intake, bot.inbox, message, keeper.on_reply) as next_event:
                 reply = ReplyReader(next_event)
+                if message.client_tools or message.tool_results:  # a refusal of them is a 400, not a stream
+                    await _first(reply, asked_for)
                 if asked_for.stream:
                     return await stream_response(request, head, reply, keeper.complete, headers)
                 text = ""
                 async for event in reply.events():
                     text = event.text
-                return web.json_response(await keeper.complete(text), headers=headers)
+                return web.json_response(await keeper.complete(text, reply.calls), headers=headers)
         except ApiError as error:
             return error.response(headers)
         except (RedisError, OSError) as error:  # the live events could not be listened to: nothing was taken in
@@ -173,6 +181,17 @@ class ResponsesApi:
         raise response_not_found(response_id)
 
 
+async def _first(reply: ReplyReader, asked_for: ResponseRequest) -> None:
+    """Wait for the reply's first event; a refused result is named by its item (the turn names the chat field)."""
+    try:
+        await reply.first()
+    except ApiError as error:
+        if error.param != "tool_call_id":
+            raise
+        error.param = asked_for.result_param(error.message)
+        raise
+
+
 def _head(asked_for: ResponseRequest, model: str) -> ResponseHead:
     return ResponseHead(
         model=model,
@@ -180,24 +199,29 @@ def _head(asked_for: ResponseRequest, model: str) -> ResponseHead:
         previous_response_id=asked_for.previous_response_id,
         conversation=asked_for.conversation_id,
         store=asked_for.store,
+        tools=tuple(asked_for.tools or ()),
+        tool_choice="none" if asked_for.tool_choice == "none" else "auto",
     )
 
 
 async def _message(
     chat_request: ChatCompletionRequest, key: str, chosen: ResponseSession, bot: ServedBot, fetch: Download
 ) -> IncomingMessage:
-    """The person's new message (the input's last item, with its images kept) to the chosen session; its system
-    prompt is the request's instructions, else the one a fork carries over (None: the session's stays)."""
+    """The person's new message (the input's last message, with its images kept) to the chosen session, with the
+    client's tools and the results of its calls the input ends with; its system prompt is the request's
+    instructions, else the one a fork carries over (None: the session's stays)."""
     chat = chat_id(key, chosen.session_id)
-    last = len(chat_request.messages) - 1
+    turn = new_turn(chat_request)
     return IncomingMessage(
         platform=PLATFORM,
         chat_id=chat,
         user_id=key,
         user_name=key,
         update_id=uuid.uuid4().hex,
-        text=chat_request.messages[last].text(),
-        items=await keep_images(chat_request, last, bot.media, chat, fetch),
+        text=turn.text(chat_request),
+        items=await keep_images(chat_request, turn.user_index, bot.media, chat, fetch),
+        client_tools=chat_request.client_tools,
+        tool_results=turn.results,
         system_prompt=system_prompt_of(chat_request.messages) or chosen.carried_prompt,
         awaits_own_reply=True,
     )

@@ -233,7 +233,7 @@ async def test_history_in_the_input_seeds_a_new_session_and_unsupported_items_ar
                 ("user", "dates?"),
             ]
             with pytest.raises(openai.BadRequestError) as refused:
-                await respond(client, input=[{"type": "function_call_output", "call_id": "c1", "output": "42"}])
+                await respond(client, input=[{"type": "item_reference", "id": "msg_1"}])
             assert refused.value.body["param"] == "input[0].type"
             with pytest.raises(openai.BadRequestError) as refused:
                 await respond(client, input=history, previous_response_id=answered.id)
