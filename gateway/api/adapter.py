@@ -22,53 +22,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.media.errors import MediaError, MediaTooLarge
-from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, TurnRefusal, check_size
-from gateway.store.live import LiveHub
-from gateway.store.media import MediaStore
+from gateway.platforms.base import Journal, SendGate, TurnRefusal
+from gateway.web.live_adapter import LiveAdapter
 
 #: The platform's prefix in chat keys: ``api:<key name>/<session id>``.
 PLATFORM = "api"
-#: How a request's image is named in its item: ``upload:<chat id>/<sha256>`` (the chat id holds a ``/``).
-UPLOAD_PREFIX = "upload:"
 
 
 def chat_key(chat_id: str) -> str:
     return f"{PLATFORM}:{chat_id}"
 
 
-def upload_file_id(chat_id: str, sha: str) -> str:
-    return f"{UPLOAD_PREFIX}{chat_id}/{sha}"
-
-
-def uploaded(file_id: str) -> tuple[str, str] | None:
-    """The chat id and sha an image's ``file_id`` names; None for any other file id."""
-    if not file_id.startswith(UPLOAD_PREFIX):
-        return None
-    chat_id, _, sha = file_id.removeprefix(UPLOAD_PREFIX).rpartition("/")
-    return (chat_id, sha) if chat_id and sha else None
-
-
-class ApiAdapter(PlatformAdapter):
+class ApiAdapter(LiveAdapter):
     """Sends an API session's replies as live events; receives nothing by itself (the server posts to the
     intake)."""
 
     platform = PLATFORM
-    max_message_length = 1_000_000
-
-    def __init__(self, hub: LiveHub, media: MediaStore | None = None) -> None:
-        self.hub = hub
-        #: Where the server keeps a request's images; None: this gateway reads none back.
-        self.media = media
-
-    async def start(self, intake: Intake) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def publish(self, chat_id: str, event: dict[str, object]) -> None:
-        await self.hub.publish(chat_key(chat_id), event)
+    upload_noun = "the image"
 
     async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         await self.publish(chat_id, {"type": "notice", "reply_to": reply_to, "text": text})
@@ -98,19 +68,6 @@ class ApiAdapter(PlatformAdapter):
                 "resets_at": refusal.resets_at,
             },
         )
-
-    async def fetch(self, item: MediaItem, limit: int) -> bytes:
-        """A request's image, read back from the session's media store (the server stored it)."""
-        check_size(item, limit)
-        named = uploaded(item.file_id)
-        if named is None or self.media is None:
-            raise MediaError(f"{item.name or 'the image'} is not an image a request sent")
-        found = await self.media.get(chat_key(named[0]), named[1])
-        if found is None:
-            raise MediaError(f"{item.name or 'the image'} is no longer kept here: please send it again")
-        if len(found[0]) > limit:
-            raise MediaTooLarge(item.name, len(found[0]), limit)
-        return found[0]
 
     def reply_surface(
         self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
-from gateway.api.adapter import chat_key, upload_file_id
+from gateway.api.adapter import chat_key
 from gateway.api.errors import ApiError, invalid, not_stored
 from gateway.api.public_fetch import download_public
 from gateway.api.requests import ChatCompletionRequest, ImagePart
@@ -32,6 +32,7 @@ from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
 from gateway.platforms.base import MediaItem
 from gateway.store.media import MediaStore
+from gateway.web.live_adapter import upload_file_id
 
 #: Image parts one message may carry (an album's worth, as the web chat takes): each may be a download.
 MAX_IMAGES = 10

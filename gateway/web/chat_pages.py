@@ -40,7 +40,8 @@ from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
 from gateway.store.media import MediaStore
 from gateway.web import transcript
-from gateway.web.chat_platform import PLATFORM, chat_key, upload_file_id
+from gateway.web.chat_platform import PLATFORM, chat_key
+from gateway.web.live_adapter import upload_file_id
 from gateway.web.media_files import image_response
 from gateway.web.pages import render
 from gateway.web.uploads import FormError, SentForm, Upload, is_multipart, media_item, read_send_form

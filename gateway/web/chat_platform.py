@@ -17,20 +17,14 @@ from __future__ import annotations
 
 import hashlib
 
-from gateway.media.errors import MediaError, MediaTooLarge
 from gateway.media.units import size_text
 from gateway.platforms.base import (
     ApprovalPrompt,
-    Intake,
     Journal,
-    MediaItem,
     OutgoingFile,
-    PlatformAdapter,
     SendGate,
-    check_size,
 )
-from gateway.store.live import LiveHub
-from gateway.store.media import MediaStore
+from gateway.web.live_adapter import LiveAdapter
 from gateway.web.media_files import SHOWN_TYPES
 
 #: The platform's prefix in chat keys: ``web:<id>``, one chat per browser.
@@ -42,41 +36,10 @@ def chat_key(chat_id: str) -> str:
     return f"{PLATFORM}:{chat_id}"
 
 
-#: How a file sent from the page is named in its item: ``upload:<chat id>/<sha256>``.
-UPLOAD_PREFIX = "upload:"
-
-
-def upload_file_id(chat_id: str, sha: str) -> str:
-    return f"{UPLOAD_PREFIX}{chat_id}/{sha}"
-
-
-def uploaded(file_id: str) -> tuple[str, str] | None:
-    """The chat id and sha an upload's ``file_id`` names; None for any other file id."""
-    if not file_id.startswith(UPLOAD_PREFIX):
-        return None
-    chat_id, _, sha = file_id.removeprefix(UPLOAD_PREFIX).partition("/")
-    return (chat_id, sha) if chat_id and sha else None
-
-
-class WebChatAdapter(PlatformAdapter):
+class WebChatAdapter(LiveAdapter):
     """Sends a web chat's replies as live events; receives nothing by itself (the page posts to the intake)."""
 
     platform = PLATFORM
-    max_message_length = 1_000_000
-
-    def __init__(self, hub: LiveHub, media: MediaStore | None = None) -> None:
-        self.hub = hub
-        #: Where the page keeps the files it was sent; None: this gateway takes no files from the page.
-        self.media = media
-
-    async def start(self, intake: Intake) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def publish(self, chat_id: str, event: dict[str, object]) -> None:
-        await self.hub.publish(chat_key(chat_id), event)
 
     async def send(self, chat_id: str, text: str, *, reply_to: str | None = None) -> None:
         await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})
@@ -107,20 +70,6 @@ class WebChatAdapter(PlatformAdapter):
 
     async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         await self.publish(chat_id, {"type": "approval_settled", "id": prompt.approval_id, "outcome": outcome})
-
-    async def fetch(self, item: MediaItem, limit: int) -> bytes:
-        """An uploaded file's bytes, read back from the chat's media store (the page stored them)."""
-        check_size(item, limit)
-        named = uploaded(item.file_id)
-        if named is None or self.media is None:
-            raise MediaError(f"{item.name or 'the file'} is not a file sent from this page")
-        found = await self.media.get(chat_key(named[0]), named[1])
-        if found is None:
-            raise MediaError(f"{item.name or 'the file'} is no longer kept here: please send it again")
-        data = found[0]
-        if len(data) > limit:
-            raise MediaTooLarge(item.name, len(data), limit)
-        return data
 
     def reply_surface(
         self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None

@@ -17,7 +17,7 @@ from agent import json_codec
 from agent.messages import duration_text, is_sendable_image, is_summary, item_refs, text_of, tool_names_by_call_id
 from gateway.media.units import size_text
 from gateway.platforms.base import IncomingMessage, MediaItem
-from gateway.web.chat_platform import uploaded
+from gateway.web.live_adapter import uploaded
 from gateway.web.media_files import SHOWN_TYPES
 
 #: Characters of one message shown inline; the message's own page shows all of it.

@@ -12,12 +12,12 @@ import openai
 import pytest
 from PIL import Image
 
-from gateway.api.adapter import upload_file_id, uploaded
 from gateway.api.errors import ApiError
 from gateway.api.images import MAX_IMAGES, decode_data_url, read_image
 from gateway.api.requests import ImagePart
 from gateway.config import Settings
 from gateway.media.errors import MediaError, MediaTooLarge
+from gateway.web.live_adapter import upload_file_id, uploaded
 from tests.fakes.api_gateway import api_gateway, api_settings
 from tests.fakes.gateway import is_summary_request
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply

@@ -11,6 +11,7 @@ from gateway.api import turns
 from gateway.api.errors import ApiError
 from gateway.outage import waiting_notice
 from gateway.platforms.base import IncomingMessage
+from tests.fakes.waiting import wait_for
 
 MESSAGE = IncomingMessage(platform="api", chat_id="alice/s_1", user_id="alice", update_id="u1", text="hi")
 
@@ -20,9 +21,12 @@ class StubInbox:
 
     def __init__(self) -> None:
         self.done = False
+        #: How many times the inbox was asked: a waiter that asked several times and is still waiting saw the entry.
+        self.asked = 0
 
     async def waiting(self, chat: str, limit: int) -> list[str]:
         assert chat == MESSAGE.chat
+        self.asked += 1
         return [] if self.done else ['{"update_id": "other"}', MESSAGE.model_dump_json()]
 
 
@@ -46,7 +50,7 @@ async def test_a_message_whose_turn_ended_without_a_reply_is_429():
     inbox = StubInbox()
     waiter = turns.Waiter(asyncio.Queue(), inbox, MESSAGE)
     waiting = asyncio.create_task(waiter.next_event())
-    await asyncio.sleep(0.2)
+    await wait_for(lambda: inbox.asked >= 3, what="the waiter to look at the inbox three times")
     assert not waiting.done()  # still in the inbox: its turn may be running
     inbox.done = True
     with pytest.raises(ApiError) as refused:
