@@ -13,7 +13,7 @@ the calls ahead of them, as OpenAI's API asks).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,6 +42,8 @@ class ImagePart(_Body):
 
 
 Part = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+#: A request model read from a body.
+Parsed = TypeVar("Parsed", bound=BaseModel)
 
 
 class ChatMessage(_Body):
@@ -118,8 +120,8 @@ def new_turn(request: ChatCompletionRequest) -> NewTurn:
     return NewTurn(tuple(results), user_index)
 
 
-def parse_request(body: bytes) -> ChatCompletionRequest:
-    """The request in ``body``; :class:`ApiError` (400) naming the first field at fault."""
+def parsed_body(body: bytes, model: type[Parsed]) -> Parsed:
+    """``body`` read as a ``model``; :class:`ApiError` (400) naming the first field at fault."""
     try:
         data = json_codec.loads(body)
     except ValueError:
@@ -127,10 +129,15 @@ def parse_request(body: bytes) -> ChatCompletionRequest:
     if not isinstance(data, dict):
         raise invalid("body", "The body must be a JSON object.")
     try:
-        request = ChatCompletionRequest.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         raise invalid(field_name(first["loc"]), f"{field_name(first['loc'])}: {first['msg']}") from None
+
+
+def parse_request(body: bytes) -> ChatCompletionRequest:
+    """The request in ``body``; :class:`ApiError` (400) naming the first field at fault."""
+    request = parsed_body(body, ChatCompletionRequest)
     check_supported(request)
     return request
 

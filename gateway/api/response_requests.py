@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from agent import json_codec
 from agent.tool_calls import ClientToolError, client_tool_schemas
 from gateway.api.errors import ApiError, invalid
-from gateway.api.requests import ChatCompletionRequest, ChatMessage, field_name, new_turn
+from gateway.api.requests import ChatCompletionRequest, ChatMessage, new_turn, parsed_body
 from gateway.api.sessions import SYSTEM_ROLES, checked_header
 
 #: Part types whose text is taken, and the one that is an image.
@@ -173,17 +172,7 @@ def _part(part: Any, param: str) -> dict[str, Any]:
 
 def parse_response_request(body: bytes) -> ResponseRequest:
     """The request in ``body``; :class:`ApiError` (400) naming the first field at fault."""
-    try:
-        data = json_codec.loads(body)
-    except ValueError:
-        raise invalid("body", "The body is not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise invalid("body", "The body must be a JSON object.")
-    try:
-        request = ResponseRequest.model_validate(data)
-    except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        raise invalid(field_name(first["loc"]), f"{field_name(first['loc'])}: {first['msg']}") from None
+    request = parsed_body(body, ResponseRequest)
     _check(request)
     return request
 
