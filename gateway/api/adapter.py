@@ -13,6 +13,10 @@ refusal of the client's tools or tool results (``refused``), which the request a
 notice that the message is kept unanswered comes its kind (``refusal``: the provider away, a budget used up, a
 sender too fast), which the request answers as 503 or 429.
 
+A tool whose policy is ``ask`` asks in a notice (the question, naming ``/approve <id>`` and ``/refuse <id>``):
+that is the request's answer. The client's next message answering it is taken by the intake for the waiting turn,
+and its request waits for the rest of that turn's reply (:func:`gateway.api.turns.answered_turn`).
+
 A request's images are stored by the server as the request comes (:mod:`gateway.api.images`), named
 ``upload:<chat id>/<sha256>``; :meth:`ApiAdapter.fetch` reads them back for the turn.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.platforms.base import Journal, SendGate, TurnRefusal
+from gateway.platforms.base import ApprovalPrompt, Journal, SendGate, TurnRefusal
 from gateway.web.live_adapter import LiveAdapter
 
 #: The platform's prefix in chat keys: ``api:<key name>/<session id>``.
@@ -54,6 +58,10 @@ class ApiAdapter(LiveAdapter):
     ) -> None:
         """The request's tools or tool results were refused: it answers 400 naming ``param``."""
         await self.publish(chat_id, {"type": "refused", "reply_to": reply_to, "param": param, "text": reason})
+
+    async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
+        """Nothing to edit: the question was a request's whole answer, and what became of it shows in the reply
+        the answering request gets (the tool's result, or its refusal, in the model's words)."""
 
     async def turn_refused(self, chat_id: str, refusal: TurnRefusal, *, reply_to: str | None = None) -> None:
         """The message is kept unanswered for now: the request answers with the status its kind stands for."""

@@ -40,6 +40,7 @@ from gateway.api.sessions import SESSION_HEADER, ApiSessions, chat_id, system_pr
 from gateway.api.turns import STORE_RETRY_SECONDS, asked, hand_in
 from gateway.platforms.base import IncomingMessage, Intake
 from gateway.store.api_responses import ApiResponses, StoredResponse
+from gateway.store.approvals import Approvals
 from gateway.store.errors import StoreError
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
@@ -69,6 +70,8 @@ class ServedBot(Protocol):
     def rate_wait(self) -> Callable[[IncomingMessage], Awaitable[float]]: ...
     @property
     def media(self) -> MediaStore | None: ...
+    @property
+    def approvals(self) -> Approvals | None: ...
 
 
 class ApiHost(Protocol):
@@ -150,7 +153,9 @@ class ResponsesApi:
                 raise refusal
             head = _head(asked_for, bot.model_id)
             keeper = Keeper(store, responses, key, chosen.session_id, head, chat_request.messages)
-            async with asked(bot.hub, bot.intake, bot.inbox, message, keeper.on_reply) as next_event:
+            async with asked(
+                bot.hub, bot.intake, bot.inbox, message, keeper.on_reply, approvals=bot.approvals
+            ) as next_event:
                 reply = ReplyReader(next_event)
                 if message.client_tools or message.tool_results:  # a refusal of them is a 400, not a stream
                     await _first(reply, asked_for)

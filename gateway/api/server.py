@@ -44,6 +44,7 @@ from gateway.api.streaming import stream_reply
 from gateway.api.turns import STORE_RETRY_SECONDS, asked, hand_in
 from gateway.metrics import ApiRequests
 from gateway.platforms.base import IncomingMessage, Intake
+from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
 from gateway.store.media import MediaStore
@@ -71,6 +72,9 @@ class ApiBot:
     rate_wait: Callable[[IncomingMessage], Awaitable[float]]
     #: Where a request's images are kept for its turn (``media.max_bytes`` each); None: images are refused.
     media: MediaStore | None = None
+    #: The questions the bot's tools ask (policy ``ask``): a request answering one hears the reply of the turn
+    #: that asked. None: such a request hears only its own.
+    approvals: Approvals | None = None
 
 
 @dataclass
@@ -159,7 +163,9 @@ class ApiServer:
             if refusal is not None:  # kept, as every platform's messages are, and refused at once
                 await hand_in(bot.intake, message)
                 raise refusal
-            async with asked(bot.hub, bot.intake, bot.inbox, message, chosen.record) as next_event:
+            async with asked(
+                bot.hub, bot.intake, bot.inbox, message, chosen.record, approvals=bot.approvals
+            ) as next_event:
                 reply = ReplyReader(next_event)
                 if message.client_tools or message.tool_results:  # a refusal of them is a 400, not a stream
                     await reply.first()

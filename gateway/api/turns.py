@@ -7,6 +7,9 @@ What the turn sends besides its reply is read here. A message kept unanswered is
 words: a sender too fast or a budget used up is 429, the provider away 503 (the message stays in the session and
 is answered when it is back). Any other notice (a chat command's answer) is the reply. A turn that ends with
 nothing sent (a budget refusal told once already) is seen by its message leaving the session's inbox.
+
+A tool's question (policy ``ask``) is a notice like any other, so it is the request's answer; the request that
+answers it (``/approve <id>``) is answered by the rest of the reply of the turn that asked.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +26,10 @@ from redis.exceptions import RedisError
 from agent import json_codec
 from gateway.api.adapter import chat_key
 from gateway.api.errors import ApiError, invalid, not_stored, provider_away, too_fast
+from gateway.commands.syntax import ANSWERS
+from gateway.commands.syntax import parse as parse_command
 from gateway.platforms.base import UNSTORABLE, IncomingMessage, Intake
+from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
 
@@ -110,14 +116,27 @@ async def hand_in(intake: Intake, message: IncomingMessage) -> None:
 Listen = Callable[[], Awaitable[dict[str, Any]]]
 
 
-async def still_waiting(inbox: Inbox, message: IncomingMessage) -> bool:
-    """Whether the message's entry is still in its chat's inbox (waiting, or its turn running): a turn removes it
-    only once its reply went out. Redis not answering counts as waiting."""
+async def still_waiting(inbox: Inbox, chat: str, update_ids: Collection[str]) -> bool:
+    """Whether one of the messages' entries is still in chat ``chat``'s inbox (waiting, or its turn running): a
+    turn removes it only once its reply went out. Redis not answering counts as waiting."""
     try:
-        entries = await inbox.waiting(message.chat, WAITING_LOOKED_AT)
+        entries = await inbox.waiting(chat, WAITING_LOOKED_AT)
     except (RedisError, OSError):
         return True
-    return any(_update_id(raw) == message.update_id for raw in entries)
+    return any(_update_id(raw) in update_ids for raw in entries)
+
+
+async def answered_turn(approvals: Approvals | None, message: IncomingMessage) -> str | None:
+    """The update id of the message whose turn waits for the answer this message gives (``/approve <id>`` or
+    ``/refuse <id>`` to a question a tool's ``ask`` policy put), else None: that turn's reply, when it goes on,
+    is the answer to this request, as the question was the answer to the one before."""
+    command = parse_command(message.text.strip())
+    if approvals is None or command is None or command[0] not in ANSWERS or not command[1]:
+        return None
+    try:
+        return await approvals.about(message.chat, command[1].split()[0])
+    except (RedisError, OSError):
+        return None  # the answer is still taken in (or refused) by the intake; this request hears its own reply
 
 
 def _update_id(raw: str) -> object:
@@ -137,6 +156,13 @@ class Waiter:
     queue: asyncio.Queue[dict[str, Any]]
     inbox: Inbox
     message: IncomingMessage
+    #: The update id of an earlier message whose reply also answers this one (:func:`answered_turn`).
+    answering: str | None = None
+
+    @property
+    def answered(self) -> frozenset[str]:
+        """The update ids whose events answer the request."""
+        return frozenset(i for i in (self.message.update_id, self.answering) if i)
 
     async def next_event(self) -> dict[str, Any]:
         """The next event answering the message; :class:`ApiError` when none will come or none came in time."""
@@ -158,12 +184,13 @@ class Waiter:
                 async with asyncio.timeout(CHECK_SECONDS):
                     event = await self.queue.get()
             except TimeoutError:
-                waiting = await still_waiting(self.inbox, self.message)
+                waiting = await still_waiting(self.inbox, self.message.chat, self.answered)
                 gone_for = 0.0 if waiting else gone_for + CHECK_SECONDS
                 if gone_for > GONE_GRACE_SECONDS:  # its reply, had there been one, would have come by now
                     raise unanswered() from None
                 continue
-            if event.get("reply_to") in (self.message.update_id, None):
+            reply_to = event.get("reply_to")
+            if reply_to is None or reply_to in self.answered:
                 return event
 
 
@@ -208,13 +235,21 @@ class Telling:
 
 @contextlib.asynccontextmanager
 async def asked(
-    hub: LiveHub, intake: Intake, inbox: Inbox, message: IncomingMessage, on_reply: OnReply | None = None
+    hub: LiveHub,
+    intake: Intake,
+    inbox: Inbox,
+    message: IncomingMessage,
+    on_reply: OnReply | None = None,
+    *,
+    approvals: Approvals | None = None,
 ) -> AsyncIterator[Listen]:
     """The message handed in (listening first, so a quick reply is not missed), and a function returning the
-    next event that answers it; ``on_reply`` is told the reply (:class:`Telling`)."""
+    next event that answers it (or, for an answer to a tool's question, the reply of the turn that asked);
+    ``on_reply`` is told the reply (:class:`Telling`)."""
+    answering = await answered_turn(approvals, message)
     async with hub.listen(chat_key(message.chat_id)) as queue:
         await hand_in(intake, message)
-        next_event = Waiter(queue, inbox, message).next_event
+        next_event = Waiter(queue, inbox, message, answering).next_event
         yield next_event if on_reply is None else Telling(next_event, on_reply)
 
 

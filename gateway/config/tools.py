@@ -151,7 +151,7 @@ class ToolAccessRule(StrictModel):
     """One entry of ``tools.allow``: these servers, in these platforms' chats or these chats (neither: every chat)."""
 
     servers: list[ServerName] = Field(min_length=1)
-    platforms: list[Literal["tg", "dc", "web", "local"]] = Field(default_factory=list)
+    platforms: list[Literal["tg", "dc", "web", "local", "api"]] = Field(default_factory=list)
     chats: list[Annotated[str, Field(pattern=r"^[a-z]+:.+$")]] = Field(default_factory=list)
 
     def allows(self, chat: str) -> bool:

@@ -38,6 +38,7 @@ def api_bots(fleet: Fleet) -> dict[str, ApiBot]:
             gateway.runner.roles.answers,
             _rate_wait(gateway.runner.admission.rate),
             media=gateway.runner.media_store,
+            approvals=gateway.runner.admission.approvals,
         )
         for name, gateway in fleet.gateways().items()
     }

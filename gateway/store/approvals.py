@@ -5,6 +5,7 @@ the answer comes as a button press (or ``/approve <id>``) to whichever process r
 records it here. One small hash per approval, beside the chat's other keys::
 
     {prefix}:{<chat>}:approval:<id>   hash  asker -> the user id that may answer ("" = anyone in the chat),
+                                             about -> the update id of the message whose turn asks,
                                              answer -> "yes" or "no", by -> who answered (user id),
                                              by_name -> their name
 
@@ -53,14 +54,24 @@ class Approvals:
     def key(self, chat: str, approval_id: str) -> str:
         return ChatKeys(self.prefix, check_key_part("chat", chat)).approval(check_key_part("approval id", approval_id))
 
-    async def open(self, chat: str, *, asker: str) -> str:
-        """A new approval in ``chat`` that ``asker`` may answer (``""``: anyone there); its id."""
+    async def open(self, chat: str, *, asker: str, about: str = "") -> str:
+        """A new approval in ``chat`` that ``asker`` may answer (``""``: anyone there), asked by the turn that
+        answers message ``about`` (its update id); its id."""
         approval_id = secrets.token_hex(4)
         key = self.key(chat, approval_id)
-        await self.channel.call_in_order(
-            ("HSET", key, "asker", asker, "opened", int(time.time())), ("EXPIRE", key, APPROVAL_TTL_SECONDS)
-        )
+        opened = ("HSET", key, "asker", asker, "about", about, "opened", int(time.time()))
+        await self.channel.call_in_order(opened, ("EXPIRE", key, APPROVAL_TTL_SECONDS))
         return approval_id
+
+    async def about(self, chat: str, approval_id: str) -> str | None:
+        """The update id of the message whose turn asked approval ``approval_id``; None when no such approval is
+        open (or it did not say): an API request answering the question waits for that turn's reply."""
+        try:
+            key = self.key(chat, approval_id)
+        except ValueError:  # not an id at all
+            return None
+        found = await self.channel.call("HGET", key, "about")
+        return text_of(found) or None if found is not None else None
 
     async def answer(
         self, chat: str, approval_id: str, *, approved: bool, user_id: str, user_name: str, admin: bool = False

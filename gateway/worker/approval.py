@@ -51,7 +51,7 @@ class ChatApprover:
         message = self.message
         if self.adapter is None:
             return Approval(False, "nobody could be asked here")
-        approval_id = await self.approvals.open(message.chat, asker=message.user_id)
+        approval_id = await self.approvals.open(message.chat, asker=message.user_id, about=message.update_id)
         prompt = ApprovalPrompt(approval_id, question(server, tool, arguments, message.user_name))
         asked_in = await self.adapter.ask_approval(message.chat_id, prompt, reply_to=message.update_id)
         answer = await self.approvals.wait(message.chat, approval_id, self.timeout)
