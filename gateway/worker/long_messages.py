@@ -66,8 +66,12 @@ def shows_an_image(message: Message) -> bool:
 
 
 def user_message(message: IncomingMessage) -> Message:
-    """The person's message as a session message, whole."""
-    return {"role": "user", "content": message.text, "_ts": message.ts}
+    """The person's message as a session message, whole, with who sent it (in a group, notes and search say who
+    said what)."""
+    stored: Message = {"role": "user", "content": message.text, "_ts": message.ts}
+    if message.user_name:
+        stored["_from"] = message.user_name
+    return stored
 
 
 def _item_tokens(item: MediaItem, limit: int) -> int:
