@@ -64,7 +64,9 @@ _COUNT = r"\d{1,3}|a couple of|couple of|a few|few|" + "|".join(sorted(_NUMBER_W
 _UNIT = r"days?|weeks?|months?|years?"
 
 #: Words in a sentence that say it speaks of what is still to come (a bare "on Saturday" is then the next one).
-_FUTURE = re.compile(r"(?i)\b(?:will|won'?t|shall|going to|gonna|plan(?:s|ning)? to|'ll|tomorrow|next|upcoming)\b")
+_FUTURE = re.compile(
+    r"(?i)\b(?:will|won'?t|shall|going to|gonna|plan(?:s|ning)? to|promised?|tomorrow|next|upcoming)\b|'ll\b"
+)
 
 
 @dataclass(frozen=True)
@@ -308,7 +310,7 @@ def find_dates(text: str, written: Day, *, past: bool | None = None) -> list[Dat
     """The date phrases of ``text``, in the order they appear, each resolved against ``written`` (the day the text
     was written). An ambiguous phrase ("in May", "on Saturday") takes the direction its sentence speaks of: what
     is still to come when it says so ("will", "going to", "next" …), else what has passed; ``past=True`` (a
-    search query) always takes what has passed."""
+    search query) always takes what has passed, ``past=False`` (a plan or a promise) what is to come."""
     found: list[DateSpan] = []
     taken: list[tuple[int, int]] = []
     for pattern, resolve in _PATTERNS:
@@ -316,7 +318,7 @@ def find_dates(text: str, written: Day, *, past: bool | None = None) -> list[Dat
             start, end = match.span()
             if any(start < right and left < end for left, right in taken):
                 continue
-            future = past is not True and bool(_FUTURE.search(_sentence_around(text, start, end)))
+            future = past is False or (past is None and bool(_FUTURE.search(_sentence_around(text, start, end))))
             span = resolve(_Unified(match), written, future)
             if span is None:
                 continue

@@ -10,10 +10,16 @@ not bury the one short message that answers the question.
 Nothing is indexed ahead of time: each call scans the texts once per query term
 with C-level substring checks before any regex runs, so a 500K-token archive is
 searched in a fraction of a second and the function stays pure (no I/O, no state).
+
+What is found is meant to answer: each hit carries the turns around it, a summary ranks behind
+the originals it repeats, a ranking by meaning can be fused in (:mod:`agent.search_answers`), and a
+date phrase in the query is read as days rather than words (:mod:`agent.search_dates`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import heapq
 import itertools
 import math
 import re
@@ -21,11 +27,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.messages import stand_in_lines, tool_names_by_call_id
+from agent.messages import is_summary, stand_in_lines, tool_names_by_call_id
+from agent.search_answers import (
+    NEIGHBOUR_CHARS,
+    SUMMARY_FACTOR,
+    Neighbour,
+    Ranked,
+    demote_summaries,
+    fuse,
+    indexes_of,
+    neighbours,
+)
+from agent.search_dates import DateQuery, date_query, dated
 from agent.search_query import STOPWORDS, Query, SearchError, Term, parse_query, parse_regex
 from agent.tokens import ITEMS_KEY, content_text
 
-__all__ = ["STOPWORDS", "SearchHit", "SearchError", "search_messages", "message_search_text"]
+__all__ = [
+    "DEFAULT_HITS",
+    "STOPWORDS",
+    "Neighbour",
+    "SearchHit",
+    "SearchError",
+    "search_messages",
+    "message_search_text",
+]
+
+#: Hits a search returns unless asked for another number (the recovery tool, ``foldgate search``).
+DEFAULT_HITS = 6
 
 #: BM25 parameters (the usual defaults).
 _K1 = 1.2
@@ -41,22 +69,27 @@ _ELLIPSIS = "…"
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One matching message: its id, role, score (higher is better) and a snippet around the best match."""
+    """One matching message: its id, role, score (higher is better), a snippet around the best match, and the
+    turns just before and after it in its conversation (the answer to a question a search found, the question
+    an answer replies to)."""
 
     message_id: Any
     role: str
     score: float
     snippet: str
     tool_name: str | None = None
+    before: Neighbour | None = None
+    after: Neighbour | None = None
 
 
 def message_search_text(message: Mapping[str, Any]) -> str:
     """What a search sees of a message: its text, its items' stand-in lines (a photo is found by its name),
     and the names and arguments of its tool calls."""
-    text = content_text(message.get("content"))
+    content = message.get("content")
     calls = message.get("tool_calls")
     if not calls and ITEMS_KEY not in message:
-        return text
+        return content if isinstance(content, str) else content_text(content)
+    text = content_text(content)
     parts = [text] if text else []
     parts += stand_in_lines(message)
     for call in calls or ():
@@ -127,10 +160,8 @@ def _best_window(positions: list[list[int]], weights: Sequence[float], width: in
     return best_total, best_centre
 
 
-def _regex_search(
-    messages: Sequence[Mapping[str, Any]], pattern: re.Pattern[str], limit: int, snippet_chars: int
-) -> list[SearchHit]:
-    scored: list[tuple[float, int, int]] = []
+def _regex_ranked(messages: Sequence[Mapping[str, Any]], pattern: re.Pattern[str]) -> Ranked:
+    scored: Ranked = []
     for index, message in enumerate(messages):
         text = message_search_text(message)
         first = pattern.search(text)
@@ -138,50 +169,20 @@ def _regex_search(
             continue
         count = sum(1 for _ in itertools.islice(pattern.finditer(text), 1_000))
         scored.append((1.0 + math.log(max(1, count)), index, (first.start() + first.end()) // 2))
-    scored.sort(key=lambda item: (-item[0], -item[1]))
-    tools = tool_names_by_call_id(messages)
-    return [
-        _hit(
-            messages[index], score, _snippet(message_search_text(messages[index]), centre, snippet_chars), tools, index
-        )
-        for score, index, centre in scored[:limit]
-    ]
+    return demote_summaries(messages, scored)
 
 
-def _hit(
-    message: Mapping[str, Any], score: float, snippet: str, tools: Mapping[str, str], index: int | None = None
-) -> SearchHit:
-    tool_name = message.get("name") if message.get("role") == "tool" else None
-    if message.get("role") == "tool" and not tool_name:
-        tool_name = tools.get(str(message.get("tool_call_id")))
-    message_id = message.get("_id", index)
-    return SearchHit(message_id, str(message.get("role") or ""), round(score, 4), snippet, tool_name or None)
-
-
-def search_messages(
-    messages: Sequence[Mapping[str, Any]], query: str, *, limit: int = 4, snippet_chars: int = 2_500
-) -> list[SearchHit]:
-    """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``.
-
-    ``query`` is keywords (identifiers such as SHAs, paths, ``#123`` match exactly;
-    ``"quoted phrases"`` match as a whole) or a ``/regex/`` (with optional ``i``, ``m``,
-    ``s``, ``x`` flags). Ties go to the newer message. Raises :class:`SearchError` for an
-    invalid regex.
-    """
-    if limit <= 0 or not query or not query.strip():
-        return []
-    snippet_chars = max(1, snippet_chars)
-    regex = parse_regex(query)
-    if regex is not None:
-        return _regex_search(messages, regex, limit, snippet_chars)
-    parsed = parse_query(query)
+def _keyword_ranked(
+    messages: Sequence[Mapping[str, Any]], parsed: Query, limit: int, snippet_chars: int
+) -> tuple[Ranked, list[str | None]]:
+    """The messages the keywords match, BM25 then proximity ranked (summaries scaled down), and the search
+    texts the matching computed (None for a message no term occurs in)."""
     terms = parsed.terms
     if not terms:
-        return []
-
+        return [], []
     matched = _match_terms(messages, terms)
     if not any(matched.document_frequency):
-        return []
+        return [], matched.texts
     size = len(messages)
     idf = [math.log(1.0 + (size - df + 0.5) / (df + 0.5)) for df in matched.document_frequency]
     term_weights = [term.weight * value for term, value in zip(terms, idf)]
@@ -193,13 +194,102 @@ def search_messages(
         term_weights,
         window=max(40, int(snippet_chars * 0.85)),
     )
-    texts = matched.texts
-    tools = tool_names_by_call_id(messages)
-    # A ranked message is one a term matched, so its text is there.
-    return [
-        _hit(messages[index], score, _snippet(texts[index], centre, snippet_chars), tools, index)  # type: ignore[arg-type]
-        for score, index, centre in ranked[:limit]
-    ]
+    return demote_summaries(messages, ranked), matched.texts
+
+
+def _by_date(
+    messages: Sequence[Mapping[str, Any]], ranked: Ranked, found: Mapping[int, tuple[float, int]], limit: int
+) -> Ranked:
+    """The best ``limit`` with the date first: messages of the span the words or the meaning also match, then
+    the span's other messages (those saying the date first, summaries last), then the rest as ranked."""
+    if not found:
+        return ranked
+    both = [item for item in ranked if item[1] in found]
+    both.sort(key=lambda item: (-item[0], -found[item[1]][0], -item[1]))
+    taken = {index for _, index, _ in ranked}
+    only_dated = heapq.nlargest(
+        max(0, limit - len(both)),
+        (
+            (score * SUMMARY_FACTOR if is_summary(messages[index]) else score, index, centre)
+            for index, (score, centre) in found.items()
+            if index not in taken
+        ),
+        key=lambda item: (item[0], item[1]),
+    )
+    rest = [item for item in ranked if item[1] not in found]
+    return (both + only_dated + rest)[:limit]
+
+
+def _hits(
+    messages: Sequence[Mapping[str, Any]],
+    ranked: Ranked,
+    texts: Sequence[str | None],
+    snippet_chars: int,
+    neighbour_chars: int,
+) -> list[SearchHit]:
+    tools: dict[str, str] | None = None  # read only when a tool result names no tool itself
+    hits = []
+    for score, index, centre in ranked:
+        message = messages[index]
+        text = texts[index] if index < len(texts) else None
+        if text is None:  # found by meaning or by date alone
+            text = message_search_text(message)
+        tool_name = message.get("name") if message.get("role") == "tool" else None
+        if message.get("role") == "tool" and not tool_name:
+            tools = tool_names_by_call_id(messages) if tools is None else tools
+            tool_name = tools.get(str(message.get("tool_call_id")))
+        before, after = neighbours(messages, index, neighbour_chars)
+        hits.append(
+            SearchHit(
+                message.get("_id", index),
+                str(message.get("role") or ""),
+                round(score, 4),
+                _snippet(text, centre, snippet_chars),
+                tool_name or None,
+                before,
+                after,
+            )
+        )
+    return hits
+
+
+def search_messages(
+    messages: Sequence[Mapping[str, Any]],
+    query: str,
+    *,
+    limit: int = DEFAULT_HITS,
+    snippet_chars: int = 2_500,
+    similar: Sequence[Any] | None = None,
+    now: dt.date | dt.datetime | float | None = None,
+    neighbour_chars: int = NEIGHBOUR_CHARS,
+) -> list[SearchHit]:
+    """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``
+    and the turns before and after it (``neighbour_chars`` each; ``messages`` are in conversation order).
+
+    ``query`` is keywords (identifiers such as SHAs, paths, ``#123`` match exactly;
+    ``"quoted phrases"`` match as a whole) or a ``/regex/`` (with optional ``i``, ``m``,
+    ``s``, ``x`` flags). A date phrase in it ("last Saturday", "in May", "2023-05-08"), read
+    against ``now`` or else the newest message's day, puts the messages written in that span or
+    saying a day in it first; alone, it asks for those messages. ``similar`` is the message ids
+    a search by meaning found, best first: fused with the keyword ranking, a message only it
+    finds is a hit too. Summaries rank behind the originals they repeat. Ties go to the newer
+    message. Raises :class:`SearchError` for an invalid regex.
+    """
+    if limit <= 0 or not query or not query.strip():
+        return []
+    snippet_chars = max(1, snippet_chars)
+    regex = parse_regex(query)
+    texts: list[str | None] = []
+    if regex is not None:
+        ranked = _regex_ranked(messages, regex)
+    else:
+        dates: DateQuery | None = date_query(query, messages, now)
+        ranked, texts = _keyword_ranked(messages, parse_query(dates.rest if dates else query), limit, snippet_chars)
+        if similar:
+            ranked = fuse(messages, ranked, indexes_of(messages, similar))
+        if dates is not None:
+            ranked = _by_date(messages, ranked, dated(messages, dates), limit)
+    return _hits(messages, ranked[:limit], texts, snippet_chars, neighbour_chars)
 
 
 @dataclass
@@ -221,7 +311,9 @@ def _match_terms(messages: Sequence[Mapping[str, Any]], terms: Sequence[Term]) -
         matched.total_chars += len(text)
         if not text:
             continue
-        low = _lower_same_length(text)
+        low = text.lower()
+        if len(low) != len(text):  # rare: a character that grows when lowered
+            low = _lower_same_length(text)
         found: list[int] | None = None
         for term_index, term in enumerate(terms):
             if term.literal not in low:

@@ -39,6 +39,11 @@ STOPWORDS = frozenset(
         "had",
         "has",
         "have",
+        "he",
+        "her",
+        "hers",
+        "him",
+        "his",
         "how",
         "i",
         "if",
@@ -95,6 +100,7 @@ STOPWORDS = frozenset(
         "said",
         "say",
         "says",
+        "she",
     ]
 )
 _QUERY_TOKEN = re.compile(r'"([^"]+)"|(\S+)')

@@ -64,11 +64,34 @@ EVAL_DEFAULTS: dict[str, tuple[str, int]] = {
 }
 
 
+def everyday_command(args: argparse.Namespace) -> int:
+    """``foldgate eval everyday [--conversations N] [--seed S] [--embeddings-python PATH] [--out DIR]``: generated
+    personal chats, no input files."""
+    from evals import everyday_eval
+
+    _, paths = everyday_eval.main(
+        args.conversations or everyday_eval.DEFAULT_CONVERSATIONS,
+        everyday_eval.DEFAULT_SEED if args.seed is None else args.seed,
+        args.out,
+        embeddings_python=getattr(args, "embeddings_python", None),
+        progress=sys.stderr,
+    )
+    print(paths["markdown"].read_text(encoding="utf-8"))
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    return 0
+
+
 def eval_command(args: argparse.Namespace) -> int:
     """``foldgate eval compaction|decay --sessions … --probes … [--policies …] [--context-length …]
-    [--summarizer …]``."""
+    [--summarizer …]``, or ``foldgate eval everyday`` (:func:`everyday_command`)."""
+    if args.kind == "everyday":
+        return everyday_command(args)
     if args.kind not in EVAL_DEFAULTS:
-        print(f"unknown eval {args.kind!r}; available: {', '.join(EVAL_DEFAULTS)}", file=sys.stderr)
+        print(f"unknown eval {args.kind!r}; available: {', '.join([*EVAL_DEFAULTS, 'everyday'])}", file=sys.stderr)
+        return 2
+    if not args.sessions or not args.probes:
+        print(f"foldgate eval {args.kind}: --sessions and --probes are required", file=sys.stderr)
         return 2
     if args.kind == "decay":
         from evals import decay_eval as module

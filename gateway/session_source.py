@@ -17,10 +17,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from agent.messages import Message, is_real_user_message, is_summary, text_of
-from agent.search import search_messages
-from agent.tools import searchable
+from agent.messages import Message, is_real_user_message, text_of
+from agent.search import DEFAULT_HITS, Neighbour
+from agent.tools.recovery import search_source
 from gateway.store import Lock, SessionStore, UnknownSession
 
 #: Sessions followed at most along one chain (a bound against a corrupted, cyclic chain).
@@ -142,19 +143,57 @@ class TurnArchive:
         )
 
 
+class MeaningSearch(Protocol):
+    """A chat's messages found by meaning (an embeddings index kept beside the store)."""
+
+    async def similar(self, chat: str, query: str, limit: int) -> list[tuple[str, str]] | None:
+        """``(session id, message id)`` of the chat's messages closest in meaning to ``query``, best first, at most
+        ``limit``; None when the chat has no index or the embeddings endpoint cannot be reached."""
+
+
 class ChatHistory:
     """``agent.tools.MessageSource`` over a chat's current conversation, or with ``every_session`` all of them.
 
     Context engines get the current conversation (their summaries cite its plain ids); the
     recovery tools and ``foldgate search`` get every conversation of the chat, each message
-    labelled with its session in ``_session``.
+    labelled with its session in ``_session``. With a ``meaning`` index, searches also go by meaning.
     """
 
-    def __init__(self, store: SessionStore, chat: str, session_id: str, *, every_session: bool = False) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        chat: str,
+        session_id: str,
+        *,
+        every_session: bool = False,
+        meaning: MeaningSearch | None = None,
+    ) -> None:
         self.store = store
         self.chat = chat
         self.session_id = session_id
         self.every_session = every_session
+        self.meaning = meaning
+
+    async def similar(self, query: str, limit: int) -> Sequence[str] | None:
+        """The meaning index's hits as this history's ids: plain in the current conversation, ``<head>:<id>`` in
+        another (left out without ``every_session``, and for a session none of this chat's conversations hold)."""
+        if self.meaning is None:
+            return None
+        found = await self.meaning.similar(self.chat, query, limit)
+        if found is None:
+            return None
+        own = set(await self._chain())
+        heads: dict[str, str] = {}
+        if self.every_session and any(sid not in own for sid, _ in found):
+            for conversation in await conversations(self.store, self.chat, self.session_id):
+                heads.update(dict.fromkeys(conversation.sessions, conversation.head))
+        ids: list[str] = []
+        for sid, message_id in found:
+            if sid in own:
+                ids.append(str(message_id))
+            elif sid in heads:
+                ids.append(f"{heads[sid]}{ID_SEPARATOR}{message_id}")
+        return ids
 
     async def _chain(self) -> list[str]:
         """Session ids from the oldest ancestor to the current session."""
@@ -229,23 +268,32 @@ async def conversation_messages(store: SessionStore, chat: str, session_id: str)
 
 @dataclass(frozen=True)
 class ChatHit:
-    """One search hit in a chat: the conversation (session) and the message's own id there."""
+    """One search hit in a chat: the conversation (session) and the message's own id there, and the turns
+    before and after it (their ids as ``session_fetch`` takes them)."""
 
     session_id: str
     message_id: str
     role: str
     score: float
     snippet: str
+    before: Neighbour | None = None
+    after: Neighbour | None = None
 
 
 async def search_conversations(
-    store: SessionStore, chat: str, session_id: str, query: str, limit: int
+    store: SessionStore,
+    chat: str,
+    session_id: str,
+    query: str,
+    limit: int = DEFAULT_HITS,
+    *,
+    meaning: MeaningSearch | None = None,
 ) -> list[ChatHit]:
-    """Search the original messages of every conversation of the chat (``/new`` keeps the old ones),
-    never another chat's; compaction summaries only repeat them. Raises
+    """Search every conversation of the chat (``/new`` keeps the old ones), never another chat's, ranked
+    exactly as ``session_search`` ranks them (:func:`agent.tools.recovery.search_source`). Raises
     :class:`agent.search.SearchError` for a query that cannot run."""
-    everything = await ChatHistory(store, chat, session_id, every_session=True).all_messages()
-    messages = searchable([message for message in everything if not is_summary(message)])
+    history = ChatHistory(store, chat, session_id, every_session=True, meaning=meaning)
+    hits, messages = await search_source(history, query, limit)
     sessions = {str(m.get("_id")): str(m.get("_session") or "") for m in messages}
     return [
         ChatHit(
@@ -254,8 +302,10 @@ async def search_conversations(
             hit.role,
             hit.score,
             hit.snippet,
+            hit.before,
+            hit.after,
         )
-        for hit in search_messages(messages, query, limit=limit)
+        for hit in hits
     ]
 
 

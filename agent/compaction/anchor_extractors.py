@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from agent.compaction.error_lines import find_error_lines
+from agent.compaction.everyday import ADDRESS_WORDS, ORDINARY_CAPITALS
 
 #: Longest anchor kept (an error line is cut around its keyword, everything else is skipped).
 MAX_ANCHOR_CHARS = 240
@@ -135,6 +136,8 @@ _NOT_NAMES = frozenset(
         "See",
     ]
 )
+#: Nor are the greetings, farewells and interjections of everyday talk ("Wow Maya", "Bye Maya", "Thanks Tom").
+_NOT_NAMES |= ORDINARY_CAPITALS
 
 _HAS_LETTER = re.compile(r"[A-Za-z]")
 _HAS_DIGIT = re.compile(r"\d")
@@ -336,11 +339,16 @@ def _handles(text: str, out: list[tuple[int, str, str]]) -> None:
 
 
 def _people(text: str, out: list[tuple[int, str, str]]) -> None:
+    """Full names; a greeting before one ("Thanks Tom Baker", "Wow Maya") is not part of it."""
     for match in _PERSON.finditer(text):
-        words = match.group().split()
-        if words[0] in _NOT_NAMES or _word_before(text, match.start()) or any(w in _NOT_NAMES for w in words[1:]):
+        words, start = match.group().split(), match.start()
+        if _word_before(text, start):
             continue
-        out.append((match.start(), "name", match.group()))
+        while len(words) > 2 and words[0] in ADDRESS_WORDS:
+            start += len(words.pop(0)) + 1
+        if words[0] in _NOT_NAMES or any(w in _NOT_NAMES for w in words[1:]):
+            continue
+        out.append((start, "name", " ".join(words)))
 
 
 def positioned(text: str, conversation: bool) -> list[tuple[int, str, str]]:

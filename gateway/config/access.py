@@ -55,7 +55,7 @@ class BudgetSettings(StrictModel):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as error:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as error:  # OSError: a name no file can have
             raise PydanticCustomError(
                 "timezone", "must be an IANA time zone such as Europe/Berlin, got {value!r}", {"value": value}
             ) from error

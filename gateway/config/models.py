@@ -41,6 +41,7 @@ from gateway.config.api import ApiSettings
 from gateway.config.bots import Bot, BotSettings, resolve_bots
 from gateway.config.errors import require
 from gateway.config.files import DEFAULT_HOME, ENV_NESTING, ENV_PREFIX, read_config, resolve_config_path
+from gateway.config.memory import MemorySettings
 from gateway.config.sources import PROVIDER_KEY_ENV, layered_sources
 from gateway.config.tools import ToolsSettings
 
@@ -405,6 +406,8 @@ class Settings(BaseSettings):
     media: MediaSettings = Field(default_factory=MediaSettings)
     tools: ToolsSettings = Field(default_factory=ToolsSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
+    #: What the bot remembers beyond the live transcript (:mod:`gateway.config.memory`).
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     #: Several bots in one deployment; empty = one bot, the settings above (see :mod:`gateway.config.bots`).
     bots: list[BotSettings] = Field(default_factory=list)
 

@@ -16,6 +16,9 @@ import time
 import uuid
 from collections.abc import Mapping
 
+from agent.http_options import HttpOptions
+from agent.llm.embeddings import EmbeddingClient
+from agent.llm.retry import RetryPolicy
 from agent.tools.mcp import McpTools
 from gateway.access.rates import MessageRate
 from gateway.access.roles import Roles
@@ -34,15 +37,18 @@ from gateway.store import SessionStore
 from gateway.store.access import AccessLists
 from gateway.store.approvals import Approvals
 from gateway.store.buckets import TokenBuckets
+from gateway.store.embeddings import EmbeddingStore
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
 from gateway.store.spend import SpendStore
 from gateway.store.taken import TakenRecords
 from gateway.store.told import ToldOnce
 from gateway.worker.compactions import Compactions
+from gateway.worker.embedding import Embedder
 from gateway.worker.intake import Admission
 from gateway.worker.lock_keeper import LockKeeper
 from gateway.worker.long_messages import MessageBound
+from gateway.worker.meanings import ChatMeanings
 from gateway.worker.parts import Spending, ToolAccess, TurnOptions, TurnParts, WorkerStatus
 from gateway.worker.runner import GatewayRunner
 
@@ -75,6 +81,7 @@ def build_runner(
     compactions = Compactions(store, events, settings.compression)
     items = _items(settings, store, agents, adapters)
     told = ToldOnce(channel, prefix)
+    embedder, meanings = _embeddings(settings, store, spend, events)
     parts = TurnParts(
         store=store,
         inbox=inbox,
@@ -96,6 +103,7 @@ def build_runner(
         commands=functools.partial(
             handle_command, CommandContext(store, inbox, agents, events, compactions, roles, spend, status)
         ),
+        meanings=meanings,
     )
     return GatewayRunner(
         parts,
@@ -104,7 +112,50 @@ def build_runner(
         status,
         redis_health=redis_health,
         max_chats=gateway.max_concurrent_chats,
+        embedder=embedder,
     )
+
+
+def _embeddings(
+    settings: Settings, store: SessionStore, spend: Spending, events: EventBus
+) -> tuple[Embedder | None, ChatMeanings | None]:
+    """The background embedder of committed messages and the search by meaning over its vectors
+    (``memory.embeddings``); neither when it is off, and then nothing is sent or stored."""
+    clients = _embedding_clients(settings)
+    if clients is None:
+        return None, None
+    batches, queries = clients
+    vectors = EmbeddingStore(store.redis, store.channel, store.prefix)
+    embedder = Embedder(store, vectors, batches, spend, batch_size=settings.memory.embeddings.batch_size)
+    events.subscribe(embedder.observe)
+    return embedder, ChatMeanings(vectors, queries, spend)
+
+
+def meaning_search(settings: Settings, store: SessionStore) -> ChatMeanings | None:
+    """Search by meaning over what the gateway embedded, for a reader outside it (``foldgate search``): its query
+    is metered against the chat's budget as the gateway's are. None while ``memory.embeddings`` is off."""
+    clients = _embedding_clients(settings)
+    if clients is None:
+        return None
+    spend = Spending(
+        SpendStore(store.channel, store.prefix), settings.access.budgets, settings.prompt_caching.cache_ttl
+    )
+    return ChatMeanings(EmbeddingStore(store.redis, store.channel, store.prefix), clients[1], spend)
+
+
+def _embedding_clients(settings: Settings) -> tuple[EmbeddingClient, EmbeddingClient] | None:
+    """The clients of ``memory.embeddings``: one for the batches (tried once more in place), one for queries
+    (never tried again: the search goes by keywords instead of waiting); None while it is off."""
+    config = settings.memory.embeddings
+    if not config.enabled or not config.model:
+        return None
+    options = HttpOptions(config.timeout_seconds, min(10.0, config.timeout_seconds))
+    route = {"model": config.model, "api_key": config.key() or None, "dimensions": config.dimensions}
+    batches = EmbeddingClient(config.endpoint, **route, options=options, retry=RetryPolicy(max_retries=1))
+    queries = EmbeddingClient(
+        config.endpoint, **route, options=options, retry=RetryPolicy(max_retries=0), http=batches.http
+    )
+    return batches, queries
 
 
 def _items(

@@ -117,7 +117,12 @@ async def serve_web(fleet: Fleet, out: TextIO) -> WebServers:
         if gateway is not None and local is not None and local.enabled and local.web:
             await servers.serve_chat(
                 WebChat(
-                    gateway.store, gateway.runner.inbox, gateway.runner.intake, gateway.live, gateway.runner.media_store
+                    gateway.store,
+                    gateway.runner.inbox,
+                    gateway.runner.intake,
+                    gateway.live,
+                    gateway.runner.media_store,
+                    meaning=gateway.runner.meanings,
                 ),
                 local.host,
                 local.port,

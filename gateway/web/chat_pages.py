@@ -34,7 +34,7 @@ from agent.search import SearchError
 from gateway.media.errors import MediaTooLarge
 from gateway.media.units import size_text
 from gateway.platforms.base import IncomingMessage, Intake, MediaItem
-from gateway.session_source import conversation_messages, search_conversations
+from gateway.session_source import MeaningSearch, conversation_messages, search_conversations
 from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
 from gateway.store.live import LiveHub
@@ -84,6 +84,8 @@ class WebChat:
     media: MediaStore
     #: Open live sockets, closed when the server shuts down (a page would otherwise hold it open).
     sockets: set[web.WebSocketResponse] = field(default_factory=set)
+    #: The chat's search by meaning, fused with the keywords as in ``session_search`` (None: keywords alone).
+    meaning: MeaningSearch | None = None
 
     def add_routes(self, app: web.Application) -> None:
         app.on_shutdown.append(self._close_sockets)
@@ -227,7 +229,7 @@ class WebChat:
         sid = await self.store.stored_session(chat)
         if query and sid:
             try:
-                hits = await search_conversations(self.store, chat, sid, query, SEARCH_LIMIT)
+                hits = await search_conversations(self.store, chat, sid, query, SEARCH_LIMIT, meaning=self.meaning)
             except SearchError as error:
                 problem = str(error)
         return render("search.html", query=query, hits=hits, problem=problem, searched=bool(query and sid))

@@ -19,6 +19,7 @@ from gateway.events import EventBus
 from gateway.media.message import ItemIntake
 from gateway.outage import ProviderWatch
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
+from gateway.session_source import MeaningSearch
 from gateway.store import SessionStore
 from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
@@ -96,6 +97,8 @@ class TurnParts:
     options: TurnOptions
     #: The chat commands, with what they may use of the gateway; the turn only hands them its message.
     commands: CommandHandler
+    #: Search by meaning over the chats' embedded messages (``memory.embeddings``); None: keywords only.
+    meanings: MeaningSearch | None
 
     def model(self, turn: ChatTurn) -> str:
         """The model the chat's session talks to."""

@@ -178,7 +178,9 @@ async def _store_ahead(
 async def chat_tools(parts: TurnParts, turn: ChatTurn, media: ChatMedia) -> ToolRegistry:
     """The recovery tools, and the tools of the MCP servers this chat may use (``tools.allow``)."""
     tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
-    for tool in recovery_tools(ChatHistory(parts.store, turn.chat, turn.session_id, every_session=True)):
+    for tool in recovery_tools(
+        ChatHistory(parts.store, turn.chat, turn.session_id, every_session=True, meaning=parts.meanings)
+    ):
         tools.add(tool)
     access = parts.tools
     if access.mcp is not None:

@@ -26,6 +26,7 @@ from gateway.outage import Backoff, Health, RetryLater, is_redis_outage
 from gateway.platforms.base import IncomingMessage
 from gateway.store import StaleLock
 from gateway.store.locks import Lock, new_token
+from gateway.worker.embedding import Embedder
 from gateway.worker.failures import TurnFailures
 from gateway.worker.intake import Admission
 from gateway.worker.lock_keeper import LockKeeper
@@ -54,11 +55,13 @@ class GatewayRunner:
         *,
         redis_health: Health,
         max_chats: int,
+        embedder: Embedder | None,
     ) -> None:
         """``parts``: what every turn shares; ``admission``: what the platforms hand in goes through it;
         ``keeper``: keeps the held chats' locks alive (its ttl is the one chats are claimed with);
         ``status``: this worker's id, start and running chats; ``max_chats``: chats answered at once here
-        (``gateway.max_concurrent_chats``)."""
+        (``gateway.max_concurrent_chats``); ``embedder``: embeds the chats' messages in the background (None
+        while ``memory.embeddings`` is off)."""
         self.parts = parts
         self.admission = admission
         self.keeper = keeper
@@ -72,6 +75,10 @@ class GatewayRunner:
         self.spending, self.budgets = parts.spend.store, parts.spend.budgets
         self.media_store = parts.items.store
         self.mcp = parts.tools.mcp
+        #: The background embedder (``memory.embeddings``), started and stopped with the runner; None when off.
+        self.embedder = embedder
+        #: The chats' messages ranked by meaning (``gateway.session_source.MeaningSearch``); None when off.
+        self.meanings = parts.meanings
         #: Chats whose lock a Redis outage kept this process from releasing: released when Redis answers again.
         self._owed_releases: dict[str, tuple[Lock, float]] = {}
         self._busy = status.running
@@ -116,6 +123,8 @@ class GatewayRunner:
     async def start(self) -> None:
         self._stopping = False
         self._dispatcher = asyncio.create_task(self._dispatch(), name=f"dispatch-{self.worker_id}")
+        if self.embedder is not None:
+            await self.embedder.start()
 
     async def stop(self, *, grace_seconds: float = 10.0, cut_short: asyncio.Event | None = None) -> int:
         """Stop taking chats; let running turns finish for up to ``grace_seconds`` (less once ``cut_short``
@@ -142,6 +151,8 @@ class GatewayRunner:
             await self.keeper.close()
             if self.parts.items.transcriber is not None:
                 await self.parts.items.transcriber.aclose()
+            if self.embedder is not None:
+                await self.embedder.aclose()
         finally:
             if self.mcp is not None:
                 await self.mcp.aclose()  # a stdio server's process ends with its session

@@ -85,3 +85,10 @@ def test_every_resolved_span_is_ordered_and_a_past_phrase_never_lands_after_the_
         assert isinstance(span, DateSpan) and span.start <= span.end
         if not phrase.startswith("next"):
             assert span.start <= written
+
+
+def test_a_plan_can_ask_for_the_day_to_come() -> None:
+    written = dt.date(2025, 11, 13)
+    assert labels("I'll water her tomatoes on December 2", written) == [("December 2", "2025-12-02")]
+    assert labels("Lisbon in June sounds lovely", dt.date(2025, 5, 1), past=False) == [("in June", "2025-06")]
+    assert labels("I promised to call on Saturday", MONDAY) == [("on Saturday", "2023-05-13")]
