@@ -16,7 +16,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = ["DateSpan", "day_of", "find_dates"]
@@ -300,6 +300,48 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Resolver], ...] = (
 )
 
 
+#: A month's name (or its first three letters) starting a word, in lowercased text.
+_MONTH_WORD = re.compile(r"\b(?:" + "|".join(name[:3] for name in MONTHS) + ")")
+_UNITS = ("day", "week", "month", "year")
+#: Words one of which a text must hold (lowercased) for each pattern of :data:`_PATTERNS` to be tried: a substring
+#: test is far cheaper than a regular expression of many alternatives over a long log that names no day.
+_TRIGGERS: tuple[tuple[str, ...] | re.Pattern[str], ...] = (
+    ("-",),
+    ("the day",),
+    ("today", "tonight", "yesterday", "tomorrow", "night", "this "),
+    WEEKDAYS,
+    _UNITS,
+    (" ago",),
+    _UNITS,
+    _MONTH_WORD,
+    _MONTH_WORD,
+)
+assert len(_TRIGGERS) == len(_PATTERNS)
+
+
+#: Characters before a month's name where a phrase naming it may begin ("the 12th of ", "early ").
+_BEFORE_MONTH = 24
+#: Characters after the start of a month's name that a phrase naming it may take ("ember 12th, 2024").
+_AFTER_MONTH = 40
+
+
+def _near_words(pattern: re.Pattern[str], text: str, words: Iterable[re.Match[str]]) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches in ``text`` that begin shortly before one of ``words`` (a month's name), each the match
+    a scan of the whole text finds there: a month pattern run over a long log costs a scan per alternative at every
+    character, a look near each month's name costs a few."""
+    seen = -1
+    for word in words:
+        end = word.end() + _AFTER_MONTH
+        found = pattern.search(text, max(seen + 1, word.start() - _BEFORE_MONTH), end)
+        while found is not None and found.start() <= word.start():
+            whole = pattern.match(text, found.start())  # the text's own end, not the window's, bounds it
+            if whole is not None and whole.start() > seen:
+                seen = whole.end() - 1
+                yield whole
+                break
+            found = pattern.search(text, found.start() + 1, end)
+
+
 def _sentence_around(text: str, start: int, end: int) -> str:
     left = max(text.rfind(mark, 0, start) for mark in ".!?\n")
     rights = [i for i in (text.find(mark, end) for mark in ".!?\n") if i != -1]
@@ -313,8 +355,15 @@ def find_dates(text: str, written: Day, *, past: bool | None = None) -> list[Dat
     search query) always takes what has passed, ``past=False`` (a plan or a promise) what is to come."""
     found: list[DateSpan] = []
     taken: list[tuple[int, int]] = []
-    for pattern, resolve in _PATTERNS:
-        for match in pattern.finditer(text):
+    lowered = text.lower()
+    for (pattern, resolve), triggers in zip(_PATTERNS, _TRIGGERS):
+        if isinstance(triggers, re.Pattern):
+            matches: Iterable[re.Match[str]] = _near_words(pattern, text, triggers.finditer(lowered))
+        elif any(word in lowered for word in triggers):
+            matches = pattern.finditer(text)
+        else:
+            continue
+        for match in matches:
             start, end = match.span()
             if any(start < right and left < end for left, right in taken):
                 continue

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import re
 import sys
 import tokenize
 from pathlib import Path
+from typing import Any
 
 from evals.report import PLOT_EXTRA_HINT
 
@@ -99,20 +101,25 @@ def eval_command(args: argparse.Namespace) -> int:
         from evals import compaction_eval as module
     default_policies, default_window = EVAL_DEFAULTS[args.kind]
     policies = [name.strip() for name in (args.policies or default_policies).split(",") if name.strip()]
-    try:
-        _, paths = module.main(
-            args.sessions,
-            args.probes,
-            policies,
-            args.context_length or default_window,
-            args.out,
-            progress=sys.stderr,
-            summarizer=args.summarizer,
-            config=getattr(args, "config", None),
-        )
-    except (FileNotFoundError, ValueError, ImportError) as error:
-        print(f"foldgate eval: {error}", file=sys.stderr)
-        return 2
+    options: dict[str, Any] = {"progress": sys.stderr, "summarizer": args.summarizer}
+    options["config"] = getattr(args, "config", None)
+    python = getattr(args, "embeddings_python", None) if args.kind == "compaction" else None
+    with contextlib.ExitStack() as stack:
+        if python:  # the recovery search fused with a local model's ranking, as with memory.embeddings on
+            from evals.local_embeddings import meaning_ranking, open_embedder
+
+            embedder, why = stack.enter_context(open_embedder(python))
+            if embedder is None:
+                print(f"foldgate eval: {why}", file=sys.stderr)
+                return 2
+            options["meaning"] = meaning_ranking(embedder)
+        try:
+            _, paths = module.main(
+                args.sessions, args.probes, policies, args.context_length or default_window, args.out, **options
+            )
+        except (FileNotFoundError, ValueError, ImportError) as error:
+            print(f"foldgate eval: {error}", file=sys.stderr)
+            return 2
     print(paths["markdown"].read_text(encoding="utf-8"))
     for label, path in paths.items():
         print(f"{label}: {path}")

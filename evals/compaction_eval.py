@@ -33,7 +33,7 @@ import inspect
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -486,11 +486,21 @@ def _closed_book_reason(probe: Probe, original: Sequence[dict], compacted: Seque
     return "not kept (summarized or dropped)"
 
 
-def _recovery_reason(probe: Probe, removed: Sequence[dict]) -> str:
+#: A ranking by meaning for the recovery search (``--embeddings-python``): the ids of ``messages`` closest to
+#: ``query``, best first. None: keywords alone, as the tool searches with ``memory.embeddings`` off.
+Meaning = Callable[[Sequence[dict], str], list[Any]]
+
+
+def _recovery_search(removed: Sequence[dict], query: str, limit: int, meaning: Meaning | None) -> list[Any]:
+    similar = meaning(removed, query) if meaning is not None else None
+    return search_messages(removed, query, limit=limit, snippet_chars=RECOVERY_SNIPPET_CHARS, similar=similar)
+
+
+def _recovery_reason(probe: Probe, removed: Sequence[dict], meaning: Meaning | None = None) -> str:
     homes = {message.get("_id") for message in removed if probe.answer in message_search_text(message)}
     if not homes:
         return "answer in no removed message"
-    deep = search_messages(removed, probe.query, limit=_DIAGNOSTIC_DEPTH, snippet_chars=RECOVERY_SNIPPET_CHARS)
+    deep = _recovery_search(removed, probe.query, _DIAGNOSTIC_DEPTH, meaning)
     ranks = [rank for rank, hit in enumerate(deep, 1) if hit.message_id in homes]
     if not ranks:
         return f"search: answer's message not in the top {_DIAGNOSTIC_DEPTH}"
@@ -505,17 +515,19 @@ def score_probe(
     removed: Sequence[dict],
     original: Sequence[dict] = (),
     compacted: Sequence[Mapping[str, Any]] = (),
+    meaning: Meaning | None = None,
 ) -> ProbeResult:
     """Closed-book, attributed and recovery recall of one probe, with the reason for a miss."""
     literal, attributed = literal_and_attributed(probe, context)
     if literal:
         line = None if attributed else answer_line(context, probe.answer)
         return ProbeResult(probe, True, True, attributed=attributed, line=line)
-    hits = search_messages(removed, probe.query, limit=RECOVERY_HITS, snippet_chars=RECOVERY_SNIPPET_CHARS)
+    hits = _recovery_search(removed, probe.query, RECOVERY_HITS, meaning)
     recovered = any(probe.answer in hit.snippet for hit in hits)
     reason = _closed_book_reason(probe, original, compacted) if original else None
     if not recovered:
-        reason = f"{reason}; {_recovery_reason(probe, removed)}" if reason else _recovery_reason(probe, removed)
+        missed = _recovery_reason(probe, removed, meaning)
+        reason = f"{reason}; {missed}" if reason else missed
     return ProbeResult(probe, False, recovered, reason)
 
 
@@ -607,7 +619,9 @@ class Run:
         }
 
 
-async def evaluate(session: str, messages: Sequence[dict], probes: Sequence[Probe], policy: Policy) -> Run:
+async def evaluate(
+    session: str, messages: Sequence[dict], probes: Sequence[Probe], policy: Policy, meaning: Meaning | None = None
+) -> Run:
     """Compact one session with one policy and score every probe against the result."""
     working = copy.deepcopy(list(messages))
     wall, cpu = time.perf_counter(), time.process_time()
@@ -617,7 +631,7 @@ async def evaluate(session: str, messages: Sequence[dict], probes: Sequence[Prob
     removed = removed_messages(messages, compacted)
     context = context_text(compacted)
     started = time.perf_counter()
-    results = [score_probe(probe, context, removed, messages, compacted) for probe in probes]
+    results = [score_probe(probe, context, removed, messages, compacted, meaning) for probe in probes]
     return Run(
         session=session,
         policy=policy.name,
@@ -641,6 +655,7 @@ async def run_eval(
     probes: Sequence[Probe],
     policies: Sequence[Policy],
     progress: TextIO | None = None,
+    meaning: Meaning | None = None,
 ) -> list[Run]:
     """Every session under every policy, sessions in the given order, policies side by side.
 
@@ -654,7 +669,7 @@ async def run_eval(
         for name, messages in sessions.items():
             for policy in policies:
                 bar.update(len(runs), note=f"{name} × {policy.name}")
-                runs.append(await evaluate(name, messages, by_session.get(name, []), policy))
+                runs.append(await evaluate(name, messages, by_session.get(name, []), policy, meaning))
         bar.update(len(runs), note="")
     return runs
 
@@ -1060,14 +1075,18 @@ def main(
     progress: TextIO | None = None,
     summarizer: str = "deterministic",
     config: str | None = None,
+    meaning: Meaning | None = None,
 ) -> tuple[list[Run], dict[str, Path]]:
-    """Load, run every policy, write the report: what ``foldgate eval compaction`` does."""
+    """Load, run every policy, write the report: what ``foldgate eval compaction`` does (``meaning``: the
+    recovery search fused with a ranking by meaning, as the tool's is with ``memory.embeddings`` on)."""
     loaded, wanted = load_inputs(sessions, probes)
 
     async def measure() -> tuple[list[Run], str]:
         async with open_summarizer(summarizer, config) as model:
             built = [make_policy(name, context_length, model) for name in policies]
-            return await run_eval(loaded, wanted, built, progress), summarizer_label(summarizer, model)
+            return await run_eval(loaded, wanted, built, progress, meaning), summarizer_label(summarizer, model)
 
     runs, label = asyncio.run(measure())
+    if meaning is not None:
+        label += "; recovery search fused with a ranking by meaning"
     return runs, write_report(runs, Path(out), context_length, label)

