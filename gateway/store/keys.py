@@ -33,6 +33,8 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:media:bytes          the bytes those items take, together (bounded by media.max_total_bytes)
     {prefix}:{<chat>}:told                 hash: notices the chat was given once, by when (gateway.store.told)
     {prefix}:{<chat>}:taken:<entry id>     a message's items as taken in, for the turn's retries (gateway.store.taken)
+    {prefix}:{<chat>}:emb:<part>           the messages' vectors for the search by meaning, what waits to be
+                                           embedded, the embedder's lock (gateway.store.embeddings)
 
 and keys of no one chat::
 
@@ -40,6 +42,8 @@ and keys of no one chat::
                                            (gateway.store.inbox)
     {prefix}:chats                         sorted set: every chat that ever sent a message, by its latest one
     {prefix}:chats:backfilled              marks that chats stored before that index existed were added to it
+    {prefix}:embeddings:due                sorted set: chats whose new messages wait to be embedded, by when
+                                           (gateway.store.embeddings)
     {prefix}:lease:<what>                  which process holds a lease, e.g. ``poll:tg:<bot id>``
                                            (gateway.store.leases); under the deployment's own prefix, not a
                                            bot's: a token is the cluster's
