@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.messages import is_summary, stand_in_lines, tool_names_by_call_id
+from agent.messages import is_summary, tool_names_by_call_id
 from agent.search_answers import (
     NEIGHBOUR_CHARS,
     SUMMARY_FACTOR,
@@ -38,14 +38,15 @@ from agent.search_answers import (
     indexes_of,
     neighbours,
 )
+from agent.search_corpus import Matched, SearchCorpus, message_search_text, scan_terms
 from agent.search_dates import DateQuery, date_query, dated
-from agent.search_query import STOPWORDS, Query, SearchError, Term, parse_query, parse_regex
-from agent.tokens import ITEMS_KEY, content_text
+from agent.search_query import STOPWORDS, Query, SearchError, parse_query, parse_regex
 
 __all__ = [
     "DEFAULT_HITS",
     "STOPWORDS",
     "Neighbour",
+    "SearchCorpus",
     "SearchHit",
     "SearchError",
     "search_messages",
@@ -80,33 +81,6 @@ class SearchHit:
     tool_name: str | None = None
     before: Neighbour | None = None
     after: Neighbour | None = None
-
-
-def message_search_text(message: Mapping[str, Any]) -> str:
-    """What a search sees of a message: its text, its items' stand-in lines (a photo is found by its name),
-    and the names and arguments of its tool calls."""
-    content = message.get("content")
-    calls = message.get("tool_calls")
-    if not calls and ITEMS_KEY not in message:
-        return content if isinstance(content, str) else content_text(content)
-    text = content_text(content)
-    parts = [text] if text else []
-    parts += stand_in_lines(message)
-    for call in calls or ():
-        if not isinstance(call, Mapping):
-            continue
-        function = call.get("function") or {}
-        arguments = function.get("arguments")
-        parts.append(f"{function.get('name') or ''} {arguments if isinstance(arguments, str) else arguments or ''}")
-    return "\n".join(parts)
-
-
-def _lower_same_length(text: str) -> str:
-    """Lowercase ``text`` keeping every character at its index (a few characters grow under ``lower()``)."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(char if len(low := char.lower()) != 1 else low for char in text)
 
 
 def _snippet(text: str, centre: int, limit: int) -> str:
@@ -160,10 +134,12 @@ def _best_window(positions: list[list[int]], weights: Sequence[float], width: in
     return best_total, best_centre
 
 
-def _regex_ranked(messages: Sequence[Mapping[str, Any]], pattern: re.Pattern[str]) -> Ranked:
+def _regex_ranked(
+    messages: Sequence[Mapping[str, Any]], pattern: re.Pattern[str], corpus: SearchCorpus | None
+) -> Ranked:
     scored: Ranked = []
     for index, message in enumerate(messages):
-        text = message_search_text(message)
+        text = corpus.text(index) if corpus is not None else message_search_text(message)
         first = pattern.search(text)
         if first is None:
             continue
@@ -173,14 +149,18 @@ def _regex_ranked(messages: Sequence[Mapping[str, Any]], pattern: re.Pattern[str
 
 
 def _keyword_ranked(
-    messages: Sequence[Mapping[str, Any]], parsed: Query, limit: int, snippet_chars: int
+    messages: Sequence[Mapping[str, Any]],
+    parsed: Query,
+    limit: int,
+    snippet_chars: int,
+    corpus: SearchCorpus | None,
 ) -> tuple[Ranked, list[str | None]]:
     """The messages the keywords match, BM25 then proximity ranked (summaries scaled down), and the search
     texts the matching computed (None for a message no term occurs in)."""
     terms = parsed.terms
     if not terms:
         return [], []
-    matched = _match_terms(messages, terms)
+    matched = corpus.match(terms) if corpus is not None else scan_terms(messages, terms)
     if not any(matched.document_frequency):
         return [], matched.texts
     size = len(messages)
@@ -226,6 +206,7 @@ def _hits(
     texts: Sequence[str | None],
     snippet_chars: int,
     neighbour_chars: int,
+    corpus: SearchCorpus | None,
 ) -> list[SearchHit]:
     tools: dict[str, str] | None = None  # read only when a tool result names no tool itself
     hits = []
@@ -233,11 +214,15 @@ def _hits(
         message = messages[index]
         text = texts[index] if index < len(texts) else None
         if text is None:  # found by meaning or by date alone
-            text = message_search_text(message)
+            text = corpus.text(index) if corpus is not None else message_search_text(message)
         tool_name = message.get("name") if message.get("role") == "tool" else None
         if message.get("role") == "tool" and not tool_name:
-            tools = tool_names_by_call_id(messages) if tools is None else tools
-            tool_name = tools.get(str(message.get("tool_call_id")))
+            call_id = str(message.get("tool_call_id"))
+            if corpus is not None:
+                tool_name = corpus.tool_name(call_id)
+            else:
+                tools = tool_names_by_call_id(messages) if tools is None else tools
+                tool_name = tools.get(call_id)
         before, after = neighbours(messages, index, neighbour_chars)
         hits.append(
             SearchHit(
@@ -262,6 +247,7 @@ def search_messages(
     similar: Sequence[Any] | None = None,
     now: dt.date | dt.datetime | float | None = None,
     neighbour_chars: int = NEIGHBOUR_CHARS,
+    corpus: SearchCorpus | None = None,
 ) -> list[SearchHit]:
     """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``
     and the turns before and after it (``neighbour_chars`` each; ``messages`` are in conversation order).
@@ -273,79 +259,48 @@ def search_messages(
     saying a day in it first; alone, it asks for those messages. ``similar`` is the message ids
     a search by meaning found, best first: fused with the keyword ranking, a message only it
     finds is a hit too. Summaries rank behind the originals they repeat. Ties go to the newer
-    message. Raises :class:`SearchError` for an invalid regex.
+    message. ``corpus``, built from exactly ``messages`` (:class:`agent.search_corpus.SearchCorpus`), finds
+    the keywords without walking every message; the hits are the same without it. Raises
+    :class:`SearchError` for an invalid regex (and ValueError for a corpus of other messages).
     """
     if limit <= 0 or not query or not query.strip():
         return []
+    if corpus is not None and len(corpus) != len(messages):
+        raise ValueError(f"the corpus holds {len(corpus)} messages, the search was given {len(messages)}")
     snippet_chars = max(1, snippet_chars)
     regex = parse_regex(query)
     texts: list[str | None] = []
     if regex is not None:
-        ranked = _regex_ranked(messages, regex)
+        ranked = _regex_ranked(messages, regex, corpus)
     else:
         dates: DateQuery | None = date_query(query, messages, now)
-        ranked, texts = _keyword_ranked(messages, parse_query(dates.rest if dates else query), limit, snippet_chars)
+        ranked, texts = _keyword_ranked(
+            messages, parse_query(dates.rest if dates else query), limit, snippet_chars, corpus
+        )
         if similar:
             ranked = fuse(messages, ranked, indexes_of(messages, similar))
         if dates is not None:
             ranked = _by_date(messages, ranked, dated(messages, dates), limit)
-    return _hits(messages, ranked[:limit], texts, snippet_chars, neighbour_chars)
+    return _hits(messages, ranked[:limit], texts, snippet_chars, neighbour_chars, corpus)
 
 
-@dataclass
-class _Matched:
-    """Per message (None where no term occurs): its search text, lowered, and each term's hit count."""
-
-    texts: list[str | None]
-    lowered: list[str | None]
-    counts: list[list[int] | None]
-    document_frequency: list[int]
-    total_chars: int
-
-
-def _match_terms(messages: Sequence[Mapping[str, Any]], terms: Sequence[Term]) -> _Matched:
-    size = len(messages)
-    matched = _Matched([None] * size, [None] * size, [None] * size, [0] * len(terms), 0)
-    for index, message in enumerate(messages):
-        text = message_search_text(message)
-        matched.total_chars += len(text)
-        if not text:
-            continue
-        low = text.lower()
-        if len(low) != len(text):  # rare: a character that grows when lowered
-            low = _lower_same_length(text)
-        found: list[int] | None = None
-        for term_index, term in enumerate(terms):
-            if term.literal not in low:
-                continue
-            hits = sum(1 for _ in term.pattern.finditer(low))
-            if hits:
-                if found is None:
-                    found = [0] * len(terms)
-                found[term_index] = hits
-                matched.document_frequency[term_index] += 1
-        if found is not None:
-            matched.texts[index], matched.lowered[index], matched.counts[index] = text, low, found
-    return matched
-
-
-def _bm25(matched: _Matched, term_weights: Sequence[float], average_length: float) -> list[tuple[float, int]]:
+def _bm25(matched: Matched, term_weights: Sequence[float], average_length: float) -> list[tuple[float, int]]:
     """``(BM25 score, index)`` of every matching message, best (then newest) first."""
     candidates: list[tuple[float, int]] = []
-    for index, found in enumerate(matched.counts):
-        if found is None:
-            continue
+    for index in matched.found:
+        found = matched.counts[index]
+        assert found is not None  # listed as found, so counted
         length = len(matched.texts[index]) / _CHARS_PER_WORD  # type: ignore[arg-type]  # counted, so it has a text
         norm = _K1 * (1.0 - _B + _B * length / average_length)
         score = sum(weight * tf * (_K1 + 1.0) / (tf + norm) for weight, tf in zip(term_weights, found) if tf)
         candidates.append((score, index))
-    candidates.sort(key=lambda item: (-item[0], -item[1]))
+    candidates.sort(reverse=True)  # by score, then the newer first (indexes differ, so no two are equal)
     return candidates
 
 
 def _rerank(
     candidates: Sequence[tuple[float, int]],
-    matched: _Matched,
+    matched: Matched,
     parsed: Query,
     term_weights: Sequence[float],
     *,
@@ -357,8 +312,7 @@ def _rerank(
     query_weight = sum(term_weights)
     ranked: list[tuple[float, int, int]] = []
     for base, index in candidates:
-        low = matched.lowered[index]
-        assert low is not None
+        low = matched.lowered(index)
         positions: list[list[int]] = []
         for term in terms:
             spots: list[int] = []

@@ -14,14 +14,15 @@ another conversation's are qualified with the session it continues in: ``<sid>:<
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent.messages import Message, is_real_user_message, text_of
 from agent.search import DEFAULT_HITS, Neighbour
-from agent.tools.recovery import search_source
+from agent.tools.recovery import KeptPart, KeptPieces, SearchPiece, conversation_pieces, search_source
 from gateway.store import Lock, SessionStore, UnknownSession
 
 #: Sessions followed at most along one chain (a bound against a corrupted, cyclic chain).
@@ -126,6 +127,78 @@ async def _by_id(store: SessionStore, chat: str, chain: Sequence[str], ids: Sequ
     return found
 
 
+@dataclass(frozen=True)
+class _Read:
+    """A session's archive as far as it was read: how many ids, the first and the last, its messages made ready.
+    An archive only grows (its list is appended to, never trimmed; a body is written once, under a fresh id):
+    one whose length did not go down and whose first id and id at the length read are those read is what was
+    read plus newer ids, all that is then read; anything else is read again whole."""
+
+    length: int
+    first: str | None
+    last: str | None
+    part: KeptPart
+
+
+#: Sessions' archives read in this process (by store prefix, chat, conversation, session and label), up to
+#: 40M characters of search text over every chat.
+ARCHIVES: KeptPieces[_Read] = KeptPieces(40_000_000, lambda read: read.part.piece)
+#: How :meth:`ChatHistory.all_messages` labels a conversation's messages: with which session, and whether their
+#: ids are qualified with it (another conversation's); None: not labelled.
+Label = tuple[str, bool] | None
+
+
+def _labelled(messages: Sequence[Message], label: Label) -> list[Message]:
+    if label is None:
+        return list(messages)
+    sid, qualified = label
+    if qualified:
+        return [{**m, "_id": f"{sid}{ID_SEPARATOR}{m.get('_id')}", "_session": sid} for m in messages]
+    return [{**m, "_session": sid} for m in messages]
+
+
+async def _archive_read(store: SessionStore, chat: str, sid: str, key: Hashable, label: Label) -> _Read | None:
+    """Session ``sid``'s archive ready for searching, reading what it gained since last read; None: no session."""
+    kept = ARCHIVES.get(key)
+    marks = await store.archive_marks(chat, sid, max(0, kept.length - 1) if kept else 0)
+    if marks is None:
+        return None
+    length, first, at = marks
+    if kept is not None and length >= kept.length and (kept.length == 0 or (first, at) == (kept.first, kept.last)):
+        if length == kept.length:
+            return kept
+        ids = await store.archive_ids(chat, sid, kept.length)
+        newer = await _archived(store, chat, sid, ids)
+        part = kept.part.extended(newer, _labelled(newer, label)) if ids else None
+        if part is not None:
+            return ARCHIVES.put(key, _Read(kept.length + len(ids), kept.first or ids[0], ids[-1], part))
+    ids = await store.archive_ids(chat, sid)
+    messages = await _archived(store, chat, sid, ids)
+    part = KeptPart.of(messages, _labelled(messages, label))
+    return ARCHIVES.put(key, _Read(len(ids), ids[0] if ids else None, ids[-1] if ids else None, part))
+
+
+async def _pieces(store: SessionStore, chat: str, chain: Sequence[str], label: Label) -> list[SearchPiece] | None:
+    """What :func:`_messages_of` reads (labelled) as pieces, archives kept between searches; None: read it all."""
+    parts: list[KeptPart | Sequence[Message]] = []
+    for sid in chain:
+        read = await _archive_read(store, chat, sid, (store.prefix, chat, tuple(chain), sid, label), label)
+        if read is None:
+            continue
+        parts.append(read.part)
+        if sid != chain[-1]:  # an ancestor's live list is history too
+            with contextlib.suppress(UnknownSession):
+                parts.append(await store.active(chat, sid))
+    with contextlib.suppress(UnknownSession):
+        parts.append(await store.active(chat, chain[-1]))
+    return conversation_pieces(parts, lambda messages: _labelled(messages, label))
+
+
+async def _archived(store: SessionStore, chat: str, sid: str, ids: Sequence[str]) -> list[Any]:
+    """The archived messages with these ids, marked as :meth:`gateway.store.SessionStore.archive` marks them."""
+    return [{**message, "active": 0, "compacted": 1} for message in await store.get_messages(chat, sid, ids)]
+
+
 class TurnArchive:
     """``agent.loop.ResultArchive`` over a chat's session: a tool result too long for the request is stored whole in
     the session's archive, once per inbox entry and call (a turn tried again gets the id stored the first time)."""
@@ -211,6 +284,22 @@ class ChatHistory:
             for message in await _messages_of(self.store, self.chat, conversation.sessions):
                 messages.append({**message, "_id": f"{head}{ID_SEPARATOR}{message.get('_id')}", "_session": head})
         return messages + [{**message, "_session": self.session_id} for message in own]
+
+    async def search_pieces(self) -> list[SearchPiece] | None:
+        """What :meth:`all_messages` returns, as pieces ready for searching; archives are kept between searches."""
+        chains: list[tuple[Sequence[str], Label]] = []
+        if self.every_session:
+            for conversation in await conversations(self.store, self.chat, self.session_id):
+                if self.session_id not in conversation.sessions:
+                    chains.append((conversation.sessions, (conversation.head, True)))
+        chains.append((await self._chain(), (self.session_id, False) if self.every_session else None))
+        pieces: list[SearchPiece] = []
+        for chain, label in chains:
+            found = await _pieces(self.store, self.chat, chain, label)
+            if found is None:
+                return None
+            pieces += found
+        return pieces
 
     async def messages_by_id(self, ids: Sequence[str]) -> Sequence[Message]:
         wanted = [str(i) for i in ids]

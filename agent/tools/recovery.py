@@ -8,19 +8,22 @@ gives the photo back (as the result's items), of a document or voice message its
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from typing import Any, Protocol
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from agent import json_codec
 from agent.messages import Message, carried_images, stand_in_lines, tool_names_by_call_id
 from agent.search import DEFAULT_HITS, SearchError, SearchHit, search_messages
 from agent.search_answers import MEANING_DEPTH
+from agent.search_corpus import SearchCorpus
 from agent.search_query import parse_regex
 from agent.tokens import content_text
 from agent.tools.registry import Tool, ToolOutput
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Most hits one search hands back when the model asks for more than :data:`agent.search.DEFAULT_HITS`.
 MAX_SEARCH_HITS = 20
@@ -58,6 +61,159 @@ def searchable(messages: Sequence[Message]) -> list[Message]:
     return kept
 
 
+@dataclass(frozen=True)
+class SearchPiece:
+    """Consecutive messages of a chat's history made ready for searching once: what :func:`searchable` keeps of
+    them (reading tool names from these messages alone), its corpus, the ids of the calls they make (and of
+    those whose last call is a recovery tool's), and the call ids of tool results whose call they do not hold.
+    A source that keeps pieces of an archive between searches (:meth:`PreparedSource.search_pieces`) pays
+    for each message once, not on every search."""
+
+    messages: list[Message]
+    corpus: SearchCorpus
+    calls: frozenset[str]
+    recovery_calls: frozenset[str]
+    answered_elsewhere: frozenset[str]
+
+    @classmethod
+    def of(cls, messages: Sequence[Message]) -> SearchPiece:
+        kept = searchable(messages)
+        names = tool_names_by_call_id(messages)
+        results = {str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"}
+        return cls(
+            kept,
+            SearchCorpus.build(kept),
+            frozenset(names),
+            frozenset(call_id for call_id, name in names.items() if name in RECOVERY_TOOL_NAMES),
+            frozenset(results - names.keys()),
+        )
+
+    def extended(self, newer: Sequence[Message]) -> SearchPiece | None:
+        """This piece followed by ``newer``, as one; None where that is not this piece's kept messages followed
+        by what ``newer`` keeps (a call id of one made or answered in the other)."""
+        tail = SearchPiece.of(newer)
+        if _clash([self, tail]):
+            return None
+        return SearchPiece(
+            self.messages + tail.messages,
+            self.corpus.extended(tail.messages),
+            self.calls | tail.calls,
+            self.recovery_calls | tail.recovery_calls,
+            (self.answered_elsewhere - tail.calls) | (tail.answered_elsewhere - self.calls),
+        )
+
+    @property
+    def chars(self) -> int:
+        """How much it holds, in characters of search text (what a cache of pieces is bounded by)."""
+        return self.corpus.chars
+
+
+def _clash(pieces: Sequence[SearchPiece]) -> bool:
+    """Whether a call id is made in two of the pieces, or a recovery call's result sits in another piece."""
+    calls: set[str] = set()
+    recovery: set[str] = set()
+    for piece in pieces:
+        if not calls.isdisjoint(piece.calls):
+            return True
+        calls.update(piece.calls)
+        recovery.update(piece.recovery_calls)
+    return bool(recovery) and any(not recovery.isdisjoint(piece.answered_elsewhere) for piece in pieces)
+
+
+def joined_pieces(pieces: Sequence[SearchPiece]) -> tuple[list[Message], SearchCorpus] | None:
+    """``searchable`` of the pieces' messages one after the other, and its corpus; None where that could differ
+    from joining what each piece keeps (a call id made in two pieces, or a result in one piece of a recovery
+    call in another): :func:`searchable` reads tool names across the whole history."""
+    if _clash(pieces):
+        return None
+    messages = [message for piece in pieces for message in piece.messages]
+    return messages, SearchCorpus.joined([piece.corpus for piece in pieces])
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """Stored messages read before and kept ready for searching: their plain ids (and whether no two are the
+    same) and their piece."""
+
+    ids: frozenset[str]
+    unique: bool
+    piece: SearchPiece
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], labelled: Sequence[Message]) -> KeptPart:
+        """``messages`` kept, searched as ``labelled`` (the same messages as a source hands them out)."""
+        plain = [str(message.get("_id")) for message in messages]
+        return cls(frozenset(plain), len(set(plain)) == len(plain), SearchPiece.of(labelled))
+
+    def extended(self, newer: Sequence[Message], labelled: Sequence[Message]) -> KeptPart | None:
+        """This part followed by ``newer`` (searched as ``labelled``); None as :meth:`SearchPiece.extended`."""
+        piece = self.piece.extended(labelled)
+        if piece is None:
+            return None
+        added = [str(message.get("_id")) for message in newer]
+        unique = self.unique and len(set(added)) == len(added) and self.ids.isdisjoint(added)
+        return KeptPart(self.ids.union(added), unique, piece)
+
+
+def conversation_pieces(
+    parts: Sequence[KeptPart | Sequence[Message]], label: Callable[[Sequence[Message]], list[Message]]
+) -> list[SearchPiece] | None:
+    """One conversation's messages as pieces, from parts read in order, some kept from earlier searches and
+    the others (live lists) read now and labelled by ``label``: each message id once, where it first occurs,
+    as it last occurs (the live lists of a rotated conversation repeat the messages the next session kept).
+    None where a kept part holds an id twice or one a live list holds: that would change a kept piece."""
+    kept = [part for part in parts if isinstance(part, KeptPart)]
+    latest: dict[str, Message] = {}
+    for part in parts:
+        if not isinstance(part, KeptPart):
+            latest.update((str(message.get("_id")), message) for message in part)
+    seen: set[str] = set()
+    for part in kept:
+        if not part.unique or not seen.isdisjoint(part.ids) or not part.ids.isdisjoint(latest):
+            return None
+        if len(kept) > 1:
+            seen.update(part.ids)
+    pieces: list[SearchPiece] = []
+    for part in parts:
+        if isinstance(part, KeptPart):
+            pieces.append(part.piece)
+            continue
+        fresh = []
+        for message in part:
+            key = str(message.get("_id"))
+            if key not in seen:
+                seen.add(key)
+                fresh.append(latest[key])
+        pieces.append(SearchPiece.of(label(fresh)))
+    return pieces
+
+
+class KeptPieces(Generic[T]):
+    """What a process keeps between searches (``T`` holds a piece), by key, the least recently used dropped
+    first once the pieces' search text passes ``max_chars``."""
+
+    def __init__(self, max_chars: int, piece: Callable[[T], SearchPiece]) -> None:
+        self.max_chars = max_chars
+        self.piece = piece
+        self.kept: OrderedDict[Hashable, T] = OrderedDict()
+        self.chars = 0
+
+    def get(self, key: Hashable) -> T | None:
+        found = self.kept.get(key)
+        if found is not None:
+            self.kept.move_to_end(key)
+        return found
+
+    def put(self, key: Hashable, value: T) -> T:
+        """Keep ``value`` under ``key`` (the one kept before goes); returns it."""
+        old = self.kept.pop(key, None)
+        self.chars += self.piece(value).chars - (self.piece(old).chars if old is not None else 0)
+        self.kept[key] = value
+        while self.chars > self.max_chars and len(self.kept) > 1:
+            self.chars -= self.piece(self.kept.popitem(last=False)[1]).chars
+        return value
+
+
 class MessageSource(Protocol):
     """Where the recovery tools read a session's messages: the live list and the archive."""
 
@@ -84,6 +240,25 @@ async def _similar(source: MessageSource, query: str, limit: int) -> Sequence[st
         return None
 
 
+class PreparedSource(MessageSource, Protocol):
+    """A source that keeps its history made ready for searching between searches."""
+
+    async def search_pieces(self) -> Sequence[SearchPiece] | None:
+        """Every message :meth:`all_messages` returns, in its order, as pieces (the older ones kept from earlier
+        searches); None when that cannot be told apart from reading them all (the search then reads them all)."""
+
+
+async def _searched(source: MessageSource) -> tuple[list[Message], SearchCorpus | None]:
+    """The messages a search looks at, and their corpus where the source keeps one."""
+    pieces = getattr(source, "search_pieces", None)
+    if pieces is not None:
+        found = await pieces()
+        joined = joined_pieces(found) if found is not None else None
+        if joined is not None:
+            return joined
+    return searchable(await source.all_messages()), None
+
+
 async def search_source(
     source: MessageSource, query: str, limit: int = DEFAULT_HITS
 ) -> tuple[list[SearchHit], list[Message]]:
@@ -91,7 +266,7 @@ async def search_source(
     search: keywords (and dates) over every searchable message, summaries included but behind the originals,
     fused with the source's search by meaning when it has one. Returns the hits and the messages searched.
     Raises :class:`agent.search.SearchError` for a query that cannot run."""
-    messages = searchable(await source.all_messages())
+    messages, corpus = await _searched(source)
     wanted = query.strip() and parse_regex(query) is None  # a /regex/ asks for exact text, not for a meaning
     similar = await _similar(source, query, MEANING_DEPTH) if wanted else None
     hits = search_messages(
@@ -101,6 +276,7 @@ async def search_source(
         snippet_chars=SEARCH_SNIPPET_CHARS,
         similar=similar,
         neighbour_chars=SEARCH_NEIGHBOUR_CHARS,
+        corpus=corpus,
     )
     return hits, messages
 

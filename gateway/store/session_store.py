@@ -23,7 +23,7 @@ from gateway.store.channel import RedisChannel
 from gateway.store.compaction import COMMIT_RECORD_TTL_SECONDS, CompactionCommit
 from gateway.store.entries import MIN_SEEN_TTL_SECONDS
 from gateway.store.figures import ChatFigures
-from gateway.store.keys import ChatKeys, check_key_part
+from gateway.store.keys import ChatKeys, check_key_part, text_of
 from gateway.store.locks import Lock
 from gateway.store.meta import SessionMeta
 from gateway.store.routes import Routes
@@ -317,6 +317,27 @@ class SessionStore(Routes):
         """
         keys = self.keys(chat)
         return await transcript.get_messages(self, keys, check_key_part("session id", sid), ids)
+
+    async def archive_marks(self, chat: str, sid: str, at: int) -> tuple[int, str | None, str | None] | None:
+        """The archive's length, its first id and its id at position ``at``, in one round trip; None when the
+        session does not exist. An archive is only appended to, so these tell a reader holding its first ``at + 1``
+        ids whether what it holds is still the archive's beginning."""
+        keys = self.keys(chat)
+        archive = keys.archive(check_key_part("session id", sid))
+        exists, length, first, found = await self.channel.call_in_order(
+            ("EXISTS", keys.meta(sid)), ("LLEN", archive), ("LINDEX", archive, 0), ("LINDEX", archive, at)
+        )
+        if not exists:
+            return None
+        return int(length), None if first is None else text_of(first), None if found is None else text_of(found)
+
+    async def archive_ids(self, chat: str, sid: str, start: int = 0) -> list[str]:
+        """The ids of the session's archive from position ``start`` on, in archive order."""
+        keys = self.keys(chat)
+        return [
+            text_of(i)
+            for i in await self.channel.call("LRANGE", keys.archive(check_key_part("session id", sid)), start, -1)
+        ]
 
     async def archive(self, chat: str, sid: str) -> list[transcript.ArchivedMessage]:
         """Messages compactions folded away, in archive order, each marked ``active=0, compacted=1``."""
