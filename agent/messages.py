@@ -42,6 +42,7 @@ class Message(TypedDict, total=False):
     _id: str  # the id the store gave this version of the message
     _ts: float  # when the message was stored or arrived, in Unix seconds
     _from: str  # a person's message: the sender's display name as their platform gave it (who said it, in notes)
+    _user: str  # a person's message: who sent it, ``<platform>:<user id>`` (whose memory it may feed)
     _tok: int  # this message's cached token count (agent.tokens); dropped by every edit
     _orig_id: str  # on a copy standing in for a stored original (an edit, an excerpt): that original's ``_id``
     _session: str  # the session a message was read from, where a search spans a chat's conversations

@@ -18,6 +18,7 @@ from gateway.events import EventBus
 from gateway.session_source import ChatHistory
 from gateway.store import SessionStore
 from gateway.store.inbox import Inbox
+from gateway.store.memory import MemoryStore
 from gateway.worker.chat_turn import ChatTurn
 from gateway.worker.compactions import Compactions
 from gateway.worker.parts import Spending, WorkerStatus
@@ -39,6 +40,8 @@ class CommandContext:
     spend: Spending
     #: This process's worker, as ``/status`` reports it.
     status: WorkerStatus
+    #: What the bot keeps about people (``/remember``, ``/memory``, ``/forget``).
+    memory: MemoryStore
 
     def model(self, turn: ChatTurn) -> str:
         """The model the chat's session talks to."""

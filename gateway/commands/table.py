@@ -9,6 +9,7 @@ import re
 from gateway.commands.access import allow, answer, block, unblock
 from gateway.commands.compress import compress
 from gateway.commands.context import Command, CommandContext
+from gateway.commands.memory import forget, memory, remember
 from gateway.commands.models import model
 from gateway.commands.sessions import new, resume, sessions, status, stop
 from gateway.commands.syntax import parse, unknown
@@ -37,6 +38,9 @@ COMMANDS: dict[str, Command] = {
     "usage": usage,
     "status": status,
     "stop": stop,
+    "remember": remember,
+    "memory": memory,
+    "forget": forget,
     "approve": answer,
     "refuse": answer,
     "allow": allow,
@@ -54,6 +58,9 @@ ARGUMENTS = {
     "block": "PERSON",
     "unblock": "PERSON",
     "usage": "[PERSON]",
+    "remember": "TEXT",
+    "memory": "[PERSON]",
+    "forget": "[PERSON] N|all",
 }
 
 

@@ -40,6 +40,7 @@ from gateway.store.buckets import TokenBuckets
 from gateway.store.embeddings import EmbeddingStore
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
+from gateway.store.memory import MemoryStore
 from gateway.store.spend import SpendStore
 from gateway.store.taken import TakenRecords
 from gateway.store.told import ToldOnce
@@ -81,6 +82,7 @@ def build_runner(
     compactions = Compactions(store, events, settings.compression)
     items = _items(settings, store, agents, adapters)
     told = ToldOnce(channel, prefix)
+    memory = MemoryStore(channel, prefix, max_entry_chars=settings.memory.max_entry_chars)
     embedder, meanings = _embeddings(settings, store, spend, events)
     parts = TurnParts(
         store=store,
@@ -101,7 +103,7 @@ def build_runner(
         spend=spend,
         options=_options(settings),
         commands=functools.partial(
-            handle_command, CommandContext(store, inbox, agents, events, compactions, roles, spend, status)
+            handle_command, CommandContext(store, inbox, agents, events, compactions, roles, spend, status, memory)
         ),
         meanings=meanings,
     )

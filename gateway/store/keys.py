@@ -35,6 +35,8 @@ the store is one Lua script on one slot::
     {prefix}:{<chat>}:taken:<entry id>     a message's items as taken in, for the turn's retries (gateway.store.taken)
     {prefix}:{<chat>}:emb:<part>           the messages' vectors for the search by meaning, what waits to be
                                            embedded, the embedder's lock (gateway.store.embeddings)
+    {prefix}:{<chat>}:memory:<part>        a group's own memory: entries, their texts, the next number
+                                           (gateway.store.memory)
 
 and keys of no one chat::
 
@@ -44,6 +46,8 @@ and keys of no one chat::
     {prefix}:chats:backfilled              marks that chats stored before that index existed were added to it
     {prefix}:embeddings:due                sorted set: chats whose new messages wait to be embedded, by when
                                            (gateway.store.embeddings)
+    {prefix}:{mem:<person>}:<part>         a person's memory, every scope: entries, their texts, the next number
+                                           (gateway.store.memory; the person's own hash tag, one slot a call)
     {prefix}:lease:<what>                  which process holds a lease, e.g. ``poll:tg:<bot id>``
                                            (gateway.store.leases); under the deployment's own prefix, not a
                                            bot's: a token is the cluster's

@@ -71,6 +71,8 @@ def user_message(message: IncomingMessage) -> Message:
     stored: Message = {"role": "user", "content": message.text, "_ts": message.ts}
     if message.user_name:
         stored["_from"] = message.user_name
+    if message.user_id:
+        stored["_user"] = f"{message.platform}:{message.user_id}"
     return stored
 
 
