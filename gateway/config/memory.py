@@ -9,9 +9,9 @@ keywords only.
 The key may be written ``${NAME}`` so the secret sits in the environment; with ``provider: openai`` and
 no key, ``OPENAI_API_KEY`` is used. A variable that is not set fails ``config check`` naming the key.
 
-``memory.max_tokens`` bounds what a request carries of the short entries the bot keeps about a person
-(:mod:`gateway.store.memory`), and ``memory.max_entry_chars`` how long one entry may be: a longer one is
-refused with the limit named, never cut, so what a person is told was kept is what was kept.
+``memory.max_entry_chars`` bounds how long one entry the bot keeps about a person may be
+(:mod:`gateway.store.memory`): a longer one is refused with the limit named, never cut, so what a person is told
+was kept is what was kept.
 """
 
 from __future__ import annotations
@@ -95,7 +95,5 @@ class MemorySettings(StrictModel):
     """``memory:`` — what the bot remembers beyond the live transcript."""
 
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    #: Tokens at most of what the bot keeps about a person that one request carries (the rest stays findable).
-    max_tokens: int = Field(1000, ge=100)
     #: Characters at most of one entry: a longer one is refused, saying so, rather than cut.
     max_entry_chars: int = Field(500, ge=1)
