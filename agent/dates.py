@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["DateSpan", "day_of", "find_dates"]
+__all__ = ["MONTHS", "WEEKDAYS", "DateSpan", "day_of", "find_dates"]
 
 Day = dt.date
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.dates import DateSpan, day_of, find_dates
+from agent.dates import MONTHS, WEEKDAYS, DateSpan, day_of, find_dates
 from agent.tokens import content_text
 
 #: Newest messages looked at for the chat's "now" (the list is in written order, so the newest is near its end).
@@ -34,21 +34,6 @@ _WIDE_DAYS = 7
 _FOREVER = 1 << 30
 _DAY_SECONDS = 86_400.0
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTHS = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +138,7 @@ def _reach(spans: Sequence[DateSpan], start: dt.date, width: int) -> list[tuple[
     the span; a phrase wider than the span ("last week" for one Saturday) says too little, so its word is left out."""
     days = [start + dt.timedelta(days=n) for n in range(min(width, 7))]
     reach: list[tuple[str, int, int]] = [
-        *((_WEEKDAYS[day.weekday()], 7, 13) for day in days),
+        *((WEEKDAYS[day.weekday()], 7, 13) for day in days),
         ("yesterday", 0, 2),
         ("today", 0, 0),
         ("tonight", 0, 0),
@@ -169,7 +154,7 @@ def _reach(spans: Sequence[DateSpan], start: dt.date, width: int) -> list[tuple[
     if width >= 365:
         reach.append(("year", _FOREVER, _FOREVER))
     months = {(s.start.year, s.start.month) for s in spans} | {(s.end.year, s.end.month) for s in spans}
-    reach += [(_MONTHS[month - 1].capitalize(), _FOREVER, _FOREVER) for _, month in months]
+    reach += [(MONTHS[month - 1].capitalize(), _FOREVER, _FOREVER) for _, month in months]
     reach += [(str(year), _FOREVER, _FOREVER) for year, _ in months]
     return [(variant, before, after) for word, before, after in reach for variant in _variants(word)]
 

@@ -6,8 +6,9 @@ travels as :class:`~gateway.store.live.LiveHub` events on the session's channel 
 process has this adapter, and the one holding the HTTP request hears the previews and the final text.
 
 Each event names the message it answers (``reply_to``, the request's update id). A reply's previews and its
-final text come through :class:`ApiReply`; anything else the turn sends (a command's answer, a notice that the
-provider is away or that the person sends too fast) comes through :meth:`ApiAdapter.send` as a ``notice``.
+final text come through :class:`~gateway.web.live_adapter.LiveReply` (the final text as a ``final`` event);
+anything else the turn sends (a command's answer, a notice that the provider is away or that the person sends
+too fast) comes through :meth:`ApiAdapter.send` as a ``notice``.
 Ahead of the reply's final text come the calls of the client's own tools it ends with (``tool_calls``), or the
 refusal of the client's tools or tool results (``refused``), which the request answers as a 400; ahead of a
 notice that the message is kept unanswered comes its kind (``refusal``: the provider away, a budget used up, a
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.platforms.base import ApprovalPrompt, Journal, SendGate, TurnRefusal
+from gateway.platforms.base import ApprovalPrompt, TurnRefusal
 from gateway.web.live_adapter import LiveAdapter
 
 #: The platform's prefix in chat keys: ``api:<key name>/<session id>``.
@@ -77,25 +78,6 @@ class ApiAdapter(LiveAdapter):
             },
         )
 
-    def reply_surface(
-        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
-    ) -> ApiReply:
-        return ApiReply(self, chat_id, reply_to)
-
-
-class ApiReply:
-    """One streamed reply: each preview is the whole text so far, then the final text."""
-
-    interval = 0.05
-
-    def __init__(self, adapter: ApiAdapter, chat_id: str, reply_to: str | None) -> None:
-        self.adapter = adapter
-        self.chat_id = chat_id
-        self.reply_to = reply_to
-
-    async def preview(self, text: str) -> bool:
-        await self.adapter.publish(self.chat_id, {"type": "preview", "reply_to": self.reply_to, "text": text})
-        return True
-
-    async def finish(self, text: str) -> None:
-        await self.adapter.publish(self.chat_id, {"type": "final", "reply_to": self.reply_to, "text": text})
+    async def finish_reply(self, chat_id: str, text: str, *, reply_to: str | None) -> None:
+        """The reply's final text, told as such: the request ends its answer with it."""
+        await self.publish(chat_id, {"type": "final", "reply_to": reply_to, "text": text})

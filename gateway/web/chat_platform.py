@@ -20,9 +20,7 @@ import hashlib
 from gateway.media.units import size_text
 from gateway.platforms.base import (
     ApprovalPrompt,
-    Journal,
     OutgoingFile,
-    SendGate,
 )
 from gateway.web.live_adapter import LiveAdapter
 from gateway.web.media_files import SHOWN_TYPES
@@ -70,27 +68,3 @@ class WebChatAdapter(LiveAdapter):
 
     async def settle_approval(self, chat_id: str, message_id: str | None, prompt: ApprovalPrompt, outcome: str) -> None:
         await self.publish(chat_id, {"type": "approval_settled", "id": prompt.approval_id, "outcome": outcome})
-
-    def reply_surface(
-        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
-    ) -> WebReply:
-        return WebReply(self, chat_id, reply_to)
-
-
-class WebReply:
-    """One streamed reply in the browser: each preview and the final text replace what the page shows
-    for ``reply_to``, so a reply retried after a crash shows once."""
-
-    interval = 0.05
-
-    def __init__(self, adapter: WebChatAdapter, chat_id: str, reply_to: str | None) -> None:
-        self.adapter = adapter
-        self.chat_id = chat_id
-        self.reply_to = reply_to
-
-    async def preview(self, text: str) -> bool:
-        await self.adapter.publish(self.chat_id, {"type": "preview", "reply_to": self.reply_to, "text": text})
-        return True
-
-    async def finish(self, text: str) -> None:
-        await self.adapter.send(self.chat_id, text, reply_to=self.reply_to)

@@ -9,7 +9,7 @@ chat's media store as it arrives, named ``upload:<chat id>/<sha256>``, and read 
 from __future__ import annotations
 
 from gateway.media.errors import MediaError, MediaTooLarge
-from gateway.platforms.base import Intake, MediaItem, PlatformAdapter, check_size
+from gateway.platforms.base import Intake, Journal, MediaItem, PlatformAdapter, SendGate, check_size
 from gateway.store.live import LiveHub
 from gateway.store.media import MediaStore
 
@@ -50,6 +50,15 @@ class LiveAdapter(PlatformAdapter):
     async def publish(self, chat_id: str, event: dict[str, object]) -> None:
         await self.hub.publish(f"{self.platform}:{chat_id}", event)
 
+    async def finish_reply(self, chat_id: str, text: str, *, reply_to: str | None) -> None:
+        """A streamed reply's final text (by default as any message the chat is sent)."""
+        await self.send(chat_id, text, reply_to=reply_to)
+
+    def reply_surface(
+        self, chat_id: str, gate: SendGate, *, reply_to: str | None = None, journal: Journal | None = None
+    ) -> LiveReply:
+        return LiveReply(self, chat_id, reply_to)
+
     async def fetch(self, item: MediaItem, limit: int) -> bytes:
         """A file kept as it arrived, read back from the chat's media store."""
         check_size(item, limit)
@@ -62,3 +71,22 @@ class LiveAdapter(PlatformAdapter):
         if len(found[0]) > limit:
             raise MediaTooLarge(item.name, len(found[0]), limit)
         return found[0]
+
+
+class LiveReply:
+    """One streamed reply: each preview is the whole text so far, published for ``reply_to`` (a page replaces what
+    it shows, a request sends what is new), then the final text (:meth:`LiveAdapter.finish_reply`)."""
+
+    interval = 0.05
+
+    def __init__(self, adapter: LiveAdapter, chat_id: str, reply_to: str | None) -> None:
+        self.adapter = adapter
+        self.chat_id = chat_id
+        self.reply_to = reply_to
+
+    async def preview(self, text: str) -> bool:
+        await self.adapter.publish(self.chat_id, {"type": "preview", "reply_to": self.reply_to, "text": text})
+        return True
+
+    async def finish(self, text: str) -> None:
+        await self.adapter.finish_reply(self.chat_id, text, reply_to=self.reply_to)
