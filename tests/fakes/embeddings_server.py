@@ -21,6 +21,7 @@ is hashed into one of the remaining buckets. The vector is L2-normalised, so a d
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import re
@@ -149,6 +150,8 @@ class FakeEmbeddingsServer:
     inputs: int = 0
     #: Each answered request's texts, in order.
     batches: list[list[str]] = field(default_factory=list)
+    #: Seconds every answer takes (a slow endpoint); 0: at once.
+    delay: float = 0.0
     _failures: list[int] = field(default_factory=list)
     _runner: web.AppRunner | None = None
 
@@ -194,6 +197,8 @@ class FakeEmbeddingsServer:
             return _error(401, "Incorrect API key provided.", "invalid_api_key")
         if self._failures:
             return _error(self._failures.pop(0), "The server had an error while processing your request.")
+        if self.delay:
+            await asyncio.sleep(self.delay)  # a slow endpoint, for a client's timeout to cut short
         try:
             body: Any = await http.json()
             _validate(EmbeddingCreateParams, body, "embeddings")

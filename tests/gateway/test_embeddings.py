@@ -243,3 +243,24 @@ async def test_what_was_said_before_embeddings_were_on_is_embedded_at_the_first_
             await wait_for(lambda: _count(vectors, CHAT, 8), what="the new turn embedded")
     assert found is not None and found[0][1] == "1"  # the ceramics line
     assert server.inputs == 6 + 1 + 2  # nothing sent twice across the restart
+
+
+async def test_the_key_the_vector_length_and_the_timeout_come_from_the_settings(
+    redis, redis_url, key_prefix, monkeypatch
+):
+    monkeypatch.setenv("FG_TEST_EMBEDDINGS_KEY", "sk-embed-from-env")
+    async with FakeLLMServer(handler=noted) as llm, FakeEmbeddingsServer(api_key="sk-embed-from-env") as server:
+        memory = embeddings(server, api_key="${FG_TEST_EMBEDDINGS_KEY}", dimensions=24, timeout_seconds=0.5)
+        settings = make_settings(redis_url, key_prefix, llm.openai_base_url, context_length=16_000, memory=memory)
+        async with running_gateway(settings, redis) as (runner, _adapter, _events):
+            await say_all(runner, LINES[:2])
+            vectors = EmbeddingStore(redis, runner.store.channel, key_prefix)
+            await wait_for(lambda: _count(vectors, CHAT, 4), what="the 4 messages embedded")
+            at = await vectors.where(CHAT)
+            sid = await runner.store.current_session(CHAT)
+            (stored,) = await vectors.vectors(CHAT, [f"{sid}:1"])
+            server.delay = 5.0  # slower than memory.embeddings.timeout_seconds
+            slow = await runner.meanings.similar(CHAT, "a query never asked before", 2)
+    assert server.requests >= 1  # the key from the environment was taken: a wrong one is refused (401)
+    assert at.model == f"{MODEL}@24" and stored is not None and len(stored) == 24 * 4  # float32
+    assert slow is None  # cut short at the timeout: the search goes by keywords
