@@ -12,6 +12,7 @@ the calls ahead of them, as OpenAI's API asks).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -167,21 +168,25 @@ def check_supported(request: ChatCompletionRequest) -> None:
 
 
 def _check_tools(request: ChatCompletionRequest) -> None:
-    """Function tools only, with names the model can call (a name the bot's own tools take is refused by the
+    check_client_tools(request.tools or (), request.tools or (), request.tool_choice)
+
+
+def check_client_tools(
+    sent: Sequence[Mapping[str, Any]], as_chat: Sequence[Mapping[str, Any]], tool_choice: object
+) -> None:
+    """Function tools only (``sent``: as the request wrote them, each with its ``type``), with valid, distinct names
+    the model can call (``as_chat``: in chat completions' shape; a name the bot's own tools take is refused by the
     turn, which knows them); ``tool_choice`` as ``auto`` or ``none`` (forcing a call is not done)."""
-    for index, tool in enumerate(request.tools or ()):
+    for index, tool in enumerate(sent):
         if tool.get("type") != "function":
             raise ApiError(
-                400,
-                "Only function tools are supported.",
-                param=f"tools[{index}].type",
-                code="unsupported_value",
+                400, "Only function tools are supported.", param=f"tools[{index}].type", code="unsupported_value"
             )
     try:
-        client_tool_schemas(request.tools or (), ())
+        client_tool_schemas(as_chat, ())
     except ClientToolError as error:
         raise invalid(error.param, str(error)) from None
-    if request.tool_choice not in (None, "auto", "none"):
+    if tool_choice not in (None, "auto", "none"):
         raise ApiError(
             400,
             'Only tool_choice "auto" and "none" are supported: the model decides whether to call a tool.',

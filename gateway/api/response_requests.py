@@ -20,9 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.tool_calls import ClientToolError, client_tool_schemas
 from gateway.api.errors import ApiError, invalid
-from gateway.api.requests import ChatCompletionRequest, ChatMessage, new_turn, parsed_body
+from gateway.api.requests import ChatCompletionRequest, ChatMessage, check_client_tools, new_turn, parsed_body
 from gateway.api.sessions import SYSTEM_ROLES, checked_header
 
 #: Part types whose text is taken, and the one that is an image.
@@ -181,23 +180,8 @@ def _checked_tools(request: ResponseRequest) -> ChatCompletionRequest:
     """The request as a chat request, once its tools are ones the model can call: function tools with valid,
     distinct names (one the bot's own tools take is refused by the turn, which knows them), and ``tool_choice``
     ``auto`` or ``none`` (forcing a call is not done)."""
-    for index, tool in enumerate(request.tools or ()):
-        if tool.get("type") != "function":
-            raise ApiError(
-                400, "Only function tools are supported.", param=f"tools[{index}].type", code="unsupported_value"
-            )
     chat = request.as_chat()
-    try:
-        client_tool_schemas(chat.tools or (), ())
-    except ClientToolError as error:
-        raise invalid(error.param, str(error)) from None
-    if request.tool_choice not in (None, "auto", "none"):
-        raise ApiError(
-            400,
-            'Only tool_choice "auto" and "none" are supported: the model decides whether to call a tool.',
-            param="tool_choice",
-            code="unsupported_value",
-        )
+    check_client_tools(request.tools or (), chat.tools or (), request.tool_choice)
     return chat
 
 
