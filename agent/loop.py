@@ -46,10 +46,10 @@ from agent.items import DEFAULT_MAX_IMAGES, ImageInliner, MediaSource
 from agent.llm.errors import ContextTooLong, ProviderError, WindowExceeded
 from agent.llm.stream import EventSink, StreamEvent
 from agent.llm.types import Completion, MadeImage
-from agent.messages import Message
+from agent.messages import Message, with_note
 from agent.models import vision_for
 from agent.stopping import StopWaiter, TurnStopped, unless_stopped
-from agent.tokens import ITEMS_KEY, count_messages, count_request
+from agent.tokens import ITEMS_KEY, count_messages, count_request, count_text
 from agent.tool_calls import (
     INTERRUPTED_TOOL_RESULT,
     MAX_RESULT_CHARS,
@@ -150,13 +150,17 @@ class Agent:
         result_limit: int | None = None,
         system_prompt: str | None = None,
         window_teacher: WindowTeacher | None = None,
+        turn_note: str = "",
     ) -> None:
         """``system_prompt`` goes first in every request, never into the transcript (a changed prompt applies
         to old conversations at once, and compaction never folds it away); ``media`` reads the chat's stored
         items; ``max_images`` bounds the images one request carries;
         ``vision`` says whether the model takes images (None: the catalog's word, ``agent.models.vision_for``);
         a tool result over ``result_limit`` tokens is archived whole in ``results`` and goes as an excerpt;
-        ``window_teacher`` keeps what a context-length refusal teaches about the chat model's window."""
+        ``window_teacher`` keeps what a context-length refusal teaches about the chat model's window;
+        ``turn_note`` goes before the turn's own message in every request of the turn and is never stored (what
+        the gateway tells the model about the person writing, which changes from turn to turn: kept out of the
+        cached prefix and out of the transcript)."""
         self.client = model_client
         self.engine = engine
         self.model = model
@@ -171,6 +175,13 @@ class Agent:
         self.result_limit = result_limit
         self.head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
         self.window_teacher = window_teacher
+        self.turn_note = turn_note
+        self._noted: Message | None = None  # the turn's own message, which the note goes before
+
+    @property
+    def note_tokens(self) -> int:
+        """What the turn's note adds to each request (it is in none of the messages counted)."""
+        return count_text(self.turn_note) if self.turn_note else 0
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         return self.tools.schemas() + list(self.engine.get_tool_schemas())
@@ -190,7 +201,7 @@ class Agent:
         if not self.engine.rewrites_transcript:
             return messages
         limit = self.request_limit
-        tokens = count_request(self.head + messages, tools)
+        tokens = count_request(self.head + messages, tools) + self.note_tokens
         if tokens <= limit:
             return messages
         log.info(
@@ -199,7 +210,7 @@ class Agent:
         new = await self._compact(messages, tokens, force=True, folded=done.folded, until_stopped=until_stopped)
         if new is not None:
             messages, done.compacted = new, True
-            tokens = count_request(self.head + messages, tools)
+            tokens = count_request(self.head + messages, tools) + self.note_tokens
         if tokens > limit:
             raise WindowExceeded(
                 f"the request would be {tokens:,} tokens, over the {limit:,} the model's window "
@@ -262,6 +273,9 @@ class Agent:
     ) -> Completion:
         # Compaction and storage keep tool pairs whole; the provider clients check them (and every
         # message's shape) once more right before each request and refuse to send a broken list.
+        noted = self._noted
+        if noted is not None and self.turn_note:
+            messages = [with_note(m, self.turn_note) if m is noted else m for m in messages]
         outgoing = self.head + await self.inliner.prepare(messages)
         sent = self.request_hook(outgoing) if self.request_hook else outgoing
         request = self.client.complete(
@@ -291,6 +305,7 @@ class Agent:
         ``on_event`` watches the turn as it happens (see the module docstring); ``until_stopped``
         ends a wait on the provider when the person stops the turn, even with no event arriving.
         """
+        self._noted = user_message
         opening = answer_pending(history, tool_results) if tool_results else []
         messages: list[Message] = [*history, *opening, *([user_message] if user_message is not None else [])]
         done = TurnSoFar(messages, first_new=len(history))

@@ -350,3 +350,12 @@ def checked_api_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[Me
 def api_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """Shape problems plus pairing problems (see :func:`checked_api_messages`)."""
     return checked_api_messages(messages)[1]
+
+
+def with_note(message: Message, note: str) -> Message:
+    """A copy of ``message`` whose content starts with ``note`` (its own text or parts after it)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": note}, *content]}
+    text = content if isinstance(content, str) else ""
+    return {**message, "content": f"{note}\n\n{text}" if text else note}

@@ -84,13 +84,37 @@ def everyday_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def memory_command(args: argparse.Namespace) -> int:
+    """``foldgate eval memory [--worlds N] [--seed S] [--out DIR]``: generated people in private chats and groups;
+    exits 1 when anything of one person reached another."""
+    from evals import memory_eval
+
+    document, paths = memory_eval.main(
+        getattr(args, "worlds", None) or memory_eval.DEFAULT_WORLDS,
+        memory_eval.DEFAULT_SEED if args.seed is None else args.seed,
+        args.out,
+        progress=sys.stderr,
+    )
+    print(paths["markdown"].read_text(encoding="utf-8"))
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    if document["leaks"]:
+        print(f"foldgate eval memory: {document['leaks']} leaks between people", file=sys.stderr)
+        return 1
+    return 0
+
+
 def eval_command(args: argparse.Namespace) -> int:
     """``foldgate eval compaction|decay --sessions … --probes … [--policies …] [--context-length …]
-    [--summarizer …]``, or ``foldgate eval everyday`` (:func:`everyday_command`)."""
+    [--summarizer …]``, or ``foldgate eval everyday`` (:func:`everyday_command`), or ``foldgate eval memory``
+    (:func:`memory_command`)."""
     if args.kind == "everyday":
         return everyday_command(args)
+    if args.kind == "memory":
+        return memory_command(args)
     if args.kind not in EVAL_DEFAULTS:
-        print(f"unknown eval {args.kind!r}; available: {', '.join([*EVAL_DEFAULTS, 'everyday'])}", file=sys.stderr)
+        available = ", ".join([*EVAL_DEFAULTS, "everyday", "memory"])
+        print(f"unknown eval {args.kind!r}; available: {available}", file=sys.stderr)
         return 2
     if not args.sessions or not args.probes:
         print(f"foldgate eval {args.kind}: --sessions and --probes are required", file=sys.stderr)

@@ -326,10 +326,14 @@ class AgentBuilder:
         result_limit: int | None = None,
         meter: Meter | None = None,
         system_prompt: str | None = None,
+        memory: str = "",
+        turn_note: str = "",
     ) -> Agent:
         """The agent of one turn; ``media`` is the chat's stored items, of which the newest ``max_images``
         images go into each request; a tool result over ``result_limit`` tokens is archived whole in ``results``;
-        ``system_prompt`` is the session's own (an API client's), sent instead of ``model.system_prompt``."""
+        ``system_prompt`` is the session's own (an API client's), sent instead of ``model.system_prompt``;
+        ``memory`` follows the system prompt and ``turn_note`` goes with the turn's message
+        (:mod:`gateway.memory.block`)."""
         chat_model: ChatModel = self.chat_model
         if isinstance(engine, CodexThreadEngine):
             chat_model = CodexAppServerChat(engine.server, engine)
@@ -352,7 +356,8 @@ class AgentBuilder:
             max_images=max_images,
             results=results,
             result_limit=result_limit,
-            system_prompt=system_prompt or self.settings.model.system_prompt,
+            system_prompt="\n\n".join(filter(None, [system_prompt or self.settings.model.system_prompt, memory])),
+            turn_note=turn_note,
             window_teacher=None if self.settings.model.provider == "local" else self.windows.chat_teacher(model),
         )
 

@@ -108,7 +108,29 @@ class ToolCallEvent(BaseModel):
     ts: float = Field(default_factory=time.time)
 
 
-Event = CompressEvent | TurnEvent | TurnErrorEvent | ToolCallEvent
+#: Who wrote to a person's memory: the person (``/remember``, ``/forget``), the model's ``memory`` tool, or a
+#: compaction publishing what the folded part said about the people who wrote it.
+MemorySource = Literal["remember", "tool", "compaction"]
+#: What a memory write did: an entry added, rewritten or removed, or every entry of a person forgotten.
+MemoryAction = Literal["add", "replace", "remove", "forget"]
+
+
+class MemoryWriteEvent(BaseModel):
+    """``memory:write`` — an entry of a person's (or a group's) memory was added, rewritten or removed."""
+
+    name: Literal["memory:write"] = "memory:write"
+    platform: str
+    chat: str
+    #: Whose memory: ``<platform>:<user id>``, or ``""`` for a group's own.
+    person: str
+    source: MemorySource
+    action: MemoryAction
+    #: How many entries it changed (a ``/forget all`` can change many).
+    entries: int = 1
+    ts: float = Field(default_factory=time.time)
+
+
+Event = CompressEvent | TurnEvent | TurnErrorEvent | ToolCallEvent | MemoryWriteEvent
 #: Reads an event back from its JSON (the activity log stores them so).
 EVENT_JSON: TypeAdapter[Event] = TypeAdapter(Annotated[Event, Field(discriminator="name")])
 Subscriber = Callable[[Event], None | Awaitable[None]]
@@ -143,6 +165,8 @@ class EventBus:
         elif isinstance(event, ToolCallEvent):
             self.counters["tool_calls"] += 1
             self.counters["tool_calls_failed"] += event.outcome in FAILED_CALLS
+        elif isinstance(event, MemoryWriteEvent):
+            self.counters[f"memory_writes_{event.source}"] += event.entries
         else:
             self.counters["provider_errors"] += bool(event.error)
             self.counters["turns"] += 1

@@ -54,6 +54,9 @@ COUNTER_HELP = {
     "turns_failed": "Messages given up: their handling kept failing, or the provider stayed away too long",
     "tool_calls": "Calls of MCP servers' tools the agent made",
     "tool_calls_failed": "Tool calls answered with an error, past their timeout, or with their server away",
+    "memory_writes_remember": "Memory entries people changed themselves (/remember, /forget)",
+    "memory_writes_tool": "Memory entries the model changed with its memory tool",
+    "memory_writes_compaction": "Memory entries compactions kept from what they folded",
 }
 
 #: Seconds over which the turn rate is averaged.

@@ -290,7 +290,7 @@ SEARCH_DESCRIPTION = (
     "snippets with message ids and their session, each with the turn before and the turn after it "
     "(the answer to a question it found); ids from an earlier conversation look like '<session>:<id>'."
 )
-SEARCH_PARAMETERS = {
+SEARCH_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "description": "keywords, an identifier, a date phrase, or /regex/"},
@@ -307,6 +307,27 @@ FETCH_DESCRIPTION = (
     "Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits). "
     "A message's photos come back as images, its documents and voice messages as their text."
 )
+#: Where ``session_search`` looks when it is offered a ``scope``: the chat it is asked in, or every chat the
+#: person asking took part in (the first is the default, and the only one without a source of the second).
+THIS_CHAT, MY_CHATS = "this chat", "my chats"
+#: Between a chat's key and the id of one of its messages, in an id a ``my chats`` search hands out for another
+#: chat: ``<chat>|<session>:<id>``. Session and message ids never hold it, so the last one splits such an id.
+CHAT_SEPARATOR = "|"
+SCOPED_SEARCH_DESCRIPTION = SEARCH_DESCRIPTION + (
+    f" scope '{MY_CHATS}' also searches the other chats the person asking wrote in; such hits name their 'chat'."
+)
+SCOPED_SEARCH_PARAMETERS = {
+    **SEARCH_PARAMETERS,
+    "properties": {
+        **SEARCH_PARAMETERS["properties"],
+        "scope": {
+            "type": "string",
+            "enum": [THIS_CHAT, MY_CHATS],
+            "description": f"default '{THIS_CHAT}'",
+        },
+    },
+}
+SCOPED_FETCH_DESCRIPTION = FETCH_DESCRIPTION + f" Ids from a '{MY_CHATS}' search too."
 #: Most images one fetch hands back (the request shows at most its newest few anyway).
 MAX_FETCH_IMAGES = 8
 FETCH_PARAMETERS = {
@@ -316,22 +337,46 @@ FETCH_PARAMETERS = {
 }
 
 
-def recovery_tools(source: MessageSource) -> list[Tool]:
-    """``session_search`` and ``session_fetch`` over one chat's messages (never another chat's)."""
-    recovery = _Recovery(source)
+def recovery_tools(source: MessageSource, *, everywhere: MessageSource | None = None) -> list[Tool]:
+    """``session_search`` and ``session_fetch`` over one chat's messages (never another chat's); with ``everywhere``
+    (the person's chats) also over those, as scope ``my chats``; without it, exactly as they always were."""
+    recovery = _Recovery(source, everywhere)
+    scoped = everywhere is not None
     return [
         Tool(
-            name="session_search", description=SEARCH_DESCRIPTION, parameters=SEARCH_PARAMETERS, handler=recovery.search
+            name="session_search",
+            description=SCOPED_SEARCH_DESCRIPTION if scoped else SEARCH_DESCRIPTION,
+            parameters=SCOPED_SEARCH_PARAMETERS if scoped else SEARCH_PARAMETERS,
+            handler=recovery.search,
         ),
-        Tool(name="session_fetch", description=FETCH_DESCRIPTION, parameters=FETCH_PARAMETERS, handler=recovery.fetch),
+        Tool(
+            name="session_fetch",
+            description=SCOPED_FETCH_DESCRIPTION if scoped else FETCH_DESCRIPTION,
+            parameters=FETCH_PARAMETERS,
+            handler=recovery.fetch,
+        ),
     ]
 
 
-class _Recovery:
-    """The recovery tools' handlers over one message source."""
+def _labels(message: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a source spanning several sessions, or chats, says a message was read: ``session``, ``chat``."""
+    return {name: message[key] for key, name in (("_session", "session"), ("_chat", "chat")) if message.get(key)}
 
-    def __init__(self, source: MessageSource) -> None:
+
+class _Recovery:
+    """The recovery tools' handlers over one message source (and the person's chats, where given)."""
+
+    def __init__(self, source: MessageSource, everywhere: MessageSource | None = None) -> None:
         self.source = source
+        self.everywhere = everywhere
+
+    def _scoped(self, scope: Any) -> MessageSource | str:
+        """The source ``scope`` names, or why there is none."""
+        if scope in (None, THIS_CHAT):
+            return self.source
+        if scope == MY_CHATS:
+            return self.everywhere or f"scope '{MY_CHATS}' is not offered here: only this chat can be searched"
+        return f"unknown scope {scope!r}: use '{THIS_CHAT}'" + (f" or '{MY_CHATS}'" if self.everywhere else "")
 
     async def search(self, args: dict[str, Any]) -> str:
         query = str(args.get("query") or "").strip()
@@ -341,29 +386,38 @@ class _Recovery:
             limit = max(1, min(int(args.get("limit") or DEFAULT_HITS), MAX_SEARCH_HITS))
         except (TypeError, ValueError):
             limit = DEFAULT_HITS
+        source = self._scoped(args.get("scope"))
+        if isinstance(source, str):
+            return json_codec.dumps_text({"error": source})
         try:
-            hits, messages = await search_source(self.source, query, limit)
+            hits, messages = await search_source(source, query, limit)
         except SearchError as error:
             return json_codec.dumps_text({"error": str(error)})
-        # A source spanning several sessions labels each message with its own (``_session``).
-        sessions = {str(m.get("_id")): m["_session"] for m in messages if m.get("_session")}
+        wanted = {hit.message_id for hit in hits}  # the hits' own ids, looked up in one pass
+        found: dict[str, Mapping[str, Any]] = {str(m.get("_id")): m for m in messages if m.get("_id") in wanted}
         records = []
         for hit in hits:
             record = asdict(hit)
             for side in ("before", "after"):  # the first or last turn of its conversation has none
                 if record[side] is None:
                     del record[side]
-            if str(hit.message_id) in sessions:
-                record["session"] = sessions[str(hit.message_id)]
-            records.append(record)
+            records.append(record | _labels(found.get(str(hit.message_id), {})))
         return json_codec.dumps_text({"query": query, "hits": records}, default=str)
+
+    async def _found(self, ids: list[str]) -> Sequence[Message]:
+        """The messages with these ids, in the order asked: another chat's read through the person's chats."""
+        if self.everywhere is None or not any(CHAT_SEPARATOR in i for i in ids):
+            return await self.source.messages_by_id(ids)
+        found = [*await self.source.messages_by_id([i for i in ids if CHAT_SEPARATOR not in i])]
+        found += await self.everywhere.messages_by_id([i for i in ids if CHAT_SEPARATOR in i])
+        return sorted(found, key=lambda m: ids.index(str(m.get("_id"))) if str(m.get("_id")) in ids else len(ids))
 
     async def fetch(self, args: dict[str, Any]) -> str | ToolOutput:
         ids = args.get("ids") or ([args["id"]] if "id" in args else [])
         ids = [str(i) for i in ids][:20]
         if not ids:
             return json_codec.dumps_text({"error": "ids is required"})
-        found = await self.source.messages_by_id(ids)
+        found = await self._found(ids)
         budget = MAX_FETCH_CHARS
         out = []
         images: list[Mapping[str, Any]] = []
@@ -372,6 +426,8 @@ class _Recovery:
             text = (content if isinstance(content, str) else content_text(content)) or ""
             shown, budget = text[: max(0, budget)], budget - len(text)
             record: dict[str, Any] = {"id": message.get("_id"), "role": message.get("role"), "content": shown}
+            if "chat" in (labels := _labels(message)):  # read through the person's chats
+                record["chat"] = labels["chat"]
             if len(shown) < len(text):
                 record["truncated_from_chars"] = len(text)
             if message.get("tool_calls"):

@@ -205,13 +205,14 @@ def _eval_command(commands: Commands) -> None:
         "(attributed), and with one search. decay: replay each session through "
         "repeated compactions and report recall by the facts' age. everyday: "
         "generate personal multi-session chats and report session search "
-        "recall and what compaction keeps of them (see evals/README.md).",
+        "recall and what compaction keeps of them; memory: generated people in private chats and groups, "
+        "what their memory keeps of each and whether anything leaks between them (see evals/README.md).",
     )
     evaluate.add_argument(
         "kind",
-        choices=["compaction", "decay", "everyday"],
-        help="what to evaluate: compaction, decay, or everyday (generated personal chats: search recall and what "
-        "compaction keeps)",
+        choices=["compaction", "decay", "everyday", "memory"],
+        help="what to evaluate: compaction, decay, everyday (generated personal chats: search recall and what "
+        "compaction keeps) or memory (people's memory and my-chats search across generated people's chats)",
     )
     evaluate.add_argument(
         "--sessions", help="a directory of session JSONL files, one file, or comma-separated files (compaction, decay)"
@@ -243,18 +244,22 @@ def _eval_command(commands: Commands) -> None:
     evaluate.add_argument(
         "--out",
         default="evals/out",
-        help="directory for compaction_eval.json/.md/.png, decay_eval.json/.md or everyday_eval.json/.md "
+        help="directory for compaction_eval.json/.md/.png, decay_eval.json/.md, everyday_eval.json/.md or "
+        "memory_eval.json/.md "
         "(default: %(default)s)",
     )
 
 
 def _everyday_options(evaluate: argparse.ArgumentParser) -> None:
-    """The options only ``foldgate eval everyday`` reads: it generates its conversations instead of loading them."""
+    """The options only the generated evals (``foldgate eval everyday``, ``memory``) read: they load no files."""
     evaluate.add_argument(
         "--conversations", type=int, default=None, metavar="N", help="everyday: conversations to generate (default: 8)"
     )
     evaluate.add_argument(
-        "--seed", type=int, default=None, help="everyday: seed of the first conversation (default: 1)"
+        "--seed", type=int, default=None, help="everyday, memory: seed of the first conversation (default: 1)"
+    )
+    evaluate.add_argument(
+        "--worlds", type=int, default=None, metavar="N", help="memory: worlds of 3-5 people to generate (default: 20)"
     )
     evaluate.add_argument(
         "--embeddings-python",

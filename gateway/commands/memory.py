@@ -5,11 +5,8 @@ What is kept lives in Redis (:mod:`gateway.store.memory`), so a ``/forget`` coun
 everything outlives a restart. A person only ever sees and removes their own entries (and, in a group, the
 group's own); only an admin names someone else.
 
-Whether a chat is private decides where an entry applies (:func:`is_private`): a chat is private when it is
-one person's. On Telegram that is a chat whose id is the sender's id; the terminal and each browser of the web
-chat are one person's; an API session (``api:<key>/<session>``) is its key's own. A Discord DM arrives as a
-channel whose id is not the person's and nothing in the message says it is a DM, so every Discord channel,
-DMs included, counts as a group of its own: what is learned there is used there only.
+Whether a chat is private decides where an entry applies (:mod:`gateway.memory.scopes`). Every change is told
+to the event bus (``memory:write``): the chat's activity shows it and ``/metrics`` counts it.
 """
 
 from __future__ import annotations
@@ -18,30 +15,25 @@ from datetime import UTC, datetime
 
 from gateway.access.roles import named_person, person_of
 from gateway.commands.context import CommandContext
-from gateway.platforms.base import IncomingMessage
-from gateway.store.memory import PRIVATE, MemoryEntry, group_scope
+from gateway.events import MemoryAction, MemoryWriteEvent
+from gateway.memory.scopes import PRIVATE, scope_of, where
+from gateway.store.memory import MemoryEntry
 from gateway.worker.chat_turn import ChatTurn
 
-#: Platforms where every chat is one person's: the terminal, a browser of the web chat, an API key's session.
-ONE_PERSON_PLATFORMS = frozenset({"local", "web", "api"})
 
-
-def is_private(message: IncomingMessage) -> bool:
-    """Whether ``message``'s chat is one person's (the module docstring says how each platform tells)."""
-    if message.platform in ONE_PERSON_PLATFORMS:
-        return True
-    if message.platform == "tg":
-        return bool(message.user_id) and message.chat_id == message.user_id
-    return False
-
-
-def scope_of(message: IncomingMessage) -> str:
-    """Where an entry learned from ``message`` applies: the sender's private chats, or this group."""
-    return PRIVATE if is_private(message) else group_scope(message.chat)
-
-
-def _where(scope: str) -> str:
-    return "private" if scope == PRIVATE else scope.removeprefix("group:")
+async def _told(context: CommandContext, turn: ChatTurn, person: str, action: MemoryAction, entries: int = 1) -> None:
+    """A change a person (or an admin) made, into the chat's activity and the metrics."""
+    message = turn.message
+    await context.events.emit(
+        MemoryWriteEvent(
+            platform=message.platform,
+            chat=turn.chat,
+            person=person,
+            source="remember",
+            action=action,
+            entries=entries,
+        )
+    )
 
 
 def _line(entry: MemoryEntry, label: str = "") -> str:
@@ -63,9 +55,11 @@ async def remember(context: CommandContext, turn: ChatTurn, arg: str) -> str:
         person_of(message), scope, arg, source="remember", chat=turn.chat, message_id=message.update_id
     )
     assert added.entry is not None
+    if added.changed:
+        await _told(context, turn, person_of(message), "add")
     if not added.changed:
-        return f"Already remembered as #{added.entry.number} ({_where(scope)}): {added.entry.text}"
-    return f"Remembered ({_where(scope)}) as #{added.entry.number}: {added.entry.text}"
+        return f"Already remembered as #{added.entry.number} ({where(scope)}): {added.entry.text}"
+    return f"Remembered ({where(scope)}) as #{added.entry.number}: {added.entry.text}"
 
 
 async def memory(context: CommandContext, turn: ChatTurn, arg: str) -> str:
@@ -78,14 +72,14 @@ async def memory(context: CommandContext, turn: ChatTurn, arg: str) -> str:
             return refusal
         listed = await store.entries(person)
         lines = [f"What I keep about {person}, everywhere:"]
-        lines += [f"{_line(entry)} [{_where(entry.scope)}]" for entry in listed]
+        lines += [f"{_line(entry)} [{where(entry.scope)}]" for entry in listed]
         return "\n".join(lines) if listed else f"Nothing yet about {person}."
     scope = scope_of(message)
     own = await store.entries(person_of(message), scope)
     group = await store.entries("", scope) if scope != PRIVATE else []
     if not own and not group:
         return "Nothing yet: /remember <text> keeps something about you."
-    lines = [f"What I keep about you ({_where(scope)}):"] if own else []
+    lines = [f"What I keep about you ({where(scope)}):"] if own else []
     lines += [_line(entry) for entry in own]
     if group:
         lines += ["This group's own memory:", *(_line(entry, "g") for entry in group)]
@@ -109,13 +103,15 @@ async def forget(context: CommandContext, turn: ChatTurn, arg: str) -> str:
         removed = await store.forget_all(person)
         if not removed:
             return f"Nothing was kept about {whom}."
+        await _told(context, turn, person, "forget", removed)
         return f"Forgot everything I kept about {whom} ({removed} {'entry' if removed == 1 else 'entries'})."
     if not which.removeprefix("#").isdigit():
         return "Which one? /forget N removes entry N of /memory; /forget all removes every one. Nothing was changed."
     entry = await store.remove(person, int(which.removeprefix("#")))
     if entry is None:
         return f"There is no entry #{which.removeprefix('#')} about {whom}: /memory lists them. Nothing was changed."
-    return f"Forgot #{entry.number} ({_where(entry.scope)}): {entry.text}"
+    await _told(context, turn, person, "remove")
+    return f"Forgot #{entry.number} ({where(entry.scope)}): {entry.text}"
 
 
 def _named(context: CommandContext, turn: ChatTurn, text: str, doing: str) -> tuple[str | None, str]:

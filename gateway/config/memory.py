@@ -12,6 +12,9 @@ no key, ``OPENAI_API_KEY`` is used. A variable that is not set fails ``config ch
 ``memory.max_entry_chars`` bounds how long one entry the bot keeps about a person may be
 (:mod:`gateway.store.memory`): a longer one is refused with the limit named, never cut, so what a person is told
 was kept is what was kept.
+
+``memory.max_tokens`` bounds the block of a person's memory each request carries (:mod:`gateway.memory.block`):
+entries past it stay kept and findable with the model's ``memory_search``, and the person is told once.
 """
 
 from __future__ import annotations
@@ -97,3 +100,5 @@ class MemorySettings(StrictModel):
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     #: Characters at most of one entry: a longer one is refused, saying so, rather than cut.
     max_entry_chars: int = Field(500, ge=1)
+    #: Tokens at most of the memory block a request carries (0: no block; entries are still kept and searchable).
+    max_tokens: int = Field(1000, ge=0)

@@ -172,6 +172,9 @@ class IncomingMessage(BaseModel):
     #: The sender waits for the answer to this very message (an API request holds its HTTP answer open for it):
     #: its turn answers it alone, never taking in the messages behind it nor taken into an earlier one's.
     awaits_own_reply: bool = False
+    #: The platform says the chat is a direct conversation between the bot and the sender alone (a Discord DM):
+    #: what the bot learns there is the sender's private memory (:mod:`gateway.memory.scopes`).
+    direct: bool = False
 
     @field_validator("platform", "chat_id", "user_id", "user_name", "update_id", "text", mode="after")
     @classmethod

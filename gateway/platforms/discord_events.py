@@ -79,6 +79,7 @@ def incoming_message(
         ts=message.created_at.timestamp(),
         respond=respond,
         items=items,
+        direct=isinstance(message.channel, discord.DMChannel),  # a group DM is several people's
     )
 
 

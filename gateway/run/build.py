@@ -31,6 +31,8 @@ from gateway.delivery.replies import Replies
 from gateway.events import EventBus
 from gateway.media.message import ItemIntake
 from gateway.media.transcribe import transcriber_from
+from gateway.memory.block import MemoryReader
+from gateway.memory.folds import FoldMemory
 from gateway.outage import ChatOutages, Health, ProviderWatch
 from gateway.platforms.base import PlatformAdapter
 from gateway.store import SessionStore
@@ -41,6 +43,7 @@ from gateway.store.embeddings import EmbeddingStore
 from gateway.store.inbox import Inbox
 from gateway.store.media import MediaStore
 from gateway.store.memory import MemoryStore
+from gateway.store.person_chats import PersonChats
 from gateway.store.spend import SpendStore
 from gateway.store.taken import TakenRecords
 from gateway.store.told import ToldOnce
@@ -79,10 +82,10 @@ def build_runner(
     approvals = Approvals(channel, prefix)
     # Who the bot answers: admins, allowed and blocked people (the file's lists and the admins' changes).
     roles = Roles(settings.access, AccessLists(channel, prefix))
-    compactions = Compactions(store, events, settings.compression)
+    memory = MemoryStore(channel, prefix, max_entry_chars=settings.memory.max_entry_chars)
+    compactions = Compactions(store, events, settings.compression, FoldMemory(store, memory, events))
     items = _items(settings, store, agents, adapters)
     told = ToldOnce(channel, prefix)
-    memory = MemoryStore(channel, prefix, max_entry_chars=settings.memory.max_entry_chars)
     embedder, meanings = _embeddings(settings, store, spend, events)
     parts = TurnParts(
         store=store,
@@ -106,6 +109,8 @@ def build_runner(
             handle_command, CommandContext(store, inbox, agents, events, compactions, roles, spend, status, memory)
         ),
         meanings=meanings,
+        memory=MemoryReader(memory, settings.memory.max_tokens),
+        person_chats=PersonChats(channel, prefix),
     )
     return GatewayRunner(
         parts,

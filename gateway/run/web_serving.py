@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from gateway.delivery.gate import ChatBuckets
 from gateway.run.api_serving import serve_api
+from gateway.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from gateway.bots import Fleet
@@ -77,7 +78,8 @@ def _operated(name: str, gateway: RunningGateway, watch: GatewayWatch) -> Operat
     """One running bot's parts the operator view reads."""
     from gateway.web.operator_pages import OperatedBot
 
-    agents, runner = gateway.agents, gateway.runner
+    agents, runner, store = gateway.agents, gateway.runner, gateway.store
+    memory = MemoryStore(store.channel, store.prefix, max_entry_chars=gateway.settings.memory.max_entry_chars)
     return OperatedBot(
         name,
         gateway.store,
@@ -87,6 +89,7 @@ def _operated(name: str, gateway: RunningGateway, watch: GatewayWatch) -> Operat
         runner.media_store,
         runner.spending,
         runner.budgets,
+        memory,
     )
 
 

@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agent import json_codec
-from gateway.events import EVENT_JSON, FAILED_CALLS, CompressEvent, Event, ToolCallEvent, TurnEvent
+from gateway.events import EVENT_JSON, FAILED_CALLS, CompressEvent, Event, MemoryWriteEvent, ToolCallEvent, TurnEvent
 from gateway.store import ChatKeys, SessionStore, chat_index_key
 from gateway.store.channel import RedisChannel
 from gateway.store.keys import chat_index_backfilled_key, chat_of_session_key, session_keys_pattern
@@ -106,6 +106,8 @@ def _increments(event: Event) -> Sequence[tuple[str, str, int | float]]:
         return [("HINCRBY", "tool_calls", 1)] + (
             [("HINCRBY", "tool_errors", 1)] if event.outcome in FAILED_CALLS else []
         )
+    if isinstance(event, MemoryWriteEvent):
+        return [("HINCRBY", f"memory_{event.source}", event.entries)]
     return [("HINCRBY", "errors", 1)]
 
 

@@ -15,7 +15,9 @@ on one Redis Cluster slot; a group's own entries sit under the group chat's tag,
     {prefix}:{mem:<person>}:texts      hash  "<scope>\\n<text>" -> number: the same text is kept once a scope
     {prefix}:{mem:<person>}:seq        the last number given (a number is never given twice while any entry
                                        is kept, so ``/forget 3`` never hits an entry added after the list)
-    {prefix}:{<group chat>}:memory:entries | texts | seq    the group's own memory, laid out the same
+    {prefix}:{mem:<person>}:ver        bumped by every change: a process keeps the entries it parsed and reads
+                                       them again only when this moved (one small round trip a request)
+    {prefix}:{<group chat>}:memory:entries | texts | seq | ver    the group's own memory, laid out the same
 
 Entries are listed newest and most used first: by when each was last added or used, then by how often it was
 used, then newest number first. Every change is one script, so two processes never see half of one.
@@ -25,10 +27,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.tokens import count_text
 from gateway.store.channel import RedisChannel, Script
 from gateway.store.keys import check_key_part, text_of
 from gateway.store.routes import run
@@ -38,8 +42,10 @@ Source = Literal["remember", "tool", "compaction"]
 SOURCES: tuple[str, ...] = ("remember", "tool", "compaction")
 #: The scope of entries learned in the person's private chats.
 PRIVATE = "private"
+#: People (and groups) whose parsed entries a process keeps between requests, the least recently read dropped.
+READ_CACHE_KEYS = 4_096
 
-# KEYS: entries, texts, seq. ARGV: scope, text, body (JSON without the number). {1, n, body} when added,
+# KEYS: entries, texts, seq, ver. ARGV: scope, text, body (JSON without the number). {1, n, body} when added,
 # {0, n, body} when the scope keeps that text already.
 _ADD = Script.of(
     """
@@ -49,12 +55,13 @@ if known then return {0, known, redis.call('HGET', KEYS[1], known)} end
 local n = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[1], n, ARGV[3])
 redis.call('HSET', KEYS[2], index, n)
+redis.call('INCR', KEYS[4])
 return {1, tostring(n), ARGV[3]}
 """
 )
 
-# KEYS: entries, texts. ARGV: scope, old text, new text. {1, n, body} when replaced; {0, n, body} when the new
-# text is kept already (nothing changes); {} when the old text is not kept.
+# KEYS: entries, texts, ver. ARGV: scope, old text, new text, the new text's tokens. {1, n, body} when replaced;
+# {0, n, body} when the new text is kept already (nothing changes); {} when the old text is not kept.
 _REPLACE = Script.of(
     """
 local old = ARGV[1] .. '\\n' .. ARGV[2]
@@ -65,15 +72,17 @@ local taken = redis.call('HGET', KEYS[2], new)
 if taken then return {0, taken, redis.call('HGET', KEYS[1], taken)} end
 local entry = cjson.decode(redis.call('HGET', KEYS[1], n))
 entry['text'] = ARGV[3]
+entry['tok'] = tonumber(ARGV[4])
 local body = cjson.encode(entry)
 redis.call('HSET', KEYS[1], n, body)
 redis.call('HDEL', KEYS[2], old)
 redis.call('HSET', KEYS[2], new, n)
+redis.call('INCR', KEYS[3])
 return {1, n, body}
 """
 )
 
-# KEYS: entries, texts. ARGV: "n" and a number, or "text", the text and its scope. {n, body} of what was
+# KEYS: entries, texts, ver. ARGV: "n" and a number, or "text", the text and its scope. {n, body} of what was
 # removed; {} when nothing matched.
 _REMOVE = Script.of(
     """
@@ -87,13 +96,15 @@ if not body then return {} end
 local entry = cjson.decode(body)
 redis.call('HDEL', KEYS[2], entry['scope'] .. '\\n' .. entry['text'])
 redis.call('HDEL', KEYS[1], n)
+redis.call('INCR', KEYS[3])
 return {n, body}
 """
 )
 
-# KEYS: entries, texts, seq. ARGV: scope ("" for every one). How many entries were removed.
+# KEYS: entries, texts, seq, ver. ARGV: scope ("" for every one). How many entries were removed.
 _FORGET = Script.of(
     """
+redis.call('INCR', KEYS[4])
 if ARGV[1] == '' then
   local count = redis.call('HLEN', KEYS[1])
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
@@ -113,7 +124,7 @@ return count
 """
 )
 
-# KEYS: entries. ARGV: when, then the numbers used. Each kept one is marked used once more, at ``when``.
+# KEYS: entries, ver. ARGV: when, then the numbers used. Each kept one is marked used once more, at ``when``.
 _TOUCH = Script.of(
     """
 for i = 2, #ARGV do
@@ -125,7 +136,20 @@ for i = 2, #ARGV do
     redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
   end
 end
+redis.call('INCR', KEYS[2])
 return 1
+"""
+)
+
+# KEYS: entries, ver. ARGV: the version the caller holds. {version} when it is the current one, else {version,
+# field, value, ...}: the entries are read again only when something changed them.
+_READ = Script.of(
+    """
+local version = redis.call('GET', KEYS[2]) or '0'
+if version == ARGV[1] then return {version} end
+local all = redis.call('HGETALL', KEYS[1])
+table.insert(all, 1, version)
+return all
 """
 )
 
@@ -144,6 +168,8 @@ class MemoryEntry:
     created: float
     used: float
     uses: int
+    #: Tokens of its text, counted once when it was written (0 for an entry written before they were).
+    tokens: int = 0
 
     @classmethod
     def read(cls, number: object, body: object) -> MemoryEntry:
@@ -158,6 +184,7 @@ class MemoryEntry:
             created=float(data.get("created", 0.0)),
             used=float(data.get("used", 0.0)),
             uses=int(data.get("uses", 0)),
+            tokens=int(data.get("tok", 0)),
         )
 
     def order(self) -> tuple[float, int, int]:
@@ -203,17 +230,19 @@ class MemoryStore:
         self.prefix = check_key_part("prefix", prefix)
         self.max_entry_chars = max_entry_chars
         self.clock = clock
+        #: Entries read before, by entries key: the version they were read at, and the entries.
+        self._read: OrderedDict[str, tuple[str, list[MemoryEntry]]] = OrderedDict()
 
-    def keys(self, person: str, scope: str) -> tuple[str, str, str]:
-        """The entries, texts and seq keys holding ``person``'s entries; person ``""`` is the group's own memory,
-        under the group chat's tag (``scope`` must then be a group)."""
+    def keys(self, person: str, scope: str) -> tuple[str, str, str, str]:
+        """The entries, texts, seq and version keys holding ``person``'s entries; person ``""`` is the group's own
+        memory, under the group chat's tag (``scope`` must then be a group)."""
         if person:
             base = f"{self.prefix}:{{mem:{check_key_part('person', person)}}}"
         else:
             if not check_scope(scope).startswith("group:"):
                 raise ValueError("only a group has memory of its own (person ''): give its group scope")
             base = f"{self.prefix}:{{{scope.removeprefix('group:')}}}:memory"
-        return f"{base}:entries", f"{base}:texts", f"{base}:seq"
+        return f"{base}:entries", f"{base}:texts", f"{base}:seq", f"{base}:ver"
 
     def refusal(self, text: str) -> str | None:
         """Why ``text`` cannot be an entry (None: it can)."""
@@ -237,7 +266,7 @@ class MemoryStore:
             raise ValueError(f"unknown memory source {source!r}")
         now = self.clock()
         body: dict[str, object] = {"scope": check_scope(scope), "text": text, "source": source, "chat": chat}
-        body |= {"message_id": message_id, "created": now, "used": now, "uses": 0}
+        body |= {"message_id": message_id, "created": now, "used": now, "uses": 0, "tok": count_text(text)}
         reply = await run(_ADD, self.channel, self.keys(person, scope), [scope, text, json.dumps(body)])
         number, stored = text_of(reply[1]), reply[2]
         return Added(MemoryEntry.read(number, stored), changed=bool(int(reply[0])))
@@ -245,8 +274,9 @@ class MemoryStore:
     async def replace(self, person: str, scope: str, old_text: str, text: str) -> Added:
         """Rewrite the entry whose text is ``old_text`` in ``scope`` (its number, source and origin stay)."""
         text = self._checked(text)
-        entries, texts, _seq = self.keys(person, check_scope(scope))
-        reply = await run(_REPLACE, self.channel, [entries, texts], [scope, old_text.strip(), text])
+        entries, texts, _seq, version = self.keys(person, check_scope(scope))
+        args: list[str | int] = [scope, old_text.strip(), text, count_text(text)]
+        reply = await run(_REPLACE, self.channel, [entries, texts, version], args)
         if not reply:
             return Added(None, changed=False)
         return Added(MemoryEntry.read(reply[1], reply[2]), changed=bool(int(reply[0])))
@@ -254,18 +284,34 @@ class MemoryStore:
     async def remove(self, person: str, which: int | str, scope: str = PRIVATE) -> MemoryEntry | None:
         """Remove ``person``'s entry number ``which`` (any scope), or the one whose text is ``which`` in
         ``scope``; what was removed, None when nothing matched (and nothing changed)."""
-        entries, texts, _seq = self.keys(person, scope)
+        entries, texts, _seq, version = self.keys(person, scope)
         args = ["n", str(which)] if isinstance(which, int) else ["text", which.strip(), check_scope(scope)]
-        found = _reply(await run(_REMOVE, self.channel, [entries, texts], args))
+        found = _reply(await run(_REMOVE, self.channel, [entries, texts, version], args))
         return MemoryEntry.read(*found) if found else None
 
     async def entries(self, person: str, scope: str | None = None) -> list[MemoryEntry]:
         """``person``'s entries in ``scope`` (every scope when None), newest and most used first."""
-        key = self.keys(person, scope or PRIVATE)[0] if person else self.keys(person, scope or "")[0]
-        raw = await self.channel.call("HGETALL", key)
-        pairs = zip(raw[::2], raw[1::2], strict=True) if isinstance(raw, list) else iter(dict(raw).items())
-        kept = [MemoryEntry.read(number, body) for number, body in pairs]
-        return sorted((e for e in kept if scope is None or e.scope == scope), key=MemoryEntry.order)
+        keys = self.keys(person, scope or PRIVATE) if person else self.keys(person, scope or "")
+        kept = await self._all(keys[0], keys[3])
+        return [entry for entry in kept if scope is None or entry.scope == scope]
+
+    async def _all(self, key: str, version_key: str) -> list[MemoryEntry]:
+        """Every entry under ``key``, sorted: parsed again only when its version moved since this process last
+        read it (a request reads its person's memory every time; it changes far less often)."""
+        held = self._read.get(key)
+        reply = [
+            text_of(part) for part in await run(_READ, self.channel, [key, version_key], [held[0] if held else ""])
+        ]
+        if held is not None and reply[0] == held[0]:
+            self._read.move_to_end(key)
+            return held[1]
+        kept = sorted(
+            (MemoryEntry.read(n, body) for n, body in zip(reply[1::2], reply[2::2], strict=True)), key=MemoryEntry.order
+        )
+        self._read[key] = (reply[0], kept)
+        while len(self._read) > READ_CACHE_KEYS:
+            self._read.popitem(last=False)
+        return kept
 
     async def count(self, person: str, scope: str | None = None) -> int:
         if scope is None and person:
@@ -280,5 +326,5 @@ class MemoryStore:
     async def touch(self, person: str, numbers: Sequence[int], scope: str = PRIVATE) -> None:
         """Mark entries as used now (a request carried them): they move up the list."""
         if numbers:
-            key = self.keys(person, scope)[0]
-            await run(_TOUCH, self.channel, [key], [repr(self.clock()), *map(str, numbers)])
+            keys = self.keys(person, scope)
+            await run(_TOUCH, self.channel, [keys[0], keys[3]], [repr(self.clock()), *map(str, numbers)])

@@ -54,6 +54,12 @@ class SessionMeta:
     #: The session's own system prompt (an API client's system message), sent instead of the bot's; a meta
     #: field so a rotating compaction carries it over like the model, and only the chat's lock holder sets it.
     system_prompt: str | None = None
+    #: Which memory entries the session's requests carry, fixed until its next compaction so the prompt cache
+    #: survives (:mod:`gateway.memory.block`): per block key, the entry numbers shown and the newest number then.
+    memory_view: dict[str, Any] = field(default_factory=dict)
+    #: What the session's last compactions kept about the people who wrote what they folded, committed with
+    #: them and not yet added to those people's memory (:mod:`gateway.memory.folds` adds them, idempotently).
+    memory_pending: list[dict[str, Any]] = field(default_factory=list)
 
     def took(self, entry: str) -> bool:
         """Whether the inbox entry's turn is done with it: committed last, or taken into a turn's batch."""
@@ -79,8 +85,8 @@ STR_FIELDS = frozenset(
         "system_prompt",
     }
 )
-JSON_FIELDS = frozenset({"engine_state", "usage_totals"})
-JSON_LIST_FIELDS = frozenset({"last_reply_items", "partial_items"})
+JSON_FIELDS = frozenset({"engine_state", "usage_totals", "memory_view"})
+JSON_LIST_FIELDS = frozenset({"last_reply_items", "partial_items", "memory_pending"})
 SETTABLE_META_FIELDS = INT_FIELDS | FLOAT_FIELDS | STR_FIELDS | JSON_FIELDS | JSON_LIST_FIELDS
 #: A compaction sets its own compaction_count.
 COMMIT_META_FIELDS = SETTABLE_META_FIELDS - {"compaction_count"}
@@ -223,4 +229,6 @@ def parse_meta(sid: str, raw: Mapping[str, str]) -> SessionMeta:
         partial_items=_json_dicts(sid, raw, "partial_items"),
         usage_totals=_json_dict(sid, raw, "usage_totals"),
         system_prompt=raw.get("system_prompt") or None,
+        memory_view=_json_dict(sid, raw, "memory_view"),
+        memory_pending=_json_dicts(sid, raw, "memory_pending"),
     )

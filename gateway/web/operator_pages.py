@@ -10,6 +10,8 @@ chat over time, and the whole gateway.
 - ``/admin/gateway`` — turns per second, turns in flight, the send budget, provider errors and
   Redis memory: one sample of the figures ``/metrics`` shows.
 - ``/admin/bots`` — every configured bot: running, or failed with the line that says what to fix.
+- ``/admin/people/<person>`` — what the bot keeps about a person, and buttons to remove it
+  (:mod:`gateway.web.operator_people`); a chat's page links to the people who wrote there.
 
 Each page shows one bot's data (a process may serve several, each with its own keys): the one named by
 ``?bot=`` (remembered in a cookie), else the cookie's, else the first running bot.
@@ -37,6 +39,7 @@ from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
 from gateway.store.activity import ActivityLog
 from gateway.store.media import MediaStore
+from gateway.store.memory import MemoryStore
 from gateway.store.spend import Spend, SpendStore
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
@@ -118,6 +121,8 @@ class OperatedBot:
     #: What each person and chat spent, and the budgets it counts against.
     spending: SpendStore | None = None
     budgets: BudgetSettings = field(default_factory=BudgetSettings)
+    #: What the bot keeps about people (None: nothing to show).
+    memory: MemoryStore | None = None
 
 
 class BotState(Protocol):
@@ -179,6 +184,9 @@ class OperatorView:
             ("/admin/chats/{chat}/media/{sha}", self.image),
         ):
             app.router.add_get(path, self._of_one_bot(page))
+        from gateway.web.operator_people import add_people_routes  # it reads this module's bots
+
+        add_people_routes(app, self._of_one_bot)
 
     def _of_one_bot(self, page: BotPage) -> Handler:
         """``page`` with the bot the request chose; a ``?bot=`` that names a running bot is remembered."""
@@ -293,6 +301,8 @@ class OperatorView:
         return render("operator_gateway_figures.html", figures=await bot.watch.sample(), help=COUNTER_HELP)
 
     async def chat(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
+        from gateway.web.operator_people import chat_people, person_link  # it reads this module's bots
+
         chat = request.match_info["chat"]
         sid = await bot.store.stored_session(chat)
         if sid is None:
@@ -301,6 +311,7 @@ class OperatorView:
         meta = await bot.store.meta(chat, sid)
         totals = (await bot.activity.totals([chat]))[0]
         window = bot.window_of(meta.model)
+        active = await bot.store.active(chat, sid)
         return _page(
             "operator_chat.html",
             bots,
@@ -316,8 +327,10 @@ class OperatorView:
             log=list(reversed(events))[:LOG_ROWS],
             charts=_charts(events, window),
             chat_link=chat_link,
-            latest=transcript.bubbles(await bot.store.active(chat, sid))[-LATEST_MESSAGES:],
+            latest=transcript.bubbles(active)[-LATEST_MESSAGES:],
             media=media_link(chat),
+            people=await chat_people(bot, chat, active, events),
+            person_link=person_link,
         )
 
     async def chat_charts(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:

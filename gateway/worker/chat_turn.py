@@ -22,6 +22,7 @@ from agent.metering import Meter
 from agent.tools import ToolRegistry
 from gateway.access.budgets import ChatMeter
 from gateway.delivery.stream import ReplyStream
+from gateway.memory.block import MemoryBlock
 from gateway.platforms.base import IncomingMessage, TurnRefusal
 from gateway.session_source import ChatHistory
 from gateway.store import Lock, SessionMeta
@@ -52,6 +53,8 @@ class AgentFactory(Protocol):
         result_limit: int | None = None,
         meter: Meter | None = None,
         system_prompt: str | None = None,
+        memory: str = "",
+        turn_note: str = "",
     ) -> Agent: ...
 
 
@@ -97,6 +100,8 @@ class Prepared:
     #: The sender's results (``{tool_call_id, content}``) for the client calls the history ends with: the turn
     #: starts from them (empty for every other turn, and for a retry that has them stored already).
     tool_results: list[dict[str, Any]] = field(default_factory=list)
+    #: The memory of the person the turn answers that its requests carry.
+    memory: MemoryBlock = field(default_factory=MemoryBlock)
 
 
 @dataclass

@@ -41,11 +41,14 @@ async def commit(parts: TurnParts, turn: ChatTurn, prepared: Prepared, answer: A
     before = (stats.tokens_before if stats is not None else 0) or estimate_session_tokens(turn.meta)[0]
     turn.session_id = done.session_id
     if done.replayed:  # an earlier call of this holder committed the turn: the reply is the one it recorded
-        recorded = await parts.store.meta(turn.chat, done.session_id)
+        turn.meta = recorded = await parts.store.meta(turn.chat, done.session_id)
         answer.reply, answer.items = recorded.last_reply or reply, recorded.last_reply_items
+        await parts.compactions.publish(turn)
         return
     after = cast(int, fields["tokens_at_report"])  # the count _store set
     await parts.compactions.announce(turn, prepared.engine, done, result.messages, "in_loop", before, after)
+    turn.meta = await parts.store.meta(turn.chat, done.session_id)
+    await parts.compactions.publish(turn)
 
 
 async def keep_partial(parts: TurnParts, turn: ChatTurn, prepared: Prepared, partial: TurnResult) -> None:
@@ -89,6 +92,7 @@ async def _store(
         await store.append(turn.chat, turn.session_id, new_messages, lock=turn.lock, meta=fields)
         return None
     fields["tokens_at_report"] = sum(count_message(m) for m in result.messages)
+    fields |= parts.compactions.memory_fields(turn, prepared.history, result.messages, result.folded)
     return await store.commit_compaction(
         turn.chat,
         turn.session_id,

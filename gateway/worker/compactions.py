@@ -20,6 +20,8 @@ from agent.messages import Message, is_summary
 from agent.settings import CompressionSettings
 from agent.tokens import count_message
 from gateway.events import CompressEvent, EventBus, Trigger
+from gateway.memory.folds import FoldMemory
+from gateway.memory.scopes import scope_of
 from gateway.store import CompactionCommit, SessionStore
 from gateway.worker import hygiene
 from gateway.worker.chat_turn import ChatTurn
@@ -30,10 +32,29 @@ log = logging.getLogger(__name__)
 class Compactions:
     """Runs and commits the gateway's own compactions."""
 
-    def __init__(self, store: SessionStore, events: EventBus, compression: CompressionSettings) -> None:
+    def __init__(
+        self, store: SessionStore, events: EventBus, compression: CompressionSettings, folds: FoldMemory
+    ) -> None:
         self.store = store
         self.events = events
         self.compression = compression
+        #: What each compaction keeps about the people who wrote what it folds, committed with it.
+        self.folds = folds
+
+    def memory_fields(
+        self, turn: ChatTurn, before: list[Message], after: list[Message], unstored: list[Message]
+    ) -> dict[str, Any]:
+        """The meta fields a compaction commit of ``turn``'s session writes for people's memory."""
+        return self.folds.commit_fields(
+            turn.meta, before, after, unstored, chat=turn.chat, scope=scope_of(turn.message)
+        )
+
+    async def publish(self, turn: ChatTurn) -> None:
+        """Add what the session's compactions kept about people to their memory (see :mod:`gateway.memory.folds`),
+        and read the meta again when there was any."""
+        if turn.meta.memory_pending:
+            await self.folds.publish(turn.chat, turn.session_id, turn.lock, turn.message.platform)
+            turn.meta = await self.store.meta(turn.chat, turn.session_id)
 
     async def before_turn(
         self,
@@ -106,15 +127,17 @@ class Compactions:
             lock=turn.lock,
             in_place=self.compression.in_place,
             compaction_id=f"{turn.entry_id}:{trigger}",
-            meta={"engine_state": engine.export_state()},
+            meta={"engine_state": engine.export_state(), **self.memory_fields(turn, messages, compacted, [])},
         )
         turn.session_id = commit.session_id
         if commit.replayed:  # applied by an earlier call: the session as stored is that call's result
             turn.meta = await self.store.meta(turn.chat, commit.session_id)
+            await self.publish(turn)
             return await self.store.active(turn.chat, commit.session_id)
         before = hygiene.estimate_session_tokens(turn.meta)[0]
         await self.announce(turn, engine, commit, compacted, trigger, before, after)
         turn.meta = await self.store.meta(turn.chat, commit.session_id)
+        await self.publish(turn)
         return compacted  # the store gave its new messages their ids: it is the session as stored
 
     async def announce(

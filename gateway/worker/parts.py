@@ -17,12 +17,14 @@ from gateway.config.tools import ToolsSettings
 from gateway.delivery.replies import Replies
 from gateway.events import EventBus
 from gateway.media.message import ItemIntake
+from gateway.memory.block import MemoryReader
 from gateway.outage import ProviderWatch
 from gateway.platforms.base import IncomingMessage, PlatformAdapter
 from gateway.session_source import MeaningSearch
 from gateway.store import SessionStore
 from gateway.store.approvals import Approvals
 from gateway.store.inbox import Inbox
+from gateway.store.person_chats import PersonChats
 from gateway.store.spend import SpendStore
 from gateway.store.told import ToldOnce
 from gateway.worker.chat_turn import AgentFactory, ChatTurn
@@ -99,6 +101,10 @@ class TurnParts:
     commands: CommandHandler
     #: Search by meaning over the chats' embedded messages (``memory.embeddings``); None: keywords only.
     meanings: MeaningSearch | None
+    #: What the bot keeps about people: the block each request carries and the model's memory tools.
+    memory: MemoryReader
+    #: The chats each person took part in (``session_search`` with scope ``my chats``).
+    person_chats: PersonChats
 
     def model(self, turn: ChatTurn) -> str:
         """The model the chat's session talks to."""

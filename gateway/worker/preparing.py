@@ -20,21 +20,29 @@ from agent.tokens import count_messages, count_tools
 from agent.tool_calls import answer_pending
 from agent.tools import ToolRegistry, recovery_tools
 from agent.tools.mcp import CallRecord
+from agent.tools.memory import memory_tools
 from agent.transcript_repair import repair_for_turn
 from gateway.access.budgets import ChatMeter, MeteredTranscriber
 from gateway.delivery.stream import TurnWatch
 from gateway.media.source import ChatMedia
+from gateway.memory.scopes import person_of
+from gateway.memory.tools import TurnMemory
 from gateway.outage import is_redis_outage
+from gateway.person_history import PersonHistory
 from gateway.platforms.base import IncomingMessage
 from gateway.session_source import ChatHistory
 from gateway.worker.approval import ChatApprover
 from gateway.worker.backlog import ParsedEntries, take_album, take_backlog, verbatim_limit, verbatim_start
 from gateway.worker.chat_turn import Batch, ChatTurn, Prepared
 from gateway.worker.parts import TurnParts
+from gateway.worker.remembering import memory_block, took_part
 from gateway.worker.reporting import tool_called
 
 log = logging.getLogger(__name__)
 
+#: The smallest window whose requests carry the memory tools and ``session_search``'s ``my chats`` (about 300
+#: tokens of schemas more): a smaller one keeps its room for the conversation.
+PERSON_TOOLS_MIN_WINDOW = 4_096
 #: Whether a ``/stop`` arrived for the chat since the turn began (honouring it clears it).
 StopCheck = Callable[[], Awaitable[bool]]
 
@@ -53,6 +61,7 @@ async def prepare(
     continues = turn.meta.partial_entry_id == turn.entry_id  # its message and tool results are stored already
     results = [] if continues else [result.model_dump() for result in turn.message.tool_results]
     batch = [] if continues else await _taken_in(parts, entries)
+    await took_part(parts, turn.chat, [turn.message, *(m for _, m in batch)])
     await _take_prompt(parts, turn, [turn.message, *(m for _, m in batch)])
     model = parts.model(turn)
     await agents.refresh_windows()
@@ -61,7 +70,7 @@ async def prepare(
     notes: list[str] = []
     meter = parts.spend.meter(turn.message, notes)
     engine = agents.build_engine(model, turn.meta.engine_state, archive, meter)
-    tools = await chat_tools(parts, turn, media)
+    tools = await chat_tools(parts, turn, media, window)
     # Checked as the provider will check it: one broken pair must not fail this and every later turn.
     # The calls the client's results answer are left pending for them, and the results checked before any cost.
     history = await repair_for_turn(
@@ -75,16 +84,18 @@ async def prepare(
     if start:
         history = await _store_ahead(parts, turn, history, incoming[:start], limit, notes)
     offered = [*tools.schemas(), *engine.get_tool_schemas(), *turn.message.client_tools]
-    pending = sum(sizes[start:]) + count_tools(offered) + count_messages(answered)
+    remembered = (await parts.memory.block(turn.message, turn.meta, window)).tokens  # the request carries it too
+    pending = sum(sizes[start:]) + count_tools(offered) + count_messages(answered) + remembered
     compacted, stopped = await _compact_first(parts, turn, engine, window, history, pending, stop_requested)
     history = compacted or history
     archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
+    memory = await memory_block(parts, turn, notes, window)
     # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
     rest = incoming[start:]
     hears = _transcriber(parts, meter)
     earlier = [await bound.bounded(turn, m, limit, notes, transcriber=hears) for m in rest[:-1]]
     user_message = await bound.bounded(turn, rest[-1], limit, notes, transcriber=hears) if rest else None
-    return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped, meter, results)
+    return Prepared(model, engine, tools, history, earlier, user_message, batch, notes, stopped, meter, results, memory)
 
 
 def _own_message(message: IncomingMessage) -> list[IncomingMessage]:
@@ -175,16 +186,28 @@ async def _store_ahead(
     return [*history, *stored]
 
 
-async def chat_tools(parts: TurnParts, turn: ChatTurn, media: ChatMedia) -> ToolRegistry:
-    """The recovery tools, and the tools of the MCP servers this chat may use (``tools.allow``)."""
+async def chat_tools(parts: TurnParts, turn: ChatTurn, media: ChatMedia, window: int) -> ToolRegistry:
+    """The recovery tools, the memory tools, and the tools of the MCP servers this chat may use (``tools.allow``).
+    Below :data:`PERSON_TOOLS_MIN_WINDOW` the model gets the chat's own recovery tools alone: the others' schemas
+    would take a share of its window that the conversation needs more."""
     tools = ToolRegistry(propagate=is_redis_outage)  # Redis away: the turn waits for it, like the rest of the path
-    for tool in recovery_tools(
-        ChatHistory(parts.store, turn.chat, turn.session_id, every_session=True, meaning=parts.meanings)
-    ):
+    message = turn.message
+    here = ChatHistory(parts.store, turn.chat, turn.session_id, every_session=True, meaning=parts.meanings)
+    everywhere = None
+    personal = bool(message.user_id) and window >= PERSON_TOOLS_MIN_WINDOW
+    if personal:  # what the person said in the other chats they took part in (``my chats``)
+        everywhere = PersonHistory(
+            parts.store, parts.person_chats, person_of(message), turn.chat, turn.session_id, meaning=parts.meanings
+        )
+    for tool in recovery_tools(here, everywhere=everywhere):
         tools.add(tool)
+    if personal:  # the model's hands on the memory of the person it answers, and theirs only
+        for tool in memory_tools(
+            TurnMemory(parts.memory.store, parts.events, turn.message, turn.chat, turn.session_id)
+        ):
+            tools.add(tool)
     access = parts.tools
     if access.mcp is not None:
-        message = turn.message
         servers = access.settings.servers_for(turn.chat)
         approver = ChatApprover(
             access.approvals,

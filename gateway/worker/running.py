@@ -46,6 +46,8 @@ async def run_agent(
         result_limit=parts.bound.limit(prepared.model),
         meter=prepared.meter,
         system_prompt=turn.meta.system_prompt,
+        memory=prepared.memory.system,
+        turn_note=prepared.memory.note,
     )
     adapter = parts.adapters.get(turn.message.platform)
     if adapter:

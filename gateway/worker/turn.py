@@ -43,6 +43,7 @@ from gateway.worker.committing import commit
 from gateway.worker.failures import TurnFailures
 from gateway.worker.parts import TurnParts
 from gateway.worker.preparing import prepare
+from gateway.worker.remembering import took_part
 from gateway.worker.reporting import report
 from gateway.worker.running import run_agent
 
@@ -101,6 +102,7 @@ class Turn:
     async def run(self) -> TurnEnd:
         """The entry handled; raises :class:`~gateway.outage.ProviderDown` when the provider is away."""
         turn, history = await self.snapshot()
+        await self.parts.compactions.publish(turn)  # what a compaction kept about people, if a crash held it back
         outcome = self.already_handled(turn, history) or await self.command(turn)
         if outcome is not None:
             return outcome
@@ -152,6 +154,7 @@ class Turn:
         """A message that asks for no reply (a group message not addressed to the bot, or one of a person
         sending too fast) joins the session; the one sending too fast is told so, once a minute."""
         bound = self.parts.bound
+        await took_part(self.parts, self.chat, [self.message])
         stored = await bound.bounded(turn, self.message, bound.limit(self.parts.model(turn)), [])
         await self.parts.store.append(
             self.chat,

@@ -68,6 +68,32 @@ async def test_a_groups_own_memory_sits_with_the_group(channel, key_prefix) -> N
         store.keys("", PRIVATE)
 
 
+async def test_a_process_reading_again_sees_every_change_another_made(channel, key_prefix) -> None:
+    """Each process keeps the entries it parsed; whatever another process changes is read at its next call."""
+    reader, writer = MemoryStore(channel, key_prefix), MemoryStore(channel, key_prefix)
+    await writer.add("tg:1", PRIVATE, "likes tea", source="remember", chat="tg:1", message_id="1")
+    assert [e.text for e in await reader.entries("tg:1")] == ["likes tea"]
+    assert (await reader.entries("tg:1"))[0].tokens == 2  # counted once, when written
+    changes = [
+        writer.add("tg:1", PRIVATE, "lives in Oslo", source="tool", chat="tg:1", message_id="2"),
+        writer.replace("tg:1", PRIVATE, "likes tea", "likes green tea"),
+        writer.touch("tg:1", [1]),
+        writer.remove("tg:1", "lives in Oslo"),
+    ]
+    seen = []
+    for change in changes:
+        await change
+        seen.append([(e.text, e.uses) for e in await reader.entries("tg:1")])
+    assert seen == [
+        [("lives in Oslo", 0), ("likes tea", 0)],
+        [("lives in Oslo", 0), ("likes green tea", 0)],
+        [("likes green tea", 1), ("lives in Oslo", 0)],
+        [("likes green tea", 1)],
+    ]
+    await writer.forget_all("tg:1")
+    assert await reader.entries("tg:1") == []  # emptied: not the list read before
+
+
 def test_every_call_stays_on_one_slot_and_bad_input_is_refused() -> None:
     store = MemoryStore(channel=None, prefix="fg", max_entry_chars=10)  # type: ignore[arg-type]
     for person, scope in (("tg:1", PRIVATE), ("tg:1", GROUP), ("", GROUP)):
