@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from evals.memory_held_out import held_out_markdown, held_out_part
 from evals.people_conversations import Said, World, world
 
 DEFAULT_WORLDS = 20
@@ -164,7 +165,7 @@ async def memory_rows(run: _Run) -> list[dict[str, Any]]:
                 kept.add(id(said))
             row = {"world": run.world.name, "person": person.key, "entry": entry.text, "scope": entry.scope}
             rows.append(row | {"verdict": verdict, "kind": said.kind if said else "small talk"})
-            rows[-1]["wording"] = said.wording if said else ""
+            rows[-1] |= {"wording": said.wording if said else "", "said": said.text if said else ""}
     for said in run.world.statements:
         if id(said) not in kept:
             rows.append({"world": run.world.name, "person": said.person, "verdict": "missed", "kind": said.kind})
@@ -177,10 +178,12 @@ async def memory_rows(run: _Run) -> list[dict[str, Any]]:
 def memory_summary(rows: Sequence[dict[str, Any]], statements: Counter[str], distractors: Counter[str]) -> dict:
     entries = [row for row in rows if row["verdict"] != "missed"]
     true = [row for row in entries if row["verdict"] == "true"]
-    by_kind = {}
+    by_kind: dict[str, dict[str, Any]] = {}
     for kind, planted in sorted(statements.items()):
         got = sum(1 for row in true if row["kind"] == kind)
+        traced = sum(1 for row in entries if row["kind"] == kind)  # true, or a statement's in the wrong scope
         by_kind[kind] = {"planted": planted, "kept": got, "recall": round(got / planted, 4)}
+        by_kind[kind] |= {"entries": traced, "precision": round(got / traced, 4) if traced else None}
     false = Counter(row["verdict"] if row["verdict"] == "wrong scope" else row["kind"] for row in entries)
     del false["true"]
     for row in true:
@@ -343,7 +346,7 @@ async def evaluate(worlds: Sequence[World], redis_url: str, progress: TextIO | N
         folds = FoldMemory(store, memory, EventBus())
         for number, made in enumerate(worlds, 1):
             if progress is not None:
-                print(f"memory eval: world {number}/{len(worlds)}", file=progress, flush=True)
+                print(f"memory eval: {made.wordings} world {number}/{len(worlds)}", file=progress, flush=True)
             run = _Run(made, store, memory, chats, folds)
             await run.store_all()
             memory_found += await memory_rows(run)
@@ -445,6 +448,7 @@ def markdown(document: dict[str, Any]) -> str:
     if document["false_entries"]:
         lines += ["", "## Entries that are not a statement of their person", "", "| why | entry |", "|---|---|"]
         lines += [f"| {row['verdict']} ({row['kind']}) | {row['entry']} |" for row in document["false_entries"][:40]]
+    lines += held_out_markdown(document)
     lines += ["", f"Took {document['seconds']:.1f} s."]
     return "\n".join(lines) + "\n"
 
@@ -464,12 +468,13 @@ def main(
 
     started = time.perf_counter()
     made = [world(seed, number) for number in range(worlds)]
+    held = [world(seed, number, held_out=True) for number in range(worlds)]
 
-    async def measured() -> dict[str, Any]:
-        async with bench_redis(redis_url) as url:
-            return await evaluate(made, url, progress)
+    async def measured() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with bench_redis(redis_url) as url:  # each set on a prefix of its own: their people share ids
+            return await evaluate(made, url, progress), await evaluate(held, url, progress)
 
-    found = asyncio.run(measured())
+    found, found_held = asyncio.run(measured())
     document = {
         "worlds": len(made),
         "seed": seed,
@@ -480,8 +485,9 @@ def main(
         **summarize(found, made),
         "memory_rows": found["memory_rows"],
         "search_rows": found["search_rows"],
-        "seconds": round(time.perf_counter() - started, 2),
     }
+    document |= held_out_part(summarize(found_held, held), found_held, held, document)
+    document["seconds"] = round(time.perf_counter() - started, 2)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
     paths = {"json": target / "memory_eval.json", "markdown": target / "memory_eval.md"}

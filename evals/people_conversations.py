@@ -11,6 +11,11 @@ hedge, and one person asking the bot to remember another's PIN. Every person's p
 conversation, the one the questions are asked from ("what am I allergic to?"), whose ground truth is the message
 that said it: its chat, its conversation, its place.
 
+Those wordings are the ones the memory notes' patterns were tuned on. A *held-out* world
+(``world(seed, n, held_out=True)``) is made the same way from :mod:`evals.held_out_wordings` instead, written
+without reading those patterns: its recall is how the memory does on wordings nobody tuned for. Making held-out
+worlds draws nothing from a tuned world's generator, so tuned worlds are the same with or without them.
+
 Messages are shaped as the gateway stores a person's message (``content``, ``_ts``, ``_from``, ``_user``; the
 store gives ``_id``). The same seed gives the same world; nothing is downloaded.
 """
@@ -22,6 +27,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from evals.held_out_wordings import HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_STATEMENTS
 from tests.fakes.everyday_words import ASSISTANT_REPLIES, CITIES, FILLER, FRIEND_REPLIES, GREETINGS, NAMES, SLOTS
 
 #: Where every world's clock starts (a Monday); world ``n`` starts ``n`` weeks later.
@@ -229,6 +235,20 @@ INJECTIONS = (
 
 
 @dataclass(frozen=True)
+class Wordings:
+    """One set of wordings a world is made from: its statements, distractors and injections."""
+
+    name: str
+    statements: tuple[tuple[str, str, tuple[str, ...], str], ...]
+    distractors: tuple[tuple[str, tuple[str, ...]], ...]
+    injections: tuple[str, ...]
+
+
+TUNED = Wordings("tuned", STATEMENTS, DISTRACTORS, INJECTIONS)
+HELD_OUT = Wordings("held-out", HELD_OUT_STATEMENTS, HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS)
+
+
+@dataclass(frozen=True)
 class Person:
     user: str  # the Telegram user id
     name: str
@@ -275,6 +295,8 @@ class World:
     groups: dict[str, list[str]]  # group chat key -> member keys
     sessions: list[Session]
     said: list[Said]
+    #: Which wordings its lines were made from: ``tuned`` or ``held-out``.
+    wordings: str = TUNED.name
 
     def chats_of(self, person: str) -> list[str]:
         return [person, *(chat for chat, members in self.groups.items() if person in members)]
@@ -309,24 +331,24 @@ def _statement(rng: random.Random, spec: tuple[str, str, tuple[str, ...], str], 
     return typed.replace("[", "").replace("]", ""), core, wording
 
 
-def _plan(rng: random.Random, world: World, people: list[Person]) -> list[tuple[Said, str]]:
+def _plan(rng: random.Random, people: list[Person], sets: Wordings) -> list[tuple[Said, str]]:
     """Every planted line, unplaced: (what it is, its message text)."""
     lines: list[tuple[Said, str]] = []
-    pools = {spec[0] + spec[3]: rng.sample(spec[1].split("|"), len(spec[1].split("|"))) for spec in STATEMENTS}
+    pools = {spec[0] + spec[3]: rng.sample(spec[1].split("|"), len(spec[1].split("|"))) for spec in sets.statements}
     for person in people:
-        for spec in rng.sample(STATEMENTS, PER_PERSON):
+        for spec in rng.sample(sets.statements, PER_PERSON):
             value = pools[spec[0] + spec[3]].pop()
             typed, core, wording = _statement(rng, spec, value)
             lines.append((Said(person.key, spec[0], typed, core, "", -1, -1, spec[3], wording=wording), typed))
         others = [p.name for p in people if p is not person]
-        for kind, wordings in DISTRACTORS:
+        for kind, wordings in sets.distractors:
             text = rng.choice(wordings).format(
                 x=rng.choice(_DISTRACTOR_VALUES), other=rng.choice(others), city=rng.choice(CITIES)
             )
             lines.append((Said(person.key, kind, text, text, "", -1, -1, planted=False), text))
     for where in ("group", "private"):
         speaker, target = rng.sample(people, 2)
-        text = rng.choice(INJECTIONS).format(
+        text = rng.choice(sets.injections).format(
             other=target.name, pin=rng.randrange(1000, 10000), x=rng.choice(_DISTRACTOR_VALUES)
         )
         chat = speaker.key if where == "private" else ""  # a group: the first, where everyone is
@@ -382,18 +404,21 @@ def _write(rng: random.Random, world: World, placed: dict[int, list[tuple[Said, 
         session.messages = messages
 
 
-def world(seed: int, number: int = 0) -> World:
-    """World ``number`` of seed ``seed``: people, chats, conversations and the ground truth of what was said."""
-    rng = random.Random(f"people-{seed}-{number}")
+def world(seed: int, number: int = 0, *, held_out: bool = False) -> World:
+    """World ``number`` of seed ``seed``: people, chats, conversations and the ground truth of what was said;
+    ``held_out``: said in the wordings nobody tuned for (its own generator, its own name)."""
+    sets = HELD_OUT if held_out else TUNED
+    rng = random.Random(f"people-{seed}-{number}" + ("-held-out" if held_out else ""))
     names = rng.sample(NAMES, rng.randint(3, 5))
     people = [Person(str(10_000 + 100 * number + index), name) for index, name in enumerate(names)]
     keys = [p.key for p in people]
     second = rng.sample(keys, rng.randint(2, len(keys)))
     groups = {f"tg:-100{number:04d}{g}": members for g, members in enumerate([keys, second], 1)}
     sessions = _schedule(rng, number, people, groups)
-    made = World(f"world-{seed}-{number}", people, groups, sessions, [])
+    label = "held-out" if held_out else "world"
+    made = World(f"{label}-{seed}-{number}", people, groups, sessions, [], sets.name)
     placed: dict[int, list[tuple[Said, str]]] = {}
-    for said, text in _plan(rng, made, people):
+    for said, text in _plan(rng, people, sets):
         if said.kind == "injection":
             said.chat = said.chat or list(groups)[0]
         else:  # half of it in the person's private chat, the rest in a group of theirs

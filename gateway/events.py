@@ -108,9 +108,9 @@ class ToolCallEvent(BaseModel):
     ts: float = Field(default_factory=time.time)
 
 
-#: Who wrote to a person's memory: the person (``/remember``, ``/forget``), the model's ``memory`` tool, or a
-#: compaction publishing what the folded part said about the people who wrote it.
-MemorySource = Literal["remember", "tool", "compaction"]
+#: Who wrote to a person's memory: the person (``/remember``, ``/forget``), the model's ``memory`` tool, a
+#: compaction publishing what the folded part said about the people who wrote it, or an operator's page.
+MemorySource = Literal["remember", "tool", "compaction", "operator"]
 #: What a memory write did: an entry added, rewritten or removed, or every entry of a person forgotten.
 MemoryAction = Literal["add", "replace", "remove", "forget"]
 

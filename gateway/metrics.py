@@ -57,6 +57,7 @@ COUNTER_HELP = {
     "memory_writes_remember": "Memory entries people changed themselves (/remember, /forget)",
     "memory_writes_tool": "Memory entries the model changed with its memory tool",
     "memory_writes_compaction": "Memory entries compactions kept from what they folded",
+    "memory_writes_operator": "Memory entries an operator removed in the operator view",
 }
 
 #: Seconds over which the turn rate is averaged.

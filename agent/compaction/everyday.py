@@ -66,7 +66,8 @@ _TIME_AND_PRONOUNS = frozenset(
     )
 )
 
-_RELATION = (
+#: A relation word, a person or a pet of someone's life ("sister", "best friend", "puppy"), as a regex fragment.
+RELATION = (
     r"(?:(?:little|older|younger|big|baby|twin|best|new|old|step|great)[ -])?"
     r"(?:sister|brother|sis|bro|mom|mum|mother|dad|father|parents?|son|daughter|kids?|child|baby|wife|husband"
     r"|partner|boyfriend|girlfriend|fianc[ée]e?|spouse|grandma|grandmother|grandpa|grandfather|granddaughter"
@@ -77,14 +78,14 @@ _RELATION = (
 _NAME = r"([A-Z][a-z]+(?:-[A-Z][a-z]+)?)"
 _WHOSE = r"\b([Mm]y|[Oo]ur|[Hh]er|[Hh]is|[Tt]heir|[Yy]our|[A-Z][a-z]+'s)"
 #: "my sister Ana", "her husband, Tom", "my dog is called Biscuit".
-_RELATION_NAME = re.compile(
-    _WHOSE + r" (" + _RELATION + r")(,? | is called | called | named |'s name is | is )" + _NAME + r"\b"
+RELATION_NAME = re.compile(
+    _WHOSE + r" (" + RELATION + r")(,? | is called | called | named |'s name is | is )" + _NAME + r"\b"
 )
 #: "a labrador puppy called Ziggy", "a friend named Sam": the speaker's, named as it is introduced.
 #: The word before the relation is kept ("a spaniel puppy"): it is often what the pet or person is asked after by.
-_CALLED = re.compile(r"\b(?:[Aa]n?|[Tt]he) (?:([a-z]+) )?(" + _RELATION + r") (?:called|named) " + _NAME + r"\b")
+CALLED = re.compile(r"\b(?:[Aa]n?|[Tt]he) (?:([a-z]+) )?(" + RELATION + r") (?:called|named) " + _NAME + r"\b")
 #: "Ana, my sister", "Tom is her husband".
-_NAME_RELATION = re.compile(r"\b" + _NAME + r"(?:, | is | \()" + _WHOSE[2:] + r" (" + _RELATION + r")\b")
+NAME_RELATION = re.compile(r"\b" + _NAME + r"(?:, | is | \()" + _WHOSE[2:] + r" (" + RELATION + r")\b")
 
 _FUTURE = re.compile(
     r"(?i)\b(?:i'll|we'll|i will|we will|i shall|going to|gonna|plan(?:s|ning)? to|i promise|promise to"
@@ -230,9 +231,9 @@ def _people(sentence: str, speaker: str, written: dt.date | None) -> list[Remark
     """Who someone is to whom: "Ana: Maya's sister (2023-05-08)" (the speaker is named by the possessor), "Tom: her
     husband (Maya, 2023-05-08)" (the speaker is said: "her" is someone in their story)."""
     found: list[Remark] = []
-    pairs = [(m[4], m[1], m[2], m[3] != " is ") for m in _RELATION_NAME.finditer(sentence)]
-    pairs += [(m[1], m[2], m[3], m.start() > 0) for m in _NAME_RELATION.finditer(sentence)]
-    pairs += [(m[3], "my", " ".join(filter(None, (m[1], m[2]))), True) for m in _CALLED.finditer(sentence)]
+    pairs = [(m[4], m[1], m[2], m[3] != " is ") for m in RELATION_NAME.finditer(sentence)]
+    pairs += [(m[1], m[2], m[3], m.start() > 0) for m in NAME_RELATION.finditer(sentence)]
+    pairs += [(m[3], "my", " ".join(filter(None, (m[1], m[2]))), True) for m in CALLED.finditer(sentence)]
     for name, whose, relation, introduced in pairs:
         if not is_name(name, introduced=introduced) or not _possessor_ok(whose):
             continue

@@ -19,7 +19,8 @@ from typing import NamedTuple
 MAX_SENTENCE_CHARS = 320
 MIN_SENTENCE_CHARS = 12
 
-_SPLIT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+#: Where a message's text splits into sentences: after end punctuation and a space, or at a line break.
+SPLIT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _PREFERENCE = re.compile(
     r"(?i)\b(?:prefer|preference|always|never|don'?t|do not|avoid|must|mustn'?t|should(?:n'?t)?|from now on"
     r"|i want|i'd like|no more than|at most|at least|keep (?:it|the|using)|stick to|make sure"
@@ -86,7 +87,7 @@ _DIGIT = re.compile(r"\d")
 _IDENTIFIER = re.compile(r"`[^`]+`|\w/\w|#\d|\b[0-9a-f]{7,40}\b")
 _NORMALISE = re.compile(r"\d+")
 #: A fenced block (a pasted traceback, code, a log): its lines are not sentences of the conversation.
-_FENCED = re.compile(r"^[ \t]*```[^`\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
+FENCED = re.compile(r"^[ \t]*```[^`\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
 
 
 #: A greeting, farewell or thanks with nothing else said ("Hey Maya!", "Thanks so much, talk soon"): small talk
@@ -188,9 +189,9 @@ def split_sentences(text: str) -> tuple[str, ...]:
     """The sentences of a message as the notes quote them: fenced blocks left out, list marks stripped, very
     short ones dropped, long ones clipped (the start stays verbatim)."""
     if "```" in text:
-        text = _FENCED.sub("\n", text)
+        text = FENCED.sub("\n", text)
     out = []
-    for raw in _SPLIT.split(text):
+    for raw in SPLIT.split(text):
         sentence = raw.strip(" \t-*>•")
         if len(sentence) < MIN_SENTENCE_CHARS or sentence.startswith(("```", "File ", "Traceback")):
             continue

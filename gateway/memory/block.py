@@ -18,6 +18,7 @@ person's is ever read: the keys read are the speaker's own and (in a group) the 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,8 @@ FULL_NOTICE = (
 WINDOW_SHARE = 0.1
 #: What a line adds to its entry's text: "- [g123] " and the line's end, at most.
 LINE_TOKENS = 6
+#: What the speaker's part adds around its lines: its opening words and the count of entries left out.
+NOTE_TOKENS = 40
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,8 @@ class MemoryBlock:
     person: str = ""
     chosen_owner: str = ""
     chosen_scope: str = PRIVATE
-
-    @property
-    def tokens(self) -> int:
-        return (count_text(self.system) if self.system else 0) + (count_text(self.note) if self.note else 0)
+    #: What both parts add to a request, from the entries' own counts (no tokenizer on every request).
+    tokens: int = 0
 
 
 @dataclass
@@ -148,11 +149,11 @@ class MemoryReader:
         chat_entries = await self.store.entries(owner, scope)
         own = [] if private else await self.store.entries(person, scope)
         key = _view_key(owner, scope)
-        choice = _choice(
-            meta.memory_view, key, chat_entries, label, self.max_tokens if private else self.max_tokens // 2
-        )
-        system = _chat_part(chat_entries, choice.shown, label, message.user_name or person, private)
-        note_fit = _Fit(max(0, bound - (count_text(system) if system else 0)))
+        heading = _heading(message.user_name or person, private)
+        room = (bound if private else bound // 2) - count_text(heading) - NOTE_TOKENS  # the note's words kept free
+        choice = _choice(meta.memory_view, key, chat_entries, label, room)
+        system, used = _chat_part(chat_entries, choice.shown, label, heading)
+        note_fit = _Fit(max(0, bound - used - NOTE_TOKENS))
         for entry in own:
             note_fit.offer(entry, "")
         for entry in chat_entries:
@@ -160,15 +161,17 @@ class MemoryReader:
                 note_fit.offer(entry, label)
         in_chat_part = len(set(choice.shown) & {entry.number for entry in chat_entries})
         left_out = max(0, len(own) + len(chat_entries) - len(note_fit.taken) - in_chat_part)
+        note = _note(note_fit.lines, message.user_name or person, private, left_out)
         return MemoryBlock(
             system=system,
-            note=_note(note_fit.lines, message.user_name or person, private, left_out),
+            note=note,
             left_out=left_out,
             view=None if choice.view is None else {**meta.memory_view, key: choice.view},
             chosen=choice.chosen,
             person=person,
             chosen_owner=owner,
             chosen_scope=scope,
+            tokens=used + (max(0, bound - used - NOTE_TOKENS) - note_fit.budget) + (NOTE_TOKENS if note else 0),
         )
 
     async def used(self, block: MemoryBlock) -> None:
@@ -177,11 +180,16 @@ class MemoryReader:
             await self.store.touch(block.chosen_owner, block.chosen, block.chosen_scope)
 
 
-def _chat_part(entries: Sequence[MemoryEntry], shown: Sequence[int], label: str, name: str, private: bool) -> str:
-    """The chat's part: the chosen entries still kept, in the order chosen."""
+def _chat_part(entries: Sequence[MemoryEntry], shown: Sequence[int], label: str, heading: str) -> tuple[str, int]:
+    """The chat's part: the chosen entries still kept, in the order chosen; and its tokens."""
     by_number = {entry.number: entry for entry in entries}
-    lines = [f"- [{label}{n}] {by_number[n].text}" for n in shown if n in by_number]
-    return "\n".join([_heading(name, private), *lines]) if lines else ""
+    fit = _Fit(sys.maxsize)
+    for number in shown:
+        if number in by_number:
+            fit.offer(by_number[number], label)
+    if not fit.lines:
+        return "", 0
+    return "\n".join([heading, *fit.lines]), count_text(heading) + sys.maxsize - fit.budget
 
 
 def _note(lines: Sequence[str], name: str, private: bool, left_out: int) -> str:

@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from gateway.delivery.gate import ChatBuckets
 from gateway.run.api_serving import serve_api
-from gateway.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from gateway.bots import Fleet
     from gateway.metrics import GatewayWatch
     from gateway.run.assembly import RunningGateway
-    from gateway.web.operator_pages import OperatedBot, OperatedBots
+    from gateway.web.operated import OperatedBot, OperatedBots
     from gateway.web.server import WebServers
 
 
@@ -68,7 +67,7 @@ class FleetReader:
         return {status.name: status.up for status in self.fleet.status_list()}
 
     def bots(self) -> OperatedBots:
-        from gateway.web.operator_pages import OperatedBots
+        from gateway.web.operated import OperatedBots
 
         running = {name: _operated(name, gateway, watch) for name, (gateway, watch) in self._current().items()}
         return OperatedBots(running, self.fleet.status_list(), several=self.several())
@@ -76,10 +75,9 @@ class FleetReader:
 
 def _operated(name: str, gateway: RunningGateway, watch: GatewayWatch) -> OperatedBot:
     """One running bot's parts the operator view reads."""
-    from gateway.web.operator_pages import OperatedBot
+    from gateway.web.operated import OperatedBot
 
-    agents, runner, store = gateway.agents, gateway.runner, gateway.store
-    memory = MemoryStore(store.channel, store.prefix, max_entry_chars=gateway.settings.memory.max_entry_chars)
+    agents, runner = gateway.agents, gateway.runner
     return OperatedBot(
         name,
         gateway.store,
@@ -89,7 +87,8 @@ def _operated(name: str, gateway: RunningGateway, watch: GatewayWatch) -> Operat
         runner.media_store,
         runner.spending,
         runner.budgets,
-        memory,
+        runner.parts.memory.store,
+        gateway.events,
     )
 
 

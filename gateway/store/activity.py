@@ -173,7 +173,10 @@ class ActivityLog:
         return ChatKeys(self.prefix, chat)
 
     async def record(self, event: Event) -> None:
-        """Append the event to its chat's stream and add it to the chat's totals, in one round trip."""
+        """Append the event to its chat's stream and add it to the chat's totals, in one round trip (an event of
+        no chat, an operator's change to someone's memory, is counted by the metrics alone)."""
+        if not event.chat:
+            return
         keys = self._keys(event.chat)
         commands: list[tuple[Any, ...]] = [  # the chat's place in the index is the intake's to keep
             ("XADD", keys.activity, "MAXLEN", "~", self.max_entries, "*", "e", _stored(event)),

@@ -23,28 +23,26 @@ figures every few seconds with a little JavaScript; without it, a reload shows t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
-from urllib.parse import quote
+from typing import Any
 
 from aiohttp import web
 
 from agent.messages import text_of
-from gateway.config.access import BudgetLimit, BudgetSettings, period_bounds
+from gateway.config.access import BudgetLimit, period_bounds
 from gateway.events import CompressEvent, Event, TurnEvent
-from gateway.metrics import COUNTER_HELP, GatewayWatch
+from gateway.metrics import COUNTER_HELP
 from gateway.session_source import conversation_messages
 from gateway.store import SessionStore, UnknownSession
-from gateway.store.activity import ActivityLog
-from gateway.store.media import MediaStore
-from gateway.store.memory import MemoryStore
-from gateway.store.spend import Spend, SpendStore
+from gateway.store.spend import Spend
 from gateway.web import transcript
 from gateway.web.charts import CacheTurn, CompactionMark, ContextSample, cache_chart, context_chart
 from gateway.web.chat_table import PER_PAGE, at_least_recorded, chat_page
 from gateway.web.media_files import image_response
+from gateway.web.operated import BOT_COOKIE, BotPage, OperatedBot, OperatedBots, chat_link, render_page
+from gateway.web.operator_people import add_people_routes, chat_people, person_link
 from gateway.web.pages import render
 from gateway.web.security import ADMIN_COOKIE, AdminToken, Handler
 from gateway.worker.hygiene import estimate_session_tokens
@@ -55,12 +53,6 @@ LOG_ROWS = 200
 CONTEXT_RADIUS = 6
 #: The chat's newest live messages its page shows.
 LATEST_MESSAGES = 20
-#: The cookie that remembers which bot the operator looks at.
-BOT_COOKIE = "fg_bot"
-
-
-def chat_link(chat: str) -> str:
-    return "/admin/chats/" + quote(chat, safe="")
 
 
 def media_link(chat: str) -> str:
@@ -107,61 +99,6 @@ def _share(limit: BudgetLimit | None, spent: Spend) -> float | None:
 
 
 @dataclass(frozen=True)
-class OperatedBot:
-    """One running bot as the operator view reads it: its chats, activity, figures, media and spend."""
-
-    name: str
-    store: SessionStore
-    activity: ActivityLog
-    watch: GatewayWatch
-    #: The context window of a chat's model (None: the default model).
-    window_of: Callable[[str | None], int]
-    #: Every chat's photos, documents and voice.
-    media: MediaStore
-    #: What each person and chat spent, and the budgets it counts against.
-    spending: SpendStore | None = None
-    budgets: BudgetSettings = field(default_factory=BudgetSettings)
-    #: What the bot keeps about people (None: nothing to show).
-    memory: MemoryStore | None = None
-
-
-class BotState(Protocol):
-    """A configured bot as the bots page lists it, running or not (``gateway.bots.BotStatus``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def detail(self) -> str: ...
-    @property
-    def since(self) -> float: ...
-
-
-@dataclass(frozen=True)
-class OperatedBots:
-    """The process's bots as they are now (a reload adds, replaces and removes them)."""
-
-    #: The running bots by name, in the configuration's order.
-    running: dict[str, OperatedBot]
-    #: Every configured bot's state, failed ones with what to fix.
-    states: Sequence[BotState] = ()
-    #: Whether the deployment configures ``bots:``: its pages then say which bot they show.
-    several: bool = False
-
-    def chosen(self, request: web.Request) -> OperatedBot | None:
-        """``?bot=``, else the cookie's bot, else the first running one: a name that does not run now is passed over."""
-        for name in (request.query.get("bot"), request.cookies.get(BOT_COOKIE)):
-            if name in self.running:
-                return self.running[name]
-        return next(iter(self.running.values()), None)
-
-
-#: An operator page of one bot.
-BotPage = Callable[[web.Request, OperatedBots, OperatedBot], Awaitable[web.StreamResponse]]
-
-
-@dataclass(frozen=True)
 class OperatorView:
     token: AdminToken
     #: The bots now, asked for on every request.
@@ -184,7 +121,6 @@ class OperatorView:
             ("/admin/chats/{chat}/media/{sha}", self.image),
         ):
             app.router.add_get(path, self._of_one_bot(page))
-        from gateway.web.operator_people import add_people_routes  # it reads this module's bots
 
         add_people_routes(app, self._of_one_bot)
 
@@ -240,7 +176,7 @@ class OperatorView:
     async def bots_page(self, request: web.Request) -> web.Response:
         """Every configured bot: running (a link shows its pages), or failed and what to fix, since when."""
         bots = self.bots()
-        return _page("operator_bots.html", bots, bots.chosen(request), states=bots.states)
+        return render_page("operator_bots.html", bots, bots.chosen(request), states=bots.states)
 
     async def chats(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         sort = request.query.get("sort", "activity")
@@ -258,7 +194,7 @@ class OperatorView:
             page=page_number,
             per_page=PER_PAGE,
         )
-        return _page("operator_chats.html", bots, bot, page=page, chat_link=chat_link)
+        return render_page("operator_chats.html", bots, bot, page=page, chat_link=chat_link)
 
     async def spend(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         """Who spent most this period, people and chats, against their budgets; by dollars or by tokens."""
@@ -281,7 +217,7 @@ class OperatorView:
                 for subject, spent in ranked
             ]
             tables.append(SpendTable(title, who, key, limit, period, rows))
-        return _page(
+        return render_page(
             "operator_spend.html",
             bots,
             bot,
@@ -293,7 +229,7 @@ class OperatorView:
         )
 
     async def gateway(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
-        return _page(
+        return render_page(
             "operator_gateway.html", bots, bot, figures=await bot.watch.sample(), help=COUNTER_HELP, states=bots.states
         )
 
@@ -301,7 +237,6 @@ class OperatorView:
         return render("operator_gateway_figures.html", figures=await bot.watch.sample(), help=COUNTER_HELP)
 
     async def chat(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
-        from gateway.web.operator_people import chat_people, person_link  # it reads this module's bots
 
         chat = request.match_info["chat"]
         sid = await bot.store.stored_session(chat)
@@ -312,7 +247,7 @@ class OperatorView:
         totals = (await bot.activity.totals([chat]))[0]
         window = bot.window_of(meta.model)
         active = await bot.store.active(chat, sid)
-        return _page(
+        return render_page(
             "operator_chat.html",
             bots,
             bot,
@@ -363,12 +298,6 @@ class OperatorView:
     async def image(self, request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
         """An image of the chat in the path (the token admits the operator to every chat, each from its own path)."""
         return await image_response(bot.media, request.match_info["chat"], request.match_info["sha"])
-
-
-def _page(name: str, bots: OperatedBots, bot: OperatedBot | None, **context: Any) -> web.Response:
-    """An operator page; the navigation names the bot it shows when the deployment configures several."""
-    bot_q = f"bot={quote(bot.name, safe='')}" if bots.several and bot else ""  # links keep the bot a page shows
-    return render(name, shown_bot=bot.name if bot else "", several=bots.several, bot_q=bot_q, **context)
 
 
 async def _compactions(store: SessionStore, chat: str, events: list[Event]) -> list[Compaction]:

@@ -28,9 +28,9 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from gateway.events import Event, MemoryWriteEvent
+from gateway.events import Event, MemoryAction, MemoryWriteEvent
 from gateway.store.memory import PRIVATE, MemoryEntry
-from gateway.web.operator_pages import BotPage, OperatedBot, OperatedBots, _page, chat_link
+from gateway.web.operated import BotPage, OperatedBot, OperatedBots, chat_link, render_page
 from gateway.web.pages import render
 from gateway.web.security import Handler
 
@@ -149,9 +149,9 @@ async def _person_page(bots: OperatedBots, bot: OperatedBot, named: str, removed
     target = whose(named)
     if target is None:
         context["problem"] = "Name a person by their id (tg:42, dc:…, web:…), or a group as group:<chat key>."
-        return _page("operator_people.html", bots, bot, status=400, **context)
+        return render_page("operator_people.html", bots, bot, status=400, **context)
     entries = await bot.memory.entries(target.person, target.scope) if bot.memory else []
-    return _page("operator_people.html", bots, bot, **(context | {"target": target, "rows": _rows(entries)}))
+    return render_page("operator_people.html", bots, bot, **(context | {"target": target, "rows": _rows(entries)}))
 
 
 async def people(request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
@@ -159,7 +159,7 @@ async def people(request: web.Request, bots: OperatedBots, bot: OperatedBot) -> 
     named = request.query.get("person", "")
     if named.strip():
         return await _person_page(bots, bot, named)
-    return _page("operator_people.html", bots, bot, **_context(bots, bot))
+    return render_page("operator_people.html", bots, bot, **_context(bots, bot))
 
 
 async def person(request: web.Request, bots: OperatedBots, bot: OperatedBot) -> web.Response:
@@ -179,6 +179,12 @@ async def forget(request: web.Request, bots: OperatedBots, bot: OperatedBot) -> 
     else:
         found = await bot.memory.remove(target.person, int(number), target.scope or PRIVATE)
         removed = 0 if found is None else 1
+    if removed and bot.events is not None:
+        action: MemoryAction = "forget" if form.get("all") else "remove"
+        written = MemoryWriteEvent(
+            platform="admin", chat="", person=target.person, source="operator", action=action, entries=removed
+        )
+        await bot.events.emit(written)
     raise web.HTTPSeeOther(person_link(target.shown) + _bot_query(bots, bot, removed=str(removed)))
 
 

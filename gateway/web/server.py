@@ -23,7 +23,8 @@ from agent.cancelling import cancel_and_wait
 from gateway.metrics import BotWatches, GatewayWatch, add_metrics_routes
 from gateway.startup_errors import StartupError
 from gateway.web.chat_pages import MAX_TEXT_BYTES, WebChat
-from gateway.web.operator_pages import OperatedBot, OperatedBots, OperatorView
+from gateway.web.operated import OperatedBot, OperatedBots
+from gateway.web.operator_pages import OperatorView
 from gateway.web.pages import add_static
 from gateway.web.security import AdminToken, guard
 

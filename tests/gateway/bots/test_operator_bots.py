@@ -18,7 +18,7 @@ from yarl import URL
 from gateway.config import Settings
 from gateway.config.bots import BotSettings
 from gateway.platforms.base import IncomingMessage
-from gateway.web.operator_pages import chat_link
+from gateway.web.operated import chat_link
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.web import ADMIN_TOKEN, WebGateway, web_gateway, web_settings

@@ -129,7 +129,7 @@ async def test_past_memory_max_tokens_entries_stay_findable_and_the_person_is_to
         return Reply.answer("ok")
 
     async with FakeLLMServer(handler=model) as llm:
-        settings = people_settings(redis_url, key_prefix, llm, memory={"max_tokens": 60})
+        settings = people_settings(redis_url, key_prefix, llm, memory={"max_tokens": 150})
         async with process(settings, redis) as bot:
             await bot.ask(said("3", "/remember I keep my bike in the cellar of the blue house"))
             for n in range(8):

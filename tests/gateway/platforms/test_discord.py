@@ -418,3 +418,16 @@ async def test_a_question_has_buttons_whose_press_is_the_pressers_answer(adapter
     assert discord_api.interaction_answers and discord_api.interaction_answers[0]["type"] == 6  # acknowledged
     await adapter.settle_approval(str(DM_CHANNEL_ID), asked_in, prompt, "approved by Alice")
     assert asked["content"] == "🔐 May I run notes__wipe {}?\n→ approved by Alice" and asked["components"] == []
+
+
+async def test_what_is_remembered_in_a_dm_is_private_and_in_a_channel_stays_there(adapter, discord_api, gateway):
+    """A DM is marked as one by the adapter (DMChannel): what the person keeps there is their private memory."""
+    await receive(
+        adapter, message_payload(ALICE, "/remember I take my coffee black", channel_id=DM_CHANNEL_ID, guild=False)
+    )
+    await receive(
+        adapter, message_payload(ALICE, f"<@{BOT_ID}> /remember I lead the standup", mentions=(mention(BOT),))
+    )
+    await gateway.wait_idle()
+    assert discord_api.contents(DM_CHANNEL_ID) == ["Remembered (private) as #1: I take my coffee black"]
+    assert discord_api.contents(CHANNEL_ID) == [f"Remembered (dc:{CHANNEL_ID}) as #2: I lead the standup"]

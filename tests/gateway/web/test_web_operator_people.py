@@ -155,6 +155,7 @@ async def test_removing_one_then_forgetting_all_through_the_buttons(redis_url, k
                 assert "nothing kept" in emptied.text.lower() and "leads the group" not in emptied.text
                 assert await memory.entries("tg:42") == []  # every scope, the groups' too
                 assert [e.text for e in await memory.entries("tg:43")] == ["someone else entirely"]
+            assert web.gateway.events.counters["memory_writes_operator"] == 1 + 3  # one, then the three left
 
 
 async def test_unknown_and_odd_ids_and_entries_are_shown_as_text(redis_url, key_prefix):
