@@ -23,7 +23,7 @@ import heapq
 import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from agent.search_answers import (
     SUMMARY_FACTOR,
     Neighbour,
     Ranked,
+    chosen_first,
     demote_summaries,
     fuse,
     indexes_of,
@@ -248,6 +249,7 @@ def search_messages(
     now: dt.date | dt.datetime | float | None = None,
     neighbour_chars: int = NEIGHBOUR_CHARS,
     corpus: SearchCorpus | None = None,
+    first: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> list[SearchHit]:
     """The ``limit`` messages that best match ``query``, best first, each with a snippet of at most ``snippet_chars``
     and the turns before and after it (``neighbour_chars`` each; ``messages`` are in conversation order).
@@ -260,8 +262,9 @@ def search_messages(
     a search by meaning found, best first: fused with the keyword ranking, a message only it
     finds is a hit too. Summaries rank behind the originals they repeat. Ties go to the newer
     message. ``corpus``, built from exactly ``messages`` (:class:`agent.search_corpus.SearchCorpus`), finds
-    the keywords without walking every message; the hits are the same without it. Raises
-    :class:`SearchError` for an invalid regex (and ValueError for a corpus of other messages).
+    the keywords without walking every message; the hits are the same without it. The messages ``first`` picks
+    among those the words or the meaning found rank ahead of the others (:func:`agent.search_answers.chosen_first`).
+    Raises :class:`SearchError` for an invalid regex (and ValueError for a corpus of other messages).
     """
     if limit <= 0 or not query or not query.strip():
         return []
@@ -279,6 +282,8 @@ def search_messages(
         )
         if similar:
             ranked = fuse(messages, ranked, indexes_of(messages, similar))
+        if first is not None:
+            ranked = chosen_first(messages, ranked, first)
         if dates is not None:
             ranked = _by_date(messages, ranked, dated(messages, dates), limit)
     return _hits(messages, ranked[:limit], texts, snippet_chars, neighbour_chars, corpus)

@@ -12,7 +12,7 @@ the originals they repeat, which say the same thing with the detail the summary 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,3 +136,22 @@ def fuse(messages: Sequence[Mapping[str, Any]], keyword: Ranked, meaning: Sequen
     head = [(1.0 + KEYWORD_HEAD - n, index, centre) for n, (_score, index, centre) in enumerate(keyword[:KEYWORD_HEAD])]
     first = {index for _score, index, _centre in head}
     return head + [item for item in fused if item[1] not in first]
+
+
+def chosen_first(
+    messages: Sequence[Mapping[str, Any]], ranked: Ranked, chosen: Callable[[Mapping[str, Any]], bool]
+) -> Ranked:
+    """``ranked`` fused by reciprocal rank fusion with the ranking of the messages ``chosen`` picks among it (in
+    its order): those rank ahead of the others (a chosen one deep in the list, past :data:`RRF_K`, no longer
+    does), each side in ``ranked``'s order. A search of every chat of one person puts what that person said
+    ahead of what others said with the same words ("Am I allergic to tofu?" of another, in a group)."""
+    picked = [index for _score, index, _centre in ranked if chosen(messages[index])]
+    if not picked:
+        return ranked
+    scores = {index: 1.0 / (RRF_K + rank) for rank, (_score, index, _centre) in enumerate(ranked, start=1)}
+    for rank, index in enumerate(picked, start=1):
+        scores[index] += 1.0 / (RRF_K + rank)
+    order = {index: rank for rank, (_score, index, _centre) in enumerate(ranked)}
+    fused = [(scores[index], index, centre) for _score, index, centre in ranked]
+    fused.sort(key=lambda item: (-item[0], order[item[1]]))
+    return fused

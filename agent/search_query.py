@@ -20,6 +20,7 @@ _PHRASE_WEIGHT = 3.0
 STOPWORDS = frozenset(
     [
         "a",
+        "am",
         "an",
         "and",
         "are",
@@ -103,6 +104,10 @@ STOPWORDS = frozenset(
         "she",
     ]
 )
+#: Words by which a question speaks of the person asking it ("what am I allergic to?", "my sister's name?").
+_FIRST_PERSON = frozenset(["i", "me", "my", "mine", "myself", "i'm", "im", "i've", "i'd", "i'll"])
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_REGEX_QUERY = re.compile(r"/(.+)/([imsx]*)", flags=re.DOTALL)
 _QUERY_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
 _EDGE_PUNCTUATION = ".,;:!?()[]{}<>'\"`*"
 _HEX = re.compile(r"[0-9a-f]{7,40}")
@@ -219,10 +224,18 @@ def parse_query(query: str) -> Query:
     return Query(list(terms.values()), pairs, phrase)
 
 
+def about_asker(query: str) -> bool:
+    """Whether ``query`` asks about the person asking it: it says "I", "me", "my" (or "mine", "myself", "I'm"…).
+    A ``/regex/`` asks for text, never about anyone."""
+    if _REGEX_QUERY.fullmatch(query.strip()):
+        return False
+    return any(word in _FIRST_PERSON for word in _WORD.findall(query.lower().replace("\u2019", "'")))
+
+
 def parse_regex(query: str) -> re.Pattern[str] | None:
     """``/pattern/`` or ``/pattern/i`` → compiled regex; anything else → None."""
     stripped = query.strip()
-    match = re.fullmatch(r"/(.+)/([imsx]*)", stripped, flags=re.DOTALL)
+    match = _REGEX_QUERY.fullmatch(stripped)
     if not match:
         return None
     flags = 0

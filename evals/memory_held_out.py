@@ -1,73 +1,75 @@
-"""The held-out half of ``foldgate eval memory``: the same measurement on worlds said in wordings nobody tuned the
-memory notes on (:mod:`evals.held_out_wordings`), set beside the tuned figures kind by kind.
+"""The dev and held-out thirds of ``foldgate eval memory``: the same measurement on worlds said in other wordings,
+set beside the tuned figures kind by kind.
 
-The tuned figures say how well the wordings the patterns were written from are kept; the held-out ones are the
-honest estimate of how well what people really type is. Both come from one run and land in one document: the
-tuned figures where they always were (so earlier results stay comparable), the held-out ones under
-``held_out``, the two side by side under ``wordings``, and ``leaks`` counting both.
+Three sets, three questions. The tuned figures say how well the wordings the patterns were written from are kept;
+the dev ones (:mod:`evals.dev_wordings`) how well the wordings the memory is being developed against are; the
+held-out ones (:mod:`evals.held_out_wordings`, which nobody develops against) are the honest estimate of how well
+what people really type is. All come from one run and land in one document: the tuned figures where they always
+were (so earlier results stay comparable), the others under ``dev`` and ``held_out``, the three side by side under
+``wordings``, and ``leaks`` counting them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evals.people_conversations import World
 
 _FIGURES = ("planted", "kept", "recall", "entries", "precision")
+#: Each set's document key and label, in the order the tables show them.
+SIDES = {"tuned": "tuned", "dev": "dev", "held_out": "held-out"}
+
+
+def key_of(name: str) -> str:
+    """A set's key in the document: ``held-out`` -> ``held_out``."""
+    return name.replace("-", "_")
 
 
 def _overall(memory: dict[str, Any]) -> dict[str, Any]:
     return {
         "planted": memory["statements"],
-        "kept": memory["true"],
+        "kept": memory["kept"],
         "recall": memory["recall"],
         "entries": memory["entries"],
         "precision": memory["precision"],
     }
 
 
-def compare(tuned: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
-    """Per statement kind and overall, the tuned and held-out figures side by side; and distractors kept."""
-    kinds = sorted({*tuned["by_kind"], *held["by_kind"]})
+def compare(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per statement kind and overall, every set's figures side by side (``sides``: key -> its memory summary);
+    and the distractors each kept."""
+    kinds = sorted({kind for side in sides.values() for kind in side["by_kind"]})
     by_kind = {
-        kind: {
-            name: {k: side["by_kind"].get(kind, {}).get(k) for k in _FIGURES}
-            for name, side in (("tuned", tuned), ("held_out", held))
-        }
+        kind: {name: {k: side["by_kind"].get(kind, {}).get(k) for k in _FIGURES} for name, side in sides.items()}
         for kind in kinds
     }
-    wrong = sorted({*tuned["distractors"], *held["distractors"]})
+    wrong = sorted({kind for side in sides.values() for kind in side["distractors"]})
     distractors = {
-        kind: {
-            name: side["distractors"].get(kind, {"planted": 0, "kept": 0})
-            for name, side in (("tuned", tuned), ("held_out", held))
-        }
+        kind: {name: side["distractors"].get(kind, {"planted": 0, "kept": 0}) for name, side in sides.items()}
         for kind in wrong
     }
     return {
-        "all": {"tuned": _overall(tuned), "held_out": _overall(held)},
+        "all": {name: _overall(side) for name, side in sides.items()},
         "by_kind": by_kind,
         "distractors": distractors,
     }
 
 
-def held_out_part(
-    summary: dict[str, Any], found: dict[str, Any], held: Sequence[World], document: dict[str, Any]
-) -> dict[str, Any]:
-    """What the held-out worlds add to the eval's document (``summary`` is their :func:`summarize`)."""
+def set_part(summary: dict[str, Any], found: dict[str, Any], made: Sequence[World]) -> dict[str, Any]:
+    """What one set's worlds add to the eval's document (``summary`` is their ``summarize``)."""
     rows = found["memory_rows"]
     missed = [
-        {k: row[k] for k in ("world", "person", "kind", "wording", "said", "chat")}
+        {k: row[k] for k in ("world", "person", "kind", "wording", "said", "core", "chat")}
         for row in rows
         if row["verdict"] == "missed"
     ]
-    kept = [row for row in rows if row["verdict"] not in ("true", "missed")]
-    part = {
-        "worlds": len(held),
-        "people": sum(len(w.people) for w in held),
-        "chats": sum(len(w.people) + len(w.groups) for w in held),
-        "messages": sum(len(s.messages) for w in held for s in w.sessions),
+    kept = [row for row in rows if row["verdict"] not in ("true", "also true", "missed")]
+    return {
+        "worlds": len(made),
+        "people": sum(len(w.people) for w in made),
+        "chats": sum(len(w.people) + len(w.groups) for w in made),
+        "messages": sum(len(s.messages) for w in made for s in w.sessions),
         **summary,
         "missed_statements": missed,
         "false_entries": [
@@ -77,14 +79,23 @@ def held_out_part(
         "memory_rows": rows,
         "search_rows": found["search_rows"],
     }
+
+
+def other_sets(
+    parts: Mapping[str, tuple[dict[str, Any], dict[str, Any], Sequence[World]]], document: dict[str, Any]
+) -> dict[str, Any]:
+    """What the dev and held-out worlds add to the tuned ``document``: ``parts`` is, by set name, (its summary,
+    what was found, its worlds)."""
+    out: dict[str, Any] = {key_of(name): set_part(*part) for name, part in parts.items()}
+    everything = [document, *out.values()]
     details = {
-        where: [*document["leak_details"][where], *part["leak_details"][where]]
+        where: [leak for side in everything for leak in side["leak_details"][where]]
         for where in ("memory_block", "my_chats")
     }
-    return {
-        "held_out": part,
-        "wordings": compare(document["memory"], part["memory"]),
-        "leaks": document["leaks"] + part["leaks"],
+    sides = {"tuned": document["memory"]} | {key: part["memory"] for key, part in out.items()}
+    return out | {
+        "wordings": compare(sides),
+        "leaks": sum(side["leaks"] for side in everything),
         "leak_details": details,
     }
 
@@ -94,57 +105,69 @@ def _percent(value: float | None) -> str:
 
 
 def _cells(side: dict[str, Any]) -> str:
-    return f"{side['planted'] or 0} | {side['kept'] or 0} | {_percent(side['recall'])} | {_percent(side['precision'])}"
+    return f"{side['kept'] or 0}/{side['planted'] or 0} | {_percent(side['recall'])} | {_percent(side['precision'])}"
 
 
 def _flat(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split("\n"))
 
 
-def held_out_markdown(document: dict[str, Any]) -> list[str]:
-    """The section setting held-out beside tuned: per kind, distractors, and every held-out miss and false entry."""
-    held, wordings = document["held_out"], document["wordings"]
-    lines = [
-        "",
-        "## Tuned and held-out wordings",
-        "",
-        f"The figures above are on the wordings the memory notes were tuned on. {held['worlds']} more worlds "
-        f"({held['people']} people, {held['messages']:,} messages) say the same kinds of things in wordings written "
-        "without looking at them (`evals/held_out_wordings.py`): their recall is the honest one.",
-        "",
-        "| statement kind | tuned planted | tuned kept | tuned recall | tuned precision "
-        "| held-out planted | held-out kept | held-out recall | held-out precision |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    sides = [("all", wordings["all"]), *wordings["by_kind"].items()]
-    lines += [f"| {kind} | {_cells(pair['tuned'])} | {_cells(pair['held_out'])} |" for kind, pair in sides]
-    lines += [
-        "",
-        "Precision per kind: entries holding a statement of that kind in its scope, of the entries traced to "
-        'statements of that kind; "all" counts every entry (distractors and small talk too). Held-out: '
-        f"{held['memory']['small_talk_entries']} entries from small talk, "
-        f"{held['memory']['wrong_scope_entries']} in the wrong scope.",
-        "",
-        "| distractor kind | tuned planted | tuned kept | held-out planted | held-out kept |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for kind, pair in wordings["distractors"].items():
-        tuned, other = pair["tuned"], pair["held_out"]
-        lines.append(f"| {kind} | {tuned['planted']} | {tuned['kept']} | {other['planted']} | {other['kept']} |")
-    lines += [
-        "",
-        "### Held-out wordings no entry kept",
-        "",
-        "| kind | wording | said | missed |",
-        "|---|---|---:|---:|",
-    ]
-    lines += [f"| {r['kind']} | {_flat(r['wording'])} | {r['said']} | {r['missed']} |" for r in held["missed_wordings"]]
-    lines += ["", f"### Held-out statements no entry kept ({len(held['missed_statements'])})", ""]
-    lines += [f"- {row['kind']}: {_flat(row['said'])}" for row in held["missed_statements"]] or ["None."]
-    lines += ["", f"### Held-out entries that are not a statement of their person ({len(held['false_entries'])})", ""]
+def _marked(row: dict[str, Any]) -> str:
+    """The message a statement was missed in, its core between brackets."""
+    return _flat(row["said"].replace(row["core"], f"[{row['core']}]", 1))
+
+
+def _lists(part: dict[str, Any], label: str) -> list[str]:
+    """One set's misses and false entries, verbatim."""
+    lines = ["", f"### {label} wordings no entry kept", "", "| kind | wording | said | missed |", "|---|---|---:|---:|"]
+    lines += [f"| {r['kind']} | {_flat(r['wording'])} | {r['said']} | {r['missed']} |" for r in part["missed_wordings"]]
+    lines += ["", f"### {label} statements no entry kept ({len(part['missed_statements'])}; the core in brackets)", ""]
+    lines += [f"- {row['kind']}: {_marked(row)}" for row in part["missed_statements"]] or ["None."]
+    lines += ["", f"### {label} entries that are not a statement of their person ({len(part['false_entries'])})", ""]
     lines += [
         f"- {row['verdict']} ({row['kind']}): {_flat(row['entry'])}"
         + (f" — said: {_flat(row['said'])}" if row["said"] else "")
-        for row in held["false_entries"]
+        for row in part["false_entries"]
     ] or ["None."]
+    return lines
+
+
+def sets_markdown(document: dict[str, Any]) -> list[str]:
+    """The section setting dev and held-out beside tuned: per kind, distractors, and every miss and false entry."""
+    wordings, held = document["wordings"], document["held_out"]
+    sides = [key for key in SIDES if key in wordings["all"]]
+    head = " | ".join(f"{SIDES[k]} kept | {SIDES[k]} recall | {SIDES[k]} precision" for k in sides)
+    lines = [
+        "",
+        "## Tuned, dev and held-out wordings",
+        "",
+        f"The figures above are on the wordings the memory notes were tuned on. {held['worlds']} more worlds of each "
+        "other set say the same kinds of things in other wordings: *dev* (`evals/dev_wordings.py`), the set the "
+        "memory is developed against, and *held-out* (`evals/held_out_wordings.py`), written without looking at the "
+        "patterns or the other sets and never developed against: its recall is the honest one.",
+        "",
+        f"| statement kind | {head} |",
+        "|---|" + "---:|" * (3 * len(sides)),
+    ]
+    for kind, row in [("all", wordings["all"]), *wordings["by_kind"].items()]:
+        lines.append(f"| {kind} | " + " | ".join(_cells(row[k]) for k in sides) + " |")
+    small = ", ".join(
+        f"{SIDES[k]} {document[k]['memory']['small_talk_entries']} from small talk and "
+        f"{document[k]['memory']['wrong_scope_entries']} in the wrong scope"
+        for k in sides
+        if k != "tuned"
+    )
+    lines += [
+        "",
+        "Precision per kind: entries holding a statement of that kind in its scope, of the entries traced to "
+        f'statements of that kind; "all" counts every entry (distractors and small talk too). Entries: {small}.',
+        "",
+        "| distractor kind | " + " | ".join(f"{SIDES[k]} planted | {SIDES[k]} kept" for k in sides) + " |",
+        "|---|" + "---:|" * (2 * len(sides)),
+    ]
+    for kind, row in wordings["distractors"].items():
+        lines.append(f"| {kind} | " + " | ".join(f"{row[k]['planted']} | {row[k]['kept']}" for k in sides) + " |")
+    for key in sides:
+        if key != "tuned":
+            lines += _lists(document[key], SIDES[key].capitalize())
     return lines

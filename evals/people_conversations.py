@@ -11,10 +11,12 @@ hedge, and one person asking the bot to remember another's PIN. Every person's p
 conversation, the one the questions are asked from ("what am I allergic to?"), whose ground truth is the message
 that said it: its chat, its conversation, its place.
 
-Those wordings are the ones the memory notes' patterns were tuned on. A *held-out* world
-(``world(seed, n, held_out=True)``) is made the same way from :mod:`evals.held_out_wordings` instead, written
-without reading those patterns: its recall is how the memory does on wordings nobody tuned for. Making held-out
-worlds draws nothing from a tuned world's generator, so tuned worlds are the same with or without them.
+Those wordings are the ones the memory notes' patterns were tuned on. A *dev* world (``world(seed, n,
+wordings="dev")``) is made the same way from :mod:`evals.dev_wordings`, the set the memory is being developed
+against (the same worlds it made when it was the held-out set), and a *held-out* world (``wordings="held-out"``)
+from :mod:`evals.held_out_wordings`, written without reading the patterns or the other sets: its recall is how the
+memory does on wordings nobody develops for. Held-out people also say several things in one message. Making one
+set's worlds draws nothing from another's generator, so each set's worlds are the same with or without the others.
 
 Messages are shaped as the gateway stores a person's message (``content``, ``_ts``, ``_from``, ``_user``; the
 store gives ``_id``). The same seed gives the same world; nothing is downloaded.
@@ -27,7 +29,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from evals.held_out_wordings import HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_STATEMENTS
+from evals.dev_wordings import DEV_DISTRACTORS, DEV_INJECTIONS, DEV_STATEMENTS
+from evals.held_out_wordings import HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_SEVERAL, HELD_OUT_STATEMENTS
 from tests.fakes.everyday_words import ASSISTANT_REPLIES, CITIES, FILLER, FRIEND_REPLIES, GREETINGS, NAMES, SLOTS
 
 #: Where every world's clock starts (a Monday); world ``n`` starts ``n`` weeks later.
@@ -236,16 +239,25 @@ INJECTIONS = (
 
 @dataclass(frozen=True)
 class Wordings:
-    """One set of wordings a world is made from: its statements, distractors and injections."""
+    """One set of wordings a world is made from: its statements, distractors and injections; ``several``:
+    messages that say several statements at once (each core with its kind and question), one per person."""
 
     name: str
     statements: tuple[tuple[str, str, tuple[str, ...], str], ...]
     distractors: tuple[tuple[str, tuple[str, ...]], ...]
     injections: tuple[str, ...]
+    several: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    #: What its generator's seed ends with (dev keeps the one it had as the held-out set: the same worlds).
+    suffix: str = ""
 
 
 TUNED = Wordings("tuned", STATEMENTS, DISTRACTORS, INJECTIONS)
-HELD_OUT = Wordings("held-out", HELD_OUT_STATEMENTS, HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS)
+DEV = Wordings("dev", DEV_STATEMENTS, DEV_DISTRACTORS, DEV_INJECTIONS, suffix="-held-out")
+HELD_OUT = Wordings(
+    "held-out", HELD_OUT_STATEMENTS, HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_SEVERAL, "-held-out-2"
+)
+#: Every set, by name, in the order the eval reports them.
+SETS = {sets.name: sets for sets in (TUNED, DEV, HELD_OUT)}
 
 
 @dataclass(frozen=True)
@@ -295,7 +307,7 @@ class World:
     groups: dict[str, list[str]]  # group chat key -> member keys
     sessions: list[Session]
     said: list[Said]
-    #: Which wordings its lines were made from: ``tuned`` or ``held-out``.
+    #: Which wordings its lines were made from: ``tuned``, ``dev`` or ``held-out``.
     wordings: str = TUNED.name
 
     def chats_of(self, person: str) -> list[str]:
@@ -331,28 +343,44 @@ def _statement(rng: random.Random, spec: tuple[str, str, tuple[str, ...], str], 
     return typed.replace("[", "").replace("]", ""), core, wording
 
 
-def _plan(rng: random.Random, people: list[Person], sets: Wordings) -> list[tuple[Said, str]]:
-    """Every planted line, unplaced: (what it is, its message text)."""
-    lines: list[tuple[Said, str]] = []
+def _several(person: str, message: tuple[str, tuple[tuple[str, str], ...]]) -> tuple[Said, ...]:
+    """The statements of one message that says several things: one per ``[core]``, in order."""
+    typed = message[0].replace("[", "").replace("]", "")
+    cores = [part.partition("]")[0] for part in message[0].split("[")[1:]]
+    assert len(cores) == len(message[1]), message
+    return tuple(
+        Said(person, kind, typed, core, "", -1, -1, question, wording=typed)
+        for core, (kind, question) in zip(cores, message[1])
+    )
+
+
+def _plan(rng: random.Random, people: list[Person], sets: Wordings) -> list[tuple[tuple[Said, ...], str]]:
+    """Every planted line, unplaced: (what it is, its message text); a message saying several things is several
+    statements of one text."""
+    lines: list[tuple[tuple[Said, ...], str]] = []
     pools = {spec[0] + spec[3]: rng.sample(spec[1].split("|"), len(spec[1].split("|"))) for spec in sets.statements}
+    several = rng.sample(sets.several, len(sets.several)) if sets.several else []
     for person in people:
         for spec in rng.sample(sets.statements, PER_PERSON):
             value = pools[spec[0] + spec[3]].pop()
             typed, core, wording = _statement(rng, spec, value)
-            lines.append((Said(person.key, spec[0], typed, core, "", -1, -1, spec[3], wording=wording), typed))
+            lines.append(((Said(person.key, spec[0], typed, core, "", -1, -1, spec[3], wording=wording),), typed))
+        if several:
+            saids = _several(person.key, several.pop())
+            lines.append((saids, saids[0].text))
         others = [p.name for p in people if p is not person]
         for kind, wordings in sets.distractors:
             text = rng.choice(wordings).format(
                 x=rng.choice(_DISTRACTOR_VALUES), other=rng.choice(others), city=rng.choice(CITIES)
             )
-            lines.append((Said(person.key, kind, text, text, "", -1, -1, planted=False), text))
+            lines.append(((Said(person.key, kind, text, text, "", -1, -1, planted=False),), text))
     for where in ("group", "private"):
         speaker, target = rng.sample(people, 2)
         text = rng.choice(sets.injections).format(
             other=target.name, pin=rng.randrange(1000, 10000), x=rng.choice(_DISTRACTOR_VALUES)
         )
         chat = speaker.key if where == "private" else ""  # a group: the first, where everyone is
-        lines.append((Said(speaker.key, "injection", text, text, chat, -1, -1, planted=False), text))
+        lines.append(((Said(speaker.key, "injection", text, text, chat, -1, -1, planted=False),), text))
     return lines
 
 
@@ -371,7 +399,7 @@ def _schedule(rng: random.Random, number: int, people: list[Person], groups: dic
     return [session for _, session in timed]
 
 
-def _write(rng: random.Random, world: World, placed: dict[int, list[tuple[Said, str]]]) -> None:
+def _write(rng: random.Random, world: World, placed: dict[int, list[tuple[tuple[Said, ...], str]]]) -> None:
     """Each conversation's messages: small talk with its planted lines at random places, never the last two."""
     by_key = {p.key: p for p in world.people}
     for number, session in enumerate(world.sessions):
@@ -384,11 +412,12 @@ def _write(rng: random.Random, world: World, placed: dict[int, list[tuple[Said, 
         messages: list[dict[str, Any]] = []
         for turn in range(turns):
             planted = at.get(turn)
-            speaker = by_key[planted[0].person] if planted else by_key[rng.choice(members)]
+            speaker = by_key[planted[0][0].person] if planted else by_key[rng.choice(members)]
             other = rng.choice([by_key[m].name for m in members if m != speaker.key] or ["there"])
             if planted:
-                said, text = planted
-                said.index = len(messages)
+                saids, text = planted
+                for said in saids:
+                    said.index = len(messages)
                 if rng.random() < 0.4:  # a line of small talk in front of it, in the same message
                     text = chatter(rng, FILLER, speaker.name, other, 1) + " " + text
             elif turn == 0:
@@ -404,41 +433,48 @@ def _write(rng: random.Random, world: World, placed: dict[int, list[tuple[Said, 
         session.messages = messages
 
 
-def world(seed: int, number: int = 0, *, held_out: bool = False) -> World:
+def world(seed: int, number: int = 0, *, wordings: str = TUNED.name) -> World:
     """World ``number`` of seed ``seed``: people, chats, conversations and the ground truth of what was said;
-    ``held_out``: said in the wordings nobody tuned for (its own generator, its own name)."""
-    sets = HELD_OUT if held_out else TUNED
-    rng = random.Random(f"people-{seed}-{number}" + ("-held-out" if held_out else ""))
+    ``wordings``: the set of :data:`SETS` it is said in (each with its own generator; a set's worlds but the
+    tuned ones are named after it)."""
+    sets = SETS[wordings]
+    rng = random.Random(f"people-{seed}-{number}{sets.suffix}")
     names = rng.sample(NAMES, rng.randint(3, 5))
     people = [Person(str(10_000 + 100 * number + index), name) for index, name in enumerate(names)]
     keys = [p.key for p in people]
     second = rng.sample(keys, rng.randint(2, len(keys)))
     groups = {f"tg:-100{number:04d}{g}": members for g, members in enumerate([keys, second], 1)}
     sessions = _schedule(rng, number, people, groups)
-    label = "held-out" if held_out else "world"
+    label = "world" if sets is TUNED else sets.name
     made = World(f"{label}-{seed}-{number}", people, groups, sessions, [], sets.name)
-    placed: dict[int, list[tuple[Said, str]]] = {}
-    for said, text in _plan(rng, people, sets):
+    placed: dict[int, list[tuple[tuple[Said, ...], str]]] = {}
+    for saids, text in _plan(rng, people, sets):
+        said = saids[0]
         if said.kind == "injection":
             said.chat = said.chat or list(groups)[0]
         else:  # half of it in the person's private chat, the rest in a group of theirs
             said.chat = said.person if rng.random() < 0.5 else rng.choice(made.chats_of(said.person)[1:])
         choices = [n for n, s in enumerate(sessions) if s.chat == said.chat and not s.asking]
         said.session = rng.choice(choices)
-        placed.setdefault(said.session, []).append((said, text))
-        made.said.append(said)
+        for other in saids[1:]:
+            other.chat, other.session = said.chat, said.session
+        placed.setdefault(said.session, []).append((saids, text))
+        made.said.extend(saids)
     _write(rng, made, placed)
     _check(made)
     return made
 
 
 def _check(made: World) -> None:
-    """The ground truth holds: each planted line is in its message, by its person; no one's statement is part of
-    anyone else's line (a leak check could not tell them apart)."""
+    """The ground truth holds: each planted line is in its message, by its person; each statement is said once (its
+    core in no other message); no one's statement is part of anyone else's line (a leak check could not tell them
+    apart)."""
     for said in made.said:
         message = made.sessions[said.session].messages[said.index]
         assert said.text in message["content"] and message["_user"] == said.person, said
+    every = [m["content"] for s in made.sessions for m in s.messages]
     for said in made.statements:
+        assert sum(said.core in text for text in every) == 1, said
         for other in made.said:
             if other.person != said.person:
                 assert said.core.casefold() not in other.text.casefold(), (said, other)

@@ -16,6 +16,9 @@ The chat asked in keeps its ids as ``ChatHistory`` gives them (plain in the curr
 ``<chat>|<session>:<id>`` (:data:`agent.tools.recovery.CHAT_SEPARATOR`; neither a session id nor a message id
 holds ``|``, so the last one splits such an id even where a chat key held one). Every message is labelled
 with its chat (``_chat``) and its session (``_session``).
+
+A question about the person asking ("what am I allergic to?") ranks their own messages (``_user``) ahead of what
+others said with the same words: in a group, someone else's "Am I allergic to tofu?" answers nothing about them.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 from agent.messages import Message
 from agent.search_corpus import SearchCorpus
+from agent.search_query import about_asker
 from agent.tools.recovery import CHAT_SEPARATOR, SearchPiece, joined_pieces, searchable
 from gateway.session_source import ID_SEPARATOR, ChatHistory, MeaningSearch
 from gateway.store import SessionStore
@@ -118,6 +122,14 @@ class PersonHistory:
         self.chat = chat
         self.meaning = meaning
         self.here = ChatHistory(store, chat, session_id, every_session=True, meaning=meaning)
+
+    def ranked_first(self, query: str) -> Callable[[Mapping[str, Any]], bool] | None:
+        """For a question about the person asking (:func:`agent.search_query.about_asker`), which messages rank
+        ahead of the others: theirs. None for any other query: its hits rank as in the chat alone."""
+        if not about_asker(query):
+            return None
+        person = self.person
+        return lambda message: message.get("_user") == person
 
     async def readable(self) -> list[str]:
         """The other chats this search may read, the one written in longest ago first."""

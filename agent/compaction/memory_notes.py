@@ -129,7 +129,7 @@ def _statements(text: str) -> tuple[tuple[str, int], ...]:
     found = []
     for raw in SPLIT.split(text):
         sentence = " ".join(raw.split()).strip(" -*\u2022")
-        if len(sentence) < _MIN_CHARS or sentence.startswith(("File ", "Traceback")):
+        if len(sentence) < _MIN_CHARS or sentence.startswith(("File ", "Traceback", ">")):  # ">": a quote mid-line
             continue
         start, rank = self_statement(sentence)
         if rank:

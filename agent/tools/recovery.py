@@ -20,13 +20,24 @@ from agent.search_answers import MEANING_DEPTH
 from agent.search_corpus import SearchCorpus
 from agent.search_query import parse_regex
 from agent.tokens import content_text
+from agent.tools.recovery_schema import (
+    CHAT_SEPARATOR,
+    FETCH_DESCRIPTION,
+    FETCH_PARAMETERS,
+    MAX_SEARCH_HITS,
+    MY_CHATS,
+    SCOPED_FETCH_DESCRIPTION,
+    SCOPED_SEARCH_DESCRIPTION,
+    SCOPED_SEARCH_PARAMETERS,
+    SEARCH_DESCRIPTION,
+    SEARCH_PARAMETERS,
+    THIS_CHAT,
+)
 from agent.tools.registry import Tool, ToolOutput
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Most hits one search hands back when the model asks for more than :data:`agent.search.DEFAULT_HITS`.
-MAX_SEARCH_HITS = 20
 #: A hit's snippet and each of its neighbours, in characters: six hits stay near 10K characters, what four
 #: 2,500-character snippets took before neighbours came with them. The same for every caller, so the proximity
 #: window (a share of the snippet) and with it the ranking are the same in the tool, the CLI and the web chat.
@@ -264,11 +275,13 @@ async def search_source(
 ) -> tuple[list[SearchHit], list[Message]]:
     """The one ranking of a chat's history behind ``session_search``, ``foldgate search`` and the web chat's
     search: keywords (and dates) over every searchable message, summaries included but behind the originals,
-    fused with the source's search by meaning when it has one. Returns the hits and the messages searched.
+    fused with the source's search by meaning when it has one, the messages it ranks first for the query
+    (``ranked_first(query)``, where it says) ahead. Returns the hits and the messages searched.
     Raises :class:`agent.search.SearchError` for a query that cannot run."""
     messages, corpus = await _searched(source)
     wanted = query.strip() and parse_regex(query) is None  # a /regex/ asks for exact text, not for a meaning
     similar = await _similar(source, query, MEANING_DEPTH) if wanted else None
+    ranked_first = getattr(source, "ranked_first", None)
     hits = search_messages(
         messages,
         query,
@@ -277,64 +290,13 @@ async def search_source(
         similar=similar,
         neighbour_chars=SEARCH_NEIGHBOUR_CHARS,
         corpus=corpus,
+        first=ranked_first(query) if ranked_first is not None else None,
     )
     return hits, messages
 
 
-SEARCH_DESCRIPTION = (
-    "Search this chat's full history, including everything compacted out of the context and "
-    "earlier conversations (before a /new), by keywords or an exact identifier (commit SHA, PR "
-    "number, path, error text), and by meaning too where a meaning index is configured. A date "
-    "phrase in the query ('last Saturday', 'in May', 'yesterday', '2023-05-08') finds what was "
-    "written then or said about that day; a date alone lists that day's messages. Returns ranked "
-    "snippets with message ids and their session, each with the turn before and the turn after it "
-    "(the answer to a question it found); ids from an earlier conversation look like '<session>:<id>'."
-)
-SEARCH_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "keywords, an identifier, a date phrase, or /regex/"},
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_SEARCH_HITS,
-            "description": f"hits wanted (default {DEFAULT_HITS})",
-        },
-    },
-    "required": ["query"],
-}
-FETCH_DESCRIPTION = (
-    "Return the original text of messages of this chat by id (as cited by summaries, stubs and search hits). "
-    "A message's photos come back as images, its documents and voice messages as their text."
-)
-#: Where ``session_search`` looks when it is offered a ``scope``: the chat it is asked in, or every chat the
-#: person asking took part in (the first is the default, and the only one without a source of the second).
-THIS_CHAT, MY_CHATS = "this chat", "my chats"
-#: Between a chat's key and the id of one of its messages, in an id a ``my chats`` search hands out for another
-#: chat: ``<chat>|<session>:<id>``. Session and message ids never hold it, so the last one splits such an id.
-CHAT_SEPARATOR = "|"
-SCOPED_SEARCH_DESCRIPTION = SEARCH_DESCRIPTION + (
-    f" scope '{MY_CHATS}' also searches the other chats the person asking wrote in; such hits name their 'chat'."
-)
-SCOPED_SEARCH_PARAMETERS = {
-    **SEARCH_PARAMETERS,
-    "properties": {
-        **SEARCH_PARAMETERS["properties"],
-        "scope": {
-            "type": "string",
-            "enum": [THIS_CHAT, MY_CHATS],
-            "description": f"default '{THIS_CHAT}'",
-        },
-    },
-}
-SCOPED_FETCH_DESCRIPTION = FETCH_DESCRIPTION + f" Ids from a '{MY_CHATS}' search too."
 #: Most images one fetch hands back (the request shows at most its newest few anyway).
 MAX_FETCH_IMAGES = 8
-FETCH_PARAMETERS = {
-    "type": "object",
-    "properties": {"ids": {"type": "array", "items": {"type": "string"}, "maxItems": 20}},
-    "required": ["ids"],
-}
 
 
 def recovery_tools(source: MessageSource, *, everywhere: MessageSource | None = None) -> list[Tool]:

@@ -19,6 +19,8 @@ from gateway.platforms.base import IncomingMessage
 from gateway.store.memory import Added, MemoryEntry, MemoryStore
 
 _WORD = re.compile(r"\w+")
+#: Why a write to the group's own memory is refused in a private chat.
+NO_GROUP = "this is a private chat: there is no group memory here"
 
 
 def _kept(entry: MemoryEntry, owner: str) -> KeptEntry:
@@ -47,10 +49,10 @@ class TurnMemory:
     async def add(self, text: str, *, group: bool) -> MemoryChange:
         owner = self._owner(group)
         if owner is None:
-            return MemoryChange(False, reason="this is a private chat: there is no group memory here")
+            return await self._told("add", False, MemoryChange(False, reason=NO_GROUP))
         refused = self.store.refusal(text)
         if refused is not None:
-            return MemoryChange(False, reason=f"the text is {refused}")
+            return await self._told("add", False, MemoryChange(False, reason=f"the text is {refused}"))
         added = await self.store.add(
             owner, self.scope, text, source="tool", chat=self.chat, message_id=self.message.update_id
         )
@@ -59,10 +61,10 @@ class TurnMemory:
     async def replace(self, old_text: str, text: str, *, group: bool) -> MemoryChange:
         owner = self._owner(group)
         if owner is None:
-            return MemoryChange(False, reason="this is a private chat: there is no group memory here")
+            return await self._told("replace", False, MemoryChange(False, reason=NO_GROUP))
         refused = self.store.refusal(text)
         if refused is not None:
-            return MemoryChange(False, reason=f"the new text is {refused}")
+            return await self._told("replace", False, MemoryChange(False, reason=f"the new text is {refused}"))
         added = await self.store.replace(owner, self.scope, old_text, text)
         if added.entry is None:
             return await self._told("replace", False, MemoryChange(False, reason="no kept entry has that old_text"))
@@ -71,7 +73,7 @@ class TurnMemory:
     async def remove(self, old_text: str, *, group: bool) -> MemoryChange:
         owner = self._owner(group)
         if owner is None:
-            return MemoryChange(False, reason="this is a private chat: there is no group memory here")
+            return await self._told("remove", False, MemoryChange(False, reason=NO_GROUP))
         removed = await self.store.remove(owner, old_text, self.scope)
         if removed is None:
             return await self._told("remove", False, MemoryChange(False, reason="no kept entry has that text"))
@@ -103,7 +105,7 @@ class TurnMemory:
             MemoryWriteEvent(platform=self.message.platform, chat=self.chat, person=owner, source="tool", action=action)
         )
 
-    async def _told(self, action: str, answered: bool, change: MemoryChange) -> MemoryChange:
+    async def _told(self, action: MemoryAction, answered: bool, change: MemoryChange) -> MemoryChange:
         """The call, into the chat's activity like every tool call: answered, or refused (nothing it named)."""
         await self.events.emit(
             ToolCallEvent(

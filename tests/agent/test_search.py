@@ -185,3 +185,22 @@ def test_every_snippet_fits_the_limit_and_every_hit_contains_the_word(texts: lis
         assert len(hit.snippet) <= limit
         if limit >= 3 * len(word) + 200:
             assert word in hit.snippet.lower()
+
+
+def test_am_is_grammar_and_finds_no_name_that_starts_with_it() -> None:
+    messages = [
+        user("I'm allergic to shellfish, so keep seafood off the list for the trip next month", "1"),
+        user("Hi Amara, quick catch-up?", "2"),
+    ]
+    assert [hit.message_id for hit in search_messages(messages, "What am I allergic to?")] == ["1"]
+
+
+def test_the_messages_a_search_is_told_to_put_first_lead_in_the_words_order() -> None:
+    mine = {"_id": "1", "role": "user", "content": "I'm allergic to shellfish, so skip the seafood place", "_user": "a"}
+    theirs = {"_id": "2", "role": "user", "content": "Am I allergic to tofu?", "_user": "b"}
+    also = {"_id": "3", "role": "user", "content": "allergic to dust, I guess", "_user": "b"}
+    messages = [mine, theirs, also]
+    plain = [hit.message_id for hit in search_messages(messages, "allergic tofu")]
+    assert plain[0] == "2" and set(plain) == {"1", "2", "3"}
+    first = search_messages(messages, "allergic tofu", first=lambda message: message.get("_user") == "a")
+    assert [hit.message_id for hit in first] == ["1", *(i for i in plain if i != "1")]

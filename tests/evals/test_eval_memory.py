@@ -1,8 +1,9 @@
 """The people's-memory eval, run small: its worlds are a fair yardstick (the same seed gives the same world, every
 ground-truth line is in its message, said by its person, in a chat of theirs), its figures stay above the floors
 measured when it was written, nothing of one person reaches another, and a memory that kept everything or a
-block that leaked would be caught by it. Half its worlds are said in held-out wordings no memory pattern was tuned
-on: their figures are reported beside the tuned ones, with floors of their own."""
+block that leaked would be caught by it. Besides the tuned worlds, as many are said in the dev wordings the memory
+is developed against and as many in held-out wordings nobody develops against: their figures are reported beside
+the tuned ones, with floors of their own."""
 
 from __future__ import annotations
 
@@ -15,29 +16,48 @@ import pytest
 
 from evals import memory_eval
 from evals.cli import memory_command
-from evals.people_conversations import world
+from evals.people_conversations import SETS, world
+
+KINDS = {"name", "constraint", "fact", "preference", "instruction", "decision"}
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["tuned", "held-out"])
+@pytest.fixture(scope="module", params=["tuned", "dev", "held-out"])
 def made(request):
-    return world(3, 1, held_out=request.param)
+    return world(3, 1, wordings=request.param)
 
 
 def test_the_same_seed_gives_the_same_world_and_another_seed_another(made):
-    held_out = made.wordings == "held-out"
-    again = world(3, 1, held_out=held_out)
+    again = world(3, 1, wordings=made.wordings)
     assert [s.messages for s in again.sessions] == [s.messages for s in made.sessions]
     assert again.said == made.said
-    assert [s.messages for s in world(4, 1, held_out=held_out).sessions] != [s.messages for s in made.sessions]
+    assert [s.messages for s in world(4, 1, wordings=made.wordings).sessions] != [s.messages for s in made.sessions]
 
 
-def test_held_out_worlds_say_other_sentences_and_leave_the_tuned_worlds_as_they_were():
-    tuned, held = world(3, 1), world(3, 1, held_out=True)
-    assert (tuned.name, tuned.wordings, held.wordings) == ("world-3-1", "tuned", "held-out")
-    assert not {s.wording for s in tuned.statements} & {s.wording for s in held.statements}
-    assert {s.kind for s in held.statements} == {"name", "constraint", "fact", "preference", "instruction", "decision"}
-    # Making a held-out world draws nothing from a tuned one's generator: the tuned world is unchanged.
-    assert world(3, 1).said == tuned.said
+def test_each_set_says_other_sentences_and_leaves_the_others_worlds_as_they_were():
+    made = {name: world(3, 1, wordings=name) for name in SETS}
+    assert [(w.name, w.wordings) for w in made.values()] == [
+        ("world-3-1", "tuned"),
+        ("dev-3-1", "dev"),
+        ("held-out-3-1", "held-out"),
+    ]
+    for one in made.values():
+        assert {s.kind for s in one.statements} == KINDS
+        for other in made.values():
+            if other is not one:
+                assert not {s.text for s in one.said} & {s.text for s in other.said}
+    # Making one set's world draws nothing from another's generator: each is unchanged.
+    assert all(world(3, 1, wordings=name).said == one.said for name, one in made.items())
+
+
+def test_held_out_people_say_several_things_in_one_message_each_kept_apart_in_the_ground_truth():
+    held = world(3, 1, wordings="held-out")
+    by_message: dict[tuple[int, int], list] = {}
+    for said in held.statements:
+        by_message.setdefault((said.session, said.index), []).append(said)
+    several = [saids for saids in by_message.values() if len(saids) > 1]
+    assert len(several) == len(held.people)  # one such message each
+    for saids in several:
+        assert len({s.core for s in saids}) == len(saids) and len({s.text for s in saids}) == 1
 
 
 def test_a_world_is_people_with_private_chats_and_groups_and_conversations_days_apart(made):
@@ -90,23 +110,74 @@ def test_the_eval_runs_end_to_end_without_leaks_and_above_its_floors(tmp_path, r
     assert "| all |" in paths["markdown"].read_text() and document["seconds"] > 0
 
 
-@pytest.mark.timeout(120)
-def test_held_out_wordings_are_measured_beside_the_tuned_ones_above_their_own_floors(tmp_path, redis_url):
-    document, paths = memory_eval.main(3, 1, tmp_path, redis_url=redis_url)
-    held = json.loads(paths["json"].read_text())["held_out"]
-    memory = held["memory"]
-    assert held["leaks"] == 0 and memory["statements"] > 50
+# Floors for the dev and held-out sets (seed 1, 3 worlds), a little under what was measured when the held-out set
+# was written: dev precision 96%, recall 91% (constraint, instruction, name, preference 100%, fact 87%, decision
+# 75%; 3 quoted lines kept); held-out precision 100%, recall 52% (fact 70%, constraint 65%, name 50%, instruction
+# 47%, preference 33%, decision 29%; 20 worlds: 53%, 3 quoted lines kept). The memory is being improved against
+# the dev set, so these figures are expected to rise: the floors catch them getting worse, nothing more.
+FLOORS = {
+    "dev": {
+        "precision": 0.9,
+        "recall": 0.8,
+        "kinds": {
+            "constraint": 0.9,
+            "decision": 0.6,
+            "fact": 0.75,
+            "instruction": 0.85,
+            "name": 0.9,
+            "preference": 0.9,
+        },
+        "quoted kept": 4,
+    },
+    "held_out": {
+        "precision": 0.95,
+        "recall": 0.45,
+        "kinds": {
+            "constraint": 0.55,
+            "decision": 0.2,
+            "fact": 0.6,
+            "instruction": 0.4,
+            "name": 0.4,
+            "preference": 0.25,
+        },
+        "quoted kept": 2,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory, redis_url):
+    out = tmp_path_factory.mktemp("memory")
+    document, paths = memory_eval.main(3, 1, out, redis_url=redis_url)
+    return document, json.loads(paths["json"].read_text()), paths["markdown"].read_text()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("side", ["dev", "held_out"])
+def test_dev_and_held_out_wordings_are_measured_beside_the_tuned_ones_above_their_own_floors(measured, side):
+    document, saved, text = measured
+    part, floors = saved[side], FLOORS[side]
+    memory = part["memory"]
+    assert part["leaks"] == 0 and part["leak_details"] == {"memory_block": [], "my_chats": []}
+    assert memory["statements"] == sum(v["planted"] for v in memory["by_kind"].values()) > 50
     assert set(document["wordings"]["by_kind"]) == set(document["memory"]["by_kind"]) == set(memory["by_kind"])
-    # Measured when written (seed 1, 3 worlds): precision 100%, recall 24% (20 worlds: 21%); by kind constraint
-    # 33%, fact 33%, preference 25%, instruction 17%, name 12%, decision 0%. What no pattern was tuned on is
-    # mostly missed: these floors catch it getting worse, and say nothing good about it.
-    assert memory["precision"] >= 0.95 and memory["recall"] >= 0.2
-    floors = {"constraint": 0.25, "fact": 0.25, "preference": 0.2, "instruction": 0.1, "name": 0.1, "decision": 0.0}
-    assert {k: v["recall"] for k, v in memory["by_kind"].items() if v["recall"] < floors[k]} == {}
-    # Measured: no held-out distractor kept; each one kept is named here.
-    assert held["false_entries"] == [] and all(d["kept"] == 0 for d in memory["distractors"].values())
-    text = paths["markdown"].read_text()
-    assert "## Tuned and held-out wordings" in text and "### Held-out statements no entry kept" in text
+    assert set(saved["wordings"]["all"]) == {"tuned", "dev", "held_out"}
+    assert memory["precision"] >= floors["precision"] and memory["recall"] >= floors["recall"]
+    low = {k: v["recall"] for k, v in memory["by_kind"].items() if v["recall"] < floors["kinds"][k]}
+    assert low == {}
+    assert all(v["precision"] is None or v["precision"] >= 0.95 for v in memory["by_kind"].values())
+    # Distractors kept: only quoted lines were, a few; any other kind kept is named here.
+    kept = {kind: d["kept"] for kind, d in memory["distractors"].items() if d["kept"]}
+    assert set(kept) <= {"quoted"} and kept.get("quoted", 0) <= floors["quoted kept"]
+    label = "Held-out" if side == "held_out" else "Dev"
+    assert "## Tuned, dev and held-out wordings" in text and f"### {label} statements no entry kept" in text
+
+
+@pytest.mark.timeout(180)
+def test_one_run_counts_the_leaks_of_all_three_sets_and_none_is_found(measured):
+    _, saved, _ = measured
+    assert saved["leaks"] == saved["dev"]["leaks"] == saved["held_out"]["leaks"] == 0
+    assert saved["worlds"] == saved["dev"]["worlds"] == saved["held_out"]["worlds"] == 3
 
 
 @pytest.mark.timeout(120)
@@ -142,8 +213,9 @@ def test_a_block_carrying_another_persons_entries_is_a_leak_and_fails_the_comman
     monkeypatch.setattr(memory_eval, "main", _on(redis_url, memory_eval.main))
     assert memory_command(args) == 1
     saved = json.loads((tmp_path / "memory_eval.json").read_text())
-    assert saved["leaks"] == len(saved["leak_details"]["memory_block"]) > 0  # both halves' leaks, together
-    assert saved["held_out"]["leaks"] > 0 and saved["leaks"] > saved["held_out"]["leaks"]
+    assert saved["leaks"] == len(saved["leak_details"]["memory_block"]) > 0  # every set's leaks, together
+    assert saved["held_out"]["leaks"] > 0 and saved["dev"]["leaks"] > 0
+    assert saved["leaks"] > saved["held_out"]["leaks"] + saved["dev"]["leaks"]
 
 
 def _on(redis_url, main):

@@ -239,3 +239,24 @@ def test_a_private_chat_is_a_persons_own_only_where_its_key_says_so():
     assert own_private_chat("web:abc", "web:abc") and not own_private_chat("web:abc", "web:abd")
     assert own_private_chat("api:key1", "api:key1/s1") and not own_private_chat("api:key1", "api:key10/s1")
     assert own_private_chat("local:local", "local:terminal") and not own_private_chat("tg:42", "web:42")
+
+
+async def test_a_question_about_the_asker_finds_their_own_words_before_another_persons_in_a_group(
+    store, channel, key_prefix
+):
+    chats = PersonChats(channel, key_prefix)
+    await say(store, chats, TEAM, ANN, "I'm allergic to shellfish, so the seafood place is out for the dinner", False)
+    for number in range(3):
+        await say(store, chats, TEAM, BOB, f"the dinner booking is at seven, table {number}", False)
+    tofu = await say(store, chats, TEAM, BOB, "Am I allergic to tofu, do you think?", False)
+    await say(store, chats, ANN_PRIVATE, ANN, "Hi Amara, quick catch-up?", True)
+    sid = await store.current_session(ANN_PRIVATE)
+    search, _ = tools_for(store, chats, ANN, ANN_PRIVATE, sid)
+
+    hits = (await call(search, query="What am I allergic to?", scope="my chats"))["hits"]
+    assert "shellfish" in hits[0]["snippet"] and hits[0]["chat"] == TEAM
+    assert "tofu" in hits[1]["snippet"] and not any("Amara" in hit["snippet"] for hit in hits)
+    # Bob asking the same finds his own line first; a question about no one keeps the words' order.
+    bob_search, _ = tools_for(store, chats, BOB, TEAM, await store.current_session(TEAM))
+    assert (await call(bob_search, query="what am I allergic to?", scope="my chats"))["hits"][0]["message_id"] == tofu
+    assert "tofu" in (await call(search, query="who is allergic?", scope="my chats"))["hits"][0]["snippet"]

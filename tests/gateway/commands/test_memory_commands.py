@@ -5,77 +5,23 @@ input changes nothing and says why; two bots never see each other's."""
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.config import Settings
-from gateway.platforms.base import IncomingMessage
-from gateway.platforms.recording import RecordingAdapter
-from gateway.run.assembly import open_on
-from gateway.worker.runner import GatewayRunner
-from tests.fakes.gateway import make_settings
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, Reply
-from tests.fakes.waiting import wait_for
+from tests.fakes.people import people_settings, process, said
 
 GROUP = "-1001"
 OTHER_GROUP = "-1002"
 ADMIN = "900"
-_updates = itertools.count(1)
 
 
 def echo(request: RecordedRequest) -> Reply:
     return Reply.answer(f"echo: {request.last_user_text}")
 
 
-def said(user: str, text: str, chat: str | None = None) -> IncomingMessage:
-    """A Telegram message from ``user``: in their private chat (its id is theirs) unless ``chat`` names a group."""
-    return IncomingMessage(
-        platform="tg",
-        chat_id=chat or user,
-        user_id=user,
-        user_name=f"user{user}",
-        update_id=str(next(_updates)),
-        text=text,
-    )
-
-
-class Bot:
-    """One running gateway process, with its Telegram replies recorded."""
-
-    def __init__(self, runner: GatewayRunner, adapter: RecordingAdapter) -> None:
-        self.runner, self.adapter = runner, adapter
-
-    async def ask(self, message: IncomingMessage) -> str:
-        """The reply to ``message``, once it is sent."""
-        before = len(self.adapter.sent)
-        await self.runner.intake(message)
-        await wait_for(lambda: len(self.adapter.sent) > before, what=f"the reply to {message.text!r}")
-        await self.runner.wait_idle()
-        return self.adapter.sent[before][1]
-
-
 def settings_of(redis_url: str, prefix: str, llm: FakeLLMServer, **memory: Any) -> Settings:
-    return make_settings(
-        redis_url,
-        prefix,
-        llm.openai_base_url,
-        context_length=64_000,
-        gateway={"coalesce_backlog": False},
-        access={"admins": [f"tg:{ADMIN}"]},
-        memory=memory,
-    )
-
-
-@contextlib.asynccontextmanager
-async def process(settings: Settings, redis: Any) -> AsyncIterator[Bot]:
-    adapter = RecordingAdapter("tg")
-    running = await open_on(redis, settings, {"tg": adapter})
-    try:
-        yield Bot(running.runner, adapter)
-    finally:
-        await running.close()
+    return people_settings(redis_url, prefix, llm, memory=memory)
 
 
 async def test_remember_lists_and_forget_removes_in_every_process_and_outlives_a_restart(

@@ -84,6 +84,8 @@ async def test_the_memory_tool_says_what_it_kept_and_each_write_is_counted(redis
             Reply.answer("Noted."),
             Reply.tool_call("memory", {"action": "remove", "old_text": "something never kept"}),
             Reply.answer("Nothing to remove."),
+            Reply.tool_call("memory", {"action": "add", "text": "long " * 120}),
+            Reply.answer("Too long."),
         ]
     )
     results: list[dict[str, Any]] = []
@@ -106,12 +108,22 @@ async def test_the_memory_tool_says_what_it_kept_and_each_write_is_counted(redis
             assert "1. Prefers answers in metric units — tool, from tg:5, message " in listed
             await bot.ask(said("5", "forget the inches thing"))
             assert results[1]["saved"] is False and results[1]["reason"] == "no kept entry has that text"
+            await bot.ask(said("5", "remember all of this at once"))
+            assert results[2] == {
+                "saved": False,
+                "action": "add",
+                "reason": "the text is 599 characters, over the limit of 500 (memory.max_entry_chars)",
+            }
             await bot.ask(said("5", "/remember my cat is called Miso"))
             counters = bot.runner.parts.events.counters
             assert counters["memory_writes_tool"] == 1 and counters["memory_writes_remember"] == 1
-            assert counters["tool_calls"] == 2  # both calls audited, the refused one too
+            assert counters["tool_calls"] == 3  # every call audited, the refused ones too
             logged = [event.name for event in await bot.activity.history("tg:5")]
-            assert logged.count("memory:write") == 2 and logged.count("tool:call") == 2
+            assert logged.count("memory:write") == 2 and logged.count("tool:call") == 3
+            assert [e.text for e in await bot.runner.parts.memory.store.entries("tg:5")] == [
+                "my cat is called Miso",
+                "Prefers answers in metric units",
+            ]  # the refused ones changed nothing
 
 
 async def test_past_memory_max_tokens_entries_stay_findable_and_the_person_is_told_once(
