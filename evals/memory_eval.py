@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evals.memory_held_out import other_sets, sets_markdown
-from evals.people_conversations import SETS, TUNED, Said, World, world
+from evals.people_conversations import REPORTED, TUNED, Said, World, world
 
 DEFAULT_WORLDS = 20
 DEFAULT_SEED = 1
@@ -387,6 +387,18 @@ async def evaluate(worlds: Sequence[World], redis_url: str, progress: TextIO | N
     return {"memory_rows": memory_found, "search_rows": search_found, "leaks": leaks, "shown": (shown, due)}
 
 
+def merged(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What :func:`evaluate` found for each part of one set (dev's two), as if for one."""
+    return {
+        "memory_rows": [row for one in found for row in one["memory_rows"]],
+        "search_rows": [row for one in found for row in one["search_rows"]],
+        "leaks": {
+            where: [leak for one in found for leak in one["leaks"][where]] for where in ("memory_block", "my_chats")
+        },
+        "shown": (sum(one["shown"][0] for one in found), sum(one["shown"][1] for one in found)),
+    }
+
+
 def missed_wordings(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each statement wording some statement was missed in: how often it was said and kept, worst first."""
     said = Counter(row["wording"] for row in rows if row["verdict"] in ("true", ALSO, "missed"))
@@ -489,15 +501,21 @@ def main(
     from evals.redis_target import bench_redis
 
     started = time.perf_counter()
-    made = {name: [world(seed, number, wordings=name) for number in range(worlds)] for name in SETS}
+    parts = {
+        name: [[world(seed, n, wordings=part) for n in range(worlds)] for part in of] for name, of in REPORTED.items()
+    }
+    made = {name: [one for part in made_parts for one in part] for name, made_parts in parts.items()}
 
     async def measured() -> dict[str, dict[str, Any]]:
-        async with bench_redis(redis_url) as url:  # each set on a prefix of its own: their people share ids
-            return {name: await evaluate(sets, url, progress) for name, sets in made.items()}
+        async with bench_redis(redis_url) as url:  # each part on a prefix of its own: their people share ids
+            return {
+                name: merged([await evaluate(part, url, progress) for part in made_parts])
+                for name, made_parts in parts.items()
+            }
 
     every = asyncio.run(measured())
     found = every.pop(TUNED.name)
-    parts = {
+    others = {
         name: (summarize(measured_set, made[name]), measured_set, made[name]) for name, measured_set in every.items()
     }
     made_tuned = made[TUNED.name]
@@ -512,7 +530,7 @@ def main(
         "memory_rows": found["memory_rows"],
         "search_rows": found["search_rows"],
     }
-    document |= other_sets(parts, document)
+    document |= other_sets(others, document)
     document["seconds"] = round(time.perf_counter() - started, 2)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,9 @@
 set beside the tuned figures kind by kind.
 
 Three sets, three questions. The tuned figures say how well the wordings the patterns were written from are kept;
-the dev ones (:mod:`evals.dev_wordings`) how well the wordings the memory is being developed against are; the
-held-out ones (:mod:`evals.held_out_wordings`, which nobody develops against) are the honest estimate of how well
+the dev ones (:mod:`evals.dev_wordings`) how well the wordings the memory is being developed against, or whose
+misses its developer has seen, are (its two parts' worlds together: twice as many); the held-out ones
+(:mod:`evals.held_out_wordings`, written blind and never developed against) are the honest estimate of how well
 what people really type is. All come from one run and land in one document: the tuned figures where they always
 were (so earlier results stay comparable), the others under ``dev`` and ``held_out``, the three side by side under
 ``wordings``, and ``leaks`` counting them all.
@@ -134,17 +135,18 @@ def _lists(part: dict[str, Any], label: str) -> list[str]:
 
 def sets_markdown(document: dict[str, Any]) -> list[str]:
     """The section setting dev and held-out beside tuned: per kind, distractors, and every miss and false entry."""
-    wordings, held = document["wordings"], document["held_out"]
+    wordings, held, dev = document["wordings"], document["held_out"], document["dev"]
     sides = [key for key in SIDES if key in wordings["all"]]
     head = " | ".join(f"{SIDES[k]} kept | {SIDES[k]} recall | {SIDES[k]} precision" for k in sides)
     lines = [
         "",
         "## Tuned, dev and held-out wordings",
         "",
-        f"The figures above are on the wordings the memory notes were tuned on. {held['worlds']} more worlds of each "
-        "other set say the same kinds of things in other wordings: *dev* (`evals/dev_wordings.py`), the set the "
-        "memory is developed against, and *held-out* (`evals/held_out_wordings.py`), written without looking at the "
-        "patterns or the other sets and never developed against: its recall is the honest one.",
+        "The figures above are on the wordings the memory notes were tuned on. More worlds say the same kinds of "
+        f"things in other wordings: {dev['worlds']} *dev* ones (`evals/dev_wordings.py`, both its parts), the "
+        "wordings the memory is developed against or whose misses were seen, and "
+        f"{held['worlds']} *held-out* ones (`evals/held_out_wordings.py`), written blind (without looking at the "
+        "patterns or the other sets) and never developed against: its recall is the honest one.",
         "",
         f"| statement kind | {head} |",
         "|---|" + "---:|" * (3 * len(sides)),

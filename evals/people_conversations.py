@@ -11,12 +11,14 @@ hedge, and one person asking the bot to remember another's PIN. Every person's p
 conversation, the one the questions are asked from ("what am I allergic to?"), whose ground truth is the message
 that said it: its chat, its conversation, its place.
 
-Those wordings are the ones the memory notes' patterns were tuned on. A *dev* world (``world(seed, n,
-wordings="dev")``) is made the same way from :mod:`evals.dev_wordings`, the set the memory is being developed
-against (the same worlds it made when it was the held-out set), and a *held-out* world (``wordings="held-out"``)
-from :mod:`evals.held_out_wordings`, written without reading the patterns or the other sets: its recall is how the
-memory does on wordings nobody develops for. Held-out people also say several things in one message. Making one
-set's worlds draws nothing from another's generator, so each set's worlds are the same with or without the others.
+Those wordings are the ones the memory notes' patterns were tuned on. A *dev* world is made the same way from
+:mod:`evals.dev_wordings`, the wordings the memory is being developed against, in two parts: ``wordings="dev"``
+(its first part, the same worlds it made as the first held-out set) and ``wordings="dev-2"`` (its second, the same
+worlds it made as the second held-out set, before its misses were seen); the eval reports both as one *dev* set
+(:data:`REPORTED`). A *held-out* world (``wordings="held-out"``) comes from :mod:`evals.held_out_wordings`, written
+blind (without reading the patterns or the other sets): its recall is how the memory does on wordings nobody
+develops for. Dev-2 and held-out people also say several things in one message. Making one set's worlds draws
+nothing from another's generator, so each set's worlds are the same with or without the others.
 
 Messages are shaped as the gateway stores a person's message (``content``, ``_ts``, ``_from``, ``_user``; the
 store gives ``_id``). The same seed gives the same world; nothing is downloaded.
@@ -29,7 +31,15 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from evals.dev_wordings import DEV_DISTRACTORS, DEV_INJECTIONS, DEV_STATEMENTS
+from evals.dev_wordings import (
+    DEV_2_DISTRACTORS,
+    DEV_2_INJECTIONS,
+    DEV_2_SEVERAL,
+    DEV_2_STATEMENTS,
+    DEV_DISTRACTORS,
+    DEV_INJECTIONS,
+    DEV_STATEMENTS,
+)
 from evals.held_out_wordings import HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_SEVERAL, HELD_OUT_STATEMENTS
 from tests.fakes.everyday_words import ASSISTANT_REPLIES, CITIES, FILLER, FRIEND_REPLIES, GREETINGS, NAMES, SLOTS
 
@@ -253,11 +263,15 @@ class Wordings:
 
 TUNED = Wordings("tuned", STATEMENTS, DISTRACTORS, INJECTIONS)
 DEV = Wordings("dev", DEV_STATEMENTS, DEV_DISTRACTORS, DEV_INJECTIONS, suffix="-held-out")
+#: Dev's second part: the worlds it made as the second held-out set (the same generator seed).
+DEV_2 = Wordings("dev-2", DEV_2_STATEMENTS, DEV_2_DISTRACTORS, DEV_2_INJECTIONS, DEV_2_SEVERAL, "-held-out-2")
 HELD_OUT = Wordings(
-    "held-out", HELD_OUT_STATEMENTS, HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_SEVERAL, "-held-out-2"
+    "held-out", HELD_OUT_STATEMENTS, HELD_OUT_DISTRACTORS, HELD_OUT_INJECTIONS, HELD_OUT_SEVERAL, "-held-out-3"
 )
-#: Every set, by name, in the order the eval reports them.
-SETS = {sets.name: sets for sets in (TUNED, DEV, HELD_OUT)}
+#: Every set worlds can be said in, by name.
+SETS = {sets.name: sets for sets in (TUNED, DEV, DEV_2, HELD_OUT)}
+#: The sets the eval reports, in its order, each with the sets its worlds are said in: dev is both its parts.
+REPORTED = {TUNED.name: (TUNED.name,), DEV.name: (DEV.name, DEV_2.name), HELD_OUT.name: (HELD_OUT.name,)}
 
 
 @dataclass(frozen=True)
@@ -307,7 +321,7 @@ class World:
     groups: dict[str, list[str]]  # group chat key -> member keys
     sessions: list[Session]
     said: list[Said]
-    #: Which wordings its lines were made from: ``tuned``, ``dev`` or ``held-out``.
+    #: Which wordings its lines were made from: ``tuned``, ``dev``, ``dev-2`` or ``held-out``.
     wordings: str = TUNED.name
 
     def chats_of(self, person: str) -> list[str]:

@@ -1,9 +1,9 @@
 """The people's-memory eval, run small: its worlds are a fair yardstick (the same seed gives the same world, every
 ground-truth line is in its message, said by its person, in a chat of theirs), its figures stay above the floors
 measured when it was written, nothing of one person reaches another, and a memory that kept everything or a
-block that leaked would be caught by it. Besides the tuned worlds, as many are said in the dev wordings the memory
-is developed against and as many in held-out wordings nobody develops against: their figures are reported beside
-the tuned ones, with floors of their own."""
+block that leaked would be caught by it. Besides the tuned worlds, twice as many are said in the dev wordings the
+memory is developed against (its two parts) and as many in blind held-out wordings nobody develops against: their
+figures are reported beside the tuned ones, with floors of their own."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from evals.people_conversations import SETS, world
 KINDS = {"name", "constraint", "fact", "preference", "instruction", "decision"}
 
 
-@pytest.fixture(scope="module", params=["tuned", "dev", "held-out"])
+@pytest.fixture(scope="module", params=["tuned", "dev", "dev-2", "held-out"])
 def made(request):
     return world(3, 1, wordings=request.param)
 
@@ -38,6 +38,7 @@ def test_each_set_says_other_sentences_and_leaves_the_others_worlds_as_they_were
     assert [(w.name, w.wordings) for w in made.values()] == [
         ("world-3-1", "tuned"),
         ("dev-3-1", "dev"),
+        ("dev-2-3-1", "dev-2"),
         ("held-out-3-1", "held-out"),
     ]
     for one in made.values():
@@ -49,8 +50,9 @@ def test_each_set_says_other_sentences_and_leaves_the_others_worlds_as_they_were
     assert all(world(3, 1, wordings=name).said == one.said for name, one in made.items())
 
 
-def test_held_out_people_say_several_things_in_one_message_each_kept_apart_in_the_ground_truth():
-    held = world(3, 1, wordings="held-out")
+@pytest.mark.parametrize("wordings", ["dev-2", "held-out"])
+def test_people_say_several_things_in_one_message_each_kept_apart_in_the_ground_truth(wordings):
+    held = world(3, 1, wordings=wordings)
     by_message: dict[tuple[int, int], list] = {}
     for said in held.statements:
         by_message.setdefault((said.session, said.index), []).append(said)
@@ -110,37 +112,38 @@ def test_the_eval_runs_end_to_end_without_leaks_and_above_its_floors(tmp_path, r
     assert "| all |" in paths["markdown"].read_text() and document["seconds"] > 0
 
 
-# Floors for the dev and held-out sets (seed 1, 3 worlds), a little under what was measured when the held-out set
-# was written: dev precision 96%, recall 91% (constraint, instruction, name, preference 100%, fact 87%, decision
-# 75%; 3 quoted lines kept); held-out precision 100%, recall 52% (fact 70%, constraint 65%, name 50%, instruction
-# 47%, preference 33%, decision 29%; 20 worlds: 53%, 3 quoted lines kept). The memory is being improved against
-# the dev set, so these figures are expected to rise: the floors catch them getting worse, nothing more.
+# Floors for the dev and held-out sets (seed 1, 3 worlds: 6 dev ones, its two parts), a little under what was
+# measured when the blind held-out set was written and the earlier one folded into dev: dev precision 100%, recall
+# 69% (name 86%, fact 78%, constraint 74%, preference 63%, instruction 60%, decision 45%; no distractor kept);
+# held-out precision 98%, recall 57% (instruction 81%, name 78%, constraint 57%, preference 54%, fact 50%, decision
+# 44%; one hedge kept; 20 worlds: recall 57%, precision 96%, 15 hedges kept). The memory is being improved against
+# the dev set, so its figures are expected to rise: the floors catch them getting worse, nothing more.
 FLOORS = {
     "dev": {
-        "precision": 0.9,
-        "recall": 0.8,
+        "precision": 0.95,
+        "recall": 0.62,
         "kinds": {
-            "constraint": 0.9,
-            "decision": 0.6,
-            "fact": 0.75,
-            "instruction": 0.85,
-            "name": 0.9,
-            "preference": 0.9,
+            "constraint": 0.65,
+            "decision": 0.38,
+            "fact": 0.7,
+            "instruction": 0.52,
+            "name": 0.75,
+            "preference": 0.55,
         },
-        "quoted kept": 4,
+        "kept": {},
     },
     "held_out": {
-        "precision": 0.95,
-        "recall": 0.45,
+        "precision": 0.93,
+        "recall": 0.5,
         "kinds": {
-            "constraint": 0.55,
-            "decision": 0.2,
-            "fact": 0.6,
-            "instruction": 0.4,
-            "name": 0.4,
-            "preference": 0.25,
+            "constraint": 0.5,
+            "decision": 0.35,
+            "fact": 0.42,
+            "instruction": 0.7,
+            "name": 0.65,
+            "preference": 0.45,
         },
-        "quoted kept": 2,
+        "kept": {"hedge": 3},
     },
 }
 
@@ -166,9 +169,9 @@ def test_dev_and_held_out_wordings_are_measured_beside_the_tuned_ones_above_thei
     low = {k: v["recall"] for k, v in memory["by_kind"].items() if v["recall"] < floors["kinds"][k]}
     assert low == {}
     assert all(v["precision"] is None or v["precision"] >= 0.95 for v in memory["by_kind"].values())
-    # Distractors kept: only quoted lines were, a few; any other kind kept is named here.
+    # Distractors kept: only the kinds named in the floors, at most as many as they say.
     kept = {kind: d["kept"] for kind, d in memory["distractors"].items() if d["kept"]}
-    assert set(kept) <= {"quoted"} and kept.get("quoted", 0) <= floors["quoted kept"]
+    assert all(n <= floors["kept"].get(kind, 0) for kind, n in kept.items()), kept
     label = "Held-out" if side == "held_out" else "Dev"
     assert "## Tuned, dev and held-out wordings" in text and f"### {label} statements no entry kept" in text
 
@@ -177,7 +180,7 @@ def test_dev_and_held_out_wordings_are_measured_beside_the_tuned_ones_above_thei
 def test_one_run_counts_the_leaks_of_all_three_sets_and_none_is_found(measured):
     _, saved, _ = measured
     assert saved["leaks"] == saved["dev"]["leaks"] == saved["held_out"]["leaks"] == 0
-    assert saved["worlds"] == saved["dev"]["worlds"] == saved["held_out"]["worlds"] == 3
+    assert saved["worlds"] == saved["held_out"]["worlds"] == 3 and saved["dev"]["worlds"] == 6  # dev: both parts
 
 
 @pytest.mark.timeout(120)
