@@ -42,9 +42,12 @@ def folded_messages(before: Sequence[Message], after: Sequence[Message], unstore
 
 
 def fold_records(folded: Sequence[Message], *, chat: str, scope: str) -> list[dict[str, Any]]:
-    """The entries the folded messages give their writers, as the commit records them."""
+    """The entries the folded messages give their writers, as the commit records them (with when each was said:
+    what a person said before they forgot it is not kept again)."""
+    said = {str(m.get("_id")): float(m["_ts"]) for m in folded if isinstance(m.get("_ts"), int | float)}
     return [
         {"person": note.person, "scope": scope, "text": note.text, "chat": chat, "message_id": note.message_id}
+        | ({"said_at": said[note.message_id]} if note.message_id in said else {})
         for note in memory_notes(folded, limit_per_person=PER_PERSON)
     ]
 
@@ -53,6 +56,11 @@ def pending_after(meta: SessionMeta, records: Sequence[dict[str, Any]]) -> list[
     """The session's ``memory_pending`` once a commit adds ``records`` (None: nothing pending either way)."""
     pending = [*meta.memory_pending, *records][-MAX_PENDING:]
     return pending or None
+
+
+def _said_at(record: dict[str, Any]) -> float | None:
+    said = record.get("said_at")
+    return float(said) if isinstance(said, int | float) and not isinstance(said, bool) else None
 
 
 class FoldMemory:
@@ -96,6 +104,7 @@ class FoldMemory:
                     source="compaction",
                     chat=str(record.get("chat") or chat),
                     message_id=str(record.get("message_id") or ""),
+                    said_at=_said_at(record),
                 )
             except ValueError as error:  # a record the store cannot take (a scope of a bad shape): skipped
                 log.warning("%s: a folded memory entry was not kept: %s", chat, error)

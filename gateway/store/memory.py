@@ -45,11 +45,18 @@ PRIVATE = "private"
 #: People (and groups) whose parsed entries a process keeps between requests, the least recently read dropped.
 READ_CACHE_KEYS = 4_096
 
-# KEYS: entries, texts, seq, ver. ARGV: scope, text, body (JSON without the number). {1, n, body} when added,
-# {0, n, body} when the scope keeps that text already.
+# KEYS: entries, texts, seq, ver, forgot. ARGV: scope, text, body (JSON without the number), when it was said
+# ('' for an entry written now). {1, n, body} when added, {0, n, body} when the scope keeps that text already,
+# {-1} when it was said before the person forgot it (that text, that scope, or everything).
 _ADD = Script.of(
     """
 local index = ARGV[1] .. '\\n' .. ARGV[2]
+if ARGV[4] ~= '' then
+  for _, field in ipairs({'*', ARGV[1], index}) do
+    local at = redis.call('HGET', KEYS[5], field)
+    if at and tonumber(at) >= tonumber(ARGV[4]) then return {-1} end
+  end
+end
 local known = redis.call('HGET', KEYS[2], index)
 if known then return {0, known, redis.call('HGET', KEYS[1], known)} end
 local n = redis.call('INCR', KEYS[3])
@@ -82,8 +89,9 @@ return {1, n, body}
 """
 )
 
-# KEYS: entries, texts, ver. ARGV: "n" and a number, or "text", the text and its scope. {n, body} of what was
-# removed; {} when nothing matched.
+# KEYS: entries, texts, ver, forgot. ARGV: "n" and a number, or "text", the text and its scope; then now. {n, body}
+# of what was removed (and when, under its scope and text, so a fold of older messages does not bring it back);
+# {} when nothing matched.
 _REMOVE = Script.of(
     """
 local n = ARGV[2]
@@ -97,14 +105,17 @@ local entry = cjson.decode(body)
 redis.call('HDEL', KEYS[2], entry['scope'] .. '\\n' .. entry['text'])
 redis.call('HDEL', KEYS[1], n)
 redis.call('INCR', KEYS[3])
+redis.call('HSET', KEYS[4], entry['scope'] .. '\\n' .. entry['text'], ARGV[#ARGV])
 return {n, body}
 """
 )
 
-# KEYS: entries, texts, seq, ver. ARGV: scope ("" for every one). How many entries were removed.
+# KEYS: entries, texts, seq, ver, forgot. ARGV: scope ("" for every one), now (remembered as when the person
+# forgot, so a fold of what they said before does not bring it back). How many entries were removed.
 _FORGET = Script.of(
     """
 redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[5], ARGV[1] == '' and '*' or ARGV[1], ARGV[2])
 if ARGV[1] == '' then
   local count = redis.call('HLEN', KEYS[1])
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
@@ -233,16 +244,16 @@ class MemoryStore:
         #: Entries read before, by entries key: the version they were read at, and the entries.
         self._read: OrderedDict[str, tuple[str, list[MemoryEntry]]] = OrderedDict()
 
-    def keys(self, person: str, scope: str) -> tuple[str, str, str, str]:
-        """The entries, texts, seq and version keys holding ``person``'s entries; person ``""`` is the group's own
-        memory, under the group chat's tag (``scope`` must then be a group)."""
+    def keys(self, person: str, scope: str) -> tuple[str, str, str, str, str]:
+        """The entries, texts, seq, version and forgotten keys holding ``person``'s entries; person ``""`` is the
+        group's own memory, under the group chat's tag (``scope`` must then be a group)."""
         if person:
             base = f"{self.prefix}:{{mem:{check_key_part('person', person)}}}"
         else:
             if not check_scope(scope).startswith("group:"):
                 raise ValueError("only a group has memory of its own (person ''): give its group scope")
             base = f"{self.prefix}:{{{scope.removeprefix('group:')}}}:memory"
-        return f"{base}:entries", f"{base}:texts", f"{base}:seq", f"{base}:ver"
+        return f"{base}:entries", f"{base}:texts", f"{base}:seq", f"{base}:ver", f"{base}:forgot"
 
     def refusal(self, text: str) -> str | None:
         """Why ``text`` cannot be an entry (None: it can)."""
@@ -258,23 +269,38 @@ class MemoryStore:
             raise ValueError(f"a memory entry cannot be {refused}")
         return text.strip()
 
-    async def add(self, person: str, scope: str, text: str, *, source: Source, chat: str, message_id: str) -> Added:
+    async def add(
+        self,
+        person: str,
+        scope: str,
+        text: str,
+        *,
+        source: Source,
+        chat: str,
+        message_id: str,
+        said_at: float | None = None,
+    ) -> Added:
         """Keep ``text`` for ``person`` in ``scope``; the entry already kept when the scope has that text.
-        An empty or over-long text raises :class:`ValueError` (:meth:`refusal` says why beforehand)."""
+        An entry learned from a message said at ``said_at`` is not kept when the person forgot it (or everything)
+        after that (``Added(None, False)``). An empty or over-long text raises :class:`ValueError`
+        (:meth:`refusal` says why beforehand)."""
         text = self._checked(text)
         if source not in SOURCES:
             raise ValueError(f"unknown memory source {source!r}")
         now = self.clock()
         body: dict[str, object] = {"scope": check_scope(scope), "text": text, "source": source, "chat": chat}
         body |= {"message_id": message_id, "created": now, "used": now, "uses": 0, "tok": count_text(text)}
-        reply = await run(_ADD, self.channel, self.keys(person, scope), [scope, text, json.dumps(body)])
+        said = "" if said_at is None else repr(float(said_at))
+        reply = await run(_ADD, self.channel, self.keys(person, scope), [scope, text, json.dumps(body), said])
+        if int(reply[0]) < 0:
+            return Added(None, changed=False)
         number, stored = text_of(reply[1]), reply[2]
         return Added(MemoryEntry.read(number, stored), changed=bool(int(reply[0])))
 
     async def replace(self, person: str, scope: str, old_text: str, text: str) -> Added:
         """Rewrite the entry whose text is ``old_text`` in ``scope`` (its number, source and origin stay)."""
         text = self._checked(text)
-        entries, texts, _seq, version = self.keys(person, check_scope(scope))
+        entries, texts, _seq, version, _forgot = self.keys(person, check_scope(scope))
         args: list[str | int] = [scope, old_text.strip(), text, count_text(text)]
         reply = await run(_REPLACE, self.channel, [entries, texts, version], args)
         if not reply:
@@ -284,9 +310,9 @@ class MemoryStore:
     async def remove(self, person: str, which: int | str, scope: str = PRIVATE) -> MemoryEntry | None:
         """Remove ``person``'s entry number ``which`` (any scope), or the one whose text is ``which`` in
         ``scope``; what was removed, None when nothing matched (and nothing changed)."""
-        entries, texts, _seq, version = self.keys(person, scope)
+        entries, texts, _seq, version, forgot = self.keys(person, scope)
         args = ["n", str(which)] if isinstance(which, int) else ["text", which.strip(), check_scope(scope)]
-        found = _reply(await run(_REMOVE, self.channel, [entries, texts, version], args))
+        found = _reply(await run(_REMOVE, self.channel, [entries, texts, version, forgot], [*args, repr(self.clock())]))
         return MemoryEntry.read(*found) if found else None
 
     async def entries(self, person: str, scope: str | None = None) -> list[MemoryEntry]:
@@ -321,7 +347,7 @@ class MemoryStore:
     async def forget_all(self, person: str, scope: str | None = None) -> int:
         """Remove ``person``'s entries, of every scope (or of ``scope`` only); how many there were."""
         keys = self.keys(person, scope or PRIVATE) if person else self.keys(person, scope or "")
-        return int(await run(_FORGET, self.channel, keys, [check_scope(scope) if scope else ""]))
+        return int(await run(_FORGET, self.channel, keys, [check_scope(scope) if scope else "", repr(self.clock())]))
 
     async def touch(self, person: str, numbers: Sequence[int], scope: str = PRIVATE) -> None:
         """Mark entries as used now (a request carried them): they move up the list."""

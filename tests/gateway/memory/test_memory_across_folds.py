@@ -59,3 +59,34 @@ async def test_a_preference_stated_once_in_the_first_hour_survives_the_night_and
 async def _listed(redis_url: str, key_prefix: str, llm: FakeLLMServer, redis) -> str:
     async with process(people_settings(redis_url, key_prefix, llm), redis) as bot:
         return await bot.ask(said("7", "/memory"))
+
+
+async def test_what_was_forgotten_is_not_learned_again_from_older_messages_a_later_fold_reads(
+    redis, redis_url, key_prefix
+) -> None:
+    """``/forget all`` forgets what was said before it: a compaction folding those older messages afterwards does
+    not bring it back, while what the person says after forgetting is kept as usual."""
+    chatter = "small talk about the weather, the trains and the neighbours once again " * 5
+
+    def model(request: RecordedRequest) -> Reply:
+        return Reply.answer(NOTES if is_summary_request(request) else "ok")
+
+    async with FakeLLMServer(handler=model) as llm:
+        settings = people_settings(redis_url, key_prefix, llm, context_length=8_000, gateway={})
+        async with process(settings, redis) as bot:
+            texts = [f"{chatter}{n}" for n in range(30)]
+            texts[5:5] = [PREFERENCE]
+            for text in texts:
+                await bot.runner.intake(said("7", text, name="Robin"))
+            await wait_for(lambda: bot.adapter.sent, what="the reply to the chatter")
+            await bot.runner.wait_idle()
+            assert (await bot.ask(said("7", "/forget all", name="Robin"))).startswith("Nothing was kept")
+            later = [f"{chatter}{n}" for n in range(30, 60)]
+            later[3:3] = ["My name is Robin."]
+            for text in later:
+                await bot.runner.intake(said("7", text, name="Robin"))
+            await wait_for(lambda: len(bot.adapter.sent) > 2, what="the reply to the later chatter")
+            await bot.runner.wait_idle()
+            assert (await bot.ask(said("7", "/compress", name="Robin"))).startswith("Compressed")
+            listed = await bot.ask(said("7", "/memory", name="Robin"))
+    assert "My name is Robin." in listed and "shellfish" not in listed

@@ -94,6 +94,33 @@ async def test_a_process_reading_again_sees_every_change_another_made(channel, k
     assert await reader.entries("tg:1") == []  # emptied: not the list read before
 
 
+async def test_what_was_said_before_it_was_forgotten_is_not_kept_again(channel, key_prefix) -> None:
+    """A fold of older messages must not bring back what the person forgot: an entry learned from a message said
+    before the person forgot it (that entry, that scope, or everything) is not kept; what they say after is."""
+    clock = Clock()
+    store = MemoryStore(channel, key_prefix, clock=clock)
+
+    async def folded(text: str, said_at: float, scope: str = PRIVATE) -> bool:
+        added = await store.add("tg:1", scope, text, source="compaction", chat="tg:1", message_id="1", said_at=said_at)
+        return added.entry is not None
+
+    first = await store.add("tg:1", PRIVATE, "likes tea", source="remember", chat="tg:1", message_id="1")
+    assert first.entry is not None
+    await store.remove("tg:1", first.entry.number)
+    forgot_tea = clock.now
+    assert not await folded("likes tea", forgot_tea - 10)  # said before it was forgotten
+    assert await folded("lives in Oslo", forgot_tea - 10)  # another text: that one was never forgotten
+    assert await folded("likes tea", forgot_tea + 10)  # said again afterwards: kept again
+    await store.forget_all("tg:1", GROUP)  # one scope
+    assert not await folded("leads the standup", clock.now - 1, GROUP)
+    assert await folded("plays chess", clock.now - 1)  # the private scope was not forgotten
+    await store.forget_all("tg:1")
+    everything = clock.now
+    assert not await folded("plays chess", everything - 1) and not await folded("swims", everything - 1, GROUP)
+    assert await folded("swims", everything + 1)
+    assert [e.text for e in await store.entries("tg:1")] == ["swims"]
+
+
 def test_every_call_stays_on_one_slot_and_bad_input_is_refused() -> None:
     store = MemoryStore(channel=None, prefix="fg", max_entry_chars=10)  # type: ignore[arg-type]
     for person, scope in (("tg:1", PRIVATE), ("tg:1", GROUP), ("", GROUP)):
