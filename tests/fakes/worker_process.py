@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -35,7 +36,9 @@ from redis.asyncio import Redis
 from gateway.config import TelegramSettings
 from gateway.platforms.base import Intake, Journal, PlatformAdapter, SendGate, Surface
 from gateway.platforms.telegram import TELEGRAM_MESSAGE_LIMIT, TelegramAdapter
+from gateway.run import assembly
 from gateway.run.assembly import open_on
+from tests.fakes.dying_channel import DiesAfter
 from tests.fakes.gateway import make_settings
 
 
@@ -137,6 +140,8 @@ async def main(args: argparse.Namespace) -> None:
         args.redis, args.prefix, args.base_url, context_length=args.context_length, model=args.model, **sections
     )
     adapters: dict[str, PlatformAdapter] = {"local": RedisReplyLog(redis, f"{args.prefix}:sent")}
+    if args.die_after_commit_commands is not None:
+        dying_at_commit(redis, args.prefix, args.die_after_commit_commands)
     if args.telegram_api:
         telegram = TelegramSettings(token=args.telegram_token, api_server=args.telegram_api)
         adapters["tg"] = TelegramAdapter(telegram, typing_interval=0, preview_interval=0.5)
@@ -152,6 +157,21 @@ async def main(args: argparse.Namespace) -> None:
     await stop.wait()
     await gateway.close()  # the runner, every adapter, the agents and the channel; the connection is ours
     await redis.aclose()
+
+
+def dying_at_commit(redis: Redis, prefix: str, steps: int) -> None:
+    """This process dies by SIGKILL before the command after ``steps`` of a compaction commit's (a negative number:
+    it never does, and counts them in ``<prefix>:commit_commands`` instead)."""
+    real = assembly.channel_for
+
+    async def counted(sent: int) -> None:
+        await redis.set(f"{prefix}:commit_commands", sent)
+
+    def dying(client: Any) -> DiesAfter:
+        kill = functools.partial(os.kill, os.getpid(), signal.SIGKILL)
+        return DiesAfter(real(client), steps if steps >= 0 else None, kill, counted if steps < 0 else None)
+
+    assembly.channel_for = dying  # type: ignore[assignment]
 
 
 def log_tasks() -> None:
@@ -191,6 +211,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default="test-model", help="the model's name (a priced one meters dollars)")
     parser.add_argument("--access", default="", help="JSON: the access section (budgets, roles)")
     parser.add_argument("--auxiliary", default="", help="JSON: the auxiliary section (the summarizer)")
+    parser.add_argument(
+        "--die-after-commit-commands",
+        type=int,
+        default=None,
+        help="SIGKILL this process before the command after N of a compaction commit's (-1: count them)",
+    )
     return parser.parse_args(argv)
 
 
