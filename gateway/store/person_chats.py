@@ -15,6 +15,7 @@ and a private chat never turns into a group. The list holds chat keys and times 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from gateway.store.channel import RedisChannel, Script
@@ -60,12 +61,21 @@ class PersonChat:
     last: float
 
 
+#: How long after noting a person's chat this process does not note it again (their list's order is to a minute).
+NOTED_SECONDS = 60.0
+#: (person, chat) pairs a process remembers having noted, the least recent dropped.
+NOTED_KEYS = 65_536
+
+
 class PersonChats:
     """Each person's chats, for the bot whose key prefix this is."""
 
     def __init__(self, channel: RedisChannel, prefix: str) -> None:
         self.channel = channel
         self.prefix = check_key_part("prefix", prefix)
+        #: What this process noted last, by (person, chat): the time then, so a person's every message in the same
+        #: chat does not cost a round trip (the list orders chats by when they were last written in, to a minute).
+        self._noted: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     def keys(self, person: str) -> tuple[str, str]:
         """The sorted set of ``person``'s chats and the hash of their kinds (the person's own hash tag)."""
@@ -76,7 +86,14 @@ class PersonChats:
         """Record that ``person`` wrote in ``chat`` at ``when`` (one round trip, made on every turn of theirs); a
         chat keeps the kind it was first noted with, and its time only moves forward."""
         kind = PRIVATE_KIND if private else GROUP_KIND
+        held = self._noted.get((person, chat))
+        if held is not None and held <= when < held + NOTED_SECONDS:
+            return
         await run(_NOTE, self.channel, self.keys(person), [repr(float(when)), check_key_part("chat", chat), kind])
+        self._noted[(person, chat)] = when
+        self._noted.move_to_end((person, chat))
+        while len(self._noted) > NOTED_KEYS:
+            self._noted.popitem(last=False)
 
     async def chats(self, person: str) -> list[PersonChat]:
         """``person``'s chats, the one they wrote in last first."""
@@ -90,3 +107,5 @@ class PersonChats:
     async def forget(self, person: str) -> None:
         """Drop ``person``'s list of chats (the chats themselves stay as they are)."""
         await self.channel.call("DEL", *self.keys(person))
+        for noted in [key for key in self._noted if key[0] == person]:
+            del self._noted[noted]

@@ -124,6 +124,8 @@ def _commit_fields(
     engine_state = prepared.engine.export_state()
     if engine_state != meta.engine_state:  # unchanged most turns; a summary in it can be kilobytes
         fields["engine_state"] = engine_state
+    if prepared.memory.view is not None:  # the memory block chosen for this session (an in-loop compaction clears it)
+        fields["memory_view"] = prepared.memory.view
     return fields
 
 

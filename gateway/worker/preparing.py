@@ -84,12 +84,12 @@ async def prepare(
     if start:
         history = await _store_ahead(parts, turn, history, incoming[:start], limit, notes)
     offered = [*tools.schemas(), *engine.get_tool_schemas(), *turn.message.client_tools]
-    remembered = (await parts.memory.block(turn.message, turn.meta, window)).tokens  # the request carries it too
-    pending = sum(sizes[start:]) + count_tools(offered) + count_messages(answered) + remembered
+    before = await parts.memory.block(turn.message, turn.meta, window)  # the request carries it too
+    pending = sum(sizes[start:]) + count_tools(offered) + count_messages(answered) + before.tokens
     compacted, stopped = await _compact_first(parts, turn, engine, window, history, pending, stop_requested)
     history = compacted or history
     archive.session_id = turn.session_id  # a rotating compaction moved the chat to a new session
-    memory = await memory_block(parts, turn, notes, window)
+    memory = await memory_block(parts, turn, notes, window, None if compacted else before)
     # Bounded after that rotation, so a long message's original is archived in the session it belongs to.
     rest = incoming[start:]
     hears = _transcriber(parts, meter)

@@ -1,6 +1,7 @@
-"""The memory a turn's requests carry (:mod:`gateway.memory.block`): chosen after any compaction before the turn,
-its choice kept in the session's meta, its entries marked used, and the person told once when theirs is full;
-and the chats each person took part in, for ``session_search`` over their chats."""
+"""The memory a turn's requests carry (:mod:`gateway.memory.block`): chosen before the turn (again when a
+compaction before it cleared the session's choice), its choice kept in the session's meta by the turn's own commit,
+its entries marked used, and the person told once when theirs is full; and the chats each person took part in, for
+``session_search`` over their chats."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from gateway.worker.parts import TurnParts
 FULL_NOTICE_SECONDS = 180 * 86_400
 
 
-async def memory_block(parts: TurnParts, turn: ChatTurn, notes: list[str], window: int) -> MemoryBlock:
-    """The block of this turn's requests; a first choice this session is stored (fenced by the turn's lock)."""
-    block = await parts.memory.block(turn.message, turn.meta, window)
+async def memory_block(
+    parts: TurnParts, turn: ChatTurn, notes: list[str], window: int, chosen: MemoryBlock | None
+) -> MemoryBlock:
+    """The block of this turn's requests: ``chosen`` before the turn's compactions, unless one of them cleared the
+    session's choice; a first choice this session goes into the session's meta with the turn's commit
+    (:func:`gateway.worker.committing.commit`)."""
+    block = chosen if chosen is not None else await parts.memory.block(turn.message, turn.meta, window)
     if block.view is not None:
-        await parts.store.update_meta(turn.chat, turn.session_id, lock=turn.lock, memory_view=block.view)
-        turn.meta = await parts.store.meta(turn.chat, turn.session_id)
         await parts.memory.used(block)
     if block.left_out and await parts.told.first_for(
         turn.chat, f"memory-full:{turn.message.user_id}", FULL_NOTICE_SECONDS

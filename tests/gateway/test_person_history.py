@@ -220,12 +220,13 @@ async def test_search_by_meaning_takes_each_readable_chats_closest_messages(stor
 
 async def test_a_persons_chats_keep_their_kind_and_newest_time_beside_their_memory(channel, key_prefix):
     chats = PersonChats(channel, key_prefix)
-    await chats.note(ANN, ANN_PRIVATE, private=True, when=10.0)
-    await chats.note(ANN, TEAM, private=False, when=20.0)
-    await chats.note(ANN, ANN_PRIVATE, private=False, when=30.0)  # a private chat stays private
-    await chats.note(ANN, TEAM, private=True, when=5.0)  # a group stays a group; its time does not go back
+    await chats.note(ANN, ANN_PRIVATE, private=True, when=100.0)
+    await chats.note(ANN, TEAM, private=False, when=200.0)
+    await chats.note(ANN, ANN_PRIVATE, private=False, when=400.0)  # a private chat stays private
+    await chats.note(ANN, TEAM, private=True, when=50.0)  # a group stays a group; its time does not go back
+    await chats.note(ANN, ANN_PRIVATE, private=True, when=430.0)  # within the minute: not written again
     listed = await chats.chats(ANN)
-    assert [(c.chat, c.private, c.last) for c in listed] == [(ANN_PRIVATE, True, 30.0), (TEAM, False, 20.0)]
+    assert [(c.chat, c.private, c.last) for c in listed] == [(ANN_PRIVATE, True, 400.0), (TEAM, False, 200.0)]
     assert await chats.chats(BOB) == []
     memory_keys = MemoryStore(channel, key_prefix).keys(ANN, "private")
     assert len({key_slot(key.encode()) for key in (*chats.keys(ANN), *memory_keys)}) == 1
