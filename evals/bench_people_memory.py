@@ -165,8 +165,9 @@ async def _timed_rounds(probes: Mapping[str, Callable[[], Awaitable[Any]]], roun
 
 
 async def measure_read(ctx: Bench, case: ReadCase, messages: int) -> dict[str, Any]:
+    from gateway.access.roles import person_of
     from gateway.memory.block import MemoryReader
-    from gateway.memory.scopes import is_private, person_of, scope_of
+    from gateway.memory.scopes import is_private, scope_of
     from gateway.platforms.base import IncomingMessage
     from gateway.store.memory import PRIVATE
     from gateway.store.meta import SessionMeta

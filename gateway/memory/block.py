@@ -18,6 +18,7 @@ person's is ever read: the keys read are the speaker's own and (in a group) the 
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -116,6 +117,12 @@ def _choice(view: dict[str, object], key: str, entries: Sequence[MemoryEntry], l
     return _Choice(shown, upto, {"shown": shown, "upto": upto}, tuple(shown))
 
 
+@functools.lru_cache(maxsize=4_096)
+def _tokens_of(heading: str) -> int:
+    """A heading's tokens: the same few headings every turn, counted once."""
+    return count_text(heading)
+
+
 def _heading(name: str, private: bool) -> str:
     if private:
         return (
@@ -150,7 +157,7 @@ class MemoryReader:
         own = [] if private else await self.store.entries(person, scope)
         key = _view_key(owner, scope)
         heading = _heading(message.user_name or person, private)
-        room = (bound if private else bound // 2) - count_text(heading) - NOTE_TOKENS  # the note's words kept free
+        room = (bound if private else bound // 2) - _tokens_of(heading) - NOTE_TOKENS  # the note's words kept free
         choice = _choice(meta.memory_view, key, chat_entries, label, room)
         system, used = _chat_part(chat_entries, choice.shown, label, heading)
         note_fit = _Fit(max(0, bound - used - NOTE_TOKENS))
@@ -189,7 +196,7 @@ def _chat_part(entries: Sequence[MemoryEntry], shown: Sequence[int], label: str,
             fit.offer(by_number[number], label)
     if not fit.lines:
         return "", 0
-    return "\n".join([heading, *fit.lines]), count_text(heading) + sys.maxsize - fit.budget
+    return "\n".join([heading, *fit.lines]), _tokens_of(heading) + sys.maxsize - fit.budget
 
 
 def _note(lines: Sequence[str], name: str, private: bool, left_out: int) -> str:

@@ -8,7 +8,6 @@ channel is a group of its own: what is learned there is used there only.
 
 from __future__ import annotations
 
-from gateway.access.roles import person_of
 from gateway.platforms.base import IncomingMessage
 from gateway.store.memory import PRIVATE, group_scope
 
@@ -33,6 +32,3 @@ def scope_of(message: IncomingMessage) -> str:
 def where(scope: str) -> str:
     """A scope as a person reads it: ``private``, or the group's chat key."""
     return "private" if scope == PRIVATE else scope.removeprefix("group:")
-
-
-__all__ = ["ONE_PERSON_PLATFORMS", "PRIVATE", "is_private", "person_of", "scope_of", "where"]

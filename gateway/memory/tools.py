@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from agent.tools.memory import KeptEntry, MemoryChange
 from gateway.access.roles import person_of
 from gateway.events import EventBus, MemoryAction, MemoryWriteEvent, ToolCallEvent
-from gateway.memory.scopes import PRIVATE, is_private, scope_of
+from gateway.memory.scopes import is_private, scope_of
 from gateway.platforms.base import IncomingMessage
 from gateway.store.memory import Added, MemoryEntry, MemoryStore
 
@@ -40,45 +40,47 @@ class TurnMemory:
         self.scope = scope_of(message)
         self.private = is_private(message)
 
-    def _owner(self, group: bool) -> str | None:
-        """Whose entries a write changes: the person's, or the group's own (None: no group here)."""
-        if not group:
-            return self.person
-        return None if self.private else ""
+    def _owner(self, group: bool, text: str | None, what: str = "the text") -> tuple[str | None, str]:
+        """Whose entries a write changes (the person's, or the group's own ``""``), or None with why it cannot:
+        no group in a private chat, or a text the store refuses."""
+        if group and self.private:
+            return None, NO_GROUP
+        refused = None if text is None else self.store.refusal(text)
+        if refused is not None:
+            return None, f"{what} is {refused}"
+        return ("" if group else self.person), ""
 
     async def add(self, text: str, *, group: bool) -> MemoryChange:
-        owner = self._owner(group)
+        owner, why = self._owner(group, text)
         if owner is None:
-            return await self._told("add", False, MemoryChange(False, reason=NO_GROUP))
-        refused = self.store.refusal(text)
-        if refused is not None:
-            return await self._told("add", False, MemoryChange(False, reason=f"the text is {refused}"))
+            return await self._refused("add", why)
         added = await self.store.add(
             owner, self.scope, text, source="tool", chat=self.chat, message_id=self.message.update_id
         )
         return await self._changed("add", owner, added, "that text is kept already")
 
     async def replace(self, old_text: str, text: str, *, group: bool) -> MemoryChange:
-        owner = self._owner(group)
+        owner, why = self._owner(group, text, "the new text")
         if owner is None:
-            return await self._told("replace", False, MemoryChange(False, reason=NO_GROUP))
-        refused = self.store.refusal(text)
-        if refused is not None:
-            return await self._told("replace", False, MemoryChange(False, reason=f"the new text is {refused}"))
+            return await self._refused("replace", why)
         added = await self.store.replace(owner, self.scope, old_text, text)
         if added.entry is None:
-            return await self._told("replace", False, MemoryChange(False, reason="no kept entry has that old_text"))
+            return await self._refused("replace", "no kept entry has that old_text")
         return await self._changed("replace", owner, added, "the new text is kept already as another entry")
 
     async def remove(self, old_text: str, *, group: bool) -> MemoryChange:
-        owner = self._owner(group)
+        owner, why = self._owner(group, None)
         if owner is None:
-            return await self._told("remove", False, MemoryChange(False, reason=NO_GROUP))
+            return await self._refused("remove", why)
         removed = await self.store.remove(owner, old_text, self.scope)
         if removed is None:
-            return await self._told("remove", False, MemoryChange(False, reason="no kept entry has that text"))
+            return await self._refused("remove", "no kept entry has that text")
         await self._wrote("remove", owner)
         return await self._told("remove", True, MemoryChange(True, _kept(removed, owner)))
+
+    async def _refused(self, action: MemoryAction, reason: str) -> MemoryChange:
+        """A call that changed nothing, audited as refused, with why."""
+        return await self._told(action, False, MemoryChange(False, reason=reason))
 
     async def search(self, query: str, limit: int) -> Sequence[KeptEntry]:
         """Entries sharing the most words with ``query`` (newest and most used first among equals); every kept
@@ -122,6 +124,3 @@ class TurnMemory:
             )
         )
         return change
-
-
-__all__ = ["PRIVATE", "TurnMemory"]

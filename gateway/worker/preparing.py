@@ -23,9 +23,9 @@ from agent.tools.mcp import CallRecord
 from agent.tools.memory import memory_tools
 from agent.transcript_repair import repair_for_turn
 from gateway.access.budgets import ChatMeter, MeteredTranscriber
+from gateway.access.roles import person_of
 from gateway.delivery.stream import TurnWatch
 from gateway.media.source import ChatMedia
-from gateway.memory.scopes import person_of
 from gateway.memory.tools import TurnMemory
 from gateway.outage import is_redis_outage
 from gateway.person_history import PersonHistory

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gateway.access.roles import person_of
 from gateway.memory.block import FULL_NOTICE, MemoryBlock
-from gateway.memory.scopes import is_private, person_of
+from gateway.memory.scopes import is_private
 from gateway.platforms.base import IncomingMessage
 from gateway.worker.chat_turn import ChatTurn
 from gateway.worker.parts import TurnParts

@@ -150,8 +150,9 @@ class FakeEmbeddingsServer:
     inputs: int = 0
     #: Each answered request's texts, in order.
     batches: list[list[str]] = field(default_factory=list)
-    #: Seconds every answer takes (a slow endpoint); 0: at once.
-    delay: float = 0.0
+    #: The endpoint takes requests but answers none until it stops (a hung server, for a client's timeout to end).
+    stalled: bool = False
+    _released: asyncio.Event = field(default_factory=asyncio.Event)
     _failures: list[int] = field(default_factory=list)
     _runner: web.AppRunner | None = None
 
@@ -174,6 +175,7 @@ class FakeEmbeddingsServer:
         """Listen (again, on the same port once it had one)."""
         if self._runner is not None:
             return
+        self._released.clear()
         app = web.Application()
         app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
@@ -185,6 +187,7 @@ class FakeEmbeddingsServer:
     async def stop(self) -> None:
         """Stop listening: a request now meets a refused connection."""
         if self._runner is not None:
+            self._released.set()  # whatever still waits for an answer gets one as the server goes
             runner, self._runner = self._runner, None
             await runner.cleanup()
 
@@ -197,8 +200,8 @@ class FakeEmbeddingsServer:
             return _error(401, "Incorrect API key provided.", "invalid_api_key")
         if self._failures:
             return _error(self._failures.pop(0), "The server had an error while processing your request.")
-        if self.delay:
-            await asyncio.sleep(self.delay)  # a slow endpoint, for a client's timeout to cut short
+        if self.stalled:
+            await self._released.wait()  # no answer until the server stops: the client's own timeout must end it
         try:
             body: Any = await http.json()
             _validate(EmbeddingCreateParams, body, "embeddings")

@@ -259,7 +259,7 @@ async def test_the_key_the_vector_length_and_the_timeout_come_from_the_settings(
             at = await vectors.where(CHAT)
             sid = await runner.store.current_session(CHAT)
             (stored,) = await vectors.vectors(CHAT, [f"{sid}:1"])
-            server.delay = 5.0  # slower than memory.embeddings.timeout_seconds
+            server.stalled = True  # it never answers: memory.embeddings.timeout_seconds must end the wait
             slow = await runner.meanings.similar(CHAT, "a query never asked before", 2)
     assert server.requests >= 1  # the key from the environment was taken: a wrong one is refused (401)
     assert at.model == f"{MODEL}@24" and stored is not None and len(stored) == 24 * 4  # float32
